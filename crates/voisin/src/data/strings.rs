@@ -1,0 +1,73 @@
+//! String sets for edit-distance search. Strings are kept as Unicode scalar values (`char`) in
+//! one flat array with offsets, so distance kernels index characters, not bytes.
+
+use crate::error::{Error, Result};
+
+/// A list of strings, stored as chars in one flat array.
+#[derive(Clone, Debug, Default)]
+pub struct StringSet {
+    chars: Vec<char>,
+    /// `offsets[i]..offsets[i + 1]` are the chars of string `i`; `offsets.len() == len + 1`.
+    offsets: Vec<usize>,
+}
+
+impl StringSet {
+    pub fn new() -> Self {
+        StringSet {
+            chars: Vec::new(),
+            offsets: vec![0],
+        }
+    }
+
+    pub fn from_strings<I, S>(items: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut set = StringSet::new();
+        for s in items {
+            set.push(s.as_ref())?;
+        }
+        Ok(set)
+    }
+
+    pub fn push(&mut self, s: &str) -> Result<()> {
+        if self.len() >= super::MAX_ITEMS {
+            return Err(Error::invalid("too many strings"));
+        }
+        self.chars.extend(s.chars());
+        self.offsets.push(self.chars.len());
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// String `i` as Unicode scalar values.
+    pub fn get(&self, i: usize) -> &[char] {
+        &self.chars[self.offsets[i]..self.offsets[i + 1]]
+    }
+
+    /// String `i` as an owned `String`.
+    pub fn get_string(&self, i: usize) -> String {
+        self.get(i).iter().collect()
+    }
+
+    /// Length in chars of the longest string.
+    pub fn max_len(&self) -> usize {
+        self.offsets
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[char]> + '_ {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+}

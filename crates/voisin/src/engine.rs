@@ -1,0 +1,153 @@
+//! The engine seam: one trait that the CPU, CUDA, multi-GPU and MPI engines implement, the
+//! result types they return, and the request checks they all share.
+//!
+//! Callers (the CLI, the Python bindings) hold a `Box<dyn Engine>` and never learn which device
+//! answers. Results are identical across engines: exact keys, ties broken by the smaller index.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::metric::{ItemKind, Metric};
+
+/// k nearest neighbours of each query, flat row-major `n_queries × k`.
+///
+/// `k` is the number of neighbours actually returned per query: the requested k capped at the
+/// number of items available (the base size for `knn`, n − 1 for `graph`). Each row is sorted by
+/// (distance, index); for `inner_product` by decreasing dot product, then index.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KnnResult {
+    pub n_queries: usize,
+    pub k: usize,
+    pub indices: Vec<u32>,
+    pub distances: Vec<f32>,
+    pub stats: Stats,
+}
+
+impl KnnResult {
+    pub fn row(&self, q: usize) -> (&[u32], &[f32]) {
+        let r = q * self.k..(q + 1) * self.k;
+        (&self.indices[r.clone()], &self.distances[r])
+    }
+}
+
+/// Every base item within the radius of each query, in CSR form: the results of query `q` are
+/// `offsets[q]..offsets[q + 1]`, sorted by (distance, index) (decreasing dot product for
+/// `inner_product`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RangeResult {
+    pub offsets: Vec<usize>,
+    pub indices: Vec<u32>,
+    pub distances: Vec<f32>,
+    pub stats: Stats,
+}
+
+impl RangeResult {
+    pub fn n_queries(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    pub fn row(&self, q: usize) -> (&[u32], &[f32]) {
+        let r = self.offsets[q]..self.offsets[q + 1];
+        (&self.indices[r.clone()], &self.distances[r])
+    }
+}
+
+/// What an engine measured while answering, for `--stats`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Time spent computing distances (including selection when fused).
+    pub compute: Duration,
+    /// Time spent selecting and re-ranking outside the distance pass.
+    pub select: Duration,
+    /// Host-device transfer time (GPU engines).
+    pub transfer: Duration,
+    /// Pairs whose distance was computed (approximate or exact).
+    pub distance_evals: u64,
+    /// Pairs re-ranked exactly.
+    pub exact_evals: u64,
+    /// Device(s) that did the work, e.g. "cpu (2 threads)".
+    pub device: String,
+}
+
+/// Receives progress as (units done, units total); engines call it from any thread.
+pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
+
+/// The interface every engine implements.
+pub trait Engine: Send + Sync {
+    /// Short name for messages and `--stats`, e.g. "cpu" or "cuda:0".
+    fn name(&self) -> String;
+
+    /// For each query, its k nearest base items.
+    fn knn(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        k: usize,
+        metric: &Metric,
+    ) -> Result<KnnResult>;
+
+    /// For each query, every base item within `radius`.
+    fn range(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        radius: f64,
+        metric: &Metric,
+    ) -> Result<RangeResult>;
+
+    /// For each item, its k nearest other items (the item itself excluded, duplicates kept).
+    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult>;
+}
+
+/// Checks that a metric applies to a data set.
+pub fn check_metric(data: &Dataset, metric: &Metric) -> Result<()> {
+    let kind = match data {
+        Dataset::Vectors(_) => ItemKind::Vectors,
+        Dataset::Strings(_) => ItemKind::Strings,
+    };
+    if metric.supports(kind) {
+        return Ok(());
+    }
+    let what = match kind {
+        ItemKind::Vectors => "vectors",
+        ItemKind::Strings => "strings",
+    };
+    let hint = match kind {
+        ItemKind::Vectors => "",
+        ItemKind::Strings => " (strings take levenshtein)",
+    };
+    Err(Error::invalid(format!(
+        "metric {metric} does not apply to {what}{hint}"
+    )))
+}
+
+/// Checks that base and queries can be compared under `metric`.
+pub fn check_pair(base: &Dataset, queries: &Dataset, metric: &Metric) -> Result<()> {
+    check_metric(base, metric)?;
+    check_metric(queries, metric)?;
+    match (base, queries) {
+        (Dataset::Vectors(b), Dataset::Vectors(q)) if b.dim() != q.dim() => {
+            Err(Error::invalid(format!(
+                "base has dimension {} but queries have dimension {}",
+                b.dim(),
+                q.dim()
+            )))
+        }
+        (Dataset::Vectors(_), Dataset::Strings(_)) | (Dataset::Strings(_), Dataset::Vectors(_)) => {
+            Err(Error::invalid(
+                "base and queries are of different kinds (vectors and strings)",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Checks a requested k.
+pub fn check_k(k: usize) -> Result<()> {
+    if k == 0 {
+        return Err(Error::invalid("k must be at least 1"));
+    }
+    Ok(())
+}

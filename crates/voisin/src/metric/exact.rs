@@ -1,0 +1,50 @@
+//! Exact keys in f64: the values every engine reports and ranks its final candidates by.
+//!
+//! Inputs are f32 (every storage type converts to f32 exactly), products and sums are done in
+//! f64, so for the dimensions we handle the result is within a few f64 ulps of the real value:
+//! far below f32 resolution, which makes results identical across engines and devices.
+
+use super::{levenshtein, Metric};
+
+/// Exact key between two vectors for a built-in vector metric (see the module doc of
+/// [`crate::metric`] for what a key is). Panics for string and custom metrics.
+pub fn vector_key(metric: &Metric, a: &[f32], b: &[f32]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let pairs = a.iter().zip(b).map(|(&x, &y)| (x as f64, y as f64));
+    match metric {
+        Metric::Euclidean | Metric::SqEuclidean => pairs.map(|(x, y)| (x - y) * (x - y)).sum(),
+        Metric::InnerProduct => -pairs.map(|(x, y)| x * y).sum::<f64>(),
+        Metric::Cityblock => pairs.map(|(x, y)| (x - y).abs()).sum(),
+        Metric::Chebyshev => pairs.map(|(x, y)| (x - y).abs()).fold(0.0, f64::max),
+        Metric::Minkowski(p) => pairs.map(|(x, y)| (x - y).abs().powf(*p)).sum(),
+        Metric::Cosine => cosine_distance(a, b, 0.0, 0.0),
+        Metric::Correlation => cosine_distance(a, b, mean(a), mean(b)),
+        Metric::Levenshtein | Metric::Custom(_) => {
+            panic!("vector_key called with metric {metric}")
+        }
+    }
+}
+
+/// Exact key between two strings: the edit distance.
+pub fn string_key(a: &[char], b: &[char]) -> f64 {
+    levenshtein::distance(a, b) as f64
+}
+
+fn mean(a: &[f32]) -> f64 {
+    a.iter().map(|&x| x as f64).sum::<f64>() / a.len() as f64
+}
+
+/// 1 − cos between `a − ca` and `b − cb`; 1 when either side is zero.
+fn cosine_distance(a: &[f32], b: &[f32], ca: f64, cb: f64) -> f64 {
+    let (mut ab, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64 - ca, y as f64 - cb);
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        return 1.0;
+    }
+    (1.0 - ab / (aa.sqrt() * bb.sqrt())).clamp(0.0, 2.0)
+}

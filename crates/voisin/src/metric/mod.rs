@@ -1,0 +1,306 @@
+//! Metrics: their names, properties and distance functions.
+//!
+//! Every metric is ranked through a *key* that grows with distance (smaller key = closer):
+//! `euclidean` ranks by the squared distance, `minkowski` by the p-th power sum, and
+//! `inner_product` by the negated dot product. Engines select on keys and convert the final keys
+//! to the metric's own value with [`Metric::key_to_distance`]. This module owns the definitions;
+//! engines own the tiling and selection.
+//!
+//! - [`exact`]: f64 keys, the values every engine reports.
+//! - [`simd`]: f32 kernels with run-time CPU feature detection, and their error bounds, used to
+//!   produce candidates.
+//! - [`levenshtein`]: bit-parallel edit distance over Unicode scalar values.
+
+pub mod exact;
+pub mod levenshtein;
+pub mod simd;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// A distance function over items of type `T`, for metrics the library does not know.
+/// Closures `Fn(&T, &T) -> f64` implement it. Only the CPU engine and the metric indexes use it.
+pub trait Distance<T: ?Sized>: Send + Sync {
+    fn distance(&self, a: &T, b: &T) -> f64;
+}
+
+impl<T: ?Sized, F> Distance<T> for F
+where
+    F: Fn(&T, &T) -> f64 + Send + Sync,
+{
+    fn distance(&self, a: &T, b: &T) -> f64 {
+        self(a, b)
+    }
+}
+
+/// A user-defined metric: a name and a distance over vectors, strings, or both.
+#[derive(Clone)]
+pub struct CustomMetric {
+    pub name: String,
+    pub vectors: Option<Arc<dyn Distance<[f32]>>>,
+    pub strings: Option<Arc<dyn Distance<[char]>>>,
+}
+
+impl CustomMetric {
+    pub fn for_vectors(name: impl Into<String>, f: impl Distance<[f32]> + 'static) -> Self {
+        CustomMetric {
+            name: name.into(),
+            vectors: Some(Arc::new(f)),
+            strings: None,
+        }
+    }
+
+    pub fn for_strings(name: impl Into<String>, f: impl Distance<[char]> + 'static) -> Self {
+        CustomMetric {
+            name: name.into(),
+            vectors: None,
+            strings: Some(Arc::new(f)),
+        }
+    }
+}
+
+impl fmt::Debug for CustomMetric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CustomMetric({})", self.name)
+    }
+}
+
+/// The metrics voisin knows, plus user metrics.
+#[derive(Clone, Debug)]
+pub enum Metric {
+    Euclidean,
+    SqEuclidean,
+    /// 1 − cos(a, b). A zero vector is at distance 1 from every vector (scikit-learn's rule).
+    Cosine,
+    /// 1 − Pearson r. A constant vector is at distance 1 from every vector.
+    Correlation,
+    /// Ranks by the largest dot product and reports the dot product.
+    InnerProduct,
+    Cityblock,
+    Chebyshev,
+    /// (Σ|a−b|^p)^(1/p), p ≥ 1.
+    Minkowski(f64),
+    Levenshtein,
+    Custom(CustomMetric),
+}
+
+/// What kind of items a metric applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemKind {
+    Vectors,
+    Strings,
+}
+
+impl Metric {
+    /// The canonical (scipy) name.
+    pub fn name(&self) -> String {
+        match self {
+            Metric::Euclidean => "euclidean".into(),
+            Metric::SqEuclidean => "sqeuclidean".into(),
+            Metric::Cosine => "cosine".into(),
+            Metric::Correlation => "correlation".into(),
+            Metric::InnerProduct => "inner_product".into(),
+            Metric::Cityblock => "cityblock".into(),
+            Metric::Chebyshev => "chebyshev".into(),
+            Metric::Minkowski(p) => format!("minkowski:{p}"),
+            Metric::Levenshtein => "levenshtein".into(),
+            Metric::Custom(c) => c.name.clone(),
+        }
+    }
+
+    /// Every built-in metric with a representative parameter, for tests and documentation.
+    pub fn builtins() -> Vec<Metric> {
+        vec![
+            Metric::Euclidean,
+            Metric::SqEuclidean,
+            Metric::Cosine,
+            Metric::Correlation,
+            Metric::InnerProduct,
+            Metric::Cityblock,
+            Metric::Chebyshev,
+            Metric::Minkowski(3.0),
+            Metric::Levenshtein,
+        ]
+    }
+
+    /// Whether the metric can measure items of this kind.
+    pub fn supports(&self, kind: ItemKind) -> bool {
+        match self {
+            Metric::Levenshtein => kind == ItemKind::Strings,
+            Metric::Custom(c) => match kind {
+                ItemKind::Vectors => c.vectors.is_some(),
+                ItemKind::Strings => c.strings.is_some(),
+            },
+            _ => kind == ItemKind::Vectors,
+        }
+    }
+
+    /// Metrics computed through matrix products with norms (seed 000 §3.2.1).
+    pub fn is_gemm(&self) -> bool {
+        matches!(
+            self,
+            Metric::Euclidean
+                | Metric::SqEuclidean
+                | Metric::Cosine
+                | Metric::Correlation
+                | Metric::InnerProduct
+        )
+    }
+
+    /// True metrics (triangle inequality holds), which metric-space indexes may prune with.
+    pub fn is_true_metric(&self) -> bool {
+        match self {
+            Metric::Euclidean | Metric::Cityblock | Metric::Chebyshev | Metric::Levenshtein => true,
+            Metric::Minkowski(p) => *p >= 1.0,
+            _ => false,
+        }
+    }
+
+    /// Converts a key (what engines rank by) to the metric's reported value.
+    pub fn key_to_distance(&self, key: f64) -> f64 {
+        match self {
+            Metric::Euclidean => key.max(0.0).sqrt(),
+            Metric::InnerProduct => -key,
+            Metric::Minkowski(p) => key.max(0.0).powf(1.0 / p),
+            _ => key,
+        }
+    }
+
+    /// Whether a pair at this reported distance is inside a range query of radius `radius`.
+    /// For `inner_product` the radius is a minimum dot product.
+    pub fn within(&self, distance: f64, radius: f64) -> bool {
+        match self {
+            Metric::InnerProduct => distance >= radius,
+            _ => distance <= radius,
+        }
+    }
+
+    /// Checks a range-query radius for this metric.
+    pub fn check_radius(&self, radius: f64) -> Result<()> {
+        if !radius.is_finite() {
+            return Err(Error::invalid(format!(
+                "radius {radius} is not a finite number"
+            )));
+        }
+        if radius < 0.0 && !matches!(self, Metric::InnerProduct) {
+            return Err(Error::invalid(format!(
+                "radius {radius} is negative (only inner_product takes a negative radius)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The key threshold matching a radius: every pair with key ≤ this (computed exactly) is
+    /// within the radius. Engines widen it by their error bound when filtering candidates and
+    /// decide membership on exact distances with [`Metric::within`].
+    pub fn radius_to_key(&self, radius: f64) -> f64 {
+        match self {
+            Metric::Euclidean => radius * radius,
+            Metric::InnerProduct => -radius,
+            Metric::Minkowski(p) => radius.powf(*p),
+            _ => radius,
+        }
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl PartialEq for Metric {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Metric::Minkowski(a), Metric::Minkowski(b)) => a == b,
+            (Metric::Custom(a), Metric::Custom(b)) => a.name == b.name,
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
+    }
+}
+
+/// Parses scipy names and the aliases l2, l1, manhattan, linf, pearson, ip, dot, edit.
+/// Minkowski takes its order as `minkowski:P` (`minkowski` alone means p = 2).
+impl FromStr for Metric {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let lower = s.trim().to_ascii_lowercase();
+        let (name, param) = match lower.split_once(':') {
+            Some((n, p)) => (n, Some(p)),
+            None => (lower.as_str(), None),
+        };
+        let metric = match name {
+            "euclidean" | "l2" => Metric::Euclidean,
+            "sqeuclidean" | "sql2" => Metric::SqEuclidean,
+            "cosine" => Metric::Cosine,
+            "correlation" | "pearson" => Metric::Correlation,
+            "inner_product" | "ip" | "dot" => Metric::InnerProduct,
+            "cityblock" | "l1" | "manhattan" => Metric::Cityblock,
+            "chebyshev" | "linf" => Metric::Chebyshev,
+            "minkowski" => {
+                let p = match param {
+                    None => 2.0,
+                    Some(p) => p.parse::<f64>().map_err(|_| {
+                        Error::invalid(format!("minkowski order '{p}' is not a number"))
+                    })?,
+                };
+                if !(p.is_finite() && p >= 1.0) {
+                    return Err(Error::invalid(format!(
+                        "minkowski order {p} must be a finite number >= 1"
+                    )));
+                }
+                return Ok(Metric::Minkowski(p));
+            }
+            "levenshtein" | "edit" => Metric::Levenshtein,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown metric '{s}' (known: euclidean, sqeuclidean, cosine, correlation, \
+                     inner_product, cityblock, chebyshev, minkowski:P, levenshtein)"
+                )))
+            }
+        };
+        if let Some(p) = param {
+            return Err(Error::invalid(format!(
+                "metric '{name}' takes no parameter (got ':{p}')"
+            )));
+        }
+        Ok(metric)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_names_and_aliases() {
+        for (s, m) in [
+            ("euclidean", Metric::Euclidean),
+            ("L2", Metric::Euclidean),
+            ("l1", Metric::Cityblock),
+            ("manhattan", Metric::Cityblock),
+            ("linf", Metric::Chebyshev),
+            ("pearson", Metric::Correlation),
+            ("ip", Metric::InnerProduct),
+            ("edit", Metric::Levenshtein),
+            ("minkowski:3", Metric::Minkowski(3.0)),
+            ("minkowski", Metric::Minkowski(2.0)),
+        ] {
+            assert_eq!(s.parse::<Metric>().unwrap(), m, "{s}");
+        }
+        for bad in ["nope", "minkowski:0.5", "minkowski:x", "cosine:2", ""] {
+            assert!(bad.parse::<Metric>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for m in Metric::builtins() {
+            assert_eq!(m.name().parse::<Metric>().unwrap(), m);
+        }
+    }
+}
