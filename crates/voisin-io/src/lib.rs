@@ -1,0 +1,1 @@
+//! Readers and writers for data and result files.
