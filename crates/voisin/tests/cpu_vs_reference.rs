@@ -18,6 +18,9 @@ fn vector_metrics() -> Vec<Metric> {
         .collect()
 }
 
+/// A data generator: (rng, rows, dimension) -> row-major values.
+type Gen = fn(&mut StdRng, usize, usize) -> Vec<f32>;
+
 fn normal_f32(rng: &mut StdRng) -> f32 {
     StandardNormal.sample(rng)
 }
@@ -90,8 +93,7 @@ fn every_vector_metric_on_random_and_adversarial_data() {
     let mut rng = StdRng::seed_from_u64(7);
     // n is no multiple of any tile size; 1300 spans several base tiles and graph blocks.
     for (n, m, d) in [(1300, 70, 3), (600, 40, 127), (300, 20, 1025), (200, 13, 1)] {
-        let gens: [(&str, fn(&mut StdRng, usize, usize) -> Vec<f32>); 3] =
-            [("normal", normal), ("ties", ties), ("offset", offset)];
+        let gens: [(&str, Gen); 3] = [("normal", normal), ("ties", ties), ("offset", offset)];
         for (what, gen) in gens {
             let base = set(n, d, with_zero_and_duplicate_rows(gen(&mut rng, n, d), d));
             let queries = set(m, d, with_zero_and_duplicate_rows(gen(&mut rng, m, d), d));
