@@ -256,3 +256,34 @@ fn bad_requests_are_errors_not_panics() {
         .contains("negative"));
     assert!(e.range(&v, &v, f64::NAN, &Metric::Euclidean).is_err());
 }
+
+#[test]
+fn tiny_memory_budget_still_exact() {
+    // 64 KiB forces query chunks in knn and several row passes in the graph.
+    let e = CpuEngine::new(CpuOptions {
+        threads: Some(2),
+        memory_budget: 64 << 10,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(13);
+    let (n, d) = (1700, 9);
+    let base = set(n, d, with_zero_and_duplicate_rows(ties(&mut rng, n, d), d));
+    let queries = set(600, d, normal(&mut rng, 600, d));
+    for metric in [Metric::Euclidean, Metric::Cityblock] {
+        for k in [1, 10, 40] {
+            compare_knn(
+                &reference::graph(&base, k, &metric).unwrap(),
+                &e.graph(&base, k, &metric).unwrap(),
+                0.0,
+            )
+            .unwrap();
+            compare_knn(
+                &reference::knn(&base, &queries, k, &metric).unwrap(),
+                &e.knn(&base, &queries, k, &metric).unwrap(),
+                0.0,
+            )
+            .unwrap();
+        }
+    }
+}

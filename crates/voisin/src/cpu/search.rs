@@ -11,11 +11,11 @@ use super::plan::{ranges, segments, Ctx, BASE_TILE, QUERY_BLOCK};
 use super::tiles::{Bound, TileSource};
 use crate::engine::{KnnResult, RangeResult};
 use crate::metric::Metric;
-use crate::select::Candidates;
+use crate::select::{Candidates, ENTRY_BYTES};
 
 /// Elements checked at once before the exact per-element test: the block test compiles to a
 /// few SIMD compares, and almost every block of a scan holds no candidate.
-const SCAN_CHUNK: usize = 16;
+pub const SCAN_CHUNK: usize = 16;
 
 /// Whether an approximate key may pass a limit. NaN passes: an overflowed key is never
 /// dropped unseen (its bound is then infinite).
@@ -69,11 +69,16 @@ pub fn rerank<S: TileSource>(
 }
 
 /// How many queries to hold candidates for at once, so that candidates stay within half the
-/// memory budget (each query keeps about 2k + 32 entries of 24 bytes per base segment).
+/// memory budget (each query keeps up to about 2k + 32 entries per base segment).
 fn query_chunk(ctx: &Ctx, k: usize, segs: usize) -> usize {
-    let per_query = (2 * k + 32) * 24 * segs + 64;
+    let per_query = candidate_bytes(k) * segs;
     let fit = (ctx.memory_budget / 2) / per_query;
     (fit / QUERY_BLOCK).max(1) * QUERY_BLOCK
+}
+
+/// Bytes of one query's candidate buffer at its usual peak.
+pub fn candidate_bytes(k: usize) -> usize {
+    (2 * k + 32) * ENTRY_BYTES + std::mem::size_of::<Candidates>()
 }
 
 /// Number of base segments: enough work items for every thread, given the query blocks.
