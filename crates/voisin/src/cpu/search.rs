@@ -32,21 +32,33 @@ type Hits = Vec<Vec<(f64, u32)>>;
 #[inline]
 pub fn scan_row(row: &[f32], bound: Bound, col_offset: usize, cand: &mut Candidates) {
     let mut lim = bound.limit(cand.threshold());
-    for (c, chunk) in row.chunks(SCAN_CHUNK).enumerate() {
-        if !chunk.iter().fold(false, |any, &v| any | admits(v, lim)) {
-            continue;
-        }
-        for (j, &v) in chunk.iter().enumerate() {
-            if admits(v, lim) {
+    let mut offer = |part: &[f32], start: usize, lim: &mut f32| {
+        for (j, &v) in part.iter().enumerate() {
+            if admits(v, *lim) {
                 cand.push(
                     bound.lower(v),
                     bound.upper(v),
-                    (col_offset + c * SCAN_CHUNK + j) as u32,
+                    (col_offset + start + j) as u32,
                 );
-                lim = bound.limit(cand.threshold());
+                *lim = bound.limit(cand.threshold());
             }
         }
+    };
+    let mut chunks = row.chunks_exact(SCAN_CHUNK);
+    for (c, chunk) in chunks.by_ref().enumerate() {
+        // A fixed-size block test compiles to a few SIMD compares; almost every block of a
+        // scan holds no candidate, so the per-element path is rare.
+        let block: &[f32; SCAN_CHUNK] = chunk.try_into().expect("exact chunk");
+        let mut any = false;
+        for &v in block {
+            any |= admits(v, lim);
+        }
+        if any {
+            offer(chunk, c * SCAN_CHUNK, &mut lim);
+        }
     }
+    let rest = chunks.remainder();
+    offer(rest, row.len() - rest.len(), &mut lim);
 }
 
 /// Exact re-rank of one query's candidates: its k nearest as (key, index).
@@ -81,15 +93,26 @@ pub fn candidate_bytes(k: usize) -> usize {
     (2 * k + 32) * ENTRY_BYTES + std::mem::size_of::<Candidates>()
 }
 
-/// Number of base segments: enough work items for every thread, given the query blocks.
-fn segment_count(ctx: &Ctx, n_blocks: usize) -> usize {
-    (4 * ctx.threads).div_ceil(n_blocks.max(1))
+/// Work items for `n_queries × n_base`: (query range, base segment) pairs, enough of them to keep
+/// every thread busy. Base segments come first (few queries against a large base is the common
+/// case); when the base is too small to split, query ranges are split instead.
+fn work_items(ctx: &Ctx, n_queries: usize, n_base: usize) -> Vec<((usize, usize), (usize, usize))> {
+    let want = 2 * ctx.threads;
+    let segs = segments(n_base, want, BASE_TILE);
+    let groups = segments(n_queries, want.div_ceil(segs.len().max(1)), QUERY_BLOCK);
+    groups
+        .iter()
+        .flat_map(|&g| segs.iter().map(move |&s| (g, s)))
+        .collect()
 }
 
-/// Walks every tile of (query block × base segment) and hands each tile to `visit`.
+/// Walks a base segment tile by tile against a range of queries: each base tile is prepared
+/// once and measured against every query block of the range (the queries are prepared once per
+/// item), and each key tile is handed to `visit` with its first query, first base index and
+/// width (base rows).
 fn walk<S, T, F>(
     src: &S,
-    block: (usize, usize),
+    queries: (usize, usize),
     seg: (usize, usize),
     cutoff: f64,
     ctx: &Ctx,
@@ -98,18 +121,32 @@ fn walk<S, T, F>(
 ) -> T
 where
     S: TileSource,
-    F: FnMut(&mut T, &[f32], usize, Bound),
+    F: FnMut(&mut T, &[f32], (usize, usize, usize), Bound),
 {
     let mut acc = init;
-    let (mut q, mut b, mut keys) = (S::Rows::default(), S::Rows::default(), Vec::new());
-    src.prepare_query(block.0, block.1, &mut q);
+    let blocks: Vec<(usize, usize)> = ranges(queries.1 - queries.0, QUERY_BLOCK)
+        .into_iter()
+        .map(|(a, b)| (queries.0 + a, queries.0 + b))
+        .collect();
+    let prepared: Vec<S::Rows> = blocks
+        .iter()
+        .map(|&(a, b)| {
+            let mut rows = S::Rows::default();
+            src.prepare_query(a, b, &mut rows);
+            rows
+        })
+        .collect();
+    let (mut b, mut keys) = (S::Rows::default(), Vec::new());
     for (t0, t1) in ranges(seg.1 - seg.0, BASE_TILE) {
         let (b0, b1) = (seg.0 + t0, seg.0 + t1);
         src.prepare_base(b0, b1, &mut b);
-        let bound = src.keys(&q, &b, cutoff, &mut keys);
-        visit(&mut acc, &keys, b0, bound);
-        ctx.count(((block.1 - block.0) * (b1 - b0)) as u64);
-        ctx.advance((block.1 - block.0) as u64 * (b1 - b0) as u64);
+        for (&(q0, _), q) in blocks.iter().zip(&prepared) {
+            let bound = src.keys(q, &b, cutoff, &mut keys);
+            visit(&mut acc, &keys, (q0, b0, b1 - b0), bound);
+        }
+        let pairs = ((queries.1 - queries.0) * (b1 - b0)) as u64;
+        ctx.count(pairs);
+        ctx.advance(pairs);
     }
     acc
 }
@@ -131,38 +168,32 @@ pub fn knn<S: TileSource>(
     out.indices.reserve(n_queries * k);
     out.distances.reserve(n_queries * k);
     ctx.add_total((n_base * n_queries) as u64);
-    let blocks_total = n_queries.div_ceil(QUERY_BLOCK);
-    let segs = segments(n_base, segment_count(ctx, blocks_total), BASE_TILE);
-    let chunk = query_chunk(ctx, k, segs.len());
+    let segs_per_query = work_items(ctx, QUERY_BLOCK, n_base).len();
+    let chunk = query_chunk(ctx, k, segs_per_query);
     for (c0, c1) in ranges(n_queries, chunk) {
-        let blocks = ranges(c1 - c0, QUERY_BLOCK);
-        let items: Vec<(usize, usize)> = (0..blocks.len())
-            .flat_map(|b| (0..segs.len()).map(move |s| (b, s)))
-            .collect();
+        let items = work_items(ctx, c1 - c0, n_base);
         let mut parts: Vec<(usize, Vec<Candidates>)> = items
             .par_iter()
-            .map(|&(bi, si)| {
-                let block = (c0 + blocks[bi].0, c0 + blocks[bi].1);
-                let init: Vec<Candidates> =
-                    (block.0..block.1).map(|_| Candidates::new(k)).collect();
+            .map(|&((g0, g1), seg)| {
+                let (g0, g1) = (c0 + g0, c0 + g1);
+                let init: Vec<Candidates> = (g0..g1).map(|_| Candidates::new(k)).collect();
                 let cands = walk(
                     src,
-                    block,
-                    segs[si],
+                    (g0, g1),
+                    seg,
                     f64::INFINITY,
                     ctx,
                     init,
-                    |cands, keys, b0, bound| {
-                        let width = keys.len() / cands.len();
-                        for (row, cand) in keys.chunks_exact(width).zip(cands.iter_mut()) {
-                            scan_row(row, bound, b0, cand);
+                    |cands, keys, (q0, b0, width), bound| {
+                        for (r, row) in keys.chunks_exact(width).enumerate() {
+                            scan_row(row, bound, b0, &mut cands[q0 - g0 + r]);
                         }
                     },
                 );
-                (bi, cands)
+                (g0, cands)
             })
             .collect();
-        // Merge the segments of each block into the first, then re-rank per query.
+        // Merge the segments of each query range, then re-rank per query.
         parts.sort_by_key(|p| p.0);
         let mut merged: Vec<Candidates> = Vec::with_capacity(c1 - c0);
         for group in parts.chunk_by(|a, b| a.0 == b.0) {
@@ -205,29 +236,22 @@ pub fn range<S: TileSource>(
     let key_r = metric.radius_to_key(radius);
     let key_r = key_r + key_r.abs() * 1e-12 + f64::MIN_POSITIVE;
     ctx.add_total((n_base * n_queries) as u64);
-    let blocks = ranges(n_queries, QUERY_BLOCK);
-    let segs = segments(n_base, segment_count(ctx, blocks.len()), BASE_TILE);
-    let items: Vec<(usize, usize)> = (0..blocks.len())
-        .flat_map(|b| (0..segs.len()).map(move |s| (b, s)))
-        .collect();
-    let mut parts: Vec<(usize, Hits)> = items
+    let items = work_items(ctx, n_queries, n_base);
+    let parts: Vec<(usize, Hits)> = items
         .par_iter()
-        .map(|&(bi, si)| {
-            let block = blocks[bi];
-            let init: Hits = vec![Vec::new(); block.1 - block.0];
+        .map(|&((g0, g1), seg)| {
+            let init: Hits = vec![Vec::new(); g1 - g0];
             let hits = walk(
                 src,
-                block,
-                segs[si],
+                (g0, g1),
+                seg,
                 key_r,
                 ctx,
                 init,
-                |hits, keys, b0, bound| {
-                    let width = keys.len() / hits.len();
+                |hits, keys, (q0, b0, width), bound| {
                     let lim = bound.limit(key_r);
-                    for (qi, (row, hit)) in
-                        keys.chunks_exact(width).zip(hits.iter_mut()).enumerate()
-                    {
+                    for (r, row) in keys.chunks_exact(width).enumerate() {
+                        let q = q0 + r;
                         for (j, &v) in row.iter().enumerate() {
                             if admits(v, lim) {
                                 let i = b0 + j;
@@ -236,24 +260,23 @@ pub fn range<S: TileSource>(
                                     v as f64
                                 } else {
                                     ctx.count_exact(1);
-                                    src.exact(i, block.0 + qi)
+                                    src.exact(i, q)
                                 };
                                 if metric.within(metric.key_to_distance(key), radius) {
-                                    hit.push((key, i as u32));
+                                    hits[q - g0].push((key, i as u32));
                                 }
                             }
                         }
                     }
                 },
             );
-            (bi, hits)
+            (g0, hits)
         })
         .collect();
-    parts.sort_by_key(|p| p.0);
     let mut rows: Hits = vec![Vec::new(); n_queries];
-    for (bi, hits) in parts {
+    for (g0, hits) in parts {
         for (qi, hit) in hits.into_iter().enumerate() {
-            rows[blocks[bi].0 + qi].extend(hit);
+            rows[g0 + qi].extend(hit);
         }
     }
     let mut out = RangeResult {
