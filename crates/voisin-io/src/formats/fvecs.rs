@@ -68,16 +68,19 @@ fn layout(bytes: &[u8], kind: Texmex) -> Parsed<(usize, usize)> {
     for i in 1..n {
         check_row(i)?;
     }
+    if n == 0 {
+        bail!("row 0 declares dimension {dim}, which takes {stride} bytes, but the file has only {len}");
+    }
     let rest = len - n * stride;
     if rest != 0 {
-        // A short tail that still has a row header may be a row of another dimension: say so,
-        // since that is the more useful message.
+        // A tail that still has a row header may be a row of another dimension: say so, since
+        // that is the more useful message.
         if rest >= 4 {
             check_row(n)?;
         }
         bail!(
-            "row {n} is truncated: {rest} bytes remain but a row of dimension {dim} takes \
-             {stride} bytes"
+            "file ends with {rest} bytes that are not a whole row (truncated last row or \
+             trailing garbage); a row of dimension {dim} takes {stride} bytes"
         );
     }
     if n > voisin::data::MAX_ITEMS {

@@ -74,7 +74,8 @@ pub(crate) fn parse(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Pa
     }
     let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
     let name = role.hdf5_name();
-    let names = file.root().datasets().map_err(lib_err)?;
+    let mut names = file.root().datasets().map_err(lib_err)?;
+    names.sort();
     if !names.iter().any(|n| n == name) {
         let found = if names.is_empty() {
             "none".to_string()
