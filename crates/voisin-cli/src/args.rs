@@ -103,7 +103,12 @@ pub struct KnnArgs {
     #[arg(long, value_name = "Q")]
     pub query: PathBuf,
     /// Neighbours per query.
-    #[arg(short = 'k', long = "k", value_name = "K")]
+    #[arg(
+        short = 'k',
+        long = "k",
+        value_name = "K",
+        allow_negative_numbers = true
+    )]
     pub k: usize,
     #[command(flatten)]
     pub run: RunOpts,
@@ -115,7 +120,12 @@ pub struct GraphArgs {
     #[arg(long, value_name = "X")]
     pub input: PathBuf,
     /// Neighbours per item (the item itself excluded).
-    #[arg(short = 'k', long = "k", value_name = "K")]
+    #[arg(
+        short = 'k',
+        long = "k",
+        value_name = "K",
+        allow_negative_numbers = true
+    )]
     pub k: usize,
     #[command(flatten)]
     pub run: RunOpts,

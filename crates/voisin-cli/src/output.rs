@@ -47,6 +47,9 @@ impl Target {
         let Some(path) = out else {
             return Ok(Target::Stdout);
         };
+        if path.is_dir() {
+            return Err(CliError::file(path, "is a folder, not a file name"));
+        }
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
@@ -57,40 +60,41 @@ impl Target {
                 "unknown output format (name the file .tsv, .ivecs or .npy)",
             ));
         }
-        if path.is_dir() {
-            return Err(CliError::file(path, "is a directory, not a file name"));
-        }
         let folder = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
         if !folder.is_dir() {
+            let problem = if folder.exists() {
+                "is not a folder"
+            } else {
+                "does not exist"
+            };
             return Err(CliError::file(
                 path,
-                format!("folder {} does not exist", folder.display()),
+                format!("folder {} {problem}", folder.display()),
             ));
         }
         // Creating (and at once deleting) a file beside the output is the only reliable test of
         // write permission; it fails here rather than after hours of work.
-        tempfile::Builder::new()
-            .prefix(".voisin-check")
-            .tempfile_in(folder)
-            .map_err(|e| {
-                CliError::file(
-                    path,
-                    format!("cannot write in folder {}: {e}", folder.display()),
-                )
-            })?;
+        probe_write(folder).map_err(|e| {
+            CliError::file(
+                path,
+                format!("cannot write in folder {}: {e}", folder.display()),
+            )
+        })?;
         for written in written_files(path) {
             for input in inputs {
                 if same_file(&written, input) {
-                    return Err(CliError::file(
-                        &written,
+                    let problem = if written == path {
+                        "is an input of this command; results would overwrite it".to_string()
+                    } else {
                         format!(
-                            "writing results here would overwrite the input {}",
-                            input.display()
-                        ),
-                    ));
+                            "results would also go to {}, which is an input of this command",
+                            written.display()
+                        )
+                    };
+                    return Err(CliError::file(path, problem));
                 }
             }
         }
@@ -128,25 +132,72 @@ fn write_stdout(answer: &Answer) -> Result<(), CliError> {
 }
 
 /// Every file voisin-io writes for an output path: `.ivecs` has its distances in a `.fvecs`
-/// beside it, `.npy` becomes `*.indices.npy` and `*.distances.npy`.
+/// beside it; `.npy` writes `<stem>.indices.npy`, `<stem>.distances.npy` and for range results
+/// `<stem>.offsets.npy`, the stem being the path without `.npy` and without a trailing
+/// `.indices`, `.distances` or `.offsets` (voisin-io's `write` module documents this layout).
 fn written_files(path: &Path) -> Vec<PathBuf> {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("ivecs") => vec![path.to_path_buf(), path.with_extension("fvecs")],
-        Some("npy") => vec![
-            path.with_extension("indices.npy"),
-            path.with_extension("distances.npy"),
-        ],
-        _ => vec![path.to_path_buf()],
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let lower = name.to_ascii_lowercase();
+    if lower.ends_with(".ivecs") {
+        return vec![path.to_path_buf(), path.with_extension("fvecs")];
     }
+    if !lower.ends_with(".npy") {
+        return vec![path.to_path_buf()];
+    }
+    let mut stem = &name[..name.len() - 4];
+    for part in [".indices", ".distances", ".offsets"] {
+        if let Some(s) = stem.strip_suffix(part) {
+            stem = s;
+            break;
+        }
+    }
+    ["indices", "distances", "offsets"]
+        .iter()
+        .map(|part| path.with_file_name(format!("{stem}.{part}.npy")))
+        .collect()
+}
+
+/// Creates and removes a uniquely named empty file in `folder`.
+fn probe_write(folder: &Path) -> std::io::Result<()> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let probe = folder.join(format!(".voisin-probe-{}-{nanos}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_files_follow_voisin_io_naming() {
+        let p = |s: &str| PathBuf::from(s);
+        assert_eq!(written_files(&p("d/r.tsv")), vec![p("d/r.tsv")]);
+        assert_eq!(
+            written_files(&p("d/r.ivecs")),
+            vec![p("d/r.ivecs"), p("d/r.fvecs")]
+        );
+        let npy = vec![
+            p("d/r.indices.npy"),
+            p("d/r.distances.npy"),
+            p("d/r.offsets.npy"),
+        ];
+        assert_eq!(written_files(&p("d/r.npy")), npy);
+        assert_eq!(written_files(&p("d/r.indices.npy")), npy);
     }
 }
