@@ -94,14 +94,21 @@ pub struct RunOpts {
     pub out: Option<PathBuf>,
 }
 
+/// The two sets that knn and range compare.
 #[derive(Debug, Args)]
-pub struct KnnArgs {
+pub struct BaseAndQueries {
     /// Base set to search.
     #[arg(long, value_name = "B")]
     pub base: PathBuf,
     /// Queries.
     #[arg(long, value_name = "Q")]
     pub query: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct KnnArgs {
+    #[command(flatten)]
+    pub sets: BaseAndQueries,
     /// Neighbours per query.
     #[arg(
         short = 'k',
@@ -133,12 +140,8 @@ pub struct GraphArgs {
 
 #[derive(Debug, Args)]
 pub struct RangeArgs {
-    /// Base set to search.
-    #[arg(long, value_name = "B")]
-    pub base: PathBuf,
-    /// Queries.
-    #[arg(long, value_name = "Q")]
-    pub query: PathBuf,
+    #[command(flatten)]
+    pub sets: BaseAndQueries,
     /// Radius, in the metric's own unit (a minimum dot product for inner_product).
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub radius: f64,
@@ -180,7 +183,10 @@ mod tests {
         ])
         .unwrap();
         match cli.command {
-            Command::Range(r) => assert_eq!(r.radius, -1.0),
+            Command::Range(r) => {
+                assert_eq!(r.radius, -1.0);
+                assert_eq!(r.sets.query, PathBuf::from("q.fvecs"));
+            }
             other => panic!("parsed as {other:?}"),
         }
     }

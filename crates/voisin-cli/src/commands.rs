@@ -22,8 +22,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Knn(a) => execute(
             Task::Knn {
-                base: a.base,
-                query: a.query,
+                base: a.sets.base,
+                query: a.sets.query,
                 k: a.k,
             },
             &a.run,
@@ -39,8 +39,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         ),
         Command::Range(a) => execute(
             Task::Range {
-                base: a.base,
-                query: a.query,
+                base: a.sets.base,
+                query: a.sets.query,
                 radius: a.radius,
             },
             &a.run,

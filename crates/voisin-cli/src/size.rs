@@ -24,7 +24,7 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         .parse()
         .map_err(|_| "not a size (write a size such as 512M, 2G or 1048576)".to_string())?;
     let bytes = value * (1u64 << shift) as f64;
-    if !(bytes >= 1.0) {
+    if bytes < 1.0 {
         return Err("the memory budget must be at least 1 byte".into());
     }
     if bytes > usize::MAX as f64 {
