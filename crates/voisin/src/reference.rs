@@ -10,28 +10,6 @@ use crate::engine::{check_k, check_metric, check_pair, KnnResult, RangeResult, S
 use crate::error::Result;
 use crate::metric::{exact, Metric};
 
-/// Exact key between base item `i` and query item `j` (see [`crate::metric`] for keys).
-pub fn key(metric: &Metric, base: &Dataset, i: usize, queries: &Dataset, j: usize) -> f64 {
-    match (base, queries) {
-        (Dataset::Vectors(b), Dataset::Vectors(q)) => {
-            let (x, y) = (b.row_f32(i), q.row_f32(j));
-            match metric {
-                Metric::Custom(c) => c.vectors.as_ref().expect("checked").distance(&x, &y),
-                m => exact::vector_key(m, &x, &y),
-            }
-        }
-        (Dataset::Strings(b), Dataset::Strings(q)) => match metric {
-            Metric::Custom(c) => c
-                .strings
-                .as_ref()
-                .expect("checked")
-                .distance(b.get(i), q.get(j)),
-            _ => exact::string_key(b.get(i), q.get(j)),
-        },
-        _ => unreachable!("checked by check_pair"),
-    }
-}
-
 fn sorted_row(
     metric: &Metric,
     base: &Dataset,
@@ -41,7 +19,7 @@ fn sorted_row(
 ) -> Vec<(f64, u32)> {
     let mut row: Vec<(f64, u32)> = (0..base.len())
         .filter(|&i| Some(i) != skip)
-        .map(|i| (key(metric, base, i, queries, j), i as u32))
+        .map(|i| (exact::item_key(metric, base, i, queries, j), i as u32))
         .collect();
     row.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     row
@@ -127,4 +105,99 @@ pub fn range(
         out.offsets.push(out.indices.len());
     }
     Ok(out)
+}
+
+/// Checks an engine's k-NN result against the reference's.
+///
+/// Distances must agree position by position within `rel_tol` (relative, with an absolute
+/// floor of `rel_tol` for distances near zero); indices must agree wherever the reference's
+/// distance at that position is separated from its neighbours' by more than the tolerance
+/// (elsewhere the order among near-ties is a matter of rounding), and no row may repeat an
+/// index. With `rel_tol == 0` everything must be identical.
+pub fn compare_knn(
+    expected: &KnnResult,
+    got: &KnnResult,
+    rel_tol: f64,
+) -> std::result::Result<(), String> {
+    if (expected.n_queries, expected.k) != (got.n_queries, got.k) {
+        return Err(format!(
+            "shape: expected {} x {}, got {} x {}",
+            expected.n_queries, expected.k, got.n_queries, got.k
+        ));
+    }
+    for q in 0..expected.n_queries {
+        let (ei, ed) = expected.row(q);
+        let (gi, gd) = got.row(q);
+        compare_row(q, ei, ed, gi, gd, rel_tol)?;
+    }
+    Ok(())
+}
+
+/// Checks an engine's range result against the reference's, as [`compare_knn`] does per row;
+/// rows must have the same length (pairs at the radius within tolerance may differ: reported
+/// with their distances).
+pub fn compare_range(
+    expected: &RangeResult,
+    got: &RangeResult,
+    rel_tol: f64,
+) -> std::result::Result<(), String> {
+    if expected.n_queries() != got.n_queries() {
+        return Err(format!(
+            "queries: expected {}, got {}",
+            expected.n_queries(),
+            got.n_queries()
+        ));
+    }
+    for q in 0..expected.n_queries() {
+        let (ei, ed) = expected.row(q);
+        let (gi, gd) = got.row(q);
+        if ei.len() != gi.len() {
+            return Err(format!(
+                "query {q}: expected {} results, got {} (expected last {:?}, got last {:?})",
+                ei.len(),
+                gi.len(),
+                ed.last(),
+                gd.last()
+            ));
+        }
+        compare_row(q, ei, ed, gi, gd, rel_tol)?;
+    }
+    Ok(())
+}
+
+fn close(a: f32, b: f32, rel_tol: f64) -> bool {
+    let (a, b) = (a as f64, b as f64);
+    a == b || (a - b).abs() <= rel_tol * a.abs().max(b.abs()).max(1.0)
+}
+
+fn compare_row(
+    q: usize,
+    ei: &[u32],
+    ed: &[f32],
+    gi: &[u32],
+    gd: &[f32],
+    rel_tol: f64,
+) -> std::result::Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for p in 0..ei.len() {
+        if !close(ed[p], gd[p], rel_tol) {
+            return Err(format!(
+                "query {q}, rank {p}: distance expected {} (item {}), got {} (item {})",
+                ed[p], ei[p], gd[p], gi[p]
+            ));
+        }
+        if !seen.insert(gi[p]) {
+            return Err(format!("query {q}: item {} returned twice", gi[p]));
+        }
+        let isolated = (p == 0 || !close(ed[p - 1], ed[p], rel_tol))
+            && (p + 1 == ei.len() || !close(ed[p + 1], ed[p], rel_tol));
+        let must_match = rel_tol == 0.0 || isolated;
+        if must_match && ei[p] != gi[p] {
+            return Err(format!(
+                "query {q}, rank {p}: expected item {} at distance {}, got item {} at {}",
+                ei[p], ed[p], gi[p], gd[p]
+            ));
+        }
+    }
+    Ok(())
 }

@@ -2,9 +2,32 @@
 //!
 //! Owns tiling and scheduling on the CPU; distance formulas come from [`crate::metric`] and
 //! selection from [`crate::select`].
+//!
+//! Every request runs in two passes. The fast pass computes approximate f32 keys tile by tile
+//! (matrix products with norms for euclidean, sqeuclidean, cosine, correlation and
+//! inner_product; SIMD kernels for the others; exact keys for strings and user metrics) and
+//! keeps, per query, every item whose error interval may reach the k-th best. The exact pass
+//! re-ranks those candidates on f64 keys with the index tie-break, so answers are exact and
+//! identical to every other engine's.
+//!
+//! - [`tiles`]: key tiles and their error bounds for vector metrics.
+//! - [`items`]: key tiles for strings and user metrics.
+//! - [`search`]: k-NN and range drivers.
+//! - [`graph`]: the symmetric k-NN graph driver.
+//! - [`plan`]: tile sizes, work splitting, progress.
+
+mod graph;
+mod items;
+mod plan;
+mod search;
+mod tiles;
+
+use std::time::Instant;
 
 use crate::data::Dataset;
-use crate::engine::{Engine, KnnResult, ProgressFn, RangeResult};
+use crate::engine::{
+    check_k, check_metric, check_pair, Engine, KnnResult, ProgressFn, RangeResult, Stats,
+};
 use crate::error::{Error, Result};
 use crate::metric::Metric;
 
@@ -68,6 +91,94 @@ impl CpuEngine {
     }
 }
 
+impl CpuEngine {
+    fn ctx(&self) -> plan::Ctx {
+        plan::Ctx::new(
+            self.threads(),
+            self.opts.memory_budget,
+            self.opts.progress.clone(),
+        )
+    }
+
+    fn stats(&self, ctx: &plan::Ctx, compute: std::time::Duration) -> Stats {
+        use std::sync::atomic::Ordering::Relaxed;
+        Stats {
+            compute,
+            distance_evals: ctx.evals.load(Relaxed),
+            exact_evals: ctx.exact_evals.load(Relaxed),
+            device: self.name(),
+            ..Stats::default()
+        }
+    }
+
+    /// Runs `f` on this engine's threads with the tile source that fits the data and metric.
+    fn with_source<R: Send>(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        metric: &Metric,
+        f: impl FnOnce(&dyn Driver) -> R + Send,
+    ) -> R {
+        self.pool.install(|| match (base, queries, metric) {
+            (Dataset::Vectors(b), Dataset::Vectors(q), m) if !matches!(m, Metric::Custom(_)) => {
+                f(&Source(tiles::TileMaker::new(m, b, q)))
+            }
+            _ => f(&Source(items::ItemTiles::new(metric, base, queries))),
+        })
+    }
+}
+
+/// Object-safe view of the drivers over one tile source, so dispatch happens once.
+trait Driver: Sync {
+    fn knn(
+        &self,
+        metric: &Metric,
+        n_base: usize,
+        n_queries: usize,
+        k: usize,
+        ctx: &plan::Ctx,
+    ) -> KnnResult;
+    fn range(
+        &self,
+        metric: &Metric,
+        n_base: usize,
+        n_queries: usize,
+        radius: f64,
+        ctx: &plan::Ctx,
+    ) -> RangeResult;
+    fn graph(&self, metric: &Metric, n: usize, k: usize, ctx: &plan::Ctx) -> KnnResult;
+}
+
+struct Source<S>(S);
+
+impl<S: tiles::TileSource> Driver for Source<S> {
+    fn knn(
+        &self,
+        metric: &Metric,
+        n_base: usize,
+        n_queries: usize,
+        k: usize,
+        ctx: &plan::Ctx,
+    ) -> KnnResult {
+        search::knn(&self.0, metric, n_base, n_queries, k, ctx)
+    }
+
+    fn range(
+        &self,
+        metric: &Metric,
+        n_base: usize,
+        n_queries: usize,
+        radius: f64,
+        ctx: &plan::Ctx,
+    ) -> RangeResult {
+        search::range(&self.0, metric, n_base, n_queries, radius, ctx)
+    }
+
+    fn graph(&self, metric: &Metric, n: usize, k: usize, ctx: &plan::Ctx) -> KnnResult {
+        graph::graph(&self.0, metric, n, k, ctx)
+    }
+}
+
 impl Engine for CpuEngine {
     fn name(&self) -> String {
         format!("cpu ({} threads)", self.threads())
@@ -80,8 +191,15 @@ impl Engine for CpuEngine {
         k: usize,
         metric: &Metric,
     ) -> Result<KnnResult> {
-        self.pool
-            .install(|| crate::reference::knn(base, queries, k, metric))
+        check_pair(base, queries, metric)?;
+        check_k(k)?;
+        let (ctx, t) = (self.ctx(), Instant::now());
+        let k = k.min(base.len());
+        let mut res = self.with_source(base, queries, metric, |d| {
+            d.knn(metric, base.len(), queries.len(), k, &ctx)
+        });
+        res.stats = self.stats(&ctx, t.elapsed());
+        Ok(res)
     }
 
     fn range(
@@ -91,12 +209,24 @@ impl Engine for CpuEngine {
         radius: f64,
         metric: &Metric,
     ) -> Result<RangeResult> {
-        self.pool
-            .install(|| crate::reference::range(base, queries, radius, metric))
+        check_pair(base, queries, metric)?;
+        metric.check_radius(radius)?;
+        let (ctx, t) = (self.ctx(), Instant::now());
+        let mut res = self.with_source(base, queries, metric, |d| {
+            d.range(metric, base.len(), queries.len(), radius, &ctx)
+        });
+        res.stats = self.stats(&ctx, t.elapsed());
+        Ok(res)
     }
 
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
-        self.pool
-            .install(|| crate::reference::graph(data, k, metric))
+        check_metric(data, metric)?;
+        check_k(k)?;
+        let (ctx, t) = (self.ctx(), Instant::now());
+        let k = k.min(data.len().saturating_sub(1));
+        let mut res =
+            self.with_source(data, data, metric, |d| d.graph(metric, data.len(), k, &ctx));
+        res.stats = self.stats(&ctx, t.elapsed());
+        Ok(res)
     }
 }

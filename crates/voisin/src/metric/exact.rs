@@ -5,6 +5,7 @@
 //! far below f32 resolution, which makes results identical across engines and devices.
 
 use super::{levenshtein, Metric};
+use crate::data::Dataset;
 
 /// Exact key between two vectors for a built-in vector metric (see the module doc of
 /// [`crate::metric`] for what a key is). Panics for string and custom metrics.
@@ -47,4 +48,26 @@ fn cosine_distance(a: &[f32], b: &[f32], ca: f64, cb: f64) -> f64 {
         return 1.0;
     }
     (1.0 - ab / (aa.sqrt() * bb.sqrt())).clamp(0.0, 2.0)
+}
+
+/// Exact key between base item `i` and query item `j` (see [`crate::metric`] for keys).
+pub fn item_key(metric: &Metric, base: &Dataset, i: usize, queries: &Dataset, j: usize) -> f64 {
+    match (base, queries) {
+        (Dataset::Vectors(b), Dataset::Vectors(q)) => {
+            let (x, y) = (b.row_f32(i), q.row_f32(j));
+            match metric {
+                Metric::Custom(c) => c.vectors.as_ref().expect("checked").distance(&x, &y),
+                m => vector_key(m, &x, &y),
+            }
+        }
+        (Dataset::Strings(b), Dataset::Strings(q)) => match metric {
+            Metric::Custom(c) => c
+                .strings
+                .as_ref()
+                .expect("checked")
+                .distance(b.get(i), q.get(j)),
+            _ => string_key(b.get(i), q.get(j)),
+        },
+        _ => panic!("item_key between vectors and strings"),
+    }
 }

@@ -48,3 +48,24 @@ pub fn nonneg_sum_error(value: f32, n: usize, term_rel: f64) -> f64 {
     let nu = (n as f64 + term_rel + 2.0) * U32;
     2.0 * nu / (1.0 - nu) * value.abs() as f64 + f64::from(f32::MIN_POSITIVE)
 }
+
+/// Distances from one query to consecutive rows of `base` (row-major, `dim` columns).
+pub fn l1_many(q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+    for (o, row) in out.iter_mut().zip(base.chunks_exact(dim)) {
+        *o = l1(q, row);
+    }
+}
+
+/// See [`l1_many`].
+pub fn linf_many(q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+    for (o, row) in out.iter_mut().zip(base.chunks_exact(dim)) {
+        *o = linf(q, row);
+    }
+}
+
+/// See [`l1_many`].
+pub fn minkowski_pow_many(q: &[f32], base: &[f32], dim: usize, p: f32, out: &mut [f32]) {
+    for (o, row) in out.iter_mut().zip(base.chunks_exact(dim)) {
+        *o = minkowski_pow(q, row, p);
+    }
+}

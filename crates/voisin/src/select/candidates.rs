@@ -5,19 +5,41 @@
 //! `upper` seen. Any item with `lower > T` is beaten strictly by k items and cannot be among the
 //! k nearest, whatever the tie-break; every other item stays a candidate. After the pass the
 //! candidates are re-ranked on exact keys. The buffer is compacted when it grows, so memory per
-//! query stays near `2k` in normal data (more only when many items are truly tied).
+//! query stays near `2k` in normal data (more only when many items are truly tied). Bounds are
+//! stored as f32 rounded outward (12 bytes an entry): filtering stays conservative, and the
+//! exact re-rank never reads them.
 
 /// Candidates of one query.
 #[derive(Clone, Debug)]
 pub struct Candidates {
     k: usize,
     /// (lower, upper, index)
-    items: Vec<(f64, f64, u32)>,
+    items: Vec<(f32, f32, u32)>,
     /// k-th smallest upper bound among all items offered so far (`+inf` until k were offered).
-    threshold: f64,
+    threshold: f32,
     /// Compact when `items.len()` reaches this.
     cap: usize,
-    scratch: Vec<f64>,
+}
+
+/// Bytes one candidate entry takes, for sizing work to a memory budget.
+pub const ENTRY_BYTES: usize = std::mem::size_of::<(f32, f32, u32)>();
+
+fn down(x: f64) -> f32 {
+    let f = x as f32;
+    if (f as f64) > x {
+        f.next_down()
+    } else {
+        f
+    }
+}
+
+fn up(x: f64) -> f32 {
+    let f = x as f32;
+    if (f as f64) < x {
+        f.next_up()
+    } else {
+        f
+    }
 }
 
 impl Candidates {
@@ -25,25 +47,25 @@ impl Candidates {
         Candidates {
             k,
             items: Vec::new(),
-            threshold: f64::INFINITY,
+            threshold: f32::INFINITY,
             cap: (2 * k).max(k + 32),
-            scratch: Vec::new(),
         }
     }
 
     /// Items whose lower bound exceeds this are rejected; callers use it to skip work.
     #[inline]
     pub fn threshold(&self) -> f64 {
-        self.threshold
+        self.threshold as f64
     }
 
     /// Offers an item with its exact key known to lie in `[lower, upper]`.
     #[inline]
     pub fn push(&mut self, lower: f64, upper: f64, idx: u32) {
+        let lower = down(lower);
         if lower > self.threshold || self.k == 0 {
             return;
         }
-        self.items.push((lower, upper, idx));
+        self.items.push((lower, up(upper), idx));
         if self.items.len() >= self.cap {
             self.compact();
         }
@@ -52,11 +74,8 @@ impl Candidates {
     /// Recomputes the threshold and drops items that can no longer be among the k nearest.
     pub fn compact(&mut self) {
         if self.items.len() >= self.k && self.k > 0 {
-            self.scratch.clear();
-            self.scratch.extend(self.items.iter().map(|c| c.1));
-            let (_, kth, _) = self
-                .scratch
-                .select_nth_unstable_by(self.k - 1, f64::total_cmp);
+            let mut uppers: Vec<f32> = self.items.iter().map(|c| c.1).collect();
+            let (_, kth, _) = uppers.select_nth_unstable_by(self.k - 1, f32::total_cmp);
             self.threshold = self.threshold.min(*kth);
             let t = self.threshold;
             self.items.retain(|c| c.0 <= t);
@@ -68,8 +87,8 @@ impl Candidates {
 
     /// Merges another query's buffer for the same query (from another tile or thread).
     pub fn absorb(&mut self, other: &Candidates) {
-        for &(lo, up, i) in &other.items {
-            self.push(lo, up, i);
+        for &(lo, hi, i) in &other.items {
+            self.push(lo as f64, hi as f64, i);
         }
     }
 

@@ -12,7 +12,7 @@ pub mod candidates;
 pub mod heap;
 pub mod merge;
 
-pub use candidates::Candidates;
+pub use candidates::{Candidates, ENTRY_BYTES};
 pub use heap::TopK;
 pub use merge::merge_sorted;
 

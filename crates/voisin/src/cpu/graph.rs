@@ -1,0 +1,190 @@
+//! The k-NN graph (self-join) with symmetry: only tiles with I ≤ J are computed, and each
+//! tile feeds both the row items' candidates (from J) and the column items' candidates (from I),
+//! as in seed 000 §3.2. Each unordered pair is measured once; the item itself is skipped;
+//! exact duplicates are kept.
+//!
+//! When the candidates of all n rows would not fit in half the memory budget, rows are done in
+//! passes: a pass keeps candidates for its own row blocks only, measures their tiles with every
+//! block, and uses symmetry among its own blocks (pairs across passes are measured twice; that
+//! is the price of the bound).
+//!
+//! Candidates live in one lock per row block. A tile locks block I, then block J (always in
+//! that order, so two tiles never wait on each other in a cycle), scans, and unlocks; the final
+//! result does not depend on the order tiles finish in, because candidates are re-ranked on
+//! exact keys with the index tie-break.
+
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+
+use super::plan::{ranges, Ctx, GRAPH_TILE};
+use super::search::{admits, candidate_bytes, rerank, scan_row, SCAN_CHUNK};
+use super::tiles::{Bound, TileSource};
+use crate::engine::KnnResult;
+use crate::metric::Metric;
+use crate::select::Candidates;
+
+/// k nearest other items of each of the `n` items; `src` has the data on both sides.
+/// `k` must already be capped at `n − 1`.
+pub fn graph<S: TileSource>(src: &S, metric: &Metric, n: usize, k: usize, ctx: &Ctx) -> KnnResult {
+    let mut out = KnnResult {
+        n_queries: n,
+        k,
+        ..Default::default()
+    };
+    if k == 0 {
+        return out;
+    }
+    let blocks = ranges(n, GRAPH_TILE);
+    let per_block = GRAPH_TILE * candidate_bytes(k);
+    let blocks_per_pass = ((ctx.memory_budget / 2) / per_block).clamp(1, blocks.len());
+    let passes = ranges(blocks.len(), blocks_per_pass);
+    let total: usize = passes
+        .iter()
+        .map(|&(p0, p1)| pass_tiles(p0, p1, blocks.len()).len())
+        .sum();
+    ctx.add_total(total as u64);
+    let mut cands: Vec<Candidates> = Vec::with_capacity(n);
+    for &(p0, p1) in &passes {
+        cands.extend(graph_pass(src, &blocks, (p0, p1), k, ctx));
+    }
+    let rows: Vec<Vec<(f64, u32)>> = cands
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, c)| rerank(src, i, c, k, ctx))
+        .collect();
+    out.indices.reserve(n * k);
+    out.distances.reserve(n * k);
+    for row in rows {
+        for (key, i) in row {
+            out.indices.push(i);
+            out.distances.push(metric.key_to_distance(key) as f32);
+        }
+    }
+    out
+}
+
+/// Tiles of a pass over row blocks `p0..p1`: its own blocks pair symmetrically (I ≤ J), and
+/// every own block pairs with every outside block (rows only).
+fn pass_tiles(p0: usize, p1: usize, n_blocks: usize) -> Vec<(usize, usize)> {
+    (p0..p1)
+        .flat_map(|i| {
+            (0..n_blocks)
+                .filter(move |&j| j >= i || j < p0)
+                .map(move |j| (i, j))
+        })
+        .collect()
+}
+
+/// One pass: candidates for the rows of blocks `p0..p1`.
+fn graph_pass<S: TileSource>(
+    src: &S,
+    blocks: &[(usize, usize)],
+    (p0, p1): (usize, usize),
+    k: usize,
+    ctx: &Ctx,
+) -> Vec<Candidates> {
+    let acc: Vec<Mutex<Vec<Candidates>>> = blocks[p0..p1]
+        .iter()
+        .map(|&(a, b)| Mutex::new((a..b).map(|_| Candidates::new(k)).collect()))
+        .collect();
+    let own = |b: usize| (p0..p1).contains(&b);
+    pass_tiles(p0, p1, blocks.len()).par_iter().for_each_init(
+        || {
+            (
+                S::Rows::default(),
+                S::Rows::default(),
+                Vec::new(),
+                Vec::new(),
+            )
+        },
+        |(rows_i, rows_j, keys, col_lim), &(bi, bj)| {
+            let ((i0, i1), (j0, j1)) = (blocks[bi], blocks[bj]);
+            src.prepare_query(i0, i1, rows_i);
+            src.prepare_base(j0, j1, rows_j);
+            let bound = src.keys(rows_i, rows_j, f64::INFINITY, keys);
+            let width = j1 - j0;
+            if bi == bj {
+                let mut cands = acc[bi - p0].lock().expect("graph lock");
+                scan_diagonal(keys, width, bound, i0, &mut cands);
+                ctx.count(((i1 - i0) * (i1 - i0 - 1) / 2) as u64);
+            } else if own(bj) {
+                let mut rows = acc[bi - p0].lock().expect("graph lock");
+                let mut cols = acc[bj - p0].lock().expect("graph lock");
+                scan_both(keys, width, bound, (i0, j0), &mut rows, &mut cols, col_lim);
+                ctx.count(((i1 - i0) * width) as u64);
+            } else {
+                let mut rows = acc[bi - p0].lock().expect("graph lock");
+                for (row, cand) in keys.chunks_exact(width).zip(rows.iter_mut()) {
+                    scan_row(row, bound, j0, cand);
+                }
+                ctx.count(((i1 - i0) * width) as u64);
+            }
+            ctx.advance(1);
+        },
+    );
+    acc.into_iter()
+        .flat_map(|m| m.into_inner().expect("graph lock"))
+        .collect()
+}
+
+/// A diagonal tile: each pair (i, j) with j > i feeds both items, the item itself is skipped.
+fn scan_diagonal(
+    keys: &[f32],
+    width: usize,
+    bound: Bound,
+    offset: usize,
+    cands: &mut [Candidates],
+) {
+    for i in 0..width.min(keys.len() / width.max(1)) {
+        let row = &keys[i * width..(i + 1) * width];
+        // Row i takes every column but itself; the columns' own rows see the pair again, so
+        // only row-wise offers are needed and each pair's key is still computed once.
+        let (left, right) = row.split_at(i);
+        scan_row(left, bound, offset, &mut cands[i]);
+        scan_row(&right[1..], bound, offset + i + 1, &mut cands[i]);
+    }
+}
+
+/// An off-diagonal tile: rows are items of block I, columns items of block J.
+fn scan_both(
+    keys: &[f32],
+    width: usize,
+    bound: Bound,
+    (i0, j0): (usize, usize),
+    rows: &mut [Candidates],
+    cols: &mut [Candidates],
+    col_lim: &mut Vec<f32>,
+) {
+    col_lim.clear();
+    col_lim.extend(cols.iter().map(|c| bound.limit(c.threshold())));
+    for (r, (row, cand)) in keys.chunks_exact(width).zip(rows.iter_mut()).enumerate() {
+        let mut lim = bound.limit(cand.threshold());
+        for (ci, (chunk, lims)) in row
+            .chunks(SCAN_CHUNK)
+            .zip(col_lim.chunks_mut(SCAN_CHUNK))
+            .enumerate()
+        {
+            // One pass serves the row and the columns: a key may pass if it is under either
+            // limit, which the block test checks with a single compare per element.
+            let any = chunk
+                .iter()
+                .zip(lims.iter())
+                .fold(false, |any, (&v, &cl)| any | admits(v, lim.max(cl)));
+            if !any {
+                continue;
+            }
+            for (j, (&v, cl)) in chunk.iter().zip(lims.iter_mut()).enumerate() {
+                let c = ci * SCAN_CHUNK + j;
+                if admits(v, lim) {
+                    cand.push(bound.lower(v), bound.upper(v), (j0 + c) as u32);
+                    lim = bound.limit(cand.threshold());
+                }
+                if admits(v, *cl) {
+                    cols[c].push(bound.lower(v), bound.upper(v), (i0 + r) as u32);
+                    *cl = bound.limit(cols[c].threshold());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! Approximate key tiles: the f32 pass that produces candidates.
+//!
+//! A tile is the block of keys between a run of query rows and a run of base rows, written
+//! row-major into a caller's buffer. The GEMM metrics go through one matrix product plus norms
+//! (seed 000 §3.2.1) on rows prepared per metric (centred for euclidean, normalised for cosine,
+//! centred and normalised per row for correlation); the others through the direct kernels of
+//! [`crate::metric::simd`]. Every tile comes with a [`Bound`] so that selection can keep every
+//! item that may be among the exact k nearest. This module must not select; it only measures.
+
+use crate::data::VectorSet;
+use crate::metric::{exact, simd, Metric};
+
+/// Error bound of a tile: the exact key of an entry with approximate key `v` lies in
+/// `[v − (rel·|v| + abs), v + (rel·|v| + abs)]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    pub rel: f64,
+    pub abs: f64,
+}
+
+impl Bound {
+    /// True when the keys carry no error at all (small-integer keys such as edit distances).
+    pub fn is_exact(&self) -> bool {
+        self.rel == 0.0 && self.abs == 0.0
+    }
+
+    #[inline]
+    pub fn lower(&self, v: f32) -> f64 {
+        if v.is_nan() {
+            return f64::NEG_INFINITY;
+        }
+        let v = v as f64;
+        v - (self.rel * v.abs() + self.abs)
+    }
+
+    #[inline]
+    pub fn upper(&self, v: f32) -> f64 {
+        if v.is_nan() {
+            return f64::INFINITY;
+        }
+        let v = v as f64;
+        v + (self.rel * v.abs() + self.abs)
+    }
+
+    /// Largest approximate key whose lower bound can be ≤ `threshold`, rounded up to f32.
+    /// Scans compare `v <= limit` in f32; NaN keys fail `v > limit` and are kept.
+    #[inline]
+    pub fn limit(&self, threshold: f64) -> f32 {
+        if threshold == f64::INFINITY {
+            return f32::INFINITY;
+        }
+        // v - rel|v| - abs <= t  is implied for all v <= l with l solving the worst case.
+        let l = if threshold + self.abs >= 0.0 {
+            (threshold + self.abs) / (1.0 - self.rel)
+        } else {
+            (threshold + self.abs) / (1.0 + self.rel)
+        };
+        round_up_f32(l)
+    }
+}
+
+fn round_up_f32(x: f64) -> f32 {
+    let f = x as f32;
+    if (f as f64) < x {
+        f.next_up()
+    } else {
+        f
+    }
+}
+
+/// How rows are transformed before the matrix product, and how keys are formed from it.
+#[derive(Clone, Debug)]
+enum Plan {
+    /// key = ‖a‖² + ‖b‖² − 2a·b on rows shifted by `center` (the base mean).
+    SqL2 { center: Vec<f32> },
+    /// key = 1 − â·b̂ on normalised rows (after subtracting each row's mean when `centred`).
+    Cosine { centred: bool },
+    /// key = −a·b.
+    Dot,
+    /// Direct kernels; the key is computed pair by pair.
+    Direct,
+}
+
+/// A source of key tiles between the rows of a base set and a query set (the same set for a
+/// graph). The engine's drivers (knn, range, graph) are generic over it.
+pub trait TileSource: Sync {
+    /// Rows of one side prepared for [`TileSource::keys`].
+    type Rows: Default + Send;
+    fn prepare_base(&self, start: usize, end: usize, out: &mut Self::Rows);
+    fn prepare_query(&self, start: usize, end: usize, out: &mut Self::Rows);
+    /// Approximate keys of the tile, row-major (query rows × base rows), and their bound.
+    /// Entries above `cutoff` may be reported as +inf.
+    fn keys(&self, q: &Self::Rows, b: &Self::Rows, cutoff: f64, keys: &mut Vec<f32>) -> Bound;
+    /// The exact key between base item `i` and query item `j`.
+    fn exact(&self, i: usize, j: usize) -> f64;
+}
+
+/// Key tiles for a built-in vector metric.
+pub struct TileMaker<'a> {
+    metric: &'a Metric,
+    base: &'a VectorSet,
+    queries: &'a VectorSet,
+    dim: usize,
+    plan: Plan,
+}
+
+/// Rows of one side of a tile, prepared for the plan, with their norms.
+#[derive(Default)]
+pub struct PreparedRows {
+    pub rows: Vec<f32>,
+    /// Squared norms (SqL2) or norms (Dot) of the prepared rows; empty otherwise.
+    pub norms: Vec<f32>,
+    /// Largest row norm (not squared) for SqL2 and Dot; for Cosine the largest centring
+    /// error factor (≥ 1). Used only for error bounds.
+    pub max_norm: f64,
+    pub count: usize,
+}
+
+impl<'a> TileMaker<'a> {
+    pub fn new(metric: &'a Metric, base: &'a VectorSet, queries: &'a VectorSet) -> Self {
+        let dim = base.dim();
+        let plan = match metric {
+            Metric::Euclidean | Metric::SqEuclidean => Plan::SqL2 {
+                center: column_mean(base),
+            },
+            Metric::Cosine => Plan::Cosine { centred: false },
+            Metric::Correlation => Plan::Cosine { centred: true },
+            Metric::InnerProduct => Plan::Dot,
+            _ => Plan::Direct,
+        };
+        TileMaker {
+            metric,
+            base,
+            queries,
+            dim,
+            plan,
+        }
+    }
+
+    /// Converts rows `start..end` of `set` to f32 and prepares them for this plan.
+    fn prepare(&self, set: &VectorSet, start: usize, end: usize, out: &mut PreparedRows) {
+        let d = self.dim;
+        out.count = end - start;
+        out.rows.clear();
+        out.rows.extend_from_slice(&set.rows_f32(start, end));
+        out.norms.clear();
+        out.max_norm = 0.0;
+        match &self.plan {
+            Plan::SqL2 { center } => {
+                for row in out.rows.chunks_exact_mut(d) {
+                    row.iter_mut().zip(center).for_each(|(x, c)| *x -= c);
+                    let sq = simd::dot(row, row);
+                    out.norms.push(sq);
+                    out.max_norm = out.max_norm.max((sq as f64).sqrt());
+                }
+            }
+            Plan::Cosine { centred } => {
+                out.max_norm = 1.0;
+                for row in out.rows.chunks_exact_mut(d) {
+                    let mut mean = 0.0f32;
+                    if *centred {
+                        mean = (row.iter().map(|&x| x as f64).sum::<f64>() / d as f64) as f32;
+                        row.iter_mut().for_each(|x| *x -= mean);
+                    }
+                    let norm = (simd::dot(row, row) as f64).sqrt();
+                    // A zero row stays zero: its dot with anything is 0, its key exactly 1,
+                    // which is the defined distance.
+                    if norm > 0.0 {
+                        let inv = (1.0 / norm) as f32;
+                        row.iter_mut().for_each(|x| *x *= inv);
+                        // Subtracting a large mean loses bits relative to the centred row:
+                        // the rounding error grows by |mean|·√d / ‖centred row‖.
+                        let r = 1.0 + mean.abs() as f64 * (d as f64).sqrt() / norm;
+                        out.max_norm = out.max_norm.max(r);
+                    }
+                }
+            }
+            Plan::Dot => {
+                for row in out.rows.chunks_exact(d) {
+                    let n = (simd::dot(row, row) as f64).sqrt();
+                    out.max_norm = out.max_norm.max(n);
+                }
+            }
+            Plan::Direct => {}
+        }
+    }
+
+    /// Writes the `q.count × b.count` approximate keys into `keys` (row-major) and returns the
+    /// tile's error bound.
+    fn tile_keys(&self, q: &PreparedRows, b: &PreparedRows, keys: &mut Vec<f32>) -> Bound {
+        let (m, n, d) = (q.count, b.count, self.dim);
+        keys.clear();
+        keys.resize(m * n, 0.0);
+        if m == 0 || n == 0 {
+            return Bound { rel: 0.0, abs: 0.0 };
+        }
+        if matches!(self.plan, Plan::Direct) {
+            return self.direct_keys(q, b, keys);
+        }
+        product(&q.rows, &b.rows, m, n, d, keys);
+        // γ for a length-d dot product with FMA or blocked summation, doubled for the
+        // norm terms and the final additions; see the derivation in bench/NOTES.md.
+        let gamma = 2.0 * (d as f64 + 8.0) * simd::U32;
+        match &self.plan {
+            Plan::SqL2 { .. } => {
+                for (row, &nq) in keys.chunks_exact_mut(n).zip(&q.norms) {
+                    for (v, &nb) in row.iter_mut().zip(&b.norms) {
+                        *v = nq + nb - 2.0 * *v;
+                    }
+                }
+                let s = q.max_norm + b.max_norm;
+                Bound {
+                    rel: 0.0,
+                    abs: gamma * s * s + tiny(),
+                }
+            }
+            Plan::Cosine { .. } => {
+                keys.iter_mut().for_each(|v| *v = 1.0 - *v);
+                // Each normalised row is off by about 2u·r (r = max_norm, the centring factor)
+                // and the dot adds γ; γ ≥ 2u·d covers the first two generously.
+                let r = q.max_norm + b.max_norm;
+                Bound {
+                    rel: 0.0,
+                    abs: gamma * (2.0 + 2.0 * r) + tiny(),
+                }
+            }
+            Plan::Dot => {
+                keys.iter_mut().for_each(|v| *v = -*v);
+                Bound {
+                    rel: 0.0,
+                    abs: gamma * q.max_norm * b.max_norm + tiny(),
+                }
+            }
+            Plan::Direct => unreachable!(),
+        }
+    }
+
+    fn direct_keys(&self, q: &PreparedRows, b: &PreparedRows, keys: &mut [f32]) -> Bound {
+        let (n, d) = (b.count, self.dim);
+        let term_rel = match self.metric {
+            Metric::Cityblock | Metric::Chebyshev => 1.0,
+            Metric::Minkowski(p) => p + 4.0,
+            m => unreachable!("direct kernel for {m}"),
+        };
+        for (qrow, out) in q.rows.chunks_exact(d).zip(keys.chunks_exact_mut(n)) {
+            match self.metric {
+                Metric::Cityblock => simd::l1_many(qrow, &b.rows, d, out),
+                Metric::Chebyshev => simd::linf_many(qrow, &b.rows, d, out),
+                Metric::Minkowski(p) => simd::minkowski_pow_many(qrow, &b.rows, d, *p as f32, out),
+                _ => unreachable!(),
+            }
+        }
+        let terms = if matches!(self.metric, Metric::Chebyshev) {
+            1
+        } else {
+            d
+        };
+        // nonneg_sum_error(v) is affine in v: split it into rel and abs parts.
+        let abs = simd::nonneg_sum_error(0.0, terms, term_rel);
+        let rel = simd::nonneg_sum_error(1.0, terms, term_rel) - abs;
+        Bound { rel, abs }
+    }
+}
+
+impl TileSource for TileMaker<'_> {
+    type Rows = PreparedRows;
+
+    fn prepare_base(&self, start: usize, end: usize, out: &mut PreparedRows) {
+        self.prepare(self.base, start, end, out)
+    }
+
+    fn prepare_query(&self, start: usize, end: usize, out: &mut PreparedRows) {
+        self.prepare(self.queries, start, end, out)
+    }
+
+    fn keys(&self, q: &PreparedRows, b: &PreparedRows, _cutoff: f64, keys: &mut Vec<f32>) -> Bound {
+        self.tile_keys(q, b, keys)
+    }
+
+    fn exact(&self, i: usize, j: usize) -> f64 {
+        exact::vector_key(self.metric, &self.base.row_f32(i), &self.queries.row_f32(j))
+    }
+}
+
+/// Smallest positive normal f32: keeps bounds non-zero when all norms are zero.
+fn tiny() -> f64 {
+    f32::MIN_POSITIVE as f64
+}
+
+/// `out[i][j] = a_i · b_j` for row-major `a` (m×d) and `b` (n×d), single-threaded: callers
+/// parallelise over tiles.
+fn product(a: &[f32], b: &[f32], m: usize, n: usize, d: usize, out: &mut [f32]) {
+    debug_assert!(a.len() >= m * d && b.len() >= n * d && out.len() >= m * n);
+    // SAFETY: the slices cover the m×d, n×d and m×n extents given with these strides
+    // (checked above in debug builds, guaranteed by the callers' buffer sizes).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            d,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            d as isize,
+            b.as_ptr(),
+            d as isize,
+            1,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// Column means of a set, accumulated in f64.
+fn column_mean(set: &VectorSet) -> Vec<f32> {
+    let d = set.dim();
+    let mut acc = vec![0.0f64; d];
+    let chunk = 4096;
+    let mut start = 0;
+    while start < set.len() {
+        let end = (start + chunk).min(set.len());
+        for row in set.rows_f32(start, end).chunks_exact(d) {
+            acc.iter_mut().zip(row).for_each(|(a, &x)| *a += x as f64);
+        }
+        start = end;
+    }
+    let n = set.len().max(1) as f64;
+    acc.into_iter().map(|a| (a / n) as f32).collect()
+}
