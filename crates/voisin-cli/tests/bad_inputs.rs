@@ -759,3 +759,27 @@ fn cuda_without_cuda_is_a_device_failure() {
     );
     assert_eq!(listing(s.dir.path()), before);
 }
+
+/// A full disk on standard output is not the user's input: exit code 1, one line.
+#[cfg(target_os = "linux")]
+#[test]
+fn full_standard_output_is_an_internal_failure() {
+    let s = scratch();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_voisin"))
+        .args(["graph", "--input", "good.fvecs", "-k", "2"])
+        .current_dir(s.dir.path())
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("voisin: error: cannot write to standard output: No space left"),
+        "{err}"
+    );
+}
