@@ -232,7 +232,7 @@ fn truncated_npy() {
     let mut b = npy_f32(&int_rows(5, 3, 5, 3));
     b.truncate(b.len() - 6);
     s.raw("cut.npy", &b);
-    graph_of(&s, "cut.npy", "cut.npy: ", &["5"]);
+    graph_of(&s, "cut.npy", "cut.npy: ", &["5 x 3", "truncated"]);
 }
 
 #[test]
@@ -241,7 +241,39 @@ fn npy_with_huge_declared_shape() {
     let mut b = npy_header("<f4", false, &[1 << 40, 1 << 30]);
     b.extend([0u8; 64]);
     s.raw("huge.npy", &b);
-    graph_of(&s, "huge.npy", "huge.npy: ", &[]);
+    graph_of(
+        &s,
+        "huge.npy",
+        "huge.npy: ",
+        &["1099511627776 vectors", "limit"],
+    );
+}
+
+#[test]
+fn npy_with_three_dimensions() {
+    let s = scratch();
+    let mut b = npy_header("<f4", false, &[2, 2, 2]);
+    b.extend([0u8; 32]);
+    s.raw("cube.npy", &b);
+    graph_of(&s, "cube.npy", "cube.npy: ", &["3-dimensional"]);
+}
+
+#[test]
+fn zero_dimension_in_fvecs() {
+    let s = scratch();
+    s.raw("flat.fvecs", &[0, 0, 0, 0, 0, 0, 0, 0]);
+    graph_of(&s, "flat.fvecs", "flat.fvecs: ", &["dimension 0"]);
+}
+
+/// An HDF5 file without the ann-benchmarks `train`/`test` layout (written by h5py, shipped with
+/// voisin-io's tests).
+#[test]
+fn hdf5_without_train_dataset() {
+    let s = scratch();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../voisin-io/tests/data/others.h5");
+    s.raw("other.h5", &std::fs::read(fixture).unwrap());
+    graph_of(&s, "other.h5", "other.h5: ", &["no dataset 'train'"]);
 }
 
 #[test]
