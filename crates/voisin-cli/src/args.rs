@@ -89,7 +89,7 @@ pub struct RunOpts {
     #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
 
-    /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it.
+    /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
     #[arg(long, value_name = "F")]
     pub out: Option<PathBuf>,
 }
@@ -110,12 +110,7 @@ pub struct KnnArgs {
     #[command(flatten)]
     pub sets: BaseAndQueries,
     /// Neighbours per query.
-    #[arg(
-        short = 'k',
-        long = "k",
-        value_name = "K",
-        allow_negative_numbers = true
-    )]
+    #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
     pub k: usize,
     #[command(flatten)]
     pub run: RunOpts,
@@ -127,12 +122,7 @@ pub struct GraphArgs {
     #[arg(long, value_name = "X")]
     pub input: PathBuf,
     /// Neighbours per item (the item itself excluded).
-    #[arg(
-        short = 'k',
-        long = "k",
-        value_name = "K",
-        allow_negative_numbers = true
-    )]
+    #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
     pub k: usize,
     #[command(flatten)]
     pub run: RunOpts,

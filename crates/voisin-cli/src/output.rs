@@ -44,8 +44,9 @@ pub enum Target {
 impl Target {
     /// Checks `--out` (if given) against the inputs of the command.
     pub fn prepare(out: Option<&Path>, inputs: &[&Path]) -> Result<Target, CliError> {
-        let Some(path) = out else {
-            return Ok(Target::Stdout);
+        let path = match out {
+            Some(p) if p != Path::new("-") => p,
+            _ => return Ok(Target::Stdout),
         };
         if path.is_dir() {
             return Err(CliError::file(path, "is a folder, not a file name"));

@@ -329,6 +329,13 @@ fn stdout_and_tsv_file_are_identical_and_other_outputs_hold_the_same_results() {
         ""
     );
     assert_eq!(std::fs::read_to_string(s.path("r.tsv")).unwrap(), printed);
+    assert_eq!(
+        ok(
+            &s,
+            &["graph", "--input", "x.fvecs", "-k", "5", "--out", "-"]
+        ),
+        printed
+    );
     let lines = parse_tsv(&printed);
 
     ok(
