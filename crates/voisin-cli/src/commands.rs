@@ -2,6 +2,7 @@
 //! fail on user input runs before the expensive ones: parameters, output path, device, inputs,
 //! then the engine, then the write.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -198,7 +199,8 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
             throughput_qps: queries.len() as f64 / secs(engine_time.max(Duration::from_nanos(1))),
             results: answer.len(),
         };
-        eprintln!("{}", stats.to_line());
+        // A closed standard error must not turn a finished run into a failure.
+        let _ = writeln!(std::io::stderr(), "{}", stats.to_line());
     }
     Ok(())
 }
