@@ -69,6 +69,11 @@ pub fn parse_err(format: Format, bytes: &[u8]) -> String {
 
 /// Little-endian bytes of i32/u32/f32 words, for hand-built files.
 pub fn le<T: bytemuck::Pod>(words: &[T]) -> Vec<u8> {
-    assert!(cfg!(target_endian = "little"));
+    const {
+        assert!(
+            cfg!(target_endian = "little"),
+            "hand-built files assume a little-endian host"
+        )
+    };
     bytemuck::cast_slice(words).to_vec()
 }
