@@ -75,26 +75,43 @@ fn one_line(text: &str) -> String {
 /// Last resort: a bug must still end in one line and exit code 1, never a backtrace.
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let what = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        let place = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
-        report(&format!(
-            "internal error: {what}{place} (please report this bug)"
-        ));
+        let place = info.location().map(|l| (l.file(), l.line()));
+        report(&panic_line(info.payload(), place));
         std::process::exit(1);
     }));
 }
 
+fn panic_line(payload: &(dyn std::any::Any + Send), place: Option<(&str, u32)>) -> String {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+        .replace('\n', " ");
+    let place = place
+        .map(|(file, line)| format!(" at {file}:{line}"))
+        .unwrap_or_default();
+    format!("internal error: {what}{place} (please report this bug)")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{one_line, panic_line};
+
+    #[test]
+    fn panics_become_one_line() {
+        let text = panic_line(&"index out of bounds", Some(("src/x.rs", 7)));
+        assert_eq!(
+            text,
+            "internal error: index out of bounds at src/x.rs:7 (please report this bug)"
+        );
+        let owned = panic_line(&String::from("a\nb"), None);
+        assert_eq!(owned, "internal error: a b (please report this bug)");
+        assert_eq!(
+            panic_line(&42u8, None),
+            "internal error: unknown panic (please report this bug)"
+        );
+    }
 
     #[test]
     fn clap_messages_fold_into_one_line() {
