@@ -38,7 +38,12 @@ fn main() {
 }
 
 fn report(message: &str) {
-    let _ = writeln!(std::io::stderr(), "voisin: error: {message}");
+    let _ = writeln!(std::io::stderr(), "{}", error_line(message));
+}
+
+/// The error line; a message that spans lines (from a library or a panic) is folded into one.
+fn error_line(message: &str) -> String {
+    format!("voisin: error: {}", message.trim_end().replace('\n', " "))
 }
 
 /// Help and version go out as clap writes them; usage errors become one line, exit code 2.
@@ -86,8 +91,7 @@ fn panic_line(payload: &(dyn std::any::Any + Send), place: Option<(&str, u32)>) 
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
-        .replace('\n', " ");
+        .unwrap_or_else(|| "unknown panic".into());
     let place = place
         .map(|(file, line)| format!(" at {file}:{line}"))
         .unwrap_or_default();
@@ -96,7 +100,7 @@ fn panic_line(payload: &(dyn std::any::Any + Send), place: Option<(&str, u32)>) 
 
 #[cfg(test)]
 mod tests {
-    use super::{one_line, panic_line};
+    use super::{error_line, one_line, panic_line};
 
     #[test]
     fn panics_become_one_line() {
@@ -106,7 +110,10 @@ mod tests {
             "internal error: index out of bounds at src/x.rs:7 (please report this bug)"
         );
         let owned = panic_line(&String::from("a\nb"), None);
-        assert_eq!(owned, "internal error: a b (please report this bug)");
+        assert_eq!(
+            error_line(&owned),
+            "voisin: error: internal error: a b (please report this bug)"
+        );
         assert_eq!(
             panic_line(&42u8, None),
             "internal error: unknown panic (please report this bug)"
