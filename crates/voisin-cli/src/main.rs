@@ -1,1 +1,137 @@
-fn main() {}
+//! The `voisin` command line (SPEC §4): knn, graph, range and demo.
+//!
+//! This binary owns argument parsing, device choice, input checks, output targets, `--stats` and
+//! the progress bar. Reading and writing files is voisin-io's job and all search is done by the
+//! engines of the core crate (and later the GPU crates) through the `Engine` trait.
+//!
+//! Exit codes: 0 success, 2 bad input or usage, 1 internal or device failure. Every error is one
+//! line on standard error, `voisin: error: <file>: <problem>`.
+
+mod args;
+mod commands;
+mod demo;
+mod device;
+mod error;
+mod load;
+mod output;
+mod progress;
+mod size;
+mod stats;
+
+use std::io::Write;
+
+use clap::Parser;
+
+fn main() {
+    install_panic_hook();
+    let code = match args::Cli::try_parse() {
+        Ok(cli) => match commands::run(cli) {
+            Ok(()) => 0,
+            Err(e) => {
+                report(&e.to_string());
+                e.exit_code()
+            }
+        },
+        Err(e) => clap_error(e),
+    };
+    std::process::exit(code);
+}
+
+fn report(message: &str) {
+    let _ = writeln!(std::io::stderr(), "{}", error_line(message));
+}
+
+/// The error line; a message that spans lines (from a library or a panic) is folded into one.
+fn error_line(message: &str) -> String {
+    format!("voisin: error: {}", message.trim_end().replace('\n', " "))
+}
+
+/// Help and version go out as clap writes them; usage errors become one line, exit code 2.
+fn clap_error(e: clap::Error) -> i32 {
+    if !e.use_stderr() {
+        let _ = e.print();
+        return e.exit_code();
+    }
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return 2;
+    }
+    report(&one_line(&e.render().to_string()));
+    2
+}
+
+/// Folds clap's multi-line message (error, details, tip, usage) into one line without the usage.
+fn one_line(text: &str) -> String {
+    let mut line = String::new();
+    for part in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if part.starts_with("Usage:") || part.starts_with("For more information") {
+            break;
+        }
+        let part = part.strip_prefix("error: ").unwrap_or(part);
+        if !line.is_empty() {
+            line.push_str(if part.starts_with("tip:") { "; " } else { " " });
+        }
+        line.push_str(part);
+    }
+    line.push_str(" (see voisin --help)");
+    line
+}
+
+/// Last resort: a bug must still end in one line and exit code 1, never a backtrace.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let place = info.location().map(|l| (l.file(), l.line()));
+        report(&panic_line(info.payload(), place));
+        std::process::exit(1);
+    }));
+}
+
+fn panic_line(payload: &(dyn std::any::Any + Send), place: Option<(&str, u32)>) -> String {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    let place = place
+        .map(|(file, line)| format!(" at {file}:{line}"))
+        .unwrap_or_default();
+    format!("internal error: {what}{place} (please report this bug)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{error_line, one_line, panic_line};
+
+    #[test]
+    fn panics_become_one_line() {
+        let text = panic_line(&"index out of bounds", Some(("src/x.rs", 7)));
+        assert_eq!(
+            text,
+            "internal error: index out of bounds at src/x.rs:7 (please report this bug)"
+        );
+        let owned = panic_line(&String::from("a\nb"), None);
+        assert_eq!(
+            error_line(&owned),
+            "voisin: error: internal error: a b (please report this bug)"
+        );
+        assert_eq!(
+            panic_line(&42u8, None),
+            "internal error: unknown panic (please report this bug)"
+        );
+    }
+
+    #[test]
+    fn clap_messages_fold_into_one_line() {
+        let text = "error: the following required arguments were not provided:\n  --base <B>\n\n\
+                    Usage: voisin knn --base <B>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line(text),
+            "the following required arguments were not provided: --base <B> (see voisin --help)"
+        );
+        let tip = "error: unexpected argument '--bse' found\n\n  tip: a similar argument exists: '--base'\n\nUsage: x\n";
+        assert_eq!(
+            one_line(tip),
+            "unexpected argument '--bse' found; tip: a similar argument exists: '--base' (see voisin --help)"
+        );
+    }
+}

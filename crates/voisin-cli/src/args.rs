@@ -1,0 +1,183 @@
+//! The command line, declared with clap: subcommands, their options and the options every
+//! subcommand takes. Parsing only; `commands` decides what the values mean together.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use voisin::Metric;
+
+use crate::size::parse_size;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "voisin",
+    version,
+    about = "Exact nearest-neighbour search, k-NN graphs and range search over vectors and strings",
+    after_help = "Inputs by extension: .fvecs .ivecs .bvecs .fbin .u8bin .npy .hdf5/.h5 .txt\n\
+                  Outputs by extension: .tsv .ivecs .npy (TSV on standard output without --out)"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+
+    #[command(flatten)]
+    pub global: GlobalOpts,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// For each query, its k nearest items of the base set.
+    Knn(KnnArgs),
+    /// For every item of a set, its k nearest other items (the k-NN graph).
+    Graph(GraphArgs),
+    /// For each query, every base item within a radius.
+    Range(RangeArgs),
+    /// Builds the k-NN graph of a small real data set shipped with voisin and summarises it.
+    Demo,
+}
+
+/// Options that every subcommand takes, before or after its name.
+#[derive(Debug, Args)]
+pub struct GlobalOpts {
+    /// Worker threads (default: every core).
+    #[arg(long, global = true, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Memory budget for working buffers, e.g. 512M or 2G (default 1G).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    pub memory: Option<usize>,
+
+    /// Print one JSON line of statistics on standard error.
+    #[arg(long, global = true)]
+    pub stats: bool,
+
+    /// Accept NaN and infinite values in vectors, treated as said (default: reject them).
+    #[arg(long, global = true, value_name = "HOW", value_enum)]
+    pub allow_nan: Option<NanPolicy>,
+
+    /// Read inputs into memory instead of memory-mapping them.
+    #[arg(long, global = true)]
+    pub no_mmap: bool,
+}
+
+/// What `--allow-nan` does with NaN and infinite values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum NanPolicy {
+    /// Replace them by 0.
+    Zero,
+}
+
+/// Where the work runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum DeviceChoice {
+    /// A GPU when one is usable, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+/// Options shared by knn, graph and range.
+#[derive(Debug, Args)]
+pub struct RunOpts {
+    /// Distance: euclidean, sqeuclidean, cosine, correlation, inner_product, cityblock,
+    /// chebyshev, minkowski:P, levenshtein (default: levenshtein for .txt, else euclidean).
+    #[arg(long, value_name = "M", value_parser = parse_metric)]
+    pub metric: Option<Metric>,
+
+    /// Where the work runs.
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
+    pub device: DeviceChoice,
+
+    /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
+    #[arg(long, value_name = "F")]
+    pub out: Option<PathBuf>,
+}
+
+/// The two sets that knn and range compare.
+#[derive(Debug, Args)]
+pub struct BaseAndQueries {
+    /// Base set to search.
+    #[arg(long, value_name = "B")]
+    pub base: PathBuf,
+    /// Queries.
+    #[arg(long, value_name = "Q")]
+    pub query: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct KnnArgs {
+    #[command(flatten)]
+    pub sets: BaseAndQueries,
+    /// Neighbours per query.
+    #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
+    pub k: usize,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// Set whose k-NN graph to build.
+    #[arg(long, value_name = "X")]
+    pub input: PathBuf,
+    /// Neighbours per item (the item itself excluded).
+    #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
+    pub k: usize,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct RangeArgs {
+    #[command(flatten)]
+    pub sets: BaseAndQueries,
+    /// Radius, in the metric's own unit (a minimum dot product for inner_product).
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    pub radius: f64,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+fn parse_metric(text: &str) -> Result<Metric, String> {
+    text.parse::<Metric>().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn declaration_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_subcommand() {
+        let a = Cli::try_parse_from([
+            "voisin", "--stats", "graph", "--input", "x.fvecs", "-k", "3",
+        ])
+        .unwrap();
+        let b = Cli::try_parse_from([
+            "voisin", "graph", "--input", "x.fvecs", "-k", "3", "--stats",
+        ])
+        .unwrap();
+        assert!(a.global.stats && b.global.stats);
+    }
+
+    #[test]
+    fn negative_radius_reaches_the_checks() {
+        let cli = Cli::try_parse_from([
+            "voisin", "range", "--base", "b.fvecs", "--query", "q.fvecs", "--radius", "-1",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Range(r) => {
+                assert_eq!(r.radius, -1.0);
+                assert_eq!(r.sets.query, PathBuf::from("q.fvecs"));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! knn, graph and range: the common flow from arguments to written results. Each step that can
+//! fail on user input runs before the expensive ones: parameters, output path, device, inputs,
+//! then the engine, then the write.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use voisin::engine::check_k;
+use voisin::{Dataset, Metric};
+use voisin_io::Role;
+
+use crate::args::{Cli, Command, GlobalOpts, RunOpts};
+use crate::device::{self, EngineConfig};
+use crate::error::CliError;
+use crate::load;
+use crate::output::{Answer, Target};
+use crate::progress::Progress;
+use crate::stats::{secs, RunStats, Times};
+
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    let global = &cli.global;
+    match cli.command {
+        Command::Knn(a) => execute(
+            Task::Knn {
+                base: a.sets.base,
+                query: a.sets.query,
+                k: a.k,
+            },
+            &a.run,
+            global,
+        ),
+        Command::Graph(a) => execute(
+            Task::Graph {
+                input: a.input,
+                k: a.k,
+            },
+            &a.run,
+            global,
+        ),
+        Command::Range(a) => execute(
+            Task::Range {
+                base: a.sets.base,
+                query: a.sets.query,
+                radius: a.radius,
+            },
+            &a.run,
+            global,
+        ),
+        Command::Demo => crate::demo::run(global),
+    }
+}
+
+enum Task {
+    Knn {
+        base: PathBuf,
+        query: PathBuf,
+        k: usize,
+    },
+    Graph {
+        input: PathBuf,
+        k: usize,
+    },
+    Range {
+        base: PathBuf,
+        query: PathBuf,
+        radius: f64,
+    },
+}
+
+impl Task {
+    fn name(&self) -> &'static str {
+        match self {
+            Task::Knn { .. } => "knn",
+            Task::Graph { .. } => "graph",
+            Task::Range { .. } => "range",
+        }
+    }
+
+    fn base(&self) -> &Path {
+        match self {
+            Task::Knn { base, .. } | Task::Range { base, .. } => base,
+            Task::Graph { input, .. } => input,
+        }
+    }
+
+    fn query(&self) -> Option<&Path> {
+        match self {
+            Task::Knn { query, .. } | Task::Range { query, .. } => Some(query),
+            Task::Graph { .. } => None,
+        }
+    }
+
+    fn check(&self, metric: &Metric) -> Result<(), CliError> {
+        match self {
+            Task::Knn { k, .. } | Task::Graph { k, .. } => check_k(*k),
+            Task::Range { radius, .. } => metric.check_radius(*radius),
+        }
+        .map_err(|e| CliError::core(e, None))
+    }
+}
+
+/// Levenshtein for text input, euclidean otherwise.
+fn default_metric(path: &Path) -> Metric {
+    let is_text = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("txt"));
+    if is_text {
+        Metric::Levenshtein
+    } else {
+        Metric::Euclidean
+    }
+}
+
+fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliError> {
+    let start = Instant::now();
+    let metric = run
+        .metric
+        .clone()
+        .unwrap_or_else(|| default_metric(task.base()));
+    task.check(&metric)?;
+    let inputs: Vec<&Path> = std::iter::once(task.base()).chain(task.query()).collect();
+    let target = Target::prepare(run.out.as_deref(), &inputs)?;
+    let progress = Progress::on_stderr();
+    let engine = device::select(
+        run.device,
+        &EngineConfig {
+            threads: global.threads,
+            memory_budget: global.memory,
+            progress: progress.callback(),
+        },
+    )?;
+
+    let base = load::load(task.base(), Role::Base, &metric, global)?;
+    let queries = match task.query() {
+        Some(path) => {
+            let q = load::load(path, Role::Query, &metric, global)?;
+            load::check_pair(&base, task.base(), &q, path)?;
+            Some(q)
+        }
+        None => None,
+    };
+    let queries: &Dataset = queries.as_ref().unwrap_or(&base);
+    let load_time = start.elapsed();
+
+    let t = Instant::now();
+    let answer = match &task {
+        Task::Knn { k, .. } => engine.knn(&base, queries, *k, &metric).map(Answer::Knn),
+        Task::Graph { k, .. } => engine.graph(&base, *k, &metric).map(Answer::Knn),
+        Task::Range { radius, .. } => engine
+            .range(&base, queries, *radius, &metric)
+            .map(Answer::Range),
+    };
+    progress.finish();
+    let answer = answer.map_err(|e| CliError::core(e, None))?;
+    let engine_time = t.elapsed();
+
+    let t = Instant::now();
+    target.write(&answer)?;
+    let write_time = t.elapsed();
+
+    if global.stats {
+        let s = answer.stats();
+        // Engines that do not split their time report none; then all of it was compute.
+        let compute = if s.compute.is_zero() {
+            engine_time.saturating_sub(s.select + s.transfer)
+        } else {
+            s.compute
+        };
+        let stats = RunStats {
+            command: task.name(),
+            metric: metric.name(),
+            device: if s.device.is_empty() {
+                engine.name()
+            } else {
+                s.device.clone()
+            },
+            n_base: base.len(),
+            n_queries: queries.len(),
+            dim: base.as_vectors().map(|v| v.dim()),
+            k: match task {
+                Task::Knn { k, .. } | Task::Graph { k, .. } => Some(k),
+                Task::Range { .. } => None,
+            },
+            radius: match task {
+                Task::Range { radius, .. } => Some(radius),
+                _ => None,
+            },
+            time_s: Times {
+                load: secs(load_time),
+                transfer: secs(s.transfer),
+                compute: secs(compute),
+                select: secs(s.select),
+                write: secs(write_time),
+                total: secs(start.elapsed()),
+            },
+            distance_evals: s.distance_evals,
+            exact_evals: s.exact_evals,
+            throughput_qps: queries.len() as f64 / secs(engine_time.max(Duration::from_nanos(1))),
+            results: answer.len(),
+        };
+        // A closed standard error must not turn a finished run into a failure.
+        let _ = writeln!(std::io::stderr(), "{}", stats.to_line());
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! Reading the inputs of a command and holding them to the CLI's rules before any work starts:
+//! a set is not empty, the metric applies to it, NaN and infinite values are rejected with their
+//! position (or replaced under `--allow-nan`), and base and queries agree in kind and dimension.
+//!
+//! Parsing files is voisin-io's job; this module only judges what it returns, naming the file.
+
+use std::path::Path;
+
+use half::{bf16, f16};
+use voisin::data::{Buffer, VectorData};
+use voisin::{Dataset, Metric, VectorSet};
+use voisin_io::{ReadOptions, Role};
+
+use crate::args::{GlobalOpts, NanPolicy};
+use crate::error::CliError;
+
+/// Reads one input and checks it on its own.
+pub fn load(
+    path: &Path,
+    role: Role,
+    metric: &Metric,
+    opts: &GlobalOpts,
+) -> Result<Dataset, CliError> {
+    let read = ReadOptions {
+        role,
+        mmap: !opts.no_mmap,
+    };
+    let data = voisin_io::read_dataset(path, &read)?;
+    if data.is_empty() {
+        return Err(CliError::file(path, "holds no items"));
+    }
+    voisin::engine::check_metric(&data, metric).map_err(|e| CliError::core(e, Some(path)))?;
+    non_finite(data, opts.allow_nan, path)
+}
+
+/// Checks that queries can be compared with the base set; the error names the query file.
+pub fn check_pair(
+    base: &Dataset,
+    base_path: &Path,
+    queries: &Dataset,
+    query_path: &Path,
+) -> Result<(), CliError> {
+    let problem = match (base, queries) {
+        (Dataset::Vectors(b), Dataset::Vectors(q)) if b.dim() != q.dim() => format!(
+            "queries have dimension {} but the base set {} has dimension {}",
+            q.dim(),
+            base_path.display(),
+            b.dim()
+        ),
+        (Dataset::Vectors(_), Dataset::Strings(_)) | (Dataset::Strings(_), Dataset::Vectors(_)) => {
+            format!(
+                "queries are {} but the base set {} holds {}",
+                kind(queries),
+                base_path.display(),
+                kind(base)
+            )
+        }
+        _ => return Ok(()),
+    };
+    Err(CliError::file(query_path, problem))
+}
+
+fn kind(data: &Dataset) -> &'static str {
+    match data {
+        Dataset::Vectors(_) => "vectors",
+        Dataset::Strings(_) => "strings",
+    }
+}
+
+/// Rejects or repairs NaN and infinite values (SPEC §6).
+fn non_finite(data: Dataset, policy: Option<NanPolicy>, path: &Path) -> Result<Dataset, CliError> {
+    let Dataset::Vectors(vectors) = &data else {
+        return Ok(data);
+    };
+    let Some((row, col)) = vectors.find_non_finite() else {
+        return Ok(data);
+    };
+    match policy {
+        None => {
+            let value = vectors.row_f32(row)[col];
+            Err(CliError::file(
+                path,
+                format!(
+                    "row {row}, column {col} holds {value} (counting from 0); \
+                     pass --allow-nan zero to read NaN and infinite values as 0"
+                ),
+            ))
+        }
+        Some(NanPolicy::Zero) => Ok(Dataset::Vectors(zero_non_finite(vectors)?)),
+    }
+}
+
+/// A copy of the set with every NaN and infinite value replaced by 0. Copies because the input
+/// may be a read-only memory map.
+fn zero_non_finite(v: &VectorSet) -> Result<VectorSet, CliError> {
+    let data = match v.data() {
+        VectorData::F32(b) => VectorData::F32(replace(b, |x| if x.is_finite() { x } else { 0.0 })),
+        VectorData::F16(b) => {
+            VectorData::F16(replace(b, |x| if x.is_finite() { x } else { f16::ZERO }))
+        }
+        VectorData::Bf16(b) => {
+            VectorData::Bf16(replace(b, |x| if x.is_finite() { x } else { bf16::ZERO }))
+        }
+        VectorData::U8(b) => VectorData::U8(b.clone()),
+    };
+    VectorSet::new(v.len(), v.dim(), data).map_err(|e| CliError::core(e, None))
+}
+
+fn replace<T: bytemuck::Pod>(values: &Buffer<T>, fix: impl Fn(T) -> T) -> Buffer<T> {
+    Buffer::Owned(values.as_slice().iter().map(|&x| fix(x)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroing_replaces_only_non_finite_values() {
+        let v = VectorSet::from_f32(2, 2, vec![1.0, f32::NAN, f32::NEG_INFINITY, -2.5]).unwrap();
+        let fixed = zero_non_finite(&v).unwrap();
+        assert_eq!(fixed.as_f32().unwrap(), &[1.0, 0.0, 0.0, -2.5]);
+        let h = VectorSet::new(
+            1,
+            3,
+            VectorData::F16(Buffer::Owned(vec![
+                f16::INFINITY,
+                f16::from_f32(3.0),
+                f16::NAN,
+            ])),
+        )
+        .unwrap();
+        assert_eq!(
+            zero_non_finite(&h).unwrap().row_f32(0).as_ref(),
+            &[0.0, 3.0, 0.0]
+        );
+    }
+
+    #[test]
+    fn a_non_finite_value_is_reported_with_its_position() {
+        let v = VectorSet::from_f32(3, 2, vec![0.0, 1.0, 2.0, 3.0, 4.0, f32::INFINITY]).unwrap();
+        let err = non_finite(v.into(), None, Path::new("x.fvecs"))
+            .err()
+            .unwrap();
+        assert_eq!(err.exit_code(), 2);
+        assert!(
+            err.to_string()
+                .starts_with("x.fvecs: row 2, column 1 holds inf"),
+            "{err}"
+        );
+    }
+}

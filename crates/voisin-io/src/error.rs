@@ -1,0 +1,134 @@
+//! The one error type of this crate: a file name and a one-line message.
+//!
+//! Parsers work without knowing the file name and report plain messages ([`Problem`]); the public
+//! entry points attach the path. This module decides which failures are the user's (a bad file, a
+//! missing or unwritable path: CLI exit code 2) and which are the machine's (disk full, I/O
+//! errors: exit code 1). It must not print anything or decide exit codes itself.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What went wrong with one file, as a single line: `"<path>: <message>"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoError {
+    path: PathBuf,
+    message: String,
+    user: bool,
+}
+
+impl IoError {
+    /// A problem with the file's contents or with the path the user gave.
+    pub fn user(path: &Path, message: impl Into<String>) -> Self {
+        IoError {
+            path: path.to_path_buf(),
+            message: one_line(message.into()),
+            user: true,
+        }
+    }
+
+    /// A failure of the machine rather than of the input (disk full, device error).
+    pub fn internal(path: &Path, message: impl Into<String>) -> Self {
+        IoError {
+            path: path.to_path_buf(),
+            message: one_line(message.into()),
+            user: false,
+        }
+    }
+
+    /// An operating-system error while reading or writing `path`, classified by its kind.
+    pub fn from_io(path: &Path, what: &str, err: &io::Error) -> Self {
+        let message = format!("{what}: {}", describe_io(err));
+        if is_user_io_error(err) {
+            Self::user(path, message)
+        } else {
+            Self::internal(path, message)
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// True when the input is at fault (malformed file, missing file, unwritable path), false for
+    /// failures such as a full disk.
+    pub fn is_user_error(&self) -> bool {
+        self.user
+    }
+}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)
+    }
+}
+
+impl std::error::Error for IoError {}
+
+/// A parser's complaint about a file's contents, before the path is known. Always a user error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Problem(pub String);
+
+impl Problem {
+    pub fn at(self, path: &Path) -> IoError {
+        IoError::user(path, self.0)
+    }
+}
+
+impl From<String> for Problem {
+    fn from(s: String) -> Self {
+        Problem(s)
+    }
+}
+
+impl From<&str> for Problem {
+    fn from(s: &str) -> Self {
+        Problem(s.to_string())
+    }
+}
+
+/// Early return with a formatted [`Problem`].
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err($crate::error::Problem(format!($($arg)*)))
+    };
+}
+pub(crate) use bail;
+
+pub(crate) type Parsed<T> = Result<T, Problem>;
+
+/// Messages must stay on one line even when they quote file contents or OS text.
+fn one_line(s: String) -> String {
+    if s.contains(['\n', '\r']) {
+        s.replace("\r\n", " ").replace(['\n', '\r'], " ")
+    } else {
+        s
+    }
+}
+
+/// The OS message without Rust's " (os error N)" suffix, which means nothing to a user.
+fn describe_io(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Missing files, permissions and wrong kinds of paths are the user's to fix; anything else
+/// (disk full, hardware, interrupted) is not.
+fn is_user_io_error(err: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    if matches!(
+        err.kind(),
+        NotFound | PermissionDenied | AlreadyExists | InvalidInput | InvalidData | UnexpectedEof
+    ) {
+        return true;
+    }
+    // EISDIR, ENOTDIR, EROFS (same numbers on Linux and the BSDs): the path itself is wrong.
+    cfg!(unix) && matches!(err.raw_os_error(), Some(20 | 21 | 30))
+}

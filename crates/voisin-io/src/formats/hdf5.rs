@@ -1,0 +1,140 @@
+//! HDF5 files in the ann-benchmarks layout: 2-D datasets `train` (the base set) and `test` (the
+//! queries) at the root, usually f32. Which one is read is chosen by [`Role`](crate::Role).
+//!
+//! Parsing is done by the pure-Rust `hdf5-pure` crate, fed through a [`hdf5_pure::Source`] over
+//! the file's bytes (a memory map, or a copy for the bytes entry point), so the library reads
+//! only the metadata and the one dataset asked for. This module owns the checks around it: the
+//! dataset's presence, rank, type, and a declared size bounded by the file length before the
+//! library allocates it. Values are always copied into owned storage (HDF5 data may be chunked
+//! or compressed); f64 and i8/i16/i32 datasets are converted to f32 only when exact, as in
+//! `.npy`. HDF5 writing is not offered.
+
+use std::sync::Arc;
+
+use hdf5_pure::{DType, FormatError};
+use voisin::data::{Buffer, VectorData};
+use voisin::Dataset;
+
+use super::{exact_f32, vectors, ExactF32};
+use crate::error::{bail, Parsed, Problem};
+use crate::Role;
+
+/// A compressed dataset may legitimately expand beyond the file size, but not by more than
+/// deflate's ratio limit (about 1032:1); beyond that the declared shape is a lie.
+const MAX_EXPANSION: u64 = 1100;
+
+/// Bytes shared with the HDF5 reader, which needs an owned `'static` source.
+struct Shared(Arc<dyn AsRef<[u8]> + Send + Sync>);
+
+impl hdf5_pure::Source for Shared {
+    fn len(&self) -> u64 {
+        (*self.0).as_ref().len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), FormatError> {
+        let bytes = (*self.0).as_ref();
+        let range = usize::try_from(offset)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(buf.len())?))
+            .filter(|r| r.end <= bytes.len());
+        match range {
+            Some(r) => {
+                buf.copy_from_slice(&bytes[r]);
+                Ok(())
+            }
+            None => Err(FormatError::UnexpectedEof {
+                expected: buf.len(),
+                available: bytes
+                    .len()
+                    .saturating_sub(offset.min(usize::MAX as u64) as usize),
+            }),
+        }
+    }
+}
+
+impl Role {
+    /// The ann-benchmarks dataset name for this role.
+    pub fn hdf5_name(self) -> &'static str {
+        match self {
+            Role::Base => "train",
+            Role::Query => "test",
+        }
+    }
+}
+
+fn lib_err(e: hdf5_pure::Error) -> Problem {
+    Problem(format!("not a readable HDF5 file: {e}"))
+}
+
+/// Reads the dataset for `role` from an HDF5 file held in `bytes`.
+pub(crate) fn parse(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Parsed<Dataset> {
+    let file_len = (*bytes).as_ref().len() as u64;
+    if file_len == 0 {
+        bail!("file is empty");
+    }
+    let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
+    let name = role.hdf5_name();
+    let mut names = file.root().datasets().map_err(lib_err)?;
+    names.sort();
+    if !names.iter().any(|n| n == name) {
+        let found = if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        };
+        bail!("no dataset '{name}' (found: {found})");
+    }
+    let ds = file.dataset(name).map_err(lib_err)?;
+    let shape = ds.shape().map_err(lib_err)?;
+    let (n, d) = match shape[..] {
+        [n, d] => (n, d),
+        [n] => (n, 1),
+        _ => bail!(
+            "dataset '{name}' is {}-dimensional; expected a 2-D dataset (n, d)",
+            shape.len()
+        ),
+    };
+    if d == 0 {
+        bail!("dataset '{name}' has dimension 0");
+    }
+    if n > voisin::data::MAX_ITEMS as u64 {
+        bail!(
+            "dataset '{name}' holds {n} vectors, more than the limit of {}",
+            voisin::data::MAX_ITEMS
+        );
+    }
+    let elem = ds.element_size().map_err(lib_err)?;
+    let limit = if ds.filters().is_empty() {
+        file_len
+    } else {
+        file_len.saturating_mul(MAX_EXPANSION)
+    };
+    let declared = n.checked_mul(d).and_then(|v| v.checked_mul(elem));
+    match declared {
+        Some(b) if b <= limit => {}
+        _ => bail!(
+            "dataset '{name}' declares {n} x {d} values of {elem} bytes, more than a file of \
+             {file_len} bytes can hold"
+        ),
+    }
+    let (n, d) = (n as usize, d as usize);
+    let dtype = ds.dtype().map_err(lib_err)?;
+    let data = match dtype {
+        DType::F32 => VectorData::F32(Buffer::Owned(ds.read_f32().map_err(lib_err)?)),
+        DType::U8 => VectorData::U8(Buffer::Owned(ds.read_u8().map_err(lib_err)?)),
+        DType::F64 => converted(ds.read_f64(), d)?,
+        DType::I8 => converted(ds.read_i8(), d)?,
+        DType::I16 => converted(ds.read_i16(), d)?,
+        DType::I32 => converted(ds.read_i32(), d)?,
+        other => bail!(
+            "dataset '{name}' has type {other}, which is not supported (supported: f32, u8; \
+             also f64, i8, i16, i32 when every value converts to f32 exactly)"
+        ),
+    };
+    vectors(n, d, data).map_err(|p| Problem(format!("dataset '{name}': {}", p.0)))
+}
+
+fn converted<T: ExactF32>(read: Result<Vec<T>, hdf5_pure::Error>, d: usize) -> Parsed<VectorData> {
+    let vals = read.map_err(lib_err)?;
+    Ok(VectorData::F32(Buffer::Owned(exact_f32(&vals, d)?)))
+}

@@ -1,0 +1,231 @@
+//! What every input parser shares: the view of a file's bytes (with its memory map, when there
+//! is one), decoding of little- or big-endian values, the size checks that run before anything
+//! of a declared size is allocated, and the exact conversions of wider types to f32.
+//!
+//! Each format's own module owns its header layout; none of them opens files, which is the job
+//! of the crate root, so that the bytes entry points used by the fuzz targets and the
+//! memory-mapped path run the very same checks.
+
+pub(crate) mod bin;
+pub(crate) mod fvecs;
+pub(crate) mod hdf5;
+pub(crate) mod npy;
+pub(crate) mod txt;
+
+use std::fmt::Display;
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use half::f16;
+use memmap2::Mmap;
+use voisin::data::{Buffer, VectorData, VectorSet, MAX_ITEMS};
+use voisin::Dataset;
+
+use crate::error::{bail, Parsed, Problem};
+
+/// The bytes of one input, plus the map they live in when the file was memory-mapped, so that
+/// a parser can hand out windows into it instead of copies.
+#[derive(Clone, Copy)]
+pub(crate) struct Source<'a> {
+    pub bytes: &'a [u8],
+    pub map: Option<&'a Arc<Mmap>>,
+}
+
+impl<'a> Source<'a> {
+    pub fn unmapped(bytes: &'a [u8]) -> Self {
+        Source { bytes, map: None }
+    }
+
+    pub fn mapped(map: &'a Arc<Mmap>) -> Self {
+        Source {
+            bytes: map.as_ref(),
+            map: Some(map),
+        }
+    }
+}
+
+/// Plain values that appear in files, in either byte order.
+pub(crate) trait Elem: Pod {
+    fn swap_bytes(self) -> Self;
+
+    /// Decodes one value from exactly `size_of::<Self>()` bytes.
+    fn decode(bytes: &[u8], big_endian: bool) -> Self {
+        let v: Self = bytemuck::pod_read_unaligned(bytes);
+        if big_endian == cfg!(target_endian = "big") {
+            v
+        } else {
+            v.swap_bytes()
+        }
+    }
+}
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn swap_bytes(self) -> Self {
+                <$t>::swap_bytes(self)
+            }
+        }
+    )*};
+}
+int_elem!(u8, i8, i16, i32, i64);
+
+macro_rules! float_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn swap_bytes(self) -> Self {
+                <$t>::from_bits(self.to_bits().swap_bytes())
+            }
+        }
+    )*};
+}
+float_elem!(f16, f32, f64);
+
+/// Decodes `bytes` (a whole number of values) into host order.
+pub(crate) fn decode_all<T: Elem>(bytes: &[u8], big_endian: bool) -> Vec<T> {
+    bytes
+        .chunks_exact(std::mem::size_of::<T>())
+        .map(|c| T::decode(c, big_endian))
+        .collect()
+}
+
+/// `len` values at byte `offset` of `src`: a window into the memory map when the file is mapped,
+/// already in host byte order and suitably aligned; a decoded copy otherwise.
+pub(crate) fn values<T: Elem>(
+    src: Source<'_>,
+    offset: usize,
+    len: usize,
+    big_endian: bool,
+) -> Parsed<Buffer<T>> {
+    let size = std::mem::size_of::<T>();
+    let bytes = len
+        .checked_mul(size)
+        .and_then(|b| offset.checked_add(b))
+        .and_then(|end| src.bytes.get(offset..end))
+        .ok_or_else(|| Problem::from("data runs past the end of the file"))?;
+    let host_order = big_endian == cfg!(target_endian = "big") || size == 1;
+    if let (Some(map), true) = (src.map, host_order) {
+        if let Some(buf) = Buffer::mapped(Arc::clone(map), offset, len) {
+            return Ok(buf);
+        }
+    }
+    Ok(Buffer::Owned(decode_all(bytes, big_endian)))
+}
+
+/// Validates a declared `n × d` shape of `elem_size`-byte values against the `available` bytes
+/// that follow the header, before anything of that size is allocated. Returns `(n, d)`.
+pub(crate) fn check_shape(
+    n: u64,
+    d: u64,
+    elem_size: usize,
+    type_name: &str,
+    available: usize,
+) -> Parsed<(usize, usize)> {
+    if d == 0 {
+        bail!("header declares dimension 0; vectors need at least one component");
+    }
+    if n > MAX_ITEMS as u64 {
+        bail!("header declares {n} vectors, more than the limit of {MAX_ITEMS}");
+    }
+    let Some(need) = n
+        .checked_mul(d)
+        .and_then(|v| v.checked_mul(elem_size as u64))
+    else {
+        bail!("header declares {n} x {d} {type_name} values, which overflows a 64-bit size");
+    };
+    let have = available as u64;
+    if need > have {
+        bail!(
+            "header declares {n} x {d} {type_name} values ({need} bytes) but only {have} bytes \
+             follow the header (truncated file?)"
+        );
+    }
+    if need < have {
+        bail!(
+            "{} bytes of trailing data after the {n} x {d} {type_name} values the header declares",
+            have - need
+        );
+    }
+    // need <= available, so both fit in usize.
+    Ok((n as usize, d as usize))
+}
+
+/// Converts values to f32, refusing any value whose f32 form would differ from it.
+pub(crate) trait ExactF32: Copy + Display {
+    /// Why a value has no exact f32 form, for the error message.
+    const WHY: &'static str;
+    fn to_f32_exact(self) -> Option<f32>;
+}
+
+impl ExactF32 for f64 {
+    const WHY: &'static str = "it would be rounded; convert the data to float32 first";
+    fn to_f32_exact(self) -> Option<f32> {
+        let f = self as f32;
+        (f64::from(f) == self || self.is_nan()).then_some(f)
+    }
+}
+
+/// Integers up to 2^24 in magnitude are exact in f32; the limit is stated this simply (rather
+/// than "exactly representable") so that whether a file loads does not depend on luck.
+const EXACT_INT_LIMIT: u32 = 1 << 24;
+
+macro_rules! small_int_exact {
+    ($($t:ty),*) => {$(
+        impl ExactF32 for $t {
+            const WHY: &'static str = "";
+            fn to_f32_exact(self) -> Option<f32> {
+                Some(f32::from(self))
+            }
+        }
+    )*};
+}
+small_int_exact!(i8, i16);
+
+impl ExactF32 for i32 {
+    const WHY: &'static str =
+        "its magnitude exceeds 2^24 = 16777216, beyond which f32 cannot hold every integer";
+    fn to_f32_exact(self) -> Option<f32> {
+        (self.unsigned_abs() <= EXACT_INT_LIMIT).then_some(self as f32)
+    }
+}
+
+/// Row-major values of width `dim` converted to f32, or the first one that would change.
+pub(crate) fn exact_f32<T: ExactF32>(values: &[T], dim: usize) -> Parsed<Vec<f32>> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            v.to_f32_exact().ok_or_else(|| {
+                Problem(format!(
+                    "value {v} at row {}, column {} has no exact f32 form: {}",
+                    i / dim,
+                    i % dim,
+                    T::WHY
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Column-major `n × d` values (Fortran order) rearranged row-major.
+pub(crate) fn transpose<T: Copy>(col_major: &[T], n: usize, d: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(n * d);
+    for i in 0..n {
+        out.extend((0..d).map(|j| col_major[j * n + i]));
+    }
+    out
+}
+
+/// Wraps checked storage into a data set; the core crate's own checks become parse problems.
+pub(crate) fn vectors(n: usize, d: usize, data: VectorData) -> Parsed<Dataset> {
+    VectorSet::new(n, d, data)
+        .map(Dataset::Vectors)
+        .map_err(|e| Problem(e.to_string()))
+}
+
+/// Reads a little-endian u32 or i32 at `at`; callers have checked the length.
+pub(crate) fn le_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::decode(&bytes[at..at + 4], false)
+}
+
+int_elem!(u32);
