@@ -160,31 +160,36 @@ fn scan_both(
     col_lim.extend(cols.iter().map(|c| bound.limit(c.threshold())));
     for (r, (row, cand)) in keys.chunks_exact(width).zip(rows.iter_mut()).enumerate() {
         let mut lim = bound.limit(cand.threshold());
-        for (ci, (chunk, lims)) in row
-            .chunks(SCAN_CHUNK)
-            .zip(col_lim.chunks_mut(SCAN_CHUNK))
-            .enumerate()
-        {
-            // One pass serves the row and the columns: a key may pass if it is under either
-            // limit, which the block test checks with a single compare per element.
-            let any = chunk
-                .iter()
-                .zip(lims.iter())
-                .fold(false, |any, (&v, &cl)| any | admits(v, lim.max(cl)));
-            if !any {
-                continue;
-            }
-            for (j, (&v, cl)) in chunk.iter().zip(lims.iter_mut()).enumerate() {
-                let c = ci * SCAN_CHUNK + j;
-                if admits(v, lim) {
+        let mut offer = |part: &[f32], start: usize, lim: &mut f32, col_lim: &mut [f32]| {
+            for (j, &v) in part.iter().enumerate() {
+                let c = start + j;
+                if admits(v, *lim) {
                     cand.push(bound.lower(v), bound.upper(v), (j0 + c) as u32);
-                    lim = bound.limit(cand.threshold());
+                    *lim = bound.limit(cand.threshold());
                 }
-                if admits(v, *cl) {
+                if admits(v, col_lim[c]) {
                     cols[c].push(bound.lower(v), bound.upper(v), (i0 + r) as u32);
-                    *cl = bound.limit(cols[c].threshold());
+                    col_lim[c] = bound.limit(cols[c].threshold());
                 }
+            }
+        };
+        let full = width - width % SCAN_CHUNK;
+        for start in (0..full).step_by(SCAN_CHUNK) {
+            // One pass serves the row and the columns: a key may pass if it is under either
+            // limit. Fixed-size blocks compile to SIMD compares.
+            let block: &[f32; SCAN_CHUNK] =
+                row[start..start + SCAN_CHUNK].try_into().expect("block");
+            let lims: &[f32; SCAN_CHUNK] = col_lim[start..start + SCAN_CHUNK]
+                .try_into()
+                .expect("block");
+            let mut any = false;
+            for t in 0..SCAN_CHUNK {
+                any |= admits(block[t], lim.max(lims[t]));
+            }
+            if any {
+                offer(&row[start..start + SCAN_CHUNK], start, &mut lim, col_lim);
             }
         }
+        offer(&row[full..], full, &mut lim, col_lim);
     }
 }

@@ -189,7 +189,8 @@ impl<'a> TileMaker<'a> {
     /// tile's error bound.
     fn tile_keys(&self, q: &PreparedRows, b: &PreparedRows, keys: &mut Vec<f32>) -> Bound {
         let (m, n, d) = (q.count, b.count, self.dim);
-        keys.clear();
+        // Every entry is written below (fill, prefill or a product that ignores the old
+        // contents), so a resize without clearing is enough.
         keys.resize(m * n, 0.0);
         if m == 0 || n == 0 {
             return Bound { rel: 0.0, abs: 0.0 };
@@ -197,17 +198,19 @@ impl<'a> TileMaker<'a> {
         if matches!(self.plan, Plan::Direct) {
             return self.direct_keys(q, b, keys);
         }
-        product(&q.rows, &b.rows, m, n, d, keys);
         // γ for a length-d dot product with FMA or blocked summation, doubled for the
         // norm terms and the final additions; see the derivation in bench/NOTES.md.
         let gamma = 2.0 * (d as f64 + 8.0) * simd::U32;
+        // The key's constant part is written first and the product accumulated into it, so
+        // the tile is written once and read once (by the scan).
         match &self.plan {
             Plan::SqL2 { .. } => {
                 for (row, &nq) in keys.chunks_exact_mut(n).zip(&q.norms) {
                     for (v, &nb) in row.iter_mut().zip(&b.norms) {
-                        *v = nq + nb - 2.0 * *v;
+                        *v = nq + nb;
                     }
                 }
+                product(&q.rows, &b.rows, (m, n, d), keys, -2.0, true);
                 let s = q.max_norm + b.max_norm;
                 Bound {
                     rel: 0.0,
@@ -215,7 +218,8 @@ impl<'a> TileMaker<'a> {
                 }
             }
             Plan::Cosine { .. } => {
-                keys.iter_mut().for_each(|v| *v = 1.0 - *v);
+                keys.fill(1.0);
+                product(&q.rows, &b.rows, (m, n, d), keys, -1.0, true);
                 // Each normalised row is off by about 2u·r (r = max_norm, the centring factor)
                 // and the dot adds γ; γ ≥ 2u·d covers the first two generously.
                 let r = q.max_norm + b.max_norm;
@@ -225,7 +229,7 @@ impl<'a> TileMaker<'a> {
                 }
             }
             Plan::Dot => {
-                keys.iter_mut().for_each(|v| *v = -*v);
+                product(&q.rows, &b.rows, (m, n, d), keys, -1.0, false);
                 Bound {
                     rel: 0.0,
                     abs: gamma * q.max_norm * b.max_norm + tiny(),
@@ -287,12 +291,18 @@ fn tiny() -> f64 {
     f32::MIN_POSITIVE as f64
 }
 
-/// `out[i][j] = a_i · b_j` for row-major `a` (m×d) and `b` (n×d), single-threaded: callers
-/// parallelise over tiles.
-fn product(a: &[f32], b: &[f32], m: usize, n: usize, d: usize, out: &mut [f32]) {
-    debug_assert!(a.len() >= m * d && b.len() >= n * d && out.len() >= m * n);
-    // SAFETY: the slices cover the m×d, n×d and m×n extents given with these strides
-    // (checked above in debug builds, guaranteed by the callers' buffer sizes).
+/// `out[i][j] = scale · a_i · b_j`, plus the old `out[i][j]` when `accumulate`, for row-major
+/// `a` (m×d) and `b` (n×d); single-threaded, callers parallelise over tiles.
+fn product(
+    a: &[f32],
+    b: &[f32],
+    (m, n, d): (usize, usize, usize),
+    out: &mut [f32],
+    scale: f32,
+    accumulate: bool,
+) {
+    assert!(a.len() >= m * d && b.len() >= n * d && out.len() >= m * n);
+    // SAFETY: the asserted lengths cover the m×d, n×d and m×n extents at these strides.
     unsafe {
         gemm::gemm(
             m,
@@ -301,15 +311,15 @@ fn product(a: &[f32], b: &[f32], m: usize, n: usize, d: usize, out: &mut [f32]) 
             out.as_mut_ptr(),
             1,
             n as isize,
-            false,
+            accumulate,
             a.as_ptr(),
             1,
             d as isize,
             b.as_ptr(),
             d as isize,
             1,
-            0.0f32,
-            1.0f32,
+            if accumulate { 1.0f32 } else { 0.0 },
+            scale,
             false,
             false,
             false,
