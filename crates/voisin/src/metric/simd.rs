@@ -1,41 +1,105 @@
 //! f32 distance kernels for the CPU engine's candidate pass, with their error bounds.
 //!
-//! Each kernel returns a value `v` with `|v − exact| ≤ error_bound(...)` for the f64 value that
-//! [`super::exact`] would compute; the engine keeps every candidate whose interval may reach the
-//! k-th best and re-ranks candidates exactly. Kernels pick AVX2/FMA at run time when the CPU has
-//! it and fall back to portable code otherwise.
+//! Each kernel returns a value `v` with `|v − exact| ≤ bound` for the f64 value that
+//! [`super::exact`] computes, where `bound` is [`Kernel::error_bound`] (the per-kernel rules are
+//! listed there). The engine keeps every candidate whose interval `[v − bound, v + bound]` may
+//! reach the k-th best and re-ranks candidates exactly, so a bound that is too small is a
+//! correctness bug, while one that is too large only costs re-ranking work.
 //!
-//! This module must not allocate or know about tiles; it measures one pair.
+//! A non-finite `v` (an f32 overflow, or NaN from `inf − inf` in a dot product) carries no
+//! information: its bound is +∞ and the engine must treat the pair as unknown.
+//!
+//! Kernels run with AVX2+FMA when the CPU has it (detected once, see [`Isa::current`]) and with
+//! portable code otherwise. Both are the same generic loop over several independent lane
+//! accumulators; the AVX2 entry points only recompile it with `avx2,fma` enabled so LLVM
+//! vectorises it with 256-bit registers and fused multiply-adds. Summation order therefore
+//! differs between the paths and between the pair, batched and blocked forms, which the bounds
+//! allow for (they hold for any summation order).
+//!
+//! Forms:
+//! - pair: [`l1`], [`linf`], [`sq_l2`], [`dot`], [`minkowski_pow`];
+//! - one query against consecutive rows: [`l1_many`], [`linf_many`], [`minkowski_pow_many`],
+//!   [`Isa::many`];
+//! - a tile of queries against a tile of rows, register-blocked four queries at a time:
+//!   [`l1_block`], [`linf_block`], [`minkowski_pow_block`], [`Isa::block`].
+//!
+//! This module must not allocate or know about the engine's tiles or selection; it measures the
+//! pairs it is handed.
+
+use std::sync::OnceLock;
 
 /// Unit roundoff of f32.
 pub const U32: f64 = f32::EPSILON as f64 / 2.0;
 
-/// Sum of |a_i − b_i|.
-pub fn l1(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()
+/// Smallest positive subnormal f32 (2⁻¹⁴⁹): an underflowing rounding errs by at most half of it.
+const SUBNORMAL: f64 = 1.401_298_464_324_817e-45;
+
+/// Independent accumulators of a pair kernel: four AVX2 registers, enough to hide the latency
+/// of the add (or max) behind two loads per cycle.
+const LANES: usize = 32;
+/// Accumulators per query in the blocked kernel (two AVX2 registers each, eight in all).
+const BLOCK_LANES: usize = 16;
+/// Queries that share one pass over a base row in the blocked kernel.
+const BLOCK_QUERIES: usize = 4;
+
+/// A distance kernel the module provides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kernel {
+    /// Σ |a_i − b_i| (cityblock).
+    L1,
+    /// max |a_i − b_i| (chebyshev).
+    Linf,
+    /// Σ (a_i − b_i)² (the euclidean key, sqeuclidean).
+    SqL2,
+    /// Σ a_i b_i (inner product; cosine and correlation are built on it).
+    Dot,
+    /// Σ |a_i − b_i|^p (the minkowski key). p = 1, 2, 3, 4 run in f32 with multiplications;
+    /// any other p computes each term in f64 (`powf`) and rounds it once to f32.
+    MinkowskiPow(f64),
 }
 
-/// max |a_i − b_i|.
-pub fn linf(a: &[f32], b: &[f32]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
-
-/// Σ |a_i − b_i|^p.
-pub fn minkowski_pow(a: &[f32], b: &[f32], p: f32) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs().powf(p)).sum()
-}
-
-/// Σ (a_i − b_i)².
-pub fn sq_l2(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
-}
-
-/// Σ a_i b_i.
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+impl Kernel {
+    /// Bound on `|v − exact|` for a value `v` this kernel returned over `dim` coordinates
+    /// (exact = the f64 key of [`super::exact`]; for [`Kernel::Dot`] exact = Σ a_i b_i).
+    ///
+    /// `dot_scale` is used by [`Kernel::Dot`] only (pass anything, e.g. 0, for the others): it
+    /// must be at least Σ |a_i b_i|, for example ‖a‖·‖b‖ (Cauchy–Schwarz) rounded up.
+    ///
+    /// The rules, with u = 2⁻²⁴ and [`nonneg_sum_error`]`(v, n, r)` for a sum of `n`
+    /// non-negative terms that each carry a relative error of at most `r` u:
+    /// - `L1`: terms |fl(a − b)|, one rounding each: `nonneg_sum_error(v, dim, 1)`.
+    /// - `Linf`: the maximum itself is exact, only the subtraction rounds:
+    ///   `nonneg_sum_error(v, 1, 1)`.
+    /// - `SqL2`: fl(a − b)² is the subtraction's error twice plus the product's rounding:
+    ///   `nonneg_sum_error(v, dim, 3)`.
+    /// - `MinkowskiPow(p)`, integer p ≤ 4: p factors of fl(a − b) and p − 1 products:
+    ///   `nonneg_sum_error(v, dim, 2p − 1)`; other p: the term is computed in f64 and rounded
+    ///   once, `nonneg_sum_error(v, dim, 2)` (covers f64's `powf` error for any p < 2²⁵).
+    /// - `Dot`: Higham's bound γ_dim · Σ|a_i b_i| for any summation order, doubled as a safety
+    ///   margin, plus the underflow allowance described at [`nonneg_sum_error`].
+    ///
+    /// Returns +∞ when `v` is not finite.
+    pub fn error_bound(self, v: f32, dim: usize, dot_scale: f64) -> f64 {
+        if !v.is_finite() {
+            return f64::INFINITY;
+        }
+        match self {
+            Kernel::L1 => nonneg_sum_error(v, dim, 1.0),
+            Kernel::Linf => nonneg_sum_error(v, 1, 1.0),
+            Kernel::SqL2 => nonneg_sum_error(v, dim, 3.0),
+            Kernel::MinkowskiPow(p) => match int_power(p) {
+                Some(k) => nonneg_sum_error(v, dim, (2 * k - 1) as f64),
+                None => nonneg_sum_error(v, dim, 2.0),
+            },
+            Kernel::Dot => {
+                let nu = (dim as f64 + 2.0) * U32;
+                if nu >= 0.5 {
+                    return f64::INFINITY;
+                }
+                2.0 * nu / (1.0 - nu) * dot_scale + underflow_allowance(dim)
+            }
+        }
+    }
 }
 
 /// Bound on the absolute error of a sum of `n` non-negative f32 terms, each itself carrying a
@@ -43,8 +107,707 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 ///
 /// Recursive summation (in any order or blocking) of n terms has relative error at most
 /// γ_{n−1} = (n−1)u/(1−(n−1)u); we add the terms' own error and a safety factor of 2 so the
-/// bound also covers the partial sums of SIMD lanes.
+/// bound also covers the partial sums of SIMD lanes and the small error of the f64 reference.
+/// That analysis assumes no underflow; a term or product that underflows errs by at most half a
+/// subnormal step (a few for the products of an integer power), which the absolute allowance
+/// `f32::MIN_POSITIVE + n · 2⁻¹⁴⁵` covers. Returns +∞ when `value` is not finite or the relative
+/// factor would not be meaningful (n u ≥ 1/2).
 pub fn nonneg_sum_error(value: f32, n: usize, term_rel: f64) -> f64 {
     let nu = (n as f64 + term_rel + 2.0) * U32;
-    2.0 * nu / (1.0 - nu) * value.abs() as f64 + f64::from(f32::MIN_POSITIVE)
+    if !value.is_finite() || nu >= 0.5 {
+        return f64::INFINITY;
+    }
+    2.0 * nu / (1.0 - nu) * value.abs() as f64 + underflow_allowance(n)
+}
+
+fn underflow_allowance(n: usize) -> f64 {
+    f64::from(f32::MIN_POSITIVE) + n as f64 * 16.0 * SUBNORMAL
+}
+
+/// The small integer orders that get a multiplication-only Minkowski term.
+fn int_power(p: f64) -> Option<u32> {
+    [1.0, 2.0, 3.0, 4.0]
+        .iter()
+        .position(|&q| q == p)
+        .map(|i| i as u32 + 1)
+}
+
+/// The instruction set kernels run with. Only obtainable for sets the CPU has, so running a
+/// kernel through any `Isa` value is safe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Isa(IsaKind);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IsaKind {
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+}
+
+impl Isa {
+    /// Plain Rust, vectorised by LLVM for the compile-time target (SSE2 on x86-64).
+    pub const PORTABLE: Isa = Isa(IsaKind::Portable);
+
+    /// AVX2 with FMA, if this CPU has both.
+    pub fn avx2_fma() -> Option<Isa> {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            return Some(Isa(IsaKind::Avx2Fma));
+        }
+        None
+    }
+
+    /// The fastest set this CPU has.
+    pub fn best() -> Isa {
+        Isa::avx2_fma().unwrap_or(Isa::PORTABLE)
+    }
+
+    /// Every set this CPU can run, portable first (tests run each kernel with each).
+    pub fn available() -> Vec<Isa> {
+        std::iter::once(Isa::PORTABLE)
+            .chain(Isa::avx2_fma())
+            .collect()
+    }
+
+    /// The set the free functions of this module use: [`Isa::best`], unless the environment
+    /// variable `VOISIN_SIMD=portable` asks for the fallback (for measurements and for
+    /// checking the fallback inside a whole engine run). Detected once per process.
+    pub fn current() -> Isa {
+        static CURRENT: OnceLock<Isa> = OnceLock::new();
+        *CURRENT.get_or_init(|| match std::env::var("VOISIN_SIMD").as_deref() {
+            Ok("portable") => Isa::PORTABLE,
+            _ => Isa::best(),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            IsaKind::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            IsaKind::Avx2Fma => "avx2+fma",
+        }
+    }
+
+    /// `kernel(a, b)`. Panics if the lengths differ (a caller bug, never a data error).
+    pub fn pair(self, kernel: Kernel, a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len(), "kernel operands differ in length");
+        let mut out = [0.0f32];
+        self.run(kernel, Shape::Many, a, b, a.len(), &mut out);
+        out[0]
+    }
+
+    /// `out[j] = kernel(q, base[j·dim .. (j+1)·dim])` for every `j < out.len()`.
+    /// Panics unless `q.len() == dim` and `base.len() == dim · out.len()`.
+    pub fn many(self, kernel: Kernel, q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+        assert_eq!(q.len(), dim, "query length is not dim");
+        assert_eq!(
+            base.len(),
+            dim * out.len(),
+            "base is not out.len() rows of dim"
+        );
+        self.run(kernel, Shape::Many, q, base, dim, out);
+    }
+
+    /// A tile: with `nq = queries.len() / dim` query rows and `nb = base.len() / dim` base
+    /// rows, `out[i·nb + j] = kernel(query i, base row j)` (row-major, queries by rows).
+    /// Four queries share each pass over a base row, so each base row is loaded once per four
+    /// queries. Panics unless `dim > 0`, both inputs are whole rows and `out.len() == nq · nb`.
+    pub fn block(self, kernel: Kernel, queries: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+        assert!(dim > 0, "block kernel needs dim > 0");
+        assert_eq!(queries.len() % dim, 0, "queries are not whole rows");
+        assert_eq!(base.len() % dim, 0, "base is not whole rows");
+        assert_eq!(
+            out.len(),
+            queries.len() / dim * (base.len() / dim),
+            "out is not queries × base"
+        );
+        self.run(kernel, Shape::Block, queries, base, dim, out);
+    }
+
+    fn run(
+        self,
+        kernel: Kernel,
+        shape: Shape,
+        q: &[f32],
+        base: &[f32],
+        dim: usize,
+        out: &mut [f32],
+    ) {
+        match kernel {
+            Kernel::L1 => self.dispatch(L1, shape, q, base, dim, out),
+            Kernel::Linf => self.dispatch(Linf, shape, q, base, dim, out),
+            Kernel::SqL2 => self.dispatch(SqL2, shape, q, base, dim, out),
+            Kernel::Dot => self.dispatch(Dot, shape, q, base, dim, out),
+            Kernel::MinkowskiPow(p) => match int_power(p) {
+                Some(1) => self.dispatch(L1, shape, q, base, dim, out),
+                Some(2) => self.dispatch(SqL2, shape, q, base, dim, out),
+                Some(3) => self.dispatch(Cube, shape, q, base, dim, out),
+                Some(_) => self.dispatch(Fourth, shape, q, base, dim, out),
+                None => self.dispatch(PowF64(p), shape, q, base, dim, out),
+            },
+        }
+    }
+
+    fn dispatch<K: Op>(
+        self,
+        k: K,
+        shape: Shape,
+        q: &[f32],
+        base: &[f32],
+        dim: usize,
+        out: &mut [f32],
+    ) {
+        match self.0 {
+            IsaKind::Portable => match shape {
+                Shape::Many => many_body::<K, false>(k, q, base, dim, out),
+                Shape::Block => block_body::<K, false>(k, q, base, dim, out),
+            },
+            // SAFETY: an `Isa` holding `Avx2Fma` is only built by `avx2_fma()` after run-time
+            // detection of both features.
+            #[cfg(target_arch = "x86_64")]
+            IsaKind::Avx2Fma => unsafe {
+                match shape {
+                    Shape::Many => avx2::many(k, q, base, dim, out),
+                    Shape::Block => avx2::block(k, q, base, dim, out),
+                }
+            },
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Shape {
+    Many,
+    Block,
+}
+
+/// Sum of |a_i − b_i|. Error bound: [`Kernel::error_bound`] with [`Kernel::L1`].
+pub fn l1(a: &[f32], b: &[f32]) -> f32 {
+    Isa::current().pair(Kernel::L1, a, b)
+}
+
+/// max |a_i − b_i|. Error bound: [`Kernel::error_bound`] with [`Kernel::Linf`].
+pub fn linf(a: &[f32], b: &[f32]) -> f32 {
+    Isa::current().pair(Kernel::Linf, a, b)
+}
+
+/// Σ |a_i − b_i|^p. Error bound: [`Kernel::error_bound`] with [`Kernel::MinkowskiPow`]`(p)`,
+/// against the exact key for order `p as f64`: a caller whose order is not exactly an f32
+/// should use [`minkowski_pow_many`], which takes the order as f64 (a perturbed order changes
+/// |d|^p by a factor |d|^Δp, which no rounding bound covers).
+pub fn minkowski_pow(a: &[f32], b: &[f32], p: f32) -> f32 {
+    Isa::current().pair(Kernel::MinkowskiPow(p as f64), a, b)
+}
+
+/// Σ (a_i − b_i)². Error bound: [`Kernel::error_bound`] with [`Kernel::SqL2`].
+pub fn sq_l2(a: &[f32], b: &[f32]) -> f32 {
+    Isa::current().pair(Kernel::SqL2, a, b)
+}
+
+/// Σ a_i b_i. Error bound: [`Kernel::error_bound`] with [`Kernel::Dot`] and a scale ≥ Σ|a_i b_i|.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    Isa::current().pair(Kernel::Dot, a, b)
+}
+
+/// [`l1`] from `q` to each of the `out.len()` consecutive rows of `base` (see [`Isa::many`]).
+pub fn l1_many(q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+    Isa::current().many(Kernel::L1, q, base, dim, out)
+}
+
+/// [`linf`] from `q` to each of the `out.len()` consecutive rows of `base` (see [`Isa::many`]).
+pub fn linf_many(q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+    Isa::current().many(Kernel::Linf, q, base, dim, out)
+}
+
+/// The Minkowski p-power sum from `q` to each of the `out.len()` consecutive rows of `base`
+/// (see [`Isa::many`]); the order is the metric's f64 `p`.
+pub fn minkowski_pow_many(q: &[f32], base: &[f32], dim: usize, p: f64, out: &mut [f32]) {
+    Isa::current().many(Kernel::MinkowskiPow(p), q, base, dim, out)
+}
+
+/// [`l1`] over a tile: `out[i·nb + j]` = query row i to base row j (see [`Isa::block`]).
+pub fn l1_block(queries: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+    Isa::current().block(Kernel::L1, queries, base, dim, out)
+}
+
+/// [`linf`] over a tile: `out[i·nb + j]` = query row i to base row j (see [`Isa::block`]).
+pub fn linf_block(queries: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+    Isa::current().block(Kernel::Linf, queries, base, dim, out)
+}
+
+/// The Minkowski p-power sum over a tile: `out[i·nb + j]` = query row i to base row j (see
+/// [`Isa::block`]).
+pub fn minkowski_pow_block(queries: &[f32], base: &[f32], dim: usize, p: f64, out: &mut [f32]) {
+    Isa::current().block(Kernel::MinkowskiPow(p), queries, base, dim, out)
+}
+
+/// How one coordinate pair enters a kernel's accumulator. `FMA` says whether fused
+/// multiply-adds are cheap (true only inside the AVX2+FMA entry points; elsewhere `mul_add`
+/// would be a slow library call).
+trait Op: Copy {
+    /// Neutral value of the reduction.
+    const EMPTY: f32 = 0.0;
+    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32;
+    /// Combines two partial results (lanes, or halves of a tree).
+    fn merge(x: f32, y: f32) -> f32 {
+        x + y
+    }
+}
+
+#[derive(Clone, Copy)]
+struct L1;
+impl Op for L1 {
+    #[inline(always)]
+    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
+        acc + (a - b).abs()
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Linf;
+impl Op for Linf {
+    #[inline(always)]
+    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
+        Linf::merge(acc, (a - b).abs())
+    }
+    // A plain comparison (not `f32::max`) maps to one `maxps`; no NaN reaches a kernel.
+    #[inline(always)]
+    fn merge(x: f32, y: f32) -> f32 {
+        if y > x {
+            y
+        } else {
+            x
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SqL2;
+impl Op for SqL2 {
+    #[inline(always)]
+    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
+        let d = a - b;
+        if FMA {
+            d.mul_add(d, acc)
+        } else {
+            acc + d * d
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Dot;
+impl Op for Dot {
+    #[inline(always)]
+    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
+        if FMA {
+            a.mul_add(b, acc)
+        } else {
+            acc + a * b
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Cube;
+impl Op for Cube {
+    #[inline(always)]
+    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
+        let d = (a - b).abs();
+        let d2 = d * d;
+        if FMA {
+            d2.mul_add(d, acc)
+        } else {
+            acc + d2 * d
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Fourth;
+impl Op for Fourth {
+    #[inline(always)]
+    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
+        let d = a - b;
+        let d2 = d * d;
+        if FMA {
+            d2.mul_add(d2, acc)
+        } else {
+            acc + d2 * d2
+        }
+    }
+}
+
+/// A general order: the term in f64 (the difference of two f32 is then nearly exact and f64
+/// `powf` far below f32 resolution), rounded once.
+#[derive(Clone, Copy)]
+struct PowF64(f64);
+impl Op for PowF64 {
+    #[inline(always)]
+    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
+        acc + (a as f64 - b as f64).abs().powf(self.0) as f32
+    }
+}
+
+/// Tree reduction of the lane accumulators.
+#[inline(always)]
+fn reduce<K: Op, const N: usize>(mut acc: [f32; N]) -> f32 {
+    let mut width = N;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            acc[l] = K::merge(acc[l], acc[l + width]);
+        }
+    }
+    acc[0]
+}
+
+/// One pair over `LANES` independent accumulators, so LLVM can keep them in vector registers.
+#[inline(always)]
+fn pair_body<K: Op, const FMA: bool>(k: K, a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [K::EMPTY; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        let x: &[f32; LANES] = x.try_into().expect("chunk");
+        let y: &[f32; LANES] = y.try_into().expect("chunk");
+        for l in 0..LANES {
+            acc[l] = k.step::<FMA>(acc[l], x[l], y[l]);
+        }
+    }
+    for (l, (&x, &y)) in ra.iter().zip(rb).enumerate() {
+        acc[l] = k.step::<FMA>(acc[l], x, y);
+    }
+    reduce::<K, LANES>(acc)
+}
+
+#[inline(always)]
+fn many_body<K: Op, const FMA: bool>(k: K, q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+    if dim == 0 {
+        out.fill(K::EMPTY);
+        return;
+    }
+    for (o, row) in out.iter_mut().zip(base.chunks_exact(dim)) {
+        *o = pair_body::<K, FMA>(k, q, row);
+    }
+}
+
+#[inline(always)]
+fn block_body<K: Op, const FMA: bool>(
+    k: K,
+    queries: &[f32],
+    base: &[f32],
+    dim: usize,
+    out: &mut [f32],
+) {
+    let nb = base.len() / dim;
+    let mut qs = queries.chunks_exact(BLOCK_QUERIES * dim);
+    let mut outs = out.chunks_exact_mut(BLOCK_QUERIES * nb.max(1));
+    for (quad, o) in (&mut qs).zip(&mut outs) {
+        let rows: [&[f32]; BLOCK_QUERIES] = std::array::from_fn(|i| &quad[i * dim..][..dim]);
+        for (j, row) in base.chunks_exact(dim).enumerate() {
+            let d = quad_body::<K, FMA>(k, rows, row);
+            for (i, v) in d.into_iter().enumerate() {
+                o[i * nb + j] = v;
+            }
+        }
+    }
+    for (q, o) in qs
+        .remainder()
+        .chunks_exact(dim)
+        .zip(outs.into_remainder().chunks_exact_mut(nb.max(1)))
+    {
+        many_body::<K, FMA>(k, q, base, dim, &mut o[..nb]);
+    }
+}
+
+/// Four queries against one row: every row element is loaded once for the four sums.
+#[inline(always)]
+fn quad_body<K: Op, const FMA: bool>(
+    k: K,
+    q: [&[f32]; BLOCK_QUERIES],
+    row: &[f32],
+) -> [f32; BLOCK_QUERIES] {
+    let mut acc = [[K::EMPTY; BLOCK_LANES]; BLOCK_QUERIES];
+    let whole = row.len() / BLOCK_LANES * BLOCK_LANES;
+    let mut s = 0;
+    while s < whole {
+        let r: &[f32; BLOCK_LANES] = row[s..s + BLOCK_LANES].try_into().expect("chunk");
+        for (acc, q) in acc.iter_mut().zip(q) {
+            let q: &[f32; BLOCK_LANES] = q[s..s + BLOCK_LANES].try_into().expect("chunk");
+            for l in 0..BLOCK_LANES {
+                acc[l] = k.step::<FMA>(acc[l], q[l], r[l]);
+            }
+        }
+        s += BLOCK_LANES;
+    }
+    for (acc, q) in acc.iter_mut().zip(q) {
+        for (l, (&x, &y)) in q[whole..].iter().zip(&row[whole..]).enumerate() {
+            acc[l] = k.step::<FMA>(acc[l], x, y);
+        }
+    }
+    acc.map(reduce::<K, BLOCK_LANES>)
+}
+
+/// The generic bodies recompiled with AVX2 and FMA enabled.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{block_body, many_body, Op};
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn many<K: Op>(k: K, q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+        many_body::<K, true>(k, q, base, dim, out)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn block<K: Op>(
+        k: K,
+        queries: &[f32],
+        base: &[f32],
+        dim: usize,
+        out: &mut [f32],
+    ) {
+        block_body::<K, true>(k, queries, base, dim, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metric::{exact, Metric};
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use rand_distr::StandardNormal;
+
+    const DIMS: [usize; 14] = [0, 1, 3, 7, 8, 9, 15, 16, 31, 33, 127, 128, 1025, 4096];
+
+    fn kernels() -> Vec<Kernel> {
+        vec![
+            Kernel::L1,
+            Kernel::Linf,
+            Kernel::SqL2,
+            Kernel::Dot,
+            Kernel::MinkowskiPow(1.0),
+            Kernel::MinkowskiPow(2.0),
+            Kernel::MinkowskiPow(3.0),
+            Kernel::MinkowskiPow(4.0),
+            Kernel::MinkowskiPow(1.5),
+            Kernel::MinkowskiPow(2.7),
+        ]
+    }
+
+    /// The f64 value the kernel approximates, and the Σ|a_i b_i| scale for the dot bound.
+    fn exact_value(k: Kernel, a: &[f32], b: &[f32]) -> (f64, f64) {
+        let scale = a
+            .iter()
+            .zip(b)
+            .map(|(&x, &y)| (x as f64 * y as f64).abs())
+            .sum();
+        let v = match k {
+            Kernel::L1 => exact::vector_key(&Metric::Cityblock, a, b),
+            Kernel::Linf => exact::vector_key(&Metric::Chebyshev, a, b),
+            Kernel::SqL2 => exact::vector_key(&Metric::SqEuclidean, a, b),
+            Kernel::Dot => -exact::vector_key(&Metric::InnerProduct, a, b),
+            Kernel::MinkowskiPow(p) => exact::vector_key(&Metric::Minkowski(p), a, b),
+        };
+        (v, scale)
+    }
+
+    fn assert_within(isa: Isa, k: Kernel, v: f32, a: &[f32], b: &[f32], what: &str) {
+        let (e, scale) = exact_value(k, a, b);
+        let bound = k.error_bound(v, a.len(), scale);
+        assert!(
+            (v as f64 - e).abs() <= bound || bound == f64::INFINITY,
+            "{} {k:?} {what} dim {}: got {v}, exact {e}, bound {bound}",
+            isa.name(),
+            a.len()
+        );
+        // A bound that is infinite for representable results would make the engine useless.
+        if e.abs() < 1e30 && scale < 1e30 {
+            assert!(bound.is_finite(), "{k:?} bound infinite for exact {e}");
+        }
+    }
+
+    /// Every form (pair, many, block with a partial quad) against exact values.
+    fn check_all_forms(rows_a: &[Vec<f32>], rows_b: &[Vec<f32>], dim: usize) {
+        let qa: Vec<f32> = rows_a.concat();
+        let qb: Vec<f32> = rows_b.concat();
+        let (nq, nb) = (rows_a.len(), rows_b.len());
+        for isa in Isa::available() {
+            for k in kernels() {
+                for (a, b) in rows_a.iter().zip(rows_b) {
+                    assert_within(isa, k, isa.pair(k, a, b), a, b, "pair");
+                }
+                let mut out = vec![f32::NAN; nb];
+                isa.many(k, &rows_a[0], &qb, dim, &mut out);
+                for (j, &v) in out.iter().enumerate() {
+                    assert_within(isa, k, v, &rows_a[0], &rows_b[j], "many");
+                }
+                if dim > 0 {
+                    let mut out = vec![f32::NAN; nq * nb];
+                    isa.block(k, &qa, &qb, dim, &mut out);
+                    for i in 0..nq {
+                        for j in 0..nb {
+                            let v = out[i * nb + j];
+                            assert_within(isa, k, v, &rows_a[i], &rows_b[j], "block");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn rows(
+        rng: &mut StdRng,
+        n: usize,
+        dim: usize,
+        gen: &dyn Fn(&mut StdRng) -> f32,
+    ) -> Vec<Vec<f32>> {
+        (0..n)
+            .map(|_| (0..dim).map(|_| gen(rng)).collect())
+            .collect()
+    }
+
+    fn log_uniform(rng: &mut StdRng, lo: i32, hi: i32) -> f32 {
+        let m: f32 = rng.gen_range(1.0..2.0);
+        let s = if rng.gen() { 1.0 } else { -1.0 };
+        s * m * 2f32.powi(rng.gen_range(lo..hi))
+    }
+
+    #[test]
+    fn random_normal_within_bounds() {
+        let mut rng = StdRng::seed_from_u64(1);
+        for dim in DIMS {
+            let a = rows(&mut rng, 6, dim, &|r| r.sample(StandardNormal));
+            let b = rows(&mut rng, 5, dim, &|r| r.sample(StandardNormal));
+            check_all_forms(&a, &b, dim);
+        }
+    }
+
+    #[test]
+    fn mixed_magnitudes_within_bounds() {
+        let mut rng = StdRng::seed_from_u64(2);
+        for dim in DIMS {
+            // Huge and tiny together: products underflow, sums absorb small terms, squares of
+            // the largest overflow.
+            let a = rows(&mut rng, 5, dim, &|r| log_uniform(r, -140, 66));
+            let b = rows(&mut rng, 6, dim, &|r| log_uniform(r, -140, 66));
+            check_all_forms(&a, &b, dim);
+            // Only tiny values: every term may underflow.
+            let a = rows(&mut rng, 5, dim, &|r| log_uniform(r, -149, -60));
+            let b = rows(&mut rng, 4, dim, &|r| log_uniform(r, -149, -60));
+            check_all_forms(&a, &b, dim);
+        }
+    }
+
+    #[test]
+    fn cancellation_within_bounds() {
+        let mut rng = StdRng::seed_from_u64(3);
+        for dim in DIMS {
+            let a = rows(&mut rng, 5, dim, &|r| {
+                1e4 * r.sample::<f32, _>(StandardNormal)
+            });
+            // Rows of b are rows of a nudged by a few ulps, and one exact copy.
+            let mut b: Vec<Vec<f32>> = a
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .map(|&x| x * (1.0 + rng.gen_range(-4.0..4.0) * f32::EPSILON))
+                        .collect()
+                })
+                .collect();
+            b[0] = a[0].clone();
+            check_all_forms(&a, &b, dim);
+            // Dot products that cancel: b orthogonal-ish to a with large entries.
+            let alt: Vec<Vec<f32>> = a
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .enumerate()
+                        .map(|(i, &x)| if i % 2 == 0 { x } else { -x })
+                        .collect()
+                })
+                .collect();
+            check_all_forms(&a, &alt, dim);
+        }
+    }
+
+    #[test]
+    fn identical_rows_are_zero() {
+        let mut rng = StdRng::seed_from_u64(4);
+        for isa in Isa::available() {
+            for dim in DIMS {
+                let a: Vec<f32> = (0..dim).map(|_| log_uniform(&mut rng, -20, 20)).collect();
+                for k in kernels().into_iter().filter(|&k| k != Kernel::Dot) {
+                    assert_eq!(isa.pair(k, &a, &a), 0.0, "{} {k:?} dim {dim}", isa.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bounds_are_tight_enough_to_prune() {
+        // Loose bounds cost re-ranking; this guards against one becoming useless.
+        let mut rng = StdRng::seed_from_u64(5);
+        let a: Vec<f32> = (0..128).map(|_| rng.sample(StandardNormal)).collect();
+        let b: Vec<f32> = (0..128).map(|_| rng.sample(StandardNormal)).collect();
+        for k in kernels() {
+            let v = Isa::current().pair(k, &a, &b);
+            let (_, scale) = exact_value(k, &a, &b);
+            let bound = k.error_bound(v, 128, scale);
+            let size = if k == Kernel::Dot { scale } else { v as f64 };
+            assert!(bound < 1e-4 * size, "{k:?}: bound {bound} for value {v}");
+        }
+    }
+
+    #[test]
+    fn free_functions_match_current_isa() {
+        let mut rng = StdRng::seed_from_u64(6);
+        let dim = 37;
+        let q: Vec<f32> = (0..dim).map(|_| rng.sample(StandardNormal)).collect();
+        let base: Vec<f32> = (0..3 * dim).map(|_| rng.sample(StandardNormal)).collect();
+        let isa = Isa::current();
+        let row = &base[dim..2 * dim];
+        assert_eq!(l1(&q, row), isa.pair(Kernel::L1, &q, row));
+        assert_eq!(linf(&q, row), isa.pair(Kernel::Linf, &q, row));
+        assert_eq!(sq_l2(&q, row), isa.pair(Kernel::SqL2, &q, row));
+        assert_eq!(dot(&q, row), isa.pair(Kernel::Dot, &q, row));
+        assert_eq!(
+            minkowski_pow(&q, row, 3.0),
+            isa.pair(Kernel::MinkowskiPow(3.0), &q, row)
+        );
+        let mut out = [0.0f32; 3];
+        l1_many(&q, &base, dim, &mut out);
+        assert_eq!(out[1], l1(&q, row));
+        linf_many(&q, &base, dim, &mut out);
+        assert_eq!(out[1], linf(&q, row));
+        minkowski_pow_many(&q, &base, dim, 2.5, &mut out);
+        assert_eq!(out[1], isa.pair(Kernel::MinkowskiPow(2.5), &q, row));
+        // A 1-query tile takes the non-quad path: same order as `many`.
+        let mut tile = [0.0f32; 3];
+        l1_block(&q, &base, dim, &mut tile);
+        l1_many(&q, &base, dim, &mut out);
+        assert_eq!(tile, out);
+        linf_block(&q, &base, dim, &mut tile);
+        linf_many(&q, &base, dim, &mut out);
+        assert_eq!(tile, out);
+        minkowski_pow_block(&q, &base, dim, 2.5, &mut tile);
+        minkowski_pow_many(&q, &base, dim, 2.5, &mut out);
+        assert_eq!(tile, out);
+    }
+
+    #[test]
+    fn non_finite_values_have_infinite_bounds() {
+        for k in kernels() {
+            assert_eq!(k.error_bound(f32::INFINITY, 4, 1.0), f64::INFINITY);
+            assert_eq!(k.error_bound(f32::NAN, 4, 1.0), f64::INFINITY);
+        }
+        let big = [3e38f32, -3e38];
+        let v = Isa::current().pair(Kernel::L1, &big, &[-3e38, 3e38]);
+        assert!(v.is_infinite());
+    }
 }
