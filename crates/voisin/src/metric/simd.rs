@@ -259,8 +259,8 @@ impl Isa {
     ) {
         match self.0 {
             IsaKind::Portable => match shape {
-                Shape::Many => many_body::<K, false>(k, q, base, dim, out),
-                Shape::Block => block_body::<K, false>(k, q, base, dim, out),
+                Shape::Many => many_body::<K, Portable>(k, q, base, dim, out),
+                Shape::Block => block_body::<K, Portable>(k, q, base, dim, out),
             },
             // SAFETY: an `Isa` holding `Avx2Fma` is only built by `avx2_fma()` after run-time
             // detection of both features.
@@ -341,15 +341,91 @@ pub fn minkowski_pow_block(queries: &[f32], base: &[f32], dim: usize, p: f64, ou
     Isa::current().block(Kernel::MinkowskiPow(p), queries, base, dim, out)
 }
 
-/// How one coordinate pair enters a kernel's accumulator. `FMA` says whether fused
-/// multiply-adds are cheap (true only inside the AVX2+FMA entry points; elsewhere `mul_add`
-/// would be a slow library call).
+/// Eight f32 lanes: the unit every kernel body computes with. The portable form is a plain
+/// array (LLVM turns it into two SSE registers); the AVX2 form is one `__m256`. Only the AVX2
+/// entry points, after run-time detection, ever hold an `__m256`.
+trait Lanes: Copy {
+    fn zero() -> Self;
+    /// Eight values from the front of `s` (which has at least eight).
+    fn load(s: &[f32]) -> Self;
+    fn from_array(a: [f32; 8]) -> Self;
+    fn to_array(self) -> [f32; 8];
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    /// `self · o + acc`, fused where the ISA has it (one rounding instead of two).
+    fn mul_add(self, o: Self, acc: Self) -> Self;
+    fn abs(self) -> Self;
+    fn max(self, o: Self) -> Self;
+    /// The first (up to) eight values of `s`, zero-padded: every kernel's term is 0 for a
+    /// (0, 0) pair, so padding changes no result.
+    #[inline(always)]
+    fn load_tail(s: &[f32]) -> Self {
+        let mut a = [0.0f32; 8];
+        let n = s.len().min(8);
+        a[..n].copy_from_slice(&s[..n]);
+        Self::from_array(a)
+    }
+}
+
+type Portable = [f32; 8];
+
+impl Lanes for Portable {
+    #[inline(always)]
+    fn zero() -> Self {
+        [0.0; 8]
+    }
+    #[inline(always)]
+    fn load(s: &[f32]) -> Self {
+        s[..8].try_into().expect("eight lanes")
+    }
+    #[inline(always)]
+    fn from_array(a: [f32; 8]) -> Self {
+        a
+    }
+    #[inline(always)]
+    fn to_array(self) -> [f32; 8] {
+        self
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        std::array::from_fn(|i| self[i] + o[i])
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        std::array::from_fn(|i| self[i] - o[i])
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        std::array::from_fn(|i| self[i] * o[i])
+    }
+    // Without FMA hardware `f32::mul_add` is a slow library call; two roundings are within
+    // every bound of this module.
+    #[inline(always)]
+    fn mul_add(self, o: Self, acc: Self) -> Self {
+        std::array::from_fn(|i| self[i] * o[i] + acc[i])
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        self.map(f32::abs)
+    }
+    // A plain comparison maps to one `maxps`; no NaN reaches a kernel.
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        std::array::from_fn(|i| if o[i] > self[i] { o[i] } else { self[i] })
+    }
+}
+
+/// How one coordinate pair enters a kernel's accumulator, eight lanes at a time.
 trait Op: Copy {
-    /// Neutral value of the reduction.
-    const EMPTY: f32 = 0.0;
-    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32;
-    /// Combines two partial results (lanes, or halves of a tree).
-    fn merge(x: f32, y: f32) -> f32 {
+    fn step<V: Lanes>(self, acc: V, a: V, b: V) -> V;
+    /// Combines two partial results (registers, then lanes).
+    #[inline(always)]
+    fn merge<V: Lanes>(x: V, y: V) -> V {
+        x.add(y)
+    }
+    #[inline(always)]
+    fn merge_scalar(x: f32, y: f32) -> f32 {
         x + y
     }
 }
@@ -358,8 +434,8 @@ trait Op: Copy {
 struct L1;
 impl Op for L1 {
     #[inline(always)]
-    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
-        acc + (a - b).abs()
+    fn step<V: Lanes>(self, acc: V, a: V, b: V) -> V {
+        acc.add(a.sub(b).abs())
     }
 }
 
@@ -367,12 +443,15 @@ impl Op for L1 {
 struct Linf;
 impl Op for Linf {
     #[inline(always)]
-    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
-        Linf::merge(acc, (a - b).abs())
+    fn step<V: Lanes>(self, acc: V, a: V, b: V) -> V {
+        acc.max(a.sub(b).abs())
     }
-    // A plain comparison (not `f32::max`) maps to one `maxps`; no NaN reaches a kernel.
     #[inline(always)]
-    fn merge(x: f32, y: f32) -> f32 {
+    fn merge<V: Lanes>(x: V, y: V) -> V {
+        x.max(y)
+    }
+    #[inline(always)]
+    fn merge_scalar(x: f32, y: f32) -> f32 {
         if y > x {
             y
         } else {
@@ -385,13 +464,9 @@ impl Op for Linf {
 struct SqL2;
 impl Op for SqL2 {
     #[inline(always)]
-    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
-        let d = a - b;
-        if FMA {
-            d.mul_add(d, acc)
-        } else {
-            acc + d * d
-        }
+    fn step<V: Lanes>(self, acc: V, a: V, b: V) -> V {
+        let d = a.sub(b);
+        d.mul_add(d, acc)
     }
 }
 
@@ -399,12 +474,8 @@ impl Op for SqL2 {
 struct Dot;
 impl Op for Dot {
     #[inline(always)]
-    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
-        if FMA {
-            a.mul_add(b, acc)
-        } else {
-            acc + a * b
-        }
+    fn step<V: Lanes>(self, acc: V, a: V, b: V) -> V {
+        a.mul_add(b, acc)
     }
 }
 
@@ -412,14 +483,9 @@ impl Op for Dot {
 struct Cube;
 impl Op for Cube {
     #[inline(always)]
-    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
-        let d = (a - b).abs();
-        let d2 = d * d;
-        if FMA {
-            d2.mul_add(d, acc)
-        } else {
-            acc + d2 * d
-        }
+    fn step<V: Lanes>(self, acc: V, a: V, b: V) -> V {
+        let d = a.sub(b).abs();
+        d.mul(d).mul_add(d, acc)
     }
 }
 
@@ -427,14 +493,10 @@ impl Op for Cube {
 struct Fourth;
 impl Op for Fourth {
     #[inline(always)]
-    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
-        let d = a - b;
-        let d2 = d * d;
-        if FMA {
-            d2.mul_add(d2, acc)
-        } else {
-            acc + d2 * d2
-        }
+    fn step<V: Lanes>(self, acc: V, a: V, b: V) -> V {
+        let d = a.sub(b);
+        let d2 = d.mul(d);
+        d2.mul_add(d2, acc)
     }
 }
 
@@ -444,121 +506,179 @@ impl Op for Fourth {
 struct PowF64(f64);
 impl Op for PowF64 {
     #[inline(always)]
-    fn step<const FMA: bool>(self, acc: f32, a: f32, b: f32) -> f32 {
-        acc + (a as f64 - b as f64).abs().powf(self.0) as f32
+    fn step<V: Lanes>(self, acc: V, a: V, b: V) -> V {
+        let (a, b) = (a.to_array(), b.to_array());
+        let t = std::array::from_fn(|i| (a[i] as f64 - b[i] as f64).abs().powf(self.0) as f32);
+        acc.add(V::from_array(t))
     }
 }
 
-/// Tree reduction of the lane accumulators.
+/// Registers of independent accumulators in a pair kernel: enough to hide the latency of the
+/// add (or max) behind two loads per cycle.
+const REGS: usize = LANES / 8;
+/// Registers per query in the blocked kernel.
+const BLOCK_REGS: usize = BLOCK_LANES / 8;
+
 #[inline(always)]
-fn reduce<K: Op, const N: usize>(mut acc: [f32; N]) -> f32 {
-    let mut width = N;
-    while width > 1 {
-        width /= 2;
-        for l in 0..width {
-            acc[l] = K::merge(acc[l], acc[l + width]);
-        }
+fn reduce<K: Op, V: Lanes, const N: usize>(acc: [V; N]) -> f32 {
+    let mut v = acc[0];
+    for &a in &acc[1..] {
+        v = K::merge(v, a);
     }
-    acc[0]
+    let a = v.to_array();
+    let quad: [f32; 4] = std::array::from_fn(|i| K::merge_scalar(a[i], a[i + 4]));
+    K::merge_scalar(
+        K::merge_scalar(quad[0], quad[2]),
+        K::merge_scalar(quad[1], quad[3]),
+    )
 }
 
-/// One pair over `LANES` independent accumulators, so LLVM can keep them in vector registers.
+/// One pair over `REGS` registers of independent accumulators.
 #[inline(always)]
-fn pair_body<K: Op, const FMA: bool>(k: K, a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [K::EMPTY; LANES];
+fn pair_body<K: Op, V: Lanes>(k: K, a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [V::zero(); REGS];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
-        let x: &[f32; LANES] = x.try_into().expect("chunk");
-        let y: &[f32; LANES] = y.try_into().expect("chunk");
-        for l in 0..LANES {
-            acc[l] = k.step::<FMA>(acc[l], x[l], y[l]);
+        for (r, acc) in acc.iter_mut().enumerate() {
+            *acc = k.step(*acc, V::load(&x[8 * r..]), V::load(&y[8 * r..]));
         }
     }
-    for (l, (&x, &y)) in ra.iter().zip(rb).enumerate() {
-        acc[l] = k.step::<FMA>(acc[l], x, y);
+    let (ta, tb) = (ra.chunks(8), rb.chunks(8));
+    for ((x, y), acc) in ta.zip(tb).zip(acc.iter_mut()) {
+        *acc = k.step(*acc, V::load_tail(x), V::load_tail(y));
     }
-    reduce::<K, LANES>(acc)
+    reduce::<K, V, REGS>(acc)
 }
 
 #[inline(always)]
-fn many_body<K: Op, const FMA: bool>(k: K, q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
+fn many_body<K: Op, V: Lanes>(k: K, q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
     if dim == 0 {
-        out.fill(K::EMPTY);
+        out.fill(0.0);
         return;
     }
     for (o, row) in out.iter_mut().zip(base.chunks_exact(dim)) {
-        *o = pair_body::<K, FMA>(k, q, row);
+        *o = pair_body::<K, V>(k, q, row);
     }
 }
 
 #[inline(always)]
-fn block_body<K: Op, const FMA: bool>(
-    k: K,
-    queries: &[f32],
-    base: &[f32],
-    dim: usize,
-    out: &mut [f32],
-) {
+fn block_body<K: Op, V: Lanes>(k: K, queries: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
     let nb = base.len() / dim;
     let mut qs = queries.chunks_exact(BLOCK_QUERIES * dim);
     let mut outs = out.chunks_exact_mut(BLOCK_QUERIES * nb.max(1));
     for (quad, o) in (&mut qs).zip(&mut outs) {
         let rows: [&[f32]; BLOCK_QUERIES] = std::array::from_fn(|i| &quad[i * dim..][..dim]);
         for (j, row) in base.chunks_exact(dim).enumerate() {
-            let d = quad_body::<K, FMA>(k, rows, row);
+            let d = quad_body::<K, V>(k, rows, row);
             for (i, v) in d.into_iter().enumerate() {
                 o[i * nb + j] = v;
             }
         }
     }
+    let rest = outs.into_remainder();
     for (q, o) in qs
         .remainder()
         .chunks_exact(dim)
-        .zip(outs.into_remainder().chunks_exact_mut(nb.max(1)))
+        .zip(rest.chunks_exact_mut(nb.max(1)))
     {
-        many_body::<K, FMA>(k, q, base, dim, &mut o[..nb]);
+        many_body::<K, V>(k, q, base, dim, &mut o[..nb]);
     }
 }
 
 /// Four queries against one row: every row element is loaded once for the four sums.
 #[inline(always)]
-fn quad_body<K: Op, const FMA: bool>(
+fn quad_body<K: Op, V: Lanes>(
     k: K,
     q: [&[f32]; BLOCK_QUERIES],
     row: &[f32],
 ) -> [f32; BLOCK_QUERIES] {
-    let mut acc = [[K::EMPTY; BLOCK_LANES]; BLOCK_QUERIES];
+    // Equal lengths let LLVM drop the bounds checks inside the loop.
+    let q = q.map(|q| &q[..row.len()]);
+    let mut acc = [[V::zero(); BLOCK_REGS]; BLOCK_QUERIES];
     let whole = row.len() / BLOCK_LANES * BLOCK_LANES;
     let mut s = 0;
     while s < whole {
-        let r: &[f32; BLOCK_LANES] = row[s..s + BLOCK_LANES].try_into().expect("chunk");
-        for (acc, q) in acc.iter_mut().zip(q) {
-            let q: &[f32; BLOCK_LANES] = q[s..s + BLOCK_LANES].try_into().expect("chunk");
-            for l in 0..BLOCK_LANES {
-                acc[l] = k.step::<FMA>(acc[l], q[l], r[l]);
+        for r in 0..BLOCK_REGS {
+            let at = s + 8 * r;
+            let y = V::load(&row[at..]);
+            for (acc, q) in acc.iter_mut().zip(q) {
+                acc[r] = k.step(acc[r], V::load(&q[at..]), y);
             }
         }
         s += BLOCK_LANES;
     }
-    for (acc, q) in acc.iter_mut().zip(q) {
-        for (l, (&x, &y)) in q[whole..].iter().zip(&row[whole..]).enumerate() {
-            acc[l] = k.step::<FMA>(acc[l], x, y);
+    for (r, at) in (whole..row.len()).step_by(8).enumerate() {
+        let y = V::load_tail(&row[at..]);
+        for (acc, q) in acc.iter_mut().zip(q) {
+            acc[r] = k.step(acc[r], V::load_tail(&q[at..]), y);
         }
     }
-    acc.map(reduce::<K, BLOCK_LANES>)
+    acc.map(reduce::<K, V, BLOCK_REGS>)
 }
 
-/// The generic bodies recompiled with AVX2 and FMA enabled.
+/// The AVX2+FMA lanes and the entry points that instantiate the bodies with them.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{block_body, many_body, Op};
+    use super::{block_body, many_body, Lanes, Op};
+    use std::arch::x86_64::*;
+
+    // SAFETY (every method): these are only reached from the `target_feature` entry points
+    // below, which callers may invoke only after detecting AVX2 and FMA; `#[inline(always)]`
+    // puts them inside those functions.
+    impl Lanes for __m256 {
+        #[inline(always)]
+        fn zero() -> Self {
+            unsafe { _mm256_setzero_ps() }
+        }
+        #[inline(always)]
+        fn load(s: &[f32]) -> Self {
+            assert!(s.len() >= 8);
+            unsafe { _mm256_loadu_ps(s.as_ptr()) }
+        }
+        #[inline(always)]
+        fn from_array(a: [f32; 8]) -> Self {
+            unsafe { _mm256_loadu_ps(a.as_ptr()) }
+        }
+        #[inline(always)]
+        fn to_array(self) -> [f32; 8] {
+            let mut a = [0.0f32; 8];
+            unsafe { _mm256_storeu_ps(a.as_mut_ptr(), self) };
+            a
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            unsafe { _mm256_add_ps(self, o) }
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            unsafe { _mm256_sub_ps(self, o) }
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            unsafe { _mm256_mul_ps(self, o) }
+        }
+        #[inline(always)]
+        fn mul_add(self, o: Self, acc: Self) -> Self {
+            unsafe { _mm256_fmadd_ps(self, o, acc) }
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            unsafe { _mm256_andnot_ps(_mm256_set1_ps(-0.0), self) }
+        }
+        #[inline(always)]
+        fn max(self, o: Self) -> Self {
+            unsafe { _mm256_max_ps(self, o) }
+        }
+    }
 
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn many<K: Op>(k: K, q: &[f32], base: &[f32], dim: usize, out: &mut [f32]) {
-        many_body::<K, true>(k, q, base, dim, out)
+        many_body::<K, __m256>(k, q, base, dim, out)
     }
 
     /// # Safety
@@ -571,7 +691,7 @@ mod avx2 {
         dim: usize,
         out: &mut [f32],
     ) {
-        block_body::<K, true>(k, queries, base, dim, out)
+        block_body::<K, __m256>(k, queries, base, dim, out)
     }
 }
 
