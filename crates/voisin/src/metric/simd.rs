@@ -357,6 +357,9 @@ trait Lanes: Copy {
     fn mul_add(self, o: Self, acc: Self) -> Self;
     fn abs(self) -> Self;
     fn max(self, o: Self) -> Self;
+    /// Lane i takes lane i ^ `bit` (bit = 1, 2 or 4): the shuffles of a horizontal reduction.
+    fn swap(self, bit: usize) -> Self;
+    fn first(self) -> f32;
     /// The first (up to) eight values of `s`, zero-padded: every kernel's term is 0 for a
     /// (0, 0) pair, so padding changes no result.
     #[inline(always)]
@@ -414,6 +417,14 @@ impl Lanes for Portable {
     fn max(self, o: Self) -> Self {
         std::array::from_fn(|i| if o[i] > self[i] { o[i] } else { self[i] })
     }
+    #[inline(always)]
+    fn swap(self, bit: usize) -> Self {
+        std::array::from_fn(|i| self[i ^ bit])
+    }
+    #[inline(always)]
+    fn first(self) -> f32 {
+        self[0]
+    }
 }
 
 /// How one coordinate pair enters a kernel's accumulator, eight lanes at a time.
@@ -423,10 +434,6 @@ trait Op: Copy {
     #[inline(always)]
     fn merge<V: Lanes>(x: V, y: V) -> V {
         x.add(y)
-    }
-    #[inline(always)]
-    fn merge_scalar(x: f32, y: f32) -> f32 {
-        x + y
     }
 }
 
@@ -449,14 +456,6 @@ impl Op for Linf {
     #[inline(always)]
     fn merge<V: Lanes>(x: V, y: V) -> V {
         x.max(y)
-    }
-    #[inline(always)]
-    fn merge_scalar(x: f32, y: f32) -> f32 {
-        if y > x {
-            y
-        } else {
-            x
-        }
     }
 }
 
@@ -525,12 +524,10 @@ fn reduce<K: Op, V: Lanes, const N: usize>(acc: [V; N]) -> f32 {
     for &a in &acc[1..] {
         v = K::merge(v, a);
     }
-    let a = v.to_array();
-    let quad: [f32; 4] = std::array::from_fn(|i| K::merge_scalar(a[i], a[i + 4]));
-    K::merge_scalar(
-        K::merge_scalar(quad[0], quad[2]),
-        K::merge_scalar(quad[1], quad[3]),
-    )
+    for bit in [4, 2, 1] {
+        v = K::merge(v, v.swap(bit));
+    }
+    v.first()
 }
 
 /// One pair over `REGS` registers of independent accumulators.
@@ -595,8 +592,7 @@ fn quad_body<K: Op, V: Lanes>(
     q: [&[f32]; BLOCK_QUERIES],
     row: &[f32],
 ) -> [f32; BLOCK_QUERIES] {
-    // Equal lengths let LLVM drop the bounds checks inside the loop.
-    let q = q.map(|q| &q[..row.len()]);
+    let row = &row[..q[0].len()];
     let mut acc = [[V::zero(); BLOCK_REGS]; BLOCK_QUERIES];
     let whole = row.len() / BLOCK_LANES * BLOCK_LANES;
     let mut s = 0;
@@ -616,7 +612,13 @@ fn quad_body<K: Op, V: Lanes>(
             acc[r] = k.step(acc[r], V::load_tail(&q[at..]), y);
         }
     }
-    acc.map(reduce::<K, V, BLOCK_REGS>)
+    // A loop, not `acc.map(..)`: a closure handed to a library function is compiled outside
+    // the `target_feature` function, where the AVX2 intrinsics cannot be inlined.
+    let mut out = [0.0f32; BLOCK_QUERIES];
+    for (o, acc) in out.iter_mut().zip(acc) {
+        *o = reduce::<K, V, BLOCK_REGS>(acc);
+    }
+    out
 }
 
 /// The AVX2+FMA lanes and the entry points that instantiate the bodies with them.
@@ -671,6 +673,20 @@ mod avx2 {
         #[inline(always)]
         fn max(self, o: Self) -> Self {
             unsafe { _mm256_max_ps(self, o) }
+        }
+        #[inline(always)]
+        fn swap(self, bit: usize) -> Self {
+            unsafe {
+                match bit {
+                    4 => _mm256_permute2f128_ps(self, self, 1),
+                    2 => _mm256_permute_ps(self, 0b01_00_11_10),
+                    _ => _mm256_permute_ps(self, 0b10_11_00_01),
+                }
+            }
+        }
+        #[inline(always)]
+        fn first(self) -> f32 {
+            unsafe { _mm256_cvtss_f32(self) }
         }
     }
 
