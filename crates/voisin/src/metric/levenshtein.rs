@@ -124,22 +124,7 @@ impl Pattern {
 
     /// Patterns of at most 64 chars: the column fits one word.
     fn run_single(&self, text: &[char], max: usize) -> Option<usize> {
-        let (m, n) = (self.len, text.len());
-        let high = 1u64 << (m - 1);
-        let mut col = Column { pv: !0, mv: 0 };
-        let mut score = m;
-        for (j, &c) in text.iter().enumerate() {
-            let h = col.advance(self.peq(c)[0], 1, high);
-            score = score.wrapping_add_signed(h as isize);
-            if max != usize::MAX {
-                if let Some(row) = diagonal_row(m, n, j + 1) {
-                    if j + 1 + col.prefix(row) > max.saturating_add(col.prefix_neg(row)) {
-                        return None;
-                    }
-                }
-            }
-        }
-        (score <= max).then_some(score)
+        scan_single(self.len, text, max, |c| self.peq(c)[0])
     }
 
     /// Longer patterns: blocks top to bottom, each handing its bottom horizontal delta on.
@@ -176,6 +161,29 @@ impl Pattern {
         let score = bottom[nb - 1];
         (score <= max).then_some(score)
     }
+}
+
+/// The one-word scan (pattern of 1 to 64 chars), shared by [`Pattern`] and the
+/// allocation-free path of [`distance`]: `peq(c)` is the match mask of text char `c`. The
+/// diagonal cut-off is active unless `max == usize::MAX`.
+#[inline(always)]
+fn scan_single(m: usize, text: &[char], max: usize, peq: impl Fn(char) -> u64) -> Option<usize> {
+    let n = text.len();
+    let high = 1u64 << (m - 1);
+    let mut col = Column { pv: !0, mv: 0 };
+    let mut score = m;
+    for (j, &c) in text.iter().enumerate() {
+        let h = col.advance(peq(c), 1, high);
+        score = score.wrapping_add_signed(h as isize);
+        if max != usize::MAX {
+            if let Some(row) = diagonal_row(m, n, j + 1) {
+                if j + 1 + col.prefix(row) > max.saturating_add(col.prefix_neg(row)) {
+                    return None;
+                }
+            }
+        }
+    }
+    (score <= max).then_some(score)
 }
 
 /// The row of the diagonal through the final cell (m, n) in column `j`, if inside the matrix.
@@ -263,10 +271,40 @@ fn pattern_and_text<'a>(a: &'a [char], b: &'a [char]) -> (&'a [char], &'a [char]
 /// once instead.
 pub fn distance(a: &[char], b: &[char]) -> usize {
     let (p, t) = pattern_and_text(a, b);
+    one_shot(p, t, usize::MAX).expect("no cut-off without a bound")
+}
+
+/// One comparison without building a [`Pattern`] where that is cheaper: a pattern of at most
+/// 64 chars gets its masks on the stack (an ASCII table, and a short list scanned linearly for
+/// the other chars), so no allocation.
+fn one_shot(p: &[char], t: &[char], max: usize) -> Option<usize> {
     if p.is_empty() {
-        return t.len();
+        return (t.len() <= max).then_some(t.len());
     }
-    Pattern::new(p).distance(t)
+    if p.len() > W {
+        return Pattern::new(p).run(t, max);
+    }
+    let mut ascii = [0u64; 128];
+    let mut other = [('\0', 0u64); W];
+    let mut n_other = 0;
+    for (i, &c) in p.iter().enumerate() {
+        if c.is_ascii() {
+            ascii[c as usize] |= 1 << i;
+        } else if let Some(e) = other[..n_other].iter_mut().find(|e| e.0 == c) {
+            e.1 |= 1 << i;
+        } else {
+            other[n_other] = (c, 1 << i);
+            n_other += 1;
+        }
+    }
+    let other = &other[..n_other];
+    scan_single(p.len(), t, max, |c| {
+        if c.is_ascii() {
+            ascii[c as usize]
+        } else {
+            other.iter().find(|e| e.0 == c).map_or(0, |e| e.1)
+        }
+    })
 }
 
 /// Edit distance if it is at most `max`, `None` otherwise. The length difference is checked
@@ -277,10 +315,7 @@ pub fn bounded(a: &[char], b: &[char], max: usize) -> Option<usize> {
         return None;
     }
     let (p, t) = pattern_and_text(a, b);
-    if p.is_empty() {
-        return (t.len() <= max).then_some(t.len());
-    }
-    Pattern::new(p).bounded(t, max)
+    one_shot(p, t, max)
 }
 
 #[cfg(test)]
@@ -401,6 +436,27 @@ mod tests {
                     check(&a, &c);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn many_distinct_chars() {
+        // Every pattern char distinct and non-ASCII: fills the stack list of `one_shot` (64)
+        // and the sorted list of `Pattern` past one block.
+        let cjk = |from: u32, len: u32| -> Vec<char> {
+            (from..from + len)
+                .map(|c| char::from_u32(c).expect("CJK"))
+                .collect()
+        };
+        for len in [1, 63, 64, 65, 130] {
+            let a = cjk(0x4E00, len);
+            let mut b = cjk(0x4E00 + len / 3, len);
+            b.reverse();
+            check(&a, &b);
+            let mut c = a.clone();
+            c.swap(0, (len / 2) as usize);
+            c.push('x');
+            check(&a, &c);
         }
     }
 
