@@ -10,11 +10,13 @@
 //! information: its bound is +∞ and the engine must treat the pair as unknown.
 //!
 //! Kernels run with AVX2+FMA when the CPU has it (detected once, see [`Isa::current`]) and with
-//! portable code otherwise. Both are the same generic loop over several independent lane
-//! accumulators; the AVX2 entry points only recompile it with `avx2,fma` enabled so LLVM
-//! vectorises it with 256-bit registers and fused multiply-adds. Summation order therefore
-//! differs between the paths and between the pair, batched and blocked forms, which the bounds
-//! allow for (they hold for any summation order).
+//! portable code otherwise. Each kernel is one generic body over eight-lane values with several
+//! independent accumulators; the lanes are a plain `[f32; 8]` in the portable path (LLVM
+//! vectorises it for the compile-time target) and an `__m256` inside `#[target_feature(enable =
+//! "avx2,fma")]` entry points, reached only after run-time detection. Summation order differs
+//! between the paths and between the pair, batched and blocked forms, and FMA rounds once where
+//! the portable path rounds twice; the bounds allow for all of it (they hold for any summation
+//! order, with or without fusion).
 //!
 //! Forms:
 //! - pair: [`l1`], [`linf`], [`sq_l2`], [`dot`], [`minkowski_pow`];
@@ -53,8 +55,9 @@ pub enum Kernel {
     SqL2,
     /// Σ a_i b_i (inner product; cosine and correlation are built on it).
     Dot,
-    /// Σ |a_i − b_i|^p (the minkowski key). p = 1, 2, 3, 4 run in f32 with multiplications;
-    /// any other p computes each term in f64 (`powf`) and rounds it once to f32.
+    /// Σ |a_i − b_i|^p (the minkowski key), p > 0 (tails are padded with zero coordinates,
+    /// whose term 0^p is 0 only then). p = 1, 2, 3, 4 run in f32 with multiplications; any
+    /// other p computes each term in f64 (`powf`) and rounds it once to f32.
     MinkowskiPow(f64),
 }
 
