@@ -144,12 +144,24 @@ pub struct Isa(IsaKind);
 enum IsaKind {
     Portable,
     #[cfg(target_arch = "x86_64")]
+    Sse2,
+    #[cfg(target_arch = "x86_64")]
     Avx2Fma,
 }
 
 impl Isa {
-    /// Plain Rust, vectorised by LLVM for the compile-time target (SSE2 on x86-64).
+    /// Plain Rust over `[f32; 8]` lanes, vectorised by LLVM for the compile-time target: the
+    /// fallback on other architectures, and kept testable on x86-64.
     pub const PORTABLE: Isa = Isa(IsaKind::Portable);
+
+    /// SSE2 intrinsics: part of every x86-64 CPU, so the fallback there when AVX2 is missing
+    /// (LLVM's vectoriser leaves the portable form partly scalar for some kernels).
+    pub fn sse2() -> Option<Isa> {
+        #[cfg(target_arch = "x86_64")]
+        return Some(Isa(IsaKind::Sse2));
+        #[allow(unreachable_code)]
+        None
+    }
 
     /// AVX2 with FMA, if this CPU has both.
     pub fn avx2_fma() -> Option<Isa> {
@@ -162,30 +174,37 @@ impl Isa {
 
     /// The fastest set this CPU has.
     pub fn best() -> Isa {
-        Isa::avx2_fma().unwrap_or(Isa::PORTABLE)
+        Isa::avx2_fma().or_else(Isa::sse2).unwrap_or(Isa::PORTABLE)
     }
 
     /// Every set this CPU can run, portable first (tests run each kernel with each).
     pub fn available() -> Vec<Isa> {
         std::iter::once(Isa::PORTABLE)
+            .chain(Isa::sse2())
             .chain(Isa::avx2_fma())
             .collect()
     }
 
     /// The set the free functions of this module use: [`Isa::best`], unless the environment
-    /// variable `VOISIN_SIMD=portable` asks for the fallback (for measurements and for
-    /// checking the fallback inside a whole engine run). Detected once per process.
+    /// variable `VOISIN_SIMD` names another available one (`portable`, `sse2`), for
+    /// measurements and for checking a fallback inside a whole engine run. Read once per
+    /// process.
     pub fn current() -> Isa {
         static CURRENT: OnceLock<Isa> = OnceLock::new();
-        *CURRENT.get_or_init(|| match std::env::var("VOISIN_SIMD").as_deref() {
-            Ok("portable") => Isa::PORTABLE,
-            _ => Isa::best(),
+        *CURRENT.get_or_init(|| {
+            let wanted = std::env::var("VOISIN_SIMD").unwrap_or_default();
+            Isa::available()
+                .into_iter()
+                .find(|isa| isa.name() == wanted)
+                .unwrap_or_else(Isa::best)
         })
     }
 
     pub fn name(self) -> &'static str {
         match self.0 {
             IsaKind::Portable => "portable",
+            #[cfg(target_arch = "x86_64")]
+            IsaKind::Sse2 => "sse2",
             #[cfg(target_arch = "x86_64")]
             IsaKind::Avx2Fma => "avx2+fma",
         }
@@ -264,6 +283,11 @@ impl Isa {
             IsaKind::Portable => match shape {
                 Shape::Many => many_body::<K, Portable>(k, q, base, dim, out),
                 Shape::Block => block_body::<K, Portable>(k, q, base, dim, out),
+            },
+            #[cfg(target_arch = "x86_64")]
+            IsaKind::Sse2 => match shape {
+                Shape::Many => many_body::<K, sse2::Lanes2>(k, q, base, dim, out),
+                Shape::Block => block_body::<K, sse2::Lanes2>(k, q, base, dim, out),
             },
             // SAFETY: an `Isa` holding `Avx2Fma` is only built by `avx2_fma()` after run-time
             // detection of both features.
@@ -376,6 +400,17 @@ trait Lanes: Copy {
 
 type Portable = [f32; 8];
 
+/// Lane-wise `f` over two portable values. A counted loop over fixed arrays, which LLVM's
+/// vectorisers turn into whole-register operations more reliably than `array::from_fn`.
+#[inline(always)]
+fn lanewise(a: Portable, b: Portable, f: impl Fn(f32, f32) -> f32) -> Portable {
+    let mut r = [0.0f32; 8];
+    for i in 0..8 {
+        r[i] = f(a[i], b[i]);
+    }
+    r
+}
+
 impl Lanes for Portable {
     #[inline(always)]
     fn zero() -> Self {
@@ -395,34 +430,38 @@ impl Lanes for Portable {
     }
     #[inline(always)]
     fn add(self, o: Self) -> Self {
-        std::array::from_fn(|i| self[i] + o[i])
+        lanewise(self, o, |x, y| x + y)
     }
     #[inline(always)]
     fn sub(self, o: Self) -> Self {
-        std::array::from_fn(|i| self[i] - o[i])
+        lanewise(self, o, |x, y| x - y)
     }
     #[inline(always)]
     fn mul(self, o: Self) -> Self {
-        std::array::from_fn(|i| self[i] * o[i])
+        lanewise(self, o, |x, y| x * y)
     }
     // Without FMA hardware `f32::mul_add` is a slow library call; two roundings are within
     // every bound of this module.
     #[inline(always)]
     fn mul_add(self, o: Self, acc: Self) -> Self {
-        std::array::from_fn(|i| self[i] * o[i] + acc[i])
+        self.mul(o).add(acc)
     }
     #[inline(always)]
     fn abs(self) -> Self {
-        self.map(f32::abs)
+        lanewise(self, self, |x, _| x.abs())
     }
     // A plain comparison maps to one `maxps`; no NaN reaches a kernel.
     #[inline(always)]
     fn max(self, o: Self) -> Self {
-        std::array::from_fn(|i| if o[i] > self[i] { o[i] } else { self[i] })
+        lanewise(self, o, |x, y| if y > x { y } else { x })
     }
     #[inline(always)]
     fn swap(self, bit: usize) -> Self {
-        std::array::from_fn(|i| self[i ^ bit])
+        let mut r = [0.0f32; 8];
+        for i in 0..8 {
+            r[i] = self[i ^ bit];
+        }
+        r
     }
     #[inline(always)]
     fn first(self) -> f32 {
@@ -622,6 +661,92 @@ fn quad_body<K: Op, V: Lanes>(
         *o = reduce::<K, V, BLOCK_REGS>(acc);
     }
     out
+}
+
+/// SSE2 lanes: two `__m128`. SSE2 is part of the x86-64 baseline, so these need no run-time
+/// detection and inline into ordinary functions.
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use super::Lanes;
+    use std::arch::x86_64::*;
+
+    #[derive(Clone, Copy)]
+    pub(super) struct Lanes2([__m128; 2]);
+
+    /// Applies a two-operand intrinsic to both halves.
+    #[inline(always)]
+    fn halves(a: Lanes2, b: Lanes2, f: impl Fn(__m128, __m128) -> __m128) -> Lanes2 {
+        Lanes2([f(a.0[0], b.0[0]), f(a.0[1], b.0[1])])
+    }
+
+    // SAFETY (every `unsafe` block): SSE and SSE2 are enabled on every x86-64 target, and the
+    // loads read eight values only after checking the slice holds them.
+    impl Lanes for Lanes2 {
+        #[inline(always)]
+        fn zero() -> Self {
+            unsafe { Lanes2([_mm_setzero_ps(); 2]) }
+        }
+        #[inline(always)]
+        fn load(s: &[f32]) -> Self {
+            assert!(s.len() >= 8);
+            unsafe { Lanes2([_mm_loadu_ps(s.as_ptr()), _mm_loadu_ps(s.as_ptr().add(4))]) }
+        }
+        #[inline(always)]
+        fn from_array(a: [f32; 8]) -> Self {
+            Self::load(&a)
+        }
+        #[inline(always)]
+        fn to_array(self) -> [f32; 8] {
+            let mut a = [0.0f32; 8];
+            unsafe {
+                _mm_storeu_ps(a.as_mut_ptr(), self.0[0]);
+                _mm_storeu_ps(a.as_mut_ptr().add(4), self.0[1]);
+            }
+            a
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            halves(self, o, |x, y| unsafe { _mm_add_ps(x, y) })
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            halves(self, o, |x, y| unsafe { _mm_sub_ps(x, y) })
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            halves(self, o, |x, y| unsafe { _mm_mul_ps(x, y) })
+        }
+        #[inline(always)]
+        fn mul_add(self, o: Self, acc: Self) -> Self {
+            self.mul(o).add(acc)
+        }
+        #[inline(always)]
+        fn abs(self) -> Self {
+            halves(self, self, |x, _| unsafe {
+                _mm_andnot_ps(_mm_set1_ps(-0.0), x)
+            })
+        }
+        #[inline(always)]
+        fn max(self, o: Self) -> Self {
+            halves(self, o, |x, y| unsafe { _mm_max_ps(x, y) })
+        }
+        #[inline(always)]
+        fn swap(self, bit: usize) -> Self {
+            match bit {
+                4 => Lanes2([self.0[1], self.0[0]]),
+                2 => halves(self, self, |x, _| unsafe {
+                    _mm_shuffle_ps(x, x, 0b01_00_11_10)
+                }),
+                _ => halves(self, self, |x, _| unsafe {
+                    _mm_shuffle_ps(x, x, 0b10_11_00_01)
+                }),
+            }
+        }
+        #[inline(always)]
+        fn first(self) -> f32 {
+            unsafe { _mm_cvtss_f32(self.0[0]) }
+        }
+    }
 }
 
 /// The AVX2+FMA lanes and the entry points that instantiate the bodies with them.
