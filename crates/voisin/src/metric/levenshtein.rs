@@ -98,7 +98,7 @@ impl Pattern {
     ///
     /// Cheap rejections, in order: the length difference (a lower bound on the distance), then
     /// a cut-off during the scan. The cells on the diagonal that ends in the final cell never
-    /// decrease (D[i+1][j+1] ≥ D[i][j]), so as soon as the diagonal cell of the current column
+    /// decrease (`D[i+1][j+1] ≥ D[i][j]`), so as soon as the diagonal cell of the current column
     /// exceeds `max` the final distance does too and the scan stops. That cell is read from the
     /// column's bit vectors with two popcounts, so a dissimilar pair costs about
     /// `max / (rate of mismatches)` columns instead of the whole text.
