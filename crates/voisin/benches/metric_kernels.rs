@@ -103,6 +103,18 @@ fn edit_distance(c: &mut Criterion) {
         g.bench_function("pattern_bounded2", |b| {
             b.iter(|| words.iter().filter_map(|w| pattern.bounded(w, 2)).count())
         });
+        // Near copies (two substitutions): the cut-off cannot fire, only the band helps.
+        let near: Vec<Vec<char>> = (0..words.len())
+            .map(|i| {
+                let mut w = query.clone();
+                w[(i * 7) % len] = 'x';
+                w[(i * 13 + 1) % len] = 'y';
+                w
+            })
+            .collect();
+        g.bench_function("pattern_bounded3_near", |b| {
+            b.iter(|| near.iter().filter_map(|w| pattern.bounded(w, 3)).count())
+        });
         g.finish();
     }
 }

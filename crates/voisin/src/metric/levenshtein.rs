@@ -128,27 +128,48 @@ impl Pattern {
     }
 
     /// Longer patterns: blocks top to bottom, each handing its bottom horizontal delta on.
+    ///
+    /// With a bound, only the blocks that meet Ukkonen's band are advanced: in column j, rows
+    /// below j + max and rows above j − max hold values over `max` (D[i][j] ≥ |i − j|), and no
+    /// path of cost ≤ `max` passes through them. A block entering the band at the bottom starts
+    /// from vertical deltas of +1, and once a block leaves it at the top the row below it is
+    /// taken to grow by +1 per column. Both over-estimate cells whose true value is already
+    /// over `max` and nothing else, so every cell of value ≤ `max` (the diagonal cells used by
+    /// the cut-off and the final cell included) is still exact and every other stays over
+    /// `max`.
     fn run_blocks(&self, text: &[char], max: usize) -> Option<usize> {
         let (m, n, nb) = (self.len, text.len(), self.blocks);
         let mut cols = vec![Column { pv: !0, mv: 0 }; nb];
-        // bottom[b] = D[row below block b][current column]: starts at the row index.
+        // bottom[b] = D[last row of block b][current column] (for b < first: of the row above
+        // the band, as assumed). Active blocks are first..last.
         let mut bottom: Vec<usize> = (0..nb).map(|b| (W * (b + 1)).min(m)).collect();
         let last_high = 1u64 << ((m - 1) % W);
+        let (mut first, mut last) = (0, 1);
         for (j, &c) in text.iter().enumerate() {
-            let peq = self.peq(c);
+            let col = j + 1;
+            let needed = col.saturating_add(max).min(m).div_ceil(W);
+            while last < needed {
+                bottom[last] = bottom[last - 1] + ((W * (last + 1)).min(m) - W * last);
+                last += 1;
+            }
+            first = first.max((col.saturating_sub(max.saturating_add(1)) / W).min(last - 1));
             let mut h = 1i32;
-            for b in 0..nb {
+            if first > 0 {
+                bottom[first - 1] += 1;
+            }
+            let peq = self.peq(c);
+            for b in first..last {
                 let high = if b + 1 == nb { last_high } else { 1 << (W - 1) };
                 h = cols[b].advance(peq[b], h, high);
                 bottom[b] = bottom[b].wrapping_add_signed(h as isize);
             }
             if max != usize::MAX {
-                if let Some(row) = diagonal_row(m, n, j + 1) {
+                if let Some(row) = diagonal_row(m, n, col) {
                     let d = if row == 0 {
-                        j + 1
+                        col
                     } else {
                         let b = (row - 1) / W;
-                        let above = if b == 0 { j + 1 } else { bottom[b - 1] };
+                        let above = if b == 0 { col } else { bottom[b - 1] };
                         let r = row - W * b;
                         above + cols[b].prefix(r) - cols[b].prefix_neg(r)
                     };
@@ -158,6 +179,9 @@ impl Pattern {
                 }
             }
         }
+        // Callers reject |m − n| > max first, so the band reaches row m by the last column
+        // (an empty text leaves the initial column, whose last value is m).
+        debug_assert!(last == nb || n == 0);
         let score = bottom[nb - 1];
         (score <= max).then_some(score)
     }
