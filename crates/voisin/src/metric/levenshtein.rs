@@ -101,7 +101,9 @@ impl Pattern {
     /// decrease (`D[i+1][j+1] ≥ D[i][j]`), so as soon as the diagonal cell of the current column
     /// exceeds `max` the final distance does too and the scan stops. That cell is read from the
     /// column's bit vectors with two popcounts, so a dissimilar pair costs about
-    /// `max / (rate of mismatches)` columns instead of the whole text.
+    /// `max / (rate of mismatches)` columns instead of the whole text. Patterns over 64 chars
+    /// also advance only the 64-row blocks inside Ukkonen's band |i − j| ≤ max, so similar
+    /// long strings cost about ⌈(2·max + 1)/64⌉ + 1 blocks per column instead of all of them.
     pub fn bounded(&self, text: &[char], max: usize) -> Option<usize> {
         if self.len.abs_diff(text.len()) > max {
             return None;
