@@ -12,8 +12,11 @@
 //! Per-character match masks ("peq") are built once per pattern: a 128-entry table for ASCII
 //! and a sorted list for other characters, never a table over all of Unicode.
 //!
-//! [`Pattern`] holds a preprocessed query for searching one string against many. This module
-//! owns the distance only; it must not know about data sets, engines or indexes.
+//! [`Pattern`] holds a preprocessed query for searching one string against many; the free
+//! functions build their masks on the stack for patterns up to 64 chars. [`bounded`] and
+//! [`Pattern::bounded`] stop early (length difference, a monotone-diagonal cut-off, Ukkonen's
+//! band over blocks). This module owns the distance only; it must not know about data sets,
+//! engines or indexes.
 
 /// Bits per block of the pattern.
 const W: usize = 64;
