@@ -13,6 +13,8 @@ use rand::{Rng, SeedableRng};
 use voisin::metric::levenshtein::{self, Pattern};
 use voisin::metric::simd::{Isa, Kernel};
 
+type PairFn = fn(&[f32], &[f32]) -> f32;
+
 fn random(rng: &mut StdRng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect()
 }
@@ -35,6 +37,23 @@ fn vector_kernels(c: &mut Criterion) {
     ];
     for (name, k) in kernels {
         let mut g = c.benchmark_group(format!("{name}/dim{dim}"));
+        // The straightforward sequential sum this module replaced, as the baseline.
+        let scalar: Option<PairFn> = match k {
+            Kernel::Dot => Some(|a, b| a.iter().zip(b).map(|(x, y)| x * y).sum()),
+            Kernel::L1 => Some(|a, b| a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum()),
+            _ => None,
+        };
+        if let Some(f) = scalar {
+            let mut out = vec![0.0f32; rows];
+            g.throughput(Throughput::Elements((dim * rows) as u64));
+            g.bench_function(BenchmarkId::new("many", "scalar"), |b| {
+                b.iter(|| {
+                    for (o, row) in out.iter_mut().zip(base.chunks_exact(dim)) {
+                        *o = f(black_box(&q), row);
+                    }
+                })
+            });
+        }
         for isa in Isa::available() {
             g.throughput(Throughput::Elements(dim as u64));
             g.bench_function(BenchmarkId::new("pair", isa.name()), |b| {
