@@ -3,7 +3,7 @@
 //!
 //! This crate holds everything that does not depend on a device: data sets ([`data`]), metrics
 //! ([`metric`]), k-selection ([`select`]), the engine seam ([`engine::Engine`]) and the CPU
-//! engine ([`cpu::CpuEngine`]), plus an f64 brute-force [`reference`] for tests. GPU and
+//! engine ([`cpu::CpuEngine`]), plus an f64 brute-force [`mod@reference`] for tests. GPU and
 //! distributed engines live in their own crates and implement the same trait.
 //!
 //! ```

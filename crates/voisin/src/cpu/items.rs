@@ -52,11 +52,12 @@ impl TileSource for ItemTiles<'_> {
                     usize::MAX
                 };
                 for j in q.start..q.end {
+                    let pattern = levenshtein::Pattern::new(qs.get(j));
                     for i in b.start..b.end {
                         let d = if max == usize::MAX {
-                            Some(levenshtein::distance(qs.get(j), bs.get(i)))
+                            Some(pattern.distance(bs.get(i)))
                         } else {
-                            levenshtein::bounded(qs.get(j), bs.get(i), max)
+                            pattern.bounded(bs.get(i), max)
                         };
                         keys.push(d.map_or(f32::INFINITY, |d| d as f32));
                     }

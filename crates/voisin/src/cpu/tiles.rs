@@ -26,7 +26,9 @@ impl Bound {
 
     #[inline]
     pub fn lower(&self, v: f32) -> f64 {
-        if v.is_nan() {
+        // NaN (overflow cancelled) or ±inf (overflow): the value says nothing; keep the item
+        // and let the exact re-rank decide.
+        if !v.is_finite() {
             return f64::NEG_INFINITY;
         }
         let v = v as f64;
@@ -35,7 +37,7 @@ impl Bound {
 
     #[inline]
     pub fn upper(&self, v: f32) -> f64 {
-        if v.is_nan() {
+        if !v.is_finite() {
             return f64::INFINITY;
         }
         let v = v as f64;
@@ -240,28 +242,17 @@ impl<'a> TileMaker<'a> {
     }
 
     fn direct_keys(&self, q: &PreparedRows, b: &PreparedRows, keys: &mut [f32]) -> Bound {
-        let (n, d) = (b.count, self.dim);
-        let term_rel = match self.metric {
-            Metric::Cityblock | Metric::Chebyshev => 1.0,
-            Metric::Minkowski(p) => p + 4.0,
+        let d = self.dim;
+        let kernel = match self.metric {
+            Metric::Cityblock => simd::Kernel::L1,
+            Metric::Chebyshev => simd::Kernel::Linf,
+            Metric::Minkowski(p) => simd::Kernel::MinkowskiPow(*p),
             m => unreachable!("direct kernel for {m}"),
         };
-        for (qrow, out) in q.rows.chunks_exact(d).zip(keys.chunks_exact_mut(n)) {
-            match self.metric {
-                Metric::Cityblock => simd::l1_many(qrow, &b.rows, d, out),
-                Metric::Chebyshev => simd::linf_many(qrow, &b.rows, d, out),
-                Metric::Minkowski(p) => simd::minkowski_pow_many(qrow, &b.rows, d, *p as f32, out),
-                _ => unreachable!(),
-            }
-        }
-        let terms = if matches!(self.metric, Metric::Chebyshev) {
-            1
-        } else {
-            d
-        };
-        // nonneg_sum_error(v) is affine in v: split it into rel and abs parts.
-        let abs = simd::nonneg_sum_error(0.0, terms, term_rel);
-        let rel = simd::nonneg_sum_error(1.0, terms, term_rel) - abs;
+        simd::Isa::current().block(kernel, &q.rows, &b.rows, d, keys);
+        // The kernels' bounds are affine in |v| for finite v: split into rel and abs parts.
+        let abs = kernel.error_bound(0.0, d, 0.0);
+        let rel = kernel.error_bound(1.0, d, 0.0) - abs;
         Bound { rel, abs }
     }
 }

@@ -1,8 +1,9 @@
 //! Exact keys in f64: the values every engine reports and ranks its final candidates by.
 //!
 //! Inputs are f32 (every storage type converts to f32 exactly), products and sums are done in
-//! f64, so for the dimensions we handle the result is within a few f64 ulps of the real value:
-//! far below f32 resolution, which makes results identical across engines and devices.
+//! f64, so the result is within about n·2⁻⁵³·Σ|terms| of the real value (a few ulps when the
+//! terms do not cancel): far below f32 resolution. Every engine reports these same values,
+//! which makes results identical across engines and devices.
 
 use super::{levenshtein, Metric};
 use crate::data::Dataset;

@@ -1,27 +1,503 @@
 //! Edit distance (insertions, deletions, substitutions, each of cost 1) over Unicode scalar
-//! values.
+//! values, computed bit-parallel.
+//!
+//! The algorithm is Myers' (1999) bit-vector dynamic programme in Hyyrö's formulation for the
+//! global distance: one column of the DP matrix is held as two bit vectors of vertical deltas
+//! (+1 and −1 between consecutive rows), and a whole column is advanced with a dozen word
+//! operations per 64 pattern characters. Patterns longer than 64 characters are split into
+//! 64-bit blocks processed top to bottom, each passing the horizontal delta of its last row to
+//! the next block (Myers' block-based variant). The top row of the matrix is 0, 1, 2, …, so the
+//! first block always receives a horizontal delta of +1.
+//!
+//! Per-character match masks ("peq") are built once per pattern: a 128-entry table for ASCII
+//! and a sorted list for other characters, never a table over all of Unicode.
+//!
+//! [`Pattern`] holds a preprocessed query for searching one string against many; the free
+//! functions build their masks on the stack for patterns up to 64 chars. [`bounded`] and
+//! [`Pattern::bounded`] stop early (length difference, a monotone-diagonal cut-off, Ukkonen's
+//! band over blocks). This module owns the distance only; it must not know about data sets,
+//! engines or indexes.
 
-/// Edit distance between `a` and `b`.
-pub fn distance(a: &[char], b: &[char]) -> usize {
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0usize; b.len() + 1];
-    for (i, &ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
+/// Bits per block of the pattern.
+const W: usize = 64;
+
+/// A preprocessed string: its match masks, built once and reused against many texts.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    len: usize,
+    /// Blocks of 64 pattern characters (0 for the empty pattern).
+    blocks: usize,
+    /// `ascii[c · blocks + b]`: bit i set when pattern char `64·b + i` is the ASCII char `c`.
+    ascii: Vec<u64>,
+    /// Non-ASCII chars of the pattern, sorted, each with the offset of its masks in `masks`.
+    other: Vec<(char, usize)>,
+    masks: Vec<u64>,
+    /// All-zero masks for chars not in the pattern.
+    zeros: Vec<u64>,
 }
 
-/// Edit distance if it is at most `max`, `None` otherwise. Cheaper than [`distance`] when
-/// `max` is small: the length difference alone often decides.
+impl Pattern {
+    pub fn new(pattern: &[char]) -> Pattern {
+        let blocks = pattern.len().div_ceil(W);
+        let mut ascii = vec![0u64; 128 * blocks];
+        let mut others: Vec<char> = pattern.iter().copied().filter(|c| !c.is_ascii()).collect();
+        others.sort_unstable();
+        others.dedup();
+        let other: Vec<(char, usize)> = others
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (c, i * blocks))
+            .collect();
+        let mut masks = vec![0u64; other.len() * blocks];
+        for (i, &c) in pattern.iter().enumerate() {
+            let (b, bit) = (i / W, 1u64 << (i % W));
+            if c.is_ascii() {
+                ascii[c as usize * blocks + b] |= bit;
+            } else {
+                let k = other.binary_search_by_key(&c, |e| e.0).expect("collected");
+                masks[other[k].1 + b] |= bit;
+            }
+        }
+        Pattern {
+            len: pattern.len(),
+            blocks,
+            ascii,
+            other,
+            masks,
+            zeros: vec![0u64; blocks],
+        }
+    }
+
+    /// Pattern length in chars.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The match masks of `c`, one word per block.
+    #[inline]
+    fn peq(&self, c: char) -> &[u64] {
+        let b = self.blocks;
+        if c.is_ascii() {
+            let at = c as usize * b;
+            return &self.ascii[at..at + b];
+        }
+        match self.other.binary_search_by_key(&c, |e| e.0) {
+            Ok(k) => &self.masks[self.other[k].1..][..b],
+            Err(_) => &self.zeros,
+        }
+    }
+
+    /// Edit distance between the pattern and `text`.
+    pub fn distance(&self, text: &[char]) -> usize {
+        self.run(text, usize::MAX)
+            .expect("no cut-off without a bound")
+    }
+
+    /// Edit distance to `text` if it is at most `max`, `None` otherwise.
+    ///
+    /// Cheap rejections, in order: the length difference (a lower bound on the distance), then
+    /// a cut-off during the scan. The cells on the diagonal that ends in the final cell never
+    /// decrease (`D[i+1][j+1] ≥ D[i][j]`), so as soon as the diagonal cell of the current column
+    /// exceeds `max` the final distance does too and the scan stops. That cell is read from the
+    /// column's bit vectors with two popcounts, so a dissimilar pair costs about
+    /// `max / (rate of mismatches)` columns instead of the whole text. Patterns over 64 chars
+    /// also advance only the 64-row blocks inside Ukkonen's band |i − j| ≤ max, so similar
+    /// long strings cost about ⌈(2·max + 1)/64⌉ + 1 blocks per column instead of all of them.
+    pub fn bounded(&self, text: &[char], max: usize) -> Option<usize> {
+        if self.len.abs_diff(text.len()) > max {
+            return None;
+        }
+        self.run(text, max)
+    }
+
+    /// The scan, with the diagonal cut-off active unless `max == usize::MAX`.
+    fn run(&self, text: &[char], max: usize) -> Option<usize> {
+        let (m, n) = (self.len, text.len());
+        if m == 0 {
+            return (n <= max).then_some(n);
+        }
+        if self.blocks == 1 {
+            self.run_single(text, max)
+        } else {
+            self.run_blocks(text, max)
+        }
+    }
+
+    /// Patterns of at most 64 chars: the column fits one word.
+    fn run_single(&self, text: &[char], max: usize) -> Option<usize> {
+        scan_single(self.len, text, max, |c| self.peq(c)[0])
+    }
+
+    /// Longer patterns: blocks top to bottom, each handing its bottom horizontal delta on.
+    ///
+    /// With a bound, only the blocks that meet Ukkonen's band are advanced: in column j, rows
+    /// below j + max and rows above j − max hold values over `max` (D[i][j] ≥ |i − j|), and no
+    /// path of cost ≤ `max` passes through them. A block entering the band at the bottom starts
+    /// from vertical deltas of +1, and once a block leaves it at the top the row below it is
+    /// taken to grow by +1 per column. Both over-estimate cells whose true value is already
+    /// over `max` and nothing else, so every cell of value ≤ `max` (the diagonal cells used by
+    /// the cut-off and the final cell included) is still exact and every other stays over
+    /// `max`.
+    fn run_blocks(&self, text: &[char], max: usize) -> Option<usize> {
+        let (m, n, nb) = (self.len, text.len(), self.blocks);
+        let mut cols = vec![Column { pv: !0, mv: 0 }; nb];
+        // bottom[b] = D[last row of block b][current column] (for b < first: of the row above
+        // the band, as assumed). Active blocks are first..last.
+        let mut bottom: Vec<usize> = (0..nb).map(|b| (W * (b + 1)).min(m)).collect();
+        let last_high = 1u64 << ((m - 1) % W);
+        let (mut first, mut last) = (0, 1);
+        for (j, &c) in text.iter().enumerate() {
+            let col = j + 1;
+            let needed = col.saturating_add(max).min(m).div_ceil(W);
+            while last < needed {
+                bottom[last] = bottom[last - 1] + ((W * (last + 1)).min(m) - W * last);
+                last += 1;
+            }
+            first = first.max((col.saturating_sub(max.saturating_add(1)) / W).min(last - 1));
+            let mut h = 1i32;
+            if first > 0 {
+                bottom[first - 1] += 1;
+            }
+            let peq = self.peq(c);
+            for b in first..last {
+                let high = if b + 1 == nb { last_high } else { 1 << (W - 1) };
+                h = cols[b].advance(peq[b], h, high);
+                bottom[b] = bottom[b].wrapping_add_signed(h as isize);
+            }
+            if max != usize::MAX {
+                if let Some(row) = diagonal_row(m, n, col) {
+                    let d = if row == 0 {
+                        col
+                    } else {
+                        let b = (row - 1) / W;
+                        let above = if b == 0 { col } else { bottom[b - 1] };
+                        let r = row - W * b;
+                        above + cols[b].prefix(r) - cols[b].prefix_neg(r)
+                    };
+                    if d > max {
+                        return None;
+                    }
+                }
+            }
+        }
+        // Callers reject |m − n| > max first, so the band reaches row m by the last column
+        // (an empty text leaves the initial column, whose last value is m).
+        debug_assert!(last == nb || n == 0);
+        let score = bottom[nb - 1];
+        (score <= max).then_some(score)
+    }
+}
+
+/// The one-word scan (pattern of 1 to 64 chars), shared by [`Pattern`] and the
+/// allocation-free path of [`distance`]: `peq(c)` is the match mask of text char `c`. The
+/// diagonal cut-off is active unless `max == usize::MAX`.
+#[inline(always)]
+fn scan_single(m: usize, text: &[char], max: usize, peq: impl Fn(char) -> u64) -> Option<usize> {
+    let n = text.len();
+    let high = 1u64 << (m - 1);
+    let mut col = Column { pv: !0, mv: 0 };
+    let mut score = m;
+    for (j, &c) in text.iter().enumerate() {
+        let h = col.advance(peq(c), 1, high);
+        score = score.wrapping_add_signed(h as isize);
+        if max != usize::MAX {
+            if let Some(row) = diagonal_row(m, n, j + 1) {
+                if j + 1 + col.prefix(row) > max.saturating_add(col.prefix_neg(row)) {
+                    return None;
+                }
+            }
+        }
+    }
+    (score <= max).then_some(score)
+}
+
+/// The row of the diagonal through the final cell (m, n) in column `j`, if inside the matrix.
+#[inline]
+fn diagonal_row(m: usize, n: usize, j: usize) -> Option<usize> {
+    (j + m).checked_sub(n)
+}
+
+/// One 64-row block of a DP column as vertical deltas: bit i of `pv` (`mv`) says the cell in
+/// row i+1 is one more (one less) than the cell above it.
+#[derive(Clone, Copy)]
+struct Column {
+    pv: u64,
+    mv: u64,
+}
+
+impl Column {
+    /// Advances the block by one text char with match mask `eq`, given the horizontal delta
+    /// `hin` ∈ {−1, 0, +1} entering its top row; returns the delta leaving the row marked by
+    /// `high`. A −1 entering is folded into the addition's carry (the `eq | 1`).
+    #[inline(always)]
+    fn advance(&mut self, eq: u64, hin: i32, high: u64) -> i32 {
+        let (pv, mv) = (self.pv, self.mv);
+        let hin_neg = u64::from(hin < 0);
+        let hin_pos = u64::from(hin > 0);
+        let xv = eq | mv;
+        let eq = eq | hin_neg;
+        let xh = ((eq & pv).wrapping_add(pv) ^ pv) | eq;
+        let ph = mv | !(xh | pv);
+        let mh = pv & xh;
+        let hout = i32::from(ph & high != 0) - i32::from(mh & high != 0);
+        let ph = (ph << 1) | hin_pos;
+        let mh = (mh << 1) | hin_neg;
+        self.pv = mh | !(xv | ph);
+        self.mv = ph & xv;
+        hout
+    }
+
+    /// Number of +1 deltas in the first `rows` rows of the block.
+    #[inline(always)]
+    fn prefix(&self, rows: usize) -> usize {
+        (self.pv & low_bits(rows)).count_ones() as usize
+    }
+
+    /// Number of −1 deltas in the first `rows` rows of the block.
+    #[inline(always)]
+    fn prefix_neg(&self, rows: usize) -> usize {
+        (self.mv & low_bits(rows)).count_ones() as usize
+    }
+}
+
+#[inline(always)]
+fn low_bits(rows: usize) -> u64 {
+    if rows >= W {
+        !0
+    } else {
+        (1u64 << rows) - 1
+    }
+}
+
+/// Removes the common prefix and suffix, which never change the distance.
+fn trim<'a>(a: &'a [char], b: &'a [char]) -> (&'a [char], &'a [char]) {
+    let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (a, b) = (&a[pre..], &b[pre..]);
+    let suf = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    (&a[..a.len() - suf], &b[..b.len() - suf])
+}
+
+/// The shorter string as the pattern (fewer blocks), after trimming common ends.
+fn pattern_and_text<'a>(a: &'a [char], b: &'a [char]) -> (&'a [char], &'a [char]) {
+    let (a, b) = trim(a, b);
+    if a.len() <= b.len() {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+/// Edit distance between `a` and `b`. To compare one string with many, build a [`Pattern`]
+/// once instead.
+pub fn distance(a: &[char], b: &[char]) -> usize {
+    let (p, t) = pattern_and_text(a, b);
+    one_shot(p, t, usize::MAX).expect("no cut-off without a bound")
+}
+
+/// One comparison without building a [`Pattern`] where that is cheaper: a pattern of at most
+/// 64 chars gets its masks on the stack (an ASCII table, and a short list scanned linearly for
+/// the other chars), so no allocation.
+fn one_shot(p: &[char], t: &[char], max: usize) -> Option<usize> {
+    if p.is_empty() {
+        return (t.len() <= max).then_some(t.len());
+    }
+    if p.len() > W {
+        return Pattern::new(p).run(t, max);
+    }
+    let mut ascii = [0u64; 128];
+    let mut other = [('\0', 0u64); W];
+    let mut n_other = 0;
+    for (i, &c) in p.iter().enumerate() {
+        if c.is_ascii() {
+            ascii[c as usize] |= 1 << i;
+        } else if let Some(e) = other[..n_other].iter_mut().find(|e| e.0 == c) {
+            e.1 |= 1 << i;
+        } else {
+            other[n_other] = (c, 1 << i);
+            n_other += 1;
+        }
+    }
+    let other = &other[..n_other];
+    scan_single(p.len(), t, max, |c| {
+        if c.is_ascii() {
+            ascii[c as usize]
+        } else {
+            other.iter().find(|e| e.0 == c).map_or(0, |e| e.1)
+        }
+    })
+}
+
+/// Edit distance if it is at most `max`, `None` otherwise. The length difference is checked
+/// first; then common ends are trimmed and [`Pattern::bounded`] scans with its diagonal
+/// cut-off.
 pub fn bounded(a: &[char], b: &[char], max: usize) -> Option<usize> {
     if a.len().abs_diff(b.len()) > max {
         return None;
     }
-    let d = distance(a, b);
-    (d <= max).then_some(d)
+    let (p, t) = pattern_and_text(a, b);
+    one_shot(p, t, max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The textbook O(nm) dynamic programme, written independently as the yardstick.
+    fn plain(a: &[char], b: &[char]) -> usize {
+        let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+        for (i, row) in d.iter_mut().enumerate() {
+            row[0] = i;
+        }
+        for (j, cell) in d[0].iter_mut().enumerate() {
+            *cell = j;
+        }
+        for i in 1..=a.len() {
+            for j in 1..=b.len() {
+                let sub = d[i - 1][j - 1] + usize::from(a[i - 1] != b[j - 1]);
+                d[i][j] = sub.min(d[i - 1][j] + 1).min(d[i][j - 1] + 1);
+            }
+        }
+        d[a.len()][b.len()]
+    }
+
+    /// Checks every entry point on one pair, both ways round, against the plain DP.
+    fn check(a: &[char], b: &[char]) {
+        let want = plain(a, b);
+        assert_eq!(distance(a, b), want, "distance {a:?} {b:?}");
+        assert_eq!(Pattern::new(a).distance(b), want, "pattern {a:?} {b:?}");
+        assert_eq!(Pattern::new(b).distance(a), want, "pattern {b:?} {a:?}");
+        let limits = [
+            0,
+            1,
+            2,
+            want.saturating_sub(1),
+            want,
+            want + 1,
+            usize::MAX - 1,
+        ];
+        for max in limits {
+            let expect = (want <= max).then_some(want);
+            assert_eq!(bounded(a, b, max), expect, "bounded {max} {a:?} {b:?}");
+            assert_eq!(
+                Pattern::new(a).bounded(b, max),
+                expect,
+                "P.bounded {max} {a:?} {b:?}"
+            );
+            assert_eq!(
+                Pattern::new(b).bounded(a, max),
+                expect,
+                "P.bounded {max} {b:?} {a:?}"
+            );
+        }
+    }
+
+    fn string(alphabet: &'static [char], max_len: usize) -> impl Strategy<Value = Vec<char>> {
+        prop::collection::vec(prop::sample::select(alphabet), 0..=max_len)
+    }
+
+    const SMALL: &[char] = &['a', 'b'];
+    const MIXED: &[char] = &['a', 'b', 'c', 'é', 'e', 'ü', '中', '文', '😀', '\u{10FFFF}'];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn short_strings_two_letters(a in string(SMALL, 12), b in string(SMALL, 12)) {
+            check(&a, &b);
+        }
+
+        #[test]
+        fn non_ascii_strings(a in string(MIXED, 40), b in string(MIXED, 40)) {
+            check(&a, &b);
+        }
+
+        #[test]
+        fn long_strings_across_blocks(a in string(MIXED, 200), b in string(SMALL, 200)) {
+            check(&a, &b);
+        }
+
+        #[test]
+        fn near_copies_across_blocks(
+            a in string(MIXED, 300),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), 0..3u8, prop::sample::select(MIXED)), 0..6),
+        ) {
+            // Similar strings exercise the paths where bounded must not cut off.
+            let mut b = a.clone();
+            for (at, kind, c) in edits {
+                let i = if b.is_empty() { 0 } else { at.index(b.len()) };
+                match kind {
+                    0 if !b.is_empty() => b[i] = c,
+                    1 if !b.is_empty() => { b.remove(i); }
+                    _ => b.insert(i, c),
+                }
+            }
+            check(&a, &b);
+        }
+    }
+
+    #[test]
+    fn block_boundary_lengths() {
+        let lens = [0, 1, 63, 64, 65, 127, 128, 129, 300];
+        let pick = |seed: usize, len: usize, alphabet: &[char]| -> Vec<char> {
+            (0..len)
+                .map(|i| alphabet[(i * 7 + seed * 13 + i * i * seed) % alphabet.len()])
+                .collect()
+        };
+        for &la in &lens {
+            for &lb in &lens {
+                for seed in 0..3 {
+                    let a = pick(seed, la, MIXED);
+                    let b = pick(seed + 1, lb, SMALL);
+                    check(&a, &b);
+                    // A shifted copy keeps the pair similar across block boundaries.
+                    let mut c = a.clone();
+                    c.insert(la / 2, '中');
+                    check(&a, &c);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn many_distinct_chars() {
+        // Every pattern char distinct and non-ASCII: fills the stack list of `one_shot` (64)
+        // and the sorted list of `Pattern` past one block.
+        let cjk = |from: u32, len: u32| -> Vec<char> {
+            (from..from + len)
+                .map(|c| char::from_u32(c).expect("CJK"))
+                .collect()
+        };
+        for len in [1, 63, 64, 65, 130] {
+            let a = cjk(0x4E00, len);
+            let mut b = cjk(0x4E00 + len / 3, len);
+            b.reverse();
+            check(&a, &b);
+            let mut c = a.clone();
+            c.swap(0, (len / 2) as usize);
+            c.push('x');
+            check(&a, &c);
+        }
+    }
+
+    #[test]
+    fn known_values() {
+        let s = |x: &str| x.chars().collect::<Vec<char>>();
+        assert_eq!(distance(&s("kitten"), &s("sitting")), 3);
+        assert_eq!(distance(&s(""), &s("abc")), 3);
+        assert_eq!(distance(&s("flaw"), &s("lawn")), 2);
+        assert_eq!(distance(&s("café"), &s("cafe")), 1);
+        assert_eq!(distance(&s("日本語"), &s("日本")), 1);
+        assert_eq!(bounded(&s("kitten"), &s("sitting"), 2), None);
+        assert_eq!(bounded(&s("abc"), &s("abcdef"), 2), None);
+    }
 }
