@@ -1,1 +1,302 @@
-//! The CUDA engine.
+//! The CUDA engine: exact k-NN search, k-NN graphs and range search on one NVIDIA GPU.
+//!
+//! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
+//! inner_product; strict fp32) or a SIMT tile kernel (cityblock, chebyshev, minkowski);
+//! selection and range filtering run in NVRTC-compiled kernels; the host proves each query's
+//! candidates with an f32 error bound, widens where the proof fails, and re-ranks on exact f64
+//! keys, so results equal the CPU engine's.
+//!
+//! Layout (after FAISS): `kernels/*.cu` hold the device primitives; each `src/` file holds one
+//! host-side step: [`context`] (driver, cuBLAS, NVRTC), `prepare` (per-metric transforms and
+//! bounds), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`.
+//!
+//! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
+//! says whether it can run.
+
+pub mod context;
+mod graph;
+mod knn;
+mod prepare;
+mod range;
+pub mod select;
+mod tile;
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, RangeResult};
+use voisin::metric::exact::vector_key;
+use voisin::{Dataset, Error, Metric, Result, Stats};
+
+pub use context::gpu_available;
+pub use select::Select;
+
+use context::Gpu;
+use knn::{Budget, DeviceRows, Raw};
+use prepare::{vectors, Plan};
+
+/// How the CUDA engine runs.
+#[derive(Clone, Debug)]
+pub struct CudaOptions {
+    /// Selection kernel (`--select`).
+    pub select: Select,
+    /// Bytes of device memory for distance tiles and candidate lists (inputs excluded); capped
+    /// at a quarter of the free memory.
+    pub tile_bytes: usize,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            select: Select::Auto,
+            tile_bytes: 1 << 30,
+        }
+    }
+}
+
+/// The engine on one GPU. Calls are serialised on the device's stream.
+pub struct CudaEngine {
+    gpu: Mutex<Gpu>,
+    device: usize,
+    opts: CudaOptions,
+}
+
+impl CudaEngine {
+    /// Opens GPU `device` with default options; a clear [`Error::Device`] when CUDA, the device,
+    /// or the kernels' compilation is missing.
+    pub fn new(device: usize) -> Result<Self> {
+        Self::with_options(device, CudaOptions::default())
+    }
+
+    pub fn with_options(device: usize, opts: CudaOptions) -> Result<Self> {
+        Ok(CudaEngine {
+            gpu: Mutex::new(Gpu::open(device)?),
+            device,
+            opts,
+        })
+    }
+
+    /// The GPU's name, e.g. "NVIDIA H100 80GB HBM3".
+    pub fn device_name(&self) -> String {
+        self.lock().map(|g| g.name.clone()).unwrap_or_default()
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Gpu>> {
+        self.gpu
+            .lock()
+            .map_err(|_| Error::device("cuda: an earlier call panicked while holding the GPU"))
+    }
+
+    fn budget(&self, gpu: &Gpu) -> Result<Budget> {
+        Ok(Budget {
+            bytes: self
+                .opts
+                .tile_bytes
+                .min(gpu.free_memory()? / 4)
+                .max(1 << 20),
+        })
+    }
+
+    /// The selection a widening pass uses: never one that refuses the larger list.
+    fn widen_select(&self) -> Select {
+        match self.opts.select {
+            Select::Radix => Select::Radix,
+            _ => Select::Auto,
+        }
+    }
+
+    fn stats(&self, gpu: &Gpu) -> Stats {
+        Stats {
+            device: format!("cuda:{} ({})", self.device, gpu.name),
+            ..Default::default()
+        }
+    }
+}
+
+fn to_result(rows: Vec<Vec<(f64, u32)>>, k: usize, metric: &Metric, stats: Stats) -> KnnResult {
+    let mut out = KnnResult {
+        n_queries: rows.len(),
+        k,
+        stats,
+        ..Default::default()
+    };
+    for row in rows {
+        for (key, i) in row {
+            out.indices.push(i);
+            out.distances.push(metric.key_to_distance(key) as f32);
+        }
+    }
+    out
+}
+
+impl Engine for CudaEngine {
+    fn name(&self) -> String {
+        format!("cuda:{}", self.device)
+    }
+
+    fn knn(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        k: usize,
+        metric: &Metric,
+    ) -> Result<KnnResult> {
+        check_pair(base, queries, metric)?;
+        check_k(k)?;
+        let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
+        let k = k.min(bset.len());
+        let gpu = self.lock()?;
+        let mut stats = self.stats(&gpu);
+        if k == 0 || qset.is_empty() {
+            return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
+        }
+        let t = Instant::now();
+        let plan = Plan::new(metric, bset);
+        let (brows, qrows) = (plan.rows(bset), plan.rows(qset));
+        let budget = self.budget(&gpu)?;
+        let bdev = DeviceRows::upload(&gpu, &brows)?;
+        let kp = knn::first_list(k);
+        let raws = knn::candidates(&gpu, &plan, &bdev, &qrows, kp, self.opts.select, &budget)?;
+        stats.compute += t.elapsed();
+        stats.distance_evals += (bset.len() * qset.len()) as u64;
+        let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
+            let sub = qrows.gather(ids, plan.dim);
+            knn::candidates(&gpu, &plan, &bdev, &sub, kp, self.widen_select(), &budget)
+        };
+        let exact =
+            |q: usize, i: u32| vector_key(metric, &bset.row_f32(i as usize), &qset.row_f32(q));
+        let rows = knn::finish(
+            &plan,
+            &qrows.norm,
+            brows.max_norm(),
+            k,
+            raws,
+            &|_| None,
+            bset.len(),
+            kp,
+            &mut redo,
+            &exact,
+            &mut stats,
+        )?;
+        Ok(to_result(rows, k, metric, stats))
+    }
+
+    fn range(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        radius: f64,
+        metric: &Metric,
+    ) -> Result<RangeResult> {
+        check_pair(base, queries, metric)?;
+        metric.check_radius(radius)?;
+        let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
+        let gpu = self.lock()?;
+        let mut stats = self.stats(&gpu);
+        let t = Instant::now();
+        let plan = Plan::new(metric, bset);
+        let (brows, qrows) = (plan.rows(bset), plan.rows(qset));
+        let bn = brows.max_norm();
+        // Widened so that every pair the exact test (`within` on the reported distance) accepts
+        // passes the approximate filter, whatever the rounding of sqrt or powf.
+        let rkey = metric.radius_to_key(radius);
+        let rkey = rkey + rkey.abs() * 1e-9 + 1e-300;
+        let thr: Vec<f32> = qrows
+            .norm
+            .iter()
+            .map(|&qn| plan.approx_threshold(rkey, plan.abs_bound(qn, bn)))
+            .collect();
+        let budget = self.budget(&gpu)?;
+        let (bdev, qdev) = (
+            DeviceRows::upload(&gpu, &brows)?,
+            DeviceRows::upload(&gpu, &qrows)?,
+        );
+        let (offsets, ids) = range::candidates(&gpu, &plan, &bdev, &qdev, &thr, &budget)?;
+        drop(gpu);
+        stats.compute += t.elapsed();
+        stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
+        let t = Instant::now();
+        use rayon::prelude::*;
+        let rows: Vec<Vec<(f64, u32)>> = (0..qset.len())
+            .into_par_iter()
+            .map(|q| {
+                let qrow = qset.row_f32(q);
+                let mut row: Vec<(f64, u32)> = ids[offsets[q]..offsets[q + 1]]
+                    .iter()
+                    .map(|&i| (vector_key(metric, &bset.row_f32(i as usize), &qrow), i))
+                    .filter(|&(key, _)| metric.within(metric.key_to_distance(key), radius))
+                    .collect();
+                row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                row
+            })
+            .collect();
+        stats.select += t.elapsed();
+        stats.exact_evals += ids.len() as u64;
+        let mut out = RangeResult {
+            offsets: vec![0],
+            stats,
+            ..Default::default()
+        };
+        for row in rows {
+            for (key, i) in row {
+                out.indices.push(i);
+                out.distances.push(metric.key_to_distance(key) as f32);
+            }
+            out.offsets.push(out.indices.len());
+        }
+        Ok(out)
+    }
+
+    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
+        check_metric(data, metric)?;
+        check_k(k)?;
+        let set = vectors(data, metric)?;
+        let n = set.len();
+        let k = k.min(n.saturating_sub(1));
+        let gpu = self.lock()?;
+        let mut stats = self.stats(&gpu);
+        if k == 0 {
+            return Ok(to_result(vec![vec![]; n], k, metric, stats));
+        }
+        let t = Instant::now();
+        let plan = Plan::new(metric, set);
+        let rows = plan.rows(set);
+        let budget = self.budget(&gpu)?;
+        let ddev = DeviceRows::upload(&gpu, &rows)?;
+        let kp = knn::first_list(k);
+        // The symmetric schedule needs the block kernel's running lists; radix selection works
+        // on whole rows, so it runs the graph as a search of the set against itself.
+        let raws = match self.opts.select.resolve(kp)? {
+            Select::Block => {
+                stats.distance_evals += (n as u64 * (n as u64 + 1)) / 2;
+                graph::symmetric_candidates(&gpu, &plan, &ddev, kp, &budget)?
+            }
+            sel => {
+                stats.distance_evals += (n * n) as u64;
+                knn::candidates(&gpu, &plan, &ddev, &rows, (kp + 1).min(n), sel, &budget)?
+            }
+        };
+        stats.compute += t.elapsed();
+        let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
+            let sub = rows.gather(ids, plan.dim);
+            knn::candidates(&gpu, &plan, &ddev, &sub, kp, self.widen_select(), &budget)
+        };
+        let exact =
+            |q: usize, i: u32| vector_key(metric, &set.row_f32(i as usize), &set.row_f32(q));
+        let self_of = |q: usize| Some(q as u32);
+        let result = knn::finish(
+            &plan,
+            &rows.norm,
+            rows.max_norm(),
+            k,
+            raws,
+            &self_of,
+            n,
+            kp,
+            &mut redo,
+            &exact,
+            &mut stats,
+        )?;
+        Ok(to_result(result, k, metric, stats))
+    }
+}

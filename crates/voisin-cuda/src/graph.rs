@@ -1,0 +1,109 @@
+//! k-NN graph (self-join) on the device with the symmetric tiling of seed 000 §3.2: only tiles
+//! (I, J) with I ≤ J are computed; each gives row candidates to the items of I and, through a
+//! transposed copy, column candidates to the items of J. Self pairs are skipped in the kernel.
+//!
+//! Owns the triangle schedule; proving and re-ranking are knn.rs's `finish`.
+
+use cudarc::driver::CudaView;
+use voisin::Result;
+
+use crate::context::{dev, Gpu};
+use crate::knn::{Budget, DeviceRows, Raw};
+use crate::prepare::Plan;
+use crate::select::{self, TileAt};
+use crate::tile;
+
+/// Block-select candidates (`kp` per item, self excluded) for every item of `data`.
+pub(crate) fn symmetric_candidates(
+    gpu: &Gpu,
+    plan: &Plan,
+    data: &DeviceRows,
+    kp: usize,
+    budget: &Budget,
+) -> Result<Vec<Raw>> {
+    let (n, d) = (data.n, plan.dim);
+    // Two square tiles (the tile and its transpose) within the budget; 8192 keeps each sgemm
+    // large enough to run near its peak while the lists stay small.
+    let mut t = 8192usize.min(n.max(1));
+    while t > 64 && 2 * t * t * 4 > budget.bytes {
+        t /= 2;
+    }
+    let stream = &gpu.stream;
+    let alloc = |len: usize| unsafe { stream.alloc::<f32>(len.max(1)) }.map_err(dev("allocating"));
+    let mut lv = alloc(n * kp)?;
+    let mut li = unsafe { stream.alloc::<u32>((n * kp).max(1)) }.map_err(dev("allocating"))?;
+    select::fill_lists(gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
+    let mut tile_buf = alloc(t * t)?;
+    let mut trans = alloc(t * t)?;
+    let nt = n.div_ceil(t);
+    for it in 0..nt {
+        let (i0, i1) = (it * t, ((it + 1) * t).min(n));
+        let bi = data.block(i0, i1, d);
+        for jt in it..nt {
+            let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
+            let bj = data.block(j0, j1, d);
+            let (ni, nj) = (i1 - i0, j1 - j0);
+            tile::compute(gpu, plan, &bi, &bj, &mut tile_buf.slice_mut(..), nj)?;
+            let rows_at = TileAt {
+                rows: ni,
+                cols: nj,
+                ld: nj,
+                key: plan.key,
+                row_off: i0 as u32,
+                col_off: j0 as u32,
+                exclude_self: true,
+            };
+            let view: CudaView<'_, f32> = tile_buf.slice(..);
+            select::block(
+                gpu,
+                &view,
+                rows_at,
+                &bi.sqnorm,
+                &bj.sqnorm,
+                &mut lv.slice_mut(i0 * kp..i1 * kp),
+                &mut li.slice_mut(i0 * kp..i1 * kp),
+                kp,
+            )?;
+            if jt != it {
+                select::transpose(gpu, &view, ni, nj, nj, &mut trans.slice_mut(..), ni)?;
+                let cols_at = TileAt {
+                    rows: nj,
+                    cols: ni,
+                    ld: ni,
+                    key: plan.key,
+                    row_off: j0 as u32,
+                    col_off: i0 as u32,
+                    exclude_self: true,
+                };
+                select::block(
+                    gpu,
+                    &trans.slice(..),
+                    cols_at,
+                    &bj.sqnorm,
+                    &bi.sqnorm,
+                    &mut lv.slice_mut(j0 * kp..j1 * kp),
+                    &mut li.slice_mut(j0 * kp..j1 * kp),
+                    kp,
+                )?;
+            }
+        }
+    }
+    let hv = stream
+        .clone_dtoh(&lv)
+        .map_err(dev("copying candidates back"))?;
+    let hi = stream
+        .clone_dtoh(&li)
+        .map_err(dev("copying candidates back"))?;
+    Ok((0..n)
+        .map(|r| {
+            let cands: Vec<(f32, u32)> = (r * kp..(r + 1) * kp)
+                .filter(|&j| hi[j] != u32::MAX)
+                .map(|j| (hv[j], hi[j]))
+                .collect();
+            Raw {
+                complete: cands.len() + 1 >= n,
+                cands,
+            }
+        })
+        .collect())
+}
