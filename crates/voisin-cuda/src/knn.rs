@@ -146,8 +146,10 @@ pub(crate) fn candidates(
                 .filter(|&j| hi[j] != u32::MAX)
                 .map(|j| (hv[j], hi[j]))
                 .collect();
+            // Counted, not inferred from kc: a key that overflowed to +inf never passes the
+            // block kernel's threshold, and such a list must not be taken as complete.
             out.push(Raw {
-                complete: kc >= nb,
+                complete: cands.len() >= nb,
                 cands,
             });
         }

@@ -179,9 +179,9 @@ fn graph_matches_reference() {
         )
         .unwrap();
         for (n, d, adv) in [
-            (1500usize, 8usize, false),
-            (1200, 3, true),
-            (400, 127, false),
+            (1501usize, 8usize, false),
+            (1234, 3, true),
+            (401, 127, false),
         ] {
             let data = if adv {
                 adversarial(&mut rng, n, d)

@@ -1,0 +1,39 @@
+// Shim that lets the CUDA C kernels compile as C++ and run on CPU threads (see run.sh).
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <barrier>
+#include <thread>
+#include <vector>
+#include <functional>
+#include <algorithm>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __restrict__
+struct D3 { unsigned x = 0, y = 0, z = 0; };
+thread_local D3 threadIdx;
+D3 blockIdx, blockDim, gridDim;
+std::barrier<>* bar;
+alignas(16) float smem[1 << 16];
+inline void __syncthreads() { bar->arrive_and_wait(); }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+template <class T> T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+using std::min;
+inline float fabsf(float x) { return std::fabs(x); }
+inline float fmaxf(float a, float b) { return std::fmax(a, b); }
+inline float powf(float a, float b) { return std::pow(a, b); }
+template <class F> void launch(D3 grid, D3 block, F f) {
+  gridDim = grid; blockDim = block;
+  unsigned nt = block.x * block.y;
+  for (unsigned by = 0; by < grid.y; ++by)
+  for (unsigned bx = 0; bx < grid.x; ++bx) {
+    blockIdx = {bx, by, 0};
+    std::barrier<> b(nt); bar = &b;
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < nt; ++t) ts.emplace_back([=] { threadIdx = {t % block.x, t / block.x, 0}; f(); });
+    for (auto& t : ts) t.join();
+  }
+}
