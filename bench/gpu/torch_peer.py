@@ -10,6 +10,7 @@ prints the table: voisin time, torch time, ratio, and the fraction of the floor
 usage: torch_peer.py DIR   (DIR holds base.fbin, queries.fbin, voisin_bench.jsonl)
 """
 import json
+import os
 import sys
 import time
 
@@ -106,8 +107,9 @@ def main():
             r = json.loads(line)
             vo[r["case"]] = r
     if "graph k=10" in vo:
-        n = base.shape[0]
-        s, ids = sync_time(lambda: knn(base, base, 10, chunk=2048, exclude_self=True), 1)
+        gdata = read_fbin(f"{d}/graph.fbin") if os.path.exists(f"{d}/graph.fbin") else base
+        n = gdata.shape[0]
+        s, ids = sync_time(lambda: knn(gdata, gdata, 10, chunk=2048, exclude_self=True), 1)
         torch_times["graph k=10"] = s
         a = agreement(f"{d}/voisin_graph10_ids.bin", ids, 10)
         print(f"graph k=10 id agreement voisin vs torch (first 1000 items): {a:.5f}")
@@ -123,7 +125,7 @@ def main():
         # Floor: the flops each side must do at the measured sgemm rate. voisin's graph does
         # half the matrix (symmetry); torch's does all of it; both are counted against the
         # same full-matrix floor so the fractions compare like for like.
-        full = 2.0 * (nb * nq if case.startswith("knn") else nb * nb) * dim
+        full = 2.0 * (nb * nq if case.startswith("knn") else n * n) * dim
         floor = full / rate
         print(f"| {case} | {v:.3f} | {ts:.3f} | {ts / v:.2f} | {floor / v:.2f} | {floor / ts:.2f} |")
     print(f"(device {name}; floor = full-matrix flops / {rate / 1e12:.1f} TFLOP/s measured sgemm)")

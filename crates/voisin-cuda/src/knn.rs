@@ -204,6 +204,9 @@ pub(crate) fn finish(
         .enumerate()
         .filter_map(|(q, r)| (!check(q, r)).then_some(q))
         .collect();
+    if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
+        eprintln!("[voisin-cuda] {} of {nq} queries need a wider list", failing.len());
+    }
     let n_pow = n_total.next_power_of_two().max(1);
     while !failing.is_empty() {
         // Widen fourfold (or to everything): each retry costs a pass over the base for those

@@ -113,6 +113,16 @@ impl CudaEngine {
     }
 }
 
+/// Phase timings on stderr when `VOISIN_CUDA_TRACE` is set: for the benchmark notes, where the
+/// split between host preparation, transfer, device work and re-rank decides what to speed up.
+fn trace(what: &str, since: &mut Instant) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("VOISIN_CUDA_TRACE").is_some()) {
+        eprintln!("[voisin-cuda] {what}: {:.1} ms", since.elapsed().as_secs_f64() * 1e3);
+    }
+    *since = Instant::now();
+}
+
 fn to_result(rows: Vec<Vec<(f64, u32)>>, k: usize, metric: &Metric, stats: Stats) -> KnnResult {
     let mut out = KnnResult {
         n_queries: rows.len(),
@@ -143,7 +153,9 @@ impl Engine for CudaEngine {
     ) -> Result<KnnResult> {
         check_pair(base, queries, metric)?;
         check_k(k)?;
+        let mut tr = Instant::now();
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
+        trace("knn: input checks", &mut tr);
         let k = k.min(bset.len());
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
@@ -153,10 +165,14 @@ impl Engine for CudaEngine {
         let t = Instant::now();
         let plan = Plan::new(metric, bset);
         let (brows, qrows) = (plan.rows(bset), plan.rows(qset));
+        trace("knn: host preparation", &mut tr);
         let budget = self.budget(&gpu)?;
         let bdev = DeviceRows::upload(&gpu, &brows)?;
+        gpu.stream.synchronize().map_err(context::dev("uploading"))?;
+        trace("knn: base upload", &mut tr);
         let kp = knn::first_list(k);
         let raws = knn::candidates(&gpu, &plan, &bdev, &qrows, kp, self.opts.select, &budget)?;
+        trace("knn: device candidates (incl. query upload, download)", &mut tr);
         stats.compute += t.elapsed();
         stats.distance_evals += (bset.len() * qset.len()) as u64;
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
@@ -178,6 +194,7 @@ impl Engine for CudaEngine {
             &exact,
             &mut stats,
         )?;
+        trace("knn: prove, widen, exact re-rank", &mut tr);
         Ok(to_result(rows, k, metric, stats))
     }
 
@@ -259,8 +276,10 @@ impl Engine for CudaEngine {
             return Ok(to_result(vec![vec![]; n], k, metric, stats));
         }
         let t = Instant::now();
+        let mut tr = Instant::now();
         let plan = Plan::new(metric, set);
         let rows = plan.rows(set);
+        trace("graph: host preparation", &mut tr);
         let budget = self.budget(&gpu)?;
         let ddev = DeviceRows::upload(&gpu, &rows)?;
         let kp = knn::first_list(k);
@@ -276,6 +295,7 @@ impl Engine for CudaEngine {
                 knn::candidates(&gpu, &plan, &ddev, &rows, (kp + 1).min(n), sel, &budget)?
             }
         };
+        trace("graph: upload and device candidates", &mut tr);
         stats.compute += t.elapsed();
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
             let sub = rows.gather(ids, plan.dim);
@@ -297,6 +317,7 @@ impl Engine for CudaEngine {
             &exact,
             &mut stats,
         )?;
+        trace("graph: prove, widen, exact re-rank", &mut tr);
         Ok(to_result(result, k, metric, stats))
     }
 }

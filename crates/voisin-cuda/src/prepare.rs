@@ -90,7 +90,7 @@ pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a Vect
             c.name
         ))),
         (Dataset::Vectors(v), _) => {
-            if let Some((r, c)) = v.find_non_finite() {
+            if let Some((r, c)) = find_non_finite(v) {
                 return Err(Error::invalid(format!(
                     "vector {r} holds a NaN or infinite value at column {c}"
                 )));
@@ -152,34 +152,44 @@ impl Plan {
         let raw = set.rows_f32(0, set.len());
         let mut values = vec![0f32; set.len() * d];
         let mut norm = vec![0f64; set.len()];
+        let zero = vec![0f64; d];
+        let shift = self.shift.as_deref().unwrap_or(&zero);
+        let (centre_rows, unit) = (
+            self.metric == Metric::Correlation,
+            self.key == TileKey::OneMinus,
+        );
         values
             .par_chunks_mut(d)
             .zip(raw.par_chunks(d))
             .zip(norm.par_iter_mut())
+            .with_min_len(256)
             .for_each(|((out, row), nrm)| {
-                let mut x: Vec<f64> = row.iter().map(|&v| v as f64).collect();
-                if let Some(s) = &self.shift {
-                    x.iter_mut().zip(s).for_each(|(v, m)| *v -= m);
-                }
-                if self.metric == Metric::Correlation {
-                    let m = x.iter().sum::<f64>() / d as f64;
-                    x.iter_mut().for_each(|v| *v -= m);
-                }
-                if self.key == TileKey::OneMinus {
-                    let n = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+                // Same f64 operations, in the same order, as metric::exact, so that a row the
+                // exact key treats as zero (cosine, correlation) is exactly zero here too.
+                let m = if centre_rows {
+                    row.iter().map(|&v| v as f64).sum::<f64>() / d as f64
+                } else {
+                    0.0
+                };
+                let x = |i: usize| row[i] as f64 - shift[i] - m;
+                let scale = if unit {
+                    let n = (0..d).map(|i| x(i) * x(i)).sum::<f64>().sqrt();
                     // A zero row stays zero: its key 1 − 0 = 1 is exactly the metric's rule.
                     if n > 0.0 {
-                        x.iter_mut().for_each(|v| *v /= n);
+                        1.0 / n
+                    } else {
+                        0.0
                     }
+                } else {
+                    1.0
+                };
+                let mut s = 0f64;
+                for (i, o) in out.iter_mut().enumerate() {
+                    let v = if unit { x(i) * scale } else { x(i) };
+                    *o = v as f32;
+                    s += (*o as f64) * (*o as f64);
                 }
-                for (o, v) in out.iter_mut().zip(&x) {
-                    *o = *v as f32;
-                }
-                *nrm = out
-                    .iter()
-                    .map(|&v| (v as f64) * (v as f64))
-                    .sum::<f64>()
-                    .sqrt();
+                *nrm = s.sqrt();
             });
         let sqnorm = norm.iter().map(|n| (n * n) as f32).collect();
         Rows {
@@ -257,4 +267,20 @@ fn column_mean(set: &VectorSet) -> Vec<f64> {
 fn sum_rel(d: usize, term: f64) -> f64 {
     let nu = (d as f64 + term + 2.0) * U32;
     2.0 * nu / (1.0 - nu)
+}
+
+/// First non-finite value (row, column), scanning in parallel: the core crate's scan is
+/// sequential and costs more than the whole GPU search on a 1M×128 base.
+fn find_non_finite(v: &VectorSet) -> Option<(usize, usize)> {
+    let Some(x) = v.as_f32() else {
+        return v.find_non_finite();
+    };
+    let d = v.dim();
+    let row = x
+        .par_chunks(d * 1024)
+        .enumerate()
+        .find_first(|(_, c)| c.iter().any(|f| !f.is_finite()))
+        .map(|(b, _)| b * 1024)?;
+    let pos = x[row * d..].iter().position(|f| !f.is_finite())?;
+    Some((row + pos / d, pos % d))
 }
