@@ -37,3 +37,20 @@ template <class F> void launch(D3 grid, D3 block, F f) {
     for (auto& t : ts) t.join();
   }
 }
+// __syncthreads_count: a barrier that also counts the threads whose predicate was true.
+inline int sim_count_slots[2];
+inline int sim_count_phase = 0;
+inline int __syncthreads_count(int pred) {
+    int slot = sim_count_phase;
+    __atomic_fetch_add(&sim_count_slots[slot], pred ? 1 : 0, __ATOMIC_SEQ_CST);
+    bar->arrive_and_wait();
+    int total = __atomic_load_n(&sim_count_slots[slot], __ATOMIC_SEQ_CST);
+    bar->arrive_and_wait();
+    // One thread resets the other slot for the next call; phases alternate.
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        sim_count_slots[slot ^ 1] = 0;
+        sim_count_phase = slot ^ 1;
+    }
+    bar->arrive_and_wait();
+    return total;
+}

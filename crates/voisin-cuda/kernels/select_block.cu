@@ -8,6 +8,8 @@
 // merge sorts). Ties at the threshold may be dropped in any order: the host re-ranks exactly and
 // only needs *some* kp smallest approximate keys plus the largest of them.
 
+#define SB_GROUP 4
+
 __device__ void bitonic_sort(float* v, unsigned* ix, int n) {
     for (int size = 2; size <= n; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
@@ -89,35 +91,48 @@ extern "C" __global__ void select_block(const float* __restrict__ tile, long lon
 
     const float* row = tile + (size_t)r * ld;
     unsigned self = row_off + (unsigned)r;
-    for (int start = 0; start < cols; start += blockDim.x) {
-        int c = start + threadIdx.x;
-        if (c < cols) {
-            unsigned g = col_off + (unsigned)c;
-            if (!(exclude_self && g == self)) {
-                float v = tile_key(mode, row[c], rn, cn, r, c);
-                if (v < thr) {
-                    int p = atomicAdd(&count, 1);
-                    bv[p] = v;
-                    bi[p] = g;
+    // Every thread mirrors the buffer fill: __syncthreads_count returns the same number to all,
+    // so the flush decision is uniform with a single barrier per step.
+    int filled = 0;
+    for (int start = 0; start < cols; start += SB_GROUP * blockDim.x) {
+        // All loads of the group are issued before the first is used: one barrier per element
+        // would otherwise leave a single load in flight per warp.
+        float v[SB_GROUP];
+        unsigned g[SB_GROUP];
+#pragma unroll
+        for (int j = 0; j < SB_GROUP; ++j) {
+            int c = start + j * blockDim.x + threadIdx.x;
+            v[j] = __int_as_float(0x7f800000);
+            g[j] = NO_INDEX;
+            if (c < cols) {
+                unsigned gi = col_off + (unsigned)c;
+                if (!(exclude_self && gi == self)) {
+                    v[j] = tile_key(mode, row[c], rn, cn, r, c);
+                    g[j] = gi;
                 }
             }
         }
-        __syncthreads();
-        int n = count;
-        // Everyone must have read `count` before a merge resets it.
-        __syncthreads();
-        if (n > nbuf - (int)blockDim.x) {
-            merge_into_list(lv, li, bv, bi, kp, nbuf, n);
-            if (threadIdx.x == 0) {
-                count = 0;
-                thr = lv[kp - 1];
+#pragma unroll
+        for (int j = 0; j < SB_GROUP; ++j) {
+            bool pass = v[j] < thr;
+            if (pass) {
+                int p = atomicAdd(&count, 1);
+                bv[p] = v[j];
+                bi[p] = g[j];
             }
-            __syncthreads();
+            filled += __syncthreads_count(pass);
+            if (filled > nbuf - (int)blockDim.x) {
+                merge_into_list(lv, li, bv, bi, kp, nbuf, filled);
+                if (threadIdx.x == 0) {
+                    count = 0;
+                    thr = lv[kp - 1];
+                }
+                __syncthreads();
+                filled = 0;
+            }
         }
     }
-    int n = count;
-    __syncthreads();
-    if (n > 0) merge_into_list(lv, li, bv, bi, kp, nbuf, n);
+    if (filled > 0) merge_into_list(lv, li, bv, bi, kp, nbuf, filled);
     for (int i = threadIdx.x; i < kp; i += blockDim.x) {
         gv[i] = lv[i];
         gi[i] = li[i];

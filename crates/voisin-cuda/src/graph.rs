@@ -5,10 +5,12 @@
 //! Owns the triangle schedule; proving and re-ranking are knn.rs's `finish`.
 
 use cudarc::driver::CudaView;
+use rayon::prelude::*;
 use voisin::Result;
 
 use crate::context::{dev, Gpu};
-use crate::knn::{Budget, DeviceRows, Raw};
+use crate::device_set::DeviceSet;
+use crate::knn::{Budget, Raw};
 use crate::prepare::Plan;
 use crate::select::{self, TileAt};
 use crate::tile;
@@ -17,7 +19,7 @@ use crate::tile;
 pub(crate) fn symmetric_candidates(
     gpu: &Gpu,
     plan: &Plan,
-    data: &DeviceRows,
+    data: &DeviceSet,
     kp: usize,
     budget: &Budget,
 ) -> Result<Vec<Raw>> {
@@ -36,6 +38,18 @@ pub(crate) fn symmetric_candidates(
     let mut tile_buf = alloc(t * t)?;
     let mut trans = alloc(t * t)?;
     let nt = n.div_ceil(t);
+    // With VOISIN_CUDA_TRACE, the first row of tiles is timed step by step (synchronising
+    // after each kernel) to split the graph's time between sgemm, selection and transpose.
+    let probe = std::env::var_os("VOISIN_CUDA_TRACE").is_some();
+    let mut spent = [0f64; 4];
+    let mut mark = |it: usize, slot: usize, since: &mut std::time::Instant| -> Result<()> {
+        if probe && it == 0 {
+            stream.synchronize().map_err(dev("synchronising"))?;
+            spent[slot] += since.elapsed().as_secs_f64();
+            *since = std::time::Instant::now();
+        }
+        Ok(())
+    };
     for it in 0..nt {
         let (i0, i1) = (it * t, ((it + 1) * t).min(n));
         let bi = data.block(i0, i1, d);
@@ -43,7 +57,10 @@ pub(crate) fn symmetric_candidates(
             let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
             let bj = data.block(j0, j1, d);
             let (ni, nj) = (i1 - i0, j1 - j0);
+            let mut since = std::time::Instant::now();
+            mark(it, 3, &mut since)?;
             tile::compute(gpu, plan, &bi, &bj, &mut tile_buf.slice_mut(..), nj)?;
+            mark(it, 0, &mut since)?;
             let rows_at = TileAt {
                 rows: ni,
                 cols: nj,
@@ -64,8 +81,10 @@ pub(crate) fn symmetric_candidates(
                 &mut li.slice_mut(i0 * kp..i1 * kp),
                 kp,
             )?;
+            mark(it, 1, &mut since)?;
             if jt != it {
                 select::transpose(gpu, &view, ni, nj, nj, &mut trans.slice_mut(..), ni)?;
+                mark(it, 2, &mut since)?;
                 let cols_at = TileAt {
                     rows: nj,
                     cols: ni,
@@ -85,16 +104,23 @@ pub(crate) fn symmetric_candidates(
                     &mut li.slice_mut(j0 * kp..j1 * kp),
                     kp,
                 )?;
+                mark(it, 1, &mut since)?;
             }
         }
     }
-    let hv = stream
-        .clone_dtoh(&lv)
-        .map_err(dev("copying candidates back"))?;
-    let hi = stream
-        .clone_dtoh(&li)
-        .map_err(dev("copying candidates back"))?;
+    if probe {
+        eprintln!(
+            "[voisin-cuda] graph first tile row ({nt} tiles of {t}): sgemm {:.1} ms, select \
+             {:.1} ms, transpose {:.1} ms",
+            spent[0] * 1e3,
+            spent[1] * 1e3,
+            spent[2] * 1e3
+        );
+    }
+    let hv = gpu.download(&lv.slice(..))?;
+    let hi = gpu.download(&li.slice(..))?;
     Ok((0..n)
+        .into_par_iter()
         .map(|r| {
             let cands: Vec<(f32, u32)> = (r * kp..(r + 1) * kp)
                 .filter(|&j| hi[j] != u32::MAX)

@@ -10,48 +10,15 @@
 
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, CudaView};
+use cudarc::driver::CudaView;
 use rayon::prelude::*;
 use voisin::{Result, Stats};
 
 use crate::context::{dev, Gpu};
-use crate::prepare::{Plan, Rows};
+use crate::device_set::DeviceSet;
+use crate::prepare::Plan;
 use crate::select::{self, list_size, Select, TileAt};
-use crate::tile::{self, Block};
-
-/// Transformed rows resident on the device.
-pub(crate) struct DeviceRows {
-    pub rows: CudaSlice<f32>,
-    pub sqnorm: CudaSlice<f32>,
-    pub n: usize,
-}
-
-impl DeviceRows {
-    pub fn upload(gpu: &Gpu, r: &Rows) -> Result<Self> {
-        // cudarc refuses zero-length copies on some paths; keep one dummy value.
-        let pad = |v: &[f32]| if v.is_empty() { vec![0.0] } else { v.to_vec() };
-        Ok(DeviceRows {
-            rows: gpu
-                .stream
-                .clone_htod(&pad(&r.values))
-                .map_err(dev("copying rows to the device"))?,
-            sqnorm: gpu
-                .stream
-                .clone_htod(&pad(&r.sqnorm))
-                .map_err(dev("copying norms to the device"))?,
-            n: r.n,
-        })
-    }
-
-    /// Rows `a..b` as a tile operand.
-    pub fn block(&self, a: usize, b: usize, dim: usize) -> Block<'_> {
-        Block {
-            rows: self.rows.slice(a * dim..(b * dim).max(a * dim + 1)),
-            sqnorm: self.sqnorm.slice(a..b.max(a + 1)),
-            n: b - a,
-        }
-    }
-}
+use crate::tile;
 
 /// What the device selected for one query.
 pub(crate) struct Raw {
@@ -71,13 +38,13 @@ pub(crate) struct Budget {
 pub(crate) fn candidates(
     gpu: &Gpu,
     plan: &Plan,
-    base: &DeviceRows,
-    queries: &Rows,
+    base: &DeviceSet,
+    qdev: &DeviceSet,
     kp: usize,
     sel: Select,
     budget: &Budget,
 ) -> Result<Vec<Raw>> {
-    let (d, nb, nq) = (plan.dim, base.n, queries.n);
+    let (d, nb, nq) = (plan.dim, base.n, qdev.n);
     let mut out = Vec::with_capacity(nq);
     if nq == 0 {
         return Ok(out);
@@ -95,7 +62,6 @@ pub(crate) fn candidates(
             ((budget.bytes / per_query).clamp(1, nq.min(8192)), b_tile)
         }
     };
-    let qdev = DeviceRows::upload(gpu, queries)?;
     let stream = &gpu.stream;
     let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
     let mut tile_buf = alloc(q_tile * b_tile)?;
@@ -135,34 +101,36 @@ pub(crate) fn candidates(
         }
         let width = if mode == Select::Radix { kc } else { kp };
         let len = qn * width;
-        let hv = stream
-            .clone_dtoh(&lv.slice(..len))
-            .map_err(dev("copying candidates back"))?;
-        let hi = stream
-            .clone_dtoh(&li.slice(..len))
-            .map_err(dev("copying candidates back"))?;
-        for r in 0..qn {
+        let hv = gpu.download(&lv.slice(..len))?;
+        let hi = gpu.download(&li.slice(..len))?;
+        out.par_extend((0..qn).into_par_iter().map(|r| {
             let cands: Vec<(f32, u32)> = (r * width..(r + 1) * width)
                 .filter(|&j| hi[j] != u32::MAX)
                 .map(|j| (hv[j], hi[j]))
                 .collect();
             // Counted, not inferred from kc: a key that overflowed to +inf never passes the
             // block kernel's threshold, and such a list must not be taken as complete.
-            out.push(Raw {
+            Raw {
                 complete: cands.len() >= nb,
                 cands,
-            });
-        }
+            }
+        }));
     }
     Ok(out)
 }
 
+/// Recomputes candidates for the listed queries with a larger list size.
+pub(crate) type RedoFn<'a> = dyn FnMut(&[usize], usize) -> Result<Vec<Raw>> + 'a;
+
+/// Computes exact keys of (query, base index) pairs, in order.
+pub(crate) type ExactFn<'a> = dyn FnMut(&[u32], &[u32]) -> Result<Vec<f64>> + 'a;
+
 /// Proves, widens and re-ranks.
 ///
 /// `raws[q]` are the device's candidates for query `q`; `self_of(q)` names an index to drop
-/// (graph); `n_elig` is the number of items a query may return; `kp` the list size used;
-/// `redo(ids, kp)` recomputes candidates for some queries with a larger list; `exact(q, i)` is
-/// the exact key. Returns per query its `k` nearest as (exact key, index), sorted.
+/// (graph); `n_total` is the number of base items; `kp` the list size used; `redo(ids, kp)`
+/// recomputes candidates for some queries with a larger list; `exact` gives exact keys.
+/// Returns per query its `k` nearest as (exact key, index), sorted.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn finish(
     plan: &Plan,
@@ -173,8 +141,8 @@ pub(crate) fn finish(
     self_of: &(dyn Fn(usize) -> Option<u32> + Sync),
     n_total: usize,
     mut kp: usize,
-    redo: &mut dyn FnMut(&[usize], usize) -> Result<Vec<Raw>>,
-    exact: &(dyn Fn(usize, u32) -> f64 + Sync),
+    redo: &mut RedoFn<'_>,
+    exact: &mut ExactFn<'_>,
     stats: &mut Stats,
 ) -> Result<Vec<Vec<(f64, u32)>>> {
     let nq = raws.len();
@@ -205,7 +173,10 @@ pub(crate) fn finish(
         .filter_map(|(q, r)| (!check(q, r)).then_some(q))
         .collect();
     if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
-        eprintln!("[voisin-cuda] {} of {nq} queries need a wider list", failing.len());
+        eprintln!(
+            "[voisin-cuda] {} of {nq} queries need a wider list",
+            failing.len()
+        );
     }
     let n_pow = n_total.next_power_of_two().max(1);
     while !failing.is_empty() {
@@ -228,31 +199,51 @@ pub(crate) fn finish(
         failing = still;
     }
     let t = Instant::now();
-    let rows: Vec<(Vec<(f64, u32)>, u64)> = raws
+    // Only candidates whose interval reaches the k-th upper bound can be among the k nearest.
+    let keep: Vec<usize> = raws
         .par_iter()
         .enumerate()
         .map(|(q, raw)| {
             let kk = k.min(raw.cands.len());
-            let thr = if kk == 0 {
-                f64::NEG_INFINITY
-            } else {
-                plan.upper(raw.cands[kk - 1].0, abs[q])
-            };
-            let mut row: Vec<(f64, u32)> = raw
-                .cands
+            if kk == 0 {
+                return 0;
+            }
+            let thr = plan.upper(raw.cands[kk - 1].0, abs[q]);
+            raw.cands
                 .iter()
                 .take_while(|c| plan.lower(c.0, abs[q]) <= thr)
-                .map(|&(_, i)| (exact(q, i), i))
-                .collect();
-            let evals = row.len() as u64;
+                .count()
+        })
+        .collect();
+    let mut pq = Vec::with_capacity(keep.iter().sum());
+    let mut pb = Vec::with_capacity(pq.capacity());
+    for (q, (raw, &n)) in raws.iter().zip(&keep).enumerate() {
+        for c in &raw.cands[..n] {
+            pq.push(q as u32);
+            pb.push(c.1);
+        }
+    }
+    let keys = exact(&pq, &pb)?;
+    stats.exact_evals += keys.len() as u64;
+    let mut rows: Vec<&[f64]> = Vec::with_capacity(nq);
+    let mut at = 0;
+    for &n in &keep {
+        rows.push(&keys[at..at + n]);
+        at += n;
+    }
+    let out = rows
+        .into_par_iter()
+        .zip(raws.par_iter())
+        .map(|(ks, raw)| {
+            let mut row: Vec<(f64, u32)> =
+                ks.iter().zip(&raw.cands).map(|(&k, c)| (k, c.1)).collect();
             row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             row.truncate(k);
-            (row, evals)
+            row
         })
         .collect();
     stats.select += t.elapsed();
-    stats.exact_evals += rows.iter().map(|r| r.1).sum::<u64>();
-    Ok(rows.into_iter().map(|r| r.0).collect())
+    Ok(out)
 }
 
 /// The first list size to try for k.

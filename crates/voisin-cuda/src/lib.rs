@@ -7,13 +7,15 @@
 //! keys, so results equal the CPU engine's.
 //!
 //! Layout (after FAISS): `kernels/*.cu` hold the device primitives; each `src/` file holds one
-//! host-side step: [`context`] (driver, cuBLAS, NVRTC), `prepare` (per-metric transforms and
-//! bounds), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`.
+//! host-side step: [`context`] (driver, cuBLAS, NVRTC), `prepare` (per-metric plans and bounds),
+//! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`.
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.
 
 pub mod context;
+mod device_set;
+mod exact;
 mod graph;
 mod knn;
 mod prepare;
@@ -25,14 +27,15 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, RangeResult};
-use voisin::metric::exact::vector_key;
 use voisin::{Dataset, Error, Metric, Result, Stats};
 
 pub use context::gpu_available;
 pub use select::Select;
 
 use context::Gpu;
-use knn::{Budget, DeviceRows, Raw};
+use device_set::DeviceSet;
+use exact::Sides;
+use knn::{Budget, Raw};
 use prepare::{vectors, Plan};
 
 /// How the CUDA engine runs.
@@ -118,7 +121,10 @@ impl CudaEngine {
 fn trace(what: &str, since: &mut Instant) {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if *ON.get_or_init(|| std::env::var_os("VOISIN_CUDA_TRACE").is_some()) {
-        eprintln!("[voisin-cuda] {what}: {:.1} ms", since.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "[voisin-cuda] {what}: {:.1} ms",
+            since.elapsed().as_secs_f64() * 1e3
+        );
     }
     *since = Instant::now();
 }
@@ -164,34 +170,37 @@ impl Engine for CudaEngine {
         }
         let t = Instant::now();
         let plan = Plan::new(metric, bset);
-        let (brows, qrows) = (plan.rows(bset), plan.rows(qset));
-        trace("knn: host preparation", &mut tr);
         let budget = self.budget(&gpu)?;
-        let bdev = DeviceRows::upload(&gpu, &brows)?;
-        gpu.stream.synchronize().map_err(context::dev("uploading"))?;
-        trace("knn: base upload", &mut tr);
+        let bdev = DeviceSet::new(&gpu, &plan, bset)?;
+        let qdev = DeviceSet::new(&gpu, &plan, qset)?;
+        trace("knn: upload and prepare", &mut tr);
         let kp = knn::first_list(k);
-        let raws = knn::candidates(&gpu, &plan, &bdev, &qrows, kp, self.opts.select, &budget)?;
-        trace("knn: device candidates (incl. query upload, download)", &mut tr);
+        let raws = knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, &budget)?;
+        trace("knn: device candidates", &mut tr);
         stats.compute += t.elapsed();
         stats.distance_evals += (bset.len() * qset.len()) as u64;
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
-            let sub = qrows.gather(ids, plan.dim);
+            let sub = DeviceSet::gather(&gpu, &plan, qset, ids)?;
             knn::candidates(&gpu, &plan, &bdev, &sub, kp, self.widen_select(), &budget)
         };
-        let exact =
-            |q: usize, i: u32| vector_key(metric, &bset.row_f32(i as usize), &qset.row_f32(q));
+        let sides = Sides {
+            bset,
+            qset,
+            bdev: &bdev,
+            qdev: &qdev,
+        };
+        let mut exact_fn = |pq: &[u32], pb: &[u32]| exact::keys(&gpu, metric, &sides, pq, pb);
         let rows = knn::finish(
             &plan,
-            &qrows.norm,
-            brows.max_norm(),
+            &qdev.norm,
+            bdev.max_norm(),
             k,
             raws,
             &|_| None,
             bset.len(),
             kp,
             &mut redo,
-            &exact,
+            &mut exact_fn,
             &mut stats,
         )?;
         trace("knn: prove, widen, exact re-rank", &mut tr);
@@ -212,35 +221,43 @@ impl Engine for CudaEngine {
         let mut stats = self.stats(&gpu);
         let t = Instant::now();
         let plan = Plan::new(metric, bset);
-        let (brows, qrows) = (plan.rows(bset), plan.rows(qset));
-        let bn = brows.max_norm();
+        let bdev = DeviceSet::new(&gpu, &plan, bset)?;
+        let qdev = DeviceSet::new(&gpu, &plan, qset)?;
+        let bn = bdev.max_norm();
         // Widened so that every pair the exact test (`within` on the reported distance) accepts
         // passes the approximate filter, whatever the rounding of sqrt or powf.
         let rkey = metric.radius_to_key(radius);
         let rkey = rkey + rkey.abs() * 1e-9 + 1e-300;
-        let thr: Vec<f32> = qrows
+        let thr: Vec<f32> = qdev
             .norm
             .iter()
             .map(|&qn| plan.approx_threshold(rkey, plan.abs_bound(qn, bn)))
             .collect();
         let budget = self.budget(&gpu)?;
-        let (bdev, qdev) = (
-            DeviceRows::upload(&gpu, &brows)?,
-            DeviceRows::upload(&gpu, &qrows)?,
-        );
         let (offsets, ids) = range::candidates(&gpu, &plan, &bdev, &qdev, &thr, &budget)?;
-        drop(gpu);
         stats.compute += t.elapsed();
         stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
         let t = Instant::now();
+        let pq: Vec<u32> = (0..qset.len())
+            .flat_map(|q| std::iter::repeat(q as u32).take(offsets[q + 1] - offsets[q]))
+            .collect();
+        let sides = Sides {
+            bset,
+            qset,
+            bdev: &bdev,
+            qdev: &qdev,
+        };
+        let keys = exact::keys(&gpu, metric, &sides, &pq, &ids)?;
+        drop(gpu);
         use rayon::prelude::*;
         let rows: Vec<Vec<(f64, u32)>> = (0..qset.len())
             .into_par_iter()
             .map(|q| {
-                let qrow = qset.row_f32(q);
-                let mut row: Vec<(f64, u32)> = ids[offsets[q]..offsets[q + 1]]
+                let r = offsets[q]..offsets[q + 1];
+                let mut row: Vec<(f64, u32)> = keys[r.clone()]
                     .iter()
-                    .map(|&i| (vector_key(metric, &bset.row_f32(i as usize), &qrow), i))
+                    .zip(&ids[r])
+                    .map(|(&key, &i)| (key, i))
                     .filter(|&(key, _)| metric.within(metric.key_to_distance(key), radius))
                     .collect();
                 row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -278,10 +295,9 @@ impl Engine for CudaEngine {
         let t = Instant::now();
         let mut tr = Instant::now();
         let plan = Plan::new(metric, set);
-        let rows = plan.rows(set);
-        trace("graph: host preparation", &mut tr);
         let budget = self.budget(&gpu)?;
-        let ddev = DeviceRows::upload(&gpu, &rows)?;
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        trace("graph: upload and prepare", &mut tr);
         let kp = knn::first_list(k);
         // The symmetric schedule needs the block kernel's running lists; radix selection works
         // on whole rows, so it runs the graph as a search of the set against itself.
@@ -292,29 +308,34 @@ impl Engine for CudaEngine {
             }
             sel => {
                 stats.distance_evals += (n * n) as u64;
-                knn::candidates(&gpu, &plan, &ddev, &rows, (kp + 1).min(n), sel, &budget)?
+                knn::candidates(&gpu, &plan, &ddev, &ddev, (kp + 1).min(n), sel, &budget)?
             }
         };
-        trace("graph: upload and device candidates", &mut tr);
+        trace("graph: device candidates", &mut tr);
         stats.compute += t.elapsed();
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
-            let sub = rows.gather(ids, plan.dim);
+            let sub = DeviceSet::gather(&gpu, &plan, set, ids)?;
             knn::candidates(&gpu, &plan, &ddev, &sub, kp, self.widen_select(), &budget)
         };
-        let exact =
-            |q: usize, i: u32| vector_key(metric, &set.row_f32(i as usize), &set.row_f32(q));
+        let sides = Sides {
+            bset: set,
+            qset: set,
+            bdev: &ddev,
+            qdev: &ddev,
+        };
+        let mut exact_fn = |pq: &[u32], pb: &[u32]| exact::keys(&gpu, metric, &sides, pq, pb);
         let self_of = |q: usize| Some(q as u32);
         let result = knn::finish(
             &plan,
-            &rows.norm,
-            rows.max_norm(),
+            &ddev.norm,
+            ddev.max_norm(),
             k,
             raws,
             &self_of,
             n,
             kp,
             &mut redo,
-            &exact,
+            &mut exact_fn,
             &mut stats,
         )?;
         trace("graph: prove, widen, exact re-rank", &mut tr);

@@ -35,48 +35,22 @@ pub(crate) enum TileKind {
 /// The plan for one metric over one dimension.
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
-    pub metric: Metric,
     pub key: TileKey,
     pub tile: TileKind,
     pub dim: usize,
-    /// Subtracted from every row before the GEMM (euclidean: the base mean, in f64).
-    shift: Option<Vec<f64>>,
+    /// Subtracted from every row before the GEMM (euclidean: an estimate of the base mean;
+    /// any translation keeps distances, a central one keeps the norms and so the bound small).
+    pub shift: Option<Vec<f32>>,
+    /// Subtract each row's own mean first (correlation).
+    pub centre_rows: bool,
+    /// Scale rows to unit norm (cosine, correlation).
+    pub unit: bool,
     /// Relative part of the bound (SIMT metrics).
     rel: f64,
     /// Absolute slack for underflow and rounding of the final subtraction.
     tiny: f64,
     /// γ of the GEMM bound (see [`Plan::abs_bound`]).
     gamma: f64,
-}
-
-/// Transformed f32 rows ready to upload, with the norms the keys and bounds need.
-pub(crate) struct Rows {
-    pub n: usize,
-    pub values: Vec<f32>,
-    /// Squared norms of the transformed rows in f32 (the L2 key's terms).
-    pub sqnorm: Vec<f32>,
-    /// Norms of the transformed rows (f64), for the bounds.
-    pub norm: Vec<f64>,
-}
-
-impl Rows {
-    pub fn max_norm(&self) -> f64 {
-        self.norm.iter().cloned().fold(0.0, f64::max)
-    }
-
-    /// The rows listed, in that order (a widening pass over some queries).
-    pub fn gather(&self, ids: &[usize], dim: usize) -> Rows {
-        let mut values = Vec::with_capacity(ids.len() * dim);
-        for &i in ids {
-            values.extend_from_slice(&self.values[i * dim..(i + 1) * dim]);
-        }
-        Rows {
-            n: ids.len(),
-            values,
-            sqnorm: ids.iter().map(|&i| self.sqnorm[i]).collect(),
-            norm: ids.iter().map(|&i| self.norm[i]).collect(),
-        }
-    }
 }
 
 /// The vectors of a data set, or a clear error for what this engine does not handle.
@@ -110,7 +84,7 @@ impl Plan {
         let tiny = (d as f64 + 4.0) * f64::from(f32::MIN_POSITIVE);
         let (key, tile, rel, shift) = match metric {
             Metric::Euclidean | Metric::SqEuclidean => {
-                (TileKey::L2, TileKind::Gemm, 0.0, Some(column_mean(base)))
+                (TileKey::L2, TileKind::Gemm, 0.0, Some(sample_mean(base)))
             }
             Metric::InnerProduct => (TileKey::NegDot, TileKind::Gemm, 0.0, None),
             Metric::Cosine | Metric::Correlation => (TileKey::OneMinus, TileKind::Gemm, 0.0, None),
@@ -135,68 +109,15 @@ impl Plan {
             Metric::Levenshtein | Metric::Custom(_) => unreachable!("checked by vectors()"),
         };
         Plan {
-            metric: metric.clone(),
             key,
             tile,
             dim: d,
             shift,
+            centre_rows: *metric == Metric::Correlation,
+            unit: key == TileKey::OneMinus,
             rel,
             tiny,
             gamma,
-        }
-    }
-
-    /// Transforms rows into what the tile kernels read.
-    pub fn rows(&self, set: &VectorSet) -> Rows {
-        let d = self.dim;
-        let raw = set.rows_f32(0, set.len());
-        let mut values = vec![0f32; set.len() * d];
-        let mut norm = vec![0f64; set.len()];
-        let zero = vec![0f64; d];
-        let shift = self.shift.as_deref().unwrap_or(&zero);
-        let (centre_rows, unit) = (
-            self.metric == Metric::Correlation,
-            self.key == TileKey::OneMinus,
-        );
-        values
-            .par_chunks_mut(d)
-            .zip(raw.par_chunks(d))
-            .zip(norm.par_iter_mut())
-            .with_min_len(256)
-            .for_each(|((out, row), nrm)| {
-                // Same f64 operations, in the same order, as metric::exact, so that a row the
-                // exact key treats as zero (cosine, correlation) is exactly zero here too.
-                let m = if centre_rows {
-                    row.iter().map(|&v| v as f64).sum::<f64>() / d as f64
-                } else {
-                    0.0
-                };
-                let x = |i: usize| row[i] as f64 - shift[i] - m;
-                let scale = if unit {
-                    let n = (0..d).map(|i| x(i) * x(i)).sum::<f64>().sqrt();
-                    // A zero row stays zero: its key 1 − 0 = 1 is exactly the metric's rule.
-                    if n > 0.0 {
-                        1.0 / n
-                    } else {
-                        0.0
-                    }
-                } else {
-                    1.0
-                };
-                let mut s = 0f64;
-                for (i, o) in out.iter_mut().enumerate() {
-                    let v = if unit { x(i) * scale } else { x(i) };
-                    *o = v as f32;
-                    s += (*o as f64) * (*o as f64);
-                }
-                *nrm = s.sqrt();
-            });
-        let sqnorm = norm.iter().map(|n| (n * n) as f32).collect();
-        Rows {
-            n: set.len(),
-            values,
-            sqnorm,
-            norm,
         }
     }
 
@@ -239,27 +160,21 @@ impl Plan {
     }
 }
 
-fn column_mean(set: &VectorSet) -> Vec<f64> {
-    let d = set.dim();
-    let rows = set.rows_f32(0, set.len());
-    let n = set.len().max(1) as f64;
-    let sum = rows
-        .par_chunks(d * 4096)
-        .map(|block| {
-            let mut s = vec![0f64; d];
-            for row in block.chunks(d) {
-                s.iter_mut().zip(row).for_each(|(a, &v)| *a += v as f64);
-            }
-            s
-        })
-        .reduce(
-            || vec![0f64; d],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                a
-            },
-        );
-    sum.into_iter().map(|s| s / n).collect()
+/// Column mean of up to 65536 evenly spaced rows, rounded to f32. Only a translation: its
+/// exact value does not matter for correctness, only for how small the norms (and so the bound)
+/// get; a sample keeps it off the critical path of a 1M-row base.
+fn sample_mean(set: &VectorSet) -> Vec<f32> {
+    let (n, d) = (set.len(), set.dim());
+    let step = n.div_ceil(65536).max(1);
+    let picks: Vec<usize> = (0..n).step_by(step).collect();
+    let mut sum = vec![0f64; d];
+    for &i in &picks {
+        sum.iter_mut()
+            .zip(set.row_f32(i).iter())
+            .for_each(|(a, &v)| *a += v as f64);
+    }
+    let m = picks.len().max(1) as f64;
+    sum.into_iter().map(|s| (s / m) as f32).collect()
 }
 
 /// Relative bound of an f32 sum of `d` non-negative terms that each carry `term` units of

@@ -8,7 +8,8 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::context::{dev, Gpu};
-use crate::knn::{Budget, DeviceRows};
+use crate::device_set::DeviceSet;
+use crate::knn::Budget;
 use crate::prepare::Plan;
 use crate::tile;
 
@@ -17,8 +18,8 @@ use crate::tile;
 pub(crate) fn candidates(
     gpu: &Gpu,
     plan: &Plan,
-    base: &DeviceRows,
-    queries: &DeviceRows,
+    base: &DeviceSet,
+    queries: &DeviceSet,
     thr: &[f32],
     budget: &Budget,
 ) -> Result<(Vec<usize>, Vec<u32>)> {
@@ -103,7 +104,7 @@ pub(crate) fn candidates(
         return Ok((vec![0], Vec::new()));
     }
     pass(&mut counts, None)?;
-    let hc = stream.clone_dtoh(&counts).map_err(dev("copying counts"))?;
+    let hc = gpu.download(&counts.slice(..))?;
     let mut offsets = Vec::with_capacity(nq + 1);
     offsets.push(0usize);
     for &c in &hc[..nq] {
@@ -114,7 +115,7 @@ pub(crate) fn candidates(
     let mut cursor = stream.clone_htod(&starts).map_err(dev("copying offsets"))?;
     let mut ids = unsafe { stream.alloc::<u32>(total.max(1)) }.map_err(dev("allocating"))?;
     pass(&mut counts, Some((&mut cursor, &mut ids)))?;
-    let mut hi = stream.clone_dtoh(&ids).map_err(dev("copying indices"))?;
+    let mut hi = gpu.download(&ids.slice(..))?;
     hi.truncate(total);
     Ok((offsets, hi))
 }

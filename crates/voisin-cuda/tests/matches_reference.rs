@@ -273,3 +273,24 @@ fn missing_gpu_is_an_error_not_a_panic() {
         assert!(err.to_string().contains("does not exist"), "{err}");
     }
 }
+
+/// A base larger than one 64 MiB staging buffer (17.9M values: two chunks), so uploads and
+/// downloads go through the double-buffered pinned path; k=1000 makes the candidate lists and
+/// exact-key pairs large too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn large_transfers_in_chunks() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (base, queries) = (normal(&mut rng, 140_000, 128), normal(&mut rng, 12, 128));
+    let e = engine(Select::Auto);
+    for m in [Metric::Euclidean, Metric::Cosine] {
+        for k in [10, 1000] {
+            let want = reference::knn(&base, &queries, k, &m).unwrap();
+            same_knn(
+                &e.knn(&base, &queries, k, &m).unwrap(),
+                &want,
+                &format!("large {m} k={k}"),
+            );
+        }
+    }
+}
