@@ -10,7 +10,8 @@ use rayon::prelude::*;
 
 use cudarc::cublas::{sys as blas_sys, CudaBlas};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, PinnedHostSlice,
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtr,
+    PinnedHostSlice,
 };
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use voisin::{Error, Result};
@@ -250,15 +251,27 @@ impl Gpu {
             e.synchronize().map_err(dev("waiting for a copy"))?;
         }
         for (c, part) in flat.chunks_mut(STAGE).enumerate() {
-            let chunk = view.slice(c * STAGE..c * STAGE + part.len());
-            self.stream
-                .memcpy_dtoh(&chunk, buf)
+            let len = part.len();
+            let chunk = view.slice(c * STAGE..c * STAGE + len);
+            let host = buf.as_mut_slice().map_err(dev("reading pinned memory"))?;
+            {
+                // cudarc's memcpy_dtoh copies the whole destination; the last chunk is shorter
+                // than the staging buffer, so copy exactly `len` words through the driver call.
+                let (src, _guard) = chunk.device_ptr(&self.stream);
+                // SAFETY: `host[..len]` is page-locked memory of this context and `src` holds
+                // `len` words; the stream is synchronised before the host reads them.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtoh_async(
+                        &mut host[..len],
+                        src,
+                        self.stream.cu_stream(),
+                    )
+                }
                 .map_err(dev("copying to the host"))?;
+            }
             self.stream
                 .synchronize()
                 .map_err(dev("copying to the host"))?;
-            let host = buf.as_slice().map_err(dev("reading pinned memory"))?;
-            let len = part.len();
             part.par_chunks_mut(1 << 16)
                 .zip(host[..len].par_chunks(1 << 16))
                 .for_each(|(o, h)| o.copy_from_slice(h));
