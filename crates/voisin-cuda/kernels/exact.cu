@@ -18,13 +18,13 @@ __device__ double ex_mean(const float* a, int d, double zero) {
 }
 
 extern "C" __global__ void exact_keys(const float* __restrict__ base, const float* __restrict__ qs,
-                                      int d, const unsigned* __restrict__ pq,
-                                      const unsigned* __restrict__ pb, long long npairs,
+                                      int d, const uint2* __restrict__ pairs, long long npairs,
                                       int metric, double zero, double* __restrict__ out) {
     long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (p >= npairs) return;
-    const float* a = base + (size_t)pb[p] * d;  // vector_key's first argument is the base row
-    const float* b = qs + (size_t)pq[p] * d;
+    uint2 qb = pairs[p];  // (query, base)
+    const float* a = base + (size_t)qb.y * d;  // vector_key's first argument is the base row
+    const float* b = qs + (size_t)qb.x * d;
     double r;
     switch (metric) {
     case EX_SQEUCLIDEAN: {

@@ -27,15 +27,21 @@ __device__ void bitonic_sort(float* v, unsigned* ix, int n) {
     }
 }
 
-// Merges the first kp entries of the sorted buffer into the sorted list.
+// Merges the `count` buffered entries into the sorted list. Only the filled part of the buffer
+// is sorted (rounded up to a power of two, and to kp so that B[0..kp) is sorted with +inf
+// padding): after the first tiles a row passes a few dozen values per tile, and sorting the
+// whole buffer each time cost as much as reading the tile.
 __device__ void merge_into_list(float* lv, unsigned* li, float* bv, unsigned* bi, int kp,
                                 int nbuf, int count) {
-    for (int i = count + threadIdx.x; i < nbuf; i += blockDim.x) {
+    int m = 2;
+    while (m < count) m <<= 1;
+    int pad = m > kp ? m : kp;
+    for (int i = count + threadIdx.x; i < pad; i += blockDim.x) {
         bv[i] = __int_as_float(0x7f800000);
         bi[i] = NO_INDEX;
     }
     __syncthreads();
-    bitonic_sort(bv, bi, nbuf);
+    bitonic_sort(bv, bi, m);
     for (int i = threadIdx.x; i < kp; i += blockDim.x) {
         float b = bv[kp - 1 - i];
         if (b < lv[i]) {

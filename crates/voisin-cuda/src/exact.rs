@@ -25,13 +25,12 @@ pub(crate) struct Sides<'a> {
     pub qdev: &'a DeviceSet,
 }
 
-/// Exact keys of the pairs (query pq[i], base pb[i]).
+/// Exact keys of the pairs [query, base index].
 pub(crate) fn keys(
     gpu: &Gpu,
     metric: &Metric,
     s: &Sides<'_>,
-    pq: &[u32],
-    pb: &[u32],
+    pairs: &[[u32; 2]],
 ) -> Result<Vec<f64>> {
     let code = match metric {
         Metric::Euclidean | Metric::SqEuclidean => 0,
@@ -41,10 +40,9 @@ pub(crate) fn keys(
         Metric::Cityblock => 4,
         Metric::Chebyshev => 5,
         _ => {
-            return Ok(pq
+            return Ok(pairs
                 .par_iter()
-                .zip(pb)
-                .map(|(&q, &b)| {
+                .map(|&[q, b]| {
                     vector_key(
                         metric,
                         &s.bset.row_f32(b as usize),
@@ -57,14 +55,14 @@ pub(crate) fn keys(
     // The start value of Rust's f64 Sum, which the kernel must use to match bit for bit.
     let zero: f64 = std::iter::empty::<f64>().sum();
     let d = s.bset.dim() as i32;
-    let mut out = Vec::with_capacity(pq.len());
-    for (cq, cb) in pq.chunks(CHUNK).zip(pb.chunks(CHUNK)) {
-        let n = cq.len();
-        let dq = gpu.upload(bytemuck::cast_slice(cq))?;
-        let db = gpu.upload(bytemuck::cast_slice(cb))?;
-        // SAFETY: u32 and f32 have the same size; the buffers hold at least n values.
-        let (vq, vb): (CudaView<'_, u32>, CudaView<'_, u32>) =
-            unsafe { (dq.transmute(n).unwrap(), db.transmute(n).unwrap()) };
+    let mut out = Vec::with_capacity(pairs.len());
+    let mut tr = std::time::Instant::now();
+    for chunk in pairs.chunks(CHUNK) {
+        let n = chunk.len();
+        let dp = gpu.upload(bytemuck::cast_slice(chunk))?;
+        crate::trace("exact: upload pairs", &mut tr);
+        // SAFETY: a pair of u32 is 8 bytes like two f32; the buffer holds at least 2n words.
+        let vp: CudaView<'_, [u32; 2]> = unsafe { dp.transmute(n).unwrap() };
         let mut keys = unsafe { gpu.stream.alloc::<f64>(n) }.map_err(dev("allocating"))?;
         let cfg = LaunchConfig {
             grid_dim: ((n as u64).div_ceil(128) as u32, 1, 1),
@@ -76,14 +74,15 @@ pub(crate) fn keys(
         l.arg(&s.bdev.raw)
             .arg(&s.qdev.raw)
             .arg(&d)
-            .arg(&vq)
-            .arg(&vb)
+            .arg(&vp)
             .arg(&np)
             .arg(&code)
             .arg(&zero)
             .arg(&mut keys);
         // SAFETY: matches kernels/exact.cu; indices are below the sets' sizes.
         unsafe { l.launch(cfg) }.map_err(dev("exact_keys"))?;
+        gpu.stream.synchronize().map_err(dev("exact_keys"))?;
+        crate::trace("exact: kernel", &mut tr);
         out.extend(gpu.download(&keys.slice(..))?);
     }
     Ok(out)

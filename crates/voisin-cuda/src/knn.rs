@@ -101,8 +101,12 @@ pub(crate) fn candidates(
         }
         let width = if mode == Select::Radix { kc } else { kp };
         let len = qn * width;
+        let mut tr = Instant::now();
+        gpu.stream.synchronize().map_err(dev("selecting"))?;
+        crate::trace("candidates: device work of a query block", &mut tr);
         let hv = gpu.download(&lv.slice(..len))?;
         let hi = gpu.download(&li.slice(..len))?;
+        crate::trace("candidates: download", &mut tr);
         out.par_extend((0..qn).into_par_iter().map(|r| {
             let cands: Vec<(f32, u32)> = (r * width..(r + 1) * width)
                 .filter(|&j| hi[j] != u32::MAX)
@@ -122,8 +126,8 @@ pub(crate) fn candidates(
 /// Recomputes candidates for the listed queries with a larger list size.
 pub(crate) type RedoFn<'a> = dyn FnMut(&[usize], usize) -> Result<Vec<Raw>> + 'a;
 
-/// Computes exact keys of (query, base index) pairs, in order.
-pub(crate) type ExactFn<'a> = dyn FnMut(&[u32], &[u32]) -> Result<Vec<f64>> + 'a;
+/// Computes exact keys of [query, base index] pairs, in order.
+pub(crate) type ExactFn<'a> = dyn FnMut(&[[u32; 2]]) -> Result<Vec<f64>> + 'a;
 
 /// Proves, widens and re-ranks.
 ///
@@ -167,6 +171,7 @@ pub(crate) fn finish(
             _ => false,
         }
     };
+    let mut tr = Instant::now();
     let mut failing: Vec<usize> = raws
         .par_iter_mut()
         .enumerate()
@@ -178,6 +183,7 @@ pub(crate) fn finish(
             failing.len()
         );
     }
+    crate::trace("finish: sort and prove", &mut tr);
     let n_pow = n_total.next_power_of_two().max(1);
     while !failing.is_empty() {
         // Widen fourfold (or to everything): each retry costs a pass over the base for those
@@ -215,15 +221,15 @@ pub(crate) fn finish(
                 .count()
         })
         .collect();
-    let mut pq = Vec::with_capacity(keep.iter().sum());
-    let mut pb = Vec::with_capacity(pq.capacity());
-    for (q, (raw, &n)) in raws.iter().zip(&keep).enumerate() {
-        for c in &raw.cands[..n] {
-            pq.push(q as u32);
-            pb.push(c.1);
-        }
-    }
-    let keys = exact(&pq, &pb)?;
+    let pairs: Vec<[u32; 2]> = raws
+        .par_iter()
+        .zip(&keep)
+        .enumerate()
+        .flat_map_iter(|(q, (raw, &n))| raw.cands[..n].iter().map(move |c| [q as u32, c.1]))
+        .collect();
+    crate::trace("finish: widen, filter, list pairs", &mut tr);
+    let keys = exact(&pairs)?;
+    crate::trace("finish: exact keys", &mut tr);
     stats.exact_evals += keys.len() as u64;
     let mut rows: Vec<&[f64]> = Vec::with_capacity(nq);
     let mut at = 0;
@@ -242,6 +248,7 @@ pub(crate) fn finish(
             row
         })
         .collect();
+    crate::trace("finish: final sort", &mut tr);
     stats.select += t.elapsed();
     Ok(out)
 }

@@ -118,7 +118,7 @@ impl CudaEngine {
 
 /// Phase timings on stderr when `VOISIN_CUDA_TRACE` is set: for the benchmark notes, where the
 /// split between host preparation, transfer, device work and re-rank decides what to speed up.
-fn trace(what: &str, since: &mut Instant) {
+pub(crate) fn trace(what: &str, since: &mut Instant) {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if *ON.get_or_init(|| std::env::var_os("VOISIN_CUDA_TRACE").is_some()) {
         eprintln!(
@@ -189,7 +189,7 @@ impl Engine for CudaEngine {
             bdev: &bdev,
             qdev: &qdev,
         };
-        let mut exact_fn = |pq: &[u32], pb: &[u32]| exact::keys(&gpu, metric, &sides, pq, pb);
+        let mut exact_fn = |pairs: &[[u32; 2]]| exact::keys(&gpu, metric, &sides, pairs);
         let rows = knn::finish(
             &plan,
             &qdev.norm,
@@ -238,8 +238,12 @@ impl Engine for CudaEngine {
         stats.compute += t.elapsed();
         stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
         let t = Instant::now();
-        let pq: Vec<u32> = (0..qset.len())
-            .flat_map(|q| std::iter::repeat(q as u32).take(offsets[q + 1] - offsets[q]))
+        let pairs: Vec<[u32; 2]> = (0..qset.len())
+            .flat_map(|q| {
+                ids[offsets[q]..offsets[q + 1]]
+                    .iter()
+                    .map(move |&i| [q as u32, i])
+            })
             .collect();
         let sides = Sides {
             bset,
@@ -247,7 +251,7 @@ impl Engine for CudaEngine {
             bdev: &bdev,
             qdev: &qdev,
         };
-        let keys = exact::keys(&gpu, metric, &sides, &pq, &ids)?;
+        let keys = exact::keys(&gpu, metric, &sides, &pairs)?;
         drop(gpu);
         use rayon::prelude::*;
         let rows: Vec<Vec<(f64, u32)>> = (0..qset.len())
@@ -323,7 +327,7 @@ impl Engine for CudaEngine {
             bdev: &ddev,
             qdev: &ddev,
         };
-        let mut exact_fn = |pq: &[u32], pb: &[u32]| exact::keys(&gpu, metric, &sides, pq, pb);
+        let mut exact_fn = |pairs: &[[u32; 2]]| exact::keys(&gpu, metric, &sides, pairs);
         let self_of = |q: usize| Some(q as u32);
         let result = knn::finish(
             &plan,
