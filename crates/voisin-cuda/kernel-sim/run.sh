@@ -7,7 +7,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); tmp=$(mktemp -d)
 { echo "#include \"$here/simshim.h\""
-  cat "$here"/../kernels/{keys,select_block,select_radix,range,transpose,vector_tile}.cu \
+  cat "$here"/../kernels/{keys,select_block,select_cols,select_radix,range,transpose,vector_tile}.cu \
     | sed 's/extern __shared__ float smem\[\];//'; } > "$tmp/kern.h"
 g++ -std=c++20 -O1 -pthread -w -I"$tmp" "$here/sim.cpp" -o "$tmp/sim"
 "$tmp/sim"

@@ -96,7 +96,39 @@ void test_range(int rows, int cols) {
   printf("range done\n");
 }
 
+// Column select: the columns' lists after several tiles must equal the kp smallest of each
+// column over all tiles (self pairs excluded).
+void test_cols(int rows, int cols, int ntiles, bool dup, bool excl) {
+  const int kp = 32;
+  std::vector<float> lv(cols * kp, INFINITY);
+  std::vector<unsigned> li(cols * kp, NO_INDEX);
+  std::vector<std::vector<std::pair<float,unsigned>>> ref(cols);
+  unsigned col_off = 7;
+  for (int t = 0; t < ntiles; ++t) {
+    std::vector<float> tile(rows * cols);
+    for (auto& v : tile) v = dup ? (float)(rng() % 20) : std::uniform_real_distribution<float>(0, 100)(rng);
+    unsigned row_off = t * rows;
+    for (int r = 0; r < rows; ++r) for (int c = 0; c < cols; ++c)
+      if (!(excl && row_off + r == col_off + c)) ref[c].push_back({tile[r*cols+c], row_off + r});
+    launch({(unsigned)((cols+31)/32),1,1},{256,1,1},[&]{ select_cols(tile.data(), cols, rows, cols, KEY_DIRECT, nullptr, nullptr, row_off, col_off, excl, lv.data(), li.data()); });
+  }
+  for (int c = 0; c < cols; ++c) {
+    auto v = ref[c]; std::sort(v.begin(), v.end());
+    int m = std::min<int>(kp, v.size());
+    for (int i = 0; i < m; ++i) {
+      CHECK(lv[c*kp+i] == v[i].first, "cols c=%d i=%d got %f want %f", c, i, lv[c*kp+i], v[i].first);
+      bool ok = false; for (auto& p : ref[c]) if (p.second == li[c*kp+i] && p.first == lv[c*kp+i]) ok = true;
+      CHECK(ok, "cols id c=%d i=%d", c, i);
+    }
+    for (int i = m; i < kp; ++i) CHECK(li[c*kp+i] == NO_INDEX, "cols padding");
+  }
+  printf("cols rows=%d cols=%d tiles=%d dup=%d excl=%d done\n", rows, cols, ntiles, dup, excl);
+}
+
 int main() {
+  test_cols(300, 70, 3, false, true);
+  test_cols(50, 33, 4, true, true);
+  test_cols(17, 40, 2, false, false);
   test_transpose(70, 45); test_transpose(33, 100);
   test_vtile(70, 130, 37, 0, 1); test_vtile(20, 65, 70, 1, 1); test_vtile(10, 30, 5, 2, 3);
   test_range(5, 1000);

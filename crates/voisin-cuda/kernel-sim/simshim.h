@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 #include <functional>
+#include <memory>
 #include <algorithm>
 #define __global__
 #define __device__
@@ -16,6 +17,7 @@ struct D3 { unsigned x = 0, y = 0, z = 0; };
 thread_local D3 threadIdx;
 D3 blockIdx, blockDim, gridDim;
 std::barrier<>* bar;
+std::barrier<>* warp_bars[64];
 alignas(16) float smem[1 << 16];
 inline void __syncthreads() { bar->arrive_and_wait(); }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
@@ -32,6 +34,11 @@ template <class F> void launch(D3 grid, D3 block, F f) {
   for (unsigned bx = 0; bx < grid.x; ++bx) {
     blockIdx = {bx, by, 0};
     std::barrier<> b(nt); bar = &b;
+    std::vector<std::unique_ptr<std::barrier<>>> wb;
+    for (unsigned w = 0; w < (nt + 31) / 32; ++w) {
+      wb.emplace_back(new std::barrier<>(std::min(32u, nt - 32 * w)));
+      warp_bars[w] = wb.back().get();
+    }
     std::vector<std::thread> ts;
     for (unsigned t = 0; t < nt; ++t) ts.emplace_back([=] { threadIdx = {t % block.x, t / block.x, 0}; f(); });
     for (auto& t : ts) t.join();
@@ -53,4 +60,9 @@ inline int __syncthreads_count(int pred) {
     }
     bar->arrive_and_wait();
     return total;
+}
+inline int __syncthreads_or(int pred) { return __syncthreads_count(pred) > 0; }
+inline void __syncwarp() {
+    unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+    warp_bars[t / 32]->arrive_and_wait();
 }

@@ -17,12 +17,13 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use voisin::{Error, Result};
 
 /// Kernel sources in dependency order: `keys.cu` is the prelude the others use.
-const SOURCES: [(&str, &str); 8] = [
+const SOURCES: [(&str, &str); 9] = [
     ("keys.cu", include_str!("../kernels/keys.cu")),
     (
         "select_block.cu",
         include_str!("../kernels/select_block.cu"),
     ),
+    ("select_cols.cu", include_str!("../kernels/select_cols.cu")),
     (
         "select_radix.cu",
         include_str!("../kernels/select_radix.cu"),
@@ -95,6 +96,7 @@ fn ptx() -> Result<Ptx> {
 pub(crate) struct Kernels {
     pub select_block: CudaFunction,
     pub fill_lists: CudaFunction,
+    pub select_cols: CudaFunction,
     pub select_radix: CudaFunction,
     pub range_count: CudaFunction,
     pub range_fill: CudaFunction,
@@ -157,6 +159,7 @@ impl Gpu {
         let k = Kernels {
             select_block: f("select_block")?,
             fill_lists: f("fill_lists")?,
+            select_cols: f("select_cols")?,
             select_radix: f("select_radix")?,
             range_count: f("range_count")?,
             range_fill: f("range_fill")?,

@@ -55,7 +55,7 @@ pub(crate) fn keys(
     // The start value of Rust's f64 Sum, which the kernel must use to match bit for bit.
     let zero: f64 = std::iter::empty::<f64>().sum();
     let d = s.bset.dim() as i32;
-    let mut out = Vec::with_capacity(pairs.len());
+    let mut out: Vec<f64> = Vec::new();
     let mut tr = std::time::Instant::now();
     for chunk in pairs.chunks(CHUNK) {
         let n = chunk.len();
@@ -83,7 +83,12 @@ pub(crate) fn keys(
         unsafe { l.launch(cfg) }.map_err(dev("exact_keys"))?;
         gpu.stream.synchronize().map_err(dev("exact_keys"))?;
         crate::trace("exact: kernel", &mut tr);
-        out.extend(gpu.download(&keys.slice(..))?);
+        let got = gpu.download(&keys.slice(..))?;
+        if out.is_empty() {
+            out = got;
+        } else {
+            out.extend(got);
+        }
     }
     Ok(out)
 }

@@ -36,7 +36,7 @@ pub(crate) fn symmetric_candidates(
     let mut li = unsafe { stream.alloc::<u32>((n * kp).max(1)) }.map_err(dev("allocating"))?;
     select::fill_lists(gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
     let mut tile_buf = alloc(t * t)?;
-    let mut trans = alloc(t * t)?;
+    let mut trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
     let nt = n.div_ceil(t);
     // With VOISIN_CUDA_TRACE, the first row of tiles is timed step by step (synchronising
     // after each kernel) to split the graph's time between sgemm, selection and transpose.
@@ -82,7 +82,22 @@ pub(crate) fn symmetric_candidates(
                 kp,
             )?;
             mark(it, 1, &mut since)?;
-            if jt != it {
+            if jt != it && kp == select::COLS_KP {
+                let cols_at = TileAt {
+                    exclude_self: true,
+                    ..rows_at
+                };
+                select::cols(
+                    gpu,
+                    &view,
+                    cols_at,
+                    &bi.sqnorm,
+                    &bj.sqnorm,
+                    &mut lv.slice_mut(j0 * kp..j1 * kp),
+                    &mut li.slice_mut(j0 * kp..j1 * kp),
+                )?;
+                mark(it, 1, &mut since)?;
+            } else if jt != it {
                 select::transpose(gpu, &view, ni, nj, nj, &mut trans.slice_mut(..), ni)?;
                 mark(it, 2, &mut since)?;
                 let cols_at = TileAt {

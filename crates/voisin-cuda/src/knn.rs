@@ -155,8 +155,11 @@ pub(crate) fn finish(
         .collect();
     // Sort each query's candidates, drop its self pair, and see whether the bound proves them.
     let check = |q: usize, raw: &mut Raw| -> bool {
-        raw.cands
-            .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // Only the order of approximate keys matters here (ties are settled on exact keys);
+        // block-select lists arrive sorted, radix output does not.
+        if !raw.cands.windows(2).all(|w| w[0].0 <= w[1].0) {
+            raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        }
         let barrier = raw.cands.last().map(|c| c.0);
         if let Some(s) = self_of(q) {
             raw.cands.retain(|c| c.1 != s);
@@ -221,12 +224,26 @@ pub(crate) fn finish(
                 .count()
         })
         .collect();
-    let pairs: Vec<[u32; 2]> = raws
-        .par_iter()
-        .zip(&keep)
-        .enumerate()
-        .flat_map_iter(|(q, (raw, &n))| raw.cands[..n].iter().map(move |c| [q as u32, c.1]))
-        .collect();
+    let mut pairs = vec![[0u32; 2]; keep.iter().sum()];
+    {
+        // Disjoint per-query slices, filled in parallel.
+        let mut rest = &mut pairs[..];
+        let mut parts = Vec::with_capacity(nq);
+        for &n in &keep {
+            let (a, b) = rest.split_at_mut(n);
+            parts.push(a);
+            rest = b;
+        }
+        parts
+            .into_par_iter()
+            .zip(raws.par_iter())
+            .enumerate()
+            .for_each(|(q, (part, raw))| {
+                for (p, c) in part.iter_mut().zip(&raw.cands) {
+                    *p = [q as u32, c.1];
+                }
+            });
+    }
     crate::trace("finish: widen, filter, list pairs", &mut tr);
     let keys = exact(&pairs)?;
     crate::trace("finish: exact keys", &mut tr);

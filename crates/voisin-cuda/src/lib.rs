@@ -308,6 +308,9 @@ impl Engine for CudaEngine {
         let raws = match self.opts.select.resolve(kp)? {
             Select::Block => {
                 stats.distance_evals += (n as u64 * (n as u64 + 1)) / 2;
+                // Small lists are padded to the column kernel's size so the column candidates
+                // are read in place (kernels/select_cols.cu) instead of through a transpose.
+                let kp = kp.max(select::COLS_KP);
                 graph::symmetric_candidates(&gpu, &plan, &ddev, kp, &budget)?
             }
             sel => {

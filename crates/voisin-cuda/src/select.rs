@@ -135,6 +135,46 @@ pub(crate) fn block(
         .map_err(dev("select_block"))
 }
 
+/// List size of the column-select kernel (SC_KP in kernels/select_cols.cu).
+pub(crate) const COLS_KP: usize = 32;
+
+/// Merges the tile's columns into their running lists (cols × COLS_KP, sorted): the graph's
+/// column candidates read in place, without a transpose.
+pub(crate) fn cols(
+    gpu: &Gpu,
+    tile: &CudaView<'_, f32>,
+    at: TileAt,
+    rn: &CudaView<'_, f32>,
+    cn: &CudaView<'_, f32>,
+    val: &mut CudaViewMut<'_, f32>,
+    idx: &mut CudaViewMut<'_, u32>,
+) -> Result<()> {
+    let cfg = LaunchConfig {
+        grid_dim: (at.cols.div_ceil(32) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (ld, rows, cols, mode) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
+    let excl = at.exclude_self as i32;
+    let mut l = gpu.stream.launch_builder(&gpu.k.select_cols);
+    l.arg(tile)
+        .arg(&ld)
+        .arg(&rows)
+        .arg(&cols)
+        .arg(&mode)
+        .arg(rn)
+        .arg(cn)
+        .arg(&at.row_off)
+        .arg(&at.col_off)
+        .arg(&excl)
+        .arg(val)
+        .arg(idx);
+    // SAFETY: matches kernels/select_cols.cu; lists hold cols × COLS_KP.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("select_cols"))
+}
+
 /// Writes each row's k smallest keys (any order) to out (rows × k).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn radix(
