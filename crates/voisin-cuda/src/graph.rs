@@ -24,10 +24,11 @@ pub(crate) fn symmetric_candidates(
     budget: &Budget,
 ) -> Result<Vec<Raw>> {
     let (n, d) = (data.n, plan.dim);
-    // Two square tiles (the tile and its transpose) within the budget; 8192 keeps each sgemm
-    // large enough to run near its peak while the lists stay small.
-    let mut t = 8192usize.min(n.max(1));
-    while t > 64 && 2 * t * t * 4 > budget.bytes {
+    // Square tiles within the budget: one, or two when the column candidates go through a
+    // transpose. Large tiles mean fewer, larger sgemm calls and launches (16384² is 1 GiB).
+    let bufs = if kp == select::COLS_KP { 1 } else { 2 };
+    let mut t = 16384usize.min(n.max(1));
+    while t > 64 && bufs * t * t * 4 > budget.bytes {
         t /= 2;
     }
     let stream = &gpu.stream;

@@ -199,3 +199,105 @@ fn find_non_finite(v: &VectorSet) -> Option<(usize, usize)> {
     let pos = x[row * d..].iter().position(|f| !f.is_finite())?;
     Some((row + pos / d, pos % d))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::prelude::*;
+    use voisin::metric::exact::vector_key;
+
+    fn set(rng: &mut StdRng, n: usize, d: usize, offset: f32) -> VectorSet {
+        let v = (0..n * d)
+            .map(|_| rng.gen_range(-1.0f32..1.0) * 3.0 + offset)
+            .collect();
+        VectorSet::from_f32(n, d, v).unwrap()
+    }
+
+    /// The f32 arithmetic of the GEMM path (prepared rows, f32 norms, an f32 dot product in any
+    /// order), done on the host: every approximate key must lie within the plan's bound of the
+    /// exact key. Offsets far from zero make the centring matter.
+    #[test]
+    fn gemm_bound_covers_f32_keys() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [1usize, 3, 127, 1025] {
+            for offset in [0.0f32, 100.0] {
+                let (b, q) = (set(&mut rng, 60, d, offset), set(&mut rng, 7, d, offset));
+                for m in [
+                    Metric::Euclidean,
+                    Metric::InnerProduct,
+                    Metric::Cosine,
+                    Metric::Correlation,
+                ] {
+                    let plan = Plan::new(&m, &b);
+                    let prep = |x: &[f32]| -> Vec<f32> {
+                        let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
+                        let mean = if plan.centre_rows {
+                            x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
+                        } else {
+                            0.0
+                        };
+                        let y: Vec<f64> = x
+                            .iter()
+                            .zip(&shift)
+                            .map(|(&v, &s)| v as f64 - s as f64 - mean)
+                            .collect();
+                        let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+                        let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
+                        let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
+                        y.iter().map(|v| (v * scale) as f32).collect()
+                    };
+                    let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
+                    let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
+                    let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+                    for j in 0..q.len() {
+                        let qp = prep(&q.row_f32(j));
+                        let abs = plan.abs_bound(norm(&qp).sqrt(), bmax);
+                        for (i, br) in bp.iter().enumerate() {
+                            // Reverse order: the bound must not depend on summation order.
+                            let dot: f32 = qp.iter().zip(br).rev().map(|(x, y)| x * y).sum();
+                            let v = match plan.key {
+                                TileKey::L2 => norm(&qp) as f32 + norm(br) as f32 - 2.0 * dot,
+                                TileKey::NegDot => -dot,
+                                TileKey::OneMinus => 1.0 - dot,
+                                TileKey::Direct => unreachable!(),
+                            };
+                            let exact = vector_key(&m, &b.row_f32(i), &q.row_f32(j));
+                            assert!(
+                                plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
+                                "{m} d={d} offset={offset}: approx {v} exact {exact} bound {abs}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Thresholds keep every approximate key whose interval may reach the radius key.
+    #[test]
+    fn approx_threshold_keeps_a_superset() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let b = set(&mut rng, 10, 16, 0.0);
+        for m in [Metric::Euclidean, Metric::Cityblock, Metric::InnerProduct] {
+            let plan = Plan::new(&m, &b);
+            for _ in 0..10_000 {
+                let key = rng.gen_range(-50.0..50.0);
+                let abs = rng.gen_range(0.0..1.0)
+                    * if plan.key == TileKey::Direct {
+                        0.0
+                    } else {
+                        1.0
+                    };
+                let t = plan.approx_threshold(key, abs);
+                let v: f32 = rng.gen_range(-60.0..60.0);
+                if plan.lower(v, abs) <= key {
+                    assert!(
+                        v <= t,
+                        "{m}: v {v} lower {} key {key} thr {t}",
+                        plan.lower(v, abs)
+                    );
+                }
+            }
+        }
+    }
+}

@@ -242,3 +242,25 @@ pub(crate) fn transpose(
         .map(|_| ())
         .map_err(dev("transpose"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_sizes_leave_a_margin() {
+        for k in 1..5000 {
+            let kp = list_size(k);
+            assert!(kp.is_power_of_two() && kp >= k + 8, "k={k} kp={kp}");
+        }
+    }
+
+    #[test]
+    fn selection_names_and_limits() {
+        assert_eq!("Radix".parse::<Select>().unwrap(), Select::Radix);
+        assert!("heap".parse::<Select>().is_err());
+        assert_eq!(Select::Auto.resolve(2048).unwrap(), Select::Block);
+        assert_eq!(Select::Auto.resolve(4096).unwrap(), Select::Radix);
+        assert!(Select::Block.resolve(4096).is_err());
+    }
+}
