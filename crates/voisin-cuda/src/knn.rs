@@ -57,9 +57,12 @@ pub(crate) fn candidates(
             ((budget.bytes / per_query).clamp(1, nq), nb)
         }
         _ => {
-            let b_tile = nb.min(16384);
+            // 8192 queries × 16384 base items (512 MiB): shapes from 2048×131072 to
+            // 16384×8192 measured within noise of each other (bench/NOTES.md).
+            let (qmax, bmax) = (8192usize, 16384usize);
+            let b_tile = nb.min(bmax);
             let per_query = b_tile * 4 + kp * 8;
-            ((budget.bytes / per_query).clamp(1, nq.min(8192)), b_tile)
+            ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
         }
     };
     let stream = &gpu.stream;
