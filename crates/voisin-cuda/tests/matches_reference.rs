@@ -294,3 +294,71 @@ fn large_transfers_in_chunks() {
         }
     }
 }
+
+/// Every base vector identical: no f32 bound can separate the k-th candidate from the rest, so
+/// each query must widen until its list holds the whole base (exact_evals = queries × n), from
+/// either first selection, and the ids are then 0..k by the tie-break.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn all_ties_widen_to_the_whole_base() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (n, d, nq) = (5000usize, 7usize, 9usize);
+    let row: Vec<f32> = (0..d).map(|_| rng.sample(StandardNormal)).collect();
+    let base: Dataset = VectorSet::from_f32(n, d, row.repeat(n)).unwrap().into();
+    let queries = normal(&mut rng, nq, d);
+    for sel in [Select::Block, Select::Radix] {
+        let e = engine(sel);
+        for m in [Metric::Euclidean, Metric::Cosine, Metric::Cityblock] {
+            let got = e.knn(&base, &queries, 10, &m).unwrap();
+            same_knn(
+                &got,
+                &reference::knn(&base, &queries, 10, &m).unwrap(),
+                "all ties",
+            );
+            assert_eq!(
+                got.stats.exact_evals,
+                (nq * n) as u64,
+                "{sel:?} {m}: widening"
+            );
+            let g = e.graph(&base, 10, &m).unwrap();
+            same_knn(
+                &g,
+                &reference::graph(&base, 10, &m).unwrap(),
+                "all ties graph",
+            );
+        }
+    }
+}
+
+/// Rows far from the origin with a small spread: f32 cancellation in ‖a‖² + ‖b‖² − 2a·b is
+/// severe without centring, and the cosine/correlation/inner-product bounds are stressed.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn offset_data_stays_exact() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let (n, d) = (3000usize, 64usize);
+    let mk = |rng: &mut StdRng, n: usize| -> Dataset {
+        let v: Vec<f32> = (0..n * d)
+            .map(|_| 1000.0 + rng.sample::<f32, _>(StandardNormal) * 0.01)
+            .collect();
+        VectorSet::from_f32(n, d, v).unwrap().into()
+    };
+    let (base, queries) = (mk(&mut rng, n), mk(&mut rng, 31));
+    let e = engine(Select::Auto);
+    for m in all_metrics() {
+        for k in [1, 10, 100] {
+            let want = reference::knn(&base, &queries, k, &m).unwrap();
+            same_knn(
+                &e.knn(&base, &queries, k, &m).unwrap(),
+                &want,
+                &format!("offset {m} k={k}"),
+            );
+        }
+        let want = reference::graph(&base, 10, &m).unwrap();
+        same_knn(
+            &e.graph(&base, 10, &m).unwrap(),
+            &want,
+            &format!("offset graph {m}"),
+        );
+    }
+}
