@@ -32,7 +32,7 @@ __device__ void bitonic_sort(float* v, unsigned* ix, int n) {
 // padding): after the first tiles a row passes a few dozen values per tile, and sorting the
 // whole buffer each time cost as much as reading the tile.
 __device__ void merge_into_list(float* lv, unsigned* li, float* bv, unsigned* bi, int kp,
-                                int nbuf, int count) {
+                                int count) {
     int m = 2;
     while (m < count) m <<= 1;
     int pad = m > kp ? m : kp;
@@ -128,7 +128,7 @@ extern "C" __global__ void select_block(const float* __restrict__ tile, long lon
             }
             filled += __syncthreads_count(pass);
             if (filled > nbuf - (int)blockDim.x) {
-                merge_into_list(lv, li, bv, bi, kp, nbuf, filled);
+                merge_into_list(lv, li, bv, bi, kp, filled);
                 if (threadIdx.x == 0) {
                     count = 0;
                     thr = lv[kp - 1];
@@ -138,7 +138,7 @@ extern "C" __global__ void select_block(const float* __restrict__ tile, long lon
             }
         }
     }
-    if (filled > 0) merge_into_list(lv, li, bv, bi, kp, nbuf, filled);
+    if (filled > 0) merge_into_list(lv, li, bv, bi, kp, filled);
     for (int i = threadIdx.x; i < kp; i += blockDim.x) {
         gv[i] = lv[i];
         gi[i] = li[i];

@@ -84,10 +84,17 @@ impl CudaEngine {
         self.lock().map(|g| g.name.clone()).unwrap_or_default()
     }
 
+    /// The GPU, made current on the calling thread: the engine may be called from any thread
+    /// (cuBLAS, unlike cudarc's own calls, does not bind the context itself).
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Gpu>> {
-        self.gpu
+        let gpu = self
+            .gpu
             .lock()
-            .map_err(|_| Error::device("cuda: an earlier call panicked while holding the GPU"))
+            .map_err(|_| Error::device("cuda: an earlier call panicked while holding the GPU"))?;
+        gpu.ctx
+            .bind_to_thread()
+            .map_err(context::dev("binding the context"))?;
+        Ok(gpu)
     }
 
     fn budget(&self, gpu: &Gpu) -> Result<Budget> {
@@ -168,11 +175,13 @@ impl Engine for CudaEngine {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let t = Instant::now();
         let plan = Plan::new(metric, bset);
         let budget = self.budget(&gpu)?;
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
+        // Uploads and row preparation count as transfer; compute starts after them.
+        stats.transfer += tr.elapsed();
+        let t = Instant::now();
         trace("knn: upload and prepare", &mut tr);
         let kp = knn::first_list(k);
         let raws = knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, &budget)?;
@@ -296,11 +305,13 @@ impl Engine for CudaEngine {
         if k == 0 {
             return Ok(to_result(vec![vec![]; n], k, metric, stats));
         }
-        let t = Instant::now();
         let mut tr = Instant::now();
         let plan = Plan::new(metric, set);
         let budget = self.budget(&gpu)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        // Uploads and row preparation count as transfer; compute starts after them.
+        stats.transfer += tr.elapsed();
+        let t = Instant::now();
         trace("graph: upload and prepare", &mut tr);
         let kp = knn::first_list(k);
         // The symmetric schedule needs the block kernel's running lists; radix selection works
