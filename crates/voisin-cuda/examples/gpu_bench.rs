@@ -5,7 +5,7 @@
 //! host results out) and appends them to `<dir>/voisin_bench.jsonl`.
 //!
 //! usage: gpu_bench [--dir /tmp/vbench] [--base 1000000] [--queries 10000] [--dim 128]
-//!                  [--graph 1000000] [--reps 3]
+//!                  [--graph 1000000] [--reps 3] [--ks 10,1000]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,6 +23,7 @@ struct Args {
     dim: usize,
     graph: usize,
     reps: usize,
+    ks: Vec<usize>,
 }
 
 fn parse() -> Args {
@@ -33,6 +34,7 @@ fn parse() -> Args {
         dim: 128,
         graph: 1_000_000,
         reps: 3,
+        ks: vec![10, 1000],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -45,6 +47,7 @@ fn parse() -> Args {
             "--dim" => a.dim = num(),
             "--graph" => a.graph = num(),
             "--reps" => a.reps = num(),
+            "--ks" => a.ks = v.split(',').map(|k| k.parse().expect("k")).collect(),
             o => panic!("unknown option {o}"),
         }
     }
@@ -113,7 +116,7 @@ fn main() {
         writeln!(log, "{line}").unwrap();
     };
     let (nb, nq, d) = (a.base as f64, a.queries as f64, a.dim as f64);
-    for k in [10usize, 1000] {
+    for &k in &a.ks {
         let mut times = Vec::new();
         let mut last = None;
         for _ in 0..a.reps {

@@ -12,6 +12,23 @@
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.
+//!
+//! ```no_run
+//! use voisin::{Engine, Metric, VectorSet};
+//! use voisin_cuda::{gpu_available, CudaEngine};
+//!
+//! let base = VectorSet::from_f32(4, 2, vec![0.0, 0.0, 1.0, 0.0, 0.0, 2.0, 3.0, 3.0]).unwrap();
+//! let query = VectorSet::from_f32(1, 2, vec![0.9, 0.1]).unwrap();
+//! if gpu_available() {
+//!     let engine = CudaEngine::new(0).unwrap();
+//!     let res = engine.knn(&base.into(), &query.into(), 2, &Metric::Euclidean).unwrap();
+//!     assert_eq!(res.indices, vec![1, 0]);
+//! }
+//! ```
+//!
+//! Not yet on this engine: strings and levenshtein (a clear [`Error::InvalidInput`]), custom
+//! metrics, and data sets larger than the GPU's memory (the base must fit twice: raw rows for
+//! exact keys and prepared rows for the tiles).
 
 pub mod context;
 mod device_set;
