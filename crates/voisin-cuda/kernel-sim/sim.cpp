@@ -10,7 +10,7 @@ int fails = 0;
 #define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); ++fails; } } while (0)
 
 void test_block(int rows, int cols, int ntiles, int kp, bool dup, bool excl) {
-  int nbuf = std::max(kp, 512);
+  int nbuf = std::max(kp, 2 * 4 * 256);  // as src/select.rs: room for one group above the flush point
   std::vector<float> lv(rows * kp), all;
   std::vector<unsigned> li(rows * kp);
   launch({(unsigned)((rows*kp+255)/256),1,1},{256,1,1},[&]{ fill_lists(lv.data(), li.data(), (unsigned long long)rows*kp); });
@@ -136,6 +136,8 @@ int main() {
   test_block(4, 3000, 3, 32, false, true);
   test_block(3, 5000, 2, 2048, false, false);
   test_block(3, 1000, 3, 2048, true, true);
+  test_block(2, 9000, 2, 2048, false, true);
+  test_block(2, 9000, 3, 32, true, false);
   test_block(3, 700, 4, 256, true, false);
   test_block(2, 100, 3, 512, false, true);
   printf("fails: %d\n", fails);

@@ -15,6 +15,8 @@ use crate::prepare::TileKey;
 /// Largest list the block-select kernel keeps per row (shared memory: 2 × kp × 8 bytes).
 pub const BLOCK_MAX_K: usize = 2048;
 const THREADS: u32 = 256;
+/// Values per thread between barriers in select_block (SB_GROUP in kernels/select_block.cu).
+const SB_GROUP: usize = 4;
 
 /// Which selection kernel produces candidates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,7 +108,8 @@ pub(crate) fn block(
     idx: &mut CudaViewMut<'_, u32>,
     kp: usize,
 ) -> Result<()> {
-    let nbuf = kp.max(2 * THREADS as usize);
+    // Room for one group of inserts (SB_GROUP values per thread) above the flush point.
+    let nbuf = kp.max(2 * SB_GROUP * THREADS as usize);
     let cfg = LaunchConfig {
         grid_dim: (at.rows as u32, 1, 1),
         block_dim: (THREADS, 1, 1),
