@@ -138,6 +138,8 @@ int main() {
   test_block(3, 1000, 3, 2048, true, true);
   test_block(2, 9000, 2, 2048, false, true);
   test_block(2, 9000, 3, 32, true, false);
+  test_block(3, 1001, 3, 32, false, true);
+  test_block(2, 4099, 2, 2048, true, true);
   test_block(3, 700, 4, 256, true, false);
   test_block(2, 100, 3, 512, false, true);
   printf("fails: %d\n", fails);

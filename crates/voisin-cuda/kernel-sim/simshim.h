@@ -66,3 +66,4 @@ inline void __syncwarp() {
     unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
     warp_bars[t / 32]->arrive_and_wait();
 }
+struct float4 { float x, y, z, w; };

@@ -8,7 +8,8 @@
 // merge sorts). Ties at the threshold may be dropped in any order: the host re-ranks exactly and
 // only needs *some* kp smallest approximate keys plus the largest of them.
 
-#define SB_GROUP 4
+#define SB_GROUP 4  // values per thread between barriers (one float4)
+#define SB_LOADS 4  // float4 loads per thread in flight
 
 __device__ void bitonic_sort(float* v, unsigned* ix, int n) {
     for (int size = 2; size <= n; size <<= 1) {
@@ -97,51 +98,63 @@ extern "C" __global__ void select_block(const float* __restrict__ tile, long lon
 
     const float* row = tile + (size_t)r * ld;
     unsigned self = row_off + (unsigned)r;
-    // One barrier per group of SB_GROUP values per thread (not one per value: ncu showed the
-    // kernel at 1.5 TB/s, bound by barriers). A group inserts at most SB_GROUP * blockDim
-    // values, so the buffer is flushed when less than that much room is left. `est` is a
-    // uniform upper bound of the fill (every thread gets the same barrier count); the merge
-    // reads the true count, which no thread changes between the barrier and the merge.
+    // Values are handled SB_GROUP per thread between barriers (a group inserts at most
+    // SB_GROUP * blockDim values, so the buffer is flushed while that much room is left).
+    // `est` is a uniform upper bound of the fill (every thread gets the same barrier count);
+    // the merge reads the true count, which no thread changes between the barrier and merge.
+    // Loads run SB_LOADS groups ahead of their use: ncu showed the kernel at 1.5 TB/s with too
+    // few bytes in flight; rows are read as float4 when the row stride allows it.
     int est = 0;
     const int room = nbuf - SB_GROUP * (int)blockDim.x;
-    for (int start = 0; start < cols; start += SB_GROUP * blockDim.x) {
-        // All loads of the group are issued before the first is used.
-        float v[SB_GROUP];
-        unsigned g[SB_GROUP];
+    const bool vec = (ld & 3) == 0;
+    const int span = SB_LOADS * SB_GROUP * blockDim.x;
+    for (int start = 0; start < cols; start += span) {
+        float v[SB_LOADS][SB_GROUP];
 #pragma unroll
-        for (int j = 0; j < SB_GROUP; ++j) {
-            int c = start + j * blockDim.x + threadIdx.x;
-            v[j] = __int_as_float(0x7f800000);
-            g[j] = NO_INDEX;
-            if (c < cols) {
+        for (int j = 0; j < SB_LOADS; ++j) {
+            int c0 = start + (j * blockDim.x + threadIdx.x) * SB_GROUP;
+            if (vec && c0 + SB_GROUP <= cols) {
+                float4 q = *reinterpret_cast<const float4*>(row + c0);
+                v[j][0] = q.x;
+                v[j][1] = q.y;
+                v[j][2] = q.z;
+                v[j][3] = q.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < SB_GROUP; ++e)
+                    v[j][e] = c0 + e < cols ? row[c0 + e] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < SB_LOADS; ++j) {
+            int c0 = start + (j * blockDim.x + threadIdx.x) * SB_GROUP;
+            float t = thr;
+            bool any = false;
+#pragma unroll
+            for (int e = 0; e < SB_GROUP; ++e) {
+                int c = c0 + e;
                 unsigned gi = col_off + (unsigned)c;
-                if (!(exclude_self && gi == self)) {
-                    v[j] = tile_key(mode, row[c], rn, cn, r, c);
-                    g[j] = gi;
+                if (c < cols && !(exclude_self && gi == self)) {
+                    float key = tile_key(mode, v[j][e], rn, cn, r, c);
+                    if (key < t) {
+                        int p = atomicAdd(&count, 1);
+                        bv[p] = key;
+                        bi[p] = gi;
+                        any = true;
+                    }
                 }
             }
-        }
-        float t = thr;
-        bool any = false;
-#pragma unroll
-        for (int j = 0; j < SB_GROUP; ++j) {
-            if (v[j] < t) {
-                int p = atomicAdd(&count, 1);
-                bv[p] = v[j];
-                bi[p] = g[j];
-                any = true;
+            est += SB_GROUP * __syncthreads_count(any);
+            if (est > room) {
+                int n = count;
+                merge_into_list(lv, li, bv, bi, kp, n);
+                if (threadIdx.x == 0) {
+                    count = 0;
+                    thr = lv[kp - 1];
+                }
+                __syncthreads();
+                est = 0;
             }
-        }
-        est += SB_GROUP * __syncthreads_count(any);
-        if (est > room) {
-            int n = count;
-            merge_into_list(lv, li, bv, bi, kp, n);
-            if (threadIdx.x == 0) {
-                count = 0;
-                thr = lv[kp - 1];
-            }
-            __syncthreads();
-            est = 0;
         }
     }
     {
