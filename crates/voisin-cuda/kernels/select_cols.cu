@@ -9,8 +9,7 @@
 
 #define SC_COLS 32
 #define SC_WARPS 8
-#define SC_GROUP 4   // rows per warp inserted between barriers
-#define SC_LOADS 4   // groups loaded before the first is used
+#define SC_GROUP 4   // rows per warp loaded before the first is used
 #define SC_KP 32     // list size (fixed: shared memory is sized for it)
 #define SC_NB 64     // buffer per column: room for SC_WARPS * SC_GROUP inserts above SC_KP
 
@@ -91,45 +90,38 @@ extern "C" __global__ void select_cols(const float* __restrict__ tile, long long
     int c = c0 + lane;
     bool col_ok = lane < ncol;
     unsigned gc = col_off + (unsigned)c;
-    // SC_LOADS groups of rows are loaded before the first is used (more bytes in flight, as in
-    // select_block); each group of SC_GROUP rows per warp is inserted between two barriers.
-    for (int start = 0; start < rows; start += SC_LOADS * SC_WARPS * SC_GROUP) {
-        float v[SC_LOADS][SC_GROUP];
+    for (int start = 0; start < rows; start += SC_WARPS * SC_GROUP) {
+        float v[SC_GROUP];
 #pragma unroll
-        for (int l = 0; l < SC_LOADS; ++l)
+        for (int j = 0; j < SC_GROUP; ++j) {
+            int r = start + j * SC_WARPS + warp;
+            v[j] = __int_as_float(0x7f800000);
+            if (col_ok && r < rows && !(exclude_self && row_off + (unsigned)r == gc))
+                v[j] = tile_key(mode, tile[(size_t)r * ld + c], rn, cn, r, c);
+        }
+        float t = thr[lane];
 #pragma unroll
-            for (int j = 0; j < SC_GROUP; ++j) {
-                int r = start + (l * SC_GROUP + j) * SC_WARPS + warp;
-                v[l][j] = __int_as_float(0x7f800000);
-                if (col_ok && r < rows && !(exclude_self && row_off + (unsigned)r == gc))
-                    v[l][j] = tile_key(mode, tile[(size_t)r * ld + c], rn, cn, r, c);
+        for (int j = 0; j < SC_GROUP; ++j) {
+            if (v[j] < t) {
+                int p = atomicAdd(&cnt[lane], 1);
+                bv[lane][p] = v[j];
+                bi[lane][p] = row_off + (unsigned)(start + j * SC_WARPS + warp);
             }
-#pragma unroll
-        for (int l = 0; l < SC_LOADS; ++l) {
-            float t = thr[lane];
-#pragma unroll
-            for (int j = 0; j < SC_GROUP; ++j) {
-                if (v[l][j] < t) {
-                    int p = atomicAdd(&cnt[lane], 1);
-                    bv[lane][p] = v[l][j];
-                    bi[lane][p] = row_off + (unsigned)(start + (l * SC_GROUP + j) * SC_WARPS + warp);
-                }
+        }
+        // All inserts are done after this barrier, and every thread has read its column's
+        // count before any thread can insert again.
+        bool full = __syncthreads_or(cnt[lane] > SC_NB - SC_WARPS * SC_GROUP);
+        if (full) {
+            for (int k = warp; k < SC_COLS; k += SC_WARPS) {
+                int n = cnt[k];
+                if (n > 0) sc_merge(lv[k], li[k], bv[k], bi[k], n);
             }
-            // All inserts are done after this barrier, and every thread has read its column's
-            // count before any thread can insert again.
-            bool full = __syncthreads_or(cnt[lane] > SC_NB - SC_WARPS * SC_GROUP);
-            if (full) {
-                for (int k = warp; k < SC_COLS; k += SC_WARPS) {
-                    int n = cnt[k];
-                    if (n > 0) sc_merge(lv[k], li[k], bv[k], bi[k], n);
-                }
-                __syncthreads();
-                if (threadIdx.x < SC_COLS) {
-                    cnt[threadIdx.x] = 0;
-                    thr[threadIdx.x] = lv[threadIdx.x][SC_KP - 1];
-                }
-                __syncthreads();
+            __syncthreads();
+            if (threadIdx.x < SC_COLS) {
+                cnt[threadIdx.x] = 0;
+                thr[threadIdx.x] = lv[threadIdx.x][SC_KP - 1];
             }
+            __syncthreads();
         }
     }
     for (int k = warp; k < SC_COLS; k += SC_WARPS) {
