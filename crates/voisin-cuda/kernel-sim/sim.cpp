@@ -129,6 +129,7 @@ int main() {
   test_cols(300, 70, 3, false, true);
   test_cols(50, 33, 4, true, true);
   test_cols(17, 40, 2, false, false);
+  test_cols(301, 65, 3, true, true);
   test_transpose(70, 45); test_transpose(33, 100);
   test_vtile(70, 130, 37, 0, 1); test_vtile(20, 65, 70, 1, 1); test_vtile(10, 30, 5, 2, 3);
   test_range(5, 1000);
