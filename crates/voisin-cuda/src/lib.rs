@@ -7,7 +7,7 @@
 //! keys, so results equal the CPU engine's.
 //!
 //! Layout (after FAISS): `kernels/*.cu` hold the device primitives; each `src/` file holds one
-//! host-side step: [`context`] (driver, cuBLAS, NVRTC), `prepare` (per-metric plans and bounds),
+//! host-side step: `context` (driver, cuBLAS, NVRTC), `prepare` (per-metric plans and bounds),
 //! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`.
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
@@ -30,7 +30,7 @@
 //! metrics, and data sets larger than the GPU's memory (the base must fit twice: raw rows for
 //! exact keys and prepared rows for the tiles).
 
-pub mod context;
+mod context;
 mod device_set;
 mod exact;
 mod graph;

@@ -362,3 +362,54 @@ fn offset_data_stays_exact() {
         );
     }
 }
+
+/// Degenerate shapes (empty sets, one item, two items) and bad input: the same answers as the
+/// reference, or a clear error, never a panic.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn edge_shapes_and_bad_input() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let e = engine(Select::Auto);
+    let empty: Dataset = VectorSet::from_f32(0, 4, vec![]).unwrap().into();
+    let one = normal(&mut rng, 1, 4);
+    let two = normal(&mut rng, 2, 4);
+    let queries = normal(&mut rng, 3, 4);
+    for m in all_metrics() {
+        for (base, what) in [(&empty, "empty"), (&one, "one"), (&two, "two")] {
+            let want = reference::knn(base, &queries, 5, &m).unwrap();
+            same_knn(
+                &e.knn(base, &queries, 5, &m).unwrap(),
+                &want,
+                &format!("{what} {m}"),
+            );
+            let want = reference::graph(base, 5, &m).unwrap();
+            same_knn(
+                &e.graph(base, 5, &m).unwrap(),
+                &want,
+                &format!("graph {what} {m}"),
+            );
+            let want = reference::range(base, &queries, 1.0, &m).unwrap();
+            same_range(&e.range(base, &queries, 1.0, &m).unwrap(), &want, what);
+        }
+        let want = reference::knn(&two, &empty, 5, &m).unwrap();
+        same_knn(&e.knn(&two, &empty, 5, &m).unwrap(), &want, "no queries");
+    }
+    let wrong_dim = normal(&mut rng, 3, 5);
+    assert!(e
+        .knn(&two, &wrong_dim, 1, &Metric::Euclidean)
+        .unwrap_err()
+        .is_user_error());
+    assert!(e
+        .knn(&two, &queries, 0, &Metric::Euclidean)
+        .unwrap_err()
+        .is_user_error());
+    let nan: Dataset = VectorSet::from_f32(2, 2, vec![0.0, 1.0, f32::NAN, 2.0])
+        .unwrap()
+        .into();
+    let err = e.graph(&nan, 1, &Metric::Euclidean).unwrap_err();
+    assert!(
+        err.is_user_error() && err.to_string().contains("vector 1"),
+        "{err}"
+    );
+    assert!(e.range(&two, &queries, -1.0, &Metric::Euclidean).is_err());
+}
