@@ -1,0 +1,80 @@
+// Exact f64 keys of (query, base) pairs, bit-identical to voisin::metric::exact::vector_key:
+// one thread per pair walks the dimensions in order with the same operations, each rounded on
+// its own (the _rn intrinsics forbid the fused multiply-adds the compiler would otherwise form,
+// which Rust never does). `zero` is the start value of Rust's f64 Sum (it changed from 0.0 to
+// -0.0 across versions; the sign shows in keys of zero vectors, and total order sees it).
+
+#define EX_SQEUCLIDEAN 0
+#define EX_INNER_PRODUCT 1
+#define EX_COSINE 2
+#define EX_CORRELATION 3
+#define EX_CITYBLOCK 4
+#define EX_CHEBYSHEV 5
+
+__device__ double ex_mean(const float* a, int d, double zero) {
+    double s = zero;
+    for (int i = 0; i < d; ++i) s = __dadd_rn(s, (double)a[i]);
+    return __ddiv_rn(s, (double)d);
+}
+
+extern "C" __global__ void exact_keys(const float* __restrict__ base, const float* __restrict__ qs,
+                                      int d, const uint2* __restrict__ pairs, long long npairs,
+                                      int metric, double zero, double* __restrict__ out) {
+    long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (p >= npairs) return;
+    uint2 qb = pairs[p];  // (query, base)
+    const float* a = base + (size_t)qb.y * d;  // vector_key's first argument is the base row
+    const float* b = qs + (size_t)qb.x * d;
+    double r;
+    switch (metric) {
+    case EX_SQEUCLIDEAN: {
+        double s = zero;
+        for (int i = 0; i < d; ++i) {
+            double t = __dsub_rn((double)a[i], (double)b[i]);
+            s = __dadd_rn(s, __dmul_rn(t, t));
+        }
+        r = s;
+        break;
+    }
+    case EX_INNER_PRODUCT: {
+        double s = zero;
+        for (int i = 0; i < d; ++i) s = __dadd_rn(s, __dmul_rn((double)a[i], (double)b[i]));
+        r = -s;
+        break;
+    }
+    case EX_CITYBLOCK: {
+        double s = zero;
+        for (int i = 0; i < d; ++i) s = __dadd_rn(s, fabs(__dsub_rn((double)a[i], (double)b[i])));
+        r = s;
+        break;
+    }
+    case EX_CHEBYSHEV: {
+        double s = 0.0;
+        for (int i = 0; i < d; ++i) s = fmax(s, fabs(__dsub_rn((double)a[i], (double)b[i])));
+        r = s;
+        break;
+    }
+    default: {  // cosine, correlation
+        double ca = 0.0, cb = 0.0;
+        if (metric == EX_CORRELATION) {
+            ca = ex_mean(a, d, zero);
+            cb = ex_mean(b, d, zero);
+        }
+        double ab = 0.0, aa = 0.0, bb = 0.0;
+        for (int i = 0; i < d; ++i) {
+            double x = __dsub_rn((double)a[i], ca), y = __dsub_rn((double)b[i], cb);
+            ab = __dadd_rn(ab, __dmul_rn(x, y));
+            aa = __dadd_rn(aa, __dmul_rn(x, x));
+            bb = __dadd_rn(bb, __dmul_rn(y, y));
+        }
+        if (aa == 0.0 || bb == 0.0) {
+            r = 1.0;
+        } else {
+            double c = __dsub_rn(1.0, __ddiv_rn(ab, __dmul_rn(__dsqrt_rn(aa), __dsqrt_rn(bb))));
+            r = c < 0.0 ? 0.0 : (c > 2.0 ? 2.0 : c);
+        }
+        break;
+    }
+    }
+    out[p] = r;
+}

@@ -1,0 +1,279 @@
+//! k-NN search: tiles of queries against tiles of the base, candidates selected on the device,
+//! then proved and re-ranked exactly on the host.
+//!
+//! Owns the query/base tiling of the search and the prove-widen-re-rank step that graph.rs
+//! shares. The device returns, per query, some `K ≥ k` smallest approximate keys. Every item left
+//! out has an approximate key at least the largest one kept (the *barrier*), so when
+//! `lower(barrier) > upper(k-th kept)` no left-out item can be among the k nearest, whatever the
+//! tie-break; otherwise that query is redone with a wider list. Survivors are re-ranked on exact
+//! f64 keys with ties broken by index, which makes the result identical to the CPU engine's.
+
+use std::time::Instant;
+
+use cudarc::driver::CudaView;
+use rayon::prelude::*;
+use voisin::{Result, Stats};
+
+use crate::context::{dev, Gpu};
+use crate::device_set::DeviceSet;
+use crate::prepare::Plan;
+use crate::select::{self, list_size, Select, TileAt};
+use crate::tile;
+
+/// What the device selected for one query.
+pub(crate) struct Raw {
+    /// (approximate key, index), any order; no empty slots.
+    pub cands: Vec<(f32, u32)>,
+    /// Every eligible item is among `cands`: nothing to prove.
+    pub complete: bool,
+}
+
+/// Working-set limits of one pass.
+pub(crate) struct Budget {
+    /// Bytes for distance tiles and candidate lists.
+    pub bytes: usize,
+}
+
+/// Candidates for every row of `queries` against the whole base (self pairs not excluded).
+pub(crate) fn candidates(
+    gpu: &Gpu,
+    plan: &Plan,
+    base: &DeviceSet,
+    qdev: &DeviceSet,
+    kp: usize,
+    sel: Select,
+    budget: &Budget,
+) -> Result<Vec<Raw>> {
+    let (d, nb, nq) = (plan.dim, base.n, qdev.n);
+    let mut out = Vec::with_capacity(nq);
+    if nq == 0 {
+        return Ok(out);
+    }
+    let mode = sel.resolve(kp)?;
+    let kc = kp.min(nb);
+    let (q_tile, b_tile) = match mode {
+        Select::Radix => {
+            let per_query = nb * 4 + kc * 8;
+            ((budget.bytes / per_query).clamp(1, nq), nb)
+        }
+        _ => {
+            // 8192 queries × 16384 base items (512 MiB): shapes from 2048×131072 to
+            // 16384×8192 measured within noise of each other (bench/NOTES.md).
+            let (qmax, bmax) = (8192usize, 16384usize);
+            let b_tile = nb.min(bmax);
+            let per_query = b_tile * 4 + kp * 8;
+            ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
+        }
+    };
+    let stream = &gpu.stream;
+    let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
+    let mut tile_buf = alloc(q_tile * b_tile)?;
+    let list_len = q_tile * if mode == Select::Radix { kc } else { kp };
+    let mut lv = alloc(list_len)?;
+    let mut li = unsafe { stream.alloc::<u32>(list_len.max(1)) }.map_err(dev("allocating"))?;
+
+    for q0 in (0..nq).step_by(q_tile) {
+        let q1 = (q0 + q_tile).min(nq);
+        let qn = q1 - q0;
+        let qb = qdev.block(q0, q1, d);
+        if mode == Select::Block {
+            let len = qn * kp;
+            select::fill_lists(gpu, &mut lv.slice_mut(..len), &mut li.slice_mut(..len))?;
+        }
+        for b0 in (0..nb).step_by(b_tile) {
+            let b1 = (b0 + b_tile).min(nb);
+            let bb = base.block(b0, b1, d);
+            tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), b1 - b0)?;
+            let at = TileAt {
+                rows: qn,
+                cols: b1 - b0,
+                ld: b1 - b0,
+                key: plan.key,
+                row_off: q0 as u32,
+                col_off: b0 as u32,
+                exclude_self: false,
+            };
+            let t: CudaView<'_, f32> = tile_buf.slice(..);
+            let len = qn * if mode == Select::Radix { kc } else { kp };
+            let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
+            if mode == Select::Radix {
+                select::radix(gpu, &t, at, &qb.sqnorm, &bb.sqnorm, kc, &mut v, &mut i)?;
+            } else {
+                select::block(gpu, &t, at, &qb.sqnorm, &bb.sqnorm, &mut v, &mut i, kp)?;
+            }
+        }
+        let width = if mode == Select::Radix { kc } else { kp };
+        let len = qn * width;
+        let mut tr = Instant::now();
+        gpu.stream.synchronize().map_err(dev("selecting"))?;
+        crate::trace("candidates: device work of a query block", &mut tr);
+        let hv = gpu.download(&lv.slice(..len))?;
+        let hi = gpu.download(&li.slice(..len))?;
+        crate::trace("candidates: download", &mut tr);
+        out.par_extend((0..qn).into_par_iter().map(|r| {
+            let cands: Vec<(f32, u32)> = (r * width..(r + 1) * width)
+                .filter(|&j| hi[j] != u32::MAX)
+                .map(|j| (hv[j], hi[j]))
+                .collect();
+            // Counted, not inferred from kc: a key that overflowed to +inf never passes the
+            // block kernel's threshold, and such a list must not be taken as complete.
+            Raw {
+                complete: cands.len() >= nb,
+                cands,
+            }
+        }));
+    }
+    Ok(out)
+}
+
+/// Recomputes candidates for the listed queries with a larger list size.
+pub(crate) type RedoFn<'a> = dyn FnMut(&[usize], usize) -> Result<Vec<Raw>> + 'a;
+
+/// Computes exact keys of [query, base index] pairs, in order.
+pub(crate) type ExactFn<'a> = dyn FnMut(&[[u32; 2]]) -> Result<Vec<f64>> + 'a;
+
+/// Proves, widens and re-ranks.
+///
+/// `raws[q]` are the device's candidates for query `q`; `self_of(q)` names an index to drop
+/// (graph); `n_total` is the number of base items; `kp` the list size used; `redo(ids, kp)`
+/// recomputes candidates for some queries with a larger list; `exact` gives exact keys.
+/// Returns per query its `k` nearest as (exact key, index), sorted.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish(
+    plan: &Plan,
+    qnorm: &[f64],
+    base_max_norm: f64,
+    k: usize,
+    mut raws: Vec<Raw>,
+    self_of: &(dyn Fn(usize) -> Option<u32> + Sync),
+    n_total: usize,
+    mut kp: usize,
+    redo: &mut RedoFn<'_>,
+    exact: &mut ExactFn<'_>,
+    stats: &mut Stats,
+) -> Result<Vec<Vec<(f64, u32)>>> {
+    let nq = raws.len();
+    let abs: Vec<f64> = (0..nq)
+        .map(|q| plan.abs_bound(qnorm[q], base_max_norm))
+        .collect();
+    // Sort each query's candidates, drop its self pair, and see whether the bound proves them.
+    let check = |q: usize, raw: &mut Raw| -> bool {
+        // Only the order of approximate keys matters here (ties are settled on exact keys);
+        // block-select lists arrive sorted, radix output does not.
+        if !raw.cands.windows(2).all(|w| w[0].0 <= w[1].0) {
+            raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let barrier = raw.cands.last().map(|c| c.0);
+        if let Some(s) = self_of(q) {
+            raw.cands.retain(|c| c.1 != s);
+        }
+        if raw.complete {
+            return true;
+        }
+        match barrier {
+            Some(b) if raw.cands.len() >= k => {
+                plan.lower(b, abs[q]) > plan.upper(raw.cands[k - 1].0, abs[q])
+            }
+            _ => false,
+        }
+    };
+    let mut tr = Instant::now();
+    let mut failing: Vec<usize> = raws
+        .par_iter_mut()
+        .enumerate()
+        .filter_map(|(q, r)| (!check(q, r)).then_some(q))
+        .collect();
+    if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
+        eprintln!(
+            "[voisin-cuda] {} of {nq} queries need a wider list",
+            failing.len()
+        );
+    }
+    crate::trace("finish: sort and prove", &mut tr);
+    let n_pow = n_total.next_power_of_two().max(1);
+    while !failing.is_empty() {
+        // Widen fourfold (or to everything): each retry costs a pass over the base for those
+        // queries only, and ties wide enough to need it are rare outside adversarial data.
+        kp = (kp * 4).min(n_pow);
+        let again = redo(&failing, kp)?;
+        let mut still = Vec::new();
+        for (q, mut raw) in failing.iter().copied().zip(again) {
+            if !check(q, &mut raw) {
+                still.push(q);
+            }
+            raws[q] = raw;
+        }
+        if !still.is_empty() && kp >= n_pow {
+            return Err(voisin::Error::device(
+                "cuda: candidate widening did not converge (internal error)",
+            ));
+        }
+        failing = still;
+    }
+    let t = Instant::now();
+    // Only candidates whose interval reaches the k-th upper bound can be among the k nearest.
+    let keep: Vec<usize> = raws
+        .par_iter()
+        .enumerate()
+        .map(|(q, raw)| {
+            let kk = k.min(raw.cands.len());
+            if kk == 0 {
+                return 0;
+            }
+            let thr = plan.upper(raw.cands[kk - 1].0, abs[q]);
+            raw.cands
+                .iter()
+                .take_while(|c| plan.lower(c.0, abs[q]) <= thr)
+                .count()
+        })
+        .collect();
+    let mut pairs = vec![[0u32; 2]; keep.iter().sum()];
+    {
+        // Disjoint per-query slices, filled in parallel.
+        let mut rest = &mut pairs[..];
+        let mut parts = Vec::with_capacity(nq);
+        for &n in &keep {
+            let (a, b) = rest.split_at_mut(n);
+            parts.push(a);
+            rest = b;
+        }
+        parts
+            .into_par_iter()
+            .zip(raws.par_iter())
+            .enumerate()
+            .for_each(|(q, (part, raw))| {
+                for (p, c) in part.iter_mut().zip(&raw.cands) {
+                    *p = [q as u32, c.1];
+                }
+            });
+    }
+    crate::trace("finish: widen, filter, list pairs", &mut tr);
+    let keys = exact(&pairs)?;
+    crate::trace("finish: exact keys", &mut tr);
+    stats.exact_evals += keys.len() as u64;
+    let mut rows: Vec<&[f64]> = Vec::with_capacity(nq);
+    let mut at = 0;
+    for &n in &keep {
+        rows.push(&keys[at..at + n]);
+        at += n;
+    }
+    let out = rows
+        .into_par_iter()
+        .zip(raws.par_iter())
+        .map(|(ks, raw)| {
+            let mut row: Vec<(f64, u32)> =
+                ks.iter().zip(&raw.cands).map(|(&k, c)| (k, c.1)).collect();
+            row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            row.truncate(k);
+            row
+        })
+        .collect();
+    crate::trace("finish: final sort", &mut tr);
+    stats.select += t.elapsed();
+    Ok(out)
+}
+
+/// The first list size to try for k.
+pub(crate) fn first_list(k: usize) -> usize {
+    list_size(k)
+}

@@ -1,0 +1,303 @@
+//! Per-metric preparation on the host: which tile the GPU computes, how its values become keys,
+//! how the f32 rows are transformed first, and the error bound that makes the f32 pass safe.
+//!
+//! Owns the numerics of the approximate pass; never touches the device. Every approximate key `v`
+//! of query `q` satisfies `lower(q, v) <= exact <= upper(q, v)` where the exact key is
+//! [`voisin::metric::exact::vector_key`] on the untransformed rows.
+
+use rayon::prelude::*;
+use voisin::data::{Dataset, VectorSet};
+use voisin::metric::simd::U32;
+use voisin::{Error, Metric, Result};
+
+/// How a tile value becomes a key; the numbers are the `KEY_*` modes of kernels/keys.cu.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TileKey {
+    /// ‖r‖² + ‖c‖² − 2 r·c on rows centred on the base mean.
+    L2 = 0,
+    /// −r·c.
+    NegDot = 1,
+    /// 1 − r·c on unit rows.
+    OneMinus = 2,
+    /// The tile holds the key (vector_tile.cu).
+    Direct = 3,
+}
+
+/// Which tile kernel computes the values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum TileKind {
+    /// cuBLAS sgemm of the two row blocks.
+    Gemm,
+    /// vector_tile.cu with its kind (0 cityblock, 1 chebyshev, 2 minkowski) and p.
+    Simt(i32, f32),
+}
+
+/// The plan for one metric over one dimension.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub key: TileKey,
+    pub tile: TileKind,
+    pub dim: usize,
+    /// Subtracted from every row before the GEMM (euclidean: an estimate of the base mean;
+    /// any translation keeps distances, a central one keeps the norms and so the bound small).
+    pub shift: Option<Vec<f32>>,
+    /// Subtract each row's own mean first (correlation).
+    pub centre_rows: bool,
+    /// Scale rows to unit norm (cosine, correlation).
+    pub unit: bool,
+    /// Relative part of the bound (SIMT metrics).
+    rel: f64,
+    /// Absolute slack for underflow and rounding of the final subtraction.
+    tiny: f64,
+    /// γ of the GEMM bound (see [`Plan::abs_bound`]).
+    gamma: f64,
+}
+
+/// The vectors of a data set, or a clear error for what this engine does not handle.
+pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a VectorSet> {
+    match (data, metric) {
+        (_, Metric::Levenshtein) | (Dataset::Strings(_), _) => Err(Error::invalid(
+            "strings and levenshtein are not supported on cuda yet (use --device cpu)",
+        )),
+        (_, Metric::Custom(c)) => Err(Error::invalid(format!(
+            "custom metric {} runs on the CPU engine only",
+            c.name
+        ))),
+        (Dataset::Vectors(v), _) => {
+            if let Some((r, c)) = find_non_finite(v) {
+                return Err(Error::invalid(format!(
+                    "vector {r} holds a NaN or infinite value at column {c}"
+                )));
+            }
+            Ok(v)
+        }
+    }
+}
+
+impl Plan {
+    /// Plans `metric` for `base` (whose mean centres euclidean data).
+    pub fn new(metric: &Metric, base: &VectorSet) -> Plan {
+        let d = base.dim();
+        // γ_{d+8}-style bound with a factor 2 of safety: d products and sums, the two norm terms,
+        // the final subtraction and the centring/normalising roundings.
+        let gamma = 2.0 * (d as f64 + 8.0) * U32;
+        let tiny = (d as f64 + 4.0) * f64::from(f32::MIN_POSITIVE);
+        let (key, tile, rel, shift) = match metric {
+            Metric::Euclidean | Metric::SqEuclidean => {
+                (TileKey::L2, TileKind::Gemm, 0.0, Some(sample_mean(base)))
+            }
+            Metric::InnerProduct => (TileKey::NegDot, TileKind::Gemm, 0.0, None),
+            Metric::Cosine | Metric::Correlation => (TileKey::OneMinus, TileKind::Gemm, 0.0, None),
+            Metric::Cityblock => (
+                TileKey::Direct,
+                TileKind::Simt(0, 1.0),
+                sum_rel(d, 1.0),
+                None,
+            ),
+            Metric::Chebyshev => (TileKey::Direct, TileKind::Simt(1, 1.0), 2.0 * U32, None),
+            Metric::Minkowski(p) => {
+                // |fl(a−b)|^p carries p roundings of the difference plus powf's own error (a few
+                // ulps); 2p + 16 units covers both with room.
+                let term = 2.0 * p + 16.0;
+                (
+                    TileKey::Direct,
+                    TileKind::Simt(2, *p as f32),
+                    sum_rel(d, term),
+                    None,
+                )
+            }
+            Metric::Levenshtein | Metric::Custom(_) => unreachable!("checked by vectors()"),
+        };
+        Plan {
+            key,
+            tile,
+            dim: d,
+            shift,
+            centre_rows: *metric == Metric::Correlation,
+            unit: key == TileKey::OneMinus,
+            rel,
+            tiny,
+            gamma,
+        }
+    }
+
+    /// Absolute error bound of query `q`'s keys (norm `qn`) against a base of largest norm `bn`.
+    pub fn abs_bound(&self, qn: f64, bn: f64) -> f64 {
+        let b = match self.key {
+            TileKey::L2 => self.gamma * (qn + bn) * (qn + bn),
+            TileKey::NegDot => self.gamma * qn * bn,
+            TileKey::OneMinus => 4.0 * self.gamma,
+            TileKey::Direct => 0.0,
+        };
+        // The bound itself is computed in f64 from rounded norms; 1 % covers that.
+        b * 1.01 + self.tiny
+    }
+
+    /// Lowest exact key an approximate key `v` can stand for (query bound `abs`).
+    pub fn lower(&self, v: f32, abs: f64) -> f64 {
+        let v = v as f64;
+        v - abs - self.rel * v.abs() - self.tiny
+    }
+
+    /// Highest exact key an approximate key `v` can stand for.
+    pub fn upper(&self, v: f32, abs: f64) -> f64 {
+        let v = v as f64;
+        v + abs + self.rel * v.abs() + self.tiny
+    }
+
+    /// The f32 threshold on approximate keys that keeps every pair whose exact key may be at
+    /// most `key` (the largest v with lower(v) ≤ key, rounded up).
+    pub fn approx_threshold(&self, key: f64, abs: f64) -> f32 {
+        let s = key + abs + self.tiny;
+        let t = if s >= 0.0 {
+            s / (1.0 - self.rel)
+        } else {
+            s / (1.0 + self.rel)
+        };
+        // 1e-6 relative is above f32's rounding of t; the approximate pass only needs to keep
+        // a superset.
+        (t + t.abs() * 1e-6 + 1e-30) as f32
+    }
+}
+
+/// Column mean of up to 65536 evenly spaced rows, rounded to f32. Only a translation: its
+/// exact value does not matter for correctness, only for how small the norms (and so the bound)
+/// get; a sample keeps it off the critical path of a 1M-row base.
+fn sample_mean(set: &VectorSet) -> Vec<f32> {
+    let (n, d) = (set.len(), set.dim());
+    let step = n.div_ceil(65536).max(1);
+    let picks: Vec<usize> = (0..n).step_by(step).collect();
+    let mut sum = vec![0f64; d];
+    for &i in &picks {
+        sum.iter_mut()
+            .zip(set.row_f32(i).iter())
+            .for_each(|(a, &v)| *a += v as f64);
+    }
+    let m = picks.len().max(1) as f64;
+    sum.into_iter().map(|s| (s / m) as f32).collect()
+}
+
+/// Relative bound of an f32 sum of `d` non-negative terms that each carry `term` units of
+/// roundoff (the same reasoning as `voisin::metric::simd::nonneg_sum_error`).
+fn sum_rel(d: usize, term: f64) -> f64 {
+    let nu = (d as f64 + term + 2.0) * U32;
+    2.0 * nu / (1.0 - nu)
+}
+
+/// First non-finite value (row, column), scanning in parallel: the core crate's scan is
+/// sequential and costs more than the whole GPU search on a 1M×128 base.
+fn find_non_finite(v: &VectorSet) -> Option<(usize, usize)> {
+    let Some(x) = v.as_f32() else {
+        return v.find_non_finite();
+    };
+    let d = v.dim();
+    let row = x
+        .par_chunks(d * 1024)
+        .enumerate()
+        .find_first(|(_, c)| c.iter().any(|f| !f.is_finite()))
+        .map(|(b, _)| b * 1024)?;
+    let pos = x[row * d..].iter().position(|f| !f.is_finite())?;
+    Some((row + pos / d, pos % d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::prelude::*;
+    use voisin::metric::exact::vector_key;
+
+    fn set(rng: &mut StdRng, n: usize, d: usize, offset: f32) -> VectorSet {
+        let v = (0..n * d)
+            .map(|_| rng.gen_range(-1.0f32..1.0) * 3.0 + offset)
+            .collect();
+        VectorSet::from_f32(n, d, v).unwrap()
+    }
+
+    /// The f32 arithmetic of the GEMM path (prepared rows, f32 norms, an f32 dot product in any
+    /// order), done on the host: every approximate key must lie within the plan's bound of the
+    /// exact key. Offsets far from zero make the centring matter.
+    #[test]
+    fn gemm_bound_covers_f32_keys() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [1usize, 3, 127, 1025] {
+            for offset in [0.0f32, 100.0] {
+                let (b, q) = (set(&mut rng, 60, d, offset), set(&mut rng, 7, d, offset));
+                for m in [
+                    Metric::Euclidean,
+                    Metric::InnerProduct,
+                    Metric::Cosine,
+                    Metric::Correlation,
+                ] {
+                    let plan = Plan::new(&m, &b);
+                    let prep = |x: &[f32]| -> Vec<f32> {
+                        let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
+                        let mean = if plan.centre_rows {
+                            x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
+                        } else {
+                            0.0
+                        };
+                        let y: Vec<f64> = x
+                            .iter()
+                            .zip(&shift)
+                            .map(|(&v, &s)| v as f64 - s as f64 - mean)
+                            .collect();
+                        let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+                        let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
+                        let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
+                        y.iter().map(|v| (v * scale) as f32).collect()
+                    };
+                    let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
+                    let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
+                    let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+                    for j in 0..q.len() {
+                        let qp = prep(&q.row_f32(j));
+                        let abs = plan.abs_bound(norm(&qp).sqrt(), bmax);
+                        for (i, br) in bp.iter().enumerate() {
+                            // Reverse order: the bound must not depend on summation order.
+                            let dot: f32 = qp.iter().zip(br).rev().map(|(x, y)| x * y).sum();
+                            let v = match plan.key {
+                                TileKey::L2 => norm(&qp) as f32 + norm(br) as f32 - 2.0 * dot,
+                                TileKey::NegDot => -dot,
+                                TileKey::OneMinus => 1.0 - dot,
+                                TileKey::Direct => unreachable!(),
+                            };
+                            let exact = vector_key(&m, &b.row_f32(i), &q.row_f32(j));
+                            assert!(
+                                plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
+                                "{m} d={d} offset={offset}: approx {v} exact {exact} bound {abs}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Thresholds keep every approximate key whose interval may reach the radius key.
+    #[test]
+    fn approx_threshold_keeps_a_superset() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let b = set(&mut rng, 10, 16, 0.0);
+        for m in [Metric::Euclidean, Metric::Cityblock, Metric::InnerProduct] {
+            let plan = Plan::new(&m, &b);
+            for _ in 0..10_000 {
+                let key = rng.gen_range(-50.0..50.0);
+                let abs = rng.gen_range(0.0..1.0)
+                    * if plan.key == TileKey::Direct {
+                        0.0
+                    } else {
+                        1.0
+                    };
+                let t = plan.approx_threshold(key, abs);
+                let v: f32 = rng.gen_range(-60.0..60.0);
+                if plan.lower(v, abs) <= key {
+                    assert!(
+                        v <= t,
+                        "{m}: v {v} lower {} key {key} thr {t}",
+                        plan.lower(v, abs)
+                    );
+                }
+            }
+        }
+    }
+}
