@@ -168,12 +168,15 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
     if meta.is_dir() {
         return Err(IoError::user(path, "is a folder, not a file"));
     }
-    if meta.len() == 0 {
+    // Pipes and devices (`<(zcat x.fvecs.gz)`) report no length and cannot be mapped: they are
+    // read to the end instead, and the parsers judge what arrives.
+    let regular = meta.is_file();
+    if regular && meta.len() == 0 {
         return Err(IoError::user(path, "file is empty"));
     }
     // Formats that must copy their values still read through the map, which spares a second
     // copy of the whole file (and lets the HDF5 reader touch only the dataset it needs).
-    if opts.mmap {
+    if opts.mmap && regular {
         // SAFETY: the map is read-only; its contents may change only if another process
         // rewrites the file while it is mapped, which the crate documentation rules out.
         let map = unsafe { Mmap::map(&file) }
@@ -184,7 +187,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
         })
         .map_err(|p| p.at(path));
     }
-    let bytes = read_all(file, meta.len(), path)?;
+    let bytes = read_all(file, if regular { meta.len() } else { 0 }, path)?;
     let bytes = Arc::new(bytes);
     parse(format, Source::unmapped(&bytes), opts.role, || {
         Arc::clone(&bytes) as SharedBytes
@@ -192,6 +195,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
     .map_err(|p| p.at(path))
 }
 
+/// The whole file; `len` is the expected size (0 when unknown), reserved up front.
 fn read_all(mut file: File, len: u64, path: &Path) -> Result<Vec<u8>, IoError> {
     use std::io::Read;
     let cap = usize::try_from(len)
