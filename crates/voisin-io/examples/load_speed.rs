@@ -11,15 +11,22 @@ use voisin::data::VectorSet;
 use voisin_io::{read_dataset, write_vectors, ReadOptions, Role};
 
 fn main() {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().expect("a number"));
+    let mut args = std::env::args()
+        .skip(1)
+        .map(|a| a.parse::<usize>().expect("a number"));
     let n = args.next().unwrap_or(1_000_000);
     let d = args.next().unwrap_or(128);
-    let values: Vec<f32> = (0..n * d).map(|i| (i % 1000) as f32 * 0.001 - 0.5).collect();
+    let values: Vec<f32> = (0..n * d)
+        .map(|i| (i % 1000) as f32 * 0.001 - 0.5)
+        .collect();
     let set = VectorSet::from_f32(n, d, values).unwrap();
     let mb = (n * d * 4) as f64 / 1e6;
     let dir = tempfile::tempdir().unwrap();
     println!("{n} x {d} f32 ({mb:.0} MB of values)");
-    println!("{:<8} {:>10} {:>14} {:>14}", "format", "write s", "read mmap s", "read owned s");
+    println!(
+        "{:<8} {:>10} {:>14} {:>14}",
+        "format", "write s", "read mmap s", "read owned s"
+    );
     for ext in ["fbin", "npy", "fvecs", "bvecs"] {
         let path = dir.path().join(format!("v.{ext}"));
         let data = if ext == "bvecs" {
@@ -35,7 +42,14 @@ fn main() {
         let mut read = [0.0; 2];
         for (slot, mmap) in [true, false].into_iter().enumerate() {
             let t = Instant::now();
-            let ds = read_dataset(&path, &ReadOptions { role: Role::Base, mmap }).unwrap();
+            let ds = read_dataset(
+                &path,
+                &ReadOptions {
+                    role: Role::Base,
+                    mmap,
+                },
+            )
+            .unwrap();
             read[slot] = t.elapsed().as_secs_f64();
             assert_eq!(ds.len(), n);
         }
