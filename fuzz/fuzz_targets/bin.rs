@@ -9,6 +9,10 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, file)) = data.split_first() else {
         return;
     };
-    let format = if which % 2 == 0 { Format::Fbin } else { Format::U8bin };
+    let format = if which % 2 == 0 {
+        Format::Fbin
+    } else {
+        Format::U8bin
+    };
     common::touch(parse_bytes(format, file, Role::Base));
 });

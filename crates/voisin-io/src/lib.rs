@@ -7,6 +7,12 @@
 //! `.tsv`, `.ivecs` (+ `.fvecs`) or `.npy`, vector sets and string lists for tests and
 //! generators. See [`write_knn`] for the exact output layouts.
 //!
+//! Decisions worth knowing: a 1-D `.npy` (or HDF5) array of n values is n vectors of dimension
+//! 1; f64 and i8/i16/i32 inputs become f32 only when every value converts exactly; `.ivecs`
+//! inputs are refused past 2^24 in magnitude; `--out res.npy` writes `res.indices.npy` and
+//! `res.distances.npy` (plus `res.offsets.npy` for range results); range results in `.ivecs`
+//! are ragged rows. The format modules and `write.rs` document each in full.
+//!
 //! Every failure is an [`IoError`]: one line naming the file and the problem. Declared sizes
 //! are checked against the file length before anything is allocated or mapped, and no input
 //! makes a parser panic (each parser has a fuzz target in `fuzz/`). Every output is written to
