@@ -3,7 +3,9 @@
 use libfuzzer_sys::fuzz_target;
 use voisin_io::{parse_bytes, Format, Role};
 
+mod common;
+
 fuzz_target!(|data: &[u8]| {
-    let _ = parse_bytes(Format::Hdf5, data, Role::Base);
-    let _ = parse_bytes(Format::Hdf5, data, Role::Query);
+    common::touch(parse_bytes(Format::Hdf5, data, Role::Base));
+    common::touch(parse_bytes(Format::Hdf5, data, Role::Query));
 });

@@ -3,6 +3,8 @@
 use libfuzzer_sys::fuzz_target;
 use voisin_io::{parse_bytes, Format, Role};
 
+mod common;
+
 fuzz_target!(|data: &[u8]| {
-    let _ = parse_bytes(Format::Npy, data, Role::Base);
+    common::touch(parse_bytes(Format::Npy, data, Role::Base));
 });

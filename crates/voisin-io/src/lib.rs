@@ -7,6 +7,12 @@
 //! `.tsv`, `.ivecs` (+ `.fvecs`) or `.npy`, vector sets and string lists for tests and
 //! generators. See [`write_knn`] for the exact output layouts.
 //!
+//! Decisions worth knowing: a 1-D `.npy` (or HDF5) array of n values is n vectors of dimension
+//! 1; f64 and i8/i16/i32 inputs become f32 only when every value converts exactly; `.ivecs`
+//! inputs are refused past 2^24 in magnitude; `--out res.npy` writes `res.indices.npy` and
+//! `res.distances.npy` (plus `res.offsets.npy` for range results); range results in `.ivecs`
+//! are ragged rows. The format modules and `write.rs` document each in full.
+//!
 //! Every failure is an [`IoError`]: one line naming the file and the problem. Declared sizes
 //! are checked against the file length before anything is allocated or mapped, and no input
 //! makes a parser panic (each parser has a fuzz target in `fuzz/`). Every output is written to
@@ -168,12 +174,15 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
     if meta.is_dir() {
         return Err(IoError::user(path, "is a folder, not a file"));
     }
-    if meta.len() == 0 {
+    // Pipes and devices (`<(zcat x.fvecs.gz)`) report no length and cannot be mapped: they are
+    // read to the end instead, and the parsers judge what arrives.
+    let regular = meta.is_file();
+    if regular && meta.len() == 0 {
         return Err(IoError::user(path, "file is empty"));
     }
     // Formats that must copy their values still read through the map, which spares a second
     // copy of the whole file (and lets the HDF5 reader touch only the dataset it needs).
-    if opts.mmap {
+    if opts.mmap && regular {
         // SAFETY: the map is read-only; its contents may change only if another process
         // rewrites the file while it is mapped, which the crate documentation rules out.
         let map = unsafe { Mmap::map(&file) }
@@ -184,7 +193,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
         })
         .map_err(|p| p.at(path));
     }
-    let bytes = read_all(file, meta.len(), path)?;
+    let bytes = read_all(file, if regular { meta.len() } else { 0 }, path)?;
     let bytes = Arc::new(bytes);
     parse(format, Source::unmapped(&bytes), opts.role, || {
         Arc::clone(&bytes) as SharedBytes
@@ -192,6 +201,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
     .map_err(|p| p.at(path))
 }
 
+/// The whole file; `len` is the expected size (0 when unknown), reserved up front.
 fn read_all(mut file: File, len: u64, path: &Path) -> Result<Vec<u8>, IoError> {
     use std::io::Read;
     let cap = usize::try_from(len)

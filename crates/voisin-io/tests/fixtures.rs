@@ -131,3 +131,22 @@ fn numpy_unsupported_shapes_and_types_are_named() {
          value converts to f32 exactly)"
     );
 }
+
+#[test]
+fn hdf5_unsupported_types_are_named() {
+    let supported = "which is not supported (supported: f32, u8; also f64, i8, i16, i32 when \
+                     every value converts to f32 exactly)";
+    let err = read_with(&fixture("f16.h5"), Role::Query, true).unwrap_err();
+    assert_eq!(
+        err.message(),
+        format!("dataset 'test' has type i64, {supported}")
+    );
+    // hdf5-pure has no name for half floats; its description of the type is passed on.
+    let err = read(&fixture("f16.h5")).unwrap_err();
+    assert!(
+        err.message().starts_with("dataset 'train' has type other(")
+            && err.message().ends_with(supported)
+            && !err.message().contains('\n'),
+        "{err}"
+    );
+}

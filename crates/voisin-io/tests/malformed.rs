@@ -331,3 +331,21 @@ fn text_problems() {
         "line 1 is not valid UTF-8 (bad byte at column 1)"
     );
 }
+
+/// Inputs the fuzz targets found (see FUZZING.md), kept so the fixes stay fixed.
+#[test]
+fn fuzz_regressions() {
+    // A 13 KB file whose chunk metadata made hdf5-pure allocate 4 GB before reading.
+    let bytes = std::fs::read(fixture("fuzz/hdf5-oom-chunk-span.h5")).unwrap();
+    let err = parse_bytes(Format::Hdf5, &bytes, Role::Base).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "dataset 'train' has a chunk of 4282943775 bytes at byte 0, past the end of the file \
+         (13696 bytes)"
+    );
+    let err = parse_bytes(Format::Hdf5, &bytes, Role::Query).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "not a readable HDF5 file: HDF5 format error: invalid B-tree v1 signature"
+    );
+}

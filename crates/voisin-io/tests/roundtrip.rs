@@ -156,3 +156,28 @@ fn strings_with_line_breaks_are_refused() {
     }
     assert!(!path.exists());
 }
+
+/// A named pipe (what a shell's `<(zcat …)` gives) cannot be mapped and reports no length: it is
+/// read to the end instead, whatever `mmap` says.
+#[cfg(unix)]
+#[test]
+fn named_pipe_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pipe.fbin");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let v = random_f32(3, 4, 9);
+    let mut bytes = le(&[3u32, 4]);
+    bytes.extend(le(v.as_f32().unwrap()));
+    let writer = {
+        let path = path.clone();
+        std::thread::spawn(move || std::fs::write(path, bytes).unwrap())
+    };
+    let back = read_with(&path, Role::Base, true).unwrap();
+    writer.join().unwrap();
+    assert_eq!(as_f32(&back), (3, 4, all(&v)));
+    assert!(!is_mapped(&back));
+}

@@ -59,3 +59,8 @@ np.save("three_d.npy", np.zeros((2, 2, 2), dtype=np.float32))
 np.save("bool.npy", np.zeros((2, 2), dtype=bool))
 with open("v2_f32.npy", "wb") as fh:
     np.lib.format.write_array(fh, v.astype(np.float32), version=(2, 0))
+
+# Types the reader refuses by name.
+with h5py.File("f16.h5", "w") as f:
+    f.create_dataset("train", data=values(2, 2).astype(np.float16))
+    f.create_dataset("test", data=np.zeros((2, 2), dtype=np.int64))
