@@ -89,6 +89,10 @@ pub struct RunOpts {
     #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
 
+    /// GPU selection kernel: auto, block or radix (for benchmarks; the CPU ignores it).
+    #[arg(long, value_name = "S", default_value = "auto", value_parser = parse_select)]
+    pub select: voisin_cuda::Select,
+
     /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
     #[arg(long, value_name = "F")]
     pub out: Option<PathBuf>,
@@ -141,6 +145,10 @@ pub struct RangeArgs {
 
 fn parse_metric(text: &str) -> Result<Metric, String> {
     text.parse::<Metric>().map_err(|e| e.to_string())
+}
+
+fn parse_select(text: &str) -> Result<voisin_cuda::Select, String> {
+    text.parse().map_err(|e: voisin::Error| e.to_string())
 }
 
 #[cfg(test)]

@@ -128,6 +128,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
             threads: global.threads,
             memory_budget: global.memory,
             progress: progress.callback(),
+            select: run.select,
         },
     )?;
 

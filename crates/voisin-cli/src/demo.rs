@@ -31,7 +31,7 @@ pub fn run(global: &GlobalOpts) -> Result<(), CliError> {
         &EngineConfig {
             threads: global.threads,
             memory_budget: global.memory,
-            progress: None,
+            ..EngineConfig::default()
         },
     )?;
     let start = Instant::now();

@@ -2,12 +2,14 @@
 //! `Box<dyn Engine>`. This is the only place that knows which engines the binary contains; the
 //! rest of the CLI talks to the `Engine` trait.
 //!
-//! Plugging in the CUDA engine (crate `voisin-cuda`) means filling in [`cuda_engine`] and
-//! [`gpu_usable`]; nothing else changes.
+//! `cuda` is the CUDA engine or an error (exit 1); `auto` is the CUDA engine when the driver,
+//! NVRTC and cuBLAS load and a device exists, with the requests it does not handle (strings,
+//! user metrics) routed to the CPU engine, and the CPU engine alone otherwise.
 
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::ProgressFn;
-use voisin::Engine;
+use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult};
+use voisin_cuda::{CudaEngine, CudaOptions, Select};
 
 use crate::args::DeviceChoice;
 use crate::error::CliError;
@@ -18,6 +20,8 @@ pub struct EngineConfig {
     pub threads: Option<usize>,
     pub memory_budget: Option<usize>,
     pub progress: Option<ProgressFn>,
+    /// GPU selection kernel (`--select`); the CPU engine has one and ignores it.
+    pub select: Select,
 }
 
 /// The engine for a `--device` choice.
@@ -26,7 +30,13 @@ pub fn select(choice: DeviceChoice, config: &EngineConfig) -> Result<Box<dyn Eng
         DeviceChoice::Cpu => cpu_engine(config),
         DeviceChoice::Cuda => cuda_engine(config),
         // Under auto a GPU that fails to start is not an error (SPEC §6): fall back to the CPU.
-        DeviceChoice::Auto if gpu_usable() => cuda_engine(config).or_else(|_| cpu_engine(config)),
+        DeviceChoice::Auto if voisin_cuda::gpu_available() => match cuda_engine(config) {
+            Ok(gpu) => Ok(Box::new(Routed {
+                gpu,
+                cpu: cpu_engine(config)?,
+            })),
+            Err(_) => cpu_engine(config),
+        },
         DeviceChoice::Auto => cpu_engine(config),
     }
 }
@@ -41,15 +51,65 @@ fn cpu_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
     Ok(Box::new(engine))
 }
 
-/// Whether `auto` should try a GPU. The rule once `voisin-cuda` is linked in: the CUDA driver
-/// library loads (`cudarc::driver::sys::is_culib_present()`) and reports at least one device.
-fn gpu_usable() -> bool {
-    false
+/// The CUDA engine on GPU 0; a missing driver or device is a device error (exit 1).
+fn cuda_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
+    let mut opts = CudaOptions {
+        select: config.select,
+        ..CudaOptions::default()
+    };
+    if let Some(bytes) = config.memory_budget {
+        opts.tile_bytes = bytes;
+    }
+    let engine = CudaEngine::with_options(0, opts).map_err(|e| CliError::core(e, None))?;
+    Ok(Box::new(engine))
 }
 
-/// The CUDA engine. Not linked into this binary yet: `voisin-cuda` plugs in here.
-fn cuda_engine(_config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
-    Err(CliError::internal("cuda engine not built into this binary"))
+/// `auto` with a GPU: vectors under built-in metrics go to the GPU, the rest to the CPU.
+struct Routed {
+    gpu: Box<dyn Engine>,
+    cpu: Box<dyn Engine>,
+}
+
+impl Routed {
+    fn pick(&self, data: &Dataset, metric: &Metric) -> &dyn Engine {
+        let gpu_can = matches!(data, Dataset::Vectors(_))
+            && !matches!(metric, Metric::Custom(_) | Metric::Levenshtein);
+        if gpu_can {
+            self.gpu.as_ref()
+        } else {
+            self.cpu.as_ref()
+        }
+    }
+}
+
+impl Engine for Routed {
+    fn name(&self) -> String {
+        format!("auto: {} / {}", self.gpu.name(), self.cpu.name())
+    }
+
+    fn knn(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        k: usize,
+        metric: &Metric,
+    ) -> voisin::Result<KnnResult> {
+        self.pick(base, metric).knn(base, queries, k, metric)
+    }
+
+    fn range(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        radius: f64,
+        metric: &Metric,
+    ) -> voisin::Result<RangeResult> {
+        self.pick(base, metric).range(base, queries, radius, metric)
+    }
+
+    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> voisin::Result<KnnResult> {
+        self.pick(data, metric).graph(data, k, metric)
+    }
 }
 
 #[cfg(test)]
@@ -57,18 +117,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_and_auto_give_the_cpu_engine_and_cuda_fails_with_exit_code_1() {
+    fn without_a_gpu_auto_is_the_cpu_and_cuda_fails_with_exit_code_1() {
         let config = EngineConfig {
             threads: Some(1),
             ..Default::default()
         };
-        for choice in [DeviceChoice::Cpu, DeviceChoice::Auto] {
+        let choices: &[DeviceChoice] = if voisin_cuda::gpu_available() {
+            &[DeviceChoice::Cpu]
+        } else {
+            &[DeviceChoice::Cpu, DeviceChoice::Auto]
+        };
+        for &choice in choices {
             let engine = select(choice, &config).unwrap();
             assert!(engine.name().starts_with("cpu"), "{}", engine.name());
         }
-        let err = select(DeviceChoice::Cuda, &config).err().unwrap();
-        assert_eq!(err.exit_code(), 1);
-        assert_eq!(err.to_string(), "cuda engine not built into this binary");
+        if !voisin_cuda::gpu_available() {
+            let err = select(DeviceChoice::Cuda, &config).err().unwrap();
+            assert_eq!(err.exit_code(), 1);
+            assert!(err.to_string().starts_with("cuda: "), "{err}");
+        }
     }
 
     #[test]

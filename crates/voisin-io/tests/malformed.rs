@@ -145,7 +145,7 @@ fn big_ann_problems() {
 /// An npy file with the given header dictionary (padded as NumPy does) and data bytes.
 fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
     let mut text = dict.to_string();
-    while (10 + text.len() + 1) % 64 != 0 {
+    while !(10 + text.len() + 1).is_multiple_of(64) {
         text.push(' ');
     }
     text.push('\n');

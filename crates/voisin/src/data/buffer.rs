@@ -28,7 +28,7 @@ impl<T: Pod> Buffer<T> {
             return None;
         }
         let ptr = map.as_ptr().wrapping_add(offset);
-        if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+        if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
             return None;
         }
         Some(Buffer::Mapped { map, offset, len })
