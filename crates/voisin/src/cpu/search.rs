@@ -28,8 +28,51 @@ pub fn admits(v: f32, lim: f32) -> bool {
 /// Hits of each query of a block: (exact key, index).
 type Hits = Vec<Vec<(f64, u32)>>;
 
+/// Offers each row of a key tile (`width` columns starting at base item `col_offset`) to the
+/// candidates of its query, picking the widest SIMD the CPU has once per tile.
+pub fn scan_tile(
+    keys: &[f32],
+    width: usize,
+    bound: Bound,
+    col_offset: usize,
+    cands: &mut [Candidates],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { scan_tile_avx2(keys, width, bound, col_offset, cands) };
+    }
+    scan_tile_body(keys, width, bound, col_offset, cands)
+}
+
+/// [`scan_tile_body`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn scan_tile_avx2(
+    keys: &[f32],
+    width: usize,
+    bound: Bound,
+    col_offset: usize,
+    cands: &mut [Candidates],
+) {
+    scan_tile_body(keys, width, bound, col_offset, cands)
+}
+
+#[inline(always)]
+fn scan_tile_body(
+    keys: &[f32],
+    width: usize,
+    bound: Bound,
+    col_offset: usize,
+    cands: &mut [Candidates],
+) {
+    for (row, cand) in keys.chunks_exact(width).zip(cands.iter_mut()) {
+        scan_row(row, bound, col_offset, cand);
+    }
+}
+
 /// Offers one row of approximate keys to a query's candidates.
-#[inline]
+#[inline(always)]
 pub fn scan_row(row: &[f32], bound: Bound, col_offset: usize, cand: &mut Candidates) {
     let mut lim = bound.limit(cand.threshold());
     let mut offer = |part: &[f32], start: usize, lim: &mut f32| {
@@ -90,7 +133,7 @@ fn query_chunk(ctx: &Ctx, k: usize, segs: usize) -> usize {
 
 /// Bytes of one query's candidate buffer at its usual peak.
 pub fn candidate_bytes(k: usize) -> usize {
-    (2 * k + 32) * ENTRY_BYTES + std::mem::size_of::<Candidates>()
+    (2 * k + 32) * ENTRY_BYTES + 4 * k + std::mem::size_of::<Candidates>()
 }
 
 /// Work items for `n_queries × n_base`: (query range, base segment) pairs, enough of them to keep

@@ -4,10 +4,15 @@
 //! bounded: each item's exact key lies in `[lower, upper]`. Let `T` be the k-th smallest
 //! `upper` seen. Any item with `lower > T` is beaten strictly by k items and cannot be among the
 //! k nearest, whatever the tie-break; every other item stays a candidate. After the pass the
-//! candidates are re-ranked on exact keys. The buffer is compacted when it grows, so memory per
+//! candidates are re-ranked on exact keys. `T` is kept exact at every push by a k-entry max-heap
+//! of upper bounds, so a scan's limit tightens as soon as a better item arrives (a threshold
+//! refreshed only at compaction let several times more items through). The buffer of
+//! candidates is compacted when it grows, so memory per
 //! query stays near `2k` in normal data (more only when many items are truly tied). Bounds are
 //! stored as f32 rounded outward (12 bytes an entry): filtering stays conservative, and the
 //! exact re-rank never reads them.
+
+use std::collections::BinaryHeap;
 
 /// Candidates of one query.
 #[derive(Clone, Debug)]
@@ -15,14 +20,33 @@ pub struct Candidates {
     k: usize,
     /// (lower, upper, index)
     items: Vec<(f32, f32, u32)>,
+    /// The k smallest upper bounds offered so far, as order-preserving bit patterns
+    /// ([`order_bits`]), in a max-heap: the top is the threshold once k were offered.
+    uppers: BinaryHeap<u32>,
     /// k-th smallest upper bound among all items offered so far (`+inf` until k were offered).
     threshold: f32,
     /// Compact when `items.len()` reaches this.
     cap: usize,
 }
 
-/// Bytes one candidate entry takes, for sizing work to a memory budget.
+/// Bytes one candidate entry takes, for sizing work to a memory budget (the heap of upper
+/// bounds adds 4 bytes per k).
 pub const ENTRY_BYTES: usize = std::mem::size_of::<(f32, f32, u32)>();
+
+/// Maps an f32 to a u32 whose unsigned order is `f32::total_cmp`'s order.
+fn order_bits(x: f32) -> u32 {
+    let b = x.to_bits();
+    if b >> 31 == 1 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+/// Inverse of [`order_bits`].
+fn from_order_bits(b: u32) -> f32 {
+    f32::from_bits(if b >> 31 == 1 { b & 0x7fff_ffff } else { !b })
+}
 
 fn down(x: f64) -> f32 {
     let f = x as f32;
@@ -47,6 +71,7 @@ impl Candidates {
         Candidates {
             k,
             items: Vec::new(),
+            uppers: BinaryHeap::with_capacity(k),
             threshold: f32::INFINITY,
             cap: (2 * k).max(k + 32),
         }
@@ -65,21 +90,27 @@ impl Candidates {
         if lower > self.threshold || self.k == 0 {
             return;
         }
-        self.items.push((lower, up(upper), idx));
+        let upper = up(upper);
+        self.items.push((lower, upper, idx));
+        let bits = order_bits(upper);
+        if self.uppers.len() < self.k {
+            self.uppers.push(bits);
+        } else if bits < *self.uppers.peek().expect("k > 0") {
+            *self.uppers.peek_mut().expect("k > 0") = bits;
+        }
+        if self.uppers.len() == self.k {
+            self.threshold = from_order_bits(*self.uppers.peek().expect("k > 0"));
+        }
         if self.items.len() >= self.cap {
             self.compact();
         }
     }
 
-    /// Recomputes the threshold and drops items that can no longer be among the k nearest.
+    /// Drops items that can no longer be among the k nearest. Items behind the k smallest
+    /// upper bounds have `lower ≤ upper ≤ T`, so they always stay and the heap stays valid.
     pub fn compact(&mut self) {
-        if self.items.len() >= self.k && self.k > 0 {
-            let mut uppers: Vec<f32> = self.items.iter().map(|c| c.1).collect();
-            let (_, kth, _) = uppers.select_nth_unstable_by(self.k - 1, f32::total_cmp);
-            self.threshold = self.threshold.min(*kth);
-            let t = self.threshold;
-            self.items.retain(|c| c.0 <= t);
-        }
+        let t = self.threshold;
+        self.items.retain(|c| c.0 <= t);
         // When many items are tied within the bound the buffer cannot shrink: grow the cap so
         // compaction stays amortised O(1) per push.
         self.cap = self.cap.max(2 * self.items.len());
@@ -110,6 +141,25 @@ impl Candidates {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn order_bits_follow_total_order() {
+        let xs = [
+            f32::NEG_INFINITY,
+            -3.5,
+            -0.0,
+            0.0,
+            1e-40,
+            2.0,
+            f32::INFINITY,
+        ];
+        for w in xs.windows(2) {
+            assert!(order_bits(w[0]) < order_bits(w[1]), "{} {}", w[0], w[1]);
+        }
+        for x in xs {
+            assert_eq!(from_order_bits(order_bits(x)).to_bits(), x.to_bits());
+        }
+    }
 
     #[test]
     fn keeps_everything_that_may_be_in_top_k() {
