@@ -92,15 +92,16 @@ pub fn from_bytes(bytes: &[u8]) -> Result<DatasetIndex> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
         return Err(bad("not a voisin index file (wrong magic bytes)"));
     }
-    let mut r = Reader(&bytes[MAGIC.len()..]);
-    let version = r.u32()?;
+    if bytes.len() < MAGIC.len() + 4 {
+        return Err(bad("index file is truncated"));
+    }
+    let version = u32::from_le_bytes(bytes[MAGIC.len()..MAGIC.len() + 4].try_into().expect("4"));
     if version != VERSION {
         return Err(bad(format!(
             "index format version {version} is not supported (this voisin reads version {VERSION})"
         )));
     }
-    let body_len = bytes.len().checked_sub(4).filter(|&l| l >= MAGIC.len() + 4);
-    let Some(body_len) = body_len else {
+    let Some(body_len) = bytes.len().checked_sub(4).filter(|&l| l >= MAGIC.len() + 4) else {
         return Err(bad("index file is truncated"));
     };
     let expected = u32::from_le_bytes(bytes[body_len..].try_into().expect("4 bytes"));
