@@ -188,8 +188,10 @@ fn write_structure<S: Space>(w: &mut Writer, index: &Index<S>) {
             w.f64s(dists);
         }
         Index::Sss(sss) => {
-            w.u32s(sss.pivots());
-            w.f64s(sss.table());
+            let (pivots, order, table) = sss.parts();
+            w.u32s(pivots);
+            w.u32s(order);
+            w.f64s(table);
         }
         Index::Cover(tree) => {
             let (base, nodes, children, dups) = tree.parts();
@@ -233,8 +235,9 @@ fn read_structure<S: Space>(r: &mut Reader<'_>, space: S, kind: Kind) -> Result<
         }
         Kind::Sss => {
             let pivots = r.u32s()?;
+            let order = r.u32s()?;
             let table = r.f64s()?;
-            let sss = Sss::from_parts(space, pivots, table);
+            let sss = Sss::from_parts(space, pivots, order, table);
             sss.check().map_err(structure)?;
             Index::Sss(sss)
         }

@@ -9,8 +9,6 @@
 //! Members keep their distance to the center, sorted, so a scan only evaluates the members whose
 //! stored distance is within the radius of the query's distance to the center.
 
-use std::sync::atomic::AtomicU64;
-
 use rayon::prelude::*;
 
 use crate::search::{Collector, MetricIndex, Probe};
@@ -41,7 +39,7 @@ impl<S: Space> ListOfClusters<S> {
     pub fn build(space: S, cluster_size: usize) -> Self {
         let n = space.len();
         let take = cluster_size.max(1) - 1;
-        let evals = AtomicU64::new(0);
+        let mut evals = 0u64;
         let mut left: Vec<u32> = (0..n as u32).collect();
         let mut sum = vec![0.0f64; n];
         let mut clusters = Vec::new();
@@ -53,11 +51,9 @@ impl<S: Space> ListOfClusters<S> {
             let c = space.item(center as usize);
             let mut dists: Vec<(f64, u32)> = left
                 .par_iter()
-                .map(|&x| {
-                    evals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    (space.to_distance(space.key(c, space.item(x as usize))), x)
-                })
+                .map(|&x| (space.to_distance(space.key(c, space.item(x as usize))), x))
                 .collect();
+            evals += dists.len() as u64;
             for &(d, x) in &dists {
                 sum[x as usize] += d;
             }
@@ -90,7 +86,7 @@ impl<S: Space> ListOfClusters<S> {
             clusters,
             members,
             member_dist,
-            build_evals: evals.into_inner(),
+            build_evals: evals,
         }
     }
 

@@ -7,6 +7,7 @@
 //! (k-NN) is the collector's business. Nothing here knows a particular index.
 
 use std::borrow::Borrow;
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -25,20 +26,27 @@ pub struct Dist {
     pub dist: f64,
 }
 
-/// One query against the items of a space, counting every distance evaluation.
+/// One query against the items of a space, counting every distance evaluation. The count is
+/// kept per query and added to the shared atomic total once the query is done: one atomic
+/// increment per evaluation from every thread would bounce its cache line between cores.
 pub struct Probe<'a, S: Space + ?Sized> {
     space: &'a S,
     query: &'a S::Item,
-    evals: &'a AtomicU64,
+    evals: Cell<u64>,
 }
 
 impl<'a, S: Space + ?Sized> Probe<'a, S> {
-    pub fn new(space: &'a S, query: &'a S::Item, evals: &'a AtomicU64) -> Self {
+    pub fn new(space: &'a S, query: &'a S::Item) -> Self {
         Probe {
             space,
             query,
-            evals,
+            evals: Cell::new(0),
         }
+    }
+
+    /// Distance evaluations made so far.
+    pub fn evals(&self) -> u64 {
+        self.evals.get()
     }
 
     pub fn space(&self) -> &'a S {
@@ -47,7 +55,7 @@ impl<'a, S: Space + ?Sized> Probe<'a, S> {
 
     /// Distance from the query to item `i`.
     pub fn to(&self, i: usize) -> Dist {
-        self.evals.fetch_add(1, AtomicOrdering::Relaxed);
+        self.evals.set(self.evals.get() + 1);
         let key = self.space.key(self.query, self.space.item(i));
         Dist {
             key,
@@ -57,7 +65,7 @@ impl<'a, S: Space + ?Sized> Probe<'a, S> {
 
     /// Distance from the query to item `i` when it is at most `max_distance`.
     pub fn within(&self, i: usize, max_distance: f64) -> Option<Dist> {
-        self.evals.fetch_add(1, AtomicOrdering::Relaxed);
+        self.evals.set(self.evals.get() + 1);
         let key = self
             .space
             .key_within(self.query, self.space.item(i), max_distance)?;
@@ -197,7 +205,12 @@ where
     let start = Instant::now();
     let rows = queries
         .par_iter()
-        .map(|q| one(&Probe::new(index.space(), q.borrow(), &evals)))
+        .map(|q| {
+            let probe = Probe::new(index.space(), q.borrow());
+            let row = one(&probe);
+            evals.fetch_add(probe.evals(), AtomicOrdering::Relaxed);
+            row
+        })
         .collect();
     let stats = Stats {
         compute: start.elapsed(),

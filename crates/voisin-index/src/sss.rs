@@ -7,19 +7,26 @@
 //! A query measures its distance to each pivot and evaluates an item only when no pivot proves
 //! it out of reach: |d(q, p) − d(x, p)| > r for some pivot p.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use rayon::prelude::*;
 
 use crate::search::{Collector, Dist, MetricIndex, Probe};
 use crate::space::Space;
 
 /// An SSS pivot index over a space.
+///
+/// The table's rows are kept sorted by the distance to the first pivot, so a query walks outward
+/// from its own distance to that pivot and stops as soon as the gap alone exceeds the radius:
+/// the first pivot's filter costs a binary search, not a pass over the whole table.
 pub struct Sss<S: Space> {
     space: S,
     pivots: Vec<u32>,
-    /// Row-major `len × pivots.len()`: item x's distances to the pivots, contiguous.
+    /// Items in table order: by (distance to the first pivot, index).
+    order: Vec<u32>,
+    /// Row-major `len × pivots.len()`: row i holds item `order[i]`'s distances to the pivots.
     table: Vec<f64>,
+    /// Column 0 of the table, contiguous for the binary search.
+    first: Vec<f64>,
+    is_pivot: Vec<bool>,
     build_evals: u64,
 }
 
@@ -27,11 +34,7 @@ impl<S: Space> Sss<S> {
     /// Builds with the seed's α (0.4–0.5 is typical) and at most `max_pivots` pivots (≥ 1).
     pub fn build(space: S, alpha: f64, max_pivots: usize) -> Self {
         let n = space.len();
-        let evals = AtomicU64::new(0);
-        let dist = |a: usize, b: usize| {
-            evals.fetch_add(1, Ordering::Relaxed);
-            space.to_distance(space.key(space.item(a), space.item(b)))
-        };
+        let dist = |a: usize, b: usize| space.to_distance(space.key(space.item(a), space.item(b)));
         let farthest = |from: usize| {
             (0..n)
                 .into_par_iter()
@@ -39,38 +42,63 @@ impl<S: Space> Sss<S> {
                 .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
         };
         let mut pivots = Vec::new();
+        let mut evals = 0u64;
         if n > 0 {
             let (_, far) = farthest(0).expect("n > 0");
             let (max, _) = farthest(far).expect("n > 0");
+            evals += 2 * n as u64;
             let threshold = alpha * max;
             pivots.push(0u32);
             for x in 1..n {
                 if pivots.len() >= max_pivots.max(1) {
                     break;
                 }
-                if pivots.iter().all(|&p| dist(p as usize, x) >= threshold) {
+                let far_from_all = pivots.iter().all(|&p| {
+                    evals += 1;
+                    dist(p as usize, x) >= threshold
+                });
+                if far_from_all {
                     pivots.push(x as u32);
                 }
             }
         }
-        let table = (0..n)
+        let rows: Vec<Vec<f64>> = (0..n)
             .into_par_iter()
-            .flat_map_iter(|x| pivots.iter().map(move |&p| (x, p)))
-            .map(|(x, p)| dist(x, p as usize))
+            .map(|x| pivots.iter().map(|&p| dist(x, p as usize)).collect())
             .collect();
-        Sss {
-            space,
-            pivots,
-            table,
-            build_evals: evals.into_inner(),
-        }
+        evals += (n * pivots.len()) as u64;
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by(|&a, &b| {
+            rows[a as usize][0]
+                .total_cmp(&rows[b as usize][0])
+                .then(a.cmp(&b))
+        });
+        let table = order
+            .iter()
+            .flat_map(|&x| rows[x as usize].iter().copied())
+            .collect();
+        let mut sss = Self::from_parts(space, pivots, order, table);
+        sss.build_evals = evals;
+        sss
     }
 
-    pub(crate) fn from_parts(space: S, pivots: Vec<u32>, table: Vec<f64>) -> Self {
+    pub(crate) fn from_parts(space: S, pivots: Vec<u32>, order: Vec<u32>, table: Vec<f64>) -> Self {
+        let n = space.len();
+        let np = pivots.len().max(1);
+        let first = table.iter().step_by(np).copied().collect();
+        let mut is_pivot = vec![false; n];
+        for &p in &pivots {
+            if let Some(slot) = is_pivot.get_mut(p as usize) {
+                *slot = true;
+            }
+        }
         Sss {
             space,
             pivots,
+            order,
             table,
+            first,
+            is_pivot,
             build_evals: 0,
         }
     }
@@ -79,15 +107,15 @@ impl<S: Space> Sss<S> {
         &self.pivots
     }
 
-    pub(crate) fn table(&self) -> &[f64] {
-        &self.table
+    pub(crate) fn parts(&self) -> (&[u32], &[u32], &[f64]) {
+        (&self.pivots, &self.order, &self.table)
     }
 
     pub fn build_evals(&self) -> u64 {
         self.build_evals
     }
 
-    /// Checks the shapes and pivot ids; used on indexes read from files.
+    /// Checks the shapes, ids and table order; used on indexes read from files.
     pub fn check(&self) -> Result<(), String> {
         let n = self.space.len();
         if n > 0 && self.pivots.is_empty() {
@@ -99,8 +127,18 @@ impl<S: Space> Sss<S> {
         if self.pivots.windows(2).any(|w| w[0] >= w[1]) {
             return Err("pivots are not in increasing order".into());
         }
-        if Some(self.table.len()) != n.checked_mul(self.pivots.len()) {
+        if Some(self.table.len()) != n.checked_mul(self.pivots.len()) || self.order.len() != n {
             return Err("pivot table has the wrong size".into());
+        }
+        let mut seen = vec![false; n];
+        for &x in &self.order {
+            match seen.get_mut(x as usize) {
+                Some(s) if !*s => *s = true,
+                _ => return Err(format!("table order names item {x} twice or out of range")),
+            }
+        }
+        if self.first.windows(2).any(|w| !(w[0] <= w[1])) {
+            return Err("table rows are not sorted by the first pivot".into());
         }
         Ok(())
     }
@@ -123,17 +161,45 @@ impl<S: Space> MetricIndex for Sss<S> {
         for (&p, &d) in self.pivots.iter().zip(&to_pivots) {
             out.offer(d, p);
         }
-        let mut pivot_at = self.pivots.iter().peekable();
-        for (x, row) in self.table.chunks_exact(np).enumerate() {
-            // Pivots are answered above; their ids are increasing.
-            if pivot_at.peek().is_some_and(|&&p| p as usize == x) {
-                pivot_at.next();
+        let q0 = to_pivots[0].dist;
+        let gap = |i: usize| (self.first[i] - q0).abs();
+        // Walk outward from the query's place in the first pivot's order, nearer gap first.
+        let (mut below, mut above) = {
+            let at = self.first.partition_point(|&d| d < q0);
+            (at, at)
+        };
+        loop {
+            let down = below.checked_sub(1).map(|i| (gap(i), i));
+            let up = (above < self.first.len()).then(|| (gap(above), above));
+            let (g, i) = match (down, up) {
+                (Some(d), Some(u)) => {
+                    if d.0 <= u.0 {
+                        d
+                    } else {
+                        u
+                    }
+                }
+                (Some(d), None) => d,
+                (None, Some(u)) => u,
+                (None, None) => break,
+            };
+            let r = out.radius();
+            if space.beyond(g, r, q0 + self.first[i]) {
+                break;
+            }
+            if i < below {
+                below = i;
+            } else {
+                above = i + 1;
+            }
+            let x = self.order[i] as usize;
+            if self.is_pivot[x] {
                 continue;
             }
-            let r = out.radius();
+            let row = &self.table[i * np + 1..(i + 1) * np];
             let out_of_reach = row
                 .iter()
-                .zip(&to_pivots)
+                .zip(&to_pivots[1..])
                 .any(|(&dx, dq)| space.beyond((dq.dist - dx).abs(), r, dq.dist + dx));
             if out_of_reach {
                 continue;
