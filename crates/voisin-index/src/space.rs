@@ -200,7 +200,11 @@ impl Space for StringSpace {
             return (key <= max_distance).then_some(key);
         }
         // Edit distances are whole numbers: within `max_distance` means within its floor.
-        levenshtein::bounded(a, b, max_distance.floor() as usize).map(|d| d as f64)
+        let max = max_distance.floor() as usize;
+        if a.len().abs_diff(b.len()) > max || letter_bound(a, b) > max {
+            return None;
+        }
+        levenshtein::bounded(a, b, max).map(|d| d as f64)
     }
 
     fn to_distance(&self, key: f64) -> f64 {
@@ -214,6 +218,23 @@ impl Space for StringSpace {
             _ => FLOAT_SLACK * scale.abs(),
         }
     }
+}
+
+/// A lower bound on the edit distance from letter counts: an insertion or deletion changes the
+/// counts' L1 difference by at most 1 and a substitution by at most 2, so the distance is at least
+/// half that difference. Letters share 64 buckets (which can only lower the difference, so the
+/// bound stays valid); a few nanoseconds decide most pairs that a small cutoff rules out, before
+/// the quadratic dynamic programme runs.
+fn letter_bound(a: &[char], b: &[char]) -> usize {
+    let mut counts = [0i32; 64];
+    for &c in a {
+        counts[c as usize & 63] += 1;
+    }
+    for &c in b {
+        counts[c as usize & 63] -= 1;
+    }
+    let l1: u32 = counts.iter().map(|c| c.unsigned_abs()).sum();
+    l1.div_ceil(2) as usize
 }
 
 /// Any items under a user distance (which must be a metric). Keys are the distances.
@@ -281,5 +302,21 @@ mod tests {
         assert_eq!(s.key_within(a, b, 2.9), None);
         assert_eq!(s.key_within(a, c, 2.0), None);
         assert_eq!(s.key_within(a, c, 3.0), Some(3.0));
+    }
+
+    #[test]
+    fn letter_bound_never_exceeds_the_edit_distance() {
+        let words = [
+            "", "a", "ab", "ba", "abc", "cab", "xyz", "aaaa", "kitten", "sitting", "été", "ete",
+        ];
+        for x in words {
+            for y in words {
+                let (a, b): (Vec<char>, Vec<char>) = (x.chars().collect(), y.chars().collect());
+                let d = levenshtein::distance(&a, &b);
+                assert!(letter_bound(&a, &b) <= d, "{x} {y}");
+            }
+        }
+        let (a, b): (Vec<char>, Vec<char>) = ("abcd".chars().collect(), "wxyz".chars().collect());
+        assert_eq!(letter_bound(&a, &b), 4);
     }
 }
