@@ -2,7 +2,8 @@
 """Metric-index benchmark: voisin's List of Clusters, SSS and cover tree against voisin's brute
 force and rapidfuzz, levenshtein range search over the shipped word list, same run.
 
-Usage:  python3 bench/index_bench.py [--radii 1] [--runs 3] [--queries 2000]
+Usage:  python3 bench/index_bench.py [--radii 0,1] [--runs 3] [--queries 2000]
+        [--cluster-size 128] [--alpha 0.5] [--max-pivots 16] [--base 2]
 Needs:  pip install rapidfuzz numpy   and   cargo build --release -p voisin-cli
 
 Data: data/words.txt (74,744 words, see data/README.md). Queries: 2,000 words drawn from the list
@@ -80,12 +81,12 @@ def tsv_pairs(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--radii", default="1", help="comma-separated radii (<= 1 in the issue)")
+    ap.add_argument("--radii", default="0,1", help="comma-separated radii (<= 1 in the issue)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--queries", type=int, default=2000)
-    ap.add_argument("--cluster-size", default="32")
+    ap.add_argument("--cluster-size", default="128")
     ap.add_argument("--alpha", default="0.5")
-    ap.add_argument("--max-pivots", default="64")
+    ap.add_argument("--max-pivots", default="16")
     ap.add_argument("--base", default="2")
     args = ap.parse_args()
     if not os.path.exists(VOISIN):

@@ -56,12 +56,20 @@ struct Task {
     items: Vec<(u32, f64)>,
 }
 
-/// What a task produced: new child nodes (item, level, distance to parent, their items) and
-/// possibly the rest of the task at a lower level.
+/// A new child node a task opens: its item, distance to the parent, and the items it covers
+/// (with their distances to it).
+struct Child {
+    item: u32,
+    parent_dist: f64,
+    items: Vec<(u32, f64)>,
+}
+
+/// What a task produced: new child nodes at `level` and possibly the rest of the task below it.
 struct Outcome {
     node: u32,
     dups: Vec<u32>,
-    children: Vec<(u32, i32, f64, Vec<(u32, f64)>)>,
+    level: i32,
+    children: Vec<Child>,
     rest: Option<Task>,
     evals: u64,
 }
@@ -127,7 +135,13 @@ impl<S: Space> CoverTree<S> {
             for o in outcomes {
                 evals += o.evals;
                 dups[o.node as usize].extend(o.dups);
-                for (item, level, parent_dist, items) in o.children {
+                let level = o.level;
+                for Child {
+                    item,
+                    parent_dist,
+                    items,
+                } in o.children
+                {
                     let id = nodes.len() as u32;
                     nodes.push(Node {
                         item,
@@ -336,6 +350,7 @@ fn split<S: Space>(space: &S, base: f64, nodes: &[Node], task: Task) -> Outcome 
     let mut out = Outcome {
         node,
         dups: zero.into_iter().map(|x| x.0).collect(),
+        level: task.level,
         children: Vec::new(),
         rest: None,
         evals: 0,
@@ -353,14 +368,18 @@ fn split<S: Space>(space: &S, base: f64, nodes: &[Node], task: Task) -> Outcome 
     far.sort_unstable_by_key(|x| x.0);
     // Far items left uncovered, each with its eventual (center, distance) once covered.
     let mut owner: Vec<Option<(usize, f64)>> = vec![None; far.len()];
-    let mut centers: Vec<(u32, f64, Vec<(u32, f64)>)> = Vec::new();
+    let mut centers: Vec<Child> = Vec::new();
     let mut evals = 0u64;
     let mut next = 0;
     while next < far.len() {
         let (c, dc) = far[next];
         owner[next] = Some((centers.len(), 0.0));
         let ci = centers.len();
-        centers.push((c, dc, Vec::new()));
+        centers.push(Child {
+            item: c,
+            parent_dist: dc,
+            items: Vec::new(),
+        });
         // Cover, in parallel, every uncovered far item within the level's radius of the new center.
         let newly: Vec<(usize, f64)> = (next + 1..far.len())
             .into_par_iter()
@@ -382,15 +401,13 @@ fn split<S: Space>(space: &S, base: f64, nodes: &[Node], task: Task) -> Outcome 
     }
     for (i, o) in owner.into_iter().enumerate() {
         let (ci, d) = o.expect("every far item is covered");
-        if far[i].0 != centers[ci].0 {
-            centers[ci].2.push((far[i].0, d));
+        if far[i].0 != centers[ci].item {
+            centers[ci].items.push((far[i].0, d));
         }
     }
-    out.children = centers
-        .into_iter()
-        .map(|(c, dc, items)| (c, level, dc, items))
-        .collect();
-    debug_assert!(out.children.iter().all(|ch| ch.0 != center));
+    out.level = level;
+    out.children = centers;
+    debug_assert!(out.children.iter().all(|ch| ch.item != center));
     if !near.is_empty() {
         out.rest = Some(Task {
             node,

@@ -139,7 +139,7 @@ impl<S: Space> ListOfClusters<S> {
             if c.start != at || c.end < c.start || c.end > self.members.len() {
                 return Err("cluster ranges are inconsistent".into());
             }
-            if !(c.radius >= 0.0) {
+            if c.radius.is_nan() || c.radius < 0.0 {
                 return Err("a covering radius is negative or NaN".into());
             }
             mark(c.center)?;

@@ -27,6 +27,8 @@ pub struct Sss<S: Space> {
     /// Column 0 of the table, contiguous for the binary search.
     first: Vec<f64>,
     is_pivot: Vec<bool>,
+    /// Largest value in the table, to size the rounding allowance once per radius.
+    widest: f64,
     build_evals: u64,
 }
 
@@ -92,6 +94,7 @@ impl<S: Space> Sss<S> {
                 *slot = true;
             }
         }
+        let widest = table.iter().copied().fold(0.0, f64::max);
         Sss {
             space,
             pivots,
@@ -99,6 +102,7 @@ impl<S: Space> Sss<S> {
             table,
             first,
             is_pivot,
+            widest,
             build_evals: 0,
         }
     }
@@ -137,7 +141,7 @@ impl<S: Space> Sss<S> {
                 _ => return Err(format!("table order names item {x} twice or out of range")),
             }
         }
-        if self.first.windows(2).any(|w| !(w[0] <= w[1])) {
+        if self.first.windows(2).any(|w| w[0].is_nan() || w[0] > w[1]) {
             return Err("table rows are not sorted by the first pivot".into());
         }
         Ok(())
@@ -164,6 +168,10 @@ impl<S: Space> MetricIndex for Sss<S> {
         let q0 = to_pivots[0].dist;
         let gap = |i: usize| (self.first[i] - q0).abs();
         // Walk outward from the query's place in the first pivot's order, nearer gap first.
+        // Per pivot, the interval of table values an item needs to stay in reach; recomputed only
+        // when the radius shrinks, so a row costs two comparisons per pivot.
+        let mut bounds = vec![(0.0, 0.0); np - 1];
+        let mut bounds_for = f64::NAN;
         let (mut below, mut above) = {
             let at = self.first.partition_point(|&d| d < q0);
             (at, at)
@@ -196,11 +204,18 @@ impl<S: Space> MetricIndex for Sss<S> {
             if self.is_pivot[x] {
                 continue;
             }
+            if r != bounds_for {
+                for (b, dq) in bounds.iter_mut().zip(&to_pivots[1..]) {
+                    let tol = space.slack(dq.dist + self.widest + r);
+                    *b = (dq.dist - r - tol, dq.dist + r + tol);
+                }
+                bounds_for = r;
+            }
             let row = &self.table[i * np + 1..(i + 1) * np];
             let out_of_reach = row
                 .iter()
-                .zip(&to_pivots[1..])
-                .any(|(&dx, dq)| space.beyond((dq.dist - dx).abs(), r, dq.dist + dx));
+                .zip(&bounds)
+                .any(|(&dx, &(lo, hi))| dx < lo || dx > hi);
             if out_of_reach {
                 continue;
             }
