@@ -19,6 +19,7 @@ use rayon::prelude::*;
 
 use crate::search::{Collector, Dist, MetricIndex, Probe};
 use crate::space::Space;
+use crate::ItemTally;
 
 /// One node: an item at its top level.
 #[derive(Clone, Debug, PartialEq)]
@@ -226,20 +227,10 @@ impl<S: Space> CoverTree<S> {
         if !(self.base > 1.0 && self.base.is_finite()) {
             return Err(format!("base {} is not > 1", self.base));
         }
-        let mut seen = vec![false; n];
+        let mut tally = ItemTally::new(n);
         let mut seen_node = vec![false; self.nodes.len()];
-        let mut mark = |x: u32| -> Result<(), String> {
-            match seen.get_mut(x as usize) {
-                Some(s) if !*s => {
-                    *s = true;
-                    Ok(())
-                }
-                Some(_) => Err(format!("item {x} appears twice")),
-                None => Err(format!("item {x} is out of range (set of {n})")),
-            }
-        };
         for (id, node) in self.nodes.iter().enumerate() {
-            mark(node.item)?;
+            tally.mark(node.item)?;
             if node.c0 > node.c1 || node.c1 > self.children.len() {
                 return Err(format!("node {id} has a bad child range"));
             }
@@ -247,7 +238,7 @@ impl<S: Space> CoverTree<S> {
                 return Err(format!("node {id} has a bad duplicate range"));
             }
             for &d in &self.dups[node.d0..node.d1] {
-                mark(d)?;
+                tally.mark(d)?;
             }
             for &c in &self.children[node.c0..node.c1] {
                 let child = self
@@ -262,7 +253,7 @@ impl<S: Space> CoverTree<S> {
                 }
             }
         }
-        if seen.iter().any(|s| !s) {
+        if !tally.complete() {
             return Err("some items are in no node".into());
         }
         if seen_node.iter().skip(1).any(|s| !s) {

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use crate::search::{Collector, MetricIndex, Probe};
 use crate::space::Space;
+use crate::ItemTally;
 
 /// One cluster: `members[start..end]` of the index, with their distances to `center`.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,17 +124,7 @@ impl<S: Space> ListOfClusters<S> {
     /// laid out consistently; used on indexes read from files.
     pub fn check(&self) -> Result<(), String> {
         let n = self.space.len();
-        let mut seen = vec![false; n];
-        let mut mark = |x: u32| -> Result<(), String> {
-            match seen.get_mut(x as usize) {
-                Some(s) if !*s => {
-                    *s = true;
-                    Ok(())
-                }
-                Some(_) => Err(format!("item {x} appears twice")),
-                None => Err(format!("item {x} is out of range (set of {n})")),
-            }
-        };
+        let mut tally = ItemTally::new(n);
         let mut at = 0;
         for c in &self.clusters {
             if c.start != at || c.end < c.start || c.end > self.members.len() {
@@ -142,16 +133,16 @@ impl<S: Space> ListOfClusters<S> {
             if c.radius.is_nan() || c.radius < 0.0 {
                 return Err("a covering radius is negative or NaN".into());
             }
-            mark(c.center)?;
+            tally.mark(c.center)?;
             for &x in &self.members[c.start..c.end] {
-                mark(x)?;
+                tally.mark(x)?;
             }
             at = c.end;
         }
         if at != self.members.len() || self.member_dist.len() != self.members.len() {
             return Err("member lists are inconsistent".into());
         }
-        if seen.iter().any(|s| !s) {
+        if !tally.complete() {
             return Err("some items belong to no cluster".into());
         }
         Ok(())

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 
 use crate::search::{Collector, Dist, MetricIndex, Probe};
 use crate::space::Space;
+use crate::ItemTally;
 
 /// An SSS pivot index over a space.
 ///
@@ -134,12 +135,9 @@ impl<S: Space> Sss<S> {
         if Some(self.table.len()) != n.checked_mul(self.pivots.len()) || self.order.len() != n {
             return Err("pivot table has the wrong size".into());
         }
-        let mut seen = vec![false; n];
+        let mut tally = ItemTally::new(n);
         for &x in &self.order {
-            match seen.get_mut(x as usize) {
-                Some(s) if !*s => *s = true,
-                _ => return Err(format!("table order names item {x} twice or out of range")),
-            }
+            tally.mark(x).map_err(|e| format!("table order: {e}"))?;
         }
         if self.first.windows(2).any(|w| w[0].is_nan() || w[0] > w[1]) {
             return Err("table rows are not sorted by the first pivot".into());
