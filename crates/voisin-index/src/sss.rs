@@ -5,7 +5,8 @@
 //! set in order, an item becomes a pivot when its distance to every pivot so far is at least α·M
 //! (up to a cap on the number of pivots). The table holds every item's distance to every pivot.
 //! A query measures its distance to each pivot and evaluates an item only when no pivot proves
-//! it out of reach: |d(q, p) − d(x, p)| > r for some pivot p.
+//! it out of reach: |d(q, p) − d(x, p)| > r for some pivot p. Rows are sorted by the distance to
+//! the first pivot, so that pivot's filter is a walk outward from the query's own distance.
 
 use rayon::prelude::*;
 
