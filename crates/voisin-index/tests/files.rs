@@ -8,9 +8,21 @@ use common::*;
 use voisin::metric::CustomMetric;
 use voisin::{Dataset, Metric};
 use voisin_index::file::{self, from_bytes, to_bytes, MAGIC};
-use voisin_index::{DatasetIndex, Kind, Params};
+use voisin_index::{DatasetIndex, Index, Kind, Params};
 
 fn built(kind: Kind) -> Vec<(Dataset, Dataset, DatasetIndex)> {
+    let out = build_each(kind);
+    for (_, _, index) in &out {
+        match index {
+            DatasetIndex::Vectors(Index::Cover(t)) => t.check_invariants().unwrap(),
+            DatasetIndex::Strings(Index::Cover(t)) => t.check_invariants().unwrap(),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn build_each(kind: Kind) -> Vec<(Dataset, Dataset, DatasetIndex)> {
     let base_v = vectors(21, 90, 3, Some(4));
     let q_v = vector_queries(22, &base_v, 8, Some(4));
     let base_w = words(23, 120, "abc", 6);
