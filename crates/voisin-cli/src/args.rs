@@ -34,6 +34,83 @@ pub enum Command {
     Range(RangeArgs),
     /// Builds the k-NN graph of a small real data set shipped with voisin and summarises it.
     Demo,
+    /// Metric-space indexes (List of Clusters, SSS pivots, cover tree): build one into a file,
+    /// then answer range or k-NN queries from it.
+    #[command(subcommand)]
+    Index(IndexCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IndexCommand {
+    /// Builds an index over a set and writes it, items included, to one file.
+    Build(IndexBuildArgs),
+    /// Answers k-NN (-k) or range (--radius) queries from an index file.
+    Query(IndexQueryArgs),
+}
+
+/// Which index structure to build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IndexKindArg {
+    /// List of Clusters: fixed-size clusters with covering radii.
+    Lc,
+    /// SSS: a pivot table with pivots chosen by alpha.
+    Sss,
+    /// Cover tree.
+    Cover,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexBuildArgs {
+    /// Set to index.
+    #[arg(long, value_name = "X")]
+    pub input: PathBuf,
+    /// Index structure.
+    #[arg(long, value_enum)]
+    pub kind: IndexKindArg,
+    /// A true metric: euclidean, cityblock, chebyshev, minkowski:P (P >= 1), levenshtein
+    /// (default: levenshtein for .txt, else euclidean).
+    #[arg(long, value_name = "M", value_parser = parse_metric)]
+    pub metric: Option<Metric>,
+    /// Index file to write.
+    #[arg(long, value_name = "IDX")]
+    pub out: PathBuf,
+    /// List of Clusters: items per cluster, center included.
+    #[arg(long, value_name = "M", default_value_t = 32)]
+    pub cluster_size: usize,
+    /// SSS: a new pivot is at least alpha times the largest distance from every pivot.
+    #[arg(long, value_name = "A", default_value_t = 0.5)]
+    pub alpha: f64,
+    /// SSS: at most this many pivots.
+    #[arg(long, value_name = "P", default_value_t = 64)]
+    pub max_pivots: usize,
+    /// Cover tree: base of the level radii (> 1; 2 or 1.3 are usual).
+    #[arg(long, value_name = "B", default_value_t = 2.0)]
+    pub base: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexQueryArgs {
+    /// Index file written by `voisin index build`.
+    #[arg(long, value_name = "IDX")]
+    pub index: PathBuf,
+    /// Queries (of the same kind and dimension as the indexed items).
+    #[arg(long, value_name = "Q")]
+    pub query: PathBuf,
+    /// Neighbours per query.
+    #[arg(
+        short = 'k',
+        value_name = "K",
+        allow_negative_numbers = true,
+        required_unless_present = "radius",
+        conflicts_with = "radius"
+    )]
+    pub k: Option<usize>,
+    /// Radius, in the metric's own unit.
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    pub radius: Option<f64>,
+    /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
+    #[arg(long, value_name = "F")]
+    pub out: Option<PathBuf>,
 }
 
 /// Options that every subcommand takes, before or after its name.
@@ -172,6 +249,24 @@ mod tests {
         ])
         .unwrap();
         assert!(a.global.stats && b.global.stats);
+    }
+
+    #[test]
+    fn index_query_takes_k_or_radius_not_both() {
+        let base = [
+            "voisin", "index", "query", "--index", "i.vidx", "--query", "q.txt",
+        ];
+        let with = |extra: &[&'static str]| {
+            Cli::try_parse_from(base.iter().chain(extra).copied().collect::<Vec<_>>())
+        };
+        assert!(with(&[]).is_err());
+        assert!(with(&["-k", "3", "--radius", "1"]).is_err());
+        match with(&["--radius", "1.5"]).unwrap().command {
+            Command::Index(IndexCommand::Query(q)) => {
+                assert_eq!((q.k, q.radius), (None, Some(1.5)))
+            }
+            other => panic!("parsed as {other:?}"),
+        }
     }
 
     #[test]

@@ -48,6 +48,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             global,
         ),
         Command::Demo => crate::demo::run(global),
+        Command::Index(c) => crate::index_cmd::run(c, global),
     }
 }
 
@@ -101,7 +102,7 @@ impl Task {
 }
 
 /// Levenshtein for text input, euclidean otherwise.
-fn default_metric(path: &Path) -> Metric {
+pub fn default_metric(path: &Path) -> Metric {
     let is_text = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("txt"));

@@ -12,6 +12,7 @@ mod commands;
 mod demo;
 mod device;
 mod error;
+mod index_cmd;
 mod load;
 mod output;
 mod progress;

@@ -1,0 +1,178 @@
+//! `voisin index build` and `voisin index query`: metric-space indexes kept in files.
+//!
+//! This module owns the command flow only: checks first (parameters, output path, inputs), then
+//! the build or the search, then the write. Structures, search and the file layout belong to the
+//! voisin-index crate; reading data and writing results to voisin-io (through `load` and
+//! `output`). Errors follow the CLI's rule: one line naming the file, exit 2 for bad input.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use serde_json::json;
+use voisin::engine::check_k;
+use voisin::Error;
+use voisin_index::{file, DatasetIndex, Kind, Params};
+use voisin_io::Role;
+
+use crate::args::{GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs};
+use crate::commands::default_metric;
+use crate::error::CliError;
+use crate::load;
+use crate::output::{Answer, Target};
+
+pub fn run(command: IndexCommand, global: &GlobalOpts) -> Result<(), CliError> {
+    let pool = thread_pool(global.threads)?;
+    pool.install(|| match command {
+        IndexCommand::Build(a) => build(&a, global),
+        IndexCommand::Query(a) => query(&a, global),
+    })
+}
+
+fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
+    if threads == Some(0) {
+        return Err(CliError::core(
+            Error::invalid("--threads must be at least 1"),
+            None,
+        ));
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        .build()
+        .map_err(|e| CliError::internal(format!("cannot start worker threads: {e}")))
+}
+
+fn kind(arg: IndexKindArg) -> Kind {
+    match arg {
+        IndexKindArg::Lc => Kind::Lc,
+        IndexKindArg::Sss => Kind::Sss,
+        IndexKindArg::Cover => Kind::Cover,
+    }
+}
+
+fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
+    let start = Instant::now();
+    let metric = a.metric.clone().unwrap_or_else(|| default_metric(&a.input));
+    voisin_index::space::check_metric(&metric).map_err(|e| CliError::core(e, None))?;
+    let params = Params {
+        cluster_size: a.cluster_size,
+        alpha: a.alpha,
+        max_pivots: a.max_pivots,
+        base: a.base,
+    };
+    params.check().map_err(|e| CliError::core(e, None))?;
+    check_index_out(&a.out, &a.input)?;
+    let data = load::load(&a.input, Role::Base, &metric, global)?;
+    let load_time = start.elapsed();
+
+    let t = Instant::now();
+    let index = DatasetIndex::build(&data, metric, kind(a.kind), &params)
+        .map_err(|e| CliError::core(e, Some(&a.input)))?;
+    let build_time = t.elapsed();
+
+    let t = Instant::now();
+    file::save(&index, &a.out).map_err(|e| CliError::file(&a.out, e.to_string()))?;
+    if global.stats {
+        stats_line(json!({
+            "command": "index build",
+            "index": index.describe(),
+            "n_items": index.len(),
+            "time_s": {
+                "load": load_time.as_secs_f64(),
+                "build": build_time.as_secs_f64(),
+                "write": t.elapsed().as_secs_f64(),
+                "total": start.elapsed().as_secs_f64(),
+            },
+            "build_distance_evals": index.build_evals(),
+        }));
+    }
+    Ok(())
+}
+
+/// The index file must be writable and must not replace the input it is built from.
+fn check_index_out(out: &Path, input: &Path) -> Result<(), CliError> {
+    if out.is_dir() {
+        return Err(CliError::file(out, "is a folder, not a file name"));
+    }
+    let folder = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return Err(CliError::file(
+            out,
+            format!("folder {} does not exist", folder.display()),
+        ));
+    }
+    let same = matches!((out.canonicalize(), input.canonicalize()), (Ok(a), Ok(b)) if a == b);
+    if same {
+        return Err(CliError::file(
+            out,
+            "is the input of this command; the index would overwrite it",
+        ));
+    }
+    Ok(())
+}
+
+fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
+    let start = Instant::now();
+    if let Some(k) = a.k {
+        check_k(k).map_err(|e| CliError::core(e, None))?;
+    }
+    if let Some(r) = a.radius.filter(|r| !(r.is_finite() && *r >= 0.0)) {
+        let e = Error::invalid(format!("radius {r} must be a finite number >= 0"));
+        return Err(CliError::core(e, None));
+    }
+    let target = Target::prepare(a.out.as_deref(), &[&a.index, &a.query])?;
+    let index = file::load(&a.index).map_err(|e| {
+        let msg = match e {
+            Error::Io(io) => format!("cannot read the index: {io}"),
+            other => other.to_string(),
+        };
+        CliError::file(&a.index, msg)
+    })?;
+    let queries = load::load(&a.query, Role::Query, index.metric(), global)?;
+    let load_time = start.elapsed();
+
+    let t = Instant::now();
+    let answer = match (a.k, a.radius) {
+        (Some(k), _) => index.knn(&queries, k).map(Answer::Knn),
+        (None, Some(r)) => index.range(&queries, r).map(Answer::Range),
+        (None, None) => unreachable!("clap requires -k or --radius"),
+    }
+    .map_err(|e| CliError::core(e, Some(&a.query)))?;
+    let search_time = t.elapsed();
+
+    let t = Instant::now();
+    target.write(&answer)?;
+    if global.stats {
+        let evals = answer.stats().distance_evals;
+        let per_query = evals as f64 / queries.len().max(1) as f64;
+        stats_line(json!({
+            "command": "index query",
+            "index": index.describe(),
+            "n_items": index.len(),
+            "n_queries": queries.len(),
+            "k": a.k,
+            "radius": a.radius,
+            "time_s": {
+                "load": load_time.as_secs_f64(),
+                "search": search_time.as_secs_f64(),
+                "write": t.elapsed().as_secs_f64(),
+                "total": start.elapsed().as_secs_f64(),
+            },
+            "distance_evals": evals,
+            "evals_per_query": per_query,
+            "brute_force_evals_per_query": index.len(),
+            "evals_fraction_of_brute_force": per_query / index.len().max(1) as f64,
+            "throughput_qps": queries.len() as f64 / search_time.as_secs_f64().max(1e-9),
+            "results": answer.len(),
+        }));
+    }
+    Ok(())
+}
+
+/// One JSON line on standard error; a closed standard error must not fail a finished run.
+fn stats_line(value: serde_json::Value) {
+    let _ = writeln!(std::io::stderr(), "{value}");
+}

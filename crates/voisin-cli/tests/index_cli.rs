@@ -1,0 +1,287 @@
+//! `voisin index build` / `voisin index query` end to end: every kind answers k-NN and range
+//! exactly as the f64 reference for words (levenshtein) and vectors (euclidean, cityblock), and
+//! every bad index file or argument is one line, exit code 2, with nothing left behind.
+
+mod common;
+
+use common::*;
+use voisin::{Dataset, Metric, StringSet, VectorSet};
+
+const KINDS: [&str; 3] = ["lc", "sss", "cover"];
+
+fn words() -> Vec<String> {
+    let mut r = 7u64;
+    (0..300)
+        .map(|_| {
+            // A small linear congruential stream keeps the words reproducible and full of ties.
+            let len = 1 + (r % 6) as usize;
+            (0..len)
+                .map(|_| {
+                    r = r
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (b'a' + (r >> 60) as u8 % 4) as char
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn lines_of(rows: impl Iterator<Item = (Vec<u32>, Vec<f32>)>) -> Vec<Line> {
+    expected_lines(
+        rows.enumerate()
+            .map(|(q, (ids, ds))| (q, ids.into_iter().zip(ds).collect())),
+    )
+}
+
+fn check_answers(
+    s: &Scratch,
+    base: &Dataset,
+    queries: &Dataset,
+    input: &str,
+    query: &str,
+    metric: &Metric,
+) {
+    let name = metric.name();
+    for kind in KINDS {
+        let idx = format!("{kind}.vidx");
+        let out = s.run(&[
+            "index", "build", "--input", input, "--kind", kind, "--metric", &name, "--out", &idx,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        for k in [1, 4, 1000] {
+            let out = s.run(&[
+                "index",
+                "query",
+                "--index",
+                &idx,
+                "--query",
+                query,
+                "-k",
+                &k.to_string(),
+            ]);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            let want = voisin::reference::knn(base, queries, k, metric).unwrap();
+            let rows = (0..want.n_queries).map(|q| {
+                let (i, d) = want.row(q);
+                (i.to_vec(), d.to_vec())
+            });
+            assert_same_lines(&parse_tsv(&stdout(&out)), &lines_of(rows));
+        }
+        for r in ["0", "1", "2.5"] {
+            let out = s.run(&[
+                "index", "query", "--index", &idx, "--query", query, "--radius", r,
+            ]);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            let want = voisin::reference::range(base, queries, r.parse().unwrap(), metric).unwrap();
+            let rows = (0..want.n_queries()).map(|q| {
+                let (i, d) = want.row(q);
+                (i.to_vec(), d.to_vec())
+            });
+            assert_same_lines(&parse_tsv(&stdout(&out)), &lines_of(rows));
+        }
+    }
+}
+
+#[test]
+fn words_under_levenshtein_equal_the_reference() {
+    let s = Scratch::new();
+    let w = words();
+    s.raw("w.txt", format!("{}\n", w.join("\n")).as_bytes());
+    let q: Vec<String> = w.iter().step_by(29).map(|x| format!("{x}b")).collect();
+    s.raw("q.txt", format!("{}\n", q.join("\n")).as_bytes());
+    let base: Dataset = StringSet::from_strings(&w).unwrap().into();
+    let queries: Dataset = StringSet::from_strings(&q).unwrap().into();
+    check_answers(&s, &base, &queries, "w.txt", "q.txt", &Metric::Levenshtein);
+}
+
+#[test]
+fn vectors_equal_the_reference() {
+    let s = Scratch::new();
+    let b = int_rows(200, 3, 5, 4);
+    let q = int_rows(12, 3, 6, 4);
+    s.raw("b.fvecs", &fvecs(&b));
+    s.raw("q.fvecs", &fvecs(&q));
+    let set = |rows: &[Vec<f32>]| -> Dataset {
+        VectorSet::from_f32(rows.len(), 3, rows.concat())
+            .unwrap()
+            .into()
+    };
+    for metric in [Metric::Euclidean, Metric::Cityblock] {
+        check_answers(&s, &set(&b), &set(&q), "b.fvecs", "q.fvecs", &metric);
+    }
+}
+
+#[test]
+fn stats_report_evaluations_against_brute_force() {
+    let s = Scratch::new();
+    s.raw("w.txt", format!("{}\n", words().join("\n")).as_bytes());
+    s.raw("q.txt", b"abc\nddd\n");
+    let out = s.run(&[
+        "index", "build", "--input", "w.txt", "--kind", "lc", "--out", "i.vidx", "--stats",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let build: serde_json::Value = serde_json::from_str(stderr(&out).trim()).unwrap();
+    assert_eq!(build["n_items"], 300);
+    let out = s.run(&[
+        "index", "query", "--index", "i.vidx", "--query", "q.txt", "-k", "3", "--out", "r.tsv",
+        "--stats",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let st: serde_json::Value = serde_json::from_str(stderr(&out).trim()).unwrap();
+    assert_eq!(st["brute_force_evals_per_query"], 300);
+    let per_query = st["evals_per_query"].as_f64().unwrap();
+    assert!(per_query > 0.0 && per_query <= 300.0, "{st}");
+    assert_eq!(st["distance_evals"].as_f64().unwrap(), 2.0 * per_query);
+    assert_eq!(
+        parse_tsv(&std::fs::read_to_string(s.path("r.tsv")).unwrap()).len(),
+        6
+    );
+}
+
+/// Exit code 2, one line beginning `voisin: error: <prefix>` and containing `needle`, no
+/// standard output, and the folder as it was.
+fn expect_bad(s: &Scratch, args: &[&str], prefix: &str, needle: &str) {
+    let before = listing(s.dir.path());
+    let out = s.run(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err:?}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(
+        err.starts_with(&format!("voisin: error: {prefix}")),
+        "{err:?}"
+    );
+    assert!(err.contains(needle), "{err:?} does not say {needle:?}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(listing(s.dir.path()), before, "{args:?} changed the folder");
+}
+
+fn with_index() -> (Scratch, Vec<u8>) {
+    let s = Scratch::new();
+    s.raw("w.txt", format!("{}\n", words().join("\n")).as_bytes());
+    s.raw("q.txt", b"abc\n");
+    s.raw("q.fvecs", &fvecs(&int_rows(2, 3, 1, 3)));
+    let out = s.run(&[
+        "index", "build", "--input", "w.txt", "--kind", "cover", "--out", "i.vidx",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let bytes = std::fs::read(s.path("i.vidx")).unwrap();
+    (s, bytes)
+}
+
+fn query_bad(s: &Scratch, index: &str, needle: &str) {
+    let args = [
+        "index", "query", "--index", index, "--query", "q.txt", "-k", "2",
+    ];
+    expect_bad(s, &args, &format!("{index}: "), needle);
+}
+
+#[test]
+fn bad_index_files() {
+    let (s, good) = with_index();
+    query_bad(&s, "w.txt", "not a voisin index file");
+    query_bad(&s, "missing.vidx", "cannot read the index");
+    s.raw("empty.vidx", b"");
+    query_bad(&s, "empty.vidx", "wrong magic");
+    let mut v = good.clone();
+    v[8] = 9;
+    s.raw("version.vidx", &v);
+    query_bad(&s, "version.vidx", "version 9 is not supported");
+    s.raw("short.vidx", &good[..good.len() / 2]);
+    query_bad(&s, "short.vidx", "checksum mismatch");
+    s.raw("cut.vidx", &good[..11]);
+    query_bad(&s, "cut.vidx", "truncated");
+    let mut v = good.clone();
+    let mid = v.len() / 2;
+    v[mid] ^= 1;
+    s.raw("flip.vidx", &v);
+    query_bad(&s, "flip.vidx", "checksum mismatch");
+}
+
+#[test]
+fn bad_arguments_and_inputs() {
+    let (s, _) = with_index();
+    let q = |extra: &[&'static str]| {
+        let mut a = vec!["index", "query", "--index", "i.vidx"];
+        a.extend_from_slice(extra);
+        a
+    };
+    expect_bad(
+        &s,
+        &q(&["--query", "q.fvecs", "-k", "1"]),
+        "q.fvecs: ",
+        "does not apply to vectors",
+    );
+    expect_bad(
+        &s,
+        &q(&["--query", "q.txt", "-k", "0"]),
+        "",
+        "k must be at least 1",
+    );
+    expect_bad(
+        &s,
+        &q(&["--query", "q.txt", "--radius", "-1"]),
+        "",
+        "radius -1",
+    );
+    expect_bad(
+        &s,
+        &q(&["--query", "q.txt", "-k", "1", "--radius", "1"]),
+        "",
+        "cannot be used with",
+    );
+    expect_bad(
+        &s,
+        &q(&["--query", "q.txt", "-k", "1", "--out", "i.vidx.tsv/x.tsv"]),
+        "i.vidx.tsv/x.tsv: ",
+        "does not exist",
+    );
+    let b = |extra: &[&'static str]| {
+        let mut a = vec!["index", "build", "--input", "w.txt"];
+        a.extend_from_slice(extra);
+        a
+    };
+    expect_bad(
+        &s,
+        &b(&["--kind", "lc", "--metric", "cosine", "--out", "x.vidx"]),
+        "",
+        "triangle inequality",
+    );
+    expect_bad(
+        &s,
+        &b(&["--kind", "lc", "--metric", "euclidean", "--out", "x.vidx"]),
+        "w.txt: ",
+        "euclidean",
+    );
+    expect_bad(&s, &b(&["--kind", "kd", "--out", "x.vidx"]), "", "kd");
+    expect_bad(
+        &s,
+        &b(&["--kind", "lc", "--out", "w.txt"]),
+        "w.txt: ",
+        "would overwrite it",
+    );
+    expect_bad(
+        &s,
+        &b(&["--kind", "lc", "--out", "."]),
+        ".: ",
+        "is a folder",
+    );
+    expect_bad(
+        &s,
+        &b(&["--kind", "lc", "--out", "no/x.vidx"]),
+        "no/x.vidx: ",
+        "does not exist",
+    );
+    expect_bad(
+        &s,
+        &b(&["--kind", "cover", "--base", "1", "--out", "x.vidx"]),
+        "",
+        "base 1 must be > 1",
+    );
+    expect_bad(
+        &s,
+        &b(&["--kind", "lc", "--cluster-size", "0", "--out", "x.vidx"]),
+        "",
+        "cluster size",
+    );
+}

@@ -1,0 +1,193 @@
+//! List of Clusters (seed 003 §2.5): the set cut into clusters of a fixed size, each a center,
+//! its covering radius and its members, in construction order.
+//!
+//! Construction: the first center is item 0; its cluster is the m − 1 items nearest to it among
+//! those left (ties by smaller index); the next center is the item left whose summed distance to
+//! all previous centers is largest (the seed's best heuristic). Every item left after cluster i is
+//! at least the covering radius of cluster i away from its center, which gives the early-stop rule:
+//! once the query ball lies strictly inside a cluster's ball no later cluster can hold an answer.
+//! Members keep their distance to the center, sorted, so a scan only evaluates the members whose
+//! stored distance is within the radius of the query's distance to the center.
+
+use rayon::prelude::*;
+
+use crate::search::{Collector, MetricIndex, Probe};
+use crate::space::Space;
+use crate::ItemTally;
+
+/// One cluster: `members[start..end]` of the index, with their distances to `center`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cluster {
+    pub center: u32,
+    /// Largest distance from the center to a member (0 for a lone center).
+    pub radius: f64,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// A List of Clusters over a space.
+pub struct ListOfClusters<S: Space> {
+    space: S,
+    clusters: Vec<Cluster>,
+    /// Members of all clusters, each cluster's sorted by (distance to center, index).
+    members: Vec<u32>,
+    member_dist: Vec<f64>,
+    build_evals: u64,
+}
+
+impl<S: Space> ListOfClusters<S> {
+    /// Builds with clusters of `cluster_size` items (center included; at least 1).
+    pub fn build(space: S, cluster_size: usize) -> Self {
+        let n = space.len();
+        let take = cluster_size.max(1) - 1;
+        let mut evals = 0u64;
+        let mut left: Vec<u32> = (0..n as u32).collect();
+        let mut sum = vec![0.0f64; n];
+        let mut clusters = Vec::new();
+        let mut members = Vec::with_capacity(n);
+        let mut member_dist = Vec::with_capacity(n);
+        let mut next = (n > 0).then_some(0u32);
+        while let Some(center) = next {
+            left.retain(|&x| x != center);
+            let c = space.item(center as usize);
+            let mut dists: Vec<(f64, u32)> = left
+                .par_iter()
+                .map(|&x| (space.to_distance(space.key(c, space.item(x as usize))), x))
+                .collect();
+            evals += dists.len() as u64;
+            for &(d, x) in &dists {
+                sum[x as usize] += d;
+            }
+            let by_rank = |a: &(f64, u32), b: &(f64, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+            let cut = take.min(dists.len());
+            if cut < dists.len() && cut > 0 {
+                dists.select_nth_unstable_by(cut - 1, by_rank);
+            }
+            let (mine, rest) = dists.split_at_mut(cut);
+            mine.sort_unstable_by(by_rank);
+            let start = members.len();
+            for &(d, x) in mine.iter() {
+                members.push(x);
+                member_dist.push(d);
+            }
+            clusters.push(Cluster {
+                center,
+                radius: mine.last().map_or(0.0, |m| m.0),
+                start,
+                end: members.len(),
+            });
+            left = rest.iter().map(|&(_, x)| x).collect();
+            next = left
+                .iter()
+                .copied()
+                .max_by(|&a, &b| sum[a as usize].total_cmp(&sum[b as usize]).then(b.cmp(&a)));
+        }
+        ListOfClusters {
+            space,
+            clusters,
+            members,
+            member_dist,
+            build_evals: evals,
+        }
+    }
+
+    /// Reassembles an index from its parts (read from a file); `check` validates them.
+    pub(crate) fn from_parts(
+        space: S,
+        clusters: Vec<Cluster>,
+        members: Vec<u32>,
+        member_dist: Vec<f64>,
+    ) -> Self {
+        ListOfClusters {
+            space,
+            clusters,
+            members,
+            member_dist,
+            build_evals: 0,
+        }
+    }
+
+    pub fn clusters(&self) -> &[Cluster] {
+        &self.clusters
+    }
+
+    pub(crate) fn parts(&self) -> (&[Cluster], &[u32], &[f64]) {
+        (&self.clusters, &self.members, &self.member_dist)
+    }
+
+    /// Distance evaluations the construction made.
+    pub fn build_evals(&self) -> u64 {
+        self.build_evals
+    }
+
+    /// Checks that every item is a center or a member exactly once and that the clusters are
+    /// laid out consistently; used on indexes read from files.
+    pub fn check(&self) -> Result<(), String> {
+        let n = self.space.len();
+        let mut tally = ItemTally::new(n);
+        let mut at = 0;
+        for c in &self.clusters {
+            if c.start != at || c.end < c.start || c.end > self.members.len() {
+                return Err("cluster ranges are inconsistent".into());
+            }
+            if c.radius.is_nan() || c.radius < 0.0 {
+                return Err("a covering radius is negative or NaN".into());
+            }
+            tally.mark(c.center)?;
+            for &x in &self.members[c.start..c.end] {
+                tally.mark(x)?;
+            }
+            at = c.end;
+        }
+        if at != self.members.len() || self.member_dist.len() != self.members.len() {
+            return Err("member lists are inconsistent".into());
+        }
+        if !tally.complete() {
+            return Err("some items belong to no cluster".into());
+        }
+        Ok(())
+    }
+}
+
+impl<S: Space> MetricIndex for ListOfClusters<S> {
+    type Space = S;
+
+    fn space(&self) -> &S {
+        &self.space
+    }
+
+    fn search(&self, probe: &Probe<'_, S>, out: &mut dyn Collector) {
+        let space = &self.space;
+        for c in &self.clusters {
+            let r = out.radius();
+            // Beyond radius + r from the center neither the center nor a member can answer.
+            let reach = c.radius + r + space.slack(c.radius + r);
+            let Some(dc) = probe.within(c.center as usize, reach) else {
+                continue;
+            };
+            out.offer(dc, c.center);
+            let r = out.radius();
+            let q = dc.dist;
+            if !space.beyond(q - c.radius, r, q + c.radius) {
+                let ds = &self.member_dist[c.start..c.end];
+                let lo = ds.partition_point(|&d| space.beyond(q - d, r, q + d));
+                for p in c.start + lo..c.end {
+                    let r = out.radius();
+                    let d = self.member_dist[p];
+                    if space.beyond(d - q, r, q + d) {
+                        break;
+                    }
+                    if let Some(dx) = probe.within(self.members[p] as usize, r) {
+                        out.offer(dx, self.members[p]);
+                    }
+                }
+            }
+            // Early stop: the ball (q, r) lies strictly inside this cluster's ball, and every
+            // later item is at least the covering radius from this center.
+            let r = out.radius();
+            if q + r + space.slack(q + r) < c.radius {
+                break;
+            }
+        }
+    }
+}

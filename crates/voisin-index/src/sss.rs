@@ -1,0 +1,226 @@
+//! Sparse Spatial Selection pivots (seed 003 §2.3): a pivot table over the whole set.
+//!
+//! Pivot selection: M estimates the largest distance between two items (a double sweep from
+//! item 0, which gives a value between M/2 and M); item 0 is the first pivot, and scanning the
+//! set in order, an item becomes a pivot when its distance to every pivot so far is at least α·M
+//! (up to a cap on the number of pivots). The table holds every item's distance to every pivot.
+//! A query measures its distance to each pivot and evaluates an item only when no pivot proves
+//! it out of reach: |d(q, p) − d(x, p)| > r for some pivot p. Rows are sorted by the distance to
+//! the first pivot, so that pivot's filter is a walk outward from the query's own distance.
+
+use rayon::prelude::*;
+
+use crate::search::{Collector, Dist, MetricIndex, Probe};
+use crate::space::Space;
+use crate::ItemTally;
+
+/// An SSS pivot index over a space.
+///
+/// The table's rows are kept sorted by the distance to the first pivot, so a query walks outward
+/// from its own distance to that pivot and stops as soon as the gap alone exceeds the radius:
+/// the first pivot's filter costs a binary search, not a pass over the whole table.
+pub struct Sss<S: Space> {
+    space: S,
+    pivots: Vec<u32>,
+    /// Items in table order: by (distance to the first pivot, index).
+    order: Vec<u32>,
+    /// Row-major `len × pivots.len()`: row i holds item `order[i]`'s distances to the pivots.
+    table: Vec<f64>,
+    /// Column 0 of the table, contiguous for the binary search.
+    first: Vec<f64>,
+    is_pivot: Vec<bool>,
+    /// Largest value in the table, to size the rounding allowance once per radius.
+    widest: f64,
+    build_evals: u64,
+}
+
+impl<S: Space> Sss<S> {
+    /// Builds with the seed's α (0.4–0.5 is typical) and at most `max_pivots` pivots (≥ 1).
+    pub fn build(space: S, alpha: f64, max_pivots: usize) -> Self {
+        let n = space.len();
+        let dist = |a: usize, b: usize| space.to_distance(space.key(space.item(a), space.item(b)));
+        let farthest = |from: usize| {
+            (0..n)
+                .into_par_iter()
+                .map(|x| (dist(from, x), x))
+                .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+        };
+        let mut pivots = Vec::new();
+        let mut evals = 0u64;
+        if n > 0 {
+            let (_, far) = farthest(0).expect("n > 0");
+            let (max, _) = farthest(far).expect("n > 0");
+            evals += 2 * n as u64;
+            let threshold = alpha * max;
+            pivots.push(0u32);
+            for x in 1..n {
+                if pivots.len() >= max_pivots.max(1) {
+                    break;
+                }
+                let far_from_all = pivots.iter().all(|&p| {
+                    evals += 1;
+                    dist(p as usize, x) >= threshold
+                });
+                if far_from_all {
+                    pivots.push(x as u32);
+                }
+            }
+        }
+        let rows: Vec<Vec<f64>> = (0..n)
+            .into_par_iter()
+            .map(|x| pivots.iter().map(|&p| dist(x, p as usize)).collect())
+            .collect();
+        evals += (n * pivots.len()) as u64;
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by(|&a, &b| {
+            rows[a as usize][0]
+                .total_cmp(&rows[b as usize][0])
+                .then(a.cmp(&b))
+        });
+        let table = order
+            .iter()
+            .flat_map(|&x| rows[x as usize].iter().copied())
+            .collect();
+        let mut sss = Self::from_parts(space, pivots, order, table);
+        sss.build_evals = evals;
+        sss
+    }
+
+    pub(crate) fn from_parts(space: S, pivots: Vec<u32>, order: Vec<u32>, table: Vec<f64>) -> Self {
+        let n = space.len();
+        let np = pivots.len().max(1);
+        let first = table.iter().step_by(np).copied().collect();
+        let mut is_pivot = vec![false; n];
+        for &p in &pivots {
+            if let Some(slot) = is_pivot.get_mut(p as usize) {
+                *slot = true;
+            }
+        }
+        let widest = table.iter().copied().fold(0.0, f64::max);
+        Sss {
+            space,
+            pivots,
+            order,
+            table,
+            first,
+            is_pivot,
+            widest,
+            build_evals: 0,
+        }
+    }
+
+    pub fn pivots(&self) -> &[u32] {
+        &self.pivots
+    }
+
+    pub(crate) fn parts(&self) -> (&[u32], &[u32], &[f64]) {
+        (&self.pivots, &self.order, &self.table)
+    }
+
+    pub fn build_evals(&self) -> u64 {
+        self.build_evals
+    }
+
+    /// Checks the shapes, ids and table order; used on indexes read from files.
+    pub fn check(&self) -> Result<(), String> {
+        let n = self.space.len();
+        if n > 0 && self.pivots.is_empty() {
+            return Err("no pivots".into());
+        }
+        if let Some(p) = self.pivots.iter().find(|&&p| p as usize >= n) {
+            return Err(format!("pivot {p} is out of range (set of {n})"));
+        }
+        if self.pivots.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("pivots are not in increasing order".into());
+        }
+        if Some(self.table.len()) != n.checked_mul(self.pivots.len()) || self.order.len() != n {
+            return Err("pivot table has the wrong size".into());
+        }
+        let mut tally = ItemTally::new(n);
+        for &x in &self.order {
+            tally.mark(x).map_err(|e| format!("table order: {e}"))?;
+        }
+        if self.first.windows(2).any(|w| w[0].is_nan() || w[0] > w[1]) {
+            return Err("table rows are not sorted by the first pivot".into());
+        }
+        Ok(())
+    }
+}
+
+impl<S: Space> MetricIndex for Sss<S> {
+    type Space = S;
+
+    fn space(&self) -> &S {
+        &self.space
+    }
+
+    fn search(&self, probe: &Probe<'_, S>, out: &mut dyn Collector) {
+        let np = self.pivots.len();
+        if np == 0 {
+            return;
+        }
+        let space = &self.space;
+        let to_pivots: Vec<Dist> = self.pivots.iter().map(|&p| probe.to(p as usize)).collect();
+        for (&p, &d) in self.pivots.iter().zip(&to_pivots) {
+            out.offer(d, p);
+        }
+        let q0 = to_pivots[0].dist;
+        let gap = |i: usize| (self.first[i] - q0).abs();
+        // Walk outward from the query's place in the first pivot's order, nearer gap first.
+        // Per pivot, the interval of table values an item needs to stay in reach; recomputed only
+        // when the radius shrinks, so a row costs two comparisons per pivot.
+        let mut bounds = vec![(0.0, 0.0); np - 1];
+        let mut bounds_for = f64::NAN;
+        let (mut below, mut above) = {
+            let at = self.first.partition_point(|&d| d < q0);
+            (at, at)
+        };
+        loop {
+            let down = below.checked_sub(1).map(|i| (gap(i), i));
+            let up = (above < self.first.len()).then(|| (gap(above), above));
+            let (g, i) = match (down, up) {
+                (Some(d), Some(u)) => {
+                    if d.0 <= u.0 {
+                        d
+                    } else {
+                        u
+                    }
+                }
+                (Some(d), None) => d,
+                (None, Some(u)) => u,
+                (None, None) => break,
+            };
+            let r = out.radius();
+            if space.beyond(g, r, q0 + self.first[i]) {
+                break;
+            }
+            if i < below {
+                below = i;
+            } else {
+                above = i + 1;
+            }
+            let x = self.order[i] as usize;
+            if self.is_pivot[x] {
+                continue;
+            }
+            if r != bounds_for {
+                for (b, dq) in bounds.iter_mut().zip(&to_pivots[1..]) {
+                    let tol = space.slack(dq.dist + self.widest + r);
+                    *b = (dq.dist - r - tol, dq.dist + r + tol);
+                }
+                bounds_for = r;
+            }
+            let row = &self.table[i * np + 1..(i + 1) * np];
+            let out_of_reach = row
+                .iter()
+                .zip(&bounds)
+                .any(|(&dx, &(lo, hi))| dx < lo || dx > hi);
+            if out_of_reach {
+                continue;
+            }
+            if let Some(d) = probe.within(x, r) {
+                out.offer(d, x as u32);
+            }
+        }
+    }
+}
