@@ -96,7 +96,7 @@ impl VectorSpace {
                 "metric {metric} does not apply to vectors"
             )));
         }
-        if dim == 0 || values.len() % dim != 0 {
+        if dim == 0 || !values.len().is_multiple_of(dim) {
             return Err(Error::invalid(format!(
                 "{} values do not make rows of dimension {dim}",
                 values.len()
