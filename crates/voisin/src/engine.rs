@@ -26,6 +26,26 @@ pub struct KnnResult {
 }
 
 impl KnnResult {
+    /// Assembles a result from per-query rows of (exact key, index), each already sorted and
+    /// holding `k` entries; keys become the metric's reported distances.
+    pub fn from_rows(rows: Vec<Vec<(f64, u32)>>, k: usize, metric: &Metric) -> Self {
+        let mut out = KnnResult {
+            n_queries: rows.len(),
+            k,
+            ..Default::default()
+        };
+        out.indices.reserve(rows.len() * k);
+        out.distances.reserve(rows.len() * k);
+        for row in rows {
+            debug_assert_eq!(row.len(), k);
+            for (key, i) in row {
+                out.indices.push(i);
+                out.distances.push(metric.key_to_distance(key) as f32);
+            }
+        }
+        out
+    }
+
     pub fn row(&self, q: usize) -> (&[u32], &[f32]) {
         let r = q * self.k..(q + 1) * self.k;
         (&self.indices[r.clone()], &self.distances[r])
@@ -44,6 +64,24 @@ pub struct RangeResult {
 }
 
 impl RangeResult {
+    /// Assembles a result from per-query rows of (exact key, index), each already sorted;
+    /// keys become the metric's reported distances.
+    pub fn from_rows(rows: Vec<Vec<(f64, u32)>>, metric: &Metric) -> Self {
+        let mut out = RangeResult {
+            offsets: Vec::with_capacity(rows.len() + 1),
+            ..Default::default()
+        };
+        out.offsets.push(0);
+        for row in rows {
+            for (key, i) in row {
+                out.indices.push(i);
+                out.distances.push(metric.key_to_distance(key) as f32);
+            }
+            out.offsets.push(out.indices.len());
+        }
+        out
+    }
+
     pub fn n_queries(&self) -> usize {
         self.offsets.len().saturating_sub(1)
     }

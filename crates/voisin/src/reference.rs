@@ -6,7 +6,7 @@
 use rayon::prelude::*;
 
 use crate::data::Dataset;
-use crate::engine::{check_k, check_metric, check_pair, KnnResult, RangeResult, Stats};
+use crate::engine::{check_k, check_metric, check_pair, KnnResult, RangeResult};
 use crate::error::Result;
 use crate::metric::{exact, Metric};
 
@@ -46,19 +46,7 @@ fn knn_rows(
             r
         })
         .collect();
-    let mut out = KnnResult {
-        n_queries: queries.len(),
-        k,
-        stats: Stats::default(),
-        ..Default::default()
-    };
-    for r in rows {
-        for (key, i) in r {
-            out.indices.push(i);
-            out.distances.push(metric.key_to_distance(key) as f32);
-        }
-    }
-    out
+    KnnResult::from_rows(rows, k, metric)
 }
 
 /// k nearest base items of each query.
@@ -93,18 +81,7 @@ pub fn range(
                 .collect()
         })
         .collect();
-    let mut out = RangeResult {
-        offsets: vec![0],
-        ..Default::default()
-    };
-    for r in rows {
-        for (key, i) in r {
-            out.indices.push(i);
-            out.distances.push(metric.key_to_distance(key) as f32);
-        }
-        out.offsets.push(out.indices.len());
-    }
-    Ok(out)
+    Ok(RangeResult::from_rows(rows, metric))
 }
 
 /// Checks an engine's k-NN result against the reference's.

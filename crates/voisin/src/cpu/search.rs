@@ -203,13 +203,7 @@ pub fn knn<S: TileSource>(
     k: usize,
     ctx: &Ctx,
 ) -> KnnResult {
-    let mut out = KnnResult {
-        n_queries,
-        k,
-        ..Default::default()
-    };
-    out.indices.reserve(n_queries * k);
-    out.distances.reserve(n_queries * k);
+    let mut all_rows: Vec<Vec<(f64, u32)>> = Vec::with_capacity(n_queries);
     ctx.add_total((n_base * n_queries) as u64);
     let segs_per_query = work_items(ctx, QUERY_BLOCK, n_base).len();
     let chunk = query_chunk(ctx, k, segs_per_query);
@@ -248,20 +242,14 @@ pub fn knn<S: TileSource>(
             }
             merged.extend(first);
         }
-        let rows: Vec<Vec<(f64, u32)>> = merged
-            .into_par_iter()
-            .enumerate()
-            .map(|(i, cand)| rerank(src, c0 + i, cand, k, ctx))
-            .collect();
-        for row in rows {
-            debug_assert_eq!(row.len(), k);
-            for (key, i) in row {
-                out.indices.push(i);
-                out.distances.push(metric.key_to_distance(key) as f32);
-            }
-        }
+        all_rows.par_extend(
+            merged
+                .into_par_iter()
+                .enumerate()
+                .map(|(i, cand)| rerank(src, c0 + i, cand, k, ctx)),
+        );
     }
-    out
+    KnnResult::from_rows(all_rows, k, metric)
 }
 
 /// Every base item within `radius` of each query, sorted by (key, index).
@@ -322,18 +310,7 @@ pub fn range<S: TileSource>(
             rows[g0 + qi].extend(hit);
         }
     }
-    let mut out = RangeResult {
-        offsets: Vec::with_capacity(n_queries + 1),
-        ..Default::default()
-    };
-    out.offsets.push(0);
-    for mut row in rows {
-        row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (key, i) in row {
-            out.indices.push(i);
-            out.distances.push(metric.key_to_distance(key) as f32);
-        }
-        out.offsets.push(out.indices.len());
-    }
-    out
+    rows.par_iter_mut()
+        .for_each(|row| row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))));
+    RangeResult::from_rows(rows, metric)
 }
