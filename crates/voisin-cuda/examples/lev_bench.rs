@@ -59,7 +59,7 @@ fn main() {
     );
     // Warm-up: loads the kernel and the driver's JIT.
     gpu.range(&base, &qs, 1.0, &lev).unwrap();
-    for r in [1.0, 2.0] {
+    for r in [0.0, 1.0, 2.0, 3.0] {
         let t = Instant::now();
         let g = gpu.range(&base, &qs, r, &lev).unwrap();
         let tg = t.elapsed().as_secs_f64();

@@ -56,9 +56,18 @@ extern "C" __global__ void lev_range(const unsigned* __restrict__ chars,
                 mh <<= 1;
                 pv = mh | ~(xv | ph);
                 mv = ph & xv;
-                // The last row changes by at most 1 per column: the final distance is at least
-                // d - (columns left).
-                if (d > r + (n - 1 - t)) break;
+                // Cells on the diagonal that ends in the final cell never decrease, so once
+                // this column's cell on it, row i = m - (columns left), exceeds r, so does the
+                // distance. D[i][j] = j + (vertical +1s) - (vertical -1s) in rows 1..i.
+                int i = (int)m - (int)(n - 1 - t);
+                if (i >= 0) {
+                    unsigned long long low = i >= LEV_W ? ~0ull : (1ull << i) - 1ull;
+                    int di = (int)(t + 1) + __popcll(pv & low) - __popcll(mv & low);
+                    if (di > (int)r) {
+                        d = r + 1;
+                        break;
+                    }
+                }
             }
         }
         if (d <= r) {

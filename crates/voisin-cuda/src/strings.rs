@@ -151,7 +151,7 @@ pub(crate) fn range(
     // Distances are integers no larger than the longer string, so the radius is floored and
     // capped (keeping r + columns left inside u32 in the kernel).
     let cap_r = (base.max_len() + queries.max_len()) as f64;
-    let r = radius.floor().min(cap_r) as u32;
+    let r = radius.floor().min(cap_r).min((1u32 << 30) as f64) as u32;
     let t = Instant::now();
     let packed = PackedBase::new(base)?;
     let (qchars, qmasks, qinfo) = query_tables(queries, &packed, r);
@@ -211,33 +211,37 @@ pub(crate) fn range(
     stats.distance_evals += qinfo_pairs(queries, &packed, r);
 
     let t = Instant::now();
-    let mut rows: Vec<Vec<(u32, u32)>> = vec![Vec::new(); nq];
-    for h in hits.chunks_exact(3) {
-        rows[h[0] as usize].push((h[2], packed.order[h[1] as usize]));
-    }
-    rows.par_iter_mut().enumerate().for_each(|(q, row)| {
-        let s = queries.get(q);
-        if s.len() > W {
+    // (query, distance, original index) for every hit, device and host paths together, sorted
+    // in parallel: rows come out grouped by query and ordered by (distance, index).
+    let mut all: Vec<(u32, u32, u32)> = hits
+        .par_chunks_exact(3)
+        .map(|h| (h[0], h[2], packed.order[h[1] as usize]))
+        .collect();
+    let long: Vec<(u32, u32, u32)> = (0..nq)
+        .into_par_iter()
+        .filter(|&q| queries.get(q).len() > W)
+        .flat_map_iter(|q| {
             // The host path: too long for one word of bit vectors.
-            let p = Pattern::new(s);
-            *row = (0..nb as u32)
-                .filter_map(|i| {
-                    p.bounded(base.get(i as usize), r as usize)
-                        .map(|d| (d as u32, i))
-                })
-                .collect();
-        }
-        row.sort_unstable();
-    });
+            let p = Pattern::new(queries.get(q));
+            (0..nb as u32).filter_map(move |i| {
+                p.bounded(base.get(i as usize), r as usize)
+                    .map(|d| (q as u32, d as u32, i))
+            })
+        })
+        .collect();
+    all.extend(long);
+    all.par_sort_unstable();
     let mut out = RangeResult {
-        offsets: Vec::with_capacity(nq + 1),
+        offsets: vec![0; nq + 1],
+        indices: all.par_iter().map(|h| h.2).collect(),
+        distances: all.par_iter().map(|h| h.1 as f32).collect(),
         ..Default::default()
     };
-    out.offsets.push(0);
-    for row in rows {
-        out.indices.extend(row.iter().map(|&(_, i)| i));
-        out.distances.extend(row.iter().map(|&(d, _)| d as f32));
-        out.offsets.push(out.indices.len());
+    for h in &all {
+        out.offsets[h.0 as usize + 1] += 1;
+    }
+    for q in 0..nq {
+        out.offsets[q + 1] += out.offsets[q];
     }
     stats.select += t.elapsed();
     out.stats = stats;
