@@ -26,7 +26,9 @@
 //! }
 //! ```
 //!
-//! Not yet on this engine: strings and levenshtein (a clear [`Error::InvalidInput`]), custom
+//! Strings under levenshtein: range search runs a bit-parallel kernel (`strings`); k-NN and
+//! graphs on strings are not on this engine yet (a clear [`Error::InvalidInput`]). Not yet on
+//! this engine either: custom
 //! metrics, and data sets larger than the GPU's memory (the base must fit twice: raw rows for
 //! exact keys and prepared rows for the tiles).
 
@@ -38,6 +40,7 @@ mod knn;
 mod prepare;
 mod range;
 pub mod select;
+mod strings;
 mod tile;
 
 use std::sync::Mutex;
@@ -79,6 +82,8 @@ pub struct CudaEngine {
     gpu: Mutex<Gpu>,
     device: usize,
     opts: CudaOptions,
+    /// The levenshtein kernel, loaded at the first string range search.
+    lev: std::sync::OnceLock<cudarc::driver::CudaFunction>,
 }
 
 impl CudaEngine {
@@ -93,6 +98,7 @@ impl CudaEngine {
             gpu: Mutex::new(Gpu::open(device)?),
             device,
             opts,
+            lev: std::sync::OnceLock::new(),
         })
     }
 
@@ -194,6 +200,7 @@ impl Engine for CudaEngine {
     ) -> Result<KnnResult> {
         check_pair(base, queries, metric)?;
         check_k(k)?;
+        strings::only_range(base, "k-NN search")?;
         let mut tr = Instant::now();
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         trace("knn: input checks", &mut tr);
@@ -253,6 +260,17 @@ impl Engine for CudaEngine {
     ) -> Result<RangeResult> {
         check_pair(base, queries, metric)?;
         metric.check_radius(radius)?;
+        if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
+            (base, queries, metric)
+        {
+            let gpu = self.lock()?;
+            if self.lev.get().is_none() {
+                // Calls are serialised on the GPU lock, so only one thread loads it.
+                let _ = self.lev.set(strings::kernel(&gpu)?);
+            }
+            let lev = self.lev.get().expect("set above");
+            return strings::range(&gpu, lev, b, q, radius, self.stats(&gpu));
+        }
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
@@ -325,6 +343,7 @@ impl Engine for CudaEngine {
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
         check_metric(data, metric)?;
         check_k(k)?;
+        strings::only_range(data, "k-NN graphs")?;
         let set = vectors(data, metric)?;
         let n = set.len();
         let k = k.min(n.saturating_sub(1));

@@ -1,0 +1,274 @@
+//! Levenshtein range search on the device: Myers/Hyyrö bit-parallel edit distance over packed
+//! code points, one block per query (kernels/levenshtein.cu).
+//!
+//! Owns packing the strings (base sorted by length, so each query scans only the slice that
+//! passes the length filter), the per-query match masks, the kernel's module and the host side of
+//! the result (grouping hits by query and sorting by (distance, index)). Queries longer than 64
+//! chars run on the host with `voisin::metric::levenshtein::Pattern` (the kernel holds one machine
+//! word of bit vectors). Must not touch the vector path (prepare, tiles, selection).
+//!
+//! Edit distances are integers computed exactly on both sides, so no error bound or host re-rank
+//! is needed: the result equals `voisin::reference::range`.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use rayon::prelude::*;
+use voisin::metric::levenshtein::Pattern;
+use voisin::{Error, RangeResult, Result, Stats, StringSet};
+
+use crate::context::{dev, Gpu};
+
+/// Pattern chars per machine word: the longest query the kernel takes.
+const W: usize = 64;
+/// Pads a query's sorted distinct chars: above every Unicode scalar value, so never matched.
+const PAD: u32 = u32::MAX;
+/// Threads per block (per query).
+const THREADS: u32 = 256;
+
+/// The kernel's NVRTC output, shared by every context of the process.
+fn ptx() -> Result<Ptx> {
+    static PTX: OnceLock<std::result::Result<Ptx, String>> = OnceLock::new();
+    PTX.get_or_init(|| {
+        let opts = CompileOptions {
+            arch: Some("compute_90"),
+            name: Some("levenshtein.cu".into()),
+            ..Default::default()
+        };
+        cudarc::nvrtc::compile_ptx_with_opts(include_str!("../kernels/levenshtein.cu"), opts)
+            .map_err(|e| format!("cuda: NVRTC could not compile kernels/levenshtein.cu: {e:?}"))
+    })
+    .clone()
+    .map_err(Error::device)
+}
+
+/// The `lev_range` kernel loaded into `gpu`'s context.
+pub(crate) fn kernel(gpu: &Gpu) -> Result<CudaFunction> {
+    let module = gpu
+        .ctx
+        .load_module(ptx()?)
+        .map_err(dev("loading the levenshtein kernel"))?;
+    module
+        .load_function("lev_range")
+        .map_err(dev("finding the levenshtein kernel"))
+}
+
+/// The base, sorted by length and packed as code points.
+struct PackedBase {
+    /// `order[j]`: the original index of sorted position `j`.
+    order: Vec<u32>,
+    /// Length in chars of sorted position `j`, ascending.
+    lens: Vec<u32>,
+    chars: Vec<u32>,
+    offsets: Vec<u32>,
+}
+
+impl PackedBase {
+    fn new(base: &StringSet) -> Result<Self> {
+        let total: usize = base.iter().map(<[char]>::len).sum();
+        if total >= u32::MAX as usize {
+            return Err(Error::invalid(format!(
+                "cuda: the base holds {total} chars; levenshtein on cuda takes fewer than 2^32"
+            )));
+        }
+        let mut order: Vec<u32> = (0..base.len() as u32).collect();
+        order.sort_by_key(|&i| base.get(i as usize).len());
+        let lens: Vec<u32> = order
+            .iter()
+            .map(|&i| base.get(i as usize).len() as u32)
+            .collect();
+        let mut offsets = Vec::with_capacity(order.len() + 1);
+        offsets.push(0u32);
+        for &l in &lens {
+            offsets.push(offsets.last().unwrap() + l);
+        }
+        // One padding char keeps the upload non-empty when every string is.
+        let mut chars = Vec::with_capacity(total + 1);
+        for &i in &order {
+            chars.extend(base.get(i as usize).iter().map(|&c| c as u32));
+        }
+        chars.push(0);
+        Ok(PackedBase {
+            order,
+            lens,
+            chars,
+            offsets,
+        })
+    }
+
+    /// Sorted positions whose length is within `r` of `m`.
+    fn slice(&self, m: u32, r: u32) -> (u32, u32) {
+        let lo = self.lens.partition_point(|&l| l < m.saturating_sub(r));
+        let hi = self.lens.partition_point(|&l| l <= m.saturating_add(r));
+        (lo as u32, hi as u32)
+    }
+}
+
+/// Per-query kernel inputs: sorted distinct chars padded to `W`, their match masks, and
+/// (length, distinct chars, slice start, slice end). Long queries get an empty slice.
+fn query_tables(queries: &StringSet, base: &PackedBase, r: u32) -> (Vec<u32>, Vec<u64>, Vec<u32>) {
+    let nq = queries.len();
+    let mut qchars = vec![PAD; nq * W];
+    let mut qmasks = vec![0u64; nq * W];
+    let mut qinfo = vec![0u32; nq * 4];
+    qchars
+        .par_chunks_mut(W)
+        .zip(qmasks.par_chunks_mut(W))
+        .zip(qinfo.par_chunks_mut(4))
+        .enumerate()
+        .for_each(|(q, ((qc, qm), qi))| {
+            let s = queries.get(q);
+            if s.len() > W {
+                return;
+            }
+            let mut distinct: Vec<u32> = s.iter().map(|&c| c as u32).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            qc[..distinct.len()].copy_from_slice(&distinct);
+            for (i, &c) in s.iter().enumerate() {
+                let k = distinct.partition_point(|&d| d < c as u32);
+                qm[k] |= 1u64 << i;
+            }
+            let (lo, hi) = base.slice(s.len() as u32, r);
+            qi.copy_from_slice(&[s.len() as u32, distinct.len() as u32, lo, hi]);
+        });
+    (qchars, qmasks, qinfo)
+}
+
+/// Range search: every base string within edit distance `radius` of each query, rows sorted
+/// by (distance, index). `lev` is the loaded `lev_range` kernel.
+pub(crate) fn range(
+    gpu: &Gpu,
+    lev: &CudaFunction,
+    base: &StringSet,
+    queries: &StringSet,
+    radius: f64,
+    mut stats: Stats,
+) -> Result<RangeResult> {
+    let (nb, nq) = (base.len(), queries.len());
+    // Distances are integers no larger than the longer string, so the radius is floored and
+    // capped (keeping r + columns left inside u32 in the kernel).
+    let cap_r = (base.max_len() + queries.max_len()) as f64;
+    let r = radius.floor().min(cap_r).min((1u32 << 30) as f64) as u32;
+    let t = Instant::now();
+    let packed = PackedBase::new(base)?;
+    let (qchars, qmasks, qinfo) = query_tables(queries, &packed, r);
+    let s = &gpu.stream;
+    let up = |v: &[u32]| {
+        s.clone_htod(v)
+            .map_err(dev("copying strings to the device"))
+    };
+    let chars = up(&packed.chars)?;
+    let offs = up(&packed.offsets)?;
+    let qc = up(&if nq == 0 { vec![PAD; W] } else { qchars })?;
+    let qi = up(&if nq == 0 { vec![0; 4] } else { qinfo })?;
+    let qm = s
+        .clone_htod(&if nq == 0 { vec![0; W] } else { qmasks })
+        .map_err(dev("copying masks to the device"))?;
+    let mut cursor: CudaSlice<u64> = s.alloc_zeros(1).map_err(dev("allocating"))?;
+    stats.transfer += t.elapsed();
+
+    let t = Instant::now();
+    // A first guess at the number of hits; the kernel counts past it and a second launch
+    // writes them all when it was too small.
+    let mut cap = (nq * 64).max(1 << 20);
+    let mut hits: Vec<u32> = Vec::new();
+    if nq > 0 && nb > 0 {
+        loop {
+            let mut out = unsafe { s.alloc::<u32>(3 * cap) }.map_err(dev("allocating hits"))?;
+            s.memset_zeros(&mut cursor).map_err(dev("clearing"))?;
+            let cap64 = cap as u64;
+            let mut l = s.launch_builder(lev);
+            l.arg(&chars)
+                .arg(&offs)
+                .arg(&qc)
+                .arg(&qm)
+                .arg(&qi)
+                .arg(&r)
+                .arg(&cap64)
+                .arg(&mut cursor)
+                .arg(&mut out);
+            let cfg = LaunchConfig {
+                grid_dim: (nq as u32, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: matches lev_range in kernels/levenshtein.cu; every query's slice lies
+            // inside the packed base and writes stop at `cap`.
+            unsafe { l.launch(cfg) }.map_err(dev("lev_range"))?;
+            let total = s.clone_dtoh(&cursor).map_err(dev("reading the count"))?[0] as usize;
+            if total <= cap {
+                hits = gpu.download(&out.slice(..3 * total.max(1)))?;
+                hits.truncate(3 * total);
+                break;
+            }
+            cap = total;
+        }
+    }
+    stats.compute += t.elapsed();
+    stats.distance_evals += qinfo_pairs(queries, &packed, r);
+
+    let t = Instant::now();
+    // (query, distance, original index) for every hit, device and host paths together, sorted
+    // in parallel: rows come out grouped by query and ordered by (distance, index).
+    let mut all: Vec<(u32, u32, u32)> = hits
+        .par_chunks_exact(3)
+        .map(|h| (h[0], h[2], packed.order[h[1] as usize]))
+        .collect();
+    let long: Vec<(u32, u32, u32)> = (0..nq)
+        .into_par_iter()
+        .filter(|&q| queries.get(q).len() > W)
+        .flat_map_iter(|q| {
+            // The host path: too long for one word of bit vectors.
+            let p = Pattern::new(queries.get(q));
+            (0..nb as u32).filter_map(move |i| {
+                p.bounded(base.get(i as usize), r as usize)
+                    .map(|d| (q as u32, d as u32, i))
+            })
+        })
+        .collect();
+    all.extend(long);
+    all.par_sort_unstable();
+    let mut out = RangeResult {
+        offsets: vec![0; nq + 1],
+        indices: all.par_iter().map(|h| h.2).collect(),
+        distances: all.par_iter().map(|h| h.1 as f32).collect(),
+        ..Default::default()
+    };
+    for h in &all {
+        out.offsets[h.0 as usize + 1] += 1;
+    }
+    for q in 0..nq {
+        out.offsets[q + 1] += out.offsets[q];
+    }
+    stats.select += t.elapsed();
+    out.stats = stats;
+    Ok(out)
+}
+
+/// Pairs that reach the distance computation (length filter passed), for the statistics.
+fn qinfo_pairs(queries: &StringSet, base: &PackedBase, r: u32) -> u64 {
+    queries
+        .iter()
+        .map(|s| {
+            if s.len() > W {
+                base.order.len() as u64
+            } else {
+                let (lo, hi) = base.slice(s.len() as u32, r);
+                (hi - lo) as u64
+            }
+        })
+        .sum()
+}
+
+/// A clear error for the searches on strings this engine does not run yet.
+pub(crate) fn only_range(data: &voisin::Dataset, what: &str) -> Result<()> {
+    match data {
+        voisin::Dataset::Strings(_) => Err(Error::invalid(format!(
+            "{what} on strings is not supported on cuda yet (range search is; use --device cpu)"
+        ))),
+        voisin::Dataset::Vectors(_) => Ok(()),
+    }
+}
