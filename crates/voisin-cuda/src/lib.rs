@@ -325,19 +325,10 @@ impl Engine for CudaEngine {
             .collect();
         stats.select += t.elapsed();
         stats.exact_evals += ids.len() as u64;
-        let mut out = RangeResult {
-            offsets: vec![0],
+        Ok(RangeResult {
             stats,
-            ..Default::default()
-        };
-        for row in rows {
-            for (key, i) in row {
-                out.indices.push(i);
-                out.distances.push(metric.key_to_distance(key) as f32);
-            }
-            out.offsets.push(out.indices.len());
-        }
-        Ok(out)
+            ..RangeResult::from_rows(rows, metric)
+        })
     }
 
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
