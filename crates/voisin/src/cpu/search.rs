@@ -1,8 +1,9 @@
 //! k-NN and range search of queries against a base set: the tile walk shared by both, the
 //! candidate scans, and the exact re-rank.
 //!
-//! Work is split into (query block, base segment) items so that both many-query and few-query
-//! requests keep every thread busy; each item walks its segment tile by tile, keeping only
+//! Work is split into (query range, base segment) items so that both many-query and few-query
+//! requests keep every thread busy; each item walks its segment tile by tile (each base tile
+//! prepared once and measured against every query block of the range), keeping only
 //! candidates, and the segments' candidates of a query are merged before the exact re-rank.
 
 use rayon::prelude::*;
