@@ -43,7 +43,10 @@ fn simulate_graph(data: &Dataset, k: usize, metric: &Metric, size: usize) -> Knn
         .collect();
     let mut rows = Vec::new();
     for dest in 0..size {
-        let recv: Vec<u32> = (0..size).flat_map(|s| sent[s][dest].clone()).collect();
+        let recv: Vec<u32> = sent
+            .iter()
+            .flat_map(|from| from[dest].iter().copied())
+            .collect();
         rows.extend(graph::merge(data, k, metric, &recv));
     }
     rekey::assemble(&rows, n, kk)
