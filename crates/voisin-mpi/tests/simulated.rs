@@ -111,6 +111,31 @@ fn graph_matches_reference_for_any_rank_count() {
 }
 
 #[test]
+fn graph_matches_reference_on_zero_vectors_and_wide_rows() {
+    for dim in [1, 127] {
+        let n = 13;
+        let mut v = vec![0.0f32; n * dim];
+        for (i, x) in v.iter_mut().enumerate().skip(4 * dim) {
+            *x = ((i * 7) % 5) as f32 - 2.0;
+        }
+        let data: Dataset = VectorSet::from_f32(n, dim, v).unwrap().into();
+        for metric in [Metric::Euclidean, Metric::Cosine, Metric::Chebyshev] {
+            for k in [1, 5, n - 1] {
+                let expected = reference::graph(&data, k, &metric).unwrap();
+                for size in [2, 3, 4] {
+                    let got = simulate_graph(&data, k, &metric, size);
+                    same(
+                        &expected,
+                        &got,
+                        &format!("dim {dim} {metric} k {k} ranks {size}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn graph_of_strings_matches_reference() {
     let words = [
         "kitten", "sitting", "kitten", "mitten", "", "sit", "bitten", "kit", "a",
