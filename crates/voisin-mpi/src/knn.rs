@@ -1,0 +1,86 @@
+//! Distributed k-NN: the base set is cut into one contiguous shard per rank; each rank finds the
+//! exact k nearest of every query within its shard; rank 0 merges the shards' lists.
+//!
+//! Every rank reads all queries: queries are usually few next to the base, and this way each
+//! shard is scanned once.
+
+use voisin::cpu::CpuEngine;
+use voisin::{Dataset, Engine, KnnResult, Metric, Result};
+
+use crate::comm::Comm;
+use crate::graph::agree;
+use crate::rekey;
+use crate::slice::{slice, split};
+
+/// Rank `rank`'s share: for each query, the global indices of its best `min(k, shard)` base
+/// items in this rank's shard, row after row.
+pub fn local(
+    engine: &CpuEngine,
+    base: &Dataset,
+    queries: &Dataset,
+    k: usize,
+    metric: &Metric,
+    rank: usize,
+    size: usize,
+) -> Result<Vec<u32>> {
+    let shard = split(base.len(), size)[rank].clone();
+    if shard.is_empty() {
+        return Ok(Vec::new());
+    }
+    let res = engine.knn(&slice(base, shard.clone()), queries, k, metric)?;
+    Ok(res
+        .indices
+        .iter()
+        .map(|&i| i + shard.start as u32)
+        .collect())
+}
+
+/// Rank 0's merge of every rank's [`local`] output, concatenated in rank order.
+pub fn merge(
+    base: &Dataset,
+    queries: &Dataset,
+    k: usize,
+    metric: &Metric,
+    size: usize,
+    gathered: &[u32],
+) -> KnnResult {
+    let kk = k.min(base.len());
+    let nq = queries.len();
+    // Where each rank's rows start in `gathered`, and how long they are.
+    let mut parts = Vec::with_capacity(size);
+    let mut at = 0;
+    for shard in split(base.len(), size) {
+        let kr = k.min(shard.len());
+        parts.push((at, kr));
+        at += kr * nq;
+    }
+    assert_eq!(at, gathered.len(), "gathered lists have the wrong length");
+    let mut rows = Vec::with_capacity(nq * (1 + 2 * kk));
+    let mut cand = Vec::with_capacity(size * kk);
+    for q in 0..nq {
+        cand.clear();
+        for &(start, kr) in &parts {
+            cand.extend_from_slice(&gathered[start + q * kr..start + (q + 1) * kr]);
+        }
+        let best = rekey::best(metric, base, queries, q, &cand, kk);
+        rekey::push_row(&mut rows, metric, q, &best, kk);
+    }
+    rekey::assemble(&rows, nq, kk)
+}
+
+/// The whole k-NN search over `comm`'s ranks; the result on rank 0, `None` elsewhere.
+pub fn run(
+    comm: &dyn Comm,
+    engine: &CpuEngine,
+    base: &Dataset,
+    queries: &Dataset,
+    k: usize,
+    metric: &Metric,
+) -> std::result::Result<Option<KnnResult>, String> {
+    let (rank, size) = (comm.rank(), comm.size());
+    let mine = local(engine, base, queries, k, metric, rank, size);
+    let mine = agree(comm, mine)?;
+    Ok(comm
+        .gather(mine)
+        .map(|all| merge(base, queries, k, metric, size, &all)))
+}

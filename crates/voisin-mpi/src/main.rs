@@ -1,0 +1,225 @@
+//! The `voisin-mpi` command: `graph` and `knn` over the ranks of an MPI job, e.g.
+//! `mpirun -np 8 voisin-mpi graph --input data.fbin -k 10 --out graph.ivecs`.
+//!
+//! Every rank parses the same arguments and reads the inputs from the same paths (a shared
+//! filesystem on a cluster); rank 0 alone writes the result and prints errors. Output files and
+//! row order are those of `voisin graph` / `voisin knn`. Exit codes: 0 success, 2 bad input or
+//! usage, 1 internal failure; every rank exits with the same code.
+//!
+//! Built without the `mpi` feature the command runs as a single process (rank 0 of 1).
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use voisin::cpu::{CpuEngine, CpuOptions};
+use voisin::{Dataset, KnnResult, Metric};
+use voisin_io::{ReadOptions, Role};
+use voisin_mpi::comm::Comm;
+
+#[derive(Parser)]
+#[command(
+    name = "voisin-mpi",
+    version,
+    about = "Exact k-NN graphs and k-NN search over MPI ranks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The k nearest other items of every item of one set.
+    Graph {
+        /// Input set, read by every rank from this path.
+        #[arg(long, value_name = "FILE")]
+        input: PathBuf,
+        #[command(flatten)]
+        run: RunOpts,
+    },
+    /// The k nearest base items of every query.
+    Knn {
+        /// Base set, read by every rank from this path.
+        #[arg(long, value_name = "FILE")]
+        base: PathBuf,
+        /// Query set, read by every rank from this path.
+        #[arg(long, value_name = "FILE")]
+        query: PathBuf,
+        #[command(flatten)]
+        run: RunOpts,
+    },
+}
+
+#[derive(Args)]
+struct RunOpts {
+    /// Neighbours per item.
+    #[arg(short, long)]
+    k: usize,
+    /// Metric (default: levenshtein for .txt inputs, euclidean otherwise).
+    #[arg(long, value_name = "M", value_parser = parse_metric)]
+    metric: Option<Metric>,
+    /// Result file: .tsv, .ivecs (+ .fvecs distances) or .npy, written by rank 0.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Worker threads per rank (default: every core the rank sees).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn parse_metric(text: &str) -> Result<Metric, String> {
+    text.parse::<Metric>().map_err(|e| e.to_string())
+}
+
+/// A failure: its one-line message and exit code.
+struct Failure(String, i32);
+
+fn bad(msg: impl Into<String>) -> Failure {
+    Failure(msg.into(), 2)
+}
+
+fn main() {
+    #[cfg(feature = "mpi")]
+    let code = {
+        let Some(universe) = mpi::initialize() else {
+            eprintln!("voisin-mpi: error: MPI could not be initialised");
+            std::process::exit(1);
+        };
+        let comm = voisin_mpi::comm::Mpi {
+            world: universe.world(),
+        };
+        let code = run(&comm);
+        drop(comm);
+        // MPI_Finalize runs here, before the process exits.
+        drop(universe);
+        code
+    };
+    #[cfg(not(feature = "mpi"))]
+    let code = run(&voisin_mpi::comm::Single);
+    std::process::exit(code);
+}
+
+fn run(comm: &dyn Comm) -> i32 {
+    let root = comm.rank() == 0;
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            if root {
+                let _ = e.print();
+            }
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match execute(comm, cli) {
+        Ok(()) => 0,
+        Err(Failure(msg, code)) => {
+            if root {
+                eprintln!("voisin-mpi: error: {msg}");
+            }
+            code
+        }
+    }
+}
+
+fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
+    let (run, inputs) = match &cli.command {
+        Command::Graph { input, run } => (run, vec![input.as_path()]),
+        Command::Knn { base, query, run } => (run, vec![base.as_path(), query.as_path()]),
+    };
+    let metric = run
+        .metric
+        .clone()
+        .unwrap_or_else(|| default_metric(inputs[0]));
+    voisin::engine::check_k(run.k).map_err(|e| bad(e.to_string()))?;
+    check_out(&run.out)?;
+    let engine = CpuEngine::new(CpuOptions {
+        threads: run.threads,
+        ..CpuOptions::default()
+    })
+    .map_err(|e| bad(e.to_string()))?;
+    // Every rank reads for itself; agreeing afterwards keeps a rank that failed (say, a path
+    // missing on its node) from leaving the others waiting.
+    let loaded = load_all(&inputs, &metric);
+    let ok = comm.all_ok(loaded.is_ok());
+    let sets = match loaded {
+        Ok(s) if ok => s,
+        Ok(_) => return Err(bad("another rank could not read the inputs")),
+        Err(f) => return Err(f),
+    };
+    let result = match &cli.command {
+        Command::Graph { .. } => voisin_mpi::graph::run(comm, &engine, &sets[0], run.k, &metric),
+        Command::Knn { .. } => {
+            voisin_mpi::knn::run(comm, &engine, &sets[0], &sets[1], run.k, &metric)
+        }
+    }
+    .map_err(|m| Failure(m, 1))?;
+    match result {
+        Some(res) => write(&run.out, &res),
+        None => Ok(()),
+    }
+}
+
+fn write(out: &Path, res: &KnnResult) -> Result<(), Failure> {
+    voisin_io::write_knn(out, res).map_err(|e| {
+        let code = if e.is_user_error() { 2 } else { 1 };
+        Failure(e.to_string(), code)
+    })
+}
+
+/// Refuses an output name whose layout is unknown before any work is done.
+fn check_out(out: &Path) -> Result<(), Failure> {
+    let ext = out
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("tsv" | "ivecs" | "npy") => Ok(()),
+        _ => Err(bad(format!(
+            "{}: unknown output format (use .tsv, .ivecs or .npy)",
+            out.display()
+        ))),
+    }
+}
+
+/// Levenshtein for text input, euclidean otherwise (as `voisin`).
+fn default_metric(path: &Path) -> Metric {
+    let is_text = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("txt"));
+    if is_text {
+        Metric::Levenshtein
+    } else {
+        Metric::Euclidean
+    }
+}
+
+/// Reads and checks the inputs: first the base (or graph input), then the queries.
+fn load_all(paths: &[&Path], metric: &Metric) -> Result<Vec<Dataset>, Failure> {
+    let mut sets = Vec::new();
+    for (n, &path) in paths.iter().enumerate() {
+        let role = if n == 0 { Role::Base } else { Role::Query };
+        sets.push(load(path, role, metric)?);
+    }
+    if let [base, queries] = &sets[..] {
+        voisin::engine::check_pair(base, queries, metric)
+            .map_err(|e| bad(format!("{}: {e}", paths[1].display())))?;
+    }
+    Ok(sets)
+}
+
+fn load(path: &Path, role: Role, metric: &Metric) -> Result<Dataset, Failure> {
+    let opts = ReadOptions { role, mmap: true };
+    let data = voisin_io::read_dataset(path, &opts).map_err(|e| {
+        let code = if e.is_user_error() { 2 } else { 1 };
+        Failure(e.to_string(), code)
+    })?;
+    let at = |m: String| bad(format!("{}: {m}", path.display()));
+    if data.is_empty() {
+        return Err(at("holds no items".into()));
+    }
+    voisin::engine::check_metric(&data, metric).map_err(|e| at(e.to_string()))?;
+    if let Some((row, col)) = data.as_vectors().and_then(|v| v.find_non_finite()) {
+        return Err(at(format!(
+            "vector {row} has a NaN or infinite value at position {col}"
+        )));
+    }
+    Ok(data)
+}

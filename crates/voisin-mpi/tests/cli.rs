@@ -1,0 +1,253 @@
+//! The `voisin-mpi` binary end to end: result files compared byte for byte with the reference's
+//! result written by the same writer. With the `mpi` feature every case runs under
+//! `mpirun -np 1, 2, 3` (skipped, saying so, when mpirun is not installed; CI installs it);
+//! without it the binary runs as one process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use voisin::{reference, Dataset, KnnResult, Metric, VectorSet};
+
+const BIN: &str = env!("CARGO_BIN_EXE_voisin-mpi");
+
+/// Small integer coordinates, so distances tie often, plus one duplicated vector.
+fn tied(n: usize, dim: usize, seed: u64) -> VectorSet {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut v: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-2..3) as f32).collect();
+    let (a, b) = v.split_at_mut(dim);
+    b[..dim].copy_from_slice(a);
+    VectorSet::from_f32(n, dim, v).unwrap()
+}
+
+/// How to launch the binary: directly, or under mpirun with `n` ranks.
+fn launchers() -> Vec<Option<usize>> {
+    if !cfg!(feature = "mpi") {
+        return vec![None];
+    }
+    let have = Command::new("mpirun").arg("--version").output().is_ok();
+    if !have {
+        eprintln!("SKIPPED: mpirun not found; install openmpi-bin to run the MPI cases");
+        return vec![None];
+    }
+    vec![Some(1), Some(2), Some(3)]
+}
+
+fn launch(ranks: Option<usize>, args: &[&str]) -> Output {
+    let mut cmd = match ranks {
+        None => Command::new(BIN),
+        Some(n) => {
+            let mut c = Command::new("mpirun");
+            c.args(["--oversubscribe", "-np", &n.to_string(), BIN])
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            c
+        }
+    };
+    cmd.args(args).args(["--threads", "1"]).output().unwrap()
+}
+
+/// The files a result name stands for (`x.npy` is written as two arrays).
+fn result_files(out: &Path) -> Vec<PathBuf> {
+    if out.extension().is_some_and(|e| e == "npy") {
+        ["indices", "distances"]
+            .iter()
+            .map(|p| out.with_extension(format!("{p}.npy")))
+            .collect()
+    } else if out.extension().is_some_and(|e| e == "ivecs") {
+        vec![out.to_path_buf(), out.with_extension("fvecs")]
+    } else {
+        vec![out.to_path_buf()]
+    }
+}
+
+fn assert_same_files(expected: &KnnResult, got_out: &Path, dir: &Path, what: &str) {
+    let ext = got_out.extension().unwrap().to_str().unwrap();
+    let want = dir.join(format!("expected.{ext}"));
+    voisin_io::write_knn(&want, expected).unwrap();
+    for (w, g) in result_files(&want).iter().zip(result_files(got_out)) {
+        let (w, g) = (std::fs::read(w).unwrap(), std::fs::read(&g).unwrap());
+        assert!(
+            w == g,
+            "{what}: {} differs from the reference",
+            got_out.display()
+        );
+    }
+}
+
+fn check_ok(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: {:?}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn graph_and_knn_match_the_reference_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 29;
+    let data = tied(n, 3, 7);
+    let queries = tied(11, 3, 8);
+    let (input, qpath) = (dir.path().join("data.fbin"), dir.path().join("q.fvecs"));
+    voisin_io::write_vectors(&input, &data).unwrap();
+    voisin_io::write_vectors(&qpath, &queries).unwrap();
+    let (data, queries): (Dataset, Dataset) = (data.into(), queries.into());
+    let exts = ["tsv", "ivecs", "npy"];
+    for ranks in launchers() {
+        for (mi, metric) in [Metric::Euclidean, Metric::Cityblock].iter().enumerate() {
+            for (ki, k) in [1, 10, n - 1].into_iter().enumerate() {
+                let ext = exts[(mi + ki) % exts.len()];
+                let what = format!("{metric} k {k} ranks {ranks:?}");
+                let out = dir.path().join(format!("graph.{ext}"));
+                let ks = k.to_string();
+                let m = metric.to_string();
+                let o = launch(
+                    ranks,
+                    &[
+                        "graph",
+                        "--input",
+                        input.to_str().unwrap(),
+                        "-k",
+                        &ks,
+                        "--metric",
+                        &m,
+                        "--out",
+                        out.to_str().unwrap(),
+                    ],
+                );
+                check_ok(&o, &format!("graph {what}"));
+                let expected = reference::graph(&data, k, metric).unwrap();
+                assert_same_files(&expected, &out, dir.path(), &format!("graph {what}"));
+
+                let out = dir.path().join(format!("knn.{ext}"));
+                let o = launch(
+                    ranks,
+                    &[
+                        "knn",
+                        "--base",
+                        input.to_str().unwrap(),
+                        "--query",
+                        qpath.to_str().unwrap(),
+                        "-k",
+                        &ks,
+                        "--metric",
+                        &m,
+                        "--out",
+                        out.to_str().unwrap(),
+                    ],
+                );
+                check_ok(&o, &format!("knn {what}"));
+                let expected = reference::knn(&data, &queries, k, metric).unwrap();
+                assert_same_files(&expected, &out, dir.path(), &format!("knn {what}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.fbin");
+    let empty = dir.path().join("empty.fvecs");
+    std::fs::write(&empty, b"").unwrap();
+    let good = dir.path().join("good.fbin");
+    voisin_io::write_vectors(&good, &tied(5, 2, 1)).unwrap();
+    let q3 = dir.path().join("q3.fbin");
+    voisin_io::write_vectors(&q3, &tied(5, 3, 1)).unwrap();
+    let out = dir.path().join("r.tsv");
+    let out = out.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "graph",
+                "--input",
+                missing.to_str().unwrap(),
+                "-k",
+                "2",
+                "--out",
+                out,
+            ],
+            "missing.fbin",
+        ),
+        (
+            vec![
+                "graph",
+                "--input",
+                empty.to_str().unwrap(),
+                "-k",
+                "2",
+                "--out",
+                out,
+            ],
+            "empty.fvecs",
+        ),
+        (
+            vec![
+                "graph",
+                "--input",
+                good.to_str().unwrap(),
+                "-k",
+                "0",
+                "--out",
+                out,
+            ],
+            "k must be",
+        ),
+        (
+            vec![
+                "graph",
+                "--input",
+                good.to_str().unwrap(),
+                "-k",
+                "2",
+                "--out",
+                "r.csv",
+            ],
+            "r.csv",
+        ),
+        (
+            vec![
+                "graph",
+                "--input",
+                good.to_str().unwrap(),
+                "-k",
+                "2",
+                "--metric",
+                "levenshtein",
+                "--out",
+                out,
+            ],
+            "levenshtein",
+        ),
+        (
+            vec![
+                "knn",
+                "--base",
+                good.to_str().unwrap(),
+                "--query",
+                q3.to_str().unwrap(),
+                "-k",
+                "2",
+                "--out",
+                out,
+            ],
+            "q3.fbin",
+        ),
+    ];
+    for ranks in launchers() {
+        for (args, needle) in &cases {
+            let o = launch(ranks, args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            let lines: Vec<&str> = err
+                .lines()
+                .filter(|l| l.contains("voisin-mpi: error"))
+                .collect();
+            assert_eq!(lines.len(), 1, "{args:?} ranks {ranks:?}: stderr {err}");
+            assert!(lines[0].contains(needle), "{args:?}: {}", lines[0]);
+            assert_eq!(o.status.code(), Some(2), "{args:?} ranks {ranks:?}: {err}");
+        }
+    }
+    assert!(!Path::new(out).exists());
+}
