@@ -194,7 +194,7 @@ fn manifest_text(job: &Job, blocks_per_pass: usize) -> String {
 /// Checks a manifest against the job; returns its blocks per pass.
 fn check_manifest(dir: &Path, text: &str, job: &Job) -> Result<usize> {
     let corrupt = || bad(dir, "checkpoint manifest is corrupted");
-    let body_end = text.rfind("crc32 ").ok_or_else(corrupt)?;
+    let body_end = text.rfind("\ncrc32 ").ok_or_else(corrupt)? + 1;
     let (body, tail) = text.split_at(body_end);
     let crc = u32::from_str_radix(tail["crc32 ".len()..].trim_end(), 16).map_err(|_| corrupt())?;
     if crc != crc32fast::hash(body.as_bytes()) {
