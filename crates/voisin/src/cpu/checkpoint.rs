@@ -141,7 +141,7 @@ impl Checkpoint {
                 "checkpoint directory is not empty (add --resume to continue that run, or pick another directory)",
             ));
         }
-        if has_files {
+        let (text, blocks_per_pass) = if has_files {
             let text = match fs::read_to_string(dir.join(MANIFEST)) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -150,21 +150,18 @@ impl Checkpoint {
                 Err(e) => return Err(io_err(dir, e)),
             };
             let blocks_per_pass = check_manifest(dir, &text, job)?;
-            return Ok(Checkpoint {
-                dir: dir.clone(),
-                k,
-                blocks_per_pass,
-                job_crc: crc32fast::hash(text.as_bytes()),
-            });
-        }
-        let wanted = match opts.pass_rows {
-            Some(rows) => rows.div_ceil(GRAPH_TILE),
-            None => n.div_ceil(GRAPH_TILE).div_ceil(DEFAULT_PASSES),
+            (text, blocks_per_pass)
+        } else {
+            let wanted = match opts.pass_rows {
+                Some(rows) => rows.div_ceil(GRAPH_TILE),
+                None => n.div_ceil(GRAPH_TILE).div_ceil(DEFAULT_PASSES),
+            };
+            let blocks_per_pass = wanted.clamp(1, max_blocks.max(1));
+            fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+            let text = manifest_text(job, blocks_per_pass);
+            write_atomic(&dir.join(MANIFEST), text.as_bytes())?;
+            (text, blocks_per_pass)
         };
-        let blocks_per_pass = wanted.clamp(1, max_blocks.max(1));
-        fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
-        let text = manifest_text(job, blocks_per_pass);
-        write_atomic(&dir.join(MANIFEST), text.as_bytes())?;
         Ok(Checkpoint {
             dir: dir.clone(),
             k,
@@ -343,7 +340,15 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     f.write_all(bytes)
         .and_then(|_| f.sync_all())
         .map_err(|e| io_err(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+    fs::rename(&tmp, path).map_err(|e| io_err(path, e))?;
+    // The rename itself must reach the disk too, or a power cut may lose a finished pass.
+    #[cfg(unix)]
+    if let Some(dir) = path.parent() {
+        fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err(dir, e))?;
+    }
+    Ok(())
 }
 
 fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
