@@ -207,6 +207,16 @@ pub struct GraphArgs {
     pub k: usize,
     #[command(flatten)]
     pub run: RunOpts,
+    /// Keep finished rows in DIR as the build goes (CPU engine), so that a killed build can be
+    /// continued with --resume. DIR must be new or empty unless --resume is given.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<PathBuf>,
+    /// Continue the build saved in --checkpoint DIR (starts afresh when DIR is empty).
+    #[arg(long, requires = "checkpoint")]
+    pub resume: bool,
+    /// Rows per checkpointed pass (default: 1/16 of the rows); for tests.
+    #[arg(long, value_name = "N", requires = "checkpoint", hide = true)]
+    pub checkpoint_rows: Option<usize>,
 }
 
 #[derive(Debug, Args)]

@@ -6,11 +6,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use voisin::cpu::checkpoint::CheckpointOptions;
+use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::check_k;
-use voisin::{Dataset, Metric};
+use voisin::{Dataset, Engine, Metric};
 use voisin_io::Role;
 
-use crate::args::{Cli, Command, GlobalOpts, RunOpts};
+use crate::args::{Cli, Command, DeviceChoice, GlobalOpts, RunOpts};
 use crate::device::{self, EngineConfig};
 use crate::error::CliError;
 use crate::load;
@@ -34,6 +36,11 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             Task::Graph {
                 input: a.input,
                 k: a.k,
+                checkpoint: a.checkpoint.map(|dir| CheckpointOptions {
+                    dir,
+                    resume: a.resume,
+                    pass_rows: a.checkpoint_rows,
+                }),
             },
             &a.run,
             global,
@@ -61,6 +68,7 @@ enum Task {
     Graph {
         input: PathBuf,
         k: usize,
+        checkpoint: Option<CheckpointOptions>,
     },
     Range {
         base: PathBuf,
@@ -89,6 +97,13 @@ impl Task {
         match self {
             Task::Knn { query, .. } | Task::Range { query, .. } => Some(query),
             Task::Graph { .. } => None,
+        }
+    }
+
+    fn checkpoint(&self) -> Option<&CheckpointOptions> {
+        match self {
+            Task::Graph { checkpoint, .. } => checkpoint.as_ref(),
+            _ => None,
         }
     }
 
@@ -123,15 +138,38 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     let inputs: Vec<&Path> = std::iter::once(task.base()).chain(task.query()).collect();
     let target = Target::prepare(run.out.as_deref(), &inputs)?;
     let progress = Progress::on_stderr();
-    let engine = device::select(
-        run.device,
-        &EngineConfig {
-            threads: global.threads,
-            memory_budget: global.memory,
-            progress: progress.callback(),
-            select: run.select,
-        },
-    )?;
+    let config = EngineConfig {
+        threads: global.threads,
+        memory_budget: global.memory,
+        progress: progress.callback(),
+        select: run.select,
+    };
+    // Checkpoints are the CPU engine's; it is built here because the Engine trait has none.
+    let checkpointing = match task.checkpoint() {
+        Some(_) if run.device == DeviceChoice::Cuda => {
+            let e = voisin::Error::invalid(
+                "--checkpoint works with the CPU engine only, not --device cuda",
+            );
+            return Err(CliError::core(e, None));
+        }
+        Some(_) => Some(
+            CpuEngine::new(CpuOptions {
+                threads: config.threads,
+                memory_budget: config.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
+                progress: config.progress.clone(),
+            })
+            .map_err(|e| CliError::core(e, None))?,
+        ),
+        None => None,
+    };
+    let selected;
+    let engine: &dyn Engine = match &checkpointing {
+        Some(cpu) => cpu,
+        None => {
+            selected = device::select(run.device, &config)?;
+            selected.as_ref()
+        }
+    };
 
     let base = load::load(task.base(), Role::Base, &metric, global)?;
     let queries = match task.query() {
@@ -148,6 +186,15 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     let t = Instant::now();
     let answer = match &task {
         Task::Knn { k, .. } => engine.knn(&base, queries, *k, &metric).map(Answer::Knn),
+        Task::Graph {
+            k,
+            checkpoint: Some(c),
+            ..
+        } => checkpointing
+            .as_ref()
+            .expect("CPU engine built for --checkpoint")
+            .graph_checkpointed(&base, *k, &metric, c)
+            .map(Answer::Knn),
         Task::Graph { k, .. } => engine.graph(&base, *k, &metric).map(Answer::Knn),
         Task::Range { radius, .. } => engine
             .range(&base, queries, *radius, &metric)

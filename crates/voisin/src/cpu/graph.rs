@@ -6,7 +6,8 @@
 //! When the candidates of all n rows would not fit in half the memory budget, rows are done in
 //! passes: a pass keeps candidates for its own row blocks only, measures their tiles with every
 //! block, and uses symmetry among its own blocks (pairs across passes are measured twice; that
-//! is the price of the bound).
+//! is the price of the bound). A pass ends with its rows re-ranked, i.e. final; a
+//! [`PassStore`] may keep them (checkpoints) and hand them back instead of recomputing.
 //!
 //! Candidates live in one lock per row block. A tile locks block I, then block J (always in
 //! that order, so two tiles never wait on each other in a cycle), scans, and unlocks; the final
@@ -21,38 +22,95 @@ use super::plan::{ranges, Ctx, GRAPH_TILE};
 use super::search::{admits, candidate_bytes, rerank, scan_row, scan_tile, SCAN_CHUNK};
 use super::tiles::{Bound, TileSource};
 use crate::engine::KnnResult;
+use crate::error::Result;
 use crate::metric::Metric;
 use crate::select::Candidates;
 
+/// Final rows of one pass: for each row, its k (exact key, index) pairs in result order.
+pub type PassRows = Vec<Vec<(f64, u32)>>;
+
+/// Keeps finished passes between runs. Pass `p` covers rows `rows.0..rows.1`.
+pub trait PassStore {
+    /// Row blocks per pass this store's files were laid out with, if it is bound to one.
+    fn blocks_per_pass(&self) -> Option<usize>;
+    /// The rows of pass `p` when an earlier run finished it.
+    fn load(&mut self, p: usize, rows: (usize, usize)) -> Result<Option<PassRows>>;
+    /// Called once a pass is final.
+    fn save(&mut self, p: usize, rows: (usize, usize), done: &PassRows) -> Result<()>;
+}
+
+/// No checkpoints: nothing is loaded or kept.
+pub struct NoStore;
+
+impl PassStore for NoStore {
+    fn blocks_per_pass(&self) -> Option<usize> {
+        None
+    }
+
+    fn load(&mut self, _: usize, _: (usize, usize)) -> Result<Option<PassRows>> {
+        Ok(None)
+    }
+
+    fn save(&mut self, _: usize, _: (usize, usize), _: &PassRows) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Most row blocks one pass may hold: their candidates must fit in half the memory budget.
+pub fn max_blocks_per_pass(n: usize, k: usize, memory_budget: usize) -> usize {
+    let per_block = GRAPH_TILE * candidate_bytes(k);
+    ((memory_budget / 2) / per_block).clamp(1, n.div_ceil(GRAPH_TILE).max(1))
+}
+
 /// k nearest other items of each of the `n` items; `src` has the data on both sides.
-/// `k` must already be capped at `n − 1`.
-pub fn graph<S: TileSource>(src: &S, metric: &Metric, n: usize, k: usize, ctx: &Ctx) -> KnnResult {
+/// `k` must already be capped at `n − 1`. Passes hold `blocks_per_pass` row blocks each
+/// (see [`max_blocks_per_pass`]); `store` sees every finished pass.
+pub fn graph<S: TileSource>(
+    src: &S,
+    metric: &Metric,
+    (n, k): (usize, usize),
+    blocks_per_pass: usize,
+    ctx: &Ctx,
+    store: &mut dyn PassStore,
+) -> Result<KnnResult> {
     let mut out = KnnResult {
         n_queries: n,
         k,
         ..Default::default()
     };
     if k == 0 {
-        return out;
+        return Ok(out);
     }
     let blocks = ranges(n, GRAPH_TILE);
-    let per_block = GRAPH_TILE * candidate_bytes(k);
-    let blocks_per_pass = ((ctx.memory_budget / 2) / per_block).clamp(1, blocks.len());
     let passes = ranges(blocks.len(), blocks_per_pass);
-    let total: usize = passes
+    let row_range = |(p0, p1): (usize, usize)| (blocks[p0].0, blocks[p1 - 1].1);
+    let mut rows: PassRows = Vec::with_capacity(n);
+    let mut todo = Vec::new();
+    for (p, &pass) in passes.iter().enumerate() {
+        match store.load(p, row_range(pass))? {
+            Some(done) => rows.extend(done),
+            None => todo.push((p, rows.len())),
+        }
+        // Placeholder rows keep every pass at its place; computed passes fill theirs below.
+        rows.resize_with(row_range(pass).1, Vec::new);
+    }
+    let total: usize = todo
         .iter()
-        .map(|&(p0, p1)| pass_tiles(p0, p1, blocks.len()).len())
+        .map(|&(p, _)| pass_tiles(passes[p].0, passes[p].1, blocks.len()).len())
         .sum();
     ctx.add_total(total as u64);
-    let mut cands: Vec<Candidates> = Vec::with_capacity(n);
-    for &(p0, p1) in &passes {
-        cands.extend(graph_pass(src, &blocks, (p0, p1), k, ctx));
+    for (p, start) in todo {
+        let cands = graph_pass(src, &blocks, passes[p], k, ctx);
+        let done: PassRows = cands
+            .into_par_iter()
+            .enumerate()
+            .map(|(i, c)| rerank(src, start + i, c, k, ctx))
+            .collect();
+        store.save(p, row_range(passes[p]), &done)?;
+        for (slot, row) in rows[start..].iter_mut().zip(done) {
+            *slot = row;
+        }
     }
-    let rows: Vec<Vec<(f64, u32)>> = cands
-        .into_par_iter()
-        .enumerate()
-        .map(|(i, c)| rerank(src, i, c, k, ctx))
-        .collect();
     out.indices.reserve(n * k);
     out.distances.reserve(n * k);
     for row in rows {
@@ -61,7 +119,7 @@ pub fn graph<S: TileSource>(src: &S, metric: &Metric, n: usize, k: usize, ctx: &
             out.distances.push(metric.key_to_distance(key) as f32);
         }
     }
-    out
+    Ok(out)
 }
 
 /// Tiles of a pass over row blocks `p0..p1`: its own blocks pair symmetrically (I ≤ J), and

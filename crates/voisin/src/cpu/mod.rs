@@ -14,8 +14,10 @@
 //! - [`items`]: key tiles for strings and user metrics.
 //! - [`search`]: k-NN and range drivers.
 //! - [`graph`]: the symmetric k-NN graph driver.
+//! - [`checkpoint`]: finished graph passes kept on disk, for resumable builds.
 //! - [`plan`]: tile sizes, work splitting, progress.
 
+pub mod checkpoint;
 mod graph;
 mod items;
 mod plan;
@@ -30,6 +32,8 @@ use crate::engine::{
 };
 use crate::error::{Error, Result};
 use crate::metric::Metric;
+use checkpoint::{Checkpoint, CheckpointOptions, Job};
+use graph::PassStore;
 
 /// Default memory budget for working buffers: 1 GiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
@@ -146,7 +150,14 @@ trait Driver: Sync {
         radius: f64,
         ctx: &plan::Ctx,
     ) -> RangeResult;
-    fn graph(&self, metric: &Metric, n: usize, k: usize, ctx: &plan::Ctx) -> KnnResult;
+    fn graph(
+        &self,
+        metric: &Metric,
+        n_k: (usize, usize),
+        blocks_per_pass: usize,
+        ctx: &plan::Ctx,
+        store: &mut dyn PassStore,
+    ) -> Result<KnnResult>;
 }
 
 struct Source<S>(S);
@@ -174,8 +185,15 @@ impl<S: tiles::TileSource> Driver for Source<S> {
         search::range(&self.0, metric, n_base, n_queries, radius, ctx)
     }
 
-    fn graph(&self, metric: &Metric, n: usize, k: usize, ctx: &plan::Ctx) -> KnnResult {
-        graph::graph(&self.0, metric, n, k, ctx)
+    fn graph(
+        &self,
+        metric: &Metric,
+        n_k: (usize, usize),
+        blocks_per_pass: usize,
+        ctx: &plan::Ctx,
+        store: &mut dyn PassStore,
+    ) -> Result<KnnResult> {
+        graph::graph(&self.0, metric, n_k, blocks_per_pass, ctx, store)
     }
 }
 
@@ -220,12 +238,48 @@ impl Engine for CpuEngine {
     }
 
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
+        self.graph_with(data, k, metric, None)
+    }
+}
+
+impl CpuEngine {
+    /// The k-NN graph, like [`Engine::graph`], with finished row passes kept in
+    /// `checkpoint.dir`: a build that was killed continues with `resume` and returns exactly
+    /// what an uninterrupted build returns. A checkpoint of another input, metric or k, or a
+    /// damaged one, is refused as invalid input.
+    pub fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<KnnResult> {
+        self.graph_with(data, k, metric, Some(checkpoint))
+    }
+
+    fn graph_with(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: Option<&CheckpointOptions>,
+    ) -> Result<KnnResult> {
         check_metric(data, metric)?;
         check_k(k)?;
         let (ctx, t) = (self.ctx(), Instant::now());
-        let k = k.min(data.len().saturating_sub(1));
-        let mut res =
-            self.with_source(data, data, metric, |d| d.graph(metric, data.len(), k, &ctx));
+        let (n, k) = (data.len(), k.min(data.len().saturating_sub(1)));
+        let max_blocks = graph::max_blocks_per_pass(n, k, self.opts.memory_budget);
+        let mut store: Box<dyn PassStore + Send> = match checkpoint {
+            Some(opts) => {
+                let job = self.pool.install(|| Job::describe(data, metric, k));
+                Box::new(Checkpoint::open(opts, &job, k, n, max_blocks)?)
+            }
+            None => Box::new(graph::NoStore),
+        };
+        let mut res = self.with_source(data, data, metric, |d| {
+            let blocks_per_pass = store.blocks_per_pass().unwrap_or(max_blocks);
+            d.graph(metric, (n, k), blocks_per_pass, &ctx, store.as_mut())
+        })?;
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }

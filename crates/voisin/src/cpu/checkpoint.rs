@@ -1,0 +1,363 @@
+//! Checkpoints of long graph builds: finished row passes kept in a directory, so a killed run
+//! resumes where it stopped and ends with the same bytes as an uninterrupted one.
+//!
+//! Owns the directory layout and the file formats; the graph driver ([`super::graph`]) decides
+//! what a pass is and must not know about files.
+//!
+//! - `DIR/manifest`: text, one `key value` per line: format version, the job (n, dim, element
+//!   type, metric, k and a CRC-32 of every data byte, so another input, metric or k is refused)
+//!   and the pass layout (rows per block, blocks per pass), then a CRC-32 of those lines.
+//! - `DIR/pass-NNNN.bin`: one finished pass, little-endian: magic, version, pass number, first
+//!   and end row, k, the CRC-32 of the manifest (a pass of another job is refused), the indices
+//!   (u32) and exact keys (f64) of its rows, and a CRC-32 of all that.
+//!
+//! Every file is written to a temporary name, synced and renamed, so a kill leaves either the
+//! old state or the new file, never half of one. Results are exact whatever the layout, but a
+//! resumed run takes the layout from the manifest so that pass files keep their meaning.
+//!
+//! Hashing the whole input costs one read of it at a few GB/s (chunks are hashed in parallel),
+//! small next to a graph build, which reads every row many times.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use super::graph::{PassRows, PassStore};
+use super::plan::GRAPH_TILE;
+use crate::data::{Dataset, VectorData};
+use crate::error::{Error, Result};
+use crate::metric::Metric;
+
+/// Version of the manifest and pass file formats.
+const FORMAT: u32 = 1;
+const MAGIC: &[u8; 8] = b"VOISINCP";
+const MANIFEST: &str = "manifest";
+/// Header of a pass file: magic, version, pass, first row, end row, k, manifest CRC.
+const HEADER: usize = 8 + 4 + 4 + 8 + 8 + 8 + 4;
+/// Passes per build when the caller does not choose: progress is saved every 1/16 of the rows.
+const DEFAULT_PASSES: usize = 16;
+
+/// Where and how a graph build keeps checkpoints.
+#[derive(Clone, Debug)]
+pub struct CheckpointOptions {
+    /// Directory of the manifest and pass files.
+    pub dir: PathBuf,
+    /// Continue the build saved in `dir`. Without it, a non-empty `dir` is an error; with it,
+    /// an empty or missing `dir` starts afresh.
+    pub resume: bool,
+    /// Rows per pass (rounded up to whole blocks of 512 rows, and capped by the memory budget);
+    /// `None` saves progress every 1/16 of the rows. Every pair across two passes is measured
+    /// twice, so m passes cost up to (2 − 1/m)× the distance evaluations of one.
+    pub pass_rows: Option<usize>,
+}
+
+/// What a checkpoint is for: the fields a resumed run must match, in manifest order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    fields: Vec<(&'static str, String)>,
+}
+
+impl Job {
+    /// Describes a graph build of `data` with `k` neighbours (already capped) under `metric`.
+    pub fn describe(data: &Dataset, metric: &Metric, k: usize) -> Self {
+        let (dim, elem) = match data {
+            Dataset::Vectors(v) => (v.dim().to_string(), v.elem_type().name().to_string()),
+            Dataset::Strings(_) => ("-".into(), "string".into()),
+        };
+        Job {
+            fields: vec![
+                ("n", data.len().to_string()),
+                ("dim", dim),
+                ("elem", elem),
+                ("metric", metric.name()),
+                ("k", k.to_string()),
+                ("data_crc32", format!("{:08x}", data_crc(data))),
+            ],
+        }
+    }
+}
+
+/// CRC-32 of every data byte: fixed-size chunks are hashed in parallel and their CRCs hashed
+/// in order, so the value does not depend on the thread count.
+fn data_crc(data: &Dataset) -> u32 {
+    fn chunks_crc(bytes: &[u8]) -> u32 {
+        const CHUNK: usize = 16 << 20;
+        let parts: Vec<u32> = bytes.par_chunks(CHUNK).map(crc32fast::hash).collect();
+        crc32fast::hash(bytemuck::cast_slice(&parts))
+    }
+    match data {
+        Dataset::Vectors(v) => match v.data() {
+            VectorData::F32(b) => chunks_crc(bytemuck::cast_slice(b.as_slice())),
+            VectorData::F16(b) => chunks_crc(bytemuck::cast_slice(b.as_slice())),
+            VectorData::Bf16(b) => chunks_crc(bytemuck::cast_slice(b.as_slice())),
+            VectorData::U8(b) => chunks_crc(b.as_slice()),
+        },
+        Dataset::Strings(s) => {
+            let mut h = crc32fast::Hasher::new();
+            for item in s.iter() {
+                h.update(&(item.len() as u64).to_le_bytes());
+                for c in item {
+                    h.update(&(*c as u32).to_le_bytes());
+                }
+            }
+            h.finalize()
+        }
+    }
+}
+
+/// An open checkpoint directory: the pass store of one graph build.
+pub struct Checkpoint {
+    dir: PathBuf,
+    k: usize,
+    blocks_per_pass: usize,
+    /// CRC-32 of the manifest, repeated in every pass file.
+    job_crc: u32,
+}
+
+impl Checkpoint {
+    /// Opens `opts.dir` for `job`. A fresh build splits rows into passes of at most
+    /// `max_blocks` blocks of 512 rows; a resumed one keeps the layout it started with.
+    pub fn open(
+        opts: &CheckpointOptions,
+        job: &Job,
+        k: usize,
+        n: usize,
+        max_blocks: usize,
+    ) -> Result<Self> {
+        let dir = &opts.dir;
+        // Temporary files are what a kill mid-write leaves; they never count as progress.
+        let has_files = match fs::read_dir(dir) {
+            Ok(entries) => entries
+                .flatten()
+                .any(|e| !e.file_name().to_string_lossy().ends_with(".tmp")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(io_err(dir, e)),
+        };
+        if has_files && !opts.resume {
+            return Err(bad(
+                dir,
+                "checkpoint directory is not empty (add --resume to continue that run, or pick another directory)",
+            ));
+        }
+        let (text, blocks_per_pass) = if has_files {
+            let text = match fs::read_to_string(dir.join(MANIFEST)) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(bad(dir, "not a voisin checkpoint (no manifest)"))
+                }
+                Err(e) => return Err(io_err(dir, e)),
+            };
+            let blocks_per_pass = check_manifest(dir, &text, job)?;
+            (text, blocks_per_pass)
+        } else {
+            let wanted = match opts.pass_rows {
+                Some(rows) => rows.div_ceil(GRAPH_TILE),
+                None => n.div_ceil(GRAPH_TILE).div_ceil(DEFAULT_PASSES),
+            };
+            let blocks_per_pass = wanted.clamp(1, max_blocks.max(1));
+            fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+            let text = manifest_text(job, blocks_per_pass);
+            write_atomic(&dir.join(MANIFEST), text.as_bytes())?;
+            (text, blocks_per_pass)
+        };
+        Ok(Checkpoint {
+            dir: dir.clone(),
+            k,
+            blocks_per_pass,
+            job_crc: crc32fast::hash(text.as_bytes()),
+        })
+    }
+
+    fn pass_path(&self, p: usize) -> PathBuf {
+        self.dir.join(format!("pass-{p:04}.bin"))
+    }
+}
+
+fn manifest_text(job: &Job, blocks_per_pass: usize) -> String {
+    let mut text = format!("voisin-checkpoint {FORMAT}\n");
+    for (key, value) in &job.fields {
+        text.push_str(&format!("{key} {value}\n"));
+    }
+    text.push_str(&format!(
+        "block_rows {GRAPH_TILE}\nblocks_per_pass {blocks_per_pass}\n"
+    ));
+    let crc = crc32fast::hash(text.as_bytes());
+    text.push_str(&format!("crc32 {crc:08x}\n"));
+    text
+}
+
+/// Checks a manifest against the job; returns its blocks per pass.
+fn check_manifest(dir: &Path, text: &str, job: &Job) -> Result<usize> {
+    let corrupt = || bad(dir, "checkpoint manifest is corrupted");
+    let body_end = text.rfind("\ncrc32 ").ok_or_else(corrupt)? + 1;
+    let (body, tail) = text.split_at(body_end);
+    let crc = u32::from_str_radix(tail["crc32 ".len()..].trim_end(), 16).map_err(|_| corrupt())?;
+    if crc != crc32fast::hash(body.as_bytes()) {
+        return Err(corrupt());
+    }
+    let mut lines = body.lines().map(|l| l.split_once(' ').unwrap_or((l, "")));
+    match lines.next() {
+        Some(("voisin-checkpoint", v)) if v == FORMAT.to_string() => {}
+        Some(("voisin-checkpoint", v)) => {
+            return Err(bad(
+                dir,
+                format!("checkpoint format {v} is not supported (this voisin writes {FORMAT})"),
+            ))
+        }
+        _ => return Err(bad(dir, "not a voisin checkpoint (bad manifest)")),
+    }
+    let saved: Vec<(&str, &str)> = lines.collect();
+    let value = |key: &str| saved.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    let differ: Vec<String> = job
+        .fields
+        .iter()
+        .filter_map(|(key, now)| {
+            let then = value(key).unwrap_or("missing");
+            (then != now).then(|| format!("{key} {then} in checkpoint, {now} now"))
+        })
+        .collect();
+    if !differ.is_empty() {
+        return Err(bad(
+            dir,
+            format!(
+                "checkpoint is for a different input/metric/k ({})",
+                differ.join("; ")
+            ),
+        ));
+    }
+    if value("block_rows") != Some(&GRAPH_TILE.to_string()) {
+        return Err(bad(dir, "checkpoint was written with another block size"));
+    }
+    value("blocks_per_pass")
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&b| b > 0)
+        .ok_or_else(corrupt)
+}
+
+impl PassStore for Checkpoint {
+    fn blocks_per_pass(&self) -> Option<usize> {
+        Some(self.blocks_per_pass)
+    }
+
+    fn load(&mut self, p: usize, (r0, r1): (usize, usize)) -> Result<Option<PassRows>> {
+        let path = self.pass_path(p);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        let (rows, k) = (r1 - r0, self.k);
+        let corrupt = |what: &str| {
+            bad(
+                &path,
+                format!(
+                    "checkpoint pass file is corrupted ({what}); delete it to recompute that pass"
+                ),
+            )
+        };
+        if bytes.len() != HEADER + rows * k * 12 + 4 {
+            return Err(corrupt("wrong size"));
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if u32::from_le_bytes(crc.try_into().expect("4 bytes")) != crc32fast::hash(body) {
+            return Err(corrupt("checksum mismatch"));
+        }
+        let mut header = Reader(&body[..HEADER]);
+        if header.take(8) != MAGIC || header.u32() != FORMAT {
+            return Err(corrupt("bad header"));
+        }
+        let fields = (
+            header.u32() as usize,
+            header.u64() as usize,
+            header.u64() as usize,
+            header.u64() as usize,
+        );
+        if fields != (p, r0, r1, k) || header.u32() != self.job_crc {
+            return Err(bad(&path, "checkpoint pass file belongs to another run"));
+        }
+        let (idx, keys) = body[HEADER..].split_at(rows * k * 4);
+        let idx = idx
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        let keys = keys
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
+        let flat: Vec<(f64, u32)> = keys.zip(idx).collect();
+        Ok(Some(flat.chunks(k.max(1)).map(<[_]>::to_vec).collect()))
+    }
+
+    fn save(&mut self, p: usize, (r0, r1): (usize, usize), done: &PassRows) -> Result<()> {
+        if done.len() != r1 - r0 || done.iter().any(|r| r.len() != self.k) {
+            return Err(Error::device(
+                "graph pass has rows of the wrong length (bug)",
+            ));
+        }
+        let mut bytes = Vec::with_capacity(HEADER + (r1 - r0) * self.k * 12 + 4);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&FORMAT.to_le_bytes());
+        bytes.extend_from_slice(&(p as u32).to_le_bytes());
+        for v in [r0, r1, self.k] {
+            bytes.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+        bytes.extend_from_slice(&self.job_crc.to_le_bytes());
+        bytes.extend(done.iter().flatten().flat_map(|&(_, i)| i.to_le_bytes()));
+        bytes.extend(
+            done.iter()
+                .flatten()
+                .flat_map(|&(key, _)| key.to_le_bytes()),
+        );
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        write_atomic(&self.pass_path(p), &bytes)
+    }
+}
+
+/// Little-endian fields read in order from a slice whose length was checked.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        head
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take(4).try_into().expect("4 bytes"))
+    }
+
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take(8).try_into().expect("8 bytes"))
+    }
+}
+
+/// Writes `path` through a synced temporary file and a rename.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| io_err(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| io_err(path, e))?;
+    // The rename itself must reach the disk too, or a power cut may lose a finished pass.
+    #[cfg(unix)]
+    if let Some(dir) = path.parent() {
+        fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err(dir, e))?;
+    }
+    Ok(())
+}
+
+fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("{}: {msg}", path.display()))
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> Error {
+    Error::Io(std::io::Error::new(
+        e.kind(),
+        format!("{}: {e}", path.display()),
+    ))
+}
