@@ -243,20 +243,10 @@ where
         out.hits
     });
     let space = index.space();
-    let mut res = RangeResult {
-        offsets: Vec::with_capacity(rows.len() + 1),
+    Ok(RangeResult {
         stats,
-        ..RangeResult::default()
-    };
-    res.offsets.push(0);
-    for row in rows {
-        for (key, i) in row {
-            res.indices.push(i);
-            res.distances.push(space.to_distance(key) as f32);
-        }
-        res.offsets.push(res.indices.len());
-    }
-    Ok(res)
+        ..RangeResult::from_rows_by(rows, |key| space.to_distance(key))
+    })
 }
 
 /// The k nearest items of each query (k capped at the number of items), ties by smaller index.
@@ -275,20 +265,10 @@ where
         heap.into_sorted()
     });
     let space = index.space();
-    let mut res = KnnResult {
-        n_queries: queries.len(),
-        k,
+    Ok(KnnResult {
         stats,
-        ..KnnResult::default()
-    };
-    for row in rows {
-        debug_assert_eq!(row.len(), k);
-        for (key, i) in row {
-            res.indices.push(i);
-            res.distances.push(space.to_distance(key) as f32);
-        }
-    }
-    Ok(res)
+        ..KnnResult::from_rows_by(rows, k, |key| space.to_distance(key))
+    })
 }
 
 #[cfg(test)]

@@ -29,6 +29,15 @@ impl KnnResult {
     /// Assembles a result from per-query rows of (exact key, index), each already sorted and
     /// holding `k` entries; keys become the metric's reported distances.
     pub fn from_rows(rows: Vec<Vec<(f64, u32)>>, k: usize, metric: &Metric) -> Self {
+        Self::from_rows_by(rows, k, |key| metric.key_to_distance(key))
+    }
+
+    /// [`KnnResult::from_rows`] with any key-to-distance conversion.
+    pub fn from_rows_by(
+        rows: Vec<Vec<(f64, u32)>>,
+        k: usize,
+        to_distance: impl Fn(f64) -> f64,
+    ) -> Self {
         let mut out = KnnResult {
             n_queries: rows.len(),
             k,
@@ -40,7 +49,7 @@ impl KnnResult {
             debug_assert_eq!(row.len(), k);
             for (key, i) in row {
                 out.indices.push(i);
-                out.distances.push(metric.key_to_distance(key) as f32);
+                out.distances.push(to_distance(key) as f32);
             }
         }
         out
@@ -67,6 +76,11 @@ impl RangeResult {
     /// Assembles a result from per-query rows of (exact key, index), each already sorted;
     /// keys become the metric's reported distances.
     pub fn from_rows(rows: Vec<Vec<(f64, u32)>>, metric: &Metric) -> Self {
+        Self::from_rows_by(rows, |key| metric.key_to_distance(key))
+    }
+
+    /// [`RangeResult::from_rows`] with any key-to-distance conversion.
+    pub fn from_rows_by(rows: Vec<Vec<(f64, u32)>>, to_distance: impl Fn(f64) -> f64) -> Self {
         let mut out = RangeResult {
             offsets: Vec::with_capacity(rows.len() + 1),
             ..Default::default()
@@ -75,7 +89,7 @@ impl RangeResult {
         for row in rows {
             for (key, i) in row {
                 out.indices.push(i);
-                out.distances.push(metric.key_to_distance(key) as f32);
+                out.distances.push(to_distance(key) as f32);
             }
             out.offsets.push(out.indices.len());
         }
