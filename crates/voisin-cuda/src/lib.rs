@@ -160,29 +160,9 @@ pub(crate) fn trace(what: &str, since: &mut Instant) {
 }
 
 fn to_result(rows: Vec<Vec<(f64, u32)>>, k: usize, metric: &Metric, stats: Stats) -> KnnResult {
-    use rayon::prelude::*;
-    let n = rows.len();
-    let mut indices = vec![0u32; n * k];
-    let mut distances = vec![0f32; n * k];
-    // Every row holds exactly k pairs (k is capped at the items available); filled in parallel
-    // because for k = 1000 this is 10M values.
-    indices
-        .par_chunks_mut(k.max(1))
-        .zip(distances.par_chunks_mut(k.max(1)))
-        .zip(rows.par_iter())
-        .for_each(|((ids, ds), row)| {
-            debug_assert_eq!(row.len(), k);
-            for ((i, d), &(key, idx)) in ids.iter_mut().zip(ds.iter_mut()).zip(row) {
-                *i = idx;
-                *d = metric.key_to_distance(key) as f32;
-            }
-        });
     KnnResult {
-        n_queries: n,
-        k,
-        indices,
-        distances,
         stats,
+        ..KnnResult::from_rows(rows, k, metric)
     }
 }
 

@@ -36,23 +36,31 @@ impl KnnResult {
     pub fn from_rows_by(
         rows: Vec<Vec<(f64, u32)>>,
         k: usize,
-        to_distance: impl Fn(f64) -> f64,
+        to_distance: impl Fn(f64) -> f64 + Sync,
     ) -> Self {
-        let mut out = KnnResult {
-            n_queries: rows.len(),
+        use rayon::prelude::*;
+        let n = rows.len();
+        let mut indices = vec![0u32; n * k];
+        let mut distances = vec![0f32; n * k];
+        // Filled in parallel: at k = 1000 and 10k queries this is 10M values.
+        indices
+            .par_chunks_mut(k.max(1))
+            .zip(distances.par_chunks_mut(k.max(1)))
+            .zip(rows.par_iter())
+            .for_each(|((ids, ds), row)| {
+                debug_assert_eq!(row.len(), k);
+                for ((i, d), &(key, idx)) in ids.iter_mut().zip(ds.iter_mut()).zip(row) {
+                    *i = idx;
+                    *d = to_distance(key) as f32;
+                }
+            });
+        KnnResult {
+            n_queries: n,
             k,
-            ..Default::default()
-        };
-        out.indices.reserve(rows.len() * k);
-        out.distances.reserve(rows.len() * k);
-        for row in rows {
-            debug_assert_eq!(row.len(), k);
-            for (key, i) in row {
-                out.indices.push(i);
-                out.distances.push(to_distance(key) as f32);
-            }
+            indices,
+            distances,
+            stats: Stats::default(),
         }
-        out
     }
 
     pub fn row(&self, q: usize) -> (&[u32], &[f32]) {

@@ -73,13 +73,8 @@ pub fn graph<S: TileSource>(
     ctx: &Ctx,
     store: &mut dyn PassStore,
 ) -> Result<KnnResult> {
-    let mut out = KnnResult {
-        n_queries: n,
-        k,
-        ..Default::default()
-    };
     if k == 0 {
-        return Ok(out);
+        return Ok(KnnResult::from_rows(vec![Vec::new(); n], 0, metric));
     }
     let blocks = ranges(n, GRAPH_TILE);
     let passes = ranges(blocks.len(), blocks_per_pass);
@@ -111,15 +106,7 @@ pub fn graph<S: TileSource>(
             *slot = row;
         }
     }
-    out.indices.reserve(n * k);
-    out.distances.reserve(n * k);
-    for row in rows {
-        for (key, i) in row {
-            out.indices.push(i);
-            out.distances.push(metric.key_to_distance(key) as f32);
-        }
-    }
-    Ok(out)
+    Ok(KnnResult::from_rows(rows, k, metric))
 }
 
 /// Tiles of a pass over row blocks `p0..p1`: its own blocks pair symmetrically (I ≤ J), and
