@@ -4,7 +4,7 @@
 //!
 //! `cuda` is the CUDA engine or an error (exit 1); `auto` is the CUDA engine when the driver,
 //! NVRTC and cuBLAS load and a device exists, with the requests it does not handle (user
-//! metrics, k-NN on strings) routed to the CPU engine, and the CPU engine alone otherwise.
+//! metrics) routed to the CPU engine, and the CPU engine alone otherwise.
 
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::ProgressFn;
@@ -71,12 +71,12 @@ struct Routed {
 }
 
 impl Routed {
-    /// The GPU takes vectors under built-in metrics, and levenshtein range search on strings.
-    fn pick(&self, data: &Dataset, metric: &Metric, range: bool) -> &dyn Engine {
+    /// The GPU takes vectors under built-in metrics, and strings under levenshtein.
+    fn pick(&self, data: &Dataset, metric: &Metric) -> &dyn Engine {
         let gpu_can = match (data, metric) {
             (_, Metric::Custom(_)) => false,
             (Dataset::Vectors(_), m) => *m != Metric::Levenshtein,
-            (Dataset::Strings(_), Metric::Levenshtein) => range,
+            (Dataset::Strings(_), Metric::Levenshtein) => true,
             (Dataset::Strings(_), _) => false,
         };
         if gpu_can {
@@ -99,7 +99,7 @@ impl Engine for Routed {
         k: usize,
         metric: &Metric,
     ) -> voisin::Result<KnnResult> {
-        self.pick(base, metric, false).knn(base, queries, k, metric)
+        self.pick(base, metric).knn(base, queries, k, metric)
     }
 
     fn range(
@@ -109,12 +109,11 @@ impl Engine for Routed {
         radius: f64,
         metric: &Metric,
     ) -> voisin::Result<RangeResult> {
-        self.pick(base, metric, true)
-            .range(base, queries, radius, metric)
+        self.pick(base, metric).range(base, queries, radius, metric)
     }
 
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> voisin::Result<KnnResult> {
-        self.pick(data, metric, false).graph(data, k, metric)
+        self.pick(data, metric).graph(data, k, metric)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Levenshtein range search throughput: a word list as base, queries drawn from it with one
+//! Levenshtein range and k-NN search throughput: a word list as base, queries drawn from it with one
 //! random edit each (seeded), timed on the CUDA engine and the CPU engine on the same machine;
 //! checks both against each other.
 //!   usage: lev_bench WORDS.txt [N_QUERIES] [SEED]
@@ -80,6 +80,28 @@ fn main() {
             nq as f64 / tc,
             g.indices.len(),
             same
+        );
+    }
+    // k-NN by increasing radius on the GPU; the CPU engine on a tenth of the queries (its
+    // exhaustive scan would take minutes), compared on that tenth.
+    let few: Dataset = StringSet::from_strings(&queries[..nq / 10]).unwrap().into();
+    for k in [1, 10, 100] {
+        let t = Instant::now();
+        gpu.knn(&base, &qs, k, &lev).unwrap();
+        let tg = t.elapsed().as_secs_f64();
+        let gf = gpu.knn(&base, &few, k, &lev).unwrap();
+        let t = Instant::now();
+        let c = cpu.knn(&base, &few, k, &lev).unwrap();
+        let tc = t.elapsed().as_secs_f64();
+        println!(
+            "knn k={k}: cuda {:.3} s = {:.0} queries/s; cpu ({} threads) {:.0} queries/s; \
+             equal on {} queries: {:?}",
+            tg,
+            nq as f64 / tg,
+            rayon::current_num_threads(),
+            (nq / 10) as f64 / tc,
+            nq / 10,
+            reference::compare_knn(&c, &gf, 0.0)
         );
     }
 }

@@ -27,8 +27,7 @@
 //! ```
 //!
 //! Strings under levenshtein: range search runs a bit-parallel kernel (`strings`); k-NN and
-//! graphs on strings are not on this engine yet (a clear [`Error::InvalidInput`]). Not yet on
-//! this engine either: custom
+//! graphs on strings run it with increasing radii. Not on this engine: custom
 //! metrics, and data sets larger than the GPU's memory (the base must fit twice: raw rows for
 //! exact keys and prepared rows for the tiles).
 
@@ -130,6 +129,15 @@ impl CudaEngine {
         })
     }
 
+    /// The levenshtein kernel, loaded at the first search on strings.
+    fn lev_kernel(&self, gpu: &Gpu) -> Result<&cudarc::driver::CudaFunction> {
+        if self.lev.get().is_none() {
+            // Calls are serialised on the GPU lock, so only one thread loads it.
+            let _ = self.lev.set(strings::kernel(gpu)?);
+        }
+        Ok(self.lev.get().expect("set above"))
+    }
+
     /// The selection a widening pass uses: never one that refuses the larger list.
     fn widen_select(&self) -> Select {
         match self.opts.select {
@@ -180,7 +188,13 @@ impl Engine for CudaEngine {
     ) -> Result<KnnResult> {
         check_pair(base, queries, metric)?;
         check_k(k)?;
-        strings::only_range(base, "k-NN search")?;
+        if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
+            (base, queries, metric)
+        {
+            let gpu = self.lock()?;
+            let lev = self.lev_kernel(&gpu)?;
+            return strings::knn(&gpu, lev, b, q, k.min(b.len()), false, self.stats(&gpu));
+        }
         let mut tr = Instant::now();
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         trace("knn: input checks", &mut tr);
@@ -244,11 +258,7 @@ impl Engine for CudaEngine {
             (base, queries, metric)
         {
             let gpu = self.lock()?;
-            if self.lev.get().is_none() {
-                // Calls are serialised on the GPU lock, so only one thread loads it.
-                let _ = self.lev.set(strings::kernel(&gpu)?);
-            }
-            let lev = self.lev.get().expect("set above");
+            let lev = self.lev_kernel(&gpu)?;
             return strings::range(&gpu, lev, b, q, radius, self.stats(&gpu));
         }
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
@@ -314,7 +324,12 @@ impl Engine for CudaEngine {
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
         check_metric(data, metric)?;
         check_k(k)?;
-        strings::only_range(data, "k-NN graphs")?;
+        if let (Dataset::Strings(s), Metric::Levenshtein) = (data, metric) {
+            let gpu = self.lock()?;
+            let lev = self.lev_kernel(&gpu)?;
+            let k = k.min(s.len().saturating_sub(1));
+            return strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu));
+        }
         let set = vectors(data, metric)?;
         let n = set.len();
         let k = k.min(n.saturating_sub(1));

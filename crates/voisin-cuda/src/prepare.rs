@@ -57,7 +57,7 @@ pub(crate) struct Plan {
 pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a VectorSet> {
     match (data, metric) {
         (_, Metric::Levenshtein) | (Dataset::Strings(_), _) => Err(Error::invalid(
-            "strings and levenshtein are not supported on cuda yet (use --device cpu)",
+            "on cuda, strings take levenshtein only and vectors take the vector metrics",
         )),
         (_, Metric::Custom(c)) => Err(Error::invalid(format!(
             "custom metric {} runs on the CPU engine only",

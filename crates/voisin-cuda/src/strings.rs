@@ -1,5 +1,6 @@
 //! Levenshtein range search on the device: Myers/Hyyrö bit-parallel edit distance over packed
-//! code points, one block per query (kernels/levenshtein.cu).
+//! code points, one block per query (kernels/levenshtein.cu); k-NN search and graphs on strings
+//! by increasing radius over it.
 //!
 //! Owns packing the strings (base sorted by length, so each query scans only the slice that
 //! passes the length filter), the per-query match masks, the kernel's module and the host side of
@@ -17,7 +18,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use rayon::prelude::*;
 use voisin::metric::levenshtein::Pattern;
-use voisin::{Error, RangeResult, Result, Stats, StringSet};
+use voisin::{Error, KnnResult, RangeResult, Result, Stats, StringSet};
 
 use crate::context::{dev, Gpu};
 
@@ -263,12 +264,81 @@ fn qinfo_pairs(queries: &StringSet, base: &PackedBase, r: u32) -> u64 {
         .sum()
 }
 
-/// A clear error for the searches on strings this engine does not run yet.
-pub(crate) fn only_range(data: &voisin::Dataset, what: &str) -> Result<()> {
-    match data {
-        voisin::Dataset::Strings(_) => Err(Error::invalid(format!(
-            "{what} on strings is not supported on cuda yet (range search is; use --device cpu)"
-        ))),
-        voisin::Dataset::Vectors(_) => Ok(()),
+/// k-NN search (and the graph, with `exclude_self`; `k` already capped at the items there are)
+/// on strings by increasing radius: range
+/// searches at r = 1, 2, 4, … for the queries still short of k neighbours. Edit distances are
+/// integers and a range search returns every item within r, so once a query has at least k hits
+/// its k nearest by (distance, index) are among them, exactly; at r = the longest base string +
+/// the longest query every item is within r, so the loop ends. Each round runs only the queries
+/// left, and the length filter keeps the early, cheap rounds from scanning the whole base.
+pub(crate) fn knn(
+    gpu: &Gpu,
+    lev: &CudaFunction,
+    base: &StringSet,
+    queries: &StringSet,
+    k: usize,
+    exclude_self: bool,
+    mut stats: Stats,
+) -> Result<KnnResult> {
+    let nq = queries.len();
+    let mut rows: Vec<Vec<(f64, u32)>> = vec![Vec::new(); nq];
+    let mut pending: Vec<usize> = if k == 0 {
+        Vec::new()
+    } else {
+        (0..nq).collect()
+    };
+    let all_within = (base.max_len() + queries.max_len()) as u32;
+    let mut r = 1u32.min(all_within);
+    while !pending.is_empty() {
+        let sub = if pending.len() == nq {
+            None
+        } else {
+            Some(StringSet::from_strings(
+                pending.iter().map(|&q| queries.get_string(q)),
+            )?)
+        };
+        let res = range(
+            gpu,
+            lev,
+            base,
+            sub.as_ref().unwrap_or(queries),
+            r as f64,
+            Stats::default(),
+        )?;
+        stats.transfer += res.stats.transfer;
+        stats.compute += res.stats.compute;
+        stats.select += res.stats.select;
+        stats.distance_evals += res.stats.distance_evals;
+        let last = r >= all_within;
+        let done: Vec<Option<Vec<(f64, u32)>>> = pending
+            .par_iter()
+            .enumerate()
+            .map(|(j, &q)| {
+                let span = res.offsets[j]..res.offsets[j + 1];
+                let mut row: Vec<(f64, u32)> = res.distances[span.clone()]
+                    .iter()
+                    .zip(&res.indices[span])
+                    .filter(|&(_, &i)| !(exclude_self && i as usize == q))
+                    .map(|(&d, &i)| (d as f64, i))
+                    .collect();
+                (row.len() >= k || last).then(|| {
+                    row.truncate(k);
+                    row
+                })
+            })
+            .collect();
+        let mut still = Vec::new();
+        for (q, row) in pending.into_iter().zip(done) {
+            match row {
+                Some(row) => rows[q] = row,
+                None => still.push(q),
+            }
+        }
+        pending = still;
+        r = r.saturating_mul(2).min(all_within);
     }
+    Ok(KnnResult {
+        stats,
+        ..KnnResult::from_rows_by(rows, k, |d| d)
+    })
 }

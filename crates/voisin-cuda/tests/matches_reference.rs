@@ -253,17 +253,6 @@ fn storage_types_convert_exactly() {
 }
 
 #[test]
-#[ignore = "needs a CUDA GPU"]
-fn strings_are_refused_clearly() {
-    let e = engine(Select::Auto);
-    let words: Dataset = voisin::StringSet::from_strings(["abc", "abd"])
-        .unwrap()
-        .into();
-    let err = e.knn(&words, &words, 1, &Metric::Levenshtein).unwrap_err();
-    assert!(err.to_string().contains("not supported on cuda"), "{err}");
-}
-
-#[test]
 fn missing_gpu_is_an_error_not_a_panic() {
     if !voisin_cuda::gpu_available() {
         let err = CudaEngine::new(0).err().expect("no GPU here");

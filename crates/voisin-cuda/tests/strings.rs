@@ -1,4 +1,4 @@
-//! Levenshtein range search on the CUDA engine against the reference, exactly, on fresh random
+//! Levenshtein range search, k-NN search and graphs on the CUDA engine against the reference, exactly, on fresh random
 //! words over small alphabets (ASCII, é, 漢, emoji), with empty strings, lengths 63/64/65 and
 //! longer (the host path), and radii 0–3. Needs a CUDA GPU: `--include-ignored`.
 
@@ -103,6 +103,42 @@ fn range_edge_sets() {
     }
     let got = engine.range(&words(&[]), &base, 2.0, &lev).unwrap();
     assert_eq!(got.offsets, vec![0; 6]);
-    let err = engine.knn(&base, &base, 1, &lev).unwrap_err().to_string();
-    assert!(err.contains("not supported on cuda"), "{err}");
+    // k-NN and graphs on the same edge sets, k past the base included.
+    for queries in [words(&[]), words(&[""]), words(&["a", "漢", "😀"])] {
+        for k in [0, 1, 4, 5, 9] {
+            let want = reference::knn(&base, &queries, k, &lev).unwrap();
+            let got = engine.knn(&base, &queries, k, &lev).unwrap();
+            reference::compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("k {k}: {e}"));
+        }
+    }
+    for k in [1, 4, 9] {
+        let want = reference::graph(&base, k, &lev).unwrap();
+        let got = engine.graph(&base, k, &lev).unwrap();
+        reference::compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("graph k {k}: {e}"));
+    }
+}
+
+/// k-NN search and graphs by increasing radius: k = 1 (duplicates at distance 0), 10, 100 and
+/// n − 1 (the radius has to grow to cover every item), on the same random words as the range
+/// test, long host-path queries included.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn knn_and_graph_match_reference() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let engine = CudaEngine::new(0).expect("a CUDA GPU");
+    let lev = Metric::Levenshtein;
+    for alpha in [2, 6] {
+        let (base, queries) = sets(&mut rng, 700, 150, alpha);
+        let n = base.len();
+        for k in [1, 10, 100, n - 1] {
+            let want = reference::knn(&base, &queries, k, &lev).unwrap();
+            let got = engine.knn(&base, &queries, k, &lev).unwrap();
+            reference::compare_knn(&want, &got, 0.0)
+                .unwrap_or_else(|e| panic!("knn alphabet {alpha}, k {k}: {e}"));
+            let want = reference::graph(&base, k, &lev).unwrap();
+            let got = engine.graph(&base, k, &lev).unwrap();
+            reference::compare_knn(&want, &got, 0.0)
+                .unwrap_or_else(|e| panic!("graph alphabet {alpha}, k {k}: {e}"));
+        }
+    }
 }
