@@ -130,7 +130,7 @@ fn knn_large_k_both_selections() {
     let queries = normal(&mut rng, 23, 32);
     for sel in [Select::Auto, Select::Block, Select::Radix] {
         let e = engine(sel);
-        for k in [1, 10, 100, 1000, 5000] {
+        for k in [1, 10, 100, 1000, 4096, 5000] {
             if sel == Select::Block && k > 1500 {
                 assert!(e.knn(&base, &queries, k, &Metric::Euclidean).is_err());
                 continue;
