@@ -344,7 +344,10 @@ impl Engine for CudaEngine {
             }
             sel => {
                 stats.distance_evals += (n * n) as u64;
-                knn::candidates(&gpu, &plan, &ddev, &ddev, (kp + 1).min(n), sel, &budget)?
+                // The self pair takes a slot: whole-row lists get one more; running lists
+                // (power-of-two widths) keep kp, whose margin already exceeds one.
+                let kp = if sel.whole_rows() { (kp + 1).min(n) } else { kp };
+                knn::candidates(&gpu, &plan, &ddev, &ddev, kp, sel, &budget)?
             }
         };
         trace("graph: device candidates", &mut tr);

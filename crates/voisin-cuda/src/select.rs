@@ -100,6 +100,12 @@ impl Select {
         }
     }
 
+    /// The largest k the variant accepts (its list of k plus the margin fits); `None`: any.
+    pub fn max_k(self) -> Option<usize> {
+        let max = self.max_list()?;
+        (1..=max).rev().find(|&k| list_size(k) <= max)
+    }
+
     /// The variant that runs for a list of `kp` entries.
     pub(crate) fn resolve(self, kp: usize) -> Result<Select> {
         match self {
@@ -399,25 +405,18 @@ pub struct TileTiming {
     pub copy_us: f64,
 }
 
-/// Times `sel` selecting k (list size as the search uses) from a `rows × cols` tile of uniform
-/// random keys on device `device`, `reps` times (median). For the selection micro-benchmark
+/// Times each (variant, k) of `cases` selecting k (with the search's list size) from one
+/// `rows × cols` tile of uniform random keys on device `device`, `reps` times (median); a
+/// variant that refuses the k gives its error. For the selection micro-benchmark
 /// (examples/select_bench.rs); the search itself never calls it.
 pub fn bench_tile(
     device: usize,
-    sel: Select,
     rows: usize,
     cols: usize,
-    k: usize,
+    cases: &[(Select, usize)],
     reps: usize,
-) -> Result<TileTiming> {
+) -> Result<Vec<Result<TileTiming>>> {
     let gpu = Gpu::open(device)?;
-    let kp = list_size(k);
-    let mode = sel.resolve(kp)?;
-    let width = if mode.whole_rows() {
-        kp.min(cols)
-    } else {
-        mode.width(kp)
-    };
     // rows + 1 random rows: tile A is rows 0.., tile B rows 1.., so B's row r differs from A's.
     let host: Vec<f32> = (0..(rows + 1) * cols)
         .into_par_iter()
@@ -433,21 +432,7 @@ pub fn bench_tile(
     drop(host);
     let s = &gpu.stream;
     let norms = s.clone_htod(&[0f32]).map_err(dev("copying to the device"))?;
-    let n = rows * width;
-    let mut lv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
-    let mut li = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
-    let mut sv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
-    let mut si = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
     let mut copy = s.alloc_zeros::<f32>(rows * cols).map_err(dev("allocating"))?;
-    let at = TileAt {
-        rows,
-        cols,
-        ld: cols,
-        key: TileKey::Direct,
-        row_off: 0,
-        col_off: 0,
-        exclude_self: false,
-    };
     let tile_a = data.slice(..rows * cols);
     let tile_b = data.slice(cols..(rows + 1) * cols);
     let nv = norms.slice(..);
@@ -459,49 +444,76 @@ pub fn bench_tile(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let mut cold = Vec::new();
-    let mut warm = Vec::new();
-    let mut copies = Vec::new();
     let reps = reps.max(1);
-    // Lists after tile B, saved once: each warm run starts from them.
-    if !mode.whole_rows() {
-        fill_lists(&gpu, &mut sv.slice_mut(..), &mut si.slice_mut(..))?;
-        let (mut v, mut i) = (sv.slice_mut(..), si.slice_mut(..));
-        run(&gpu, mode, &tile_b, at, &nv, &nv, width, &mut v, &mut i)?;
-    }
+    let mut copies = Vec::new();
     for _ in 0..reps {
-        for warm_start in [false, true] {
-            if mode.whole_rows() && warm_start {
-                continue;
-            }
-            if !mode.whole_rows() {
-                if warm_start {
-                    s.memcpy_dtod(&sv, &mut lv).map_err(dev("copying"))?;
-                    s.memcpy_dtod(&si, &mut li).map_err(dev("copying"))?;
-                } else {
-                    fill_lists(&gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
-                }
-            }
-            let t0 = ev()?;
-            let (mut v, mut i) = (lv.slice_mut(..), li.slice_mut(..));
-            run(&gpu, mode, &tile_a, at, &nv, &nv, width, &mut v, &mut i)?;
-            let t1 = ev()?;
-            let us = t0.elapsed_ms(&t1).map_err(dev("timing"))? as f64 * 1e3;
-            if warm_start { &mut warm } else { &mut cold }.push(us);
-        }
         let t0 = ev()?;
         s.memcpy_dtod(&tile_a, &mut copy).map_err(dev("copying"))?;
         let t1 = ev()?;
         copies.push(t0.elapsed_ms(&t1).map_err(dev("timing"))? as f64 * 1e3);
     }
-    let cold_us = median(cold);
-    Ok(TileTiming {
-        mode,
-        width,
-        cold_us,
-        warm_us: if warm.is_empty() { cold_us } else { median(warm) },
-        copy_us: median(copies),
-    })
+    let copy_us = median(copies);
+    drop(copy);
+    let at = TileAt {
+        rows,
+        cols,
+        ld: cols,
+        key: TileKey::Direct,
+        row_off: 0,
+        col_off: 0,
+        exclude_self: false,
+    };
+    let one = |sel: Select, k: usize| -> Result<TileTiming> {
+        let kp = list_size(k);
+        let mode = sel.resolve(kp)?;
+        let width = if mode.whole_rows() {
+            kp.min(cols)
+        } else {
+            mode.width(kp)
+        };
+        let n = rows * width;
+        let mut lv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
+        let mut li = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
+        let mut sv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
+        let mut si = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
+        // Lists after tile B, saved once: each warm run starts from them.
+        if !mode.whole_rows() {
+            fill_lists(&gpu, &mut sv.slice_mut(..), &mut si.slice_mut(..))?;
+            let (mut v, mut i) = (sv.slice_mut(..), si.slice_mut(..));
+            run(&gpu, mode, &tile_b, at, &nv, &nv, width, &mut v, &mut i)?;
+        }
+        let (mut cold, mut warm) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            for warm_start in [false, true] {
+                if mode.whole_rows() && warm_start {
+                    continue;
+                }
+                if !mode.whole_rows() {
+                    if warm_start {
+                        s.memcpy_dtod(&sv, &mut lv).map_err(dev("copying"))?;
+                        s.memcpy_dtod(&si, &mut li).map_err(dev("copying"))?;
+                    } else {
+                        fill_lists(&gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
+                    }
+                }
+                let t0 = ev()?;
+                let (mut v, mut i) = (lv.slice_mut(..), li.slice_mut(..));
+                run(&gpu, mode, &tile_a, at, &nv, &nv, width, &mut v, &mut i)?;
+                let t1 = ev()?;
+                let us = t0.elapsed_ms(&t1).map_err(dev("timing"))? as f64 * 1e3;
+                if warm_start { &mut warm } else { &mut cold }.push(us);
+            }
+        }
+        let cold_us = median(cold);
+        Ok(TileTiming {
+            mode,
+            width,
+            cold_us,
+            warm_us: if warm.is_empty() { cold_us } else { median(warm) },
+            copy_us,
+        })
+    };
+    Ok(cases.iter().map(|&(sel, k)| one(sel, k)).collect())
 }
 
 #[cfg(test)]
@@ -532,6 +544,11 @@ mod tests {
         assert!(Select::Heap.resolve(257).is_err());
         assert_eq!(Select::Heap.resolve(256).unwrap(), Select::Heap);
         assert!(Select::Quick.resolve(4097).is_err());
+        assert_eq!(Select::Radix.max_k(), None);
+        for s in [Select::Block, Select::Heap, Select::Quick] {
+            let k = s.max_k().unwrap();
+            assert!(s.resolve(list_size(k)).is_ok() && s.resolve(list_size(k + 1)).is_err());
+        }
     }
 
     proptest::proptest! {
