@@ -16,7 +16,12 @@ use voisin_cuda::{CudaEngine, CudaOptions, Select};
 const VARIANTS: [Select; 4] = [Select::Block, Select::Radix, Select::Heap, Select::Quick];
 
 fn tiles(device: usize) {
-    let shapes = [(8192usize, 16384usize), (16384, 8192), (2048, 65536), (256, 1 << 20)];
+    let shapes = [
+        (8192usize, 16384usize),
+        (16384, 8192),
+        (2048, 65536),
+        (256, 1 << 20),
+    ];
     let ks = [1usize, 10, 100, 1000, 4096];
     let mut cases = Vec::new();
     for sel in VARIANTS {

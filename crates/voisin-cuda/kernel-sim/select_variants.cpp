@@ -73,6 +73,8 @@ int main() {
     test(k, 1, 1, 2, 16, 0, true);     // the only item is the self pair on tile 0
   }
   test(QUICK, 2, 9000, 2, 2048, 0, false);
+  test(QUICK, 2, 9000, 3, 1125, 0, true);   // quick lists need not be a power of two
+  test(QUICK, 2, 3001, 3, 18, 1, false);
   test(QUICK, 2, 5000, 2, 1024, 1, false);
   test(QUICK, 1, 3000, 2, 4096, 2, false);
   printf(fails ? "FAILURES: %d\n" : "all passed\n", fails);

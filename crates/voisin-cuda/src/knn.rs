@@ -97,7 +97,9 @@ pub(crate) fn candidates(
             };
             let t: CudaView<'_, f32> = tile_buf.slice(..);
             let (mut v, mut i) = (lv.slice_mut(..qn * width), li.slice_mut(..qn * width));
-            select::run(gpu, mode, &t, at, &qb.sqnorm, &bb.sqnorm, width, &mut v, &mut i)?;
+            select::run(
+                gpu, mode, &t, at, &qb.sqnorm, &bb.sqnorm, width, &mut v, &mut i,
+            )?;
         }
         let len = qn * width;
         let mut tr = Instant::now();

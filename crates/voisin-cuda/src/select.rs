@@ -103,7 +103,7 @@ impl Select {
     /// The largest k the variant accepts (its list of k plus the margin fits); `None`: any.
     pub fn max_k(self) -> Option<usize> {
         let max = self.max_list()?;
-        (1..=max).rev().find(|&k| list_size(k) <= max)
+        (1..=max).rev().find(|&k| self.width(list_size(k)) <= max)
     }
 
     /// The variant that runs for a list of `kp` entries.
@@ -127,21 +127,21 @@ impl Select {
         self == Select::Radix
     }
 
-    /// The list width in memory for a wanted list of `kp`: running lists are merged with bitonic
-    /// networks (block, heap) and are sized to a power of two; radix writes exactly `kp`.
-    pub(crate) fn width(self, kp: usize) -> usize {
-        if self.whole_rows() {
-            kp
-        } else {
-            kp.next_power_of_two()
+    /// The list width in memory for a wanted list of `kp`: block and heap lists are merged with
+    /// bitonic networks and are sized to a power of two; radix and quick keep exactly `kp` (at
+    /// k=1000 that is 1125 entries instead of 2048: half the download and the host sort).
+    pub fn width(self, kp: usize) -> usize {
+        match self {
+            Select::Radix | Select::Quick => kp,
+            _ => kp.next_power_of_two(),
         }
     }
 }
 
-/// The candidate list size for k: k plus a margin (so the f32 bound rarely forces a widening
-/// pass), rounded up to a power of two for the bitonic networks.
-pub(crate) fn list_size(k: usize) -> usize {
-    (k + (k / 8).max(8)).next_power_of_two()
+/// The candidate list size for k: k plus a margin, so that the f32 bound rarely forces a
+/// widening pass. Variants that need a power of two round it up ([`Select::width`]).
+pub fn list_size(k: usize) -> usize {
+    k + (k / 8).max(8)
 }
 
 /// Where the tile's rows and columns sit in the global index space, and how values become keys.
@@ -226,7 +226,7 @@ fn running(
     idx: &mut CudaViewMut<'_, u32>,
     kp: usize,
 ) -> Result<()> {
-    debug_assert!(kp.is_power_of_two() && mode.max_list().is_some_and(|m| kp <= m));
+    debug_assert!(mode.width(kp) == kp && mode.max_list().is_some_and(|m| kp <= m));
     // (kernel, threads, dynamic shared bytes, the kernel's last argument if it takes one)
     let (f, threads, shared, extra) = match mode {
         Select::Heap => (&gpu.k.select_heap, 32, 33 * kp * 8, None),
@@ -398,12 +398,16 @@ pub struct TileTiming {
     pub width: usize,
     /// Microseconds per tile starting from empty lists (the first tile of a pass), median.
     pub cold_us: f64,
-    /// Microseconds per tile after the lists were filled from another tile of the same shape
-    /// (a typical later tile of a pass), median; whole-row variants equal `cold_us`.
+    /// Microseconds per tile after the lists were filled from [`WARM_TILES`] other tiles of the
+    /// same shape (a later tile of a pass), median; whole-row variants equal `cold_us`.
     pub warm_us: f64,
     /// Microseconds of a device-to-device copy of the tile, median.
     pub copy_us: f64,
 }
+
+/// Tiles that fill the lists before a warm timing: the timed tile is then the 16th of a pass,
+/// where about 1/16 of the list's length passes the filter per row.
+pub const WARM_TILES: usize = 15;
 
 /// Times each (variant, k) of `cases` selecting k (with the search's list size) from one
 /// `rows × cols` tile of uniform random keys on device `device`, `reps` times (median); a
@@ -417,8 +421,8 @@ pub fn bench_tile(
     reps: usize,
 ) -> Result<Vec<Result<TileTiming>>> {
     let gpu = Gpu::open(device)?;
-    // rows + 1 random rows: tile A is rows 0.., tile B rows 1.., so B's row r differs from A's.
-    let host: Vec<f32> = (0..(rows + 1) * cols)
+    // rows + WARM_TILES random rows: tile j is rows j.., so each tile's row r is different data.
+    let host: Vec<f32> = (0..(rows + WARM_TILES) * cols)
         .into_par_iter()
         .map(|i| {
             // splitmix64 of the position: reproducible and parallel.
@@ -431,10 +435,13 @@ pub fn bench_tile(
     let data = gpu.upload(&host)?;
     drop(host);
     let s = &gpu.stream;
-    let norms = s.clone_htod(&[0f32]).map_err(dev("copying to the device"))?;
-    let mut copy = s.alloc_zeros::<f32>(rows * cols).map_err(dev("allocating"))?;
+    let norms = s
+        .clone_htod(&[0f32])
+        .map_err(dev("copying to the device"))?;
+    let mut copy = s
+        .alloc_zeros::<f32>(rows * cols)
+        .map_err(dev("allocating"))?;
     let tile_a = data.slice(..rows * cols);
-    let tile_b = data.slice(cols..(rows + 1) * cols);
     let nv = norms.slice(..);
     let ev = || {
         s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -476,11 +483,14 @@ pub fn bench_tile(
         let mut li = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
         let mut sv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
         let mut si = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
-        // Lists after tile B, saved once: each warm run starts from them.
+        // Lists after the warm-up tiles, saved once: each warm run starts from them.
         if !mode.whole_rows() {
             fill_lists(&gpu, &mut sv.slice_mut(..), &mut si.slice_mut(..))?;
-            let (mut v, mut i) = (sv.slice_mut(..), si.slice_mut(..));
-            run(&gpu, mode, &tile_b, at, &nv, &nv, width, &mut v, &mut i)?;
+            for j in 1..=WARM_TILES {
+                let tile = data.slice(j * cols..(j + rows) * cols);
+                let (mut v, mut i) = (sv.slice_mut(..), si.slice_mut(..));
+                run(&gpu, mode, &tile, at, &nv, &nv, width, &mut v, &mut i)?;
+            }
         }
         let (mut cold, mut warm) = (Vec::new(), Vec::new());
         for _ in 0..reps {
@@ -509,7 +519,11 @@ pub fn bench_tile(
             mode,
             width,
             cold_us,
-            warm_us: if warm.is_empty() { cold_us } else { median(warm) },
+            warm_us: if warm.is_empty() {
+                cold_us
+            } else {
+                median(warm)
+            },
             copy_us,
         })
     };
@@ -524,7 +538,8 @@ mod tests {
     fn list_sizes_leave_a_margin() {
         for k in 1..5000 {
             let kp = list_size(k);
-            assert!(kp.is_power_of_two() && kp >= k + 8, "k={k} kp={kp}");
+            assert!(kp >= k + 8 && kp >= k + k / 8, "k={k} kp={kp}");
+            assert!(Select::Block.width(kp).is_power_of_two() && Select::Quick.width(kp) == kp);
         }
     }
 
@@ -564,7 +579,12 @@ mod tests {
                     let w = mode.width(kp);
                     proptest::prop_assert!(w >= kp);
                     if let Some(max) = mode.max_list() {
-                        proptest::prop_assert!(w <= max && w.is_power_of_two());
+                        proptest::prop_assert!(w <= max);
+                    }
+                    if matches!(mode, Select::Block | Select::Heap) {
+                        proptest::prop_assert!(w.is_power_of_two() && w < 2 * kp);
+                    } else {
+                        proptest::prop_assert_eq!(w, kp);
                     }
                     if sel != Select::Auto {
                         proptest::prop_assert_eq!(mode, sel);
@@ -574,7 +594,7 @@ mod tests {
                     proptest::prop_assert!(sel != Select::Auto);
                     proptest::prop_assert!(matches!(e, Error::InvalidInput(_)));
                     proptest::prop_assert!(e.to_string().contains(sel.name()));
-                    proptest::prop_assert!(sel.max_list().is_some_and(|m| kp.next_power_of_two() > m));
+                    proptest::prop_assert!(sel.max_list().is_some_and(|m| sel.width(kp) > m));
                 }
             }
         }

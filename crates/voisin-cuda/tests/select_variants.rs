@@ -110,7 +110,13 @@ fn knn_cases(
         let want = reference::knn(base, queries, k, metric).unwrap();
         for (sel, e) in engines {
             let what = format!("{label} knn {sel} n={n} k={k} {metric}");
-            check(*sel, k.min(n), e.knn(base, queries, k, metric), &want, &what);
+            check(
+                *sel,
+                k.min(n),
+                e.knn(base, queries, k, metric),
+                &want,
+                &what,
+            );
         }
     }
 }
