@@ -85,7 +85,7 @@ fn knn(device: usize) {
     let (base, queries) = (normal(1 << 20, 128, 1), normal(10_000, 128, 2));
     println!("| knn 1M×128, 10k queries | k | median s (3 runs) | runs | ids = auto's |");
     println!("|---|---|---|---|---|");
-    for k in [10usize, 1000] {
+    for k in [10usize, 100, 1000] {
         let mut first: Option<Vec<u32>> = None;
         for sel in [Select::Auto].into_iter().chain(VARIANTS) {
             let e = CudaEngine::with_options(

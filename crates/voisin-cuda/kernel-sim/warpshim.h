@@ -42,3 +42,9 @@ inline int __reduce_add_sync(unsigned, int x) {
   for (int i = 0; i < 32; ++i) s += (int)v[i];
   return s;
 }
+inline unsigned __reduce_max_sync(unsigned, unsigned x) {
+  unsigned v[32], m = 0;
+  sim_gather(x, v);
+  for (int i = 0; i < 32; ++i) m = std::max(m, v[i]);
+  return m;
+}

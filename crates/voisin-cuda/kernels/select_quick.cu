@@ -20,9 +20,10 @@
 // warp must call it; lanes with keep == false get a meaningless value).
 __device__ __forceinline__ int qs_append(bool keep, int* counter) {
     unsigned b = __ballot_sync(0xffffffffu, keep);
+    if (b == 0u) return 0;  // the usual case once the list is full: no shuffle, no atomic
     int lane = threadIdx.x & 31;
     int base = 0;
-    if (lane == 0 && b != 0u) base = atomicAdd(counter, __popc(b));
+    if (lane == 0) base = atomicAdd(counter, __popc(b));
     base = __shfl_sync(0xffffffffu, base, 0);
     return base + __popc(b & ((1u << lane) - 1u));
 }
@@ -112,7 +113,8 @@ __device__ float quick_select(float* av, unsigned* ai, float* bv, unsigned* bi, 
     }
     if (tid == 0) *top = 0u;
     __syncthreads();
-    atomicMax(top, my_max);
+    my_max = __reduce_max_sync(0xffffffffu, my_max);
+    if ((tid & 31) == 0) atomicMax(top, my_max);
     __syncthreads();
     float m = qs_from_bits(*top);
     __syncthreads();
@@ -135,7 +137,6 @@ extern "C" __global__ void select_quick(const float* __restrict__ tile, long lon
     unsigned* bi = (unsigned*)(bv + cap);
     __shared__ int sh[4];
     __shared__ int count;
-    __shared__ float thr_sh;
 
     int r = blockIdx.x;
     if (r >= rows) return;
@@ -156,7 +157,12 @@ extern "C" __global__ void select_quick(const float* __restrict__ tile, long lon
     if (threadIdx.x == 0) sh[3] = 0;
     __syncthreads();
     int est = count;
-    for (int i = threadIdx.x; i < est; i += blockDim.x) atomicMax((unsigned*)&sh[3], order_bits(av[i]));
+    {
+        unsigned m = 0u;
+        for (int i = threadIdx.x; i < est; i += blockDim.x) m = max(m, order_bits(av[i]));
+        m = __reduce_max_sync(0xffffffffu, m);
+        if ((threadIdx.x & 31) == 0) atomicMax((unsigned*)&sh[3], m);
+    }
     __syncthreads();
     float thr = est == kp ? qs_from_bits((unsigned)sh[3]) : __int_as_float(0x7f800000);
 

@@ -101,6 +101,7 @@ fn ptx() -> Result<Ptx> {
 pub(crate) struct Kernels {
     pub select_block: CudaFunction,
     pub fill_lists: CudaFunction,
+    pub list_prefix: CudaFunction,
     pub select_cols: CudaFunction,
     pub select_radix: CudaFunction,
     pub select_heap: CudaFunction,
@@ -166,6 +167,7 @@ impl Gpu {
         let k = Kernels {
             select_block: f("select_block")?,
             fill_lists: f("fill_lists")?,
+            list_prefix: f("list_prefix")?,
             select_cols: f("select_cols")?,
             select_radix: f("select_radix")?,
             select_heap: f("select_heap")?,

@@ -49,6 +49,7 @@ pub(crate) fn candidates(
     if nq == 0 {
         return Ok(out);
     }
+    let want = kp;
     let mode = sel.resolve(kp)?;
     let kp = mode.width(kp);
     let kc = kp.min(nb);
@@ -105,11 +106,11 @@ pub(crate) fn candidates(
         let mut tr = Instant::now();
         gpu.stream.synchronize().map_err(dev("selecting"))?;
         crate::trace("candidates: device work of a query block", &mut tr);
-        let hv = gpu.download(&lv.slice(..len))?;
-        let hi = gpu.download(&li.slice(..len))?;
+        let (v, i) = (lv.slice(..len), li.slice(..len));
+        let (hv, hi, keep) = select::download_lists(gpu, mode, &v, &i, width, want, nb)?;
         crate::trace("candidates: download", &mut tr);
         out.par_extend((0..qn).into_par_iter().map(|r| {
-            let cands: Vec<(f32, u32)> = (r * width..(r + 1) * width)
+            let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
                 .filter(|&j| hi[j] != u32::MAX)
                 .map(|j| (hv[j], hi[j]))
                 .collect();
