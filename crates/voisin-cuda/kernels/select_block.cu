@@ -177,3 +177,17 @@ extern "C" __global__ void fill_lists(float* __restrict__ val, unsigned* __restr
         idx[i] = NO_INDEX;
     }
 }
+
+// Copies the first `keep` entries of each list of `width` (sorted lists: the `keep` smallest) to
+// rows x keep, so that only what the host needs crosses the bus; n = rows * keep.
+extern "C" __global__ void list_prefix(const float* __restrict__ sv, const unsigned* __restrict__ si,
+                                       int width, float* __restrict__ dv,
+                                       unsigned* __restrict__ di, int keep,
+                                       unsigned long long n) {
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    for (; i < n; i += (unsigned long long)gridDim.x * blockDim.x) {
+        unsigned long long r = i / (unsigned)keep, j = i % (unsigned)keep;
+        dv[i] = sv[r * (unsigned)width + j];
+        di[i] = si[r * (unsigned)width + j];
+    }
+}

@@ -17,7 +17,7 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use voisin::{Error, Result};
 
 /// Kernel sources in dependency order: `keys.cu` is the prelude the others use.
-const SOURCES: [(&str, &str); 9] = [
+const SOURCES: [(&str, &str); 11] = [
     ("keys.cu", include_str!("../kernels/keys.cu")),
     (
         "select_block.cu",
@@ -27,6 +27,11 @@ const SOURCES: [(&str, &str); 9] = [
     (
         "select_radix.cu",
         include_str!("../kernels/select_radix.cu"),
+    ),
+    ("select_heap.cu", include_str!("../kernels/select_heap.cu")),
+    (
+        "select_quick.cu",
+        include_str!("../kernels/select_quick.cu"),
     ),
     ("range.cu", include_str!("../kernels/range.cu")),
     ("transpose.cu", include_str!("../kernels/transpose.cu")),
@@ -96,8 +101,11 @@ fn ptx() -> Result<Ptx> {
 pub(crate) struct Kernels {
     pub select_block: CudaFunction,
     pub fill_lists: CudaFunction,
+    pub list_prefix: CudaFunction,
     pub select_cols: CudaFunction,
     pub select_radix: CudaFunction,
+    pub select_heap: CudaFunction,
+    pub select_quick: CudaFunction,
     pub range_count: CudaFunction,
     pub range_fill: CudaFunction,
     pub transpose: CudaFunction,
@@ -159,8 +167,11 @@ impl Gpu {
         let k = Kernels {
             select_block: f("select_block")?,
             fill_lists: f("fill_lists")?,
+            list_prefix: f("list_prefix")?,
             select_cols: f("select_cols")?,
             select_radix: f("select_radix")?,
+            select_heap: f("select_heap")?,
+            select_quick: f("select_quick")?,
             range_count: f("range_count")?,
             range_fill: f("range_fill")?,
             transpose: f("transpose")?,

@@ -49,10 +49,12 @@ pub(crate) fn candidates(
     if nq == 0 {
         return Ok(out);
     }
+    let want = kp;
     let mode = sel.resolve(kp)?;
+    let kp = mode.width(kp);
     let kc = kp.min(nb);
     let (q_tile, b_tile) = match mode {
-        Select::Radix => {
+        _ if mode.whole_rows() => {
             let per_query = nb * 4 + kc * 8;
             ((budget.bytes / per_query).clamp(1, nq), nb)
         }
@@ -68,7 +70,8 @@ pub(crate) fn candidates(
     let stream = &gpu.stream;
     let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
     let mut tile_buf = alloc(q_tile * b_tile)?;
-    let list_len = q_tile * if mode == Select::Radix { kc } else { kp };
+    let width = if mode.whole_rows() { kc } else { kp };
+    let list_len = q_tile * width;
     let mut lv = alloc(list_len)?;
     let mut li = unsafe { stream.alloc::<u32>(list_len.max(1)) }.map_err(dev("allocating"))?;
 
@@ -76,7 +79,7 @@ pub(crate) fn candidates(
         let q1 = (q0 + q_tile).min(nq);
         let qn = q1 - q0;
         let qb = qdev.block(q0, q1, d);
-        if mode == Select::Block {
+        if !mode.whole_rows() {
             let len = qn * kp;
             select::fill_lists(gpu, &mut lv.slice_mut(..len), &mut li.slice_mut(..len))?;
         }
@@ -94,24 +97,20 @@ pub(crate) fn candidates(
                 exclude_self: false,
             };
             let t: CudaView<'_, f32> = tile_buf.slice(..);
-            let len = qn * if mode == Select::Radix { kc } else { kp };
-            let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
-            if mode == Select::Radix {
-                select::radix(gpu, &t, at, &qb.sqnorm, &bb.sqnorm, kc, &mut v, &mut i)?;
-            } else {
-                select::block(gpu, &t, at, &qb.sqnorm, &bb.sqnorm, &mut v, &mut i, kp)?;
-            }
+            let (mut v, mut i) = (lv.slice_mut(..qn * width), li.slice_mut(..qn * width));
+            select::run(
+                gpu, mode, &t, at, &qb.sqnorm, &bb.sqnorm, width, &mut v, &mut i,
+            )?;
         }
-        let width = if mode == Select::Radix { kc } else { kp };
         let len = qn * width;
         let mut tr = Instant::now();
         gpu.stream.synchronize().map_err(dev("selecting"))?;
         crate::trace("candidates: device work of a query block", &mut tr);
-        let hv = gpu.download(&lv.slice(..len))?;
-        let hi = gpu.download(&li.slice(..len))?;
+        let (v, i) = (lv.slice(..len), li.slice(..len));
+        let (hv, hi, keep) = select::download_lists(gpu, mode, &v, &i, width, want, nb)?;
         crate::trace("candidates: download", &mut tr);
         out.par_extend((0..qn).into_par_iter().map(|r| {
-            let cands: Vec<(f32, u32)> = (r * width..(r + 1) * width)
+            let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
                 .filter(|&j| hi[j] != u32::MAX)
                 .map(|j| (hv[j], hi[j]))
                 .collect();

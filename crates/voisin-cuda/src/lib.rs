@@ -354,12 +354,19 @@ impl Engine for CudaEngine {
                 stats.distance_evals += (n as u64 * (n as u64 + 1)) / 2;
                 // Small lists are padded to the column kernel's size so the column candidates
                 // are read in place (kernels/select_cols.cu) instead of through a transpose.
-                let kp = kp.max(select::COLS_KP);
+                let kp = Select::Block.width(kp).max(select::COLS_KP);
                 graph::symmetric_candidates(&gpu, &plan, &ddev, kp, &budget)?
             }
             sel => {
                 stats.distance_evals += (n * n) as u64;
-                knn::candidates(&gpu, &plan, &ddev, &ddev, (kp + 1).min(n), sel, &budget)?
+                // The self pair takes a slot: whole-row lists get one more; running lists keep
+                // kp, whose margin over k (at least 8) already covers it.
+                let kp = if sel.whole_rows() {
+                    (kp + 1).min(n)
+                } else {
+                    kp
+                };
+                knn::candidates(&gpu, &plan, &ddev, &ddev, kp, sel, &budget)?
             }
         };
         trace("graph: device candidates", &mut tr);

@@ -1,12 +1,17 @@
 //! k-selection on the device: the `--select` variants and their launchers.
 //!
-//! Owns choosing a variant and launching its kernel over one tile; the tiling itself belongs to
-//! the algorithm files (knn.rs, graph.rs). New variants (seed 002 heaps, seed 000 warp
-//! quick-select) are new [`Select`] values with a launcher here.
+//! Owns choosing a variant, its list-size limits and launching its kernel over one tile
+//! ([`run`] is the one dispatch the algorithm files call); the tiling itself belongs to the
+//! algorithm files (knn.rs, graph.rs), and proving the lists to knn.rs. Every variant keeps the
+//! same contract: per row some smallest approximate keys such that every item left out has a key
+//! at least the largest one kept. [`bench_tile`] times one kernel on a synthetic tile for
+//! `examples/select_bench.rs`.
 
 use std::str::FromStr;
 
+use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
 use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use rayon::prelude::*;
 use voisin::{Error, Result};
 
 use crate::context::{dev, Gpu};
@@ -14,9 +19,17 @@ use crate::prepare::TileKey;
 
 /// Largest list the block-select kernel keeps per row (shared memory: 2 × kp × 8 bytes).
 pub const BLOCK_MAX_K: usize = 2048;
+/// Largest list of the heap kernel: every lane of its warp holds a heap of the full list size
+/// (33 × kp × 8 bytes of shared memory per row, 68 KiB at 256).
+pub const HEAP_MAX_K: usize = 256;
+/// Largest list of the quick-select kernel (two arrays of kp + 2048 entries in shared memory).
+pub const QUICK_MAX_K: usize = 4096;
 const THREADS: u32 = 256;
 /// Values per thread between barriers in select_block (SB_GROUP in kernels/select_block.cu).
 const SB_GROUP: usize = 4;
+/// Threads per row and values per thread between barriers of select_quick (QS_GROUP).
+const QUICK_THREADS: u32 = 256;
+const QS_GROUP: usize = 4;
 
 /// Which selection kernel produces candidates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,41 +41,107 @@ pub enum Select {
     Block,
     /// Per-row radix select over whole rows, any k up to n (kernels/select_radix.cu).
     Radix,
+    /// Per-lane max-heaps with a warp-shared gate, one warp per row (kernels/select_heap.cu);
+    /// lists up to [`HEAP_MAX_K`].
+    Heap,
+    /// Threshold filter plus warp-ballot quick-select, one block per row
+    /// (kernels/select_quick.cu); lists up to [`QUICK_MAX_K`].
+    Quick,
 }
 
 impl FromStr for Select {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(Select::Auto),
-            "block" => Ok(Select::Block),
-            "radix" => Ok(Select::Radix),
-            _ => Err(Error::invalid(format!(
-                "unknown selection '{s}' (known: auto, block, radix)"
-            ))),
-        }
+        Select::ALL
+            .into_iter()
+            .find(|v| v.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown selection '{s}' (known: auto, block, radix, heap, quick)"
+                ))
+            })
+    }
+}
+
+impl std::fmt::Display for Select {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
 impl Select {
+    /// Every value, `Auto` first.
+    pub const ALL: [Select; 5] = [
+        Select::Auto,
+        Select::Block,
+        Select::Radix,
+        Select::Heap,
+        Select::Quick,
+    ];
+
+    /// The name `--select` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Select::Auto => "auto",
+            Select::Block => "block",
+            Select::Radix => "radix",
+            Select::Heap => "heap",
+            Select::Quick => "quick",
+        }
+    }
+
+    /// The largest list (candidates per query) the variant keeps; `None`: any.
+    pub fn max_list(self) -> Option<usize> {
+        match self {
+            Select::Auto | Select::Radix => None,
+            Select::Block => Some(BLOCK_MAX_K),
+            Select::Heap => Some(HEAP_MAX_K),
+            Select::Quick => Some(QUICK_MAX_K),
+        }
+    }
+
+    /// The largest k the variant accepts (its list of k plus the margin fits); `None`: any.
+    pub fn max_k(self) -> Option<usize> {
+        let max = self.max_list()?;
+        (1..=max).rev().find(|&k| self.width(list_size(k)) <= max)
+    }
+
     /// The variant that runs for a list of `kp` entries.
     pub(crate) fn resolve(self, kp: usize) -> Result<Select> {
         match self {
             Select::Auto if kp <= BLOCK_MAX_K => Ok(Select::Block),
             Select::Auto => Ok(Select::Radix),
-            Select::Block if kp > BLOCK_MAX_K => Err(Error::invalid(format!(
-                "block selection keeps at most {BLOCK_MAX_K} candidates per query (k too \
-                 large); use --select radix or auto"
-            ))),
-            s => Ok(s),
+            s => match s.max_list() {
+                Some(max) if s.width(kp) > max => Err(Error::invalid(format!(
+                    "{s} selection keeps at most {max} candidates per query (k too large); \
+                     use --select radix or auto"
+                ))),
+                _ => Ok(s),
+            },
+        }
+    }
+
+    /// Whether the kernel selects over whole rows (one tile spans the base) instead of keeping
+    /// running lists across tiles.
+    pub(crate) fn whole_rows(self) -> bool {
+        self == Select::Radix
+    }
+
+    /// The list width in memory for a wanted list of `kp`: block and heap lists are merged with
+    /// bitonic networks and are sized to a power of two; radix and quick keep exactly `kp` (at
+    /// k=1000 that is 1125 entries instead of 2048: half the download and the host sort).
+    pub fn width(self, kp: usize) -> usize {
+        match self {
+            Select::Radix | Select::Quick => kp,
+            _ => kp.next_power_of_two(),
         }
     }
 }
 
-/// The candidate list size for k: k plus a margin (so the f32 bound rarely forces a widening
-/// pass), rounded up to a power of two for the bitonic networks.
-pub(crate) fn list_size(k: usize) -> usize {
-    (k + (k / 8).max(8)).next_power_of_two()
+/// The candidate list size for k: k plus a margin, so that the f32 bound rarely forces a
+/// widening pass. Variants that need a power of two round it up ([`Select::width`]).
+pub fn list_size(k: usize) -> usize {
+    k + (k / 8).max(8)
 }
 
 /// Where the tile's rows and columns sit in the global index space, and how values become keys.
@@ -96,7 +175,78 @@ pub(crate) fn fill_lists(
         .map_err(dev("fill_lists"))
 }
 
-/// Merges the tile's rows into their running lists (rows × kp, sorted).
+/// Downloads the lists (rows of `width` entries, `want` wanted per row, `nb` base items) and
+/// returns them with the entries kept per row. Sorted lists (block, heap) wider than `want`
+/// come back as their first `want` entries, compacted on the device: the prefix of a sorted
+/// list keeps the contract (what it leaves out is at least its largest key), and at k=1000 it
+/// halves the transfer and the host's work (2048 → 1125 entries). Lists that hold a whole row
+/// (width ≥ nb) come back whole, so that they still count as complete.
+pub(crate) fn download_lists(
+    gpu: &Gpu,
+    mode: Select,
+    val: &CudaView<'_, f32>,
+    idx: &CudaView<'_, u32>,
+    width: usize,
+    want: usize,
+    nb: usize,
+) -> Result<(Vec<f32>, Vec<u32>, usize)> {
+    let sorted = matches!(mode, Select::Block | Select::Heap);
+    if !sorted || want >= width || width >= nb || val.is_empty() {
+        return Ok((gpu.download(val)?, gpu.download(idx)?, width));
+    }
+    let rows = val.len() / width;
+    let n = rows * want;
+    let s = &gpu.stream;
+    // SAFETY: list_prefix writes all n entries before they are read.
+    let mut dv = unsafe { s.alloc::<f32>(n) }.map_err(dev("allocating"))?;
+    let mut di = unsafe { s.alloc::<u32>(n) }.map_err(dev("allocating"))?;
+    let cfg = LaunchConfig {
+        grid_dim: ((n as u64).div_ceil(256).clamp(1, 65535) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (w, keep, total) = (width as i32, want as i32, n as u64);
+    let mut l = s.launch_builder(&gpu.k.list_prefix);
+    l.arg(val)
+        .arg(idx)
+        .arg(&w)
+        .arg(&mut dv)
+        .arg(&mut di)
+        .arg(&keep)
+        .arg(&total);
+    // SAFETY: matches list_prefix in kernels/select_block.cu; val/idx hold rows × width.
+    unsafe { l.launch(cfg) }.map_err(dev("list_prefix"))?;
+    Ok((
+        gpu.download(&dv.slice(..))?,
+        gpu.download(&di.slice(..))?,
+        want,
+    ))
+}
+
+/// Selects over one tile with the (resolved) variant `mode`: running lists of `width` entries
+/// per row (`fill_lists` first) or, for whole-row variants, `width` keys per row written fresh.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
+    gpu: &Gpu,
+    mode: Select,
+    tile: &CudaView<'_, f32>,
+    at: TileAt,
+    rn: &CudaView<'_, f32>,
+    cn: &CudaView<'_, f32>,
+    width: usize,
+    val: &mut CudaViewMut<'_, f32>,
+    idx: &mut CudaViewMut<'_, u32>,
+) -> Result<()> {
+    match mode {
+        Select::Radix => radix(gpu, tile, at, rn, cn, width, val, idx),
+        Select::Auto => Err(Error::device(
+            "cuda: selection mode not resolved (internal error)",
+        )),
+        m => running(gpu, m, tile, at, rn, cn, val, idx, width),
+    }
+}
+
+/// Merges the tile's rows into their running lists (rows × kp, sorted) with block select.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn block(
     gpu: &Gpu,
@@ -108,21 +258,59 @@ pub(crate) fn block(
     idx: &mut CudaViewMut<'_, u32>,
     kp: usize,
 ) -> Result<()> {
-    // Room for one group of inserts (SB_GROUP values per thread) above the flush point.
-    let nbuf = kp.max(2 * SB_GROUP * THREADS as usize);
+    running(gpu, Select::Block, tile, at, rn, cn, val, idx, kp)
+}
+
+/// Launches a running-list kernel (block, heap, quick): one block per row, lists rows × kp.
+#[allow(clippy::too_many_arguments)]
+fn running(
+    gpu: &Gpu,
+    mode: Select,
+    tile: &CudaView<'_, f32>,
+    at: TileAt,
+    rn: &CudaView<'_, f32>,
+    cn: &CudaView<'_, f32>,
+    val: &mut CudaViewMut<'_, f32>,
+    idx: &mut CudaViewMut<'_, u32>,
+    kp: usize,
+) -> Result<()> {
+    debug_assert!(mode.width(kp) == kp && mode.max_list().is_some_and(|m| kp <= m));
+    // (kernel, threads, dynamic shared bytes, the kernel's last argument if it takes one)
+    let (f, threads, shared, extra) = match mode {
+        Select::Heap => (&gpu.k.select_heap, 32, 33 * kp * 8, None),
+        Select::Quick => {
+            // Room for two groups of inserts above the list: one to fill, one in flight.
+            let cap = kp + 2 * QS_GROUP * QUICK_THREADS as usize;
+            (&gpu.k.select_quick, QUICK_THREADS, 2 * cap * 8, Some(cap))
+        }
+        _ => {
+            // Room for one group of inserts (SB_GROUP values per thread) above the flush point.
+            let nbuf = kp.max(2 * SB_GROUP * THREADS as usize);
+            (&gpu.k.select_block, THREADS, (kp + nbuf) * 8, Some(nbuf))
+        }
+    };
+    if shared > 48 << 10 {
+        // Above 48 KiB a kernel must opt in to dynamic shared memory.
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            shared as i32,
+        )
+        .map_err(dev("raising a kernel's shared memory"))?;
+    }
     let cfg = LaunchConfig {
         grid_dim: (at.rows as u32, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: ((kp + nbuf) * 8) as u32,
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: shared as u32,
     };
-    let (ld, rows, cols, mode) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
-    let (excl, kp, nbuf) = (at.exclude_self as i32, kp as i32, nbuf as i32);
-    let mut l = gpu.stream.launch_builder(&gpu.k.select_block);
+    let (ld, rows, cols, key) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
+    let (excl, kp) = (at.exclude_self as i32, kp as i32);
+    let extra = extra.map(|e| e as i32);
+    let mut l = gpu.stream.launch_builder(f);
     l.arg(tile)
         .arg(&ld)
         .arg(&rows)
         .arg(&cols)
-        .arg(&mode)
+        .arg(&key)
         .arg(rn)
         .arg(cn)
         .arg(&at.row_off)
@@ -130,12 +318,15 @@ pub(crate) fn block(
         .arg(&excl)
         .arg(val)
         .arg(idx)
-        .arg(&kp)
-        .arg(&nbuf);
-    // SAFETY: matches select_block in kernels/select_block.cu; lists hold rows × kp.
+        .arg(&kp);
+    if let Some(e) = &extra {
+        l.arg(e);
+    }
+    // SAFETY: matches select_block / select_heap / select_quick (kernels/select_*.cu): the
+    // lists hold rows × kp, shared memory is sized as each kernel's comment states.
     unsafe { l.launch(cfg) }
         .map(|_| ())
-        .map_err(dev("select_block"))
+        .map_err(dev("a running-list select kernel"))
 }
 
 /// List size of the column-select kernel (SC_KP in kernels/select_cols.cu).
@@ -246,6 +437,147 @@ pub(crate) fn transpose(
         .map_err(dev("transpose"))
 }
 
+/// Timings of one selection variant on a synthetic tile ([`bench_tile`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TileTiming {
+    /// The variant that ran (`Auto` resolved).
+    pub mode: Select,
+    /// Entries kept per row.
+    pub width: usize,
+    /// Microseconds per tile starting from empty lists (the first tile of a pass), median.
+    pub cold_us: f64,
+    /// Microseconds per tile after the lists were filled from [`WARM_TILES`] other tiles of the
+    /// same shape (a later tile of a pass), median; whole-row variants equal `cold_us`.
+    pub warm_us: f64,
+    /// Microseconds of a device-to-device copy of the tile, median.
+    pub copy_us: f64,
+}
+
+/// Tiles that fill the lists before a warm timing: the timed tile is then the 16th of a pass,
+/// where about 1/16 of the list's length passes the filter per row.
+pub const WARM_TILES: usize = 15;
+
+/// Times each (variant, k) of `cases` selecting k (with the search's list size) from one
+/// `rows × cols` tile of uniform random keys on device `device`, `reps` times (median); a
+/// variant that refuses the k gives its error. For the selection micro-benchmark
+/// (examples/select_bench.rs); the search itself never calls it.
+pub fn bench_tile(
+    device: usize,
+    rows: usize,
+    cols: usize,
+    cases: &[(Select, usize)],
+    reps: usize,
+) -> Result<Vec<Result<TileTiming>>> {
+    let gpu = Gpu::open(device)?;
+    // rows + WARM_TILES random rows: tile j is rows j.., so each tile's row r is different data.
+    let host: Vec<f32> = (0..(rows + WARM_TILES) * cols)
+        .into_par_iter()
+        .map(|i| {
+            // splitmix64 of the position: reproducible and parallel.
+            let mut z = (i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+        })
+        .collect();
+    let data = gpu.upload(&host)?;
+    drop(host);
+    let s = &gpu.stream;
+    let norms = s
+        .clone_htod(&[0f32])
+        .map_err(dev("copying to the device"))?;
+    let mut copy = s
+        .alloc_zeros::<f32>(rows * cols)
+        .map_err(dev("allocating"))?;
+    let tile_a = data.slice(..rows * cols);
+    let nv = norms.slice(..);
+    let ev = || {
+        s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(dev("recording an event"))
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let reps = reps.max(1);
+    let mut copies = Vec::new();
+    for _ in 0..reps {
+        let t0 = ev()?;
+        s.memcpy_dtod(&tile_a, &mut copy).map_err(dev("copying"))?;
+        let t1 = ev()?;
+        copies.push(t0.elapsed_ms(&t1).map_err(dev("timing"))? as f64 * 1e3);
+    }
+    let copy_us = median(copies);
+    drop(copy);
+    let at = TileAt {
+        rows,
+        cols,
+        ld: cols,
+        key: TileKey::Direct,
+        row_off: 0,
+        col_off: 0,
+        exclude_self: false,
+    };
+    let one = |sel: Select, k: usize| -> Result<TileTiming> {
+        let kp = list_size(k);
+        let mode = sel.resolve(kp)?;
+        let width = if mode.whole_rows() {
+            kp.min(cols)
+        } else {
+            mode.width(kp)
+        };
+        let n = rows * width;
+        let mut lv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
+        let mut li = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
+        let mut sv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
+        let mut si = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
+        // Lists after the warm-up tiles, saved once: each warm run starts from them.
+        if !mode.whole_rows() {
+            fill_lists(&gpu, &mut sv.slice_mut(..), &mut si.slice_mut(..))?;
+            for j in 1..=WARM_TILES {
+                let tile = data.slice(j * cols..(j + rows) * cols);
+                let (mut v, mut i) = (sv.slice_mut(..), si.slice_mut(..));
+                run(&gpu, mode, &tile, at, &nv, &nv, width, &mut v, &mut i)?;
+            }
+        }
+        let (mut cold, mut warm) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            for warm_start in [false, true] {
+                if mode.whole_rows() && warm_start {
+                    continue;
+                }
+                if !mode.whole_rows() {
+                    if warm_start {
+                        s.memcpy_dtod(&sv, &mut lv).map_err(dev("copying"))?;
+                        s.memcpy_dtod(&si, &mut li).map_err(dev("copying"))?;
+                    } else {
+                        fill_lists(&gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
+                    }
+                }
+                let t0 = ev()?;
+                let (mut v, mut i) = (lv.slice_mut(..), li.slice_mut(..));
+                run(&gpu, mode, &tile_a, at, &nv, &nv, width, &mut v, &mut i)?;
+                let t1 = ev()?;
+                let us = t0.elapsed_ms(&t1).map_err(dev("timing"))? as f64 * 1e3;
+                if warm_start { &mut warm } else { &mut cold }.push(us);
+            }
+        }
+        let cold_us = median(cold);
+        Ok(TileTiming {
+            mode,
+            width,
+            cold_us,
+            warm_us: if warm.is_empty() {
+                cold_us
+            } else {
+                median(warm)
+            },
+            copy_us,
+        })
+    };
+    Ok(cases.iter().map(|&(sel, k)| one(sel, k)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,16 +586,65 @@ mod tests {
     fn list_sizes_leave_a_margin() {
         for k in 1..5000 {
             let kp = list_size(k);
-            assert!(kp.is_power_of_two() && kp >= k + 8, "k={k} kp={kp}");
+            assert!(kp >= k + 8 && kp >= k + k / 8, "k={k} kp={kp}");
+            assert!(Select::Block.width(kp).is_power_of_two() && Select::Quick.width(kp) == kp);
         }
     }
 
     #[test]
     fn selection_names_and_limits() {
         assert_eq!("Radix".parse::<Select>().unwrap(), Select::Radix);
-        assert!("heap".parse::<Select>().is_err());
+        assert_eq!("heap".parse::<Select>().unwrap(), Select::Heap);
+        assert_eq!("QUICK".parse::<Select>().unwrap(), Select::Quick);
+        let err = "bogus".parse::<Select>().unwrap_err().to_string();
+        assert!(err.contains("heap, quick"), "{err}");
+        for s in Select::ALL {
+            assert_eq!(s.name().parse::<Select>().unwrap(), s);
+        }
         assert_eq!(Select::Auto.resolve(2048).unwrap(), Select::Block);
         assert_eq!(Select::Auto.resolve(4096).unwrap(), Select::Radix);
         assert!(Select::Block.resolve(4096).is_err());
+        assert!(Select::Heap.resolve(257).is_err());
+        assert_eq!(Select::Heap.resolve(256).unwrap(), Select::Heap);
+        assert!(Select::Quick.resolve(4097).is_err());
+        assert_eq!(Select::Radix.max_k(), None);
+        for s in [Select::Block, Select::Heap, Select::Quick] {
+            let k = s.max_k().unwrap();
+            assert!(s.resolve(list_size(k)).is_ok() && s.resolve(list_size(k + 1)).is_err());
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the list size, a variant either refuses it with a clear error or gets a
+        /// width that holds it, is a power of two for the bitonic/heap networks, and fits the
+        /// variant's limit; Auto never refuses.
+        #[test]
+        fn resolved_widths_hold_the_list(kp in 1usize..20_000, which in 0usize..5) {
+            let sel = Select::ALL[which];
+            match sel.resolve(kp) {
+                Ok(mode) => {
+                    proptest::prop_assert!(mode != Select::Auto);
+                    let w = mode.width(kp);
+                    proptest::prop_assert!(w >= kp);
+                    if let Some(max) = mode.max_list() {
+                        proptest::prop_assert!(w <= max);
+                    }
+                    if matches!(mode, Select::Block | Select::Heap) {
+                        proptest::prop_assert!(w.is_power_of_two() && w < 2 * kp);
+                    } else {
+                        proptest::prop_assert_eq!(w, kp);
+                    }
+                    if sel != Select::Auto {
+                        proptest::prop_assert_eq!(mode, sel);
+                    }
+                }
+                Err(e) => {
+                    proptest::prop_assert!(sel != Select::Auto);
+                    proptest::prop_assert!(matches!(e, Error::InvalidInput(_)));
+                    proptest::prop_assert!(e.to_string().contains(sel.name()));
+                    proptest::prop_assert!(sel.max_list().is_some_and(|m| sel.width(kp) > m));
+                }
+            }
+        }
     }
 }
