@@ -166,7 +166,7 @@ pub struct RunOpts {
     #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
 
-    /// GPU selection kernel: auto, block or radix (for benchmarks; the CPU ignores it).
+    /// GPU selection kernel: auto, block, radix, heap or quick (for benchmarks; the CPU ignores it).
     #[arg(long, value_name = "S", default_value = "auto", value_parser = parse_select)]
     pub select: voisin_cuda::Select,
 
