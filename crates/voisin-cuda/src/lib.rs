@@ -50,6 +50,7 @@ use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, Range
 use voisin::{Dataset, Error, Metric, Result, Stats};
 
 pub use context::gpu_available;
+pub use prepare::Precision;
 pub use select::Select;
 
 use context::Gpu;
@@ -66,6 +67,8 @@ pub struct CudaOptions {
     /// Bytes of device memory for distance tiles and candidate lists (inputs excluded); capped
     /// at a quarter of the free memory.
     pub tile_bytes: usize,
+    /// Arithmetic of the GEMM tiles (`--precision`); results are exact either way.
+    pub precision: Precision,
 }
 
 impl Default for CudaOptions {
@@ -73,6 +76,7 @@ impl Default for CudaOptions {
         CudaOptions {
             select: Select::Auto,
             tile_bytes: 1 << 30,
+            precision: Precision::Fp32,
         }
     }
 }
@@ -190,7 +194,7 @@ impl Engine for CudaEngine {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let plan = Plan::new(metric, bset);
+        let plan = Plan::new(metric, bset).with_precision(self.opts.precision);
         let budget = self.budget(&gpu)?;
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
@@ -255,7 +259,7 @@ impl Engine for CudaEngine {
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         let t = Instant::now();
-        let plan = Plan::new(metric, bset);
+        let plan = Plan::new(metric, bset).with_precision(self.opts.precision);
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
         let bn = bdev.max_norm();
@@ -324,7 +328,7 @@ impl Engine for CudaEngine {
             return Ok(to_result(vec![vec![]; n], k, metric, stats));
         }
         let mut tr = Instant::now();
-        let plan = Plan::new(metric, set);
+        let plan = Plan::new(metric, set).with_precision(self.opts.precision);
         let budget = self.budget(&gpu)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         // Uploads and row preparation count as transfer; compute starts after them.
