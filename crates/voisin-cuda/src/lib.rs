@@ -35,6 +35,7 @@
 mod context;
 mod device_set;
 mod exact;
+mod fused;
 mod graph;
 mod knn;
 mod prepare;
@@ -50,6 +51,7 @@ use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, Range
 use voisin::{Dataset, Error, Metric, Result, Stats};
 
 pub use context::gpu_available;
+pub use fused::Fusion;
 pub use prepare::Precision;
 pub use select::Select;
 
@@ -69,6 +71,8 @@ pub struct CudaOptions {
     pub tile_bytes: usize,
     /// Arithmetic of the GEMM tiles (`--precision`); results are exact either way.
     pub precision: Precision,
+    /// Fused distance + selection for small k (`--fused`); results are exact either way.
+    pub fusion: Fusion,
 }
 
 impl Default for CudaOptions {
@@ -77,6 +81,7 @@ impl Default for CudaOptions {
             select: Select::Auto,
             tile_bytes: 1 << 30,
             precision: Precision::Fp32,
+            fusion: Fusion::Auto,
         }
     }
 }
@@ -194,7 +199,7 @@ impl Engine for CudaEngine {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let plan = Plan::new(metric, bset).with_precision(self.opts.precision);
+        let plan = Plan::new(metric, bset).with_engine(self.opts.precision, self.opts.fusion);
         let budget = self.budget(&gpu)?;
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
@@ -259,7 +264,7 @@ impl Engine for CudaEngine {
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         let t = Instant::now();
-        let plan = Plan::new(metric, bset).with_precision(self.opts.precision);
+        let plan = Plan::new(metric, bset).with_engine(self.opts.precision, self.opts.fusion);
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
         let bn = bdev.max_norm();
@@ -328,7 +333,7 @@ impl Engine for CudaEngine {
             return Ok(to_result(vec![vec![]; n], k, metric, stats));
         }
         let mut tr = Instant::now();
-        let plan = Plan::new(metric, set).with_precision(self.opts.precision);
+        let plan = Plan::new(metric, set).with_engine(self.opts.precision, self.opts.fusion);
         let budget = self.budget(&gpu)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         // Uploads and row preparation count as transfer; compute starts after them.

@@ -10,6 +10,8 @@ use voisin::data::{Dataset, VectorSet};
 use voisin::metric::simd::U32;
 use voisin::{Error, Metric, Result};
 
+use crate::fused::Fusion;
+
 /// How a tile value becomes a key; the numbers are the `KEY_*` modes of kernels/keys.cu.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TileKey {
@@ -86,6 +88,8 @@ pub(crate) struct Plan {
     input: f64,
     /// Absolute error per unit of norm from inputs flushed to zero (TF32).
     flush: f64,
+    /// Whether k-NN passes may fuse distances and selection (fused.rs decides per pass).
+    pub fusion: Fusion,
 }
 
 /// The vectors of a data set, or a clear error for what this engine does not handle.
@@ -156,6 +160,15 @@ impl Plan {
             precision: Precision::Fp32,
             input: 0.0,
             flush: 0.0,
+            fusion: Fusion::Off,
+        }
+    }
+
+    /// The plan with the engine's choices: GEMM arithmetic and fusion.
+    pub fn with_engine(self, precision: Precision, fusion: Fusion) -> Plan {
+        Plan {
+            fusion,
+            ..self.with_precision(precision)
         }
     }
 
