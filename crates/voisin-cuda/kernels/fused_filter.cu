@@ -18,12 +18,13 @@
 #define FZ_BM 128
 #define FZ_BN 128
 #define FZ_BK 32
-// Row stride of the k-major shared slabs: 132 = 4 mod 32 keeps the fragment reads
-// (t * stride + g, t < 4, g < 8) free of bank conflicts.
-#define FZ_LD (FZ_BM + 4)
+// Row stride of the row-major shared slabs (rows x 32 dims): 36 = 4 mod 32 keeps the fragment
+// reads (row g, dim t: g * 36 + t, g < 8, t < 4) free of bank conflicts, and 144-byte rows keep
+// float4 stores aligned and conflict-free (a quarter warp stores one 128-byte row piece).
+#define FZ_LD (FZ_BK + 4)
 #define FZ_THREADS 256
-// Per-thread loads of one 128 x 32 slab: 4096 values over 256 threads.
-#define FZ_LOADS (FZ_BM * FZ_BK / FZ_THREADS)
+// Per-thread float4 groups of one 128 x 32 slab: 1024 groups over 256 threads.
+#define FZ_LOADS (FZ_BM * FZ_BK / 4 / FZ_THREADS)
 
 __device__ __forceinline__ float fz_tf32(float x) {
     unsigned u;
@@ -31,27 +32,48 @@ __device__ __forceinline__ float fz_tf32(float x) {
     return __uint_as_float(u);
 }
 
-// Loads rows [r0, r0 + 128) x dims [k0, k0 + 32) of a row-major n x d matrix into registers,
-// zero outside. A warp reads 32 consecutive values of one row (one 128-byte line).
-__device__ __forceinline__ void fz_load(float (&v)[FZ_LOADS], const float* __restrict__ m, int n,
-                                        int d, int r0, int k0) {
+// Loads rows [r0, r0 + 128) x dims [k0, k0 + 32) of a row-major n x d matrix into registers as
+// float4 groups (8 lanes read one 128-byte row piece), zero outside. `vec`: d % 4 == 0, so a
+// group is either wholly inside the row or wholly past its end and 16-byte aligned.
+__device__ __forceinline__ void fz_load(float4 (&v)[FZ_LOADS], const float* __restrict__ m, int n,
+                                        int d, int r0, int k0, bool vec) {
 #pragma unroll
     for (int e = 0; e < FZ_LOADS; ++e) {
         int idx = e * FZ_THREADS + threadIdx.x;
-        int r = r0 + idx / FZ_BK, k = k0 + idx % FZ_BK;
-        v[e] = (r < n && k < d) ? m[(size_t)r * d + k] : 0.0f;
+        int r = r0 + idx / (FZ_BK / 4), k = k0 + (idx % (FZ_BK / 4)) * 4;
+        const float* p = m + (size_t)r * d + k;
+        if (r >= n || k >= d) {
+            v[e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        } else if (vec) {
+            v[e] = *reinterpret_cast<const float4*>(p);
+        } else {
+            v[e].x = p[0];
+            v[e].y = k + 1 < d ? p[1] : 0.0f;
+            v[e].z = k + 2 < d ? p[2] : 0.0f;
+            v[e].w = k + 3 < d ? p[3] : 0.0f;
+        }
     }
 }
 
 template <bool TF32>
-__device__ __forceinline__ void fz_store(float* s, const float (&v)[FZ_LOADS]) {
+__device__ __forceinline__ void fz_store(float* s, const float4 (&v)[FZ_LOADS]) {
 #pragma unroll
     for (int e = 0; e < FZ_LOADS; ++e) {
         int idx = e * FZ_THREADS + threadIdx.x;
-        s[(idx % FZ_BK) * FZ_LD + idx / FZ_BK] = TF32 ? fz_tf32(v[e]) : v[e];
+        float4 x = v[e];
+        if (TF32) {
+            x.x = fz_tf32(x.x);
+            x.y = fz_tf32(x.y);
+            x.z = fz_tf32(x.z);
+            x.w = fz_tf32(x.w);
+        }
+        *reinterpret_cast<float4*>(s + (idx / (FZ_BK / 4)) * FZ_LD + (idx % (FZ_BK / 4)) * 4) = x;
     }
 }
 
+// The block walks the (query tile, base tile) pairs w = blockIdx.x, + gridDim.x, ... (one block
+// per SM), and the loads of the next pair's first slab are in flight during the
+// last slab's products and the epilogue, so a tile's prologue is hidden.
 template <bool TF32>
 __device__ void fused_filter_body(const float* __restrict__ q, int nq, const float* __restrict__ b,
                                   int nb, int d, int mode, const float* __restrict__ qn,
@@ -59,118 +81,135 @@ __device__ void fused_filter_body(const float* __restrict__ q, int nq, const flo
                                   const float* __restrict__ thr, int thr_stride,
                                   unsigned* __restrict__ count, float* __restrict__ buf_val,
                                   unsigned* __restrict__ buf_idx, int cap) {
-    __shared__ float qs[FZ_BK * FZ_LD];
-    __shared__ float bs[FZ_BK * FZ_LD];
+    __shared__ __align__(16) float qs[FZ_BM * FZ_LD];
+    __shared__ __align__(16) float bs[FZ_BN * FZ_LD];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int g = lane >> 2, t = lane & 3;
     // 8 warps as 2 (query rows) x 4 (base columns); each warp owns 64 x 32 outputs.
     int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;
-    int q0 = blockIdx.y * FZ_BM, b0 = blockIdx.x * FZ_BN;
-    float acc[4][4][4];
+    int nbt = (nb + FZ_BN - 1) / FZ_BN;
+    long long total = (long long)nbt * ((nq + FZ_BM - 1) / FZ_BM);
+    long long w = blockIdx.x;
+    if (w >= total) return;
+    bool vec = (d & 3) == 0;
+    float4 qv[FZ_LOADS], bv[FZ_LOADS];
+    int q0 = (int)(w / nbt) * FZ_BM, b0 = (int)(w % nbt) * FZ_BN;
+    fz_load(qv, q, nq, d, q0, 0, vec);
+    fz_load(bv, b, nb, d, b0, 0, vec);
+    while (true) {
+        float acc[4][4][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-
-    float qv[FZ_LOADS], bv[FZ_LOADS];
-    fz_load(qv, q, nq, d, q0, 0);
-    fz_load(bv, b, nb, d, b0, 0);
-    for (int k0 = 0; k0 < d; k0 += FZ_BK) {
-        __syncthreads();
-        fz_store<TF32>(qs, qv);
-        fz_store<TF32>(bs, bv);
-        __syncthreads();
-        // The next slab's loads are in flight while this one is multiplied.
-        if (k0 + FZ_BK < d) {
-            fz_load(qv, q, nq, d, q0, k0 + FZ_BK);
-            fz_load(bv, b, nb, d, b0, k0 + FZ_BK);
-        }
-        if (TF32) {
-#pragma unroll
-            for (int kk = 0; kk < FZ_BK; kk += 8) {
-                unsigned a[4][4], bb[4][2];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const float* s = qs + (kk + t) * FZ_LD + wm + i * 16 + g;
-                    a[i][0] = __float_as_uint(s[0]);
-                    a[i][1] = __float_as_uint(s[8]);
-                    a[i][2] = __float_as_uint(s[4 * FZ_LD]);
-                    a[i][3] = __float_as_uint(s[4 * FZ_LD + 8]);
-                }
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const float* s = bs + (kk + t) * FZ_LD + wn + j * 8 + g;
-                    bb[j][0] = __float_as_uint(s[0]);
-                    bb[j][1] = __float_as_uint(s[4 * FZ_LD]);
-                }
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-#pragma unroll
-                    for (int j = 0; j < 4; ++j)
-                        asm volatile(
-                            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                            : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]),
-                              "+f"(acc[i][j][3])
-                            : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]),
-                              "r"(bb[j][0]), "r"(bb[j][1]));
-            }
-        } else {
-#pragma unroll 4
-            for (int kk = 0; kk < FZ_BK; ++kk) {
-                float a[4][2], bb[4][2];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    a[i][0] = qs[kk * FZ_LD + wm + i * 16 + g];
-                    a[i][1] = qs[kk * FZ_LD + wm + i * 16 + g + 8];
-                }
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    bb[j][0] = bs[kk * FZ_LD + wn + j * 8 + 2 * t];
-                    bb[j][1] = bs[kk * FZ_LD + wn + j * 8 + 2 * t + 1];
-                }
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-#pragma unroll
-                    for (int j = 0; j < 4; ++j)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            acc[i][j][e] = fmaf(a[i][e >> 1], bb[j][e & 1], acc[i][j][e]);
-            }
-        }
-    }
-    // Epilogue: keys, threshold test, rare appends.
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int r = q0 + wm + i * 16 + g + 8 * h;
-            if (r >= nq) continue;
-            float limit = thr[(size_t)r * thr_stride];
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    int c = b0 + wn + j * 8 + 2 * t + e;
-                    if (c >= nb) continue;
-                    float key = tile_key(mode, acc[i][j][2 * h + e], qn, bn, r, c);
-                    if (key <= limit) {
-                        unsigned p = atomicAdd(&count[r], 1u);
-                        if (p < (unsigned)cap) {
-                            buf_val[(size_t)r * cap + p] = key;
-                            buf_idx[(size_t)r * cap + p] = col_off + (unsigned)c;
+                for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+        for (int k0 = 0; k0 < d; k0 += FZ_BK) {
+            __syncthreads();
+            fz_store<TF32>(qs, qv);
+            fz_store<TF32>(bs, bv);
+            __syncthreads();
+            // Next slab: of this pair, or the first of the next pair.
+            long long nw = w;
+            int nk = k0 + FZ_BK;
+            if (nk >= d) {
+                nk = 0;
+                nw += gridDim.x;
+            }
+            if (nw < total) {
+                fz_load(qv, q, nq, d, (int)(nw / nbt) * FZ_BM, nk, vec);
+                fz_load(bv, b, nb, d, (int)(nw % nbt) * FZ_BN, nk, vec);
+            }
+            if (TF32) {
+#pragma unroll
+                for (int kk = 0; kk < FZ_BK; kk += 8) {
+                    unsigned a[4][4], bb[4][2];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const float* s = qs + (wm + i * 16 + g) * FZ_LD + kk + t;
+                        a[i][0] = __float_as_uint(s[0]);
+                        a[i][1] = __float_as_uint(s[8 * FZ_LD]);
+                        a[i][2] = __float_as_uint(s[4]);
+                        a[i][3] = __float_as_uint(s[8 * FZ_LD + 4]);
+                    }
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const float* s = bs + (wn + j * 8 + g) * FZ_LD + kk + t;
+                        bb[j][0] = __float_as_uint(s[0]);
+                        bb[j][1] = __float_as_uint(s[4]);
+                    }
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+#pragma unroll
+                        for (int j = 0; j < 4; ++j)
+                            asm volatile(
+                                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                                : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]),
+                                  "+f"(acc[i][j][3])
+                                : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]),
+                                  "r"(bb[j][0]), "r"(bb[j][1]));
+                }
+            } else {
+#pragma unroll 4
+                for (int kk = 0; kk < FZ_BK; ++kk) {
+                    float a[4][2], bb[4][2];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        a[i][0] = qs[(wm + i * 16 + g) * FZ_LD + kk];
+                        a[i][1] = qs[(wm + i * 16 + g + 8) * FZ_LD + kk];
+                    }
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        bb[j][0] = bs[(wn + j * 8 + 2 * t) * FZ_LD + kk];
+                        bb[j][1] = bs[(wn + j * 8 + 2 * t + 1) * FZ_LD + kk];
+                    }
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+#pragma unroll
+                        for (int j = 0; j < 4; ++j)
+#pragma unroll
+                            for (int e = 0; e < 4; ++e)
+                                acc[i][j][e] = fmaf(a[i][e >> 1], bb[j][e & 1], acc[i][j][e]);
+                }
+            }
+        }
+        // Epilogue: keys, threshold test, rare appends.
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int r = q0 + wm + i * 16 + g + 8 * h;
+                if (r >= nq) continue;
+                float limit = thr[(size_t)r * thr_stride];
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        int c = b0 + wn + j * 8 + 2 * t + e;
+                        if (c >= nb) continue;
+                        float key = tile_key(mode, acc[i][j][2 * h + e], qn, bn, r, c);
+                        if (key <= limit) {
+                            unsigned p = atomicAdd(&count[r], 1u);
+                            if (p < (unsigned)cap) {
+                                buf_val[(size_t)r * cap + p] = key;
+                                buf_idx[(size_t)r * cap + p] = col_off + (unsigned)c;
+                            }
                         }
                     }
-                }
-        }
+            }
+        w += gridDim.x;
+        if (w >= total) break;
+        q0 = (int)(w / nbt) * FZ_BM;
+        b0 = (int)(w % nbt) * FZ_BN;
+    }
 }
 
 // q: nq x d prepared query rows, b: nb x d prepared base rows (global index col_off + c).
 // thr[r * thr_stride]: query r's threshold (the last slot of its running list). count: nq
-// counters, zero before the launch. buf_*: nq x cap. Grid (ceil(nb / 128), ceil(nq / 128)),
-// 256 threads.
+// counters, zero before the launch. buf_*: nq x cap. Any grid of 256-thread blocks (as many
+// as fit on the GPU at once: blocks loop over the tile pairs). The TF32 variant fits 128
+// registers without spills (two blocks per SM); the FMA variant would spill there (one block).
 extern "C" __global__ void __launch_bounds__(FZ_THREADS, 1)
     fused_filter_fp32(const float* __restrict__ q, int nq, const float* __restrict__ b, int nb,
                       int d, int mode, const float* __restrict__ qn,
@@ -182,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(FZ_THREADS, 1)
                              buf_val, buf_idx, cap);
 }
 
-extern "C" __global__ void __launch_bounds__(FZ_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(FZ_THREADS, 2)
     fused_filter_tf32(const float* __restrict__ q, int nq, const float* __restrict__ b, int nb,
                       int d, int mode, const float* __restrict__ qn,
                       const float* __restrict__ bn, unsigned col_off,

@@ -10,6 +10,7 @@
 
 use std::str::FromStr;
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use voisin::{Error, Result};
 
@@ -20,7 +21,8 @@ use crate::tile::Block;
 /// Whether k-NN candidate passes fuse distances and selection (`--fused`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fusion {
-    /// Fused where it is measured faster: TF32 tiles with small lists.
+    /// Fused where it is measured faster than tiles through memory: nowhere yet (bench/
+    /// notes-fused.md: the fused kernels lost to cuBLAS + block select on the H100).
     #[default]
     Auto,
     /// Never: every tile goes through device memory.
@@ -66,7 +68,7 @@ pub(crate) fn plan_for(plan: &Plan, kp: usize, nb: usize) -> Option<FusedPlan> {
     let wanted = match plan.fusion {
         Fusion::Off => false,
         Fusion::On => true,
-        Fusion::Auto => plan.precision == Precision::Tf32,
+        Fusion::Auto => false,
     };
     if !wanted || plan.tile != TileKind::Gemm || kp > MAX_KP {
         return None;
@@ -96,14 +98,21 @@ pub(crate) fn filter(
     buf_idx: &mut CudaViewMut<'_, u32>,
     cap: usize,
 ) -> Result<()> {
+    // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
+    // for fp32, two for TF32); each loops over the tile pairs.
+    let (kernel, per_sm) = match plan.precision {
+        Precision::Fp32 => (&gpu.k.fused_filter_fp32, 1),
+        Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
+    };
+    let sms = gpu
+        .ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(dev("querying the SM count"))?;
+    let pairs = b.n.div_ceil(128) * q.n.div_ceil(128);
     let cfg = LaunchConfig {
-        grid_dim: (b.n.div_ceil(128) as u32, q.n.div_ceil(128) as u32, 1),
+        grid_dim: ((sms.max(1) as usize * per_sm).min(pairs) as u32, 1, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
-    };
-    let kernel = match plan.precision {
-        Precision::Fp32 => &gpu.k.fused_filter_fp32,
-        Precision::Tf32 => &gpu.k.fused_filter_tf32,
     };
     let (nq, nb, d, mode) = (q.n as i32, b.n as i32, plan.dim as i32, plan.key as i32);
     let (stride, cap) = (thr_stride as i32, cap as i32);
@@ -183,7 +192,7 @@ mod tests {
     fn fused_plans() {
         let b = VectorSet::from_f32(1, 4, vec![0.0; 4]).unwrap();
         let plan = |m: &Metric, p: Precision, f: Fusion| Plan::new(m, &b).with_engine(p, f);
-        let tf = plan(&Metric::Euclidean, Precision::Tf32, Fusion::Auto);
+        let tf = plan(&Metric::Euclidean, Precision::Tf32, Fusion::On);
         let fp = plan(&Metric::Euclidean, Precision::Fp32, Fusion::Auto);
         let on = plan(&Metric::Cosine, Precision::Fp32, Fusion::On);
         let simt = plan(&Metric::Cityblock, Precision::Tf32, Fusion::On);
@@ -191,7 +200,10 @@ mod tests {
         for kp in [16, 32, 256] {
             let p = plan_for(&tf, kp, nb).unwrap();
             assert!(kp * nb / p.first <= p.cap / 2, "{p:?}");
-            assert!(p.first <= nb / 4 && p.first % GRANULE == 0, "{p:?}");
+            assert!(
+                p.first <= nb / 4 && p.first.is_multiple_of(GRANULE),
+                "{p:?}"
+            );
         }
         assert!(plan_for(&fp, 32, nb).is_none());
         assert!(plan_for(&on, 32, nb).is_some());
