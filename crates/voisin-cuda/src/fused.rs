@@ -18,7 +18,8 @@ use crate::context::{dev, Gpu};
 use crate::prepare::{Plan, Precision, TileKind};
 use crate::tile::Block;
 
-/// Whether k-NN candidate passes fuse distances and selection (`--fused`).
+/// Whether k-NN candidate passes fuse distances and selection (set in `CudaOptions`; no CLI
+/// flag yet, gpu_bench has `-fused` variants).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fusion {
     /// Fused where it is measured faster than tiles through memory: nowhere yet (bench/

@@ -71,7 +71,7 @@ pub struct CudaOptions {
     pub tile_bytes: usize,
     /// Arithmetic of the GEMM tiles (`--precision`); results are exact either way.
     pub precision: Precision,
-    /// Fused distance + selection for small k (`--fused`); results are exact either way.
+    /// Fused distance + selection for small k (benchmarks); results are exact either way.
     pub fusion: Fusion,
 }
 
