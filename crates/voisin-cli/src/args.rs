@@ -170,6 +170,11 @@ pub struct RunOpts {
     #[arg(long, value_name = "S", default_value = "auto", value_parser = parse_select)]
     pub select: voisin_cuda::Select,
 
+    /// GPU distance arithmetic: fp32, or tf32 (tensor cores; results stay exact through a
+    /// wider error bound and exact re-ranking). The CPU ignores it.
+    #[arg(long, value_name = "P", default_value = "fp32", value_parser = parse_precision)]
+    pub precision: voisin_cuda::Precision,
+
     /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
     #[arg(long, value_name = "F")]
     pub out: Option<PathBuf>,
@@ -235,6 +240,10 @@ fn parse_metric(text: &str) -> Result<Metric, String> {
 }
 
 fn parse_select(text: &str) -> Result<voisin_cuda::Select, String> {
+    text.parse().map_err(|e: voisin::Error| e.to_string())
+}
+
+fn parse_precision(text: &str) -> Result<voisin_cuda::Precision, String> {
     text.parse().map_err(|e: voisin::Error| e.to_string())
 }
 

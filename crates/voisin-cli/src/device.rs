@@ -9,7 +9,7 @@
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::ProgressFn;
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult};
-use voisin_cuda::{CudaEngine, CudaOptions, Select};
+use voisin_cuda::{CudaEngine, CudaOptions, Precision, Select};
 
 use crate::args::DeviceChoice;
 use crate::error::CliError;
@@ -22,6 +22,8 @@ pub struct EngineConfig {
     pub progress: Option<ProgressFn>,
     /// GPU selection kernel (`--select`); the CPU engine has one and ignores it.
     pub select: Select,
+    /// GPU distance arithmetic (`--precision`); the CPU engine ignores it.
+    pub precision: Precision,
 }
 
 /// The engine for a `--device` choice.
@@ -55,6 +57,7 @@ fn cpu_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
 fn cuda_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
     let mut opts = CudaOptions {
         select: config.select,
+        precision: config.precision,
         ..CudaOptions::default()
     };
     if let Some(bytes) = config.memory_budget {

@@ -511,6 +511,27 @@ fn k_negative() {
 }
 
 #[test]
+fn unknown_precision() {
+    let s = scratch();
+    expect_bad(
+        &s,
+        &[
+            "graph",
+            "--input",
+            "good.fvecs",
+            "-k",
+            "1",
+            "--precision",
+            "fp16",
+            "--out",
+            "out.tsv",
+        ],
+        "",
+        &["unknown precision 'fp16'", "tf32"],
+    );
+}
+
+#[test]
 fn negative_radius() {
     let s = scratch();
     expect_bad(

@@ -4,8 +4,13 @@
 //! same data in the same run. Prints one JSON line per case (end-to-end seconds, host arrays in,
 //! host results out) and appends them to `<dir>/voisin_bench.jsonl`.
 //!
+//! Each engine variant (`--variants`, default fp32,fp32-fused,tf32,tf32-fused: GEMM arithmetic
+//! and whether small-k passes fuse distance and selection) runs every case; the plain fp32 one
+//! keeps the bare case names that bench/gpu/torch_peer.py tabulates, the others get the variant
+//! as a suffix ("knn k=10 tf32-fused"). Graphs run per arithmetic only (fusion does not apply).
+//!
 //! usage: gpu_bench [--dir /tmp/vbench] [--base 1000000] [--queries 10000] [--dim 128]
-//!                  [--graph 1000000] [--reps 3] [--ks 10,1000]
+//!                  [--graph 1000000] [--reps 3] [--ks 10,1000] [--variants fp32,tf32-fused]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,7 +19,7 @@ use std::time::Instant;
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::{Dataset, Engine, Metric, VectorSet};
-use voisin_cuda::CudaEngine;
+use voisin_cuda::{CudaEngine, CudaOptions, Fusion, Precision};
 
 struct Args {
     dir: PathBuf,
@@ -24,6 +29,7 @@ struct Args {
     graph: usize,
     reps: usize,
     ks: Vec<usize>,
+    variants: Vec<String>,
 }
 
 fn parse() -> Args {
@@ -35,6 +41,9 @@ fn parse() -> Args {
         graph: 1_000_000,
         reps: 3,
         ks: vec![10, 1000],
+        variants: ["fp32", "fp32-fused", "tf32", "tf32-fused"]
+            .map(String::from)
+            .to_vec(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -48,6 +57,7 @@ fn parse() -> Args {
             "--graph" => a.graph = num(),
             "--reps" => a.reps = num(),
             "--ks" => a.ks = v.split(',').map(|k| k.parse().expect("k")).collect(),
+            "--variants" => a.variants = v.split(',').map(String::from).collect(),
             o => panic!("unknown option {o}"),
         }
     }
@@ -79,6 +89,20 @@ fn bytemuck_f32(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// The engine options of a variant name: "fp32" or "tf32", optionally "-fused" (fusion on
+/// wherever it applies) or "-auto" (the engine's default choice).
+fn options(variant: &str) -> CudaOptions {
+    let (arith, fusion) = variant.split_once('-').unwrap_or((variant, "off"));
+    CudaOptions {
+        precision: arith.parse::<Precision>().expect("fp32 or tf32"),
+        fusion: match fusion {
+            "fused" => Fusion::On,
+            f => f.parse::<Fusion>().expect("fused, auto or off"),
+        },
+        ..Default::default()
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -91,12 +115,21 @@ fn main() {
     let base = data(&a.dir.join("base.fbin"), a.base, a.dim, 1);
     let queries = data(&a.dir.join("queries.fbin"), a.queries, a.dim, 2);
     eprintln!("data ready in {:.1}s", t.elapsed().as_secs_f64());
-    let engine = CudaEngine::new(0).expect("a CUDA GPU");
-    let device = engine.device_name();
+    let engines: Vec<(String, CudaEngine)> = a
+        .variants
+        .iter()
+        .map(|v| {
+            let e = CudaEngine::with_options(0, options(v)).expect("a CUDA GPU");
+            (v.clone(), e)
+        })
+        .collect();
+    let device = engines[0].1.device_name();
     // Warm-up: NVRTC compilation, module load and cuBLAS initialisation stay out of the numbers.
     let small = data(&a.dir.join("warm.fbin"), 5000, a.dim, 3);
-    engine.knn(&small, &small, 10, &Metric::Euclidean).unwrap();
-    engine.graph(&small, 10, &Metric::Euclidean).unwrap();
+    for (_, engine) in &engines {
+        engine.knn(&small, &small, 10, &Metric::Euclidean).unwrap();
+        engine.graph(&small, 10, &Metric::Euclidean).unwrap();
+    }
 
     let mut log = std::fs::OpenOptions::new()
         .create(true)
@@ -115,26 +148,48 @@ fn main() {
         println!("{line}");
         writeln!(log, "{line}").unwrap();
     };
+    let name = |case: &str, v: &str| {
+        if v == "fp32" {
+            case.to_string()
+        } else {
+            format!("{case} {v}")
+        }
+    };
     let (nb, nq, d) = (a.base as f64, a.queries as f64, a.dim as f64);
-    for &k in &a.ks {
-        let mut times = Vec::new();
-        let mut last = None;
-        for _ in 0..a.reps {
-            let t = Instant::now();
-            let r = engine.knn(&base, &queries, k, &Metric::Euclidean).unwrap();
-            times.push(t.elapsed().as_secs_f64());
-            last = Some(r);
+    let mut first_ids: Option<Vec<u32>> = None;
+    for (v, engine) in &engines {
+        for &k in &a.ks {
+            let mut times = Vec::new();
+            let mut last = None;
+            for _ in 0..a.reps {
+                let t = Instant::now();
+                let r = engine.knn(&base, &queries, k, &Metric::Euclidean).unwrap();
+                times.push(t.elapsed().as_secs_f64());
+                last = Some(r);
+            }
+            let r = last.unwrap();
+            if k == 10 {
+                // Every variant is exact: their ids must agree with each other.
+                match &first_ids {
+                    None => {
+                        // Ids of the first 1000 queries for the peer's agreement check.
+                        let ids: Vec<u8> = r.indices[..1000.min(a.queries) * k]
+                            .iter()
+                            .flat_map(|i| i.to_le_bytes())
+                            .collect();
+                        std::fs::write(a.dir.join("voisin_knn10_ids.bin"), ids).unwrap();
+                        first_ids = Some(r.indices.clone());
+                    }
+                    Some(ids) => assert!(ids == &r.indices, "variant {v}: ids differ"),
+                }
+            }
+            report(
+                &name(&format!("knn k={k}"), v),
+                2.0 * nb * nq * d,
+                times,
+                &r.stats,
+            );
         }
-        let r = last.unwrap();
-        if k == 10 {
-            // Ids of the first 1000 queries for the peer's agreement check.
-            let ids: Vec<u8> = r.indices[..1000.min(a.queries) * k]
-                .iter()
-                .flat_map(|i| i.to_le_bytes())
-                .collect();
-            std::fs::write(a.dir.join("voisin_knn10_ids.bin"), ids).unwrap();
-        }
-        report(&format!("knn k={k}"), 2.0 * nb * nq * d, times, &r.stats);
     }
     if a.graph > 0 {
         let g = if a.graph == a.base {
@@ -142,16 +197,28 @@ fn main() {
         } else {
             data(&a.dir.join("graph.fbin"), a.graph, a.dim, 4)
         };
-        let t = Instant::now();
-        let r = engine.graph(&g, 10, &Metric::Euclidean).unwrap();
-        let secs = t.elapsed().as_secs_f64();
-        let n = a.graph as f64;
-        // The floor counts the half matrix the symmetric schedule computes.
-        report("graph k=10", n * n * d, vec![secs], &r.stats);
-        let ids: Vec<u8> = r.indices[..1000.min(a.graph) * 10]
-            .iter()
-            .flat_map(|i| i.to_le_bytes())
-            .collect();
-        std::fs::write(a.dir.join("voisin_graph10_ids.bin"), ids).unwrap();
+        let mut first_graph: Option<Vec<u32>> = None;
+        for (v, engine) in &engines {
+            if v.contains('-') {
+                continue;
+            }
+            let t = Instant::now();
+            let r = engine.graph(&g, 10, &Metric::Euclidean).unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            let n = a.graph as f64;
+            // The floor counts the half matrix the symmetric schedule computes.
+            report(&name("graph k=10", v), n * n * d, vec![secs], &r.stats);
+            match &first_graph {
+                None => {
+                    let ids: Vec<u8> = r.indices[..1000.min(a.graph) * 10]
+                        .iter()
+                        .flat_map(|i| i.to_le_bytes())
+                        .collect();
+                    std::fs::write(a.dir.join("voisin_graph10_ids.bin"), ids).unwrap();
+                    first_graph = Some(r.indices);
+                }
+                Some(ids) => assert!(ids == &r.indices, "variant {v}: graph ids differ"),
+            }
+        }
     }
 }

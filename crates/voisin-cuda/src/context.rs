@@ -17,7 +17,7 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use voisin::{Error, Result};
 
 /// Kernel sources in dependency order: `keys.cu` is the prelude the others use.
-const SOURCES: [(&str, &str); 11] = [
+const SOURCES: [(&str, &str); 12] = [
     ("keys.cu", include_str!("../kernels/keys.cu")),
     (
         "select_block.cu",
@@ -38,6 +38,10 @@ const SOURCES: [(&str, &str); 11] = [
     ("vector_tile.cu", include_str!("../kernels/vector_tile.cu")),
     ("prepare.cu", include_str!("../kernels/prepare.cu")),
     ("exact.cu", include_str!("../kernels/exact.cu")),
+    (
+        "fused_filter.cu",
+        include_str!("../kernels/fused_filter.cu"),
+    ),
 ];
 
 /// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
@@ -112,6 +116,9 @@ pub(crate) struct Kernels {
     pub vector_tile: CudaFunction,
     pub prepare_rows: CudaFunction,
     pub exact_keys: CudaFunction,
+    pub fused_filter_fp32: CudaFunction,
+    pub fused_filter_tf32: CudaFunction,
+    pub fused_merge: CudaFunction,
 }
 
 /// One GPU ready to work: context, stream, cuBLAS handle, kernels.
@@ -178,6 +185,9 @@ impl Gpu {
             vector_tile: f("vector_tile")?,
             prepare_rows: f("prepare_rows")?,
             exact_keys: f("exact_keys")?,
+            fused_filter_fp32: f("fused_filter_fp32")?,
+            fused_filter_tf32: f("fused_filter_tf32")?,
+            fused_merge: f("fused_merge")?,
         };
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         Ok(Gpu {

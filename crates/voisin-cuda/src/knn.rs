@@ -10,13 +10,14 @@
 
 use std::time::Instant;
 
-use cudarc::driver::CudaView;
+use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
 use voisin::{Result, Stats};
 
 use crate::context::{dev, Gpu};
 use crate::device_set::DeviceSet;
-use crate::prepare::Plan;
+use crate::fused;
+use crate::prepare::{Plan, Precision};
 use crate::select::{self, list_size, Select, TileAt};
 use crate::tile;
 
@@ -35,6 +36,11 @@ pub(crate) struct Budget {
 }
 
 /// Candidates for every row of `queries` against the whole base (self pairs not excluded).
+///
+/// Small lists may take the fused pass (fused.rs): ordinary tiles over the first base items set
+/// each query's threshold, one fused kernel filters the rest of the base against it without
+/// writing tiles, and the survivors are merged into the lists. Queries whose survivors overflow
+/// their buffer are redone here with ordinary tiles.
 pub(crate) fn candidates(
     gpu: &Gpu,
     plan: &Plan,
@@ -49,10 +55,19 @@ pub(crate) fn candidates(
     if nq == 0 {
         return Ok(out);
     }
+    // TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
+    // last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
+    // were widened at k=100 (bench/notes-fused.md). Twice the list costs little at that size.
+    let kp = if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) {
+        2 * kp
+    } else {
+        kp
+    };
     let want = kp;
     let mode = sel.resolve(kp)?;
     let kp = mode.width(kp);
     let kc = kp.min(nb);
+    let mut fusing = None;
     let (q_tile, b_tile) = match mode {
         _ if mode.whole_rows() => {
             let per_query = nb * 4 + kc * 8;
@@ -63,47 +78,126 @@ pub(crate) fn candidates(
             // 16384×8192 measured within noise of each other (bench/NOTES.md).
             let (qmax, bmax) = (8192usize, 16384usize);
             let b_tile = nb.min(bmax);
-            let per_query = b_tile * 4 + kp * 8;
+            // The fused merge keeps block-select lists (sorted, threshold at the end).
+            if mode == Select::Block {
+                fusing = fused::plan_for(plan, kp, nb);
+            }
+            let buffers = fusing.map_or(0, |f| f.cap * 8 + 4);
+            let per_query = b_tile * 4 + kp * 8 + buffers;
             ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
         }
     };
     let stream = &gpu.stream;
     let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
+    let alloc_u32 = |n: usize| unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(dev("allocating"));
     let mut tile_buf = alloc(q_tile * b_tile)?;
     let width = if mode.whole_rows() { kc } else { kp };
-    let list_len = q_tile * width;
-    let mut lv = alloc(list_len)?;
-    let mut li = unsafe { stream.alloc::<u32>(list_len.max(1)) }.map_err(dev("allocating"))?;
-
-    for q0 in (0..nq).step_by(q_tile) {
-        let q1 = (q0 + q_tile).min(nq);
-        let qn = q1 - q0;
-        let qb = qdev.block(q0, q1, d);
-        if !mode.whole_rows() {
-            let len = qn * kp;
-            select::fill_lists(gpu, &mut lv.slice_mut(..len), &mut li.slice_mut(..len))?;
+    let mut lv = alloc(q_tile * width)?;
+    let mut li = alloc_u32(q_tile * width)?;
+    let fused_cap = fusing.map_or(0, |f| f.cap);
+    let mut count = alloc_u32(if fusing.is_some() { q_tile } else { 0 })?;
+    let mut buf_val = alloc(q_tile * fused_cap)?;
+    let mut buf_idx = alloc_u32(q_tile * fused_cap)?;
+    let pass = |tile_buf: &mut CudaSlice<f32>,
+                lv: &mut CudaSlice<f32>,
+                li: &mut CudaSlice<u32>,
+                rows: std::ops::Range<usize>,
+                items: std::ops::Range<usize>,
+                list_at: usize|
+     -> Result<()> {
+        let qb = qdev.block(rows.start, rows.end, d);
+        let len = qb.n * width;
+        let (mut v, mut i) = (
+            lv.slice_mut(list_at..list_at + len),
+            li.slice_mut(list_at..list_at + len),
+        );
+        if !mode.whole_rows() && items.start == 0 {
+            select::fill_lists(gpu, &mut v, &mut i)?;
         }
-        for b0 in (0..nb).step_by(b_tile) {
-            let b1 = (b0 + b_tile).min(nb);
+        for b0 in items.clone().step_by(b_tile) {
+            let b1 = (b0 + b_tile).min(items.end);
             let bb = base.block(b0, b1, d);
             tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), b1 - b0)?;
             let at = TileAt {
-                rows: qn,
+                rows: qb.n,
                 cols: b1 - b0,
                 ld: b1 - b0,
                 key: plan.key,
-                row_off: q0 as u32,
+                row_off: rows.start as u32,
                 col_off: b0 as u32,
                 exclude_self: false,
             };
             let t: CudaView<'_, f32> = tile_buf.slice(..);
-            let (mut v, mut i) = (lv.slice_mut(..qn * width), li.slice_mut(..qn * width));
             select::run(
                 gpu, mode, &t, at, &qb.sqnorm, &bb.sqnorm, width, &mut v, &mut i,
             )?;
         }
-        let len = qn * width;
+        Ok(())
+    };
+
+    for q0 in (0..nq).step_by(q_tile) {
+        let q1 = (q0 + q_tile).min(nq);
+        let qn = q1 - q0;
         let mut tr = Instant::now();
+        match fusing {
+            None => pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..nb, 0)?,
+            Some(f) => {
+                pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
+                stream
+                    .memset_zeros(&mut count.slice_mut(..qn))
+                    .map_err(dev("clearing counters"))?;
+                let qb = qdev.block(q0, q1, d);
+                let rest = base.block(f.first, nb, d);
+                fused::filter(
+                    gpu,
+                    plan,
+                    &qb,
+                    &rest,
+                    f.first as u32,
+                    &lv.slice(kp - 1..),
+                    kp,
+                    &mut count.slice_mut(..qn),
+                    &mut buf_val.slice_mut(..),
+                    &mut buf_idx.slice_mut(..),
+                    f.cap,
+                )?;
+                fused::merge(
+                    gpu,
+                    qn,
+                    &mut lv.slice_mut(..qn * kp),
+                    &mut li.slice_mut(..qn * kp),
+                    kp,
+                    &count.slice(..qn),
+                    &buf_val.slice(..),
+                    &buf_idx.slice(..),
+                    f.cap,
+                )?;
+                let counts = gpu.download(&count.slice(..qn))?;
+                let over: Vec<usize> = (0..qn).filter(|&r| counts[r] as usize > f.cap).collect();
+                if let (Some(&lo), Some(&hi)) = (over.first(), over.last()) {
+                    // Rare (a threshold from unrepresentative first items): the span of the
+                    // overflowing queries is redone with ordinary tiles.
+                    pass(
+                        &mut tile_buf,
+                        &mut lv,
+                        &mut li,
+                        q0 + lo..q0 + hi + 1,
+                        0..nb,
+                        lo * kp,
+                    )?;
+                }
+                if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
+                    let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / qn as f64;
+                    eprintln!(
+                        "[voisin-cuda] fused: {mean:.0} survivors per query (cap {}), {} \
+                         overflowing",
+                        f.cap,
+                        over.len()
+                    );
+                }
+            }
+        }
+        let len = qn * width;
         gpu.stream.synchronize().map_err(dev("selecting"))?;
         crate::trace("candidates: device work of a query block", &mut tr);
         let (v, i) = (lv.slice(..len), li.slice(..len));

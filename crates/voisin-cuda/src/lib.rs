@@ -1,7 +1,7 @@
 //! The CUDA engine: exact k-NN search, k-NN graphs and range search on one NVIDIA GPU.
 //!
 //! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
-//! inner_product; strict fp32) or a SIMT tile kernel (cityblock, chebyshev, minkowski);
+//! inner_product; strict fp32, or TF32 tensor cores under `Precision::Tf32`) or a SIMT tile kernel (cityblock, chebyshev, minkowski);
 //! selection and range filtering run in NVRTC-compiled kernels; the host proves each query's
 //! candidates with an f32 error bound, widens where the proof fails, and re-ranks on exact f64
 //! keys, so results equal the CPU engine's.
@@ -34,6 +34,7 @@
 mod context;
 mod device_set;
 mod exact;
+mod fused;
 mod graph;
 mod knn;
 mod prepare;
@@ -49,6 +50,8 @@ use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, Range
 use voisin::{Dataset, Error, Metric, Result, Stats};
 
 pub use context::gpu_available;
+pub use fused::Fusion;
+pub use prepare::Precision;
 pub use select::Select;
 
 use context::Gpu;
@@ -65,6 +68,10 @@ pub struct CudaOptions {
     /// Bytes of device memory for distance tiles and candidate lists (inputs excluded); capped
     /// at a quarter of the free memory.
     pub tile_bytes: usize,
+    /// Arithmetic of the GEMM tiles (`--precision`); results are exact either way.
+    pub precision: Precision,
+    /// Fused distance + selection for small k (benchmarks); results are exact either way.
+    pub fusion: Fusion,
 }
 
 impl Default for CudaOptions {
@@ -72,6 +79,8 @@ impl Default for CudaOptions {
         CudaOptions {
             select: Select::Auto,
             tile_bytes: 1 << 30,
+            precision: Precision::Fp32,
+            fusion: Fusion::Auto,
         }
     }
 }
@@ -204,7 +213,7 @@ impl Engine for CudaEngine {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let plan = Plan::new(metric, bset);
+        let plan = Plan::new(metric, bset).with_engine(self.opts.precision, self.opts.fusion);
         let budget = self.budget(&gpu)?;
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
@@ -265,7 +274,7 @@ impl Engine for CudaEngine {
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         let t = Instant::now();
-        let plan = Plan::new(metric, bset);
+        let plan = Plan::new(metric, bset).with_engine(self.opts.precision, self.opts.fusion);
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
         let bn = bdev.max_norm();
@@ -339,7 +348,7 @@ impl Engine for CudaEngine {
             return Ok(to_result(vec![vec![]; n], k, metric, stats));
         }
         let mut tr = Instant::now();
-        let plan = Plan::new(metric, set);
+        let plan = Plan::new(metric, set).with_engine(self.opts.precision, self.opts.fusion);
         let budget = self.budget(&gpu)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         // Uploads and row preparation count as transfer; compute starts after them.

@@ -10,6 +10,8 @@ use voisin::data::{Dataset, VectorSet};
 use voisin::metric::simd::U32;
 use voisin::{Error, Metric, Result};
 
+use crate::fused::Fusion;
+
 /// How a tile value becomes a key; the numbers are the `KEY_*` modes of kernels/keys.cu.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TileKey {
@@ -21,6 +23,34 @@ pub(crate) enum TileKey {
     OneMinus = 2,
     /// The tile holds the key (vector_tile.cu).
     Direct = 3,
+}
+
+/// Arithmetic of the GEMM tiles (`--precision`).
+///
+/// Either way results are exact: the precision only changes how wide the approximate pass's
+/// error bound is, and so how many candidates the exact re-rank sees (or how often a query is
+/// widened). SIMT metrics (cityblock, chebyshev, minkowski) always run in fp32.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// Strict fp32 products (cuBLAS sgemm on the SIMT cores).
+    #[default]
+    Fp32,
+    /// TF32 tensor-core products with fp32 accumulation: inputs keep 10 explicit mantissa
+    /// bits, about 2^-10 relative error each, covered by a wider bound.
+    Tf32,
+}
+
+impl std::str::FromStr for Precision {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "fp32" => Ok(Precision::Fp32),
+            "tf32" => Ok(Precision::Tf32),
+            _ => Err(Error::invalid(format!(
+                "unknown precision '{s}' (known: fp32, tf32)"
+            ))),
+        }
+    }
 }
 
 /// Which tile kernel computes the values.
@@ -51,6 +81,15 @@ pub(crate) struct Plan {
     tiny: f64,
     /// γ of the GEMM bound (see [`Plan::abs_bound`]).
     gamma: f64,
+    /// Arithmetic of the GEMM tiles.
+    pub precision: Precision,
+    /// Relative error of one product of converted inputs (0 for fp32 inputs), see
+    /// [`Plan::with_precision`].
+    input: f64,
+    /// Absolute error per unit of norm from inputs flushed to zero (TF32).
+    flush: f64,
+    /// Whether k-NN passes may fuse distances and selection (fused.rs decides per pass).
+    pub fusion: Fusion,
 }
 
 /// The vectors of a data set, or a clear error for what this engine does not handle.
@@ -118,15 +157,51 @@ impl Plan {
             rel,
             tiny,
             gamma,
+            precision: Precision::Fp32,
+            input: 0.0,
+            flush: 0.0,
+            fusion: Fusion::Off,
         }
+    }
+
+    /// The plan with the engine's choices: GEMM arithmetic and fusion.
+    pub fn with_engine(self, precision: Precision, fusion: Fusion) -> Plan {
+        Plan {
+            fusion,
+            ..self.with_precision(precision)
+        }
+    }
+
+    /// The plan with the GEMM tiles in `precision` (SIMT tiles stay fp32).
+    ///
+    /// TF32 bound, assuming the worst conversion (truncation to 10 explicit mantissa bits, not
+    /// rounding; cuBLAS does not document which): each input is x(1+δ) with |δ| < 2^-10, so a
+    /// product is off by less than (2^-9 + 2^-20)|xy| (the product of two 11-bit significands
+    /// is exact in fp32), and the whole dot product by that times Σ|x_i y_i| ≤ ‖x‖‖y‖
+    /// (Cauchy–Schwarz). Tensor cores may accumulate with truncation instead of
+    /// round-to-nearest, which doubles the unit roundoff of the sums: γ is doubled.
+    pub fn with_precision(mut self, precision: Precision) -> Plan {
+        if precision == Precision::Tf32 && self.tile == TileKind::Gemm {
+            let u = 2f64.powi(-10);
+            self.input = 1.05 * (2.0 * u + u * u);
+            self.gamma *= 2.0;
+            // Inputs below f32's normal range may be flushed to zero by the tensor cores: at
+            // most MIN_POSITIVE per component, Σ|y_i| ≤ √d‖y‖ per side.
+            self.flush = f64::from(f32::MIN_POSITIVE) * (self.dim as f64).sqrt();
+            self.precision = precision;
+        }
+        self
     }
 
     /// Absolute error bound of query `q`'s keys (norm `qn`) against a base of largest norm `bn`.
     pub fn abs_bound(&self, qn: f64, bn: f64) -> f64 {
+        // Error of the dot product from converted inputs (zero in fp32); the L2 key holds it
+        // twice. Unit rows have norms within a few ulps of 1.
+        let input = self.input * qn * bn + self.flush * (qn + bn);
         let b = match self.key {
-            TileKey::L2 => self.gamma * (qn + bn) * (qn + bn),
-            TileKey::NegDot => self.gamma * qn * bn,
-            TileKey::OneMinus => 4.0 * self.gamma,
+            TileKey::L2 => self.gamma * (qn + bn) * (qn + bn) + 2.0 * input,
+            TileKey::NegDot => self.gamma * qn * bn + input,
+            TileKey::OneMinus => 4.0 * self.gamma + 1.01 * (self.input + 2.0 * self.flush),
             TileKey::Direct => 0.0,
         };
         // The bound itself is computed in f64 from rounded norms; 1 % covers that.
@@ -213,64 +288,132 @@ mod tests {
         VectorSet::from_f32(n, d, v).unwrap()
     }
 
-    /// The f32 arithmetic of the GEMM path (prepared rows, f32 norms, an f32 dot product in any
-    /// order), done on the host: every approximate key must lie within the plan's bound of the
-    /// exact key. Offsets far from zero make the centring matter.
-    #[test]
-    fn gemm_bound_covers_f32_keys() {
-        let mut rng = StdRng::seed_from_u64(rand::random());
-        for d in [1usize, 3, 127, 1025] {
-            for offset in [0.0f32, 100.0] {
-                let (b, q) = (set(&mut rng, 60, d, offset), set(&mut rng, 7, d, offset));
-                for m in [
-                    Metric::Euclidean,
-                    Metric::InnerProduct,
-                    Metric::Cosine,
-                    Metric::Correlation,
-                ] {
-                    let plan = Plan::new(&m, &b);
-                    let prep = |x: &[f32]| -> Vec<f32> {
-                        let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
-                        let mean = if plan.centre_rows {
-                            x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
-                        } else {
-                            0.0
-                        };
-                        let y: Vec<f64> = x
-                            .iter()
-                            .zip(&shift)
-                            .map(|(&v, &s)| v as f64 - s as f64 - mean)
-                            .collect();
-                        let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
-                        let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
-                        let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
-                        y.iter().map(|v| (v * scale) as f32).collect()
+    /// TF32 conversion at its worst: the 13 low mantissa bits cut off (truncation).
+    fn tf32_truncate(x: f32) -> f32 {
+        f32::from_bits(x.to_bits() & !0x1fff)
+    }
+
+    /// The arithmetic of the GEMM path done on the host (prepared rows, f32 norms, inputs
+    /// converted by `conv`, an f32 dot product in any order): every approximate key of the GEMM
+    /// metrics must lie within the plan's bound of the exact key, for base `b` and queries `q`.
+    fn check_gemm_bound(precision: Precision, conv: fn(f32) -> f32, b: &VectorSet, q: &VectorSet) {
+        let d = b.dim();
+        for m in [
+            Metric::Euclidean,
+            Metric::InnerProduct,
+            Metric::Cosine,
+            Metric::Correlation,
+        ] {
+            let plan = Plan::new(&m, b).with_precision(precision);
+            let prep = |x: &[f32]| -> Vec<f32> {
+                let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
+                let mean = if plan.centre_rows {
+                    x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
+                } else {
+                    0.0
+                };
+                let y: Vec<f64> = x
+                    .iter()
+                    .zip(&shift)
+                    .map(|(&v, &s)| v as f64 - s as f64 - mean)
+                    .collect();
+                let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+                let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
+                let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
+                y.iter().map(|v| (v * scale) as f32).collect()
+            };
+            let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
+            let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
+            let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+            for j in 0..q.len() {
+                let qp = prep(&q.row_f32(j));
+                let abs = plan.abs_bound(norm(&qp).sqrt(), bmax);
+                for (i, br) in bp.iter().enumerate() {
+                    // Reverse order: the bound must not depend on summation order.
+                    let dot: f32 = qp
+                        .iter()
+                        .zip(br)
+                        .rev()
+                        .map(|(&x, &y)| conv(x) * conv(y))
+                        .sum();
+                    let v = match plan.key {
+                        TileKey::L2 => norm(&qp) as f32 + norm(br) as f32 - 2.0 * dot,
+                        TileKey::NegDot => -dot,
+                        TileKey::OneMinus => 1.0 - dot,
+                        TileKey::Direct => unreachable!(),
                     };
-                    let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
-                    let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
-                    let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
-                    for j in 0..q.len() {
-                        let qp = prep(&q.row_f32(j));
-                        let abs = plan.abs_bound(norm(&qp).sqrt(), bmax);
-                        for (i, br) in bp.iter().enumerate() {
-                            // Reverse order: the bound must not depend on summation order.
-                            let dot: f32 = qp.iter().zip(br).rev().map(|(x, y)| x * y).sum();
-                            let v = match plan.key {
-                                TileKey::L2 => norm(&qp) as f32 + norm(br) as f32 - 2.0 * dot,
-                                TileKey::NegDot => -dot,
-                                TileKey::OneMinus => 1.0 - dot,
-                                TileKey::Direct => unreachable!(),
-                            };
-                            let exact = vector_key(&m, &b.row_f32(i), &q.row_f32(j));
-                            assert!(
-                                plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
-                                "{m} d={d} offset={offset}: approx {v} exact {exact} bound {abs}"
-                            );
-                        }
-                    }
+                    let exact = vector_key(&m, &b.row_f32(i), &q.row_f32(j));
+                    assert!(
+                        plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
+                        "{m} {precision:?} d={d}: approx {v} exact {exact} bound {abs}"
+                    );
                 }
             }
         }
+    }
+
+    /// fp32 and TF32 keys on random data, near the origin and far from it (where centring and
+    /// cancellation matter).
+    #[test]
+    fn gemm_bound_covers_f32_and_tf32_keys() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [1usize, 3, 127, 1025] {
+            for offset in [0.0f32, 100.0, 1e5] {
+                let (b, q) = (set(&mut rng, 60, d, offset), set(&mut rng, 7, d, offset));
+                check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
+                check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+            }
+        }
+    }
+
+    /// The TF32 bound is needed at nearly its full size: every component 1 + 2^-10 − 2^-23
+    /// loses almost 2^-10 of itself to truncation, all with the same sign, so the inner
+    /// product is off by almost 2^-9 ‖x‖‖y‖. A bound built on rounding (2^-11) would fail here.
+    #[test]
+    fn tf32_bound_is_tight_on_worst_case_mantissas() {
+        let x = f32::from_bits(0x3f80_1fff);
+        for d in [3usize, 127, 1025] {
+            let rows = VectorSet::from_f32(2, d, vec![x; 2 * d]).unwrap();
+            let plan = Plan::new(&Metric::InnerProduct, &rows).with_precision(Precision::Tf32);
+            let nx = (d as f64).sqrt() * x as f64;
+            let exact = -(d as f64) * (x as f64) * (x as f64);
+            let dot: f32 = (0..d).map(|_| tf32_truncate(x) * tf32_truncate(x)).sum();
+            let err = (-dot as f64 - exact).abs();
+            let abs = plan.abs_bound(nx, nx);
+            assert!(err <= abs, "d={d}: error {err} bound {abs}");
+            assert!(err > 0.45 * abs, "d={d}: error {err} bound {abs}");
+            check_gemm_bound(Precision::Tf32, tf32_truncate, &rows, &rows);
+        }
+    }
+
+    /// Cancellation-heavy data: near-duplicate rows far from the origin (centring must bring the
+    /// norms down) and rows whose prepared values sit on worst-case mantissas.
+    #[test]
+    fn tf32_bound_covers_near_duplicates_far_out() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [3usize, 127] {
+            let centre: Vec<f32> = (0..d).map(|_| rng.gen_range(-1e4f32..1e4)).collect();
+            let make = |rng: &mut StdRng, n: usize| {
+                let v = (0..n * d)
+                    .map(|i| centre[i % d] + rng.gen_range(-1.0f32..1.0) * 1e-2)
+                    .collect();
+                VectorSet::from_f32(n, d, v).unwrap()
+            };
+            let (b, q) = (make(&mut rng, 40), make(&mut rng, 5));
+            check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
+            check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+        }
+    }
+
+    #[test]
+    fn precision_names() {
+        assert_eq!("TF32".parse::<Precision>().unwrap(), Precision::Tf32);
+        assert_eq!("fp32".parse::<Precision>().unwrap(), Precision::Fp32);
+        assert!("bf16".parse::<Precision>().is_err());
+        // SIMT metrics ignore the option.
+        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
+        let p = Plan::new(&Metric::Cityblock, &b).with_precision(Precision::Tf32);
+        assert_eq!(p.precision, Precision::Fp32);
     }
 
     /// Thresholds keep every approximate key whose interval may reach the radius key.

@@ -1,15 +1,17 @@
 //! One distance tile on the device: rows of one block against rows of another, row-major with a
-//! given row stride. GEMM metrics get dot products from cuBLAS sgemm (the key is formed later,
-//! inside the selection and range kernels); the others get keys from kernels/vector_tile.cu.
+//! given row stride. GEMM metrics get dot products from cuBLAS (sgemm, or GemmEx on TF32 tensor
+//! cores under `Precision::Tf32`; the key is formed later, inside the selection and range
+//! kernels); the others get keys from kernels/vector_tile.cu.
 //!
 //! Owns the cuBLAS call and its column-major bookkeeping; knows nothing about selection.
 
-use cudarc::cublas::{sys::cublasOperation_t, Gemm, GemmConfig};
-use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+use cudarc::cublas::{result as blas, Gemm, GemmConfig};
+use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::context::{dev, Gpu};
-use crate::prepare::{Plan, TileKind};
+use crate::prepare::{Plan, Precision, TileKind};
 
 /// A block of transformed rows on the device.
 pub(crate) struct Block<'a> {
@@ -48,7 +50,12 @@ pub(crate) fn compute(
             // through the view lengths below).
             debug_assert!(b.rows.len() >= b.n * d && q.rows.len() >= q.n * d);
             debug_assert!(out.len() >= (q.n.saturating_sub(1)) * ld + b.n);
-            unsafe { gpu.blas.gemm(cfg, &b.rows, &q.rows, out) }.map_err(dev("sgemm"))
+            match plan.precision {
+                Precision::Fp32 => {
+                    unsafe { gpu.blas.gemm(cfg, &b.rows, &q.rows, out) }.map_err(dev("sgemm"))
+                }
+                Precision::Tf32 => tf32_gemm(gpu, cfg, &b.rows, &q.rows, out),
+            }
         }
         TileKind::Simt(kind, p) => {
             let cfg = LaunchConfig {
@@ -73,4 +80,46 @@ pub(crate) fn compute(
                 .map_err(dev("vector_tile"))
         }
     }
+}
+
+/// The same product as sgemm on TF32 tensor cores (fp32 in and out, fp32 accumulation); the
+/// conversion's error is in the plan's bound (prepare.rs `Plan::with_precision`).
+fn tf32_gemm(
+    gpu: &Gpu,
+    cfg: GemmConfig<f32>,
+    a: &CudaView<'_, f32>,
+    b: &CudaView<'_, f32>,
+    c: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let stream = &gpu.stream;
+    let (pa, _ra) = a.device_ptr(stream);
+    let (pb, _rb) = b.device_ptr(stream);
+    let (pc, _rc) = c.device_ptr_mut(stream);
+    let f32t = cudaDataType::CUDA_R_32F;
+    // SAFETY: the same shapes as the sgemm call in `compute` (checked there); the handle is
+    // bound to `stream`, and the pointers' guards live until the call is queued.
+    unsafe {
+        blas::gemm_ex(
+            *gpu.blas.handle(),
+            cfg.transa,
+            cfg.transb,
+            cfg.m,
+            cfg.n,
+            cfg.k,
+            (&cfg.alpha) as *const f32 as *const _,
+            pa as *const _,
+            f32t,
+            cfg.lda,
+            pb as *const _,
+            f32t,
+            cfg.ldb,
+            (&cfg.beta) as *const f32 as *const _,
+            pc as *mut _,
+            f32t,
+            cfg.ldc,
+            cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+    }
+    .map_err(dev("TF32 GemmEx"))
 }

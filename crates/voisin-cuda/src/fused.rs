@@ -1,0 +1,217 @@
+//! Fused distance + selection for small candidate lists (SPEC §3): the dot products of a query
+//! block against the base are computed in registers and filtered against each query's threshold
+//! in the same kernel (kernels/fused_filter.cu), so the distance tile never touches device
+//! memory; the few survivors are merged into the running lists.
+//!
+//! Owns the choice of whether a pass can be fused ([`Fusion`], [`plan_for`]) and the launchers;
+//! the tiling of the search and the proof belong to knn.rs. The threshold comes from an ordinary
+//! tile pass over the first base items, so the lists keep block select's contract: every item
+//! left out has an approximate key at least the largest one kept.
+
+use std::str::FromStr;
+
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use voisin::{Error, Result};
+
+use crate::context::{dev, Gpu};
+use crate::prepare::{Plan, Precision, TileKind};
+use crate::tile::Block;
+
+/// Whether k-NN candidate passes fuse distances and selection (set in `CudaOptions`; no CLI
+/// flag yet, gpu_bench has `-fused` variants).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fusion {
+    /// Fused where it is measured faster than tiles through memory: nowhere yet (bench/
+    /// notes-fused.md: the fused kernels lost to cuBLAS + block select on the H100).
+    #[default]
+    Auto,
+    /// Never: every tile goes through device memory.
+    Off,
+    /// Whenever the pass allows it (GEMM metric, small list, base large enough).
+    On,
+}
+
+impl FromStr for Fusion {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Fusion::Auto),
+            "off" => Ok(Fusion::Off),
+            "on" => Ok(Fusion::On),
+            _ => Err(Error::invalid(format!(
+                "unknown fusion '{s}' (known: auto, off, on)"
+            ))),
+        }
+    }
+}
+
+/// Largest list the fused pass serves (the merge sorts list + buffer in FZ_MERGE slots).
+pub(crate) const MAX_KP: usize = 256;
+/// Shared-memory slots of fused_merge (FZ_MERGE in kernels/fused_filter.cu).
+const MERGE_SLOTS: usize = 4096;
+
+/// How one fused pass runs: the first `first` base items go through ordinary tiles (they set
+/// the thresholds), the rest through the fused kernel with `cap` buffer slots per query.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FusedPlan {
+    pub first: usize,
+    pub cap: usize,
+}
+
+/// Base items per fused tile (FZ_BN in kernels/fused_filter.cu); the threshold pass covers a
+/// whole number of them.
+const GRANULE: usize = 128;
+
+/// The fused plan for a pass with lists of `kp` over `nb` base items, or None when it must not
+/// (or need not) be fused.
+pub(crate) fn plan_for(plan: &Plan, kp: usize, nb: usize) -> Option<FusedPlan> {
+    let wanted = match plan.fusion {
+        Fusion::Off => false,
+        Fusion::On => true,
+        Fusion::Auto => false,
+    };
+    if !wanted || plan.tile != TileKind::Gemm || kp > MAX_KP {
+        return None;
+    }
+    let cap = MERGE_SLOTS - kp;
+    // The threshold is the kp-th smallest key of the first `first` items, so about
+    // kp · nb / first items pass it over the whole base: `first` is chosen to expect at most
+    // half the buffer.
+    let first = (2 * kp * nb).div_ceil(GRANULE * cap).max(1) * GRANULE;
+    // Fusion pays only when most of the base is left after the first items.
+    (nb >= 4 * first).then_some(FusedPlan { first, cap })
+}
+
+/// Appends to `buf_*` (rows × cap) every pair of `q` × `b` whose key is at most the query's
+/// threshold `thr[r * thr_stride]`, counting per query in `count` (zeroed by the caller).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn filter(
+    gpu: &Gpu,
+    plan: &Plan,
+    q: &Block<'_>,
+    b: &Block<'_>,
+    col_off: u32,
+    thr: &CudaView<'_, f32>,
+    thr_stride: usize,
+    count: &mut CudaViewMut<'_, u32>,
+    buf_val: &mut CudaViewMut<'_, f32>,
+    buf_idx: &mut CudaViewMut<'_, u32>,
+    cap: usize,
+) -> Result<()> {
+    // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
+    // for fp32, two for TF32); each loops over the tile pairs.
+    let (kernel, per_sm) = match plan.precision {
+        Precision::Fp32 => (&gpu.k.fused_filter_fp32, 1),
+        Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
+    };
+    let sms = gpu
+        .ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(dev("querying the SM count"))?;
+    let pairs = b.n.div_ceil(128) * q.n.div_ceil(128);
+    let cfg = LaunchConfig {
+        grid_dim: ((sms.max(1) as usize * per_sm).min(pairs) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (nq, nb, d, mode) = (q.n as i32, b.n as i32, plan.dim as i32, plan.key as i32);
+    let (stride, cap) = (thr_stride as i32, cap as i32);
+    let mut l = gpu.stream.launch_builder(kernel);
+    l.arg(&q.rows)
+        .arg(&nq)
+        .arg(&b.rows)
+        .arg(&nb)
+        .arg(&d)
+        .arg(&mode)
+        .arg(&q.sqnorm)
+        .arg(&b.sqnorm)
+        .arg(&col_off)
+        .arg(thr)
+        .arg(&stride)
+        .arg(count)
+        .arg(buf_val)
+        .arg(buf_idx)
+        .arg(&cap);
+    // SAFETY: matches fused_filter_* in kernels/fused_filter.cu; q and b hold n × dim rows,
+    // thr holds (q.n − 1) · thr_stride + 1 values, count q.n, the buffers q.n × cap.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("fused_filter"))
+}
+
+/// Merges each row's buffered candidates into its sorted list (rows × kp); rows whose count
+/// passed `cap` are left alone for the caller to redo.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn merge(
+    gpu: &Gpu,
+    rows: usize,
+    val: &mut CudaViewMut<'_, f32>,
+    idx: &mut CudaViewMut<'_, u32>,
+    kp: usize,
+    count: &CudaView<'_, u32>,
+    buf_val: &CudaView<'_, f32>,
+    buf_idx: &CudaView<'_, u32>,
+    cap: usize,
+) -> Result<()> {
+    debug_assert!(kp + cap <= MERGE_SLOTS);
+    let cfg = LaunchConfig {
+        grid_dim: (rows as u32, 1, 1),
+        block_dim: (512, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (kp, cap) = (kp as i32, cap as i32);
+    let mut l = gpu.stream.launch_builder(&gpu.k.fused_merge);
+    l.arg(val)
+        .arg(idx)
+        .arg(&kp)
+        .arg(count)
+        .arg(buf_val)
+        .arg(buf_idx)
+        .arg(&cap);
+    // SAFETY: matches fused_merge in kernels/fused_filter.cu; lists rows × kp, buffers
+    // rows × cap, count rows.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("fused_merge"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use voisin::{Metric, VectorSet};
+
+    #[test]
+    fn fusion_names() {
+        assert_eq!("ON".parse::<Fusion>().unwrap(), Fusion::On);
+        assert!("maybe".parse::<Fusion>().is_err());
+    }
+
+    /// Only GEMM metrics with small lists over a large base are fused, with a buffer that
+    /// expects at most half its capacity.
+    #[test]
+    fn fused_plans() {
+        let b = VectorSet::from_f32(1, 4, vec![0.0; 4]).unwrap();
+        let plan = |m: &Metric, p: Precision, f: Fusion| Plan::new(m, &b).with_engine(p, f);
+        let tf = plan(&Metric::Euclidean, Precision::Tf32, Fusion::On);
+        let fp = plan(&Metric::Euclidean, Precision::Fp32, Fusion::Auto);
+        let on = plan(&Metric::Cosine, Precision::Fp32, Fusion::On);
+        let simt = plan(&Metric::Cityblock, Precision::Tf32, Fusion::On);
+        let nb = 1_000_000;
+        for kp in [16, 32, 256] {
+            let p = plan_for(&tf, kp, nb).unwrap();
+            assert!(kp * nb / p.first <= p.cap / 2, "{p:?}");
+            assert!(
+                p.first <= nb / 4 && p.first.is_multiple_of(GRANULE),
+                "{p:?}"
+            );
+        }
+        assert!(plan_for(&fp, 32, nb).is_none());
+        assert!(plan_for(&on, 32, nb).is_some());
+        assert!(plan_for(&simt, 32, nb).is_none());
+        assert!(plan_for(&tf, 512, nb).is_none());
+        // Small bases are fused too when asked (the tests rely on it), not when too small.
+        assert!(plan_for(&on, 16, 1000).is_some());
+        assert!(plan_for(&on, 16, 300).is_none());
+    }
+}
