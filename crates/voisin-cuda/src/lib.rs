@@ -36,6 +36,7 @@ mod context;
 mod device_set;
 mod exact;
 mod graph;
+pub mod index;
 mod knn;
 mod prepare;
 mod range;
