@@ -80,6 +80,30 @@ fn dimension_major(values: &[f32], d: usize, ids: &[u32]) -> Vec<f32> {
     out
 }
 
+/// The parts one after the other. Copied in parallel: at 1 % selectivity a batch brings back
+/// 10⁸ values, and one thread growing a vector spent more time than the search (page faults of
+/// the new memory included).
+fn concat<T: Copy + Default + Send + Sync>(mut parts: Vec<Vec<T>>) -> Vec<T> {
+    if parts.len() == 1 {
+        return parts.pop().expect("one part");
+    }
+    let total = parts.iter().map(Vec::len).sum();
+    let mut out = vec![T::default(); total];
+    let mut rest = &mut out[..];
+    let mut dst = Vec::with_capacity(parts.len());
+    for p in &parts {
+        let (a, b) = rest.split_at_mut(p.len());
+        dst.push(a);
+        rest = b;
+    }
+    dst.into_par_iter().zip(parts.par_iter()).for_each(|(d, p)| {
+        d.par_chunks_mut(1 << 16)
+            .zip(p.par_chunks(1 << 16))
+            .for_each(|(d, p)| d.copy_from_slice(p));
+    });
+    out
+}
+
 /// A copy to the device of `v` (at least one element, so every buffer has an address).
 fn upload<T: DeviceRepr + Default + Clone>(gpu: &Gpu, v: &[T]) -> Result<CudaSlice<T>> {
     let one = [T::default()];
@@ -310,6 +334,7 @@ impl<'e> GpuLc<'e> {
             return Ok(out);
         }
         let mut tr = Instant::now();
+        let (mut ids_parts, mut dist_parts) = (Vec::new(), Vec::new());
         let qdev = gpu.upload(rows)?;
         let budget = self.engine.budget(gpu)?.bytes;
         let mut cap = cap0.next_power_of_two();
@@ -350,12 +375,11 @@ impl<'e> GpuLc<'e> {
                 trace("lc: rows that outgrew their slots", &mut tr);
             }
             let (ids, dists) = self.pack(gpu, &main, ovf.as_ref(), &counts, k, &mut out.offsets)?;
-            trace("lc: sort and pack", &mut tr);
-            out.ids.extend_from_slice(&ids);
-            out.dists.extend_from_slice(&dists);
+            trace("lc: sort, pack, download", &mut tr);
+            ids_parts.push(ids);
+            dist_parts.push(dists);
             out.radii.extend_from_slice(&found.radii);
             out.evals += found.evals;
-            trace("lc: download", &mut tr);
             // Slots for the next batch: room for 99 % of the rows seen, the others run again.
             let mut c = found.counts;
             let at = (c.len() * 99 / 100).min(c.len() - 1);
@@ -363,6 +387,9 @@ impl<'e> GpuLc<'e> {
             cap = q99.max(k).next_power_of_two().clamp(256, 1 << 24);
             q0 = q1;
         }
+        out.ids = concat(ids_parts);
+        out.dists = concat(dist_parts);
+        trace("lc: concatenate batches", &mut tr);
         Ok(out)
     }
 
