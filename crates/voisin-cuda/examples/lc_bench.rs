@@ -1,4 +1,4 @@
-//! GPU List of Clusters against the GPU brute force, in one run on the same data (SPEC §5: LC
+//! GPU List of Clusters (and SSS pivot table) against the GPU brute force, in one run on the same data (SPEC §5: LC
 //! range search over 1M clustered 20-d vectors at 0.01 / 0.1 / 1 % selectivity, Barrientos'
 //! setting), with results returned to the host and checked identical.
 //!
@@ -18,9 +18,13 @@
 //! queries/s of the GPU LC and of `CudaEngine::range` (median of `reps` runs, host arrays in,
 //! host results out), distance evaluations per query, and whether both answers are identical.
 //!
+//! Indexes (`--indexes`): `lc:M` a List of Clusters with clusters of M items (the seed's best
+//! on the GPU for vectors: 64), `sss:P` an SSS table with α = 0.5 and at most P pivots (the
+//! seed's best on the GPU for vectors: 1).
+//!
 //! usage: lc_bench [--base 1000000] [--queries 23831] [--dim 20] [--clusters 1000]
-//!                 [--spread 0.05] [--seed 42] [--sizes 64] [--sels 0.0001,0.001,0.01]
-//!                 [--reps 3] [--knn 10] [--no-gpu]
+//!                 [--spread 0.05] [--seed 42] [--indexes lc:64,sss:1] [--knn 10]
+//!                 [--sels 0.0001,0.001,0.01] [--reps 3] [--no-gpu]
 
 use std::time::Instant;
 
@@ -29,9 +33,9 @@ use rand_distr::StandardNormal;
 use rayon::prelude::*;
 use voisin::metric::exact::vector_key;
 use voisin::{Dataset, Engine, Metric, VectorSet};
-use voisin_cuda::index::GpuLc;
+use voisin_cuda::index::{GpuLc, GpuSss};
 use voisin_cuda::CudaEngine;
-use voisin_index::{ListOfClusters, VectorSpace};
+use voisin_index::{Index, Kind, Params, VectorSpace};
 
 struct Args {
     base: usize,
@@ -40,7 +44,7 @@ struct Args {
     clusters: usize,
     spread: f64,
     seed: u64,
-    sizes: Vec<usize>,
+    indexes: Vec<String>,
     sels: Vec<f64>,
     reps: usize,
     knn: usize,
@@ -55,7 +59,7 @@ fn parse() -> Args {
         clusters: 1000,
         spread: 0.05,
         seed: 42,
-        sizes: vec![64],
+        indexes: vec!["lc:64".into()],
         sels: vec![0.0001, 0.001, 0.01],
         reps: 3,
         knn: 10,
@@ -74,7 +78,7 @@ fn parse() -> Args {
             "--clusters" => a.clusters = num(),
             "--spread" => a.spread = v.parse().expect("a number"),
             "--seed" => a.seed = v.parse().expect("a number"),
-            "--sizes" => a.sizes = v.split(',').map(|x| x.parse().expect("size")).collect(),
+            "--indexes" => a.indexes = v.split(',').map(String::from).collect(),
             "--sels" => a.sels = v.split(',').map(|x| x.parse().expect("sel")).collect(),
             "--reps" => a.reps = num(),
             "--knn" => a.knn = num(),
@@ -171,27 +175,47 @@ fn main() {
     };
     let (bd, qd): (Dataset, Dataset) = (base.clone().into(), queries.clone().into());
     let mut bf_cache: Vec<Option<(f64, voisin::RangeResult)>> = vec![None; rs.len()];
+    let mut bf_knn: Option<(f64, voisin::KnnResult)> = None;
     println!(
-        "{:>6} {:>9} {:>10} {:>10} {:>12} {:>12} {:>8} {:>12} {:>9}",
-        "m", "sel", "radius", "measured", "lc q/s", "bf q/s", "ratio", "evals/q", "identical"
+        "{:>8} {:>9} {:>10} {:>10} {:>12} {:>12} {:>8} {:>12} {:>9}",
+        "index",
+        "sel",
+        "radius",
+        "measured",
+        "index q/s",
+        "bf q/s",
+        "ratio",
+        "evals/q",
+        "identical"
     );
-    for &m in &a.sizes {
+    for spec in &a.indexes {
+        let (kind, param) = spec.split_once(':').expect("an index as lc:M or sss:P");
+        let param: usize = param.parse().expect("a number");
+        let params = Params {
+            cluster_size: param,
+            max_pivots: param,
+            ..Params::default()
+        };
+        let kind: Kind = kind.parse().expect("lc or sss");
         let t = Instant::now();
-        let lc = ListOfClusters::build(VectorSpace::new(&base, metric.clone()).unwrap(), m);
+        let index = Index::build(
+            VectorSpace::new(&base, metric.clone()).unwrap(),
+            kind,
+            &params,
+        );
         let build_cpu = t.elapsed().as_secs_f64();
         eprintln!(
-            "m={m}: CPU build {build_cpu:.1} s, {} clusters, {} distance evaluations",
-            lc.clusters().len(),
-            lc.build_evals()
+            "{spec}: CPU build {build_cpu:.1} s, {} distance evaluations",
+            index.build_evals()
         );
         let Some(e) = engine.as_ref() else {
             let sample: Vec<&[f32]> = qv.chunks(d).take(200).collect();
             for (&s, &r) in a.sels.iter().zip(&rs) {
                 let t = Instant::now();
-                let res = voisin_index::search::range(&lc, &sample, r).unwrap();
+                let res = voisin_index::search::range(&index, &sample, r).unwrap();
                 let secs = t.elapsed().as_secs_f64();
                 println!(
-                    "cpu m={m} sel={s} r={r:.4} measured={:.5} evals/q={:.0} q/s={:.0}",
+                    "cpu {spec} sel={s} r={r:.4} measured={:.5} evals/q={:.0} q/s={:.0}",
                     res.indices.len() as f64 / (sample.len() * n) as f64,
                     res.stats.distance_evals as f64 / sample.len() as f64,
                     sample.len() as f64 / secs
@@ -200,10 +224,14 @@ fn main() {
             continue;
         };
         let t = Instant::now();
-        let g = GpuLc::new(e, &lc).unwrap();
+        let g = match &index {
+            Index::Lc(lc) => Gpu::Lc(GpuLc::new(e, lc).unwrap()),
+            Index::Sss(sss) => Gpu::Sss(GpuSss::new(e, sss).unwrap()),
+            Index::Cover(_) => panic!("the cover tree has no GPU search"),
+        };
         let upload = t.elapsed().as_secs_f64();
         for (i, (&s, &r)) in a.sels.iter().zip(&rs).enumerate() {
-            let (lc_s, got) = timed(a.reps, || g.range(&queries, r).unwrap());
+            let (ix_s, got) = timed(a.reps, || g.range(&queries, r));
             if bf_cache[i].is_none() {
                 let (secs, res) = timed(a.reps, || e.range(&bd, &qd, r, &metric).unwrap());
                 bf_cache[i] = Some((secs, res));
@@ -215,36 +243,62 @@ fn main() {
             let measured = got.indices.len() as f64 / (nq as f64 * n as f64);
             let evals = got.stats.distance_evals as f64 / nq as f64;
             println!(
-                "{m:>6} {s:>9} {r:>10.4} {measured:>10.5} {:>12.0} {:>12.0} {:>8.2} {evals:>12.0} {same:>9}",
-                nq as f64 / lc_s,
+                "{spec:>8} {s:>9} {r:>10.4} {measured:>10.5} {:>12.0} {:>12.0} {:>8.2} {evals:>12.0} {same:>9}",
+                nq as f64 / ix_s,
                 nq as f64 / bf_s,
-                bf_s / lc_s
+                bf_s / ix_s
             );
             println!(
-                "{{\"case\":\"lc_range\",\"device\":\"{}\",\"n\":{n},\"dim\":{d},\"queries\":{nq},\
-                 \"cluster_size\":{m},\"selectivity\":{s},\"radius\":{r},\"measured\":{measured},\
-                 \"lc_s\":{lc_s},\"bf_s\":{bf_s},\"lc_qps\":{},\"bf_qps\":{},\"evals_per_query\":{evals},\
-                 \"results\":{},\"build_cpu_s\":{build_cpu},\"upload_s\":{upload},\"identical\":{same}}}",
+                "{{\"case\":\"index_range\",\"index\":\"{spec}\",\"device\":\"{}\",\"n\":{n},\
+                 \"dim\":{d},\"queries\":{nq},\"selectivity\":{s},\"radius\":{r},\
+                 \"measured\":{measured},\"index_s\":{ix_s},\"bf_s\":{bf_s},\"index_qps\":{},\
+                 \"bf_qps\":{},\"evals_per_query\":{evals},\"results\":{},\
+                 \"build_cpu_s\":{build_cpu},\"upload_s\":{upload},\"identical\":{same}}}",
                 e.device_name(),
-                nq as f64 / lc_s,
+                nq as f64 / ix_s,
                 nq as f64 / bf_s,
                 got.indices.len()
             );
         }
         if a.knn > 0 {
             let k = a.knn;
-            let (lc_s, got) = timed(a.reps, || g.knn(&queries, k).unwrap());
-            let (bf_s, want) = timed(a.reps, || e.knn(&bd, &qd, k, &metric).unwrap());
+            let (ix_s, got) = timed(a.reps, || g.knn(&queries, k));
+            if bf_knn.is_none() {
+                bf_knn = Some(timed(a.reps, || e.knn(&bd, &qd, k, &metric).unwrap()));
+            }
+            let (bf_s, want) = bf_knn.as_ref().expect("filled above");
             let same = got.indices == want.indices && got.distances == want.distances;
             let evals = got.stats.distance_evals as f64 / nq as f64;
             println!(
-                "{{\"case\":\"lc_knn\",\"device\":\"{}\",\"n\":{n},\"dim\":{d},\"queries\":{nq},\
-                 \"cluster_size\":{m},\"k\":{k},\"lc_s\":{lc_s},\"bf_s\":{bf_s},\"lc_qps\":{},\
-                 \"bf_qps\":{},\"evals_per_query\":{evals},\"identical\":{same}}}",
+                "{{\"case\":\"index_knn\",\"index\":\"{spec}\",\"device\":\"{}\",\"n\":{n},\
+                 \"dim\":{d},\"queries\":{nq},\"k\":{k},\"index_s\":{ix_s},\"bf_s\":{bf_s},\
+                 \"index_qps\":{},\"bf_qps\":{},\"evals_per_query\":{evals},\"identical\":{same}}}",
                 e.device_name(),
-                nq as f64 / lc_s,
+                nq as f64 / ix_s,
                 nq as f64 / bf_s
             );
+        }
+    }
+}
+
+/// The GPU index under test.
+enum Gpu<'e> {
+    Lc(GpuLc<'e>),
+    Sss(GpuSss<'e>),
+}
+
+impl Gpu<'_> {
+    fn range(&self, q: &VectorSet, r: f64) -> voisin::RangeResult {
+        match self {
+            Gpu::Lc(g) => g.range(q, r).unwrap(),
+            Gpu::Sss(g) => g.range(q, r).unwrap(),
+        }
+    }
+
+    fn knn(&self, q: &VectorSet, k: usize) -> voisin::KnnResult {
+        match self {
+            Gpu::Lc(g) => g.knn(q, k).unwrap(),
+            Gpu::Sss(g) => g.knn(q, k).unwrap(),
         }
     }
 }

@@ -57,9 +57,11 @@ struct LcShared {
     double dc[LC_TILE];        // their center's distance to the query
 };
 
-__device__ __forceinline__ void lc_emit(LcShared& sh, bool write, unsigned cap, unsigned id,
-                                        double key, unsigned* out_id, double* out_key) {
-    unsigned long long c = atomicAdd(&sh.count, 1ull);
+// Counts an answer (in shared memory) and, with `write`, stores it while the slots have room.
+__device__ __forceinline__ void lc_emit(unsigned long long* count, bool write, unsigned cap,
+                                        unsigned id, double key, unsigned* out_id,
+                                        double* out_key) {
+    unsigned long long c = atomicAdd(count, 1ull);
     if (write && c < cap) {
         out_id[c] = id;
         out_key[c] = key;
@@ -92,7 +94,7 @@ __device__ void lc_scan(LcShared& sh, const float* q, double r, bool write, unsi
             double dc = lc_dist(metric, key), R = crad[j];
             double reach = R + r + LC_SLACK * fabs(R + r);
             if (!(dc <= reach)) continue;  // neither the center nor a member can answer
-            if (dc <= r) lc_emit(sh, write, cap, cid[j], key, out_id, out_key);
+            if (dc <= r) lc_emit(&sh.count, write, cap, cid[j], key, out_id, out_key);
             if (!lc_beyond(dc - R, r, dc + R)) {
                 int at = atomicAdd(&sh.nlist, 1);
                 sh.list[at] = j;
@@ -128,7 +130,7 @@ __device__ void lc_scan(LcShared& sh, const float* q, double r, bool write, unsi
                 double key = lc_key(metric, q, mem + p, nm, d, zero);
                 ++evals;
                 if (lc_dist(metric, key) <= r)
-                    lc_emit(sh, write, cap, mid[p], key, out_id, out_key);
+                    lc_emit(&sh.count, write, cap, mid[p], key, out_id, out_key);
             }
         }
         __syncthreads();
@@ -137,40 +139,38 @@ __device__ void lc_scan(LcShared& sh, const float* q, double r, bool write, unsi
     __syncthreads();
 }
 
-// Block b answers query qids[b] (or b when qids is null) with radius radii[b]. k == 0: a range
-// search. k > 0: the radius grows (count-only passes) until at least k answers lie within it,
-// then a last pass writes them; radii[b] is updated to the final radius, and `grow_from` replaces
-// a zero radius. Slots: out_id/out_key + b * cap; counts[b] is the number of answers (possibly
-// above cap: the host then runs that query again with more room), evals[b] the evaluations.
-extern "C" __global__ void lc_search(const float* __restrict__ ctr, const double* __restrict__ crad,
-                                     const unsigned* __restrict__ cid,
-                                     const unsigned* __restrict__ cbeg,
-                                     const float* __restrict__ mem,
-                                     const double* __restrict__ mdist,
-                                     const unsigned* __restrict__ mid, int nc, long long nm, int d,
-                                     int metric, double zero, const float* __restrict__ queries,
-                                     const unsigned* __restrict__ qids, double* __restrict__ radii,
-                                     long long k, double grow_from, unsigned cap,
-                                     unsigned* __restrict__ out_id, double* __restrict__ out_key,
-                                     unsigned long long* __restrict__ counts,
-                                     unsigned long long* __restrict__ evals) {
-    extern __shared__ float lc_query[];
-    __shared__ LcShared sh;
+// The shared tail of every index search kernel's arguments and its per-block schedule. Block b
+// answers query qids[b] (or b when qids is null) with radius radii[b]. k == 0: a range search.
+// k > 0: increasing radius (the seed found it better than a shrinking radius on GPUs): the radius
+// grows with count-only passes until at least k answers lie within it, then a last pass writes
+// them, and radii[b] becomes the final radius (`grow_from` replaces a zero radius). Slots:
+// out_id/out_key + b * cap; counts[b] is the number of answers (possibly above cap: the host then
+// runs that query again with more room), evals[b] the distance evaluations.
+#define IDX_TAIL_PARAMS                                                                           \
+    int d, int metric, double zero, const float *__restrict__ queries,                            \
+        const unsigned *__restrict__ qids, double *__restrict__ radii, long long k,                \
+        double grow_from, unsigned cap, unsigned *__restrict__ out_id,                             \
+        double *__restrict__ out_key, unsigned long long *__restrict__ counts,                     \
+        unsigned long long *__restrict__ evals
+
+// Loads the block's query into shared memory `q`.
+__device__ __forceinline__ void idx_load_query(float* q, const float* queries,
+                                               const unsigned* qids, int d) {
+    const long long qi = qids ? qids[blockIdx.x] : blockIdx.x;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) q[i] = queries[qi * d + i];
+}
+
+// Runs `scan(r, write)` (a range search that leaves its answer count in *count) as the tail's
+// schedule says and stores the block's count and final radius.
+template <class Scan>
+__device__ void idx_answer(Scan scan, const unsigned long long* count, double* radii,
+                           long long k, double grow_from, unsigned long long* counts) {
     const int b = blockIdx.x;
-    const long long qi = qids ? qids[b] : b;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) lc_query[i] = queries[qi * d + i];
-    if (threadIdx.x == 0) sh.evals = 0;
-    __syncthreads();
-    unsigned* oid = out_id + (size_t)b * cap;
-    double* okey = out_key + (size_t)b * cap;
     double r = radii[b];
     if (k > 0) {
-        // Increasing radius (the seed found it better than a shrinking radius on GPUs): each
-        // pass is a range search that only counts; the last one writes.
         for (int round = 0;; ++round) {
-            lc_scan(sh, lc_query, r, false, cap, oid, okey, ctr, crad, cid, cbeg, mem, mdist, mid,
-                    nc, nm, d, metric, zero);
-            unsigned long long c = sh.count;
+            scan(r, false);
+            unsigned long long c = *count;
             __syncthreads();  // every thread has read the count before the next pass resets it
             // With finite data an infinite radius holds every item; 250 passes end the loop even
             // on data with NaN.
@@ -182,12 +182,30 @@ extern "C" __global__ void lc_search(const float* __restrict__ ctr, const double
         }
         if (threadIdx.x == 0) radii[b] = r;
     }
-    lc_scan(sh, lc_query, r, true, cap, oid, okey, ctr, crad, cid, cbeg, mem, mdist, mid, nc, nm, d,
-            metric, zero);
-    if (threadIdx.x == 0) {
-        counts[b] = sh.count;
-        evals[b] = sh.evals;
-    }
+    scan(r, true);
+    if (threadIdx.x == 0) counts[b] = *count;
+}
+
+extern "C" __global__ void lc_search(const float* __restrict__ ctr, const double* __restrict__ crad,
+                                     const unsigned* __restrict__ cid,
+                                     const unsigned* __restrict__ cbeg,
+                                     const float* __restrict__ mem,
+                                     const double* __restrict__ mdist,
+                                     const unsigned* __restrict__ mid, int nc, long long nm,
+                                     IDX_TAIL_PARAMS) {
+    extern __shared__ float lc_query[];
+    __shared__ LcShared sh;
+    idx_load_query(lc_query, queries, qids, d);
+    if (threadIdx.x == 0) sh.evals = 0;
+    __syncthreads();
+    unsigned* oid = out_id + (size_t)blockIdx.x * cap;
+    double* okey = out_key + (size_t)blockIdx.x * cap;
+    auto scan = [&](double r, bool write) {
+        lc_scan(sh, lc_query, r, write, cap, oid, okey, ctr, crad, cid, cbeg, mem, mdist, mid, nc,
+                nm, d, metric, zero);
+    };
+    idx_answer(scan, &sh.count, radii, k, grow_from, counts);
+    if (threadIdx.x == 0) evals[blockIdx.x] = sh.evals;
 }
 
 // Sorts each row's answers by (key, index) and writes the first `take` (all when take == 0) as

@@ -34,6 +34,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("prepare.cu", include_str!("../kernels/prepare.cu")),
     ("exact.cu", include_str!("../kernels/exact.cu")),
     ("lc_search.cu", include_str!("../kernels/lc_search.cu")),
+    ("sss_search.cu", include_str!("../kernels/sss_search.cu")),
 ];
 
 /// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics

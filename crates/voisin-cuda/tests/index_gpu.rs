@@ -1,4 +1,4 @@
-//! The GPU List of Clusters against the f64 reference, on fresh random and adversarial inputs:
+//! The GPU List of Clusters and SSS pivot table against the f64 reference, on fresh random and adversarial inputs:
 //! answers must be identical (same indices, same distances to the bit, since the device computes
 //! the reference's keys with the same operations).
 //! Every test needs a CUDA GPU: run with `cargo test -p voisin-cuda -- --include-ignored`.
@@ -6,9 +6,9 @@
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::{reference, Dataset, KnnResult, Metric, RangeResult, VectorSet};
-use voisin_cuda::index::GpuLc;
+use voisin_cuda::index::{GpuLc, GpuSss};
 use voisin_cuda::CudaEngine;
-use voisin_index::{ListOfClusters, VectorSpace};
+use voisin_index::{ListOfClusters, Sss, VectorSpace};
 
 fn engine() -> CudaEngine {
     CudaEngine::new(0).expect("a CUDA GPU")
@@ -58,6 +58,57 @@ fn build(base: &VectorSet, metric: &Metric, m: usize) -> ListOfClusters<VectorSp
     ListOfClusters::build(VectorSpace::new(base, metric.clone()).unwrap(), m)
 }
 
+/// Which index a check builds: a List of Clusters with clusters of m items, or an SSS table
+/// with at most this many pivots (α = 0.5, and 0.1 to get many).
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Lc(usize),
+    Sss(f64, usize),
+}
+
+enum Gpu<'e> {
+    Lc(GpuLc<'e>),
+    Sss(GpuSss<'e>),
+}
+
+impl Gpu<'_> {
+    fn range(&self, q: &VectorSet, r: f64) -> RangeResult {
+        match self {
+            Gpu::Lc(g) => g.range(q, r).unwrap(),
+            Gpu::Sss(g) => g.range(q, r).unwrap(),
+        }
+    }
+
+    fn knn(&self, q: &VectorSet, k: usize) -> KnnResult {
+        match self {
+            Gpu::Lc(g) => g.knn(q, k).unwrap(),
+            Gpu::Sss(g) => g.knn(q, k).unwrap(),
+        }
+    }
+}
+
+fn gpu_index<'e>(e: &'e CudaEngine, base: &VectorSet, metric: &Metric, kind: Kind) -> Gpu<'e> {
+    let space = VectorSpace::new(base, metric.clone()).unwrap();
+    match kind {
+        Kind::Lc(m) => Gpu::Lc(GpuLc::new(e, &ListOfClusters::build(space, m)).unwrap()),
+        Kind::Sss(alpha, p) => Gpu::Sss(GpuSss::new(e, &Sss::build(space, alpha, p)).unwrap()),
+    }
+}
+
+/// Clusters of one item, a few, the seed's 64, one cluster holding everything; SSS with one
+/// pivot, a few, and as many as α = 0.1 gives (up to 64).
+fn kinds(n: usize) -> Vec<Kind> {
+    vec![
+        Kind::Lc(1),
+        Kind::Lc(7),
+        Kind::Lc(64),
+        Kind::Lc(n + 5),
+        Kind::Sss(0.5, 1),
+        Kind::Sss(0.5, 4),
+        Kind::Sss(0.1, 64),
+    ]
+}
+
 fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
     assert_eq!(got.offsets, want.offsets, "{what}: offsets");
     assert_eq!(got.indices, want.indices, "{what}: indices");
@@ -92,33 +143,38 @@ fn radii(base: &VectorSet, q: &VectorSet, metric: &Metric) -> Vec<f64> {
 
 const METRICS: [Metric; 3] = [Metric::Euclidean, Metric::Cityblock, Metric::Chebyshev];
 
-fn check_range(e: &CudaEngine, base: &VectorSet, q: &VectorSet, sizes: &[usize], what: &str) {
+fn check_range(e: &CudaEngine, base: &VectorSet, q: &VectorSet, kinds: &[Kind], what: &str) {
     let (b, qs): (Dataset, Dataset) = (base.clone().into(), q.clone().into());
     for metric in METRICS {
         let rs = radii(base, q, &metric);
-        for &m in sizes {
-            let lc = build(base, &metric, m);
-            let g = GpuLc::new(e, &lc).unwrap();
-            for &r in &rs {
-                let what = format!("{what} range {metric} m={m} r={r}");
-                let want = reference::range(&b, &qs, r, &metric).unwrap();
-                same_range(&g.range(q, r).unwrap(), &want, &what);
+        let want: Vec<RangeResult> = rs
+            .iter()
+            .map(|&r| reference::range(&b, &qs, r, &metric).unwrap())
+            .collect();
+        for &kind in kinds {
+            let g = gpu_index(e, base, &metric, kind);
+            for (&r, want) in rs.iter().zip(&want) {
+                let what = format!("{what} range {metric} {kind:?} r={r}");
+                same_range(&g.range(q, r), want, &what);
             }
         }
     }
 }
 
-fn check_knn(e: &CudaEngine, base: &VectorSet, q: &VectorSet, sizes: &[usize], what: &str) {
+fn check_knn(e: &CudaEngine, base: &VectorSet, q: &VectorSet, kinds: &[Kind], what: &str) {
     let (b, qs): (Dataset, Dataset) = (base.clone().into(), q.clone().into());
     let n = base.len();
     for metric in METRICS {
-        for &m in sizes {
-            let lc = build(base, &metric, m);
-            let g = GpuLc::new(e, &lc).unwrap();
-            for k in [1, 10, n - 1, n + 5] {
-                let what = format!("{what} knn {metric} m={m} k={k}");
-                let want = reference::knn(&b, &qs, k, &metric).unwrap();
-                same_knn(&g.knn(q, k).unwrap(), &want, &what);
+        let ks = [1, 10, n - 1, n + 5];
+        let want: Vec<KnnResult> = ks
+            .iter()
+            .map(|&k| reference::knn(&b, &qs, k, &metric).unwrap())
+            .collect();
+        for &kind in kinds {
+            let g = gpu_index(e, base, &metric, kind);
+            for (&k, want) in ks.iter().zip(&want) {
+                let what = format!("{what} knn {metric} {kind:?} k={k}");
+                same_knn(&g.knn(q, k), want, &what);
             }
         }
     }
@@ -140,13 +196,7 @@ fn range_random_vectors() {
         let base = normal(&mut rng, n, d);
         let fresh = normal(&mut rng, 31, d);
         let q = queries(&mut rng, &base, fresh);
-        check_range(
-            &e,
-            &base,
-            &q,
-            &[1, 7, 64, n + 5],
-            &format!("normal n={n} d={d}"),
-        );
+        check_range(&e, &base, &q, &kinds(n), &format!("normal n={n} d={d}"));
     }
 }
 
@@ -163,7 +213,7 @@ fn range_ties_and_duplicates() {
             &e,
             &base,
             &q,
-            &[1, 5, 64],
+            &kinds(n),
             &format!("adversarial n={n} d={d}"),
         );
     }
@@ -178,7 +228,14 @@ fn knn_random_vectors() {
         let base = normal(&mut rng, n, d);
         let fresh = normal(&mut rng, 23, d);
         let q = queries(&mut rng, &base, fresh);
-        check_knn(&e, &base, &q, &[1, 16, 64], &format!("normal n={n} d={d}"));
+        let k = [
+            Kind::Lc(1),
+            Kind::Lc(16),
+            Kind::Lc(64),
+            Kind::Sss(0.5, 1),
+            Kind::Sss(0.1, 64),
+        ];
+        check_knn(&e, &base, &q, &k, &format!("normal n={n} d={d}"));
     }
 }
 
@@ -191,7 +248,13 @@ fn knn_ties_and_duplicates() {
         let base = adversarial(&mut rng, n, d);
         let fresh = adversarial(&mut rng, 19, d);
         let q = queries(&mut rng, &base, fresh);
-        check_knn(&e, &base, &q, &[3, 64], &format!("adversarial n={n} d={d}"));
+        let k = [
+            Kind::Lc(3),
+            Kind::Lc(64),
+            Kind::Sss(0.5, 2),
+            Kind::Sss(0.1, 64),
+        ];
+        check_knn(&e, &base, &q, &k, &format!("adversarial n={n} d={d}"));
     }
 }
 
@@ -206,30 +269,34 @@ fn large_rows_many_batches_and_tiny_indexes() {
     let q = normal(&mut rng, 6001, 2);
     let (b, qs): (Dataset, Dataset) = (base.clone().into(), q.clone().into());
     let m = Metric::Euclidean;
-    let g_lc = build(&base, &m, 64);
-    let g = GpuLc::new(&e, &g_lc).unwrap();
-    for r in [0.05, 0.8, 2.5] {
-        let want = reference::range(&b, &qs, r, &m).unwrap();
-        same_range(
-            &g.range(&q, r).unwrap(),
-            &want,
-            &format!("large rows r={r}"),
-        );
-    }
-    for k in [1, 3000] {
-        let want = reference::knn(&b, &qs, k, &m).unwrap();
-        same_knn(&g.knn(&q, k).unwrap(), &want, &format!("large rows k={k}"));
+    let want_r: Vec<RangeResult> = [0.05, 0.8, 2.5]
+        .iter()
+        .map(|&r| reference::range(&b, &qs, r, &m).unwrap())
+        .collect();
+    let want_k: Vec<KnnResult> = [1, 3000]
+        .iter()
+        .map(|&k| reference::knn(&b, &qs, k, &m).unwrap())
+        .collect();
+    for kind in [Kind::Lc(64), Kind::Sss(0.5, 8)] {
+        let g = gpu_index(&e, &base, &m, kind);
+        for (r, want) in [0.05, 0.8, 2.5].into_iter().zip(&want_r) {
+            same_range(&g.range(&q, r), want, &format!("large rows {kind:?} r={r}"));
+        }
+        for (k, want) in [1, 3000].into_iter().zip(&want_k) {
+            same_knn(&g.knn(&q, k), want, &format!("large rows {kind:?} k={k}"));
+        }
     }
     for n in [0usize, 1] {
         let base = normal(&mut rng, n, 4);
         let q = normal(&mut rng, 3, 4);
         let (b, qs): (Dataset, Dataset) = (base.clone().into(), q.clone().into());
-        let lc = build(&base, &m, 8);
-        let g = GpuLc::new(&e, &lc).unwrap();
-        let want = reference::range(&b, &qs, 10.0, &m).unwrap();
-        same_range(&g.range(&q, 10.0).unwrap(), &want, &format!("n={n} range"));
-        let want = reference::knn(&b, &qs, 2, &m).unwrap();
-        same_knn(&g.knn(&q, 2).unwrap(), &want, &format!("n={n} knn"));
+        for kind in [Kind::Lc(8), Kind::Sss(0.5, 4)] {
+            let g = gpu_index(&e, &base, &m, kind);
+            let want = reference::range(&b, &qs, 10.0, &m).unwrap();
+            same_range(&g.range(&q, 10.0), &want, &format!("n={n} {kind:?} range"));
+            let want = reference::knn(&b, &qs, 2, &m).unwrap();
+            same_knn(&g.knn(&q, 2), &want, &format!("n={n} {kind:?} knn"));
+        }
     }
 }
 
@@ -241,6 +308,11 @@ fn refuses_what_it_cannot_answer_exactly() {
     let base = normal(&mut rng, 100, 4);
     let lc = build(&base, &Metric::Minkowski(3.0), 8);
     let err = GpuLc::new(&e, &lc).err().expect("minkowski refused");
+    assert!(err.to_string().contains("euclidean"), "{err}");
+    let space = VectorSpace::new(&base, Metric::Minkowski(3.0)).unwrap();
+    let err = GpuSss::new(&e, &Sss::build(space, 0.5, 4))
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("euclidean"), "{err}");
     let lc = build(&base, &Metric::Euclidean, 8);
     let g = GpuLc::new(&e, &lc).unwrap();
