@@ -4,6 +4,8 @@
 //!
 //! - [`GpuLc`]: the List of Clusters over vectors.
 //! - [`GpuSss`]: the SSS pivot table over vectors.
+//! - [`range`], [`knn`]: a `voisin_index::DatasetIndex` (what the CLI loads) answered on the
+//!   GPU.
 //! - `schedule`: what they share — batches, slot capacities, rows that outgrow their slots,
 //!   increasing-radius k-NN, sorting and packing the answers.
 //!
@@ -21,6 +23,64 @@ mod sss;
 
 pub use lc::GpuLc;
 pub use sss::GpuSss;
+
+use voisin::{Dataset, Error, KnnResult, RangeResult, Result, VectorSet};
+use voisin_index::{DatasetIndex, Index};
+
+use crate::CudaEngine;
+
+/// Every indexed item within `radius` of each query, answered on the GPU by a device copy of
+/// `index` (what `voisin index query --device cuda` needs): List of Clusters or SSS over vectors
+/// under euclidean, cityblock or chebyshev; anything else is a clear error.
+pub fn range(
+    engine: &CudaEngine,
+    index: &DatasetIndex,
+    queries: &Dataset,
+    radius: f64,
+) -> Result<RangeResult> {
+    let q = vector_queries(queries)?;
+    match device_copy(engine, index)? {
+        Copy::Lc(g) => g.range(q, radius),
+        Copy::Sss(g) => g.range(q, radius),
+    }
+}
+
+/// The k nearest indexed items of each query, on the GPU (see [`range`]).
+pub fn knn(
+    engine: &CudaEngine,
+    index: &DatasetIndex,
+    queries: &Dataset,
+    k: usize,
+) -> Result<KnnResult> {
+    let q = vector_queries(queries)?;
+    match device_copy(engine, index)? {
+        Copy::Lc(g) => g.knn(q, k),
+        Copy::Sss(g) => g.knn(q, k),
+    }
+}
+
+enum Copy<'e> {
+    Lc(GpuLc<'e>),
+    Sss(GpuSss<'e>),
+}
+
+fn device_copy<'e>(engine: &'e CudaEngine, index: &DatasetIndex) -> Result<Copy<'e>> {
+    match index {
+        DatasetIndex::Vectors(Index::Lc(lc)) => GpuLc::new(engine, lc).map(Copy::Lc),
+        DatasetIndex::Vectors(Index::Sss(sss)) => GpuSss::new(engine, sss).map(Copy::Sss),
+        other => Err(Error::invalid(format!(
+            "the GPU searches List of Clusters and SSS indexes over vectors, not a {} \
+             (use --device cpu)",
+            other.describe()
+        ))),
+    }
+}
+
+fn vector_queries(queries: &Dataset) -> Result<&VectorSet> {
+    queries
+        .as_vectors()
+        .ok_or_else(|| Error::invalid("queries are strings but the index holds vectors"))
+}
 
 /// The query methods of an index type wrapping a `schedule::Searcher`.
 macro_rules! index_api {
