@@ -516,3 +516,40 @@ pub(crate) fn median_positive(mut v: Vec<f64>) -> f64 {
     let mid = v.len() / 2;
     *v.select_nth_unstable_by(mid, f64::total_cmp).1
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dimension_major_puts_each_dimension_in_one_run() {
+        // Three rows of two values; rows 2 and 0, in that order.
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        assert_eq!(dimension_major(&v, 2, &[2, 0]), vec![5.0, 1.0, 6.0, 2.0]);
+        assert_eq!(dimension_major(&v, 2, &[]), vec![0.0]);
+    }
+
+    #[test]
+    fn median_positive_ignores_zeros_and_has_a_fallback() {
+        assert_eq!(median_positive(vec![0.0, 3.0, 1.0, 0.0, 2.0]), 2.0);
+        assert_eq!(median_positive(vec![0.0, 0.0]), 1.0);
+        assert_eq!(median_positive(vec![]), 1.0);
+    }
+
+    #[test]
+    fn only_exactly_reproducible_true_metrics_are_taken() {
+        for m in [Metric::Euclidean, Metric::Cityblock, Metric::Chebyshev] {
+            assert!(metric_code(&m).is_ok(), "{m}");
+        }
+        for m in [Metric::Minkowski(3.0), Metric::Cosine, Metric::SqEuclidean] {
+            assert!(metric_code(&m).is_err(), "{m}");
+        }
+    }
+
+    #[test]
+    fn query_dimension_must_fit_shared_memory() {
+        assert!(check_dim("x", 1025, 12_312).is_ok());
+        let err = check_dim("x", 20_000, 12_312).unwrap_err();
+        assert!(err.to_string().contains("at most 9210 dimensions"), "{err}");
+    }
+}
