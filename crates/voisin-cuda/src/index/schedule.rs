@@ -33,7 +33,7 @@ pub(crate) fn metric_code(metric: &Metric) -> Result<i32> {
         Metric::Cityblock => Ok(1),
         Metric::Chebyshev => Ok(2),
         m => Err(Error::invalid(format!(
-            "the GPU List of Clusters takes euclidean, cityblock or chebyshev, not {m} \
+            "GPU index search takes euclidean, cityblock or chebyshev, not {m} \
              (use the CPU index)"
         ))),
     }
@@ -89,7 +89,7 @@ pub(crate) fn upload<T: DeviceRepr + Default + Clone>(gpu: &Gpu, v: &[T]) -> Res
         .map_err(dev("copying the index"))
 }
 
-/// Device buffers of one launch of `lc_search`: `rows` queries with `cap` slots each.
+/// Device buffers of one launch of an index's search kernel: `rows` queries with `cap` slots each.
 struct Slots {
     rows: usize,
     cap: usize,
