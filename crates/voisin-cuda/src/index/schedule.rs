@@ -260,7 +260,14 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
         stats.compute += t.elapsed();
         stats.distance_evals += p.evals + pp.evals;
         stats.exact_evals += p.evals + pp.evals;
-        debug_assert!(p.offsets.windows(2).all(|w| w[1] - w[0] == k));
+        // A query with NaN (or data with infinities that make NaN distances) has no k items
+        // within any radius: refuse rather than return short rows.
+        if let Some(q) = p.offsets.windows(2).position(|w| w[1] - w[0] != k) {
+            return Err(Error::invalid(format!(
+                "query {q} has no {k} items at a comparable distance (NaN or infinite values?); \
+                 the GPU index cannot rank it"
+            )));
+        }
         Ok(KnnResult {
             n_queries: nq,
             k,
