@@ -17,7 +17,7 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use voisin::{Error, Result};
 
 /// Kernel sources in dependency order: `keys.cu` is the prelude the others use.
-const SOURCES: [(&str, &str); 12] = [
+const SOURCES: &[(&str, &str)] = &[
     ("keys.cu", include_str!("../kernels/keys.cu")),
     (
         "select_block.cu",
@@ -42,6 +42,8 @@ const SOURCES: [(&str, &str); 12] = [
         "fused_filter.cu",
         include_str!("../kernels/fused_filter.cu"),
     ),
+    ("lc_search.cu", include_str!("../kernels/lc_search.cu")),
+    ("sss_search.cu", include_str!("../kernels/sss_search.cu")),
 ];
 
 /// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
@@ -73,7 +75,7 @@ pub(crate) fn dev<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> E
 }
 
 /// The NVRTC output, shared by every context of the process.
-fn ptx() -> Result<Ptx> {
+pub(crate) fn ptx() -> Result<Ptx> {
     static PTX: OnceLock<std::result::Result<Ptx, String>> = OnceLock::new();
     PTX.get_or_init(|| {
         let src: String = SOURCES

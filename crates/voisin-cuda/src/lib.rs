@@ -36,6 +36,7 @@ mod device_set;
 mod exact;
 mod fused;
 mod graph;
+pub mod index;
 mod knn;
 mod prepare;
 mod range;

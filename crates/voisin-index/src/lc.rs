@@ -111,7 +111,9 @@ impl<S: Space> ListOfClusters<S> {
         &self.clusters
     }
 
-    pub(crate) fn parts(&self) -> (&[Cluster], &[u32], &[f64]) {
+    /// The clusters, the members of all clusters (each cluster's `start..end`) and the members'
+    /// distances to their centers: what a device copy of the index (voisin-cuda) uploads.
+    pub fn parts(&self) -> (&[Cluster], &[u32], &[f64]) {
         (&self.clusters, &self.members, &self.member_dist)
     }
 

@@ -113,7 +113,9 @@ impl<S: Space> Sss<S> {
         &self.pivots
     }
 
-    pub(crate) fn parts(&self) -> (&[u32], &[u32], &[f64]) {
+    /// The pivots, the items in table order and the row-major table (row i: item `order[i]`'s
+    /// distances to the pivots): what a device copy of the index (voisin-cuda) uploads.
+    pub fn parts(&self) -> (&[u32], &[u32], &[f64]) {
         (&self.pivots, &self.order, &self.table)
     }
 

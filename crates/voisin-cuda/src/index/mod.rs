@@ -1,0 +1,124 @@
+//! Metric indexes searched on the GPU (SPEC §3; seed 003 ch. 4): a device copy of an index that
+//! `voisin-index` built on the CPU, answering exact range and k-NN queries with one block per
+//! query.
+//!
+//! - [`GpuLc`]: the List of Clusters over vectors.
+//! - [`GpuSss`]: the SSS pivot table over vectors.
+//! - [`range`], [`knn`]: a `voisin_index::DatasetIndex` (what the CLI loads) answered on the
+//!   GPU.
+//! - `schedule`: what they share — batches, slot capacities, rows that outgrow their slots,
+//!   increasing-radius k-NN, sorting and packing the answers.
+//!
+//! Metrics: euclidean, cityblock and chebyshev (true metrics whose exact keys use only
+//! correctly rounded operations). Kernels: `kernels/lc_search.cu`, `kernels/sss_search.cu`.
+//! Every key is computed on the device bit-identical to `voisin::metric::exact::vector_key` and
+//! every pruning test is the CPU index's test on those values, so answers equal
+//! `voisin::reference`'s (same keys, rows sorted by (distance, index)). This module does not
+//! change the indexes (it reads `voisin-index`'s public parts) and does not touch the
+//! brute-force engine's steps.
+
+mod lc;
+mod schedule;
+mod sss;
+
+pub use lc::GpuLc;
+pub use sss::GpuSss;
+
+use voisin::{Dataset, Error, KnnResult, RangeResult, Result, VectorSet};
+use voisin_index::{DatasetIndex, Index};
+
+use crate::CudaEngine;
+
+/// Every indexed item within `radius` of each query, answered on the GPU by a device copy of
+/// `index` (what `voisin index query --device cuda` needs): List of Clusters or SSS over vectors
+/// under euclidean, cityblock or chebyshev; anything else is a clear error.
+pub fn range(
+    engine: &CudaEngine,
+    index: &DatasetIndex,
+    queries: &Dataset,
+    radius: f64,
+) -> Result<RangeResult> {
+    let q = vector_queries(queries)?;
+    match device_copy(engine, index)? {
+        Copy::Lc(g) => g.range(q, radius),
+        Copy::Sss(g) => g.range(q, radius),
+    }
+}
+
+/// The k nearest indexed items of each query, on the GPU (see [`range`]).
+pub fn knn(
+    engine: &CudaEngine,
+    index: &DatasetIndex,
+    queries: &Dataset,
+    k: usize,
+) -> Result<KnnResult> {
+    let q = vector_queries(queries)?;
+    match device_copy(engine, index)? {
+        Copy::Lc(g) => g.knn(q, k),
+        Copy::Sss(g) => g.knn(q, k),
+    }
+}
+
+enum Copy<'e> {
+    Lc(GpuLc<'e>),
+    Sss(GpuSss<'e>),
+}
+
+fn device_copy<'e>(engine: &'e CudaEngine, index: &DatasetIndex) -> Result<Copy<'e>> {
+    match index {
+        DatasetIndex::Vectors(Index::Lc(lc)) => GpuLc::new(engine, lc).map(Copy::Lc),
+        DatasetIndex::Vectors(Index::Sss(sss)) => GpuSss::new(engine, sss).map(Copy::Sss),
+        other => Err(Error::invalid(format!(
+            "the GPU searches List of Clusters and SSS indexes over vectors, not a {} \
+             (use --device cpu)",
+            other.describe()
+        ))),
+    }
+}
+
+fn vector_queries(queries: &Dataset) -> Result<&VectorSet> {
+    queries
+        .as_vectors()
+        .ok_or_else(|| Error::invalid("queries are strings but the index holds vectors"))
+}
+
+/// The query methods of an index type wrapping a `schedule::Searcher`.
+macro_rules! index_api {
+    ($t:ident) => {
+        impl $t<'_> {
+            /// Number of indexed items.
+            pub fn len(&self) -> usize {
+                self.0.len()
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.0.len() == 0
+            }
+
+            pub fn metric(&self) -> &voisin::Metric {
+                self.0.metric()
+            }
+
+            /// Every indexed item within `radius` of each query, rows sorted by
+            /// (distance, index).
+            pub fn range(
+                &self,
+                queries: &voisin::VectorSet,
+                radius: f64,
+            ) -> voisin::Result<voisin::RangeResult> {
+                self.0.range(queries, radius)
+            }
+
+            /// The k nearest indexed items of each query (k capped at the number of items),
+            /// ties by the smaller index.
+            pub fn knn(
+                &self,
+                queries: &voisin::VectorSet,
+                k: usize,
+            ) -> voisin::Result<voisin::KnnResult> {
+                self.0.knn(queries, k)
+            }
+        }
+    };
+}
+use index_api;
