@@ -3,6 +3,8 @@
 //!
 //! Owns uploading and preparing one set of rows; knows nothing about tiling or selection.
 
+use std::ops::Range;
+
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::data::VectorSet;
 use voisin::Result;
@@ -27,6 +29,12 @@ impl DeviceSet {
     /// Uploads all rows of `set`.
     pub fn new(gpu: &Gpu, plan: &Plan, set: &VectorSet) -> Result<Self> {
         Self::from_raw(gpu, plan, &set.rows_f32(0, set.len()), set.len())
+    }
+
+    /// Uploads the rows `range` of `set` (one shard of the base).
+    pub fn range(gpu: &Gpu, plan: &Plan, set: &VectorSet, range: Range<usize>) -> Result<Self> {
+        let n = range.len();
+        Self::from_raw(gpu, plan, &set.rows_f32(range.start, range.end), n)
     }
 
     /// Uploads the rows `ids` of `set`, in that order (a widening pass over some queries).

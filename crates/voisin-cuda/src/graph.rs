@@ -15,22 +15,45 @@ use crate::prepare::Plan;
 use crate::select::{self, TileAt};
 use crate::tile;
 
-/// Block-select candidates (`kp` per item, self excluded) for every item of `data`.
-pub(crate) fn symmetric_candidates(
-    gpu: &Gpu,
-    plan: &Plan,
-    data: &DeviceSet,
-    kp: usize,
-    budget: &Budget,
-) -> Result<Vec<Raw>> {
-    let (n, d) = (data.n, plan.dim);
-    // Square tiles within the budget: one, or two when the column candidates go through a
-    // transpose. Large tiles mean fewer, larger sgemm calls and launches (16384² is 1 GiB).
+/// Which tile pairs (I, J), I ≤ J, of the triangle a caller computes.
+pub type TileOwner<'a> = dyn Fn(usize, usize) -> bool + Sync + 'a;
+
+/// The tile edge of the symmetric schedule for `n` items and lists of `kp` under `budget`:
+/// square tiles within the budget, one buffer or two when the column candidates go through a
+/// transpose. Large tiles mean fewer, larger sgemm calls and launches (16384² is 1 GiB).
+pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
     let bufs = if kp == select::COLS_KP { 1 } else { 2 };
     let mut t = 16384usize.min(n.max(1));
     while t > 64 && bufs * t * t * 4 > budget.bytes {
         t /= 2;
     }
+    t
+}
+
+/// Block-select candidates (`kp` per item, self excluded) for every item of `data`, from the
+/// tile pairs (I, J) of edge `t` with I ≤ J that `owns` accepts. An item's list covers the items
+/// of the owned pairs that hold it, and is complete when it holds all of them, so the lists of
+/// callers that split the triangle between them merge with `shard::merge`.
+pub(crate) fn symmetric_candidates(
+    gpu: &Gpu,
+    plan: &Plan,
+    data: &DeviceSet,
+    kp: usize,
+    t: usize,
+    owns: &TileOwner<'_>,
+) -> Result<Vec<Raw>> {
+    let (n, d) = (data.n, plan.dim);
+    let nt = n.div_ceil(t);
+    let size = |it: usize| ((it + 1) * t).min(n) - it * t;
+    // How many other items each tile row's lists see, for completeness.
+    let seen: Vec<usize> = (0..nt)
+        .map(|it| {
+            (0..nt)
+                .filter(|&jt| owns(it.min(jt), it.max(jt)))
+                .map(|jt| size(jt) - usize::from(jt == it))
+                .sum()
+        })
+        .collect();
     let stream = &gpu.stream;
     let alloc = |len: usize| unsafe { stream.alloc::<f32>(len.max(1)) }.map_err(dev("allocating"));
     let mut lv = alloc(n * kp)?;
@@ -38,7 +61,6 @@ pub(crate) fn symmetric_candidates(
     select::fill_lists(gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
     let mut tile_buf = alloc(t * t)?;
     let mut trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
-    let nt = n.div_ceil(t);
     // With VOISIN_CUDA_TRACE, the first row of tiles is timed step by step (synchronising
     // after each kernel) to split the graph's time between sgemm, selection and transpose.
     let probe = std::env::var_os("VOISIN_CUDA_TRACE").is_some();
@@ -54,7 +76,7 @@ pub(crate) fn symmetric_candidates(
     for it in 0..nt {
         let (i0, i1) = (it * t, ((it + 1) * t).min(n));
         let bi = data.block(i0, i1, d);
-        for jt in it..nt {
+        for jt in (it..nt).filter(|&jt| owns(it, jt)) {
             let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
             let bj = data.block(j0, j1, d);
             let (ni, nj) = (i1 - i0, j1 - j0);
@@ -143,7 +165,7 @@ pub(crate) fn symmetric_candidates(
                 .map(|j| (hv[j], hi[j]))
                 .collect();
             Raw {
-                complete: cands.len() + 1 >= n,
+                complete: cands.len() >= seen[r / t],
                 cands,
             }
         })

@@ -37,9 +37,11 @@ mod device_set;
 mod exact;
 mod graph;
 mod knn;
+mod multi;
 mod prepare;
 mod range;
 pub mod select;
+mod shard;
 mod strings;
 mod tile;
 
@@ -47,15 +49,18 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, RangeResult};
-use voisin::{Dataset, Error, Metric, Result, Stats};
+use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 pub use context::gpu_available;
+pub use graph::TileOwner;
+pub use knn::Raw;
+pub use multi::MultiGpu;
 pub use select::Select;
 
 use context::Gpu;
 use device_set::DeviceSet;
 use exact::Sides;
-use knn::{Budget, Raw};
+use knn::Budget;
 use prepare::{vectors, Plan};
 
 /// How the CUDA engine runs.
@@ -258,28 +263,13 @@ impl Engine for CudaEngine {
         let plan = Plan::new(metric, bset);
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
-        let bn = bdev.max_norm();
-        // Widened so that every pair the exact test (`within` on the reported distance) accepts
-        // passes the approximate filter, whatever the rounding of sqrt or powf.
-        let rkey = metric.radius_to_key(radius);
-        let rkey = rkey + rkey.abs() * 1e-9 + 1e-300;
-        let thr: Vec<f32> = qdev
-            .norm
-            .iter()
-            .map(|&qn| plan.approx_threshold(rkey, plan.abs_bound(qn, bn)))
-            .collect();
+        let thr = range::thresholds(&plan, metric, radius, &qdev.norm, bdev.max_norm());
         let budget = self.budget(&gpu)?;
         let (offsets, ids) = range::candidates(&gpu, &plan, &bdev, &qdev, &thr, &budget)?;
         stats.compute += t.elapsed();
         stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
         let t = Instant::now();
-        let pairs: Vec<[u32; 2]> = (0..qset.len())
-            .flat_map(|q| {
-                ids[offsets[q]..offsets[q + 1]]
-                    .iter()
-                    .map(move |&i| [q as u32, i])
-            })
-            .collect();
+        let pairs = range::pairs(&offsets, &ids);
         let sides = Sides {
             bset,
             qset,
@@ -288,21 +278,7 @@ impl Engine for CudaEngine {
         };
         let keys = exact::keys(&gpu, metric, &sides, &pairs)?;
         drop(gpu);
-        use rayon::prelude::*;
-        let rows: Vec<Vec<(f64, u32)>> = (0..qset.len())
-            .into_par_iter()
-            .map(|q| {
-                let r = offsets[q]..offsets[q + 1];
-                let mut row: Vec<(f64, u32)> = keys[r.clone()]
-                    .iter()
-                    .zip(&ids[r])
-                    .map(|(&key, &i)| (key, i))
-                    .filter(|&(key, _)| metric.within(metric.key_to_distance(key), radius))
-                    .collect();
-                row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                row
-            })
-            .collect();
+        let rows = range::exact_rows(metric, radius, &offsets, &ids, &keys);
         stats.select += t.elapsed();
         stats.exact_evals += ids.len() as u64;
         Ok(RangeResult {
@@ -312,69 +288,252 @@ impl Engine for CudaEngine {
     }
 
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
-        check_metric(data, metric)?;
-        check_k(k)?;
-        strings::only_range(data, "k-NN graphs")?;
-        let set = vectors(data, metric)?;
-        let n = set.len();
-        let k = k.min(n.saturating_sub(1));
+        let (set, k) = graph_input(data, k, metric)?;
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         if k == 0 {
-            return Ok(to_result(vec![vec![]; n], k, metric, stats));
+            return Ok(to_result(vec![vec![]; set.len()], k, metric, stats));
         }
         let mut tr = Instant::now();
         let plan = Plan::new(metric, set);
-        let budget = self.budget(&gpu)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         // Uploads and row preparation count as transfer; compute starts after them.
         stats.transfer += tr.elapsed();
-        let t = Instant::now();
         trace("graph: upload and prepare", &mut tr);
+        let t = Instant::now();
+        let edge = self.graph_edge(&gpu, set.len(), k)?;
+        let part = self.graph_lists(&gpu, &plan, &ddev, set, k, edge, &|_, _| true)?;
+        stats.compute += t.elapsed();
+        trace("graph: device candidates", &mut tr);
+        let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
+        trace("graph: prove, widen, exact re-rank", &mut tr);
+        Ok(to_result(rows, k, metric, stats))
+    }
+}
+
+/// The vectors of a graph's input and the k that applies (at most n − 1).
+fn graph_input<'a>(data: &'a Dataset, k: usize, metric: &Metric) -> Result<(&'a VectorSet, usize)> {
+    check_metric(data, metric)?;
+    check_k(k)?;
+    strings::only_range(data, "k-NN graphs")?;
+    let set = vectors(data, metric)?;
+    Ok((set, k.min(set.len().saturating_sub(1))))
+}
+
+/// One share of a k-NN graph: for every item, candidates from the tile pairs one GPU (or one
+/// MPI rank's GPU) computed. Shares of callers that split the triangle between them merge with
+/// [`PartialGraph::merge`]; [`CudaEngine::graph_finish`] turns the merged share into the graph.
+///
+/// The lists are approximate f32 keys with a contract (every item a list's tile pairs hold but
+/// the list left out has a key at least the list's largest, unless the list is `complete`), so
+/// a share can be sent between processes as plain numbers: `lists[i].cands` and
+/// `lists[i].complete`.
+pub struct PartialGraph {
+    /// Items of the set.
+    pub n: usize,
+    /// Neighbours asked for.
+    pub k: usize,
+    /// Entries each list holds at most (the merge keeps this many).
+    pub list_len: usize,
+    /// Per item: candidates and whether they are all the items its tile pairs hold.
+    pub lists: Vec<Raw>,
+    /// Approximate distances computed for this share.
+    pub distance_evals: u64,
+}
+
+impl PartialGraph {
+    /// Merges the shares of callers that computed disjoint sets of tile pairs of the same data,
+    /// k and tile edge.
+    pub fn merge(parts: Vec<PartialGraph>) -> Result<PartialGraph> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::invalid("no graph shares to merge"))?;
+        let (n, k, list_len) = (first.n, first.k, first.list_len);
+        if parts
+            .iter()
+            .any(|p| p.n != n || p.k != k || p.list_len != list_len || p.lists.len() != n)
+        {
+            return Err(Error::invalid(
+                "graph shares differ in size, k or list length",
+            ));
+        }
+        let distance_evals = parts.iter().map(|p| p.distance_evals).sum();
+        let lists = shard::merge(parts.into_iter().map(|p| p.lists).collect(), list_len);
+        Ok(PartialGraph {
+            n,
+            k,
+            list_len,
+            lists,
+            distance_evals,
+        })
+    }
+}
+
+impl CudaEngine {
+    /// The tile edge of the graph's triangle schedule for `n` items on this GPU. Callers that
+    /// split one graph must use one edge (the smallest of theirs).
+    pub fn graph_tile_edge(&self, n: usize, k: usize) -> Result<usize> {
+        let gpu = self.lock()?;
+        self.graph_edge(&gpu, n, k)
+    }
+
+    fn graph_edge(&self, gpu: &Gpu, n: usize, k: usize) -> Result<usize> {
+        let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
+        Ok(graph::tile_edge(n, kp, &self.budget(gpu)?))
+    }
+
+    /// This GPU's share of the k-NN graph of `data`: the tile pairs (I, J), I ≤ J, of edge `tile`
+    /// for which `owns(I, J)` holds (tile I covers items I·tile up to (I+1)·tile). For an MPI
+    /// rank: deal the pairs (e.g. cyclically by their row-major index), run this on each rank,
+    /// gather the shares at one rank, [`PartialGraph::merge`] them and call
+    /// [`CudaEngine::graph_finish`] there. With the radix selection (k above ~1800) a tile row I
+    /// is computed whole by the owner of (I, I).
+    pub fn graph_tiles(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        tile: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<PartialGraph> {
+        let (set, k) = graph_input(data, k, metric)?;
+        if tile == 0 {
+            return Err(Error::invalid("graph tile edge must be at least 1"));
+        }
+        let gpu = self.lock()?;
+        if k == 0 {
+            return Ok(PartialGraph {
+                n: set.len(),
+                k,
+                list_len: 0,
+                lists: (0..set.len()).map(|_| Raw::done()).collect(),
+                distance_evals: 0,
+            });
+        }
+        let plan = Plan::new(metric, set);
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        self.graph_lists(&gpu, &plan, &ddev, set, k, tile, owns)
+    }
+
+    /// Proves, widens and re-ranks a merged share that covers the whole triangle: the graph,
+    /// identical to every engine's.
+    pub fn graph_finish(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        part: PartialGraph,
+    ) -> Result<KnnResult> {
+        let (set, k) = graph_input(data, part.k, metric)?;
+        if part.n != set.len() || part.lists.len() != set.len() || k != part.k {
+            return Err(Error::invalid("graph share does not match the data"));
+        }
+        let gpu = self.lock()?;
+        let mut stats = self.stats(&gpu);
+        if k == 0 {
+            return Ok(to_result(vec![vec![]; set.len()], k, metric, stats));
+        }
+        let plan = Plan::new(metric, set);
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
+        Ok(to_result(rows, k, metric, stats))
+    }
+
+    /// Candidate lists of the owned tile pairs, on a set already on this GPU.
+    #[allow(clippy::too_many_arguments)]
+    fn graph_lists(
+        &self,
+        gpu: &Gpu,
+        plan: &Plan,
+        ddev: &DeviceSet,
+        set: &VectorSet,
+        k: usize,
+        tile: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<PartialGraph> {
+        let n = set.len();
         let kp = knn::first_list(k);
+        let budget = self.budget(gpu)?;
+        let nt = n.div_ceil(tile);
+        let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
         // The symmetric schedule needs the block kernel's running lists; radix selection works
-        // on whole rows, so it runs the graph as a search of the set against itself.
-        let raws = match self.opts.select.resolve(kp)? {
+        // on whole rows, so it runs tile rows of the set against the whole set.
+        let (lists, list_len, evals) = match self.opts.select.resolve(kp)? {
             Select::Block => {
-                stats.distance_evals += (n as u64 * (n as u64 + 1)) / 2;
+                let evals = (0..nt)
+                    .flat_map(|i| (i..nt).map(move |j| (i, j)))
+                    .filter(|&(i, j)| owns(i, j))
+                    .map(|(i, j)| (size(i) * size(j)) as u64 / if i == j { 2 } else { 1 })
+                    .sum();
                 // Small lists are padded to the column kernel's size so the column candidates
                 // are read in place (kernels/select_cols.cu) instead of through a transpose.
                 let kp = kp.max(select::COLS_KP);
-                graph::symmetric_candidates(&gpu, &plan, &ddev, kp, &budget)?
+                let raws = graph::symmetric_candidates(gpu, plan, ddev, kp, tile, owns)?;
+                (raws, kp, evals)
             }
             sel => {
-                stats.distance_evals += (n * n) as u64;
-                knn::candidates(&gpu, &plan, &ddev, &ddev, (kp + 1).min(n), sel, &budget)?
+                let kp = (kp + 1).min(n);
+                let mut lists: Vec<Raw> = (0..n).map(|_| Raw::done()).collect();
+                let mut evals = 0;
+                for it in (0..nt).filter(|&it| owns(it, it)) {
+                    let rows = it * tile..it * tile + size(it);
+                    let sub = DeviceSet::range(gpu, plan, set, rows.clone())?;
+                    let raws = knn::candidates(gpu, plan, ddev, &sub, kp, sel, &budget)?;
+                    evals += (rows.len() * n) as u64;
+                    for (slot, raw) in lists[rows].iter_mut().zip(raws) {
+                        *slot = raw;
+                    }
+                }
+                (lists, kp, evals)
             }
         };
-        trace("graph: device candidates", &mut tr);
-        stats.compute += t.elapsed();
+        Ok(PartialGraph {
+            n,
+            k,
+            list_len,
+            lists,
+            distance_evals: evals,
+        })
+    }
+
+    /// The graph's prove-widen-re-rank step on a set already on this GPU.
+    #[allow(clippy::too_many_arguments)]
+    fn graph_prove(
+        &self,
+        gpu: &Gpu,
+        plan: &Plan,
+        ddev: &DeviceSet,
+        set: &VectorSet,
+        metric: &Metric,
+        part: PartialGraph,
+        stats: &mut Stats,
+    ) -> Result<Vec<Vec<(f64, u32)>>> {
+        let budget = self.budget(gpu)?;
+        stats.distance_evals += part.distance_evals;
+        let kp = knn::first_list(part.k);
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
-            let sub = DeviceSet::gather(&gpu, &plan, set, ids)?;
-            knn::candidates(&gpu, &plan, &ddev, &sub, kp, self.widen_select(), &budget)
+            let sub = DeviceSet::gather(gpu, plan, set, ids)?;
+            knn::candidates(gpu, plan, ddev, &sub, kp, self.widen_select(), &budget)
         };
         let sides = Sides {
             bset: set,
             qset: set,
-            bdev: &ddev,
-            qdev: &ddev,
+            bdev: ddev,
+            qdev: ddev,
         };
-        let mut exact_fn = |pairs: &[[u32; 2]]| exact::keys(&gpu, metric, &sides, pairs);
+        let mut exact_fn = |pairs: &[[u32; 2]]| exact::keys(gpu, metric, &sides, pairs);
         let self_of = |q: usize| Some(q as u32);
-        let result = knn::finish(
-            &plan,
+        knn::finish(
+            plan,
             &ddev.norm,
             ddev.max_norm(),
-            k,
-            raws,
+            part.k,
+            part.lists,
             &self_of,
-            n,
+            set.len(),
             kp,
             &mut redo,
             &mut exact_fn,
-            &mut stats,
-        )?;
-        trace("graph: prove, widen, exact re-rank", &mut tr);
-        Ok(to_result(result, k, metric, stats))
+            stats,
+        )
     }
 }
