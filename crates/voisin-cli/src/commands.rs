@@ -143,6 +143,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         memory_budget: global.memory,
         progress: progress.callback(),
         select: run.select,
+        gpus: run.gpus.clone(),
     };
     // Checkpoints are the CPU engine's; it is built here because the Engine trait has none.
     let checkpointing = match task.checkpoint() {

@@ -41,6 +41,14 @@ pub fn gpu_available() -> bool {
     missing_library().is_none() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
 }
 
+/// How many CUDA devices the driver sees (0 without CUDA). Never panics.
+pub fn device_count() -> usize {
+    if missing_library().is_some() {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+}
+
 /// The first CUDA library that cannot be loaded, if any.
 fn missing_library() -> Option<&'static str> {
     // SAFETY: these only try to dlopen the libraries.
@@ -61,6 +69,12 @@ fn missing_library() -> Option<&'static str> {
 /// Maps any CUDA-side error to the engine's device error with what was being done.
 pub(crate) fn dev<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> Error {
     move |e| Error::device(format!("cuda: {what} failed: {e:?}"))
+}
+
+/// Whether an error is the device running out of memory (the only failure worth a retry
+/// with a smaller working set).
+pub(crate) fn is_oom(e: &Error) -> bool {
+    e.to_string().contains("OUT_OF_MEMORY")
 }
 
 /// The NVRTC output, shared by every context of the process.
@@ -294,6 +308,21 @@ impl Gpu {
             staging.push((b, None));
         }
         Ok(())
+    }
+
+    /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size.
+    pub fn ballast(&self, cap: usize) -> Result<Option<CudaSlice<u8>>> {
+        let free = self.free_memory()?;
+        if free <= cap {
+            return Ok(None);
+        }
+        // SAFETY: never read or written.
+        let b =
+            unsafe { self.stream.alloc::<u8>(free - cap) }.map_err(dev("allocating ballast"))?;
+        self.stream
+            .synchronize()
+            .map_err(dev("allocating ballast"))?;
+        Ok(Some(b))
     }
 
     /// Free device memory in bytes.

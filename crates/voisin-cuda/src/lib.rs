@@ -45,13 +45,17 @@ mod shard;
 mod strings;
 mod tile;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// The smallest working set: one query row against a 16384-item tile plus lists.
+const MIN_BUDGET: usize = 1 << 20;
 
 use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, RangeResult};
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
-pub use context::gpu_available;
+pub use context::{device_count, gpu_available};
 pub use graph::TileOwner;
 pub use knn::Raw;
 pub use multi::MultiGpu;
@@ -69,8 +73,12 @@ pub struct CudaOptions {
     /// Selection kernel (`--select`).
     pub select: Select,
     /// Bytes of device memory for distance tiles and candidate lists (inputs excluded); capped
-    /// at a quarter of the free memory.
+    /// at a quarter of the free memory; halved and retried when an allocation fails.
     pub tile_bytes: usize,
+    /// Device memory the engine may use, in bytes (default: whatever is free). The engine
+    /// holds the rest of the free memory as ballast, so it behaves exactly as on a smaller GPU:
+    /// a base that does not fit is streamed through in shards. For tests and for sharing a GPU.
+    pub device_memory: Option<usize>,
 }
 
 impl Default for CudaOptions {
@@ -78,6 +86,7 @@ impl Default for CudaOptions {
         CudaOptions {
             select: Select::Auto,
             tile_bytes: 1 << 30,
+            device_memory: None,
         }
     }
 }
@@ -89,6 +98,10 @@ pub struct CudaEngine {
     opts: CudaOptions,
     /// The levenshtein kernel, loaded at the first string range search.
     lev: std::sync::OnceLock<cudarc::driver::CudaFunction>,
+    /// Free memory held back under `device_memory`.
+    _ballast: Option<cudarc::driver::CudaSlice<u8>>,
+    /// Working sets shrunk after an allocation failure, for diagnostics.
+    shrinks: AtomicUsize,
 }
 
 impl CudaEngine {
@@ -99,12 +112,45 @@ impl CudaEngine {
     }
 
     pub fn with_options(device: usize, opts: CudaOptions) -> Result<Self> {
+        let gpu = Gpu::open(device)?;
+        let ballast = match opts.device_memory {
+            Some(cap) => gpu.ballast(cap)?,
+            None => None,
+        };
         Ok(CudaEngine {
-            gpu: Mutex::new(Gpu::open(device)?),
+            gpu: Mutex::new(gpu),
             device,
             opts,
             lev: std::sync::OnceLock::new(),
+            _ballast: ballast,
+            shrinks: AtomicUsize::new(0),
         })
+    }
+
+    /// How many times an allocation failure made this engine halve its working set and retry
+    /// (diagnostics; the results do not depend on it).
+    pub fn shrinks(&self) -> usize {
+        self.shrinks.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` on the working-set budget, halving it after each out-of-memory failure: the
+    /// free-memory estimate can be too optimistic (the inputs' own buffers, fragmentation,
+    /// another process), and smaller tiles only cost speed.
+    fn shrinking<T>(&self, budget: Budget, mut f: impl FnMut(&Budget) -> Result<T>) -> Result<T> {
+        let mut b = budget;
+        loop {
+            match f(&b) {
+                Err(e) if context::is_oom(&e) && b.bytes > MIN_BUDGET => {
+                    b.bytes = (b.bytes / 2).max(MIN_BUDGET);
+                    self.shrinks.fetch_add(1, Ordering::Relaxed);
+                    trace(
+                        "out of device memory: working set halved",
+                        &mut Instant::now(),
+                    );
+                }
+                r => return r,
+            }
+        }
     }
 
     /// The GPU's name, e.g. "NVIDIA H100 80GB HBM3".
@@ -131,7 +177,7 @@ impl CudaEngine {
                 .opts
                 .tile_bytes
                 .min(gpu.free_memory()? / 4)
-                .max(1 << 20),
+                .max(MIN_BUDGET),
         })
     }
 
@@ -204,13 +250,18 @@ impl Engine for CudaEngine {
         let t = Instant::now();
         trace("knn: upload and prepare", &mut tr);
         let kp = knn::first_list(k);
-        let raws = knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, &budget)?;
+        let raws = self.shrinking(budget, |b| {
+            knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, b)
+        })?;
         trace("knn: device candidates", &mut tr);
         stats.compute += t.elapsed();
         stats.distance_evals += (bset.len() * qset.len()) as u64;
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
             let sub = DeviceSet::gather(&gpu, &plan, qset, ids)?;
-            knn::candidates(&gpu, &plan, &bdev, &sub, kp, self.widen_select(), &budget)
+            let budget = self.budget(&gpu)?;
+            self.shrinking(budget, |b| {
+                knn::candidates(&gpu, &plan, &bdev, &sub, kp, self.widen_select(), b)
+            })
         };
         let sides = Sides {
             bset,
@@ -265,7 +316,9 @@ impl Engine for CudaEngine {
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
         let thr = range::thresholds(&plan, metric, radius, &qdev.norm, bdev.max_norm());
         let budget = self.budget(&gpu)?;
-        let (offsets, ids) = range::candidates(&gpu, &plan, &bdev, &qdev, &thr, &budget)?;
+        let (offsets, ids) = self.shrinking(budget, |b| {
+            range::candidates(&gpu, &plan, &bdev, &qdev, &thr, b)
+        })?;
         stats.compute += t.elapsed();
         stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
         let t = Instant::now();
@@ -301,14 +354,22 @@ impl Engine for CudaEngine {
         stats.transfer += tr.elapsed();
         trace("graph: upload and prepare", &mut tr);
         let t = Instant::now();
-        let edge = self.graph_edge(&gpu, set.len(), k)?;
-        let part = self.graph_lists(&gpu, &plan, &ddev, set, k, edge, &|_, _| true)?;
+        let part = self.shrinking(self.budget(&gpu)?, |b| {
+            let edge = edge_for(set.len(), k, b);
+            self.graph_lists(&gpu, &plan, &ddev, set, k, edge, &|_, _| true)
+        })?;
         stats.compute += t.elapsed();
         trace("graph: device candidates", &mut tr);
         let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
         trace("graph: prove, widen, exact re-rank", &mut tr);
         Ok(to_result(rows, k, metric, stats))
     }
+}
+
+/// The graph's tile edge for `n` items and `k` under a budget.
+fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
+    let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
+    graph::tile_edge(n, kp, budget)
 }
 
 /// The vectors of a graph's input and the k that applies (at most n − 1).
@@ -378,8 +439,7 @@ impl CudaEngine {
     }
 
     fn graph_edge(&self, gpu: &Gpu, n: usize, k: usize) -> Result<usize> {
-        let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
-        Ok(graph::tile_edge(n, kp, &self.budget(gpu)?))
+        Ok(edge_for(n, k, &self.budget(gpu)?))
     }
 
     /// This GPU's share of the k-NN graph of `data`: the tile pairs (I, J), I ≤ J, of edge `tile`
@@ -452,7 +512,6 @@ impl CudaEngine {
     ) -> Result<PartialGraph> {
         let n = set.len();
         let kp = knn::first_list(k);
-        let budget = self.budget(gpu)?;
         let nt = n.div_ceil(tile);
         let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
         // The symmetric schedule needs the block kernel's running lists; radix selection works
@@ -477,7 +536,9 @@ impl CudaEngine {
                 for it in (0..nt).filter(|&it| owns(it, it)) {
                     let rows = it * tile..it * tile + size(it);
                     let sub = DeviceSet::range(gpu, plan, set, rows.clone())?;
-                    let raws = knn::candidates(gpu, plan, ddev, &sub, kp, sel, &budget)?;
+                    let raws = self.shrinking(self.budget(gpu)?, |b| {
+                        knn::candidates(gpu, plan, ddev, &sub, kp, sel, b)
+                    })?;
                     evals += (rows.len() * n) as u64;
                     for (slot, raw) in lists[rows].iter_mut().zip(raws) {
                         *slot = raw;
@@ -507,12 +568,13 @@ impl CudaEngine {
         part: PartialGraph,
         stats: &mut Stats,
     ) -> Result<Vec<Vec<(f64, u32)>>> {
-        let budget = self.budget(gpu)?;
         stats.distance_evals += part.distance_evals;
         let kp = knn::first_list(part.k);
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
             let sub = DeviceSet::gather(gpu, plan, set, ids)?;
-            knn::candidates(gpu, plan, ddev, &sub, kp, self.widen_select(), &budget)
+            self.shrinking(self.budget(gpu)?, |b| {
+                knn::candidates(gpu, plan, ddev, &sub, kp, self.widen_select(), b)
+            })
         };
         let sides = Sides {
             bset: set,

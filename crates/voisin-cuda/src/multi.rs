@@ -322,16 +322,24 @@ impl Engine for MultiGpu {
         // One triangle for all GPUs: the smallest edge any of them can hold.
         let edges = self.each(gpus, |_, e, gpu| e.graph_edge(gpu, n, k))?;
         let edge = edges.into_iter().min().unwrap_or(1).max(1);
-        let nt = n.div_ceil(edge);
         let t = Instant::now();
-        let mut parts = self.each(gpus, |g, e, gpu| {
-            let t = Instant::now();
-            let ddev = DeviceSet::new(gpu, &plan, set)?;
-            let upload = t.elapsed();
-            let part = e.graph_lists(gpu, &plan, &ddev, set, k, edge, &dealt(nt, gpus, g))?;
-            // Only the first GPU's copy is needed after this (to finish).
-            Ok((part, (g == 0).then_some(ddev), upload))
-        })?;
+        let mut edge = edge;
+        let mut parts = loop {
+            let nt = n.div_ceil(edge);
+            let got = self.each(gpus, |g, e, gpu| {
+                let t = Instant::now();
+                let ddev = DeviceSet::new(gpu, &plan, set)?;
+                let upload = t.elapsed();
+                let part = e.graph_lists(gpu, &plan, &ddev, set, k, edge, &dealt(nt, gpus, g))?;
+                // Only the first GPU's copy is needed after this (to finish).
+                Ok((part, (g == 0).then_some(ddev), upload))
+            });
+            match got {
+                // Every GPU must use the same edge: all retry with a smaller one.
+                Err(e) if crate::context::is_oom(&e) && edge > 64 => edge /= 2,
+                r => break r?,
+            }
+        };
         stats.transfer += parts.iter().map(|p| p.2).max().unwrap_or_default();
         let ddev = parts[0].1.take().expect("kept above");
         let part = PartialGraph::merge(parts.into_iter().map(|p| p.0).collect())?;

@@ -175,6 +175,7 @@ fn graph_matches_reference() {
             CudaOptions {
                 select: sel,
                 tile_bytes: 3 << 20,
+                ..Default::default()
             },
         )
         .unwrap();
