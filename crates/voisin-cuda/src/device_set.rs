@@ -47,8 +47,13 @@ impl DeviceSet {
     }
 
     fn from_raw(gpu: &Gpu, plan: &Plan, raw: &[f32], n: usize) -> Result<Self> {
+        Self::prepare(gpu, plan, gpu.upload(raw)?, n)
+    }
+
+    /// Prepares `n` rows already on the device (at least n × dim values in `raw`); the work is
+    /// queued on the engine's stream, which must first wait for whatever wrote `raw`.
+    pub fn prepare(gpu: &Gpu, plan: &Plan, raw: CudaSlice<f32>, n: usize) -> Result<Self> {
         let d = plan.dim;
-        let raw = gpu.upload(raw)?;
         let stream = &gpu.stream;
         // SAFETY: prepare_rows writes every value of the first n rows and norms.
         let mut rows = unsafe { stream.alloc::<f32>((n * d).max(1)) }.map_err(dev("allocating"))?;

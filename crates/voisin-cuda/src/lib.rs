@@ -42,6 +42,7 @@ mod prepare;
 mod range;
 pub mod select;
 mod shard;
+mod stream;
 mod strings;
 mod tile;
 
@@ -102,6 +103,8 @@ pub struct CudaEngine {
     _ballast: Option<cudarc::driver::CudaSlice<u8>>,
     /// Working sets shrunk after an allocation failure, for diagnostics.
     shrinks: AtomicUsize,
+    /// Base shards streamed, for diagnostics.
+    streamed: AtomicUsize,
 }
 
 impl CudaEngine {
@@ -124,7 +127,14 @@ impl CudaEngine {
             lev: std::sync::OnceLock::new(),
             _ballast: ballast,
             shrinks: AtomicUsize::new(0),
+            streamed: AtomicUsize::new(0),
         })
+    }
+
+    /// How many base shards this engine has streamed through the GPU because the base did not
+    /// fit (diagnostics).
+    pub fn streamed_shards(&self) -> usize {
+        self.streamed.load(Ordering::Relaxed)
     }
 
     /// How many times an allocation failure made this engine halve its working set and retry
@@ -242,6 +252,11 @@ impl Engine for CudaEngine {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
         let plan = Plan::new(metric, bset);
+        let kp = knn::first_list(k);
+        if !self.fits(&gpu, bset, qset, kp)? {
+            let rows = self.knn_streamed(&gpu, &plan, metric, bset, qset, k, &mut stats)?;
+            return Ok(to_result(rows, k, metric, stats));
+        }
         let budget = self.budget(&gpu)?;
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
@@ -249,7 +264,6 @@ impl Engine for CudaEngine {
         stats.transfer += tr.elapsed();
         let t = Instant::now();
         trace("knn: upload and prepare", &mut tr);
-        let kp = knn::first_list(k);
         let raws = self.shrinking(budget, |b| {
             knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, b)
         })?;
@@ -312,6 +326,13 @@ impl Engine for CudaEngine {
         let mut stats = self.stats(&gpu);
         let t = Instant::now();
         let plan = Plan::new(metric, bset);
+        if !self.fits(&gpu, bset, qset, 1)? {
+            let rows = self.range_streamed(&gpu, &plan, metric, bset, qset, radius, &mut stats)?;
+            return Ok(RangeResult {
+                stats,
+                ..RangeResult::from_rows(rows, metric)
+            });
+        }
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
         let thr = range::thresholds(&plan, metric, radius, &qdev.norm, bdev.max_norm());
@@ -349,6 +370,7 @@ impl Engine for CudaEngine {
         }
         let mut tr = Instant::now();
         let plan = Plan::new(metric, set);
+        self.graph_fits(&gpu, set, k)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         // Uploads and row preparation count as transfer; compute starts after them.
         stats.transfer += tr.elapsed();

@@ -11,6 +11,22 @@ pub fn seed() -> u64 {
     s
 }
 
+/// Random normal rows made in parallel (64k rows per seeded chunk), for large sets.
+pub fn big_normal(n: usize, d: usize, seed: u64) -> Dataset {
+    use rayon::prelude::*;
+    let mut v = vec![0f32; n * d];
+    v.par_chunks_mut(65536 * d)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut rng =
+                StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(c as u64));
+            chunk
+                .iter_mut()
+                .for_each(|x| *x = rng.sample(StandardNormal));
+        });
+    VectorSet::from_f32(n, d, v).unwrap().into()
+}
+
 pub fn normal(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
     let v: Vec<f32> = (0..n * d).map(|_| rng.sample(StandardNormal)).collect();
     VectorSet::from_f32(n, d, v).unwrap().into()
