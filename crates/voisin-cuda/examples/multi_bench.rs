@@ -5,8 +5,13 @@
 //! median of `--reps`, the graph one run. Prints one JSON line per case, then a speedup table,
 //! and checks that every GPU count returns the same ids and distances.
 //!
+//! The graph also runs with one process per GPU (each computes its cyclic share of the tile
+//! pairs with `CudaEngine::graph_tiles`, writes it as bytes, the parent merges and finishes on
+//! GPU 0): the path an MPI rank per GPU would take, timed end to end from the spawn.
+//!
 //! usage: multi_bench [--graph 2000000] [--base 4000000] [--queries 10000] [--dim 128]
 //!                    [--gpus 1,2,4] [--reps 3]
+//!        multi_bench --child G --of N --edge E --graph N --dim D --out FILE   (internal)
 
 use std::time::Instant;
 
@@ -14,9 +19,10 @@ use rand::prelude::*;
 use rand_distr::StandardNormal;
 use rayon::prelude::*;
 use voisin::{Dataset, Engine, KnnResult, Metric, VectorSet};
-use voisin_cuda::MultiGpu;
+use voisin_cuda::{cyclic_share, CudaEngine, MultiGpu, PartialGraph};
 
 struct Args {
+    child: Option<(usize, usize, usize, String)>,
     graph: usize,
     base: usize,
     queries: usize,
@@ -27,6 +33,7 @@ struct Args {
 
 fn parse() -> Args {
     let mut a = Args {
+        child: None,
         graph: 2_000_000,
         base: 4_000_000,
         queries: 10_000,
@@ -45,6 +52,10 @@ fn parse() -> Args {
             "--dim" => a.dim = num(),
             "--reps" => a.reps = num().max(1),
             "--gpus" => a.gpus = v.split(',').map(|g| g.parse().expect("a count")).collect(),
+            "--child" => a.child = Some((num(), 1, 1, String::new())),
+            "--of" => a.child.as_mut().expect("--child first").1 = num(),
+            "--edge" => a.child.as_mut().expect("--child first").2 = num(),
+            "--out" => a.child.as_mut().expect("--child first").3 = v.to_string(),
             o => panic!("unknown option {o}"),
         }
     }
@@ -74,8 +85,59 @@ fn same(a: &KnnResult, b: &KnnResult) -> bool {
     a.indices == b.indices && a.distances == b.distances
 }
 
+/// One process's share of the graph, written to `out`.
+fn child(a: &Args, gpu: usize, of: usize, edge: usize, out: &str) {
+    let t = Instant::now();
+    let g = data(a.graph, a.dim, 4);
+    let e = CudaEngine::new(gpu).expect("a CUDA GPU");
+    let ready = t.elapsed().as_secs_f64();
+    let nt = a.graph.div_ceil(edge);
+    let part = e
+        .graph_tiles(&g, 10, &Metric::Euclidean, edge, &cyclic_share(nt, of, gpu))
+        .unwrap();
+    std::fs::write(out, part.to_bytes()).unwrap();
+    eprintln!(
+        "child {gpu}/{of}: data and engine {ready:.2}s, share and write {:.2}s",
+        t.elapsed().as_secs_f64() - ready
+    );
+}
+
+/// The graph with one process per GPU: spawn, wait, read, merge, finish on GPU 0.
+fn graph_by_processes(a: &Args, gset: &Dataset, gpus: usize, finisher: &CudaEngine) -> KnnResult {
+    let edge = finisher.graph_tile_edge(a.graph, 10).unwrap();
+    let dir = std::env::temp_dir();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..gpus)
+        .map(|g| {
+            let out = dir.join(format!("multi_bench_share_{g}.bin"));
+            let child = std::process::Command::new(&exe)
+                .args(["--child", &g.to_string(), "--of", &gpus.to_string()])
+                .args(["--edge", &edge.to_string(), "--graph", &a.graph.to_string()])
+                .args(["--dim", &a.dim.to_string(), "--out", out.to_str().unwrap()])
+                .spawn()
+                .unwrap();
+            (child, out)
+        })
+        .collect();
+    let parts: Vec<PartialGraph> = children
+        .into_iter()
+        .map(|(mut c, out)| {
+            assert!(c.wait().unwrap().success(), "a child failed");
+            PartialGraph::from_bytes(&std::fs::read(out).unwrap()).unwrap()
+        })
+        .collect();
+    let merged = PartialGraph::merge(parts).unwrap();
+    finisher
+        .graph_finish(gset, &Metric::Euclidean, merged)
+        .unwrap()
+}
+
 fn main() {
     let a = parse();
+    if let Some((gpu, of, edge, out)) = &a.child {
+        child(&a, *gpu, *of, *edge, out);
+        return;
+    }
     let avail = voisin_cuda::device_count();
     let counts: Vec<usize> = a.gpus.iter().copied().filter(|&g| g <= avail).collect();
     eprintln!("{avail} GPU(s); running on {counts:?}");
@@ -147,11 +209,30 @@ fn main() {
             }
         }
     }
+    if let Some(gset) = &gset {
+        let finisher = CudaEngine::new(0).expect("a CUDA GPU");
+        finisher.graph(&small, 10, &m).unwrap();
+        for &g in counts.iter().filter(|&&g| g > 1) {
+            let t = Instant::now();
+            let r = graph_by_processes(&a, gset, g, &finisher);
+            let secs = t.elapsed().as_secs_f64();
+            println!(
+                "{{\"case\":\"graph {}x{} k=10, one process per GPU\",\"gpus\":{g},\
+                 \"seconds\":{secs:.3}}}",
+                a.graph, a.dim
+            );
+            rows.push(("graph (processes)", g, secs));
+            if let Some(f) = &first[1] {
+                agree &= same(f, &r);
+            }
+        }
+    }
     println!("\n| case | GPUs | seconds | speedup vs 1 GPU |\n|---|---|---|---|");
     for &(case, g, secs) in &rows {
+        let base_case = case.split(' ').next().unwrap_or(case);
         let one = rows
             .iter()
-            .find(|r| r.0 == case && r.1 == 1)
+            .find(|r| r.0 == base_case && r.1 == 1)
             .map_or(f64::NAN, |r| r.2);
         println!("| {case} | {g} | {secs:.3} | {:.2}x |", one / secs);
     }

@@ -325,8 +325,21 @@ impl Gpu {
         Ok(Some(b))
     }
 
-    /// Free device memory in bytes.
+    /// Free device memory in bytes. Memory this process freed but the stream-ordered pool
+    /// still holds is released first: otherwise it reads as used until some later
+    /// synchronisation, and then a ballast or a fit check measured against it is wrong.
     pub fn free_memory(&self) -> Result<usize> {
+        self.ctx.synchronize().map_err(dev("synchronising"))?;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: plain queries on this context's device; a failure only skips the trim.
+        unsafe {
+            use cudarc::driver::sys;
+            if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
+                == sys::CUresult::CUDA_SUCCESS
+            {
+                let _ = sys::cuMemPoolTrimTo(pool, 0);
+            }
+        }
         Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0)
     }
 }

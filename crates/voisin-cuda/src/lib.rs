@@ -57,7 +57,7 @@ use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, Range
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 pub use context::{device_count, gpu_available};
-pub use graph::TileOwner;
+pub use graph::{cyclic_share, PartialGraph, TileOwner};
 pub use knn::Raw;
 pub use multi::MultiGpu;
 pub use select::Select;
@@ -401,55 +401,6 @@ fn graph_input<'a>(data: &'a Dataset, k: usize, metric: &Metric) -> Result<(&'a 
     strings::only_range(data, "k-NN graphs")?;
     let set = vectors(data, metric)?;
     Ok((set, k.min(set.len().saturating_sub(1))))
-}
-
-/// One share of a k-NN graph: for every item, candidates from the tile pairs one GPU (or one
-/// MPI rank's GPU) computed. Shares of callers that split the triangle between them merge with
-/// [`PartialGraph::merge`]; [`CudaEngine::graph_finish`] turns the merged share into the graph.
-///
-/// The lists are approximate f32 keys with a contract (every item a list's tile pairs hold but
-/// the list left out has a key at least the list's largest, unless the list is `complete`), so
-/// a share can be sent between processes as plain numbers: `lists[i].cands` and
-/// `lists[i].complete`.
-pub struct PartialGraph {
-    /// Items of the set.
-    pub n: usize,
-    /// Neighbours asked for.
-    pub k: usize,
-    /// Entries each list holds at most (the merge keeps this many).
-    pub list_len: usize,
-    /// Per item: candidates and whether they are all the items its tile pairs hold.
-    pub lists: Vec<Raw>,
-    /// Approximate distances computed for this share.
-    pub distance_evals: u64,
-}
-
-impl PartialGraph {
-    /// Merges the shares of callers that computed disjoint sets of tile pairs of the same data,
-    /// k and tile edge.
-    pub fn merge(parts: Vec<PartialGraph>) -> Result<PartialGraph> {
-        let first = parts
-            .first()
-            .ok_or_else(|| Error::invalid("no graph shares to merge"))?;
-        let (n, k, list_len) = (first.n, first.k, first.list_len);
-        if parts
-            .iter()
-            .any(|p| p.n != n || p.k != k || p.list_len != list_len || p.lists.len() != n)
-        {
-            return Err(Error::invalid(
-                "graph shares differ in size, k or list length",
-            ));
-        }
-        let distance_evals = parts.iter().map(|p| p.distance_evals).sum();
-        let lists = shard::merge(parts.into_iter().map(|p| p.lists).collect(), list_len);
-        Ok(PartialGraph {
-            n,
-            k,
-            list_len,
-            lists,
-            distance_evals,
-        })
-    }
 }
 
 impl CudaEngine {

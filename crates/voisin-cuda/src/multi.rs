@@ -21,6 +21,7 @@ use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 use crate::context::Gpu;
 use crate::device_set::DeviceSet;
 use crate::exact::{self, Sides};
+use crate::graph::cyclic_share;
 use crate::knn::{self, Raw};
 use crate::prepare::{vectors, Plan};
 use crate::{range, shard, strings, to_result, CudaEngine, CudaOptions, PartialGraph};
@@ -89,8 +90,11 @@ impl MultiGpu {
                 .enumerate()
                 .map(|(g, e)| {
                     s.spawn(move || {
+                        let mut t = Instant::now();
                         let gpu = e.lock()?;
-                        f(g, e, &gpu)
+                        let r = f(g, e, &gpu);
+                        crate::trace(&format!("GPU thread {g} (cuda:{})", e.device), &mut t);
+                        r
                     })
                 })
                 .collect();
@@ -190,15 +194,6 @@ impl MultiGpu {
             }
         }
         Ok(out)
-    }
-}
-
-/// Tile pair (I, J), I ≤ J, of an `nt`-tile triangle goes to GPU (row-major index mod `gpus`):
-/// neighbouring pairs cost the same, so dealing them in turn balances the GPUs.
-fn dealt(nt: usize, gpus: usize, g: usize) -> impl Fn(usize, usize) -> bool + Sync {
-    move |i, j| {
-        let index = i * nt - i * i.saturating_sub(1) / 2 + (j - i);
-        index % gpus == g
     }
 }
 
@@ -330,7 +325,8 @@ impl Engine for MultiGpu {
                 let t = Instant::now();
                 let ddev = DeviceSet::new(gpu, &plan, set)?;
                 let upload = t.elapsed();
-                let part = e.graph_lists(gpu, &plan, &ddev, set, k, edge, &dealt(nt, gpus, g))?;
+                let part =
+                    e.graph_lists(gpu, &plan, &ddev, set, k, edge, &cyclic_share(nt, gpus, g))?;
                 // Only the first GPU's copy is needed after this (to finish).
                 Ok((part, (g == 0).then_some(ddev), upload))
             });
@@ -348,31 +344,5 @@ impl Engine for MultiGpu {
         let gpu = first.lock()?;
         let rows = first.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
         Ok(to_result(rows, k, metric, stats))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every tile pair of the triangle goes to exactly one GPU, and the counts differ by one
-    /// at most.
-    #[test]
-    fn dealing_covers_the_triangle_once_and_evenly() {
-        for nt in 1..30 {
-            for gpus in 1..6 {
-                let owners: Vec<_> = (0..gpus).map(|g| dealt(nt, gpus, g)).collect();
-                let mut counts = vec![0usize; gpus];
-                for i in 0..nt {
-                    for j in i..nt {
-                        let who: Vec<usize> = (0..gpus).filter(|&g| owners[g](i, j)).collect();
-                        assert_eq!(who.len(), 1, "nt={nt} gpus={gpus} ({i},{j})");
-                        counts[who[0]] += 1;
-                    }
-                }
-                let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
-                assert!(hi - lo <= 1, "{counts:?}");
-            }
-        }
     }
 }

@@ -23,7 +23,7 @@ use voisin::{Error, Metric, Result, Stats};
 
 use crate::context::{dev, Gpu};
 use crate::device_set::DeviceSet;
-use crate::knn::Raw;
+use crate::knn::{Budget, Raw};
 use crate::prepare::Plan;
 use crate::{exact, range, shard, CudaEngine, Select};
 
@@ -201,10 +201,13 @@ impl CudaEngine {
         max_norm: &mut f64,
     ) -> Result<Vec<Raw>> {
         let rows = self.rows_per_shard(gpu, plan, qdev.n, kp)?;
+        // Measured before the shards arrive (measuring synchronises the whole context, the
+        // loader's stream too); the shards take at most half of the memory seen here.
+        let bytes = self.budget(gpu)?.bytes;
         let mut acc: Vec<Raw> = (0..qdev.n).map(|_| Raw::done()).collect();
         for_each_shard(gpu, plan, bset, rows, |base, r| {
             *max_norm = max_norm.max(base.max_norm());
-            let mut raws = self.shrinking(self.budget(gpu)?, |b| {
+            let mut raws = self.shrinking(Budget { bytes }, |b| {
                 crate::knn::candidates(gpu, plan, base, qdev, kp, sel, b)
             })?;
             shard::offset(&mut raws, r.start);
@@ -273,10 +276,11 @@ impl CudaEngine {
         let t = Instant::now();
         let qdev = DeviceSet::new(gpu, plan, qset)?;
         let rows = self.rows_per_shard(gpu, plan, qset.len(), 1)?;
+        let bytes = self.budget(gpu)?.bytes;
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); qset.len()];
         for_each_shard(gpu, plan, bset, rows, |base, r| {
             let thr = range::thresholds(plan, metric, radius, &qdev.norm, base.max_norm());
-            let (offsets, ids) = self.shrinking(self.budget(gpu)?, |b| {
+            let (offsets, ids) = self.shrinking(Budget { bytes }, |b| {
                 range::candidates(gpu, plan, base, &qdev, &thr, b)
             })?;
             let start = r.start as u32;
