@@ -10,7 +10,7 @@
 //! GPU 0): the path an MPI rank per GPU would take, timed end to end from the spawn.
 //!
 //! usage: multi_bench [--graph 2000000] [--base 4000000] [--queries 10000] [--dim 128]
-//!                    [--gpus 1,2,4] [--reps 3]
+//!                    [--gpus 1,2,4] [--reps 3] [--one-device]
 //!        multi_bench --child G --of N --edge E --graph N --dim D --out FILE   (internal)
 
 use std::time::Instant;
@@ -29,6 +29,8 @@ struct Args {
     dim: usize,
     gpus: Vec<usize>,
     reps: usize,
+    /// Every engine on GPU 0 (`--one-device`): the host side of N GPUs on a one-GPU machine.
+    one_device: bool,
 }
 
 fn parse() -> Args {
@@ -40,8 +42,11 @@ fn parse() -> Args {
         dim: 128,
         gpus: vec![1, 2, 4],
         reps: 3,
+        one_device: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    let argv: Vec<String> = argv.into_iter().filter(|a| a != "--one-device").collect();
+    a.one_device = argv.len() < std::env::args().count() - 1;
     for pair in argv.chunks(2) {
         let v = pair.get(1).map(String::as_str).unwrap_or("");
         let num = || v.parse::<usize>().expect("a number");
@@ -139,7 +144,12 @@ fn main() {
         return;
     }
     let avail = voisin_cuda::device_count();
-    let counts: Vec<usize> = a.gpus.iter().copied().filter(|&g| g <= avail).collect();
+    let counts: Vec<usize> = a
+        .gpus
+        .iter()
+        .copied()
+        .filter(|&g| g <= avail || a.one_device)
+        .collect();
     eprintln!("{avail} GPU(s); running on {counts:?}");
     let t = Instant::now();
     let base = data(a.base, a.dim, 1);
@@ -157,7 +167,7 @@ fn main() {
     let mut first: [Option<KnnResult>; 2] = [None, None];
     let mut agree = true;
     for &g in &counts {
-        let devices: Vec<usize> = (0..g).collect();
+        let devices: Vec<usize> = (0..g).map(|d| if a.one_device { 0 } else { d }).collect();
         let engine = MultiGpu::new(&devices).expect("CUDA GPUs");
         // Warm-up: module load and cuBLAS initialisation on every GPU stay out of the numbers.
         engine.knn(&small, &small, 10, &m).unwrap();
@@ -212,7 +222,7 @@ fn main() {
     if let Some(gset) = &gset {
         let finisher = CudaEngine::new(0).expect("a CUDA GPU");
         finisher.graph(&small, 10, &m).unwrap();
-        for &g in counts.iter().filter(|&&g| g > 1) {
+        for &g in counts.iter().filter(|&&g| g > 1 && !a.one_device) {
             let t = Instant::now();
             let r = graph_by_processes(&a, gset, g, &finisher);
             let secs = t.elapsed().as_secs_f64();

@@ -20,9 +20,8 @@ use crate::prepare::Plan;
 use crate::select::{self, list_size, Select, TileAt};
 use crate::tile;
 
-/// What the device selected for one query (public as the lists of a `PartialGraph`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Raw {
+/// What the device selected for one query.
+pub(crate) struct Raw {
     /// (approximate key, index), any order; no empty slots.
     pub cands: Vec<(f32, u32)>,
     /// Every eligible item is among `cands`: nothing to prove.

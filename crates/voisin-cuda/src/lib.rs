@@ -8,7 +8,9 @@
 //!
 //! Layout (after FAISS): `kernels/*.cu` hold the device primitives; each `src/` file holds one
 //! host-side step: `context` (driver, cuBLAS, NVRTC), `prepare` (per-metric plans and bounds),
-//! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`.
+//! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`; `shard`
+//! (merging shards' candidate lists), `stream` (bases larger than the GPU), `multi` (several
+//! GPUs).
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.
@@ -27,10 +29,15 @@
 //! ```
 //!
 //! Strings under levenshtein: range search runs a bit-parallel kernel (`strings`); k-NN and
-//! graphs on strings are not on this engine yet (a clear [`Error::InvalidInput`]). Not yet on
-//! this engine either: custom
-//! metrics, and data sets larger than the GPU's memory (the base must fit twice: raw rows for
-//! exact keys and prepared rows for the tiles).
+//! graphs on strings are not on this engine yet (a clear [`Error::InvalidInput`]), nor are
+//! custom metrics.
+//!
+//! Scale (SPEC §2): a search base that does not fit in the GPU's free memory (or under
+//! [`CudaOptions::device_memory`]) is streamed through in shards (`stream`), with exact keys
+//! on the host; an allocation that fails halves the working set and goes on. [`MultiGpu`]
+//! runs on several GPUs of one host (`multi`, `shard`); [`CudaEngine::graph_tiles`],
+//! [`PartialGraph::merge`] and [`CudaEngine::graph_finish`] split one graph between processes
+//! (e.g. MPI ranks, one GPU each). A graph's set must still fit on each GPU.
 
 mod context;
 mod device_set;
@@ -58,14 +65,14 @@ use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 pub use context::{device_count, gpu_available};
 pub use graph::{cyclic_share, PartialGraph, TileOwner};
-pub use knn::Raw;
 pub use multi::MultiGpu;
 pub use select::Select;
 
 use context::Gpu;
 use device_set::DeviceSet;
 use exact::Sides;
-use knn::Budget;
+use graph::Lists;
+use knn::{Budget, Raw};
 use prepare::{vectors, Plan};
 
 /// How the CUDA engine runs.
@@ -435,13 +442,12 @@ impl CudaEngine {
         }
         let gpu = self.lock()?;
         if k == 0 {
-            return Ok(PartialGraph {
-                n: set.len(),
+            return Ok(PartialGraph::new(
+                set.len(),
                 k,
-                list_len: 0,
-                lists: (0..set.len()).map(|_| Raw::done()).collect(),
-                distance_evals: 0,
-            });
+                Lists::done(set.len(), 0),
+                0,
+            ));
         }
         let plan = Plan::new(metric, set);
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
@@ -457,7 +463,7 @@ impl CudaEngine {
         part: PartialGraph,
     ) -> Result<KnnResult> {
         let (set, k) = graph_input(data, part.k, metric)?;
-        if part.n != set.len() || part.lists.len() != set.len() || k != part.k {
+        if part.n != set.len() || part.lists.complete.len() != set.len() || k != part.k {
             return Err(Error::invalid("graph share does not match the data"));
         }
         let gpu = self.lock()?;
@@ -489,7 +495,7 @@ impl CudaEngine {
         let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
         // The symmetric schedule needs the block kernel's running lists; radix selection works
         // on whole rows, so it runs tile rows of the set against the whole set.
-        let (lists, list_len, evals) = match self.opts.select.resolve(kp)? {
+        let (lists, evals) = match self.opts.select.resolve(kp)? {
             Select::Block => {
                 let evals = (0..nt)
                     .flat_map(|i| (i..nt).map(move |j| (i, j)))
@@ -499,12 +505,12 @@ impl CudaEngine {
                 // Small lists are padded to the column kernel's size so the column candidates
                 // are read in place (kernels/select_cols.cu) instead of through a transpose.
                 let kp = kp.max(select::COLS_KP);
-                let raws = graph::symmetric_candidates(gpu, plan, ddev, kp, tile, owns)?;
-                (raws, kp, evals)
+                let lists = graph::symmetric_candidates(gpu, plan, ddev, kp, tile, owns)?;
+                (lists, evals)
             }
             sel => {
                 let kp = (kp + 1).min(n);
-                let mut lists: Vec<Raw> = (0..n).map(|_| Raw::done()).collect();
+                let mut lists = Lists::done(n, kp);
                 let mut evals = 0;
                 for it in (0..nt).filter(|&it| owns(it, it)) {
                     let rows = it * tile..it * tile + size(it);
@@ -513,20 +519,14 @@ impl CudaEngine {
                         knn::candidates(gpu, plan, ddev, &sub, kp, sel, b)
                     })?;
                     evals += (rows.len() * n) as u64;
-                    for (slot, raw) in lists[rows].iter_mut().zip(raws) {
-                        *slot = raw;
+                    for (r, raw) in rows.zip(raws) {
+                        lists.set(r, raw);
                     }
                 }
-                (lists, kp, evals)
+                (lists, evals)
             }
         };
-        Ok(PartialGraph {
-            n,
-            k,
-            list_len,
-            lists,
-            distance_evals: evals,
-        })
+        Ok(PartialGraph::new(n, k, lists, evals))
     }
 
     /// The graph's prove-widen-re-rank step on a set already on this GPU.
@@ -542,7 +542,8 @@ impl CudaEngine {
         stats: &mut Stats,
     ) -> Result<Vec<Vec<(f64, u32)>>> {
         stats.distance_evals += part.distance_evals;
-        let kp = knn::first_list(part.k);
+        let k = part.k;
+        let kp = knn::first_list(k);
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
             let sub = DeviceSet::gather(gpu, plan, set, ids)?;
             self.shrinking(self.budget(gpu)?, |b| {
@@ -561,8 +562,8 @@ impl CudaEngine {
             plan,
             &ddev.norm,
             ddev.max_norm(),
-            part.k,
-            part.lists,
+            k,
+            part.into_raws(),
             &self_of,
             set.len(),
             kp,

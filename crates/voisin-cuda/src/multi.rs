@@ -154,7 +154,7 @@ impl MultiGpu {
             shard::offset(&mut raws, s.rows.start);
             Ok(raws)
         })?;
-        Ok(shard::merge(parts, kp))
+        Ok(shard::merge(&parts, kp))
     }
 
     /// Exact keys of [query, global base index] pairs, each on the GPU that holds the row.

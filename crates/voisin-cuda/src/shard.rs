@@ -50,23 +50,33 @@ pub(crate) fn offset(raws: &mut [Raw], by: usize) {
         .for_each(|r| r.cands.iter_mut().for_each(|c| c.1 += by));
 }
 
-/// Merges one query's lists from several shards (indices already global, shards disjoint).
-pub(crate) fn merge_one(lists: Vec<Raw>, cap: usize) -> Raw {
-    let cut = lists
-        .iter()
-        .filter(|r| !r.complete)
-        .filter_map(|r| r.cands.iter().map(|c| c.0).reduce(f32::max))
-        .reduce(f32::min);
+/// Merges one query's (or item's) lists from several shards, indices already global and the
+/// shards disjoint: each list is its entries and whether it is complete. The result is sorted
+/// by (key, index), at most `cap` long.
+pub(crate) fn merge_lists<L, E>(lists: L, cap: usize) -> Raw
+where
+    L: IntoIterator<Item = (E, bool)>,
+    E: IntoIterator<Item = (f32, u32)>,
+{
+    let mut cands: Vec<(f32, u32)> = Vec::new();
+    let mut cut: Option<f32> = None;
+    let mut complete = true;
     // An incomplete list with nothing kept says nothing about the items it left out, so no
     // other item can be kept: its barrier is -inf.
-    let empty_incomplete = lists.iter().any(|r| !r.complete && r.cands.is_empty());
-    let mut complete = lists.iter().all(|r| r.complete);
-    let mut cands: Vec<(f32, u32)> = Vec::with_capacity(lists.iter().map(|r| r.cands.len()).sum());
-    for r in lists {
-        cands.extend(r.cands);
+    let mut blocked = false;
+    for (entries, whole) in lists {
+        let start = cands.len();
+        cands.extend(entries);
+        if !whole {
+            complete = false;
+            match cands[start..].iter().map(|c| c.0).reduce(f32::max) {
+                Some(m) => cut = Some(cut.map_or(m, |c| c.min(m))),
+                None => blocked = true,
+            }
+        }
     }
     let before = cands.len();
-    if empty_incomplete {
+    if blocked {
         cands.clear();
     } else if let Some(cut) = cut {
         cands.retain(|c| c.0 <= cut);
@@ -78,19 +88,23 @@ pub(crate) fn merge_one(lists: Vec<Raw>, cap: usize) -> Raw {
 }
 
 /// Merges per-shard results query by query: `parts[s][q]` is shard `s`'s list for query `q`.
-pub(crate) fn merge(parts: Vec<Vec<Raw>>, cap: usize) -> Vec<Raw> {
-    let mut parts = parts.into_iter();
-    let Some(first) = parts.next() else {
-        return Vec::new();
-    };
-    let mut rows: Vec<Vec<Raw>> = first.into_iter().map(|r| vec![r]).collect();
-    for part in parts {
-        assert_eq!(part.len(), rows.len(), "shards answer the same queries");
-        rows.par_iter_mut()
-            .zip(part.into_par_iter())
-            .for_each(|(row, r)| row.push(r));
-    }
-    rows.into_par_iter().map(|l| merge_one(l, cap)).collect()
+pub(crate) fn merge(parts: &[Vec<Raw>], cap: usize) -> Vec<Raw> {
+    let nq = parts.first().map_or(0, Vec::len);
+    assert!(
+        parts.iter().all(|p| p.len() == nq),
+        "shards answer the same queries"
+    );
+    (0..nq)
+        .into_par_iter()
+        .map(|q| {
+            merge_lists(
+                parts
+                    .iter()
+                    .map(|p| (p[q].cands.iter().copied(), p[q].complete)),
+                cap,
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -147,7 +161,22 @@ mod tests {
                     shard_list(&mut rng, &keys[r.clone()], kp)
                 })
                 .collect();
-            let m = merge_one(lists, cap);
+            let m = merge_lists(
+                lists.iter().map(|r| (r.cands.iter().copied(), r.complete)),
+                cap,
+            );
+            // The per-query form gives the same list.
+            let parts: Vec<Vec<Raw>> = lists
+                .iter()
+                .map(|r| {
+                    vec![Raw {
+                        cands: r.cands.clone(),
+                        complete: r.complete,
+                    }]
+                })
+                .collect();
+            let again = merge(&parts, cap);
+            assert_eq!((&again[0].cands, again[0].complete), (&m.cands, m.complete));
             assert!(m.cands.len() <= cap);
             assert!(m.cands.windows(2).all(|w| w[0].0 <= w[1].0));
             let mut seen: Vec<u32> = m.cands.iter().map(|c| c.1).collect();

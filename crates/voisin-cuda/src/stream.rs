@@ -211,7 +211,7 @@ impl CudaEngine {
                 crate::knn::candidates(gpu, plan, base, qdev, kp, sel, b)
             })?;
             shard::offset(&mut raws, r.start);
-            acc = shard::merge(vec![std::mem::take(&mut acc), raws], kp);
+            acc = shard::merge(&[std::mem::take(&mut acc), raws], kp);
             self.streamed.fetch_add(1, Ordering::Relaxed);
             Ok(())
         })?;
