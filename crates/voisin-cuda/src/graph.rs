@@ -220,7 +220,7 @@ impl Lists {
     /// Puts item `r`'s list (at most `width` entries).
     pub fn set(&mut self, r: usize, raw: Raw) {
         let w = self.width;
-        debug_assert!(raw.cands.len() <= w);
+        assert!(raw.cands.len() <= w, "a list longer than its slots");
         for (slot, (k, i)) in raw.cands.into_iter().enumerate() {
             self.keys[r * w + slot] = k;
             self.ids[r * w + slot] = i;

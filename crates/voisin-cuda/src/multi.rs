@@ -288,12 +288,7 @@ impl Engine for MultiGpu {
                     .collect()
             })
             .collect();
-        let mut offsets = Vec::with_capacity(lists.len() + 1);
-        offsets.push(0);
-        for l in &lists {
-            offsets.push(offsets.last().copied().unwrap_or(0) + l.len());
-        }
-        let ids: Vec<u32> = lists.concat();
+        let (offsets, ids) = range::csr(&lists);
         let pairs = range::pairs(&offsets, &ids);
         let keys = self.exact(metric, bset, qset, &shards, &pairs)?;
         let rows = range::exact_rows(metric, radius, &offsets, &ids, &keys);

@@ -139,6 +139,16 @@ pub(crate) fn thresholds(
         .collect()
 }
 
+/// Per-query candidate lists as CSR offsets and indices.
+pub(crate) fn csr(lists: &[Vec<u32>]) -> (Vec<usize>, Vec<u32>) {
+    let mut offsets = Vec::with_capacity(lists.len() + 1);
+    offsets.push(0);
+    for l in lists {
+        offsets.push(offsets.last().copied().unwrap_or(0) + l.len());
+    }
+    (offsets, lists.concat())
+}
+
 /// The [query, base index] pairs of CSR candidates.
 pub(crate) fn pairs(offsets: &[usize], ids: &[u32]) -> Vec<[u32; 2]> {
     (0..offsets.len().saturating_sub(1))

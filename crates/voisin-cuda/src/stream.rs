@@ -293,12 +293,7 @@ impl CudaEngine {
         stats.compute += t.elapsed();
         stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
         let t = Instant::now();
-        let mut offsets = Vec::with_capacity(lists.len() + 1);
-        offsets.push(0);
-        for l in &lists {
-            offsets.push(offsets.last().copied().unwrap_or(0) + l.len());
-        }
-        let ids = lists.concat();
+        let (offsets, ids) = range::csr(&lists);
         let pairs = range::pairs(&offsets, &ids);
         let keys = exact::host_keys(metric, bset, qset, &pairs);
         stats.exact_evals += pairs.len() as u64;
