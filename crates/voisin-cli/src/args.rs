@@ -174,10 +174,43 @@ pub struct RunOpts {
     /// wider error bound and exact re-ranking). The CPU ignores it.
     #[arg(long, value_name = "P", default_value = "fp32", value_parser = parse_precision)]
     pub precision: voisin_cuda::Precision,
+    /// GPUs to use: all, a count N (the first N), or ordinals such as 0,2 (default: GPU 0).
+    #[arg(long, value_name = "G", value_parser = parse_gpus)]
+    pub gpus: Option<GpuList>,
 
     /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
     #[arg(long, value_name = "F")]
     pub out: Option<PathBuf>,
+}
+
+/// Which GPUs `--gpus` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GpuList {
+    /// Every GPU the driver sees.
+    All,
+    /// The first N.
+    Count(usize),
+    /// These ordinals, in this order (repeats allowed: two engines share that GPU).
+    Ordinals(Vec<usize>),
+}
+
+fn parse_gpus(text: &str) -> Result<GpuList, String> {
+    let t = text.trim();
+    let bad = || format!("'{text}' is not all, a GPU count or a list of GPU ordinals like 0,2");
+    if t.eq_ignore_ascii_case("all") {
+        return Ok(GpuList::All);
+    }
+    if !t.contains(',') {
+        return match t.parse::<usize>() {
+            Ok(0) => Err("a GPU count must be at least 1".into()),
+            Ok(n) => Ok(GpuList::Count(n)),
+            Err(_) => Err(bad()),
+        };
+    }
+    t.split(',')
+        .map(|p| p.trim().parse::<usize>().map_err(|_| bad()))
+        .collect::<Result<Vec<_>, _>>()
+        .map(GpuList::Ordinals)
 }
 
 /// The two sets that knn and range compare.
@@ -251,6 +284,17 @@ fn parse_precision(text: &str) -> Result<voisin_cuda::Precision, String> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn gpu_lists_parse() {
+        assert_eq!(parse_gpus("all"), Ok(GpuList::All));
+        assert_eq!(parse_gpus("2"), Ok(GpuList::Count(2)));
+        assert_eq!(parse_gpus("0,2"), Ok(GpuList::Ordinals(vec![0, 2])));
+        assert_eq!(parse_gpus("1,1"), Ok(GpuList::Ordinals(vec![1, 1])));
+        for bad in ["0", "", "two", "0,,1", "-1", "1,x"] {
+            assert!(parse_gpus(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn declaration_is_consistent() {

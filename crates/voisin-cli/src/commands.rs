@@ -144,6 +144,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         progress: progress.callback(),
         select: run.select,
         precision: run.precision,
+        gpus: run.gpus.clone(),
     };
     // Checkpoints are the CPU engine's; it is built here because the Engine trait has none.
     let checkpointing = match task.checkpoint() {

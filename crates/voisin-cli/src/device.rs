@@ -9,9 +9,9 @@
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::ProgressFn;
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult};
-use voisin_cuda::{CudaEngine, CudaOptions, Precision, Select};
+use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, Precision, Select};
 
-use crate::args::DeviceChoice;
+use crate::args::{DeviceChoice, GpuList};
 use crate::error::CliError;
 
 /// What every engine is built from.
@@ -24,6 +24,8 @@ pub struct EngineConfig {
     pub select: Select,
     /// GPU distance arithmetic (`--precision`); the CPU engine ignores it.
     pub precision: Precision,
+    /// GPUs for the CUDA engine (`--gpus`; default GPU 0); the CPU engine ignores it.
+    pub gpus: Option<GpuList>,
 }
 
 /// The engine for a `--device` choice.
@@ -53,7 +55,26 @@ fn cpu_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
     Ok(Box::new(engine))
 }
 
-/// The CUDA engine on GPU 0; a missing driver or device is a device error (exit 1).
+/// The GPU ordinals `--gpus` names; more than the machine has is a device error (exit 1).
+fn ordinals(gpus: &Option<GpuList>) -> Result<Vec<usize>, CliError> {
+    let found = voisin_cuda::device_count();
+    let list = match gpus {
+        None => vec![0],
+        Some(GpuList::All) => (0..found.max(1)).collect(),
+        Some(GpuList::Count(n)) if *n > found => {
+            let e = voisin::Error::device(format!(
+                "cuda: --gpus {n} asks for more GPUs than the {found} found"
+            ));
+            return Err(CliError::core(e, None));
+        }
+        Some(GpuList::Count(n)) => (0..*n).collect(),
+        Some(GpuList::Ordinals(v)) => v.clone(),
+    };
+    Ok(list)
+}
+
+/// The CUDA engine on the `--gpus` devices (GPU 0 by default); a missing driver or device is
+/// a device error (exit 1).
 fn cuda_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
     let mut opts = CudaOptions {
         select: config.select,
@@ -63,8 +84,14 @@ fn cuda_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
     if let Some(bytes) = config.memory_budget {
         opts.tile_bytes = bytes;
     }
-    let engine = CudaEngine::with_options(0, opts).map_err(|e| CliError::core(e, None))?;
-    Ok(Box::new(engine))
+    let devices = ordinals(&config.gpus)?;
+    let engine: Box<dyn Engine> = match devices[..] {
+        [one] => {
+            Box::new(CudaEngine::with_options(one, opts).map_err(|e| CliError::core(e, None))?)
+        }
+        _ => Box::new(MultiGpu::with_options(&devices, opts).map_err(|e| CliError::core(e, None))?),
+    };
+    Ok(engine)
 }
 
 /// `auto` with a GPU: what the CUDA engine handles goes to the GPU, the rest to the CPU.

@@ -631,6 +631,36 @@ fn unknown_device() {
 }
 
 #[test]
+fn bad_gpu_lists() {
+    let s = scratch();
+    for (value, needle) in [
+        (
+            "two",
+            "'two' is not all, a GPU count or a list of GPU ordinals",
+        ),
+        ("0", "a GPU count must be at least 1"),
+        ("0,,1", "'0,,1' is not all"),
+    ] {
+        expect_bad(
+            &s,
+            &[
+                "graph",
+                "--input",
+                "good.fvecs",
+                "-k",
+                "1",
+                "--gpus",
+                value,
+                "--out",
+                "out.tsv",
+            ],
+            "",
+            &["--gpus", needle],
+        );
+    }
+}
+
+#[test]
 fn unknown_nan_policy() {
     let s = scratch();
     expect_bad(

@@ -52,6 +52,14 @@ pub fn gpu_available() -> bool {
     missing_library().is_none() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
 }
 
+/// How many CUDA devices the driver sees (0 without CUDA). Never panics.
+pub fn device_count() -> usize {
+    if missing_library().is_some() {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+}
+
 /// The first CUDA library that cannot be loaded, if any.
 fn missing_library() -> Option<&'static str> {
     // SAFETY: these only try to dlopen the libraries.
@@ -72,6 +80,12 @@ fn missing_library() -> Option<&'static str> {
 /// Maps any CUDA-side error to the engine's device error with what was being done.
 pub(crate) fn dev<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> Error {
     move |e| Error::device(format!("cuda: {what} failed: {e:?}"))
+}
+
+/// Whether an error is the device running out of memory (the only failure worth a retry
+/// with a smaller working set).
+pub(crate) fn is_oom(e: &Error) -> bool {
+    e.to_string().contains("OUT_OF_MEMORY")
 }
 
 /// The NVRTC output, shared by every context of the process.
@@ -319,8 +333,36 @@ impl Gpu {
         Ok(())
     }
 
-    /// Free device memory in bytes.
+    /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size.
+    pub fn ballast(&self, cap: usize) -> Result<Option<CudaSlice<u8>>> {
+        let free = self.free_memory()?;
+        if free <= cap {
+            return Ok(None);
+        }
+        // SAFETY: never read or written.
+        let b =
+            unsafe { self.stream.alloc::<u8>(free - cap) }.map_err(dev("allocating ballast"))?;
+        self.stream
+            .synchronize()
+            .map_err(dev("allocating ballast"))?;
+        Ok(Some(b))
+    }
+
+    /// Free device memory in bytes. Memory this process freed but the stream-ordered pool
+    /// still holds is released first: otherwise it reads as used until some later
+    /// synchronisation, and then a ballast or a fit check measured against it is wrong.
     pub fn free_memory(&self) -> Result<usize> {
+        self.ctx.synchronize().map_err(dev("synchronising"))?;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: plain queries on this context's device; a failure only skips the trim.
+        unsafe {
+            use cudarc::driver::sys;
+            if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
+                == sys::CUresult::CUDA_SUCCESS
+            {
+                let _ = sys::cuMemPoolTrimTo(pool, 0);
+            }
+        }
         Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0)
     }
 }

@@ -3,6 +3,8 @@
 //!
 //! Owns uploading and preparing one set of rows; knows nothing about tiling or selection.
 
+use std::ops::Range;
+
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::data::VectorSet;
 use voisin::Result;
@@ -29,6 +31,12 @@ impl DeviceSet {
         Self::from_raw(gpu, plan, &set.rows_f32(0, set.len()), set.len())
     }
 
+    /// Uploads the rows `range` of `set` (one shard of the base).
+    pub fn range(gpu: &Gpu, plan: &Plan, set: &VectorSet, range: Range<usize>) -> Result<Self> {
+        let n = range.len();
+        Self::from_raw(gpu, plan, &set.rows_f32(range.start, range.end), n)
+    }
+
     /// Uploads the rows `ids` of `set`, in that order (a widening pass over some queries).
     pub fn gather(gpu: &Gpu, plan: &Plan, set: &VectorSet, ids: &[usize]) -> Result<Self> {
         let mut v = Vec::with_capacity(ids.len() * plan.dim);
@@ -39,8 +47,13 @@ impl DeviceSet {
     }
 
     fn from_raw(gpu: &Gpu, plan: &Plan, raw: &[f32], n: usize) -> Result<Self> {
+        Self::prepare(gpu, plan, gpu.upload(raw)?, n)
+    }
+
+    /// Prepares `n` rows already on the device (at least n × dim values in `raw`); the work is
+    /// queued on the engine's stream, which must first wait for whatever wrote `raw`.
+    pub fn prepare(gpu: &Gpu, plan: &Plan, raw: CudaSlice<f32>, n: usize) -> Result<Self> {
         let d = plan.dim;
-        let raw = gpu.upload(raw)?;
         let stream = &gpu.stream;
         // SAFETY: prepare_rows writes every value of the first n rows and norms.
         let mut rows = unsafe { stream.alloc::<f32>((n * d).max(1)) }.map_err(dev("allocating"))?;

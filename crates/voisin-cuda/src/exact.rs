@@ -25,6 +25,33 @@ pub(crate) struct Sides<'a> {
     pub qdev: &'a DeviceSet,
 }
 
+/// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.
+pub(crate) fn device_code(metric: &Metric) -> Option<i32> {
+    match metric {
+        Metric::Euclidean | Metric::SqEuclidean => Some(0),
+        Metric::InnerProduct => Some(1),
+        Metric::Cosine => Some(2),
+        Metric::Correlation => Some(3),
+        Metric::Cityblock => Some(4),
+        Metric::Chebyshev => Some(5),
+        _ => None,
+    }
+}
+
+/// Exact keys of the pairs [query, base index] on the host, in parallel: for metrics the kernel
+/// does not cover and for bases whose raw rows are not on the device (streamed shards).
+pub(crate) fn host_keys(
+    metric: &Metric,
+    bset: &VectorSet,
+    qset: &VectorSet,
+    pairs: &[[u32; 2]],
+) -> Vec<f64> {
+    pairs
+        .par_iter()
+        .map(|&[q, b]| vector_key(metric, &bset.row_f32(b as usize), &qset.row_f32(q as usize)))
+        .collect()
+}
+
 /// Exact keys of the pairs [query, base index].
 pub(crate) fn keys(
     gpu: &Gpu,
@@ -32,25 +59,8 @@ pub(crate) fn keys(
     s: &Sides<'_>,
     pairs: &[[u32; 2]],
 ) -> Result<Vec<f64>> {
-    let code = match metric {
-        Metric::Euclidean | Metric::SqEuclidean => 0,
-        Metric::InnerProduct => 1,
-        Metric::Cosine => 2,
-        Metric::Correlation => 3,
-        Metric::Cityblock => 4,
-        Metric::Chebyshev => 5,
-        _ => {
-            return Ok(pairs
-                .par_iter()
-                .map(|&[q, b]| {
-                    vector_key(
-                        metric,
-                        &s.bset.row_f32(b as usize),
-                        &s.qset.row_f32(q as usize),
-                    )
-                })
-                .collect())
-        }
+    let Some(code) = device_code(metric) else {
+        return Ok(host_keys(metric, s.bset, s.qset, pairs));
     };
     // The start value of Rust's f64 Sum, which the kernel must use to match bit for bit.
     let zero: f64 = std::iter::empty::<f64>().sum();

@@ -6,31 +6,59 @@
 
 use cudarc::driver::CudaView;
 use rayon::prelude::*;
-use voisin::Result;
+use voisin::{Error, Result};
 
 use crate::context::{dev, Gpu};
 use crate::device_set::DeviceSet;
 use crate::knn::{Budget, Raw};
 use crate::prepare::Plan;
 use crate::select::{self, TileAt};
+use crate::shard;
 use crate::tile;
 
-/// Block-select candidates (`kp` per item, self excluded) for every item of `data`.
-pub(crate) fn symmetric_candidates(
-    gpu: &Gpu,
-    plan: &Plan,
-    data: &DeviceSet,
-    kp: usize,
-    budget: &Budget,
-) -> Result<Vec<Raw>> {
-    let (n, d) = (data.n, plan.dim);
-    // Square tiles within the budget: one, or two when the column candidates go through a
-    // transpose. Large tiles mean fewer, larger sgemm calls and launches (16384² is 1 GiB).
+/// Tile pairs queued ahead of the device: enough to keep it busy (each pair is milliseconds of
+/// work), few enough that the host never waits inside a launch on a full queue.
+const IN_FLIGHT: usize = 4;
+
+/// Which tile pairs (I, J), I ≤ J, of the triangle a caller computes.
+pub type TileOwner<'a> = dyn Fn(usize, usize) -> bool + Sync + 'a;
+
+/// The tile edge of the symmetric schedule for `n` items and lists of `kp` under `budget`:
+/// square tiles within the budget, one buffer or two when the column candidates go through a
+/// transpose. Large tiles mean fewer, larger sgemm calls and launches (16384² is 1 GiB).
+pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
     let bufs = if kp == select::COLS_KP { 1 } else { 2 };
     let mut t = 16384usize.min(n.max(1));
     while t > 64 && bufs * t * t * 4 > budget.bytes {
         t /= 2;
     }
+    t
+}
+
+/// Block-select candidates (`kp` per item, self excluded) for every item of `data`, from the
+/// tile pairs (I, J) of edge `t` with I ≤ J that `owns` accepts. An item's list covers the items
+/// of the owned pairs that hold it, and is complete when it holds all of them, so the lists of
+/// callers that split the triangle between them merge with [`PartialGraph::merge`].
+pub(crate) fn symmetric_candidates(
+    gpu: &Gpu,
+    plan: &Plan,
+    data: &DeviceSet,
+    kp: usize,
+    t: usize,
+    owns: &TileOwner<'_>,
+) -> Result<Lists> {
+    let (n, d) = (data.n, plan.dim);
+    let nt = n.div_ceil(t);
+    let size = |it: usize| ((it + 1) * t).min(n) - it * t;
+    // How many other items each tile row's lists see, for completeness.
+    let seen: Vec<usize> = (0..nt)
+        .map(|it| {
+            (0..nt)
+                .filter(|&jt| owns(it.min(jt), it.max(jt)))
+                .map(|jt| size(jt) - usize::from(jt == it))
+                .sum()
+        })
+        .collect();
     let stream = &gpu.stream;
     let alloc = |len: usize| unsafe { stream.alloc::<f32>(len.max(1)) }.map_err(dev("allocating"));
     let mut lv = alloc(n * kp)?;
@@ -38,7 +66,6 @@ pub(crate) fn symmetric_candidates(
     select::fill_lists(gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
     let mut tile_buf = alloc(t * t)?;
     let mut trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
-    let nt = n.div_ceil(t);
     // With VOISIN_CUDA_TRACE, the first row of tiles is timed step by step (synchronising
     // after each kernel) to split the graph's time between sgemm, selection and transpose.
     let probe = std::env::var_os("VOISIN_CUDA_TRACE").is_some();
@@ -51,13 +78,23 @@ pub(crate) fn symmetric_candidates(
         }
         Ok(())
     };
+    let mut queued: std::collections::VecDeque<cudarc::driver::CudaEvent> = Default::default();
     for it in 0..nt {
         let (i0, i1) = (it * t, ((it + 1) * t).min(n));
         let bi = data.block(i0, i1, d);
-        for jt in it..nt {
+        for jt in (it..nt).filter(|&jt| owns(it, jt)) {
             let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
             let bj = data.block(j0, j1, d);
             let (ni, nj) = (i1 - i0, j1 - j0);
+            if queued.len() >= IN_FLIGHT {
+                let e = queued.pop_front().expect("non-empty");
+                e.synchronize().map_err(dev("waiting for a tile"))?;
+            }
+            queued.push_back(
+                stream
+                    .record_event(None)
+                    .map_err(dev("recording an event"))?,
+            );
             let mut since = std::time::Instant::now();
             mark(it, 3, &mut since)?;
             tile::compute(gpu, plan, &bi, &bj, &mut tile_buf.slice_mut(..), nj)?;
@@ -133,19 +170,298 @@ pub(crate) fn symmetric_candidates(
             spent[2] * 1e3
         );
     }
-    let hv = gpu.download(&lv.slice(..))?;
-    let hi = gpu.download(&li.slice(..))?;
-    Ok((0..n)
-        .into_par_iter()
-        .map(|r| {
-            let cands: Vec<(f32, u32)> = (r * kp..(r + 1) * kp)
-                .filter(|&j| hi[j] != u32::MAX)
-                .map(|j| (hv[j], hi[j]))
-                .collect();
-            Raw {
-                complete: cands.len() + 1 >= n,
-                cands,
+    let mut keys = gpu.download(&lv.slice(..))?;
+    let mut ids = gpu.download(&li.slice(..))?;
+    keys.truncate(n * kp);
+    ids.truncate(n * kp);
+    let complete = ids
+        .par_chunks(kp)
+        .enumerate()
+        .map(|(r, row)| row.iter().filter(|&&i| i != u32::MAX).count() >= seen[r / t])
+        .collect();
+    Ok(Lists {
+        width: kp,
+        keys,
+        ids,
+        complete,
+    })
+}
+
+/// Candidate lists of every item, flat: `width` slots per item, a slot with index `u32::MAX`
+/// empty. The form the device writes and a process can send as it is.
+pub(crate) struct Lists {
+    pub width: usize,
+    pub keys: Vec<f32>,
+    pub ids: Vec<u32>,
+    pub complete: Vec<bool>,
+}
+
+impl Lists {
+    /// Item `r`'s entries.
+    fn entries(&self, r: usize) -> impl Iterator<Item = (f32, u32)> + '_ {
+        let at = r * self.width..(r + 1) * self.width;
+        self.keys[at.clone()]
+            .iter()
+            .zip(&self.ids[at])
+            .filter(|e| *e.1 != u32::MAX)
+            .map(|(&k, &i)| (k, i))
+    }
+
+    /// `n` items whose lists are all empty and complete (computed elsewhere).
+    pub fn done(n: usize, width: usize) -> Lists {
+        Lists {
+            width,
+            keys: vec![f32::INFINITY; n * width],
+            ids: vec![u32::MAX; n * width],
+            complete: vec![true; n],
+        }
+    }
+
+    /// Puts item `r`'s list (at most `width` entries).
+    pub fn set(&mut self, r: usize, raw: Raw) {
+        let w = self.width;
+        assert!(raw.cands.len() <= w, "a list longer than its slots");
+        for (slot, (k, i)) in raw.cands.into_iter().enumerate() {
+            self.keys[r * w + slot] = k;
+            self.ids[r * w + slot] = i;
+        }
+        self.complete[r] = raw.complete;
+    }
+
+    /// One list per item, for the proof.
+    fn into_raws(self) -> Vec<Raw> {
+        (0..self.complete.len())
+            .into_par_iter()
+            .map(|r| Raw {
+                cands: self.entries(r).collect(),
+                complete: self.complete[r],
+            })
+            .collect()
+    }
+
+    /// Merges lists of the same items from shards that saw disjoint items, `width` at most
+    /// per item.
+    fn merge(parts: &[Lists], width: usize) -> Lists {
+        let n = parts.first().map_or(0, |p| p.complete.len());
+        let mut out = Lists::done(n, width);
+        out.keys
+            .par_chunks_mut(width.max(1))
+            .zip(out.ids.par_chunks_mut(width.max(1)))
+            .zip(out.complete.par_iter_mut())
+            .enumerate()
+            .for_each(|(r, ((keys, ids), complete))| {
+                let m =
+                    shard::merge_lists(parts.iter().map(|p| (p.entries(r), p.complete[r])), width);
+                for (slot, (k, i)) in m.cands.into_iter().enumerate() {
+                    keys[slot] = k;
+                    ids[slot] = i;
+                }
+                *complete = m.complete;
+            });
+        out
+    }
+}
+
+/// One share of a k-NN graph: for every item, candidates from the tile pairs one GPU (or one
+/// MPI rank's GPU) computed. Shares of callers that split the triangle between them merge with
+/// [`PartialGraph::merge`]; `CudaEngine::graph_finish` turns the merged share into the graph.
+///
+/// The lists hold approximate f32 keys under a contract (every item that a list's tile pairs
+/// hold but the list left out has a key at least the list's largest, unless the list is
+/// complete), so a share travels between processes as plain numbers
+/// ([`PartialGraph::to_bytes`]).
+pub struct PartialGraph {
+    /// Items of the set.
+    pub n: usize,
+    /// Neighbours asked for.
+    pub k: usize,
+    /// Approximate distances computed for this share.
+    pub distance_evals: u64,
+    pub(crate) lists: Lists,
+}
+
+impl PartialGraph {
+    pub(crate) fn new(n: usize, k: usize, lists: Lists, distance_evals: u64) -> PartialGraph {
+        PartialGraph {
+            n,
+            k,
+            distance_evals,
+            lists,
+        }
+    }
+
+    /// Merges the shares of callers that computed disjoint sets of tile pairs of the same data,
+    /// k and tile edge.
+    pub fn merge(parts: Vec<PartialGraph>) -> Result<PartialGraph> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::invalid("no graph shares to merge"))?;
+        let (n, k, width) = (first.n, first.k, first.lists.width);
+        if parts
+            .iter()
+            .any(|p| p.n != n || p.k != k || p.lists.width != width || p.lists.complete.len() != n)
+        {
+            return Err(Error::invalid(
+                "graph shares differ in size, k or list length",
+            ));
+        }
+        let distance_evals = parts.iter().map(|p| p.distance_evals).sum();
+        let lists: Vec<Lists> = parts.into_iter().map(|p| p.lists).collect();
+        let lists = if lists.len() == 1 {
+            lists.into_iter().next().expect("one")
+        } else {
+            Lists::merge(&lists, width)
+        };
+        Ok(PartialGraph::new(n, k, lists, distance_evals))
+    }
+
+    /// The lists for the proof.
+    pub(crate) fn into_raws(self) -> Vec<Raw> {
+        self.lists.into_raws()
+    }
+
+    /// The share as bytes, little-endian: n, k, the slots per item and the distance count as
+    /// u64; then n × slots keys (f32), n × slots indices (u32, u32::MAX for an empty slot) and
+    /// n complete flags (one byte each).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let l = &self.lists;
+        let mut out = Vec::with_capacity(32 + l.keys.len() * 8 + self.n);
+        for v in [self.n, self.k, l.width, self.distance_evals as usize] {
+            out.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+        out.extend(l.keys.iter().flat_map(|k| k.to_le_bytes()));
+        out.extend(l.ids.iter().flat_map(|i| i.to_le_bytes()));
+        out.extend(l.complete.iter().map(|&c| u8::from(c)));
+        out
+    }
+
+    /// Reads what [`PartialGraph::to_bytes`] wrote; a clear error on a short or malformed buffer.
+    pub fn from_bytes(b: &[u8]) -> Result<PartialGraph> {
+        let bad = || Error::invalid("graph share: truncated or malformed bytes");
+        let word = |i: usize| -> Result<usize> {
+            let s = b.get(i * 8..i * 8 + 8).ok_or_else(bad)?;
+            Ok(u64::from_le_bytes(s.try_into().expect("8 bytes")) as usize)
+        };
+        let (n, k, width, evals) = (word(0)?, word(1)?, word(2)?, word(3)?);
+        let slots = n.checked_mul(width).ok_or_else(bad)?;
+        let len = slots
+            .checked_mul(8)
+            .and_then(|x| x.checked_add(32 + n))
+            .ok_or_else(bad)?;
+        if b.len() != len {
+            return Err(bad());
+        }
+        let (keys, rest) = b[32..].split_at(slots * 4);
+        let (ids, flags) = rest.split_at(slots * 4);
+        let word4 = |c: &[u8]| -> [u8; 4] { c.try_into().expect("4 bytes") };
+        let complete = flags
+            .iter()
+            .map(|&f| match f {
+                0 => Ok(false),
+                1 => Ok(true),
+                _ => Err(bad()),
+            })
+            .collect::<Result<Vec<bool>>>()?;
+        let lists = Lists {
+            width,
+            keys: keys
+                .par_chunks_exact(4)
+                .map(|c| f32::from_le_bytes(word4(c)))
+                .collect(),
+            ids: ids
+                .par_chunks_exact(4)
+                .map(|c| u32::from_le_bytes(word4(c)))
+                .collect(),
+            complete,
+        };
+        Ok(PartialGraph::new(n, k, lists, evals as u64))
+    }
+}
+
+/// A cyclic deal of the tile pairs (I, J), I ≤ J, of an `nt`-tile triangle over `parts`
+/// callers: pair number p in row-major order goes to part p mod `parts`. Neighbouring pairs
+/// cost the same, so every part gets the same work within one pair. The owner test of `part`.
+pub fn cyclic_share(nt: usize, parts: usize, part: usize) -> impl Fn(usize, usize) -> bool + Sync {
+    move |i, j| {
+        let index = i * nt - i * i.saturating_sub(1) / 2 + (j - i);
+        index % parts == part
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tile pair of the triangle goes to exactly one part, and the counts differ by one
+    /// at most.
+    #[test]
+    fn cyclic_shares_cover_the_triangle_once_and_evenly() {
+        for nt in 1..30 {
+            for parts in 1..6 {
+                let owners: Vec<_> = (0..parts).map(|g| cyclic_share(nt, parts, g)).collect();
+                let mut counts = vec![0usize; parts];
+                for i in 0..nt {
+                    for j in i..nt {
+                        let who: Vec<usize> = (0..parts).filter(|&g| owners[g](i, j)).collect();
+                        assert_eq!(who.len(), 1, "nt={nt} parts={parts} ({i},{j})");
+                        counts[who[0]] += 1;
+                    }
+                }
+                let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+                assert!(hi - lo <= 1, "{counts:?}");
             }
-        })
-        .collect())
+        }
+    }
+
+    #[test]
+    fn shares_survive_bytes_and_merge() {
+        let mut lists = Lists::done(3, 2);
+        lists.set(
+            0,
+            Raw {
+                cands: vec![(0.5, 2), (1.5, 1)],
+                complete: false,
+            },
+        );
+        lists.set(
+            2,
+            Raw {
+                cands: vec![(-1.0, 0)],
+                complete: true,
+            },
+        );
+        let p = PartialGraph::new(3, 1, lists, 9);
+        let b = p.to_bytes();
+        let q = PartialGraph::from_bytes(&b).unwrap();
+        assert_eq!((q.n, q.k, q.lists.width, q.distance_evals), (3, 1, 2, 9));
+        assert_eq!(q.lists.keys, p.lists.keys);
+        assert_eq!(q.lists.ids, p.lists.ids);
+        assert_eq!(q.lists.complete, p.lists.complete);
+        for cut in [0, 10, b.len() - 1] {
+            assert!(PartialGraph::from_bytes(&b[..cut]).is_err());
+        }
+        // Item 1 seen by another share only; item 0's lists cut at the smaller barrier.
+        let mut other = Lists::done(3, 2);
+        other.set(
+            0,
+            Raw {
+                cands: vec![(0.7, 0), (0.9, 1)],
+                complete: false,
+            },
+        );
+        other.set(
+            1,
+            Raw {
+                cands: vec![(3.0, 2)],
+                complete: true,
+            },
+        );
+        let m = PartialGraph::merge(vec![q, PartialGraph::new(3, 1, other, 1)]).unwrap();
+        let raws = m.into_raws();
+        assert_eq!(raws[0].cands, vec![(0.5, 2), (0.7, 0)]);
+        assert!(!raws[0].complete);
+        assert_eq!(raws[1].cands, vec![(3.0, 2)]);
+        assert!(raws[1].complete);
+        assert_eq!(raws[2].cands, vec![(-1.0, 0)]);
+    }
 }

@@ -8,7 +8,9 @@
 //!
 //! Layout (after FAISS): `kernels/*.cu` hold the device primitives; each `src/` file holds one
 //! host-side step: `context` (driver, cuBLAS, NVRTC), `prepare` (per-metric plans and bounds),
-//! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`.
+//! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`; `shard`
+//! (merging shards' candidate lists), `stream` (bases larger than the GPU), `multi` (several
+//! GPUs).
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.
@@ -27,9 +29,14 @@
 //! ```
 //!
 //! Strings under levenshtein: range search runs a bit-parallel kernel (`strings`); k-NN and
-//! graphs on strings run it with increasing radii. Not on this engine: custom
-//! metrics, and data sets larger than the GPU's memory (the base must fit twice: raw rows for
-//! exact keys and prepared rows for the tiles).
+//! graphs on strings run it with increasing radii. Custom metrics are not on this engine.
+//!
+//! Scale (SPEC §2): a search base that does not fit in the GPU's free memory (or under
+//! [`CudaOptions::device_memory`]) is streamed through in shards (`stream`), with exact keys
+//! on the host; an allocation that fails halves the working set and goes on. [`MultiGpu`]
+//! runs on several GPUs of one host (`multi`, `shard`); [`CudaEngine::graph_tiles`],
+//! [`PartialGraph::merge`] and [`CudaEngine::graph_finish`] split one graph between processes
+//! (e.g. MPI ranks, one GPU each). A graph's set must still fit on each GPU.
 
 mod context;
 mod device_set;
@@ -38,26 +45,36 @@ mod fused;
 mod graph;
 pub mod index;
 mod knn;
+mod multi;
 mod prepare;
 mod range;
 pub mod select;
+mod shard;
+mod stream;
 mod strings;
 mod tile;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, RangeResult};
-use voisin::{Dataset, Error, Metric, Result, Stats};
+/// The smallest working set: one query row against a 16384-item tile plus lists.
+const MIN_BUDGET: usize = 1 << 20;
 
-pub use context::gpu_available;
+use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, RangeResult};
+use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
+
+pub use context::{device_count, gpu_available};
 pub use fused::Fusion;
+pub use graph::{cyclic_share, PartialGraph, TileOwner};
+pub use multi::MultiGpu;
 pub use prepare::Precision;
 pub use select::Select;
 
 use context::Gpu;
 use device_set::DeviceSet;
 use exact::Sides;
+use graph::Lists;
 use knn::{Budget, Raw};
 use prepare::{vectors, Plan};
 
@@ -67,8 +84,12 @@ pub struct CudaOptions {
     /// Selection kernel (`--select`).
     pub select: Select,
     /// Bytes of device memory for distance tiles and candidate lists (inputs excluded); capped
-    /// at a quarter of the free memory.
+    /// at a quarter of the free memory; halved and retried when an allocation fails.
     pub tile_bytes: usize,
+    /// Device memory the engine may use, in bytes (default: whatever is free). The engine
+    /// holds the rest of the free memory as ballast, so it behaves exactly as on a smaller GPU:
+    /// a base that does not fit is streamed through in shards. For tests and for sharing a GPU.
+    pub device_memory: Option<usize>,
     /// Arithmetic of the GEMM tiles (`--precision`); results are exact either way.
     pub precision: Precision,
     /// Fused distance + selection for small k (benchmarks); results are exact either way.
@@ -80,6 +101,7 @@ impl Default for CudaOptions {
         CudaOptions {
             select: Select::Auto,
             tile_bytes: 1 << 30,
+            device_memory: None,
             precision: Precision::Fp32,
             fusion: Fusion::Auto,
         }
@@ -93,6 +115,12 @@ pub struct CudaEngine {
     opts: CudaOptions,
     /// The levenshtein kernel, loaded at the first string range search.
     lev: std::sync::OnceLock<cudarc::driver::CudaFunction>,
+    /// Free memory held back under `device_memory`.
+    _ballast: Option<cudarc::driver::CudaSlice<u8>>,
+    /// Working sets shrunk after an allocation failure, for diagnostics.
+    shrinks: AtomicUsize,
+    /// Base shards streamed, for diagnostics.
+    streamed: AtomicUsize,
 }
 
 impl CudaEngine {
@@ -103,12 +131,52 @@ impl CudaEngine {
     }
 
     pub fn with_options(device: usize, opts: CudaOptions) -> Result<Self> {
+        let gpu = Gpu::open(device)?;
+        let ballast = match opts.device_memory {
+            Some(cap) => gpu.ballast(cap)?,
+            None => None,
+        };
         Ok(CudaEngine {
-            gpu: Mutex::new(Gpu::open(device)?),
+            gpu: Mutex::new(gpu),
             device,
             opts,
             lev: std::sync::OnceLock::new(),
+            _ballast: ballast,
+            shrinks: AtomicUsize::new(0),
+            streamed: AtomicUsize::new(0),
         })
+    }
+
+    /// How many base shards this engine has streamed through the GPU because the base did not
+    /// fit (diagnostics).
+    pub fn streamed_shards(&self) -> usize {
+        self.streamed.load(Ordering::Relaxed)
+    }
+
+    /// How many times an allocation failure made this engine halve its working set and retry
+    /// (diagnostics; the results do not depend on it).
+    pub fn shrinks(&self) -> usize {
+        self.shrinks.load(Ordering::Relaxed)
+    }
+
+    /// Runs `f` on the working-set budget, halving it after each out-of-memory failure: the
+    /// free-memory estimate can be too optimistic (the inputs' own buffers, fragmentation,
+    /// another process), and smaller tiles only cost speed.
+    fn shrinking<T>(&self, budget: Budget, mut f: impl FnMut(&Budget) -> Result<T>) -> Result<T> {
+        let mut b = budget;
+        loop {
+            match f(&b) {
+                Err(e) if context::is_oom(&e) && b.bytes > MIN_BUDGET => {
+                    b.bytes = (b.bytes / 2).max(MIN_BUDGET);
+                    self.shrinks.fetch_add(1, Ordering::Relaxed);
+                    trace(
+                        "out of device memory: working set halved",
+                        &mut Instant::now(),
+                    );
+                }
+                r => return r,
+            }
+        }
     }
 
     /// The GPU's name, e.g. "NVIDIA H100 80GB HBM3".
@@ -135,17 +203,8 @@ impl CudaEngine {
                 .opts
                 .tile_bytes
                 .min(gpu.free_memory()? / 4)
-                .max(1 << 20),
+                .max(MIN_BUDGET),
         })
-    }
-
-    /// The levenshtein kernel, loaded at the first search on strings.
-    fn lev_kernel(&self, gpu: &Gpu) -> Result<&cudarc::driver::CudaFunction> {
-        if self.lev.get().is_none() {
-            // Calls are serialised on the GPU lock, so only one thread loads it.
-            let _ = self.lev.set(strings::kernel(gpu)?);
-        }
-        Ok(self.lev.get().expect("set above"))
     }
 
     /// The selection a widening pass uses: never one that refuses the larger list.
@@ -214,7 +273,12 @@ impl Engine for CudaEngine {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let plan = Plan::new(metric, bset).with_engine(self.opts.precision, self.opts.fusion);
+        let plan = self.plan(metric, bset);
+        let kp = knn::first_list(k);
+        if !self.fits(&gpu, bset, qset, kp)? {
+            let rows = self.knn_streamed(&gpu, &plan, metric, bset, qset, k, &mut stats)?;
+            return Ok(to_result(rows, k, metric, stats));
+        }
         let budget = self.budget(&gpu)?;
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
@@ -222,14 +286,18 @@ impl Engine for CudaEngine {
         stats.transfer += tr.elapsed();
         let t = Instant::now();
         trace("knn: upload and prepare", &mut tr);
-        let kp = knn::first_list(k);
-        let raws = knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, &budget)?;
+        let raws = self.shrinking(budget, |b| {
+            knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, b)
+        })?;
         trace("knn: device candidates", &mut tr);
         stats.compute += t.elapsed();
         stats.distance_evals += (bset.len() * qset.len()) as u64;
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
             let sub = DeviceSet::gather(&gpu, &plan, qset, ids)?;
-            knn::candidates(&gpu, &plan, &bdev, &sub, kp, self.widen_select(), &budget)
+            let budget = self.budget(&gpu)?;
+            self.shrinking(budget, |b| {
+                knn::candidates(&gpu, &plan, &bdev, &sub, kp, self.widen_select(), b)
+            })
         };
         let sides = Sides {
             bset,
@@ -275,31 +343,25 @@ impl Engine for CudaEngine {
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         let t = Instant::now();
-        let plan = Plan::new(metric, bset).with_engine(self.opts.precision, self.opts.fusion);
+        let plan = self.plan(metric, bset);
+        if !self.fits(&gpu, bset, qset, 1)? {
+            let rows = self.range_streamed(&gpu, &plan, metric, bset, qset, radius, &mut stats)?;
+            return Ok(RangeResult {
+                stats,
+                ..RangeResult::from_rows(rows, metric)
+            });
+        }
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
-        let bn = bdev.max_norm();
-        // Widened so that every pair the exact test (`within` on the reported distance) accepts
-        // passes the approximate filter, whatever the rounding of sqrt or powf.
-        let rkey = metric.radius_to_key(radius);
-        let rkey = rkey + rkey.abs() * 1e-9 + 1e-300;
-        let thr: Vec<f32> = qdev
-            .norm
-            .iter()
-            .map(|&qn| plan.approx_threshold(rkey, plan.abs_bound(qn, bn)))
-            .collect();
+        let thr = range::thresholds(&plan, metric, radius, &qdev.norm, bdev.max_norm());
         let budget = self.budget(&gpu)?;
-        let (offsets, ids) = range::candidates(&gpu, &plan, &bdev, &qdev, &thr, &budget)?;
+        let (offsets, ids) = self.shrinking(budget, |b| {
+            range::candidates(&gpu, &plan, &bdev, &qdev, &thr, b)
+        })?;
         stats.compute += t.elapsed();
         stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
         let t = Instant::now();
-        let pairs: Vec<[u32; 2]> = (0..qset.len())
-            .flat_map(|q| {
-                ids[offsets[q]..offsets[q + 1]]
-                    .iter()
-                    .map(move |&i| [q as u32, i])
-            })
-            .collect();
+        let pairs = range::pairs(&offsets, &ids);
         let sides = Sides {
             bset,
             qset,
@@ -308,21 +370,7 @@ impl Engine for CudaEngine {
         };
         let keys = exact::keys(&gpu, metric, &sides, &pairs)?;
         drop(gpu);
-        use rayon::prelude::*;
-        let rows: Vec<Vec<(f64, u32)>> = (0..qset.len())
-            .into_par_iter()
-            .map(|q| {
-                let r = offsets[q]..offsets[q + 1];
-                let mut row: Vec<(f64, u32)> = keys[r.clone()]
-                    .iter()
-                    .zip(&ids[r])
-                    .map(|(&key, &i)| (key, i))
-                    .filter(|&(key, _)| metric.within(metric.key_to_distance(key), radius))
-                    .collect();
-                row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                row
-            })
-            .collect();
+        let rows = range::exact_rows(metric, radius, &offsets, &ids, &keys);
         stats.select += t.elapsed();
         stats.exact_evals += ids.len() as u64;
         Ok(RangeResult {
@@ -332,43 +380,166 @@ impl Engine for CudaEngine {
     }
 
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
-        check_metric(data, metric)?;
-        check_k(k)?;
         if let (Dataset::Strings(s), Metric::Levenshtein) = (data, metric) {
+            check_k(k)?;
             let gpu = self.lock()?;
             let lev = self.lev_kernel(&gpu)?;
             let k = k.min(s.len().saturating_sub(1));
             return strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu));
         }
-        let set = vectors(data, metric)?;
-        let n = set.len();
-        let k = k.min(n.saturating_sub(1));
+        let (set, k) = graph_input(data, k, metric)?;
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         if k == 0 {
-            return Ok(to_result(vec![vec![]; n], k, metric, stats));
+            return Ok(to_result(vec![vec![]; set.len()], k, metric, stats));
         }
         let mut tr = Instant::now();
-        let plan = Plan::new(metric, set).with_engine(self.opts.precision, self.opts.fusion);
-        let budget = self.budget(&gpu)?;
+        let plan = self.plan(metric, set);
+        self.graph_fits(&gpu, set, k)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         // Uploads and row preparation count as transfer; compute starts after them.
         stats.transfer += tr.elapsed();
-        let t = Instant::now();
         trace("graph: upload and prepare", &mut tr);
+        let t = Instant::now();
+        let part = self.shrinking(self.budget(&gpu)?, |b| {
+            let edge = edge_for(set.len(), k, b);
+            self.graph_lists(&gpu, &plan, &ddev, set, k, edge, &|_, _| true)
+        })?;
+        stats.compute += t.elapsed();
+        trace("graph: device candidates", &mut tr);
+        let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
+        trace("graph: prove, widen, exact re-rank", &mut tr);
+        Ok(to_result(rows, k, metric, stats))
+    }
+}
+
+/// The graph's tile edge for `n` items and `k` under a budget.
+fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
+    let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
+    graph::tile_edge(n, kp, budget)
+}
+
+/// The vectors of a graph's input and the k that applies (at most n − 1).
+fn graph_input<'a>(data: &'a Dataset, k: usize, metric: &Metric) -> Result<(&'a VectorSet, usize)> {
+    check_metric(data, metric)?;
+    check_k(k)?;
+    let set = vectors(data, metric)?;
+    Ok((set, k.min(set.len().saturating_sub(1))))
+}
+
+impl CudaEngine {
+    /// The per-metric plan of a search under this engine's options.
+    pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Plan {
+        Plan::new(metric, set).with_engine(self.opts.precision, self.opts.fusion)
+    }
+
+    /// The levenshtein kernel, loaded at the first search on strings.
+    fn lev_kernel(&self, gpu: &Gpu) -> Result<&cudarc::driver::CudaFunction> {
+        if self.lev.get().is_none() {
+            // Calls are serialised on the GPU lock, so only one thread loads it.
+            let _ = self.lev.set(strings::kernel(gpu)?);
+        }
+        Ok(self.lev.get().expect("set above"))
+    }
+
+    /// The tile edge of the graph's triangle schedule for `n` items on this GPU. Callers that
+    /// split one graph must use one edge (the smallest of theirs).
+    pub fn graph_tile_edge(&self, n: usize, k: usize) -> Result<usize> {
+        let gpu = self.lock()?;
+        self.graph_edge(&gpu, n, k)
+    }
+
+    fn graph_edge(&self, gpu: &Gpu, n: usize, k: usize) -> Result<usize> {
+        Ok(edge_for(n, k, &self.budget(gpu)?))
+    }
+
+    /// This GPU's share of the k-NN graph of `data`: the tile pairs (I, J), I ≤ J, of edge `tile`
+    /// for which `owns(I, J)` holds (tile I covers items I·tile up to (I+1)·tile). For an MPI
+    /// rank: deal the pairs (e.g. cyclically by their row-major index), run this on each rank,
+    /// gather the shares at one rank, [`PartialGraph::merge`] them and call
+    /// [`CudaEngine::graph_finish`] there. With the radix selection (k above ~1800) a tile row I
+    /// is computed whole by the owner of (I, I).
+    pub fn graph_tiles(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        tile: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<PartialGraph> {
+        let (set, k) = graph_input(data, k, metric)?;
+        if tile == 0 {
+            return Err(Error::invalid("graph tile edge must be at least 1"));
+        }
+        let gpu = self.lock()?;
+        if k == 0 {
+            return Ok(PartialGraph::new(
+                set.len(),
+                k,
+                Lists::done(set.len(), 0),
+                0,
+            ));
+        }
+        let plan = self.plan(metric, set);
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        self.graph_lists(&gpu, &plan, &ddev, set, k, tile, owns)
+    }
+
+    /// Proves, widens and re-ranks a merged share that covers the whole triangle: the graph,
+    /// identical to every engine's.
+    pub fn graph_finish(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        part: PartialGraph,
+    ) -> Result<KnnResult> {
+        let (set, k) = graph_input(data, part.k, metric)?;
+        if part.n != set.len() || part.lists.complete.len() != set.len() || k != part.k {
+            return Err(Error::invalid("graph share does not match the data"));
+        }
+        let gpu = self.lock()?;
+        let mut stats = self.stats(&gpu);
+        if k == 0 {
+            return Ok(to_result(vec![vec![]; set.len()], k, metric, stats));
+        }
+        let plan = self.plan(metric, set);
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
+        Ok(to_result(rows, k, metric, stats))
+    }
+
+    /// Candidate lists of the owned tile pairs, on a set already on this GPU.
+    #[allow(clippy::too_many_arguments)]
+    fn graph_lists(
+        &self,
+        gpu: &Gpu,
+        plan: &Plan,
+        ddev: &DeviceSet,
+        set: &VectorSet,
+        k: usize,
+        tile: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<PartialGraph> {
+        let n = set.len();
         let kp = knn::first_list(k);
+        let nt = n.div_ceil(tile);
+        let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
         // The symmetric schedule needs the block kernel's running lists; radix selection works
-        // on whole rows, so it runs the graph as a search of the set against itself.
-        let raws = match self.opts.select.resolve(kp)? {
+        // on whole rows, so it runs tile rows of the set against the whole set.
+        let (lists, evals) = match self.opts.select.resolve(kp)? {
             Select::Block => {
-                stats.distance_evals += (n as u64 * (n as u64 + 1)) / 2;
+                let evals = (0..nt)
+                    .flat_map(|i| (i..nt).map(move |j| (i, j)))
+                    .filter(|&(i, j)| owns(i, j))
+                    .map(|(i, j)| (size(i) * size(j)) as u64 / if i == j { 2 } else { 1 })
+                    .sum();
                 // Small lists are padded to the column kernel's size so the column candidates
                 // are read in place (kernels/select_cols.cu) instead of through a transpose.
                 let kp = Select::Block.width(kp).max(select::COLS_KP);
-                graph::symmetric_candidates(&gpu, &plan, &ddev, kp, &budget)?
+                let lists = graph::symmetric_candidates(gpu, plan, ddev, kp, tile, owns)?;
+                (lists, evals)
             }
             sel => {
-                stats.distance_evals += (n * n) as u64;
                 // The self pair takes a slot: whole-row lists get one more; running lists keep
                 // kp, whose margin over k (at least 8) already covers it.
                 let kp = if sel.whole_rows() {
@@ -376,37 +547,66 @@ impl Engine for CudaEngine {
                 } else {
                     kp
                 };
-                knn::candidates(&gpu, &plan, &ddev, &ddev, kp, sel, &budget)?
+                let mut lists = Lists::done(n, kp);
+                let mut evals = 0;
+                for it in (0..nt).filter(|&it| owns(it, it)) {
+                    let rows = it * tile..it * tile + size(it);
+                    let sub = DeviceSet::range(gpu, plan, set, rows.clone())?;
+                    let raws = self.shrinking(self.budget(gpu)?, |b| {
+                        knn::candidates(gpu, plan, ddev, &sub, kp, sel, b)
+                    })?;
+                    evals += (rows.len() * n) as u64;
+                    for (r, raw) in rows.zip(raws) {
+                        lists.set(r, raw);
+                    }
+                }
+                (lists, evals)
             }
         };
-        trace("graph: device candidates", &mut tr);
-        stats.compute += t.elapsed();
+        Ok(PartialGraph::new(n, k, lists, evals))
+    }
+
+    /// The graph's prove-widen-re-rank step on a set already on this GPU.
+    #[allow(clippy::too_many_arguments)]
+    fn graph_prove(
+        &self,
+        gpu: &Gpu,
+        plan: &Plan,
+        ddev: &DeviceSet,
+        set: &VectorSet,
+        metric: &Metric,
+        part: PartialGraph,
+        stats: &mut Stats,
+    ) -> Result<Vec<Vec<(f64, u32)>>> {
+        stats.distance_evals += part.distance_evals;
+        let k = part.k;
+        let kp = knn::first_list(k);
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
-            let sub = DeviceSet::gather(&gpu, &plan, set, ids)?;
-            knn::candidates(&gpu, &plan, &ddev, &sub, kp, self.widen_select(), &budget)
+            let sub = DeviceSet::gather(gpu, plan, set, ids)?;
+            self.shrinking(self.budget(gpu)?, |b| {
+                knn::candidates(gpu, plan, ddev, &sub, kp, self.widen_select(), b)
+            })
         };
         let sides = Sides {
             bset: set,
             qset: set,
-            bdev: &ddev,
-            qdev: &ddev,
+            bdev: ddev,
+            qdev: ddev,
         };
-        let mut exact_fn = |pairs: &[[u32; 2]]| exact::keys(&gpu, metric, &sides, pairs);
+        let mut exact_fn = |pairs: &[[u32; 2]]| exact::keys(gpu, metric, &sides, pairs);
         let self_of = |q: usize| Some(q as u32);
-        let result = knn::finish(
-            &plan,
+        knn::finish(
+            plan,
             &ddev.norm,
             ddev.max_norm(),
             k,
-            raws,
+            part.into_raws(),
             &self_of,
-            n,
+            set.len(),
             kp,
             &mut redo,
             &mut exact_fn,
-            &mut stats,
-        )?;
-        trace("graph: prove, widen, exact re-rank", &mut tr);
-        Ok(to_result(result, k, metric, stats))
+            stats,
+        )
     }
 }

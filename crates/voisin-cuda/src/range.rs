@@ -5,7 +5,8 @@
 //! Owns the two-pass schedule; the filter threshold comes from prepare.rs's bound.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
-use voisin::Result;
+use rayon::prelude::*;
+use voisin::{Metric, Result};
 
 use crate::context::{dev, Gpu};
 use crate::device_set::DeviceSet;
@@ -118,4 +119,68 @@ pub(crate) fn candidates(
     let mut hi = gpu.download(&ids.slice(..))?;
     hi.truncate(total);
     Ok((offsets, hi))
+}
+
+/// Per query, the approximate-key threshold that keeps every pair the exact test accepts.
+pub(crate) fn thresholds(
+    plan: &Plan,
+    metric: &Metric,
+    radius: f64,
+    qnorm: &[f64],
+    base_max_norm: f64,
+) -> Vec<f32> {
+    // Widened so that every pair the exact test (`within` on the reported distance) accepts
+    // passes the approximate filter, whatever the rounding of sqrt or powf.
+    let rkey = metric.radius_to_key(radius);
+    let rkey = rkey + rkey.abs() * 1e-9 + 1e-300;
+    qnorm
+        .iter()
+        .map(|&qn| plan.approx_threshold(rkey, plan.abs_bound(qn, base_max_norm)))
+        .collect()
+}
+
+/// Per-query candidate lists as CSR offsets and indices.
+pub(crate) fn csr(lists: &[Vec<u32>]) -> (Vec<usize>, Vec<u32>) {
+    let mut offsets = Vec::with_capacity(lists.len() + 1);
+    offsets.push(0);
+    for l in lists {
+        offsets.push(offsets.last().copied().unwrap_or(0) + l.len());
+    }
+    (offsets, lists.concat())
+}
+
+/// The [query, base index] pairs of CSR candidates.
+pub(crate) fn pairs(offsets: &[usize], ids: &[u32]) -> Vec<[u32; 2]> {
+    (0..offsets.len().saturating_sub(1))
+        .flat_map(|q| {
+            ids[offsets[q]..offsets[q + 1]]
+                .iter()
+                .map(move |&i| [q as u32, i])
+        })
+        .collect()
+}
+
+/// Per query, the candidates whose exact key (`keys`, in CSR order) is within the radius,
+/// sorted by (key, index).
+pub(crate) fn exact_rows(
+    metric: &Metric,
+    radius: f64,
+    offsets: &[usize],
+    ids: &[u32],
+    keys: &[f64],
+) -> Vec<Vec<(f64, u32)>> {
+    (0..offsets.len().saturating_sub(1))
+        .into_par_iter()
+        .map(|q| {
+            let r = offsets[q]..offsets[q + 1];
+            let mut row: Vec<(f64, u32)> = keys[r.clone()]
+                .iter()
+                .zip(&ids[r])
+                .map(|(&key, &i)| (key, i))
+                .filter(|&(key, _)| metric.within(metric.key_to_distance(key), radius))
+                .collect();
+            row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            row
+        })
+        .collect()
 }

@@ -1,0 +1,349 @@
+//! Several GPUs of one host behind voisin's `Engine` trait (SPEC §2, seed 003 §5.1): one host
+//! thread per GPU, each driving its own [`CudaEngine`].
+//!
+//! k-NN and range search shard the base over the GPUs (contiguous ranges; every GPU gets all
+//! queries) and merge the per-GPU candidate lists with `shard::merge`, then prove, widen and
+//! re-rank once; widening passes and exact keys run on the GPU that holds the rows. The graph
+//! deals the tile pairs (I, J), I ≤ J, of one triangle schedule cyclically over the GPUs (every
+//! GPU holds the whole set), merges the partial lists and finishes on the first GPU.
+//!
+//! Owns the per-GPU threads and the routing of work; the tiling, selection and proof are the
+//! single-GPU engine's. The same device may be listed twice (e.g. `--gpus 0,0`): two engines
+//! then share it, which exercises every merge on a one-GPU machine.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use voisin::engine::{check_k, check_pair, Engine, KnnResult, RangeResult};
+use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
+
+use crate::context::Gpu;
+use crate::device_set::DeviceSet;
+use crate::exact::{self, Sides};
+use crate::graph::cyclic_share;
+use crate::knn::{self, Raw};
+use crate::prepare::{vectors, Plan};
+use crate::{range, shard, to_result, CudaEngine, CudaOptions, PartialGraph};
+
+/// The engine over several GPUs.
+pub struct MultiGpu {
+    engines: Vec<CudaEngine>,
+}
+
+/// One GPU's shard of a search: its base rows (global range), on the device, and all queries.
+struct Shard {
+    rows: Range<usize>,
+    bdev: DeviceSet,
+    qdev: DeviceSet,
+    upload: Duration,
+}
+
+impl MultiGpu {
+    /// Opens the listed devices (ordinals, repeats allowed) with default options.
+    pub fn new(devices: &[usize]) -> Result<Self> {
+        Self::with_options(devices, CudaOptions::default())
+    }
+
+    pub fn with_options(devices: &[usize], opts: CudaOptions) -> Result<Self> {
+        if devices.is_empty() {
+            return Err(Error::invalid("no GPU listed"));
+        }
+        let engines = devices
+            .iter()
+            .map(|&d| CudaEngine::with_options(d, opts.clone()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(MultiGpu { engines })
+    }
+
+    /// The engines, one per listed device.
+    pub fn engines(&self) -> &[CudaEngine] {
+        &self.engines
+    }
+
+    /// "cuda:0 (NVIDIA H200), cuda:1 (NVIDIA H200)".
+    pub fn describe(&self) -> String {
+        self.engines
+            .iter()
+            .map(|e| format!("cuda:{} ({})", e.device, e.device_name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn stats(&self) -> Stats {
+        Stats {
+            device: self.describe(),
+            ..Default::default()
+        }
+    }
+
+    /// Runs `f` on the first `count` GPUs at once, one host thread each holding its GPU.
+    fn each<T: Send>(
+        &self,
+        count: usize,
+        f: impl Fn(usize, &CudaEngine, &Gpu) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        let f = &f;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = self.engines[..count]
+                .iter()
+                .enumerate()
+                .map(|(g, e)| {
+                    s.spawn(move || {
+                        let mut t = Instant::now();
+                        let gpu = e.lock()?;
+                        let r = f(g, e, &gpu);
+                        crate::trace(&format!("GPU thread {g} (cuda:{})", e.device), &mut t);
+                        r
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::device("cuda: a GPU thread panicked")))
+                })
+                .collect()
+        })
+    }
+
+    /// Uploads each GPU's base shard and all queries; at most one GPU per base item.
+    fn shards(&self, plan: &Plan, bset: &VectorSet, qset: &VectorSet) -> Result<Vec<Shard>> {
+        let count = self.engines.len().min(bset.len()).max(1);
+        let ranges = shard::split(bset.len(), count);
+        self.each(count, |g, _, gpu| {
+            let t = Instant::now();
+            let rows = ranges[g].clone();
+            let bdev = DeviceSet::range(gpu, plan, bset, rows.clone())?;
+            let qdev = DeviceSet::new(gpu, plan, qset)?;
+            Ok(Shard {
+                rows,
+                bdev,
+                qdev,
+                upload: t.elapsed(),
+            })
+        })
+    }
+
+    /// Candidates of the queries `ids` (all when `None`) from every shard, merged.
+    fn search(
+        &self,
+        plan: &Plan,
+        shards: &[Shard],
+        qset: &VectorSet,
+        ids: Option<&[usize]>,
+        kp: usize,
+        widen: bool,
+    ) -> Result<Vec<Raw>> {
+        let parts = self.each(shards.len(), |g, e, gpu| {
+            let s = &shards[g];
+            let budget = e.budget(gpu)?;
+            let sel = if widen {
+                e.widen_select()
+            } else {
+                e.opts.select
+            };
+            let mut raws = match ids {
+                None => knn::candidates(gpu, plan, &s.bdev, &s.qdev, kp, sel, &budget)?,
+                Some(ids) => {
+                    let sub = DeviceSet::gather(gpu, plan, qset, ids)?;
+                    knn::candidates(gpu, plan, &s.bdev, &sub, kp, sel, &budget)?
+                }
+            };
+            shard::offset(&mut raws, s.rows.start);
+            Ok(raws)
+        })?;
+        Ok(shard::merge(&parts, kp))
+    }
+
+    /// Exact keys of [query, global base index] pairs, each on the GPU that holds the row.
+    fn exact(
+        &self,
+        metric: &Metric,
+        bset: &VectorSet,
+        qset: &VectorSet,
+        shards: &[Shard],
+        pairs: &[[u32; 2]],
+    ) -> Result<Vec<f64>> {
+        if exact::device_code(metric).is_none() {
+            return Ok(exact::host_keys(metric, bset, qset, pairs));
+        }
+        let owner = |b: u32| shards.partition_point(|s| s.rows.end <= b as usize);
+        let mut local: Vec<Vec<[u32; 2]>> = vec![Vec::new(); shards.len()];
+        let mut at: Vec<Vec<usize>> = vec![Vec::new(); shards.len()];
+        for (p, &[q, b]) in pairs.iter().enumerate() {
+            let g = owner(b);
+            local[g].push([q, b - shards[g].rows.start as u32]);
+            at[g].push(p);
+        }
+        let keys = self.each(shards.len(), |g, _, gpu| {
+            let s = &shards[g];
+            let sides = Sides {
+                bset,
+                qset,
+                bdev: &s.bdev,
+                qdev: &s.qdev,
+            };
+            exact::keys(gpu, metric, &sides, &local[g])
+        })?;
+        let mut out = vec![0f64; pairs.len()];
+        for (ks, pos) in keys.into_iter().zip(at) {
+            for (k, p) in ks.into_iter().zip(pos) {
+                out[p] = k;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Engine for MultiGpu {
+    fn name(&self) -> String {
+        let ids: Vec<String> = self.engines.iter().map(|e| e.device.to_string()).collect();
+        format!("cuda:{}", ids.join(","))
+    }
+
+    fn knn(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        k: usize,
+        metric: &Metric,
+    ) -> Result<KnnResult> {
+        check_pair(base, queries, metric)?;
+        check_k(k)?;
+        if matches!(base, Dataset::Strings(_)) {
+            // Strings run on one GPU (see `range`).
+            return self.engines[0].knn(base, queries, k, metric);
+        }
+        let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
+        let k = k.min(bset.len());
+        let mut stats = self.stats();
+        if k == 0 || qset.is_empty() {
+            return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
+        }
+        let t = Instant::now();
+        let plan = self.engines[0].plan(metric, bset);
+        let shards = self.shards(&plan, bset, qset)?;
+        stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
+        let kp = knn::first_list(k);
+        let raws = self.search(&plan, &shards, qset, None, kp, false)?;
+        stats.compute += t.elapsed().saturating_sub(stats.transfer);
+        stats.distance_evals += (bset.len() * qset.len()) as u64;
+        let max_norm = shards.iter().map(|s| s.bdev.max_norm()).fold(0.0, f64::max);
+        let mut redo =
+            |ids: &[usize], kp: usize| self.search(&plan, &shards, qset, Some(ids), kp, true);
+        let mut exact_fn = |pairs: &[[u32; 2]]| self.exact(metric, bset, qset, &shards, pairs);
+        let rows = knn::finish(
+            &plan,
+            &shards[0].qdev.norm,
+            max_norm,
+            k,
+            raws,
+            &|_| None,
+            bset.len(),
+            kp,
+            &mut redo,
+            &mut exact_fn,
+            &mut stats,
+        )?;
+        Ok(to_result(rows, k, metric, stats))
+    }
+
+    fn range(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        radius: f64,
+        metric: &Metric,
+    ) -> Result<RangeResult> {
+        check_pair(base, queries, metric)?;
+        metric.check_radius(radius)?;
+        if matches!(base, Dataset::Strings(_)) {
+            // The string kernel's work is small next to its transfers: one GPU.
+            return self.engines[0].range(base, queries, radius, metric);
+        }
+        let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
+        let mut stats = self.stats();
+        let t = Instant::now();
+        let plan = self.engines[0].plan(metric, bset);
+        let shards = self.shards(&plan, bset, qset)?;
+        stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
+        let max_norm = shards.iter().map(|s| s.bdev.max_norm()).fold(0.0, f64::max);
+        let thr = range::thresholds(&plan, metric, radius, &shards[0].qdev.norm, max_norm);
+        let parts = self.each(shards.len(), |g, e, gpu| {
+            let s = &shards[g];
+            let (offsets, mut ids) =
+                range::candidates(gpu, &plan, &s.bdev, &s.qdev, &thr, &e.budget(gpu)?)?;
+            ids.iter_mut().for_each(|i| *i += s.rows.start as u32);
+            Ok((offsets, ids))
+        })?;
+        stats.compute += t.elapsed().saturating_sub(stats.transfer);
+        stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
+        let t = Instant::now();
+        // Per query, the shards' candidates in shard order (increasing indices), as CSR.
+        let lists: Vec<Vec<u32>> = (0..qset.len())
+            .into_par_iter()
+            .map(|q| {
+                parts
+                    .iter()
+                    .flat_map(|(o, ids)| ids[o[q]..o[q + 1]].iter().copied())
+                    .collect()
+            })
+            .collect();
+        let (offsets, ids) = range::csr(&lists);
+        let pairs = range::pairs(&offsets, &ids);
+        let keys = self.exact(metric, bset, qset, &shards, &pairs)?;
+        let rows = range::exact_rows(metric, radius, &offsets, &ids, &keys);
+        stats.select += t.elapsed();
+        stats.exact_evals += pairs.len() as u64;
+        Ok(RangeResult {
+            stats,
+            ..RangeResult::from_rows(rows, metric)
+        })
+    }
+
+    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
+        if matches!(data, Dataset::Strings(_)) {
+            return self.engines[0].graph(data, k, metric);
+        }
+        let (set, k) = crate::graph_input(data, k, metric)?;
+        let mut stats = self.stats();
+        let n = set.len();
+        if k == 0 {
+            return Ok(to_result(vec![vec![]; n], k, metric, stats));
+        }
+        let plan = self.engines[0].plan(metric, set);
+        let gpus = self.engines.len();
+        // One triangle for all GPUs: the smallest edge any of them can hold.
+        let edges = self.each(gpus, |_, e, gpu| e.graph_edge(gpu, n, k))?;
+        let edge = edges.into_iter().min().unwrap_or(1).max(1);
+        let t = Instant::now();
+        let mut edge = edge;
+        let mut parts = loop {
+            let nt = n.div_ceil(edge);
+            let got = self.each(gpus, |g, e, gpu| {
+                let t = Instant::now();
+                let ddev = DeviceSet::new(gpu, &plan, set)?;
+                let upload = t.elapsed();
+                let part =
+                    e.graph_lists(gpu, &plan, &ddev, set, k, edge, &cyclic_share(nt, gpus, g))?;
+                // Only the first GPU's copy is needed after this (to finish).
+                Ok((part, (g == 0).then_some(ddev), upload))
+            });
+            match got {
+                // Every GPU must use the same edge: all retry with a smaller one.
+                Err(e) if crate::context::is_oom(&e) && edge > 64 => edge /= 2,
+                r => break r?,
+            }
+        };
+        stats.transfer += parts.iter().map(|p| p.2).max().unwrap_or_default();
+        let ddev = parts[0].1.take().expect("kept above");
+        let part = PartialGraph::merge(parts.into_iter().map(|p| p.0).collect())?;
+        stats.compute += t.elapsed().saturating_sub(stats.transfer);
+        let first = &self.engines[0];
+        let gpu = first.lock()?;
+        let rows = first.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
+        Ok(to_result(rows, k, metric, stats))
+    }
+}

@@ -1,0 +1,93 @@
+//! Data and comparisons shared by the sharded-engine tests (multi_gpu.rs, streamed.rs).
+#![allow(dead_code)]
+
+use rand::prelude::*;
+use rand_distr::StandardNormal;
+use voisin::{Dataset, KnnResult, Metric, RangeResult, VectorSet};
+
+pub fn seed() -> u64 {
+    let s = rand::random::<u64>();
+    eprintln!("seed {s}");
+    s
+}
+
+/// Random normal rows made in parallel (64k rows per seeded chunk), for large sets.
+pub fn big_normal(n: usize, d: usize, seed: u64) -> Dataset {
+    use rayon::prelude::*;
+    let mut v = vec![0f32; n * d];
+    v.par_chunks_mut(65536 * d)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut rng =
+                StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(c as u64));
+            chunk
+                .iter_mut()
+                .for_each(|x| *x = rng.sample(StandardNormal));
+        });
+    VectorSet::from_f32(n, d, v).unwrap().into()
+}
+
+pub fn normal(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
+    let v: Vec<f32> = (0..n * d).map(|_| rng.sample(StandardNormal)).collect();
+    VectorSet::from_f32(n, d, v).unwrap().into()
+}
+
+/// Small integers: many exact duplicates and ties across shard borders, a zero vector.
+pub fn adversarial(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
+    let mut v: Vec<f32> = (0..n * d).map(|_| rng.gen_range(-1..=1) as f32).collect();
+    for r in (5..n).step_by(5) {
+        let (a, b) = v.split_at_mut(r * d);
+        b[..d].copy_from_slice(&a[(r - 5) * d..(r - 4) * d]);
+    }
+    v[..d].iter_mut().for_each(|x| *x = 0.0);
+    VectorSet::from_f32(n, d, v).unwrap().into()
+}
+
+pub fn metrics() -> Vec<Metric> {
+    vec![
+        Metric::Euclidean,
+        Metric::Cosine,
+        Metric::Correlation,
+        Metric::InnerProduct,
+        Metric::Cityblock,
+        Metric::Chebyshev,
+        Metric::Minkowski(3.0),
+    ]
+}
+
+/// Ids equal; distances within 1e-6 relative of the f64 reference (its sums run in another
+/// order than the engines' exact keys).
+pub fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
+    assert_eq!(
+        (got.n_queries, got.k),
+        (want.n_queries, want.k),
+        "{what}: shape"
+    );
+    for q in 0..want.n_queries {
+        let ((gi, gd), (wi, wd)) = (got.row(q), want.row(q));
+        assert_eq!(gi, wi, "{what}: ids of row {q} ({gd:?} vs {wd:?})");
+        for (a, b) in gd.iter().zip(wd) {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                "{what}: row {q}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+pub fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
+    assert_eq!(got.offsets, want.offsets, "{what}: offsets");
+    assert_eq!(got.indices, want.indices, "{what}: indices");
+    for (a, b) in got.distances.iter().zip(&want.distances) {
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+            "{what}: {a} vs {b}"
+        );
+    }
+}
+
+/// Two engines that compute exact keys the same way agree bit for bit.
+pub fn identical(a: &KnnResult, b: &KnnResult, what: &str) {
+    assert_eq!(a.indices, b.indices, "{what}: ids");
+    assert_eq!(a.distances, b.distances, "{what}: distances");
+}
