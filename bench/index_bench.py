@@ -6,7 +6,7 @@ Usage:  python3 bench/index_bench.py [--radii 0,1] [--runs 3] [--queries 2000]
         [--cluster-size 128] [--alpha 0.5] [--max-pivots 16] [--base 2]
 Needs:  pip install rapidfuzz numpy   and   cargo build --release -p voisin-cli
 
-Data: data/words.txt (74,744 words, see data/README.md). Queries: 2,000 words drawn from the list
+Data: data/words.txt (94,577 words, see data/README.md). Queries: 2,000 words drawn from the list
 with random.Random(42), each changed by one random edit (insert, delete or substitute a letter
 a-z at a random position), written to bench/data/index_queries.txt; so most queries have
 answers at radius 1 and few at radius 0.
