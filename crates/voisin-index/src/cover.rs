@@ -8,6 +8,13 @@
 //! ≥ j, are more than bʲ apart, cousins included), plus each node's stored reach (the largest
 //! distance to a descendant, which the search prunes with). Items at distance 0 from a node are
 //! kept as its duplicates.
+//!
+//! Full separation has a price the sibling-only kind does not: every node must be certified
+//! more than bʲ from all nodes near it, which the construction finds among relatives within
+//! c·bʲ (see [`build`]). Cheap in low dimension (100k uniform vectors: 63 distance evaluations per
+//! item in 2-d, 1,106 in 4-d), it grows exponentially with the intrinsic dimension (17,947 per
+//! item in 8-d) and is close to quadratic on words under levenshtein (94,577 words: 1.67·10⁹
+//! evaluations, about a third of all pairs, and several GB of relative lists).
 
 mod build;
 
