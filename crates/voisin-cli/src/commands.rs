@@ -334,6 +334,7 @@ fn choose_engine(
     let work = Workload {
         queries: queries.len(),
         gpu,
+        range: matches!(task, Task::Range { .. }),
     };
     auto::decide(run.engine, base, metric, work, &Params::default())
         .map_err(|e| CliError::core(e, None))
