@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use voisin::Metric;
+use voisin_index::auto::EngineChoice;
 
 use crate::size::parse_size;
 
@@ -181,6 +182,11 @@ pub struct RunOpts {
     /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
     #[arg(long, value_name = "F")]
     pub out: Option<PathBuf>,
+
+    /// Engine: auto, brute, or a metric index built for this run on the CPU (lc, sss, cover);
+    /// auto indexes strings and low-dimensional vectors (--stats says what it chose and why).
+    #[arg(long, value_name = "E", default_value = "auto", value_parser = parse_engine)]
+    pub engine: EngineChoice,
 }
 
 /// Which GPUs `--gpus` names.
@@ -270,6 +276,10 @@ pub struct RangeArgs {
 
 fn parse_metric(text: &str) -> Result<Metric, String> {
     text.parse::<Metric>().map_err(|e| e.to_string())
+}
+
+fn parse_engine(text: &str) -> Result<EngineChoice, String> {
+    text.parse().map_err(|e: voisin::Error| e.to_string())
 }
 
 fn parse_select(text: &str) -> Result<voisin_cuda::Select, String> {

@@ -10,6 +10,8 @@ use voisin::cpu::checkpoint::CheckpointOptions;
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::check_k;
 use voisin::{Dataset, Engine, Metric};
+use voisin_index::auto::{self, Decision, EngineChoice, Workload};
+use voisin_index::{DatasetIndex, Params};
 use voisin_io::Role;
 
 use crate::args::{Cli, Command, DeviceChoice, GlobalOpts, RunOpts};
@@ -135,6 +137,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         .clone()
         .unwrap_or_else(|| default_metric(task.base()));
     task.check(&metric)?;
+    check_engine(run, &task, &metric)?;
     let inputs: Vec<&Path> = std::iter::once(task.base()).chain(task.query()).collect();
     let target = Target::prepare(run.out.as_deref(), &inputs)?;
     let progress = Progress::on_stderr();
@@ -184,23 +187,40 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     };
     let queries: &Dataset = queries.as_ref().unwrap_or(&base);
     let load_time = start.elapsed();
+    let decision = choose_engine(run, &task, &base, queries, &metric)?;
 
     let t = Instant::now();
-    let answer = match &task {
-        Task::Knn { k, .. } => engine.knn(&base, queries, *k, &metric).map(Answer::Knn),
-        Task::Graph {
-            k,
-            checkpoint: Some(c),
-            ..
-        } => checkpointing
-            .as_ref()
-            .expect("CPU engine built for --checkpoint")
-            .graph_checkpointed(&base, *k, &metric, c)
-            .map(Answer::Knn),
-        Task::Graph { k, .. } => engine.graph(&base, *k, &metric).map(Answer::Knn),
-        Task::Range { radius, .. } => engine
-            .range(&base, queries, *radius, &metric)
-            .map(Answer::Range),
+    let mut build_time = None;
+    let answer = match decision.engine {
+        auto::Engine::Index(kind) => {
+            let pool = crate::index_cmd::thread_pool(global.threads)?;
+            pool.install(|| {
+                let tb = Instant::now();
+                let index = DatasetIndex::build(&base, metric.clone(), kind, &Params::default())?;
+                build_time = Some((tb.elapsed(), index.build_evals()));
+                match &task {
+                    Task::Knn { k, .. } => index.knn(queries, *k).map(Answer::Knn),
+                    Task::Graph { k, .. } => index.graph(&base, *k).map(Answer::Knn),
+                    Task::Range { radius, .. } => index.range(queries, *radius).map(Answer::Range),
+                }
+            })
+        }
+        auto::Engine::Brute => match &task {
+            Task::Knn { k, .. } => engine.knn(&base, queries, *k, &metric).map(Answer::Knn),
+            Task::Graph {
+                k,
+                checkpoint: Some(c),
+                ..
+            } => checkpointing
+                .as_ref()
+                .expect("CPU engine built for --checkpoint")
+                .graph_checkpointed(&base, *k, &metric, c)
+                .map(Answer::Knn),
+            Task::Graph { k, .. } => engine.graph(&base, *k, &metric).map(Answer::Knn),
+            Task::Range { radius, .. } => engine
+                .range(&base, queries, *radius, &metric)
+                .map(Answer::Range),
+        },
     };
     progress.finish();
     let answer = answer.map_err(|e| CliError::core(e, None))?;
@@ -250,8 +270,74 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
             throughput_qps: queries.len() as f64 / secs(engine_time.max(Duration::from_nanos(1))),
             results: answer.len(),
         };
+        let mut line: serde_json::Value =
+            serde_json::from_str(&stats.to_line()).unwrap_or_default();
+        line["engine"] = decision.engine.to_string().into();
+        line["engine_reason"] = decision.reason.into();
+        if let Some(rho) = decision.intrinsic_dim.filter(|r| r.is_finite()) {
+            line["intrinsic_dim"] = rho.into();
+        }
+        if let Some((time, evals)) = build_time {
+            line["index_build_s"] = secs(time).into();
+            line["index_build_evals"] = evals.into();
+        }
         // A closed standard error must not turn a finished run into a failure.
-        let _ = writeln!(std::io::stderr(), "{}", stats.to_line());
+        let _ = writeln!(std::io::stderr(), "{line}");
     }
     Ok(())
+}
+
+/// A fixed index runs on the CPU, without checkpoints, under a true metric: checked before any
+/// input is read.
+fn check_engine(run: &RunOpts, task: &Task, metric: &Metric) -> Result<(), CliError> {
+    let EngineChoice::Fixed(auto::Engine::Index(kind)) = run.engine else {
+        return Ok(());
+    };
+    let clash = if run.device == DeviceChoice::Cuda {
+        Some("--device cuda")
+    } else if task.checkpoint().is_some() {
+        Some("--checkpoint")
+    } else {
+        None
+    };
+    let e = match clash {
+        Some(flag) => voisin::Error::invalid(format!(
+            "--engine {kind} runs on the CPU without checkpoints and cannot go with {flag} \
+             (use --engine brute or auto)"
+        )),
+        None => match voisin_index::space::check_metric(metric) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        },
+    };
+    Err(CliError::core(e, None))
+}
+
+/// Brute force or an index (`--engine`); checkpointed graphs are the CPU engine's brute force.
+fn choose_engine(
+    run: &RunOpts,
+    task: &Task,
+    base: &Dataset,
+    queries: &Dataset,
+    metric: &Metric,
+) -> Result<Decision, CliError> {
+    if task.checkpoint().is_some() {
+        return Ok(Decision {
+            engine: auto::Engine::Brute,
+            reason: "checkpointed graphs run on the CPU engine".into(),
+            intrinsic_dim: None,
+        });
+    }
+    let gpu = match run.device {
+        DeviceChoice::Cuda => true,
+        DeviceChoice::Auto => voisin_cuda::gpu_available(),
+        DeviceChoice::Cpu => false,
+    };
+    let work = Workload {
+        queries: queries.len(),
+        gpu,
+        range: matches!(task, Task::Range { .. }),
+    };
+    auto::decide(run.engine, base, metric, work, &Params::default())
+        .map_err(|e| CliError::core(e, None))
 }

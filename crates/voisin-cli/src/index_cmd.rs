@@ -29,7 +29,7 @@ pub fn run(command: IndexCommand, global: &GlobalOpts) -> Result<(), CliError> {
     })
 }
 
-fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
+pub(crate) fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
     if threads == Some(0) {
         return Err(CliError::core(
             Error::invalid("--threads must be at least 1"),

@@ -630,6 +630,40 @@ fn unknown_device() {
     );
 }
 
+/// `graph` of the valid set with `--engine` and more arguments.
+fn graph_engine(engine: &'static str, extra: &[&'static str]) -> Vec<&'static str> {
+    let graph = [
+        "graph",
+        "--input",
+        "good.fvecs",
+        "-k",
+        "1",
+        "--engine",
+        engine,
+    ];
+    [&graph[..], extra].concat()
+}
+
+#[test]
+fn unknown_engine() {
+    let s = scratch();
+    let args = graph_engine("kd", &[]);
+    expect_bad(&s, &args, "", &["'kd'", "auto, brute, lc, sss, cover"]);
+}
+
+#[test]
+fn index_engine_where_no_index_can_run() {
+    let s = scratch();
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["--metric", "cosine"], &["cosine", "triangle inequality"]),
+        (&["--device", "cuda"], &["--engine cover", "--device cuda"]),
+        (&["--checkpoint", "ck"], &["--engine cover", "--checkpoint"]),
+    ];
+    for (extra, needles) in cases {
+        expect_bad(&s, &graph_engine("cover", extra), "", needles);
+    }
+}
+
 #[test]
 fn bad_gpu_lists() {
     let s = scratch();

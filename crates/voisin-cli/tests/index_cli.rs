@@ -285,3 +285,86 @@ fn bad_arguments_and_inputs() {
         "cluster size",
     );
 }
+
+/// The stats line of a finished run, as JSON.
+fn stats_of(out: &std::process::Output) -> serde_json::Value {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    let err = stderr(out);
+    serde_json::from_str(err.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn every_engine_answers_as_brute_force() {
+    let s = Scratch::new();
+    s.raw("w.txt", format!("{}\n", words().join("\n")).as_bytes());
+    s.raw("wq.txt", b"abc\nd\n\nbbbbbbbb\n");
+    // 1500 points of a 40 x 40 grid: many duplicates and ties, low intrinsic dimension.
+    s.raw("v.fvecs", &fvecs(&int_rows(1500, 2, 3, 40)));
+    s.raw("vq.fvecs", &fvecs(&int_rows(1200, 2, 4, 40)));
+    let runs: [Vec<&str>; 6] = [
+        vec!["knn", "--base", "w.txt", "--query", "wq.txt", "-k", "5"],
+        vec![
+            "range", "--base", "w.txt", "--query", "wq.txt", "--radius", "2",
+        ],
+        vec!["graph", "--input", "w.txt", "-k", "7"],
+        vec![
+            "knn",
+            "--base",
+            "v.fvecs",
+            "--query",
+            "vq.fvecs",
+            "-k",
+            "4",
+            "--metric",
+            "cityblock",
+        ],
+        vec![
+            "range", "--base", "v.fvecs", "--query", "vq.fvecs", "--radius", "1.5",
+        ],
+        vec!["graph", "--input", "v.fvecs", "-k", "6"],
+    ];
+    for args in &runs {
+        let with = |engine: &str| {
+            let mut a = args.clone();
+            a.extend(["--device", "cpu", "--stats", "--engine", engine]);
+            let out = s.run(&a);
+            (stats_of(&out), stdout(&out))
+        };
+        let (brute_stats, brute) = with("brute");
+        assert_eq!(brute_stats["engine"], "brute", "{args:?}");
+        assert!(!brute.is_empty());
+        for engine in ["auto", "lc", "sss", "cover"] {
+            let (st, got) = with(engine);
+            assert!(
+                got == brute,
+                "{args:?} --engine {engine} differs from brute force"
+            );
+            if engine != "auto" {
+                assert_eq!(st["engine"], engine, "{args:?}");
+                assert!(st["index_build_evals"].as_u64().unwrap() > 0, "{st}");
+            }
+        }
+    }
+    // auto: an index for the low-dimensional vectors with enough queries; the reason is given.
+    let mut a = runs[3].clone();
+    a.extend(["--device", "cpu", "--stats"]);
+    let st = stats_of(&s.run(&a));
+    assert_eq!(st["engine"], "cover", "{st}");
+    assert!(
+        st["engine_reason"]
+            .as_str()
+            .unwrap()
+            .contains("intrinsic dimension"),
+        "{st}"
+    );
+    assert!(st["intrinsic_dim"].as_f64().unwrap() < 6.0, "{st}");
+    // 300 words are too few for an index to pay.
+    let mut a = runs[0].clone();
+    a.extend(["--device", "cpu", "--stats"]);
+    let st = stats_of(&s.run(&a));
+    assert_eq!(st["engine"], "brute", "{st}");
+    assert!(
+        st["engine_reason"].as_str().unwrap().contains("too few"),
+        "{st}"
+    );
+}

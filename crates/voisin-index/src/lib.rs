@@ -7,6 +7,8 @@
 //! - [`search`]: probes that count distance evaluations, range and k-NN collectors, the parallel
 //!   loop over queries and the result types of the core crate.
 //! - [`file`]: the self-contained index file (items, structure, checksum).
+//! - [`auto`]: brute force or which index for a run (`--engine`), from an intrinsic-dimension
+//!   estimate.
 //!
 //! Answers equal the brute-force reference (`voisin::reference`) exactly: the same keys, rows
 //! sorted by (distance, index). This crate computes distances only through the core crate's
@@ -22,6 +24,7 @@
 //! assert_eq!(res.indices, vec![0, 1, 3]);
 //! ```
 
+pub mod auto;
 pub mod cover;
 pub mod file;
 pub mod lc;
@@ -272,6 +275,51 @@ impl DatasetIndex {
             }
             _ => Err(kind_mismatch(self)),
         }
+    }
+}
+
+impl DatasetIndex {
+    /// The k-NN graph of the indexed set itself (`data` must be that set): each item's k nearest
+    /// other items, k capped at n − 1, duplicates of an item kept, ties by smaller index, as
+    /// brute force's graph. Found as k + 1 neighbours of each item with the item then dropped:
+    /// when it is not among them, duplicates with smaller indices filled its place.
+    pub fn graph(&self, data: &Dataset, k: usize) -> Result<KnnResult> {
+        voisin::engine::check_k(k)?;
+        if data.len() != self.len() {
+            return Err(Error::invalid(format!(
+                "the graph of an index over {} items needs those items, not {}",
+                self.len(),
+                data.len()
+            )));
+        }
+        let k = k.min(self.len().saturating_sub(1));
+        if k == 0 {
+            return Ok(KnnResult {
+                n_queries: data.len(),
+                k: 0,
+                indices: Vec::new(),
+                distances: Vec::new(),
+                stats: Default::default(),
+            });
+        }
+        let wide = self.knn(data, k + 1)?;
+        let mut indices = Vec::with_capacity(data.len() * k);
+        let mut distances = Vec::with_capacity(data.len() * k);
+        for q in 0..data.len() {
+            let (ids, ds) = wide.row(q);
+            let others = ids.iter().zip(ds).filter(|(&i, _)| i as usize != q).take(k);
+            for (&i, &d) in others {
+                indices.push(i);
+                distances.push(d);
+            }
+        }
+        Ok(KnnResult {
+            n_queries: data.len(),
+            k,
+            indices,
+            distances,
+            stats: wide.stats,
+        })
     }
 }
 

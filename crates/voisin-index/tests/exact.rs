@@ -1,4 +1,4 @@
-//! Every index × {range, k-NN} equals the f64 brute-force reference exactly (rel_tol 0): vectors
+//! Every index × {range, k-NN, k-NN graph} equals the f64 brute-force reference exactly (rel_tol 0): vectors
 //! under every true metric (integer grids with ties and duplicates, continuous data, dims 1, 3,
 //! 127), words under levenshtein, and user metrics both through `Metric::Custom` and a bare
 //! `UserSpace`. Cover trees are checked for their invariants after every build.
@@ -32,6 +32,9 @@ fn check_all(base: &Dataset, queries: &Dataset, metric: &Metric, radii: &[f64], 
             let want = voisin::reference::knn(base, queries, k, metric).unwrap();
             let got = index.knn(queries, k).unwrap();
             compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} k={k}: {e}"));
+            let want = voisin::reference::graph(base, k, metric).unwrap();
+            let got = index.graph(base, k).unwrap();
+            compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} graph k={k}: {e}"));
         }
     }
 }

@@ -1,0 +1,600 @@
+//! Cover-tree construction, one level at a time over the whole set (seed 004's breadth-first
+//! scheme), keeping the full separation invariant: every two nodes present at level j (a node is
+//! present at its own level and all below) are more than bʲ apart, not only siblings.
+//!
+//! State between levels, for the level `upper` just finished: every node that still has items to
+//! place (an *active* node) holds them with their distances, all within b^upper of it, and its
+//! *relatives*: the nodes present at `upper` within c·b^upper of it, with c = (2b + 1)/(b − 1)
+//! (5 for b = 2). One step goes down to the next level j at which some item anywhere is farther
+//! than bʲ from its node, and, with every stage parallel over nodes or groups of nodes:
+//!
+//! 1. an active node keeps its items within bʲ; each farther item moves to the nearest relative
+//!    within bʲ if there is one (so no new node lands within bʲ of an old one);
+//! 2. the far items left pick new level-j nodes greedily in index order: an item becomes a node
+//!    unless an earlier new node is within bʲ, in which case it moves below that one. Items of two
+//!    nodes that are not relatives are more than bʲ apart, so the greedy pass runs separately on
+//!    each connected group of relatives (in parallel) and only compares items of relatives;
+//! 3. every node active at j gets its relatives at j from those of a node active at `upper` it is
+//!    near (itself, its parent, or the node an item came from) and the new children of those.
+//!
+//! Why c suffices: an old node within bʲ of a far item x of node p is within bʲ + b^upper of p; two
+//! far items within bʲ belong to nodes within 2b^upper + bʲ; and for step 3, a node within c·bʲ of
+//! z sits within b^upper of a node at `upper` that is within (1 + c)bʲ + 2b^upper ≤ c·b^upper of z's
+//! source. All three stay within c·b^upper since j < upper.
+//!
+//! Items at distance 0 from their node are kept as its duplicates (they would break separation).
+//! Each node's reach (largest distance to a descendant) is measured at the end, bottom-up, with a
+//! farthest-descendant search that prunes subtrees by their own reach.
+
+use std::collections::BinaryHeap;
+
+use rayon::prelude::*;
+
+use super::{dist, Node};
+use crate::space::Space;
+
+/// The construction's output, in the layout `CoverTree` keeps.
+pub(super) struct Built {
+    pub nodes: Vec<Node>,
+    pub children: Vec<u32>,
+    pub dups: Vec<u32>,
+    pub evals: u64,
+}
+
+/// A node with items still to place below it.
+struct Active {
+    node: u32,
+    /// Items with their distance to the node, all within b^upper.
+    items: Vec<(u32, f64)>,
+    /// Nodes present at `upper` within c·b^upper of this one (itself included).
+    rel: Vec<Rel>,
+}
+
+/// A node near another one: its id, its item and the distance between the two.
+#[derive(Clone, Copy, Debug)]
+struct Rel {
+    node: u32,
+    item: u32,
+    d: f64,
+}
+
+/// What stage 1 makes of one active node's items at the new level.
+#[derive(Default)]
+struct Split {
+    near: Vec<(u32, f64)>,
+    /// (old node near this one, item, the item's distance to that node).
+    moved: Vec<(Rel, u32, f64)>,
+    /// Items no node covers yet, with their distance to this node.
+    far: Vec<(u32, f64)>,
+    evals: u64,
+}
+
+/// A new node from stage 2: its item, the active node (slot) it hangs from, the distance, and
+/// the far items it covers.
+struct Center {
+    item: u32,
+    slot: usize,
+    parent_dist: f64,
+    items: Vec<(u32, f64)>,
+}
+
+/// A node active at the new level and where its relatives come from.
+struct Next {
+    node: u32,
+    items: Vec<(u32, f64)>,
+    /// Slot of the active node whose relatives seed this one's, and the distance between them.
+    source: usize,
+    source_dist: f64,
+}
+
+struct Builder<'a, S: Space> {
+    space: &'a S,
+    /// c in the module doc.
+    factor: f64,
+}
+
+pub(super) fn build<S: Space>(space: &S, base: f64) -> Built {
+    let n = space.len();
+    let mut out = Built {
+        nodes: Vec::new(),
+        children: Vec::new(),
+        dups: Vec::new(),
+        evals: 0,
+    };
+    if n == 0 {
+        return out;
+    }
+    let b = Builder {
+        space,
+        factor: (2.0 * base + 1.0) / (base - 1.0),
+    };
+    let items: Vec<(u32, f64)> = (1..n as u32)
+        .into_par_iter()
+        .map(|x| (x, dist(space, 0, x)))
+        .collect();
+    let mut evals = items.len() as u64;
+    let reach = items.iter().map(|x| x.1).fold(0.0, f64::max);
+    let top = level_at_least(base, reach);
+    let mut nodes = vec![new_node(0, top, 0, 0.0)];
+    let mut dups: Vec<Vec<u32>> = vec![Vec::new()];
+    let mut active = vec![Active {
+        node: 0,
+        items,
+        rel: vec![Rel {
+            node: 0,
+            item: 0,
+            d: 0.0,
+        }],
+    }];
+    let mut upper = top;
+    loop {
+        for a in &mut active {
+            let (zero, rest): (Vec<_>, Vec<_>) = a.items.drain(..).partition(|x| x.1 <= 0.0);
+            dups[a.node as usize].extend(zero.into_iter().map(|x| x.0));
+            a.items = rest;
+        }
+        active.retain(|a| !a.items.is_empty());
+        let Some(level) = active
+            .iter()
+            .map(|a| next_level(base, upper, a.items.iter().map(|x| x.1)))
+            .max()
+        else {
+            break;
+        };
+        let sep = base.powi(level);
+        let splits: Vec<Split> = active.par_iter().map(|a| b.split(a, sep)).collect();
+        let (centers, net_evals) = b.nets(&active, &splits, nodes.len(), sep);
+        evals += net_evals + splits.iter().map(|s| s.evals).sum::<u64>();
+        let mut next = regroup(&active, splits, nodes.len());
+        let first_new = nodes.len();
+        let mut new_kids: Vec<Vec<Rel>> = vec![Vec::new(); first_new];
+        for c in centers {
+            let id = nodes.len() as u32;
+            let parent = active[c.slot].node;
+            nodes.push(new_node(c.item, level, parent, c.parent_dist));
+            dups.push(Vec::new());
+            new_kids[parent as usize].push(Rel {
+                node: id,
+                item: c.item,
+                d: c.parent_dist,
+            });
+            if !c.items.is_empty() {
+                next.push(Next {
+                    node: id,
+                    items: c.items,
+                    source: c.slot,
+                    source_dist: c.parent_dist,
+                });
+            }
+        }
+        let cap = b.factor * sep;
+        let rebuilt: Vec<(Active, u64)> = next
+            .into_par_iter()
+            .map(|x| {
+                let own = active[x.source].node == x.node;
+                let me = Rel {
+                    node: x.node,
+                    item: nodes[x.node as usize].item,
+                    d: x.source_dist,
+                };
+                let (rel, e) = b.relatives(me, &active[x.source].rel, own, &new_kids, cap);
+                let a = Active {
+                    node: x.node,
+                    items: x.items,
+                    rel,
+                };
+                (a, e)
+            })
+            .collect();
+        evals += rebuilt.iter().map(|x| x.1).sum::<u64>();
+        active = rebuilt.into_iter().map(|x| x.0).collect();
+        upper = level;
+    }
+    evals += measure_reach(space, &mut nodes);
+    let mut kids: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+    for (id, node) in nodes.iter().enumerate().skip(1) {
+        kids[node.parent as usize].push(id as u32);
+    }
+    for (i, node) in nodes.iter_mut().enumerate() {
+        node.c0 = out.children.len();
+        out.children.extend(&kids[i]);
+        node.c1 = out.children.len();
+        node.d0 = out.dups.len();
+        out.dups.extend(&dups[i]);
+        node.d1 = out.dups.len();
+    }
+    out.nodes = nodes;
+    out.evals = evals;
+    out
+}
+
+fn new_node(item: u32, level: i32, parent: u32, parent_dist: f64) -> Node {
+    Node {
+        item,
+        level,
+        parent,
+        parent_dist,
+        reach: 0.0,
+        c0: 0,
+        c1: 0,
+        d0: 0,
+        d1: 0,
+    }
+}
+
+/// The smallest level whose radius bˡ is at least `m` (0 when `m` is 0; the level where bˡ
+/// overflows when `m` is not finite).
+fn level_at_least(base: f64, m: f64) -> i32 {
+    if m.is_nan() || m <= 0.0 {
+        return 0;
+    }
+    let scale = if m.is_finite() { m } else { f64::MAX };
+    let mut level = (scale.ln() / base.ln()).ceil() as i32;
+    while base.powi(level) < m && base.powi(level).is_finite() {
+        level += 1;
+    }
+    if !m.is_finite() {
+        return level + 1;
+    }
+    while base.powi(level - 1) >= m {
+        level -= 1;
+    }
+    level
+}
+
+/// The highest level below `upper` whose radius is smaller than the largest of `dists` (a NaN
+/// distance counts as large: it then becomes a node rather than loop forever).
+fn next_level(base: f64, upper: i32, dists: impl Iterator<Item = f64>) -> i32 {
+    let m = dists.max_by(f64::total_cmp).unwrap_or(0.0);
+    if !m.is_finite() {
+        return upper - 1;
+    }
+    let level = level_at_least(base, m) - 1;
+    level.min(upper - 1)
+}
+
+/// Distance from item `a` to item `b` when at most `max`.
+fn dist_within<S: Space>(space: &S, a: u32, b: u32, max: f64) -> Option<f64> {
+    let key = space.key_within(space.item(a as usize), space.item(b as usize), max)?;
+    Some(space.to_distance(key)).filter(|&d| d <= max)
+}
+
+impl<S: Space> Builder<'_, S> {
+    /// Stage 1 for one active node.
+    fn split(&self, a: &Active, sep: f64) -> Split {
+        let space = self.space;
+        let mut out = Split::default();
+        for &(x, dx) in &a.items {
+            if dx <= sep {
+                out.near.push((x, dx));
+                continue;
+            }
+            let mut best: Option<(Rel, f64)> = None;
+            for &q in &a.rel {
+                let bound = best.map_or(sep, |b| b.1);
+                if q.node == a.node || space.beyond((dx - q.d).abs(), bound, dx + q.d) {
+                    continue;
+                }
+                out.evals += 1;
+                if let Some(d) = dist_within(space, x, q.item, bound) {
+                    if best.is_none_or(|b| d < b.1) {
+                        best = Some((q, d));
+                    }
+                }
+            }
+            match best {
+                Some((q, d)) => out.moved.push((q, x, d)),
+                None => out.far.push((x, dx)),
+            }
+        }
+        out
+    }
+
+    /// Stage 2 over every group of relatives that has uncovered far items.
+    fn nets(
+        &self,
+        active: &[Active],
+        splits: &[Split],
+        n_nodes: usize,
+        sep: f64,
+    ) -> (Vec<Center>, u64) {
+        let mut slot_of = vec![u32::MAX; n_nodes];
+        for (s, a) in active.iter().enumerate() {
+            slot_of[a.node as usize] = s as u32;
+        }
+        let has_far = |s: usize| !splits[s].far.is_empty();
+        let mut groups = Groups::new(active.len());
+        for (s, a) in active.iter().enumerate().filter(|(s, _)| has_far(*s)) {
+            for q in &a.rel {
+                let t = slot_of[q.node as usize];
+                if t != u32::MAX && has_far(t as usize) {
+                    groups.join(s, t as usize);
+                }
+            }
+        }
+        let groups = groups.members((0..active.len()).filter(|&s| has_far(s)));
+        let done: Vec<(Vec<Center>, u64)> = groups
+            .par_iter()
+            .map(|g| self.net(g, active, splits, &slot_of, sep))
+            .collect();
+        let evals = done.iter().map(|x| x.1).sum();
+        (done.into_iter().flat_map(|x| x.0).collect(), evals)
+    }
+
+    /// Stage 2 for one group of active slots (sorted).
+    fn net(
+        &self,
+        group: &[usize],
+        active: &[Active],
+        splits: &[Split],
+        slot_of: &[u32],
+        sep: f64,
+    ) -> (Vec<Center>, u64) {
+        let space = self.space;
+        // The group's far items, slot by slot: `range[i]` is slot group[i]'s share of `pts`.
+        let mut pts: Vec<(u32, usize, f64)> = Vec::new();
+        let mut range = Vec::with_capacity(group.len());
+        for (i, &s) in group.iter().enumerate() {
+            let start = pts.len();
+            pts.extend(splits[s].far.iter().map(|&(x, d)| (x, i, d)));
+            range.push(start..pts.len());
+        }
+        let local = |node: u32| {
+            let s = slot_of[node as usize];
+            (s != u32::MAX)
+                .then(|| group.binary_search(&(s as usize)).ok())
+                .flatten()
+        };
+        let mut order: Vec<usize> = (0..pts.len()).collect();
+        order.sort_unstable_by_key(|&i| pts[i].0);
+        let mut owner: Vec<Option<(usize, f64)>> = vec![None; pts.len()];
+        let mut centers: Vec<Center> = Vec::new();
+        let mut evals = 0u64;
+        for &i in &order {
+            if owner[i].is_some() {
+                continue;
+            }
+            let (x, li, dx) = pts[i];
+            let ci = centers.len();
+            owner[i] = Some((ci, 0.0));
+            centers.push(Center {
+                item: x,
+                slot: group[li],
+                parent_dist: dx,
+                items: Vec::new(),
+            });
+            let mut candidates = Vec::new();
+            for q in &active[group[li]].rel {
+                let Some(lq) = local(q.node) else { continue };
+                for j in range[lq].clone() {
+                    let (dq, dy) = (q.d, pts[j].2);
+                    if owner[j].is_none() && !space.beyond(dq - dx - dy, sep, dq + dx + dy) {
+                        candidates.push(j);
+                    }
+                }
+            }
+            evals += candidates.len() as u64;
+            let measure = |&j: &usize| dist_within(space, x, pts[j].0, sep).map(|d| (j, d));
+            let covered: Vec<(usize, f64)> = if candidates.len() > 256 {
+                candidates.par_iter().filter_map(measure).collect()
+            } else {
+                candidates.iter().filter_map(measure).collect()
+            };
+            for (j, d) in covered {
+                owner[j] = Some((ci, d));
+            }
+        }
+        for (i, o) in owner.into_iter().enumerate() {
+            let (ci, d) = o.expect("every far item is a center or covered");
+            if centers[ci].item != pts[i].0 {
+                centers[ci].items.push((pts[i].0, d));
+            }
+        }
+        (centers, evals)
+    }
+
+    /// The relatives at the new level (radius `cap`) of node `me` (`me.d`: its distance to its
+    /// source), from the source's relatives `src` and their new children; `own` when the source
+    /// is `me` itself, whose stored distances then need no new evaluation.
+    fn relatives(
+        &self,
+        me: Rel,
+        src: &[Rel],
+        own: bool,
+        new_kids: &[Vec<Rel>],
+        cap: f64,
+    ) -> (Vec<Rel>, u64) {
+        let space = self.space;
+        let mut rel = vec![Rel { d: 0.0, ..me }];
+        let mut evals = 0u64;
+        for &r in src {
+            let kids = new_kids
+                .get(r.node as usize)
+                .map_or(&[][..], |k| k.as_slice());
+            let itself = Rel { d: 0.0, ..r };
+            for c in std::iter::once(itself).chain(kids.iter().copied()) {
+                // c.d is the candidate's distance to r; r.d is r's distance to the source.
+                if c.node == me.node {
+                    continue;
+                }
+                if own && c.node == r.node {
+                    if r.d <= cap {
+                        rel.push(r);
+                    }
+                    continue;
+                }
+                if space.beyond(r.d - me.d - c.d, cap, r.d + me.d + c.d) {
+                    continue;
+                }
+                evals += 1;
+                if let Some(d) = dist_within(space, me.item, c.item, cap) {
+                    rel.push(Rel { d, ..c });
+                }
+            }
+        }
+        (rel, evals)
+    }
+}
+
+/// Disjoint sets over active slots (union by size, path halving).
+struct Groups(Vec<usize>, Vec<usize>);
+
+impl Groups {
+    fn new(n: usize) -> Self {
+        Groups((0..n).collect(), vec![1; n])
+    }
+
+    fn root(&mut self, mut x: usize) -> usize {
+        while self.0[x] != x {
+            self.0[x] = self.0[self.0[x]];
+            x = self.0[x];
+        }
+        x
+    }
+
+    fn join(&mut self, a: usize, b: usize) {
+        let (mut a, mut b) = (self.root(a), self.root(b));
+        if a != b {
+            if self.1[a] < self.1[b] {
+                std::mem::swap(&mut a, &mut b);
+            }
+            self.0[b] = a;
+            self.1[a] += self.1[b];
+        }
+    }
+
+    /// The groups of `slots` (ascending), each sorted, in the order of their smallest slot.
+    fn members(mut self, slots: impl Iterator<Item = usize>) -> Vec<Vec<usize>> {
+        let mut index = vec![usize::MAX; self.0.len()];
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        for s in slots {
+            let r = self.root(s);
+            if index[r] == usize::MAX {
+                index[r] = out.len();
+                out.push(Vec::new());
+            }
+            out[index[r]].push(s);
+        }
+        out
+    }
+}
+
+/// The active nodes of the next level before stage 2's new nodes join: every old active node
+/// keeps its near items (its own relatives seed its next ones), and an item moved to another old
+/// node joins that node, which becomes active if it was not (seeded by the node the item left).
+fn regroup(active: &[Active], splits: Vec<Split>, n_nodes: usize) -> Vec<Next> {
+    let mut at = vec![usize::MAX; n_nodes];
+    let mut next: Vec<Next> = Vec::with_capacity(active.len());
+    let mut moves = Vec::new();
+    for (s, (a, split)) in active.iter().zip(splits).enumerate() {
+        at[a.node as usize] = next.len();
+        next.push(Next {
+            node: a.node,
+            items: split.near,
+            source: s,
+            source_dist: 0.0,
+        });
+        moves.push((s, split.moved));
+    }
+    for (s, moved) in moves {
+        for (q, x, d) in moved {
+            if at[q.node as usize] == usize::MAX {
+                at[q.node as usize] = next.len();
+                next.push(Next {
+                    node: q.node,
+                    items: Vec::new(),
+                    source: s,
+                    source_dist: q.d,
+                });
+            }
+            next[at[q.node as usize]].items.push((x, d));
+        }
+    }
+    next.retain(|x| !x.items.is_empty());
+    next
+}
+
+/// Sets every node's reach to the largest distance to a node below it, lowest levels first so
+/// that a subtree whose bound (distance + its reach) cannot beat the best so far is skipped.
+/// Duplicates are at distance 0 from their node, so they never exceed it. Returns evaluations.
+fn measure_reach<S: Space>(space: &S, nodes: &mut [Node]) -> u64 {
+    let mut kids: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+    for (id, node) in nodes.iter().enumerate().skip(1) {
+        kids[node.parent as usize].push(id as u32);
+    }
+    let mut by_level: Vec<(i32, u32)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(id, n)| (n.level, id as u32))
+        .collect();
+    by_level.sort_unstable();
+    let mut evals = 0u64;
+    for same in by_level.chunk_by(|a, b| a.0 == b.0) {
+        let same: Vec<u32> = same.iter().map(|x| x.1).collect();
+        let done: Vec<(f64, u64)> = same
+            .par_iter()
+            .map(|&id| farthest(space, nodes, &kids, id))
+            .collect();
+        for (&id, (reach, e)) in same.iter().zip(done) {
+            nodes[id as usize].reach = reach;
+            evals += e;
+        }
+    }
+    evals
+}
+
+/// The largest distance from node `id` to a node below it (whose reaches are already set).
+fn farthest<S: Space>(space: &S, nodes: &[Node], kids: &[Vec<u32>], id: u32) -> (f64, u64) {
+    let item = nodes[id as usize].item;
+    let mut best = 0.0f64;
+    let mut evals = 0u64;
+    // Max-heap of (upper bound on the subtree's farthest distance, node, its distance).
+    let mut heap: BinaryHeap<Bound> = kids[id as usize]
+        .iter()
+        .map(|&c| {
+            let n = &nodes[c as usize];
+            Bound(n.parent_dist + n.reach, c, n.parent_dist)
+        })
+        .collect();
+    // A bound only rules a subtree out beyond rounding doubt, so the reach found is exact.
+    let below = |bound: f64, best: f64| space.beyond(best, bound, bound);
+    while let Some(Bound(ub, c, d)) = heap.pop() {
+        if below(ub, best) {
+            break;
+        }
+        best = best.max(d);
+        for &g in &kids[c as usize] {
+            let n = &nodes[g as usize];
+            if below(d + n.parent_dist + n.reach, best) {
+                continue;
+            }
+            evals += 1;
+            let dg = dist(space, item, n.item);
+            heap.push(Bound(dg + n.reach, g, dg));
+        }
+    }
+    (best, evals)
+}
+
+/// A subtree waiting in the farthest-descendant search, largest bound first.
+struct Bound(f64, u32, f64);
+
+impl PartialEq for Bound {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Bound {}
+
+impl PartialOrd for Bound {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Bound {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0).then(other.1.cmp(&self.1))
+    }
+}
