@@ -41,24 +41,30 @@ impl<S: Space> ListOfClusters<S> {
         let n = space.len();
         let take = cluster_size.max(1) - 1;
         let mut evals = 0u64;
-        let mut left: Vec<u32> = (0..n as u32).collect();
-        let mut sum = vec![0.0f64; n];
+        // Items left, each with its summed distance to the centers so far: kept together so
+        // the sums update inside the parallel distance pass and the next center is a parallel
+        // arg-max (at 1M items and clusters of 64, per-item bookkeeping by index dominated the
+        // build). The sums add the same values in the same order as one array would.
+        let mut left: Vec<(u32, f64)> = (0..n as u32).map(|x| (x, 0.0)).collect();
         let mut clusters = Vec::new();
         let mut members = Vec::with_capacity(n);
         let mut member_dist = Vec::with_capacity(n);
-        let mut next = (n > 0).then_some(0u32);
-        while let Some(center) = next {
-            left.retain(|&x| x != center);
+        // Position in `left` of the next center; item 0 first.
+        let mut next = (n > 0).then_some(0usize);
+        while let Some(pos) = next {
+            // The order of `left` is free: the cut and the arg-max below break ties by index.
+            let center = left.swap_remove(pos).0;
             let c = space.item(center as usize);
-            let mut dists: Vec<(f64, u32)> = left
+            let mut dists: Vec<(f64, u32, f64)> = left
                 .par_iter()
-                .map(|&x| (space.to_distance(space.key(c, space.item(x as usize))), x))
+                .map(|&(x, sum)| {
+                    let d = space.to_distance(space.key(c, space.item(x as usize)));
+                    (d, x, sum + d)
+                })
                 .collect();
             evals += dists.len() as u64;
-            for &(d, x) in &dists {
-                sum[x as usize] += d;
-            }
-            let by_rank = |a: &(f64, u32), b: &(f64, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+            let by_rank =
+                |a: &(f64, u32, f64), b: &(f64, u32, f64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
             let cut = take.min(dists.len());
             if cut < dists.len() && cut > 0 {
                 dists.select_nth_unstable_by(cut - 1, by_rank);
@@ -66,7 +72,7 @@ impl<S: Space> ListOfClusters<S> {
             let (mine, rest) = dists.split_at_mut(cut);
             mine.sort_unstable_by(by_rank);
             let start = members.len();
-            for &(d, x) in mine.iter() {
+            for &(d, x, _) in mine.iter() {
                 members.push(x);
                 member_dist.push(d);
             }
@@ -76,11 +82,13 @@ impl<S: Space> ListOfClusters<S> {
                 start,
                 end: members.len(),
             });
-            left = rest.iter().map(|&(_, x)| x).collect();
+            left = rest.par_iter().map(|&(_, x, sum)| (x, sum)).collect();
+            // Largest sum, ties to the smaller index (a total order, so no equal maxima).
             next = left
-                .iter()
-                .copied()
-                .max_by(|&a, &b| sum[a as usize].total_cmp(&sum[b as usize]).then(b.cmp(&a)));
+                .par_iter()
+                .enumerate()
+                .max_by(|(_, a), (_, b)| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(i, _)| i);
         }
         ListOfClusters {
             space,
