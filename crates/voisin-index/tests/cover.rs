@@ -153,14 +153,14 @@ fn broken_user_distances_do_not_hang_the_build() {
     // Not metrics: NaN, infinite and negative values. The build must still end, every item once.
     let items: Vec<u32> = (0..200).collect();
     let nan = |a: &u32, b: &u32| {
-        if (a + b) % 7 == 0 {
+        if (a + b).is_multiple_of(7) {
             f64::NAN
         } else {
             a.abs_diff(*b) as f64
         }
     };
     let inf = |a: &u32, b: &u32| {
-        if a != b && (a * b) % 5 == 0 {
+        if a != b && (a * b).is_multiple_of(5) {
             f64::INFINITY
         } else {
             a.abs_diff(*b) as f64
