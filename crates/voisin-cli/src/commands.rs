@@ -1,6 +1,7 @@
 //! knn, graph and range: the common flow from arguments to written results. Each step that can
 //! fail on user input runs before the expensive ones: parameters, output path, device, inputs,
-//! then the engine, then the write.
+//! then the engine, then the write. The engine is brute force through the `Engine` trait or, by
+//! `--engine` (voisin-index's `auto` decides for `auto`), a metric index built for the run.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

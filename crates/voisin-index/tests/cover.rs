@@ -147,3 +147,33 @@ fn words_set(seed: u64, n: usize, alphabet: &str, max_len: usize) -> StringSet {
         .unwrap()
         .clone()
 }
+
+#[test]
+fn broken_user_distances_do_not_hang_the_build() {
+    // Not metrics: NaN, infinite and negative values. The build must still end, every item once.
+    let items: Vec<u32> = (0..200).collect();
+    let nan = |a: &u32, b: &u32| {
+        if (a + b).is_multiple_of(7) {
+            f64::NAN
+        } else {
+            a.abs_diff(*b) as f64
+        }
+    };
+    let inf = |a: &u32, b: &u32| {
+        if a != b && (a * b).is_multiple_of(5) {
+            f64::INFINITY
+        } else {
+            a.abs_diff(*b) as f64
+        }
+    };
+    let neg = |a: &u32, b: &u32| if a == b { 0.0 } else { -1.0 - (a ^ b) as f64 };
+    CoverTree::build(UserSpace::new(items.clone(), nan), 2.0)
+        .check_layout()
+        .unwrap();
+    CoverTree::build(UserSpace::new(items.clone(), inf), 2.0)
+        .check_layout()
+        .unwrap();
+    CoverTree::build(UserSpace::new(items, neg), 2.0)
+        .check_layout()
+        .unwrap();
+}
