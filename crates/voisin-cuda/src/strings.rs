@@ -148,21 +148,58 @@ pub(crate) fn range(
     radius: f64,
     mut stats: Stats,
 ) -> Result<RangeResult> {
+    let t = Instant::now();
+    let dbase = DeviceBase::new(gpu, base)?;
+    stats.transfer += t.elapsed();
+    search(gpu, lev, &dbase, base, queries, radius, stats)
+}
+
+/// The packed base on the device, uploaded once for every search round over it.
+struct DeviceBase {
+    packed: PackedBase,
+    chars: CudaSlice<u32>,
+    offs: CudaSlice<u32>,
+}
+
+impl DeviceBase {
+    fn new(gpu: &Gpu, base: &StringSet) -> Result<Self> {
+        let packed = PackedBase::new(base)?;
+        let up = |v: &[u32]| {
+            gpu.stream
+                .clone_htod(v)
+                .map_err(dev("copying strings to the device"))
+        };
+        Ok(DeviceBase {
+            chars: up(&packed.chars)?,
+            offs: up(&packed.offsets)?,
+            packed,
+        })
+    }
+}
+
+/// Range search over a base already on the device.
+fn search(
+    gpu: &Gpu,
+    lev: &CudaFunction,
+    dbase: &DeviceBase,
+    base: &StringSet,
+    queries: &StringSet,
+    radius: f64,
+    mut stats: Stats,
+) -> Result<RangeResult> {
     let (nb, nq) = (base.len(), queries.len());
     // Distances are integers no larger than the longer string, so the radius is floored and
     // capped (keeping r + columns left inside u32 in the kernel).
     let cap_r = (base.max_len() + queries.max_len()) as f64;
     let r = radius.floor().min(cap_r).min((1u32 << 30) as f64) as u32;
     let t = Instant::now();
-    let packed = PackedBase::new(base)?;
-    let (qchars, qmasks, qinfo) = query_tables(queries, &packed, r);
+    let (packed, chars, offs) = (&dbase.packed, &dbase.chars, &dbase.offs);
+    let (qchars, qmasks, qinfo) = query_tables(queries, packed, r);
     let s = &gpu.stream;
     let up = |v: &[u32]| {
         s.clone_htod(v)
             .map_err(dev("copying strings to the device"))
     };
-    let chars = up(&packed.chars)?;
-    let offs = up(&packed.offsets)?;
     let qc = up(&if nq == 0 { vec![PAD; W] } else { qchars })?;
     let qi = up(&if nq == 0 { vec![0; 4] } else { qinfo })?;
     let qm = s
@@ -182,8 +219,8 @@ pub(crate) fn range(
             s.memset_zeros(&mut cursor).map_err(dev("clearing"))?;
             let cap64 = cap as u64;
             let mut l = s.launch_builder(lev);
-            l.arg(&chars)
-                .arg(&offs)
+            l.arg(chars)
+                .arg(offs)
                 .arg(&qc)
                 .arg(&qm)
                 .arg(&qi)
@@ -209,7 +246,7 @@ pub(crate) fn range(
         }
     }
     stats.compute += t.elapsed();
-    stats.distance_evals += qinfo_pairs(queries, &packed, r);
+    stats.distance_evals += qinfo_pairs(queries, packed, r);
 
     let t = Instant::now();
     // (query, distance, original index) for every hit, device and host paths together, sorted
@@ -266,7 +303,8 @@ fn qinfo_pairs(queries: &StringSet, base: &PackedBase, r: u32) -> u64 {
 
 /// k-NN search (and the graph, with `exclude_self`; `k` already capped at the items there are)
 /// on strings by increasing radius: range
-/// searches at r = 1, 2, 4, … for the queries still short of k neighbours. Edit distances are
+/// searches at r = 1, 2, 3, … for the queries still short of k neighbours (steps of one: the
+/// hits of a round grow steeply with r, and each round runs only the queries left). Edit distances are
 /// integers and a range search returns every item within r, so once a query has at least k hits
 /// its k nearest by (distance, index) are among them, exactly; at r = the longest base string +
 /// the longest query every item is within r, so the loop ends. Each round runs only the queries
@@ -289,6 +327,9 @@ pub(crate) fn knn(
     };
     let all_within = (base.max_len() + queries.max_len()) as u32;
     let mut r = 1u32.min(all_within);
+    let t = Instant::now();
+    let dbase = DeviceBase::new(gpu, base)?;
+    stats.transfer += t.elapsed();
     while !pending.is_empty() {
         let sub = if pending.len() == nq {
             None
@@ -297,9 +338,10 @@ pub(crate) fn knn(
                 pending.iter().map(|&q| queries.get_string(q)),
             )?)
         };
-        let res = range(
+        let res = search(
             gpu,
             lev,
+            &dbase,
             base,
             sub.as_ref().unwrap_or(queries),
             r as f64,
@@ -335,7 +377,7 @@ pub(crate) fn knn(
             }
         }
         pending = still;
-        r = r.saturating_mul(2).min(all_within);
+        r = (r + 1).min(all_within);
     }
     Ok(KnnResult {
         stats,
