@@ -13,7 +13,8 @@
 //! - [`tiles`]: key tiles and their error bounds for vector metrics.
 //! - [`items`]: key tiles for strings and user metrics.
 //! - [`search`]: k-NN and range drivers.
-//! - [`graph`]: the symmetric k-NN graph driver.
+//! - [`graph`]: the symmetric k-NN graph driver, and single tiles of it for distributed
+//!   drivers ([`CpuEngine::cross_tile`]).
 //! - [`checkpoint`]: finished graph passes kept on disk, for resumable builds.
 //! - [`plan`]: tile sizes, work splitting, progress.
 
@@ -33,7 +34,7 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::metric::Metric;
 use checkpoint::{Checkpoint, CheckpointOptions, Job};
-use graph::PassStore;
+pub use graph::{PassRows, PassStore, TileLists};
 
 /// Default memory budget for working buffers: 1 GiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
@@ -158,6 +159,13 @@ trait Driver: Sync {
         ctx: &plan::Ctx,
         store: &mut dyn PassStore,
     ) -> Result<KnnResult>;
+    fn cross_tile(
+        &self,
+        rows: (usize, usize),
+        cols: (usize, usize),
+        k: usize,
+        ctx: &plan::Ctx,
+    ) -> TileLists;
 }
 
 struct Source<S>(S);
@@ -194,6 +202,16 @@ impl<S: tiles::TileSource> Driver for Source<S> {
         store: &mut dyn PassStore,
     ) -> Result<KnnResult> {
         graph::graph(&self.0, metric, n_k, blocks_per_pass, ctx, store)
+    }
+
+    fn cross_tile(
+        &self,
+        rows: (usize, usize),
+        cols: (usize, usize),
+        k: usize,
+        ctx: &plan::Ctx,
+    ) -> TileLists {
+        graph::cross_tile(&self.0, rows, cols, k, ctx)
     }
 }
 
@@ -255,6 +273,43 @@ impl CpuEngine {
         checkpoint: &CheckpointOptions,
     ) -> Result<KnnResult> {
         self.graph_with(data, k, metric, Some(checkpoint))
+    }
+
+    /// One tile of the k-NN graph of `data`, for drivers that deal tiles out (ranks,
+    /// devices) and merge lists themselves: for each item of `rows` its `k` nearest items of
+    /// `cols`, and for each item of `cols` its `k` nearest of `rows`, every pair measured once,
+    /// an item never its own neighbour. `rows` and `cols` must be equal (a diagonal tile; its
+    /// column lists are then left empty) or disjoint. Lists hold exact keys (the metric's
+    /// ranking keys, smaller is closer) and are sorted by (key, index), so an item's lists from
+    /// tiles over disjoint items merge exactly with [`crate::select::merge_sorted`] into the
+    /// rows [`Engine::graph`] returns.
+    pub fn cross_tile(
+        &self,
+        data: &Dataset,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+        k: usize,
+        metric: &Metric,
+    ) -> Result<TileLists> {
+        check_metric(data, metric)?;
+        check_k(k)?;
+        let n = data.len();
+        if rows.end > n || cols.end > n || rows.start > rows.end || cols.start > cols.end {
+            return Err(Error::invalid(format!(
+                "tile {rows:?} x {cols:?} is outside the {n} items"
+            )));
+        }
+        let overlap = rows.start < cols.end && cols.start < rows.end;
+        if overlap && rows != cols {
+            return Err(Error::invalid(format!(
+                "tile {rows:?} x {cols:?}: row and column items must be the same or disjoint"
+            )));
+        }
+        let ctx = self.ctx();
+        let k = k.min(n);
+        Ok(self.with_source(data, data, metric, |d| {
+            d.cross_tile((rows.start, rows.end), (cols.start, cols.end), k, &ctx)
+        }))
     }
 
     fn graph_with(
