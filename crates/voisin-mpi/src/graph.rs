@@ -23,7 +23,7 @@
 //!   "column J to rank J mod Q": the seed's rule gives rank Q−1 up to ~1.6× the tiles of rank
 //!   0; round-robin keeps the counts within one per round, and the counter rotates the extras.
 //! - Lists carry exact f64 keys (sent as two u32 words), so the owner merges them with
-//!   [`merge_lists`] and never recomputes a distance.
+//!   [`merge_lists`] (the core's) and never recomputes a distance.
 //!
 //! With one rank and no checkpoint there is a single block: the whole graph is one diagonal
 //! tile, which is the CPU engine's own symmetric graph scan.
@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use voisin::cpu::checkpoint::{Checkpoint, CheckpointOptions, Job, Layout};
-use voisin::cpu::{PassRows, PassStore};
+use voisin::cpu::{merge_lists, PassRows, PassStore};
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
@@ -126,28 +126,6 @@ impl Plan {
 /// The number of neighbours per row of a graph over `n` items.
 pub fn row_len(n: usize, k: usize) -> usize {
     k.min(n.saturating_sub(1))
-}
-
-/// Merges two lists sorted by (key, index) over disjoint items, keeping the first `k`. Keys
-/// are ordered by `f64::total_cmp`, the order of the CPU engine's re-rank and of the
-/// reference: it puts −0 before +0 (inner products of orthogonal vectors give both), which
-/// `voisin::select::merge_sorted` treats as a tie broken by index.
-pub fn merge_lists(a: &[(f64, u32)], b: &[(f64, u32)], k: usize) -> Vec<(f64, u32)> {
-    let mut out = Vec::with_capacity(k.min(a.len() + b.len()));
-    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
-    while out.len() < k {
-        let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).is_le() => a.next(),
-            (Some(_), Some(_)) => b.next(),
-            (Some(_), None) => a.next(),
-            (None, _) => b.next(),
-        };
-        match next {
-            Some(&e) => out.push(e),
-            None => break,
-        }
-    }
-    out
 }
 
 /// Lists of the rows of some blocks: block → one list per row of the block.

@@ -15,7 +15,8 @@ pub trait TileWorker {
     /// `k` nearest items of `rows`; every pair measured once, an item never its own neighbour.
     /// `rows` and `cols` are equal (a diagonal tile: column lists left empty) or disjoint.
     /// Lists hold exact keys (the metric's ranking keys, as [`voisin::reference`] computes
-    /// them) sorted by (key, index), so lists from tiles over disjoint items merge exactly.
+    /// them) sorted by (key, index), so lists from tiles over disjoint items merge exactly with
+    /// [`voisin::cpu::merge_lists`].
     fn tile(
         &self,
         data: &Dataset,

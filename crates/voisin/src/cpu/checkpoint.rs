@@ -54,8 +54,8 @@ pub struct CheckpointOptions {
     /// an empty or missing `dir` starts afresh.
     pub resume: bool,
     /// Rows per pass (rounded up to whole blocks of 512 rows, and capped by the memory budget);
-    /// `None` saves progress every 1/16 of the rows. Every pair across two passes is measured
-    /// twice, so m passes cost up to (2 − 1/m)× the distance evaluations of one.
+    /// `None` saves progress every 1/16 of the rows. Passes cost no extra distance
+    /// evaluations; a resumed build measures again the pairs between finished and open rows.
     pub pass_rows: Option<usize>,
 }
 

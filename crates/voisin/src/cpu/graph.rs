@@ -4,10 +4,14 @@
 //! exact duplicates are kept.
 //!
 //! When the candidates of all n rows would not fit in half the memory budget, rows are done in
-//! passes: a pass keeps candidates for its own row blocks only, measures their tiles with every
-//! block, and uses symmetry among its own blocks (pairs across passes are measured twice; that
-//! is the price of the bound). A pass ends with its rows re-ranked, i.e. final; a
-//! [`PassStore`] may keep them (checkpoints) and hand them back instead of recomputing.
+//! passes: a pass keeps candidates for its own row blocks only and measures their tiles with
+//! their own and every later block. The column side of a tile with a later block is collected
+//! for that block alone (one block's candidates per thread), re-ranked, and kept as an exact
+//! k-list in the later row's slot of the result, which the row's own pass merges in; so each
+//! pair is measured once however many passes there are. A pass ends with its rows final; a
+//! [`PassStore`] may keep them (checkpoints) and hand them back instead of recomputing. A
+//! resumed build has lost the lists its finished passes handed on, so a pass measures its
+//! tiles with finished blocks again (rows only); pairs between two finished blocks are skipped.
 //!
 //! The same tile scan serves [`cross_tile`]: the exact lists of one rectangle of the distance
 //! matrix in both directions, for drivers that deal tiles elsewhere (ranks, devices) and merge
@@ -35,7 +39,7 @@ pub type PassRows = Vec<Vec<(f64, u32)>>;
 
 /// The exact lists of one tile (items `rows` against items `cols`), each sorted by
 /// (key, index) and holding at most k entries. Lists of one item from tiles over disjoint
-/// sets of other items merge exactly with [`crate::select::merge_sorted`].
+/// sets of other items merge exactly with [`merge_lists`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TileLists {
     /// For each item of `rows`, in order: its nearest items of `cols`, itself excluded.
@@ -95,11 +99,18 @@ pub fn graph<S: TileSource>(
     let blocks = ranges(n, GRAPH_TILE);
     let passes = ranges(blocks.len(), blocks_per_pass);
     let row_range = |(p0, p1): (usize, usize)| (blocks[p0].0, blocks[p1 - 1].1);
+    // Final rows of finished passes; for the rows of open passes, the exact lists gathered so
+    // far from the items of earlier passes (their column sides), merged in when the row's own
+    // pass ends.
     let mut rows: PassRows = Vec::with_capacity(n);
+    let mut done = vec![false; blocks.len()];
     let mut todo = Vec::new();
     for (p, &pass) in passes.iter().enumerate() {
         match store.load(p, row_range(pass))? {
-            Some(done) => rows.extend(done),
+            Some(finished) => {
+                rows.extend(finished);
+                done[pass.0..pass.1].fill(true);
+            }
             None => todo.push((p, rows.len())),
         }
         // Placeholder rows keep every pass at its place; computed passes fill theirs below.
@@ -107,52 +118,160 @@ pub fn graph<S: TileSource>(
     }
     let total: usize = todo
         .iter()
-        .map(|&(p, _)| pass_tiles(passes[p].0, passes[p].1, blocks.len()).len())
+        .map(|&(p, _)| {
+            let (p0, p1) = passes[p];
+            let later = done[p1..].iter().filter(|d| !**d).count();
+            pass_tiles(p0, p1, &done).len() + (p1 - p0) * later
+        })
         .sum();
     ctx.add_total(total as u64);
     for (p, start) in todo {
-        let cands = graph_pass(src, &blocks, passes[p], k, ctx);
-        let done: PassRows = cands
-            .into_par_iter()
+        let (p0, p1) = passes[p];
+        let end = row_range(passes[p]).1;
+        let (own, later) = rows[start..].split_at_mut(end - start);
+        let cands = graph_pass(src, &blocks, (p0, p1), &done, later, k, ctx);
+        own.par_iter_mut()
+            .zip(cands)
             .enumerate()
-            .map(|(i, c)| rerank(src, start + i, c, k, ctx))
-            .collect();
-        store.save(p, row_range(passes[p]), &done)?;
-        for (slot, row) in rows[start..].iter_mut().zip(done) {
-            *slot = row;
-        }
+            .for_each(|(i, (row, c))| {
+                let mine = rerank(src, start + i, c, k, ctx);
+                *row = merge_lists(row, &mine, k);
+            });
+        store.save(p, row_range(passes[p]), &own.to_vec())?;
     }
     Ok(KnnResult::from_rows(rows, k, metric))
 }
 
-/// Tiles of a pass over row blocks `p0..p1`: its own blocks pair symmetrically (I ≤ J), and
-/// every own block pairs with every outside block (rows only).
-fn pass_tiles(p0: usize, p1: usize, n_blocks: usize) -> Vec<(usize, usize)> {
+/// Merges two lists sorted by (key, index) over disjoint items, keeping the first `k`. Keys are
+/// ordered by `f64::total_cmp`, as the exact re-rank and the reference order them (−0 before
+/// +0: inner products of orthogonal vectors give both).
+pub fn merge_lists(a: &[(f64, u32)], b: &[(f64, u32)], k: usize) -> Vec<(f64, u32)> {
+    let mut out = Vec::with_capacity(k.min(a.len() + b.len()));
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    while out.len() < k {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).is_le() => a.next(),
+            (Some(_), Some(_)) => b.next(),
+            (Some(_), None) => a.next(),
+            (None, _) => b.next(),
+        };
+        match next {
+            Some(&e) => out.push(e),
+            None => break,
+        }
+    }
+    out
+}
+
+/// Tiles of a pass over row blocks `p0..p1` that feed its own candidates: its own blocks pair
+/// symmetrically (I ≤ J), and every own block pairs with every finished block outside it
+/// (rows only: a finished block was loaded, not computed, so its side is not needed). Open
+/// blocks of earlier passes are not measured again: their passes handed their column sides
+/// on; open blocks of later passes are measured by [`graph_pass`], which hands them theirs.
+fn pass_tiles(p0: usize, p1: usize, done: &[bool]) -> Vec<(usize, usize)> {
     (p0..p1)
         .flat_map(|i| {
-            (0..n_blocks)
-                .filter(move |&j| j >= i || j < p0)
+            (0..done.len())
+                .filter(move |&j| (i..p1).contains(&j) || (!(p0..p1).contains(&j) && done[j]))
                 .map(move |j| (i, j))
         })
         .collect()
 }
 
-/// One pass: candidates for the rows of blocks `p0..p1`.
+/// Buffers of one tile.
+struct Scratch<S: TileSource> {
+    rows_i: S::Rows,
+    rows_j: S::Rows,
+    keys: Vec<f32>,
+    col_lim: Vec<f32>,
+}
+
+impl<S: TileSource> Default for Scratch<S> {
+    fn default() -> Self {
+        Scratch {
+            rows_i: S::Rows::default(),
+            rows_j: S::Rows::default(),
+            keys: Vec::new(),
+            col_lim: Vec::new(),
+        }
+    }
+}
+
+/// Approximate keys of block `i` (rows) against block `j` (columns) into `s.keys`.
+fn measure<S: TileSource>(
+    src: &S,
+    (i0, i1): (usize, usize),
+    (j0, j1): (usize, usize),
+    s: &mut Scratch<S>,
+) -> Bound {
+    src.prepare_query(i0, i1, &mut s.rows_i);
+    src.prepare_base(j0, j1, &mut s.rows_j);
+    src.keys(&s.rows_i, &s.rows_j, f64::INFINITY, &mut s.keys)
+}
+
+/// One pass: candidates for the rows of blocks `p0..p1`. The pairs of its blocks with the
+/// open blocks of later passes are measured here, once: their column sides are re-ranked per
+/// later block and merged into `later` (the rows after the pass, in blocks).
 fn graph_pass<S: TileSource>(
     src: &S,
     blocks: &[(usize, usize)],
     (p0, p1): (usize, usize),
+    done: &[bool],
+    later: &mut [Vec<(f64, u32)>],
     k: usize,
     ctx: &Ctx,
 ) -> Vec<Candidates> {
-    scan_pairs(
-        src,
-        blocks,
-        (p0, p1),
-        &pass_tiles(p0, p1, blocks.len()),
-        k,
-        ctx,
-    )
+    let acc = accumulators(blocks, (p0, p1), k);
+    rayon::join(
+        || scan_into(src, blocks, p0, &acc, &pass_tiles(p0, p1, done), ctx),
+        || {
+            later
+                .par_chunks_mut(GRAPH_TILE)
+                .enumerate()
+                .filter(|(c, _)| !done[p1 + c])
+                .for_each_init(Scratch::<S>::default, |s, (c, rows)| {
+                    let (j0, j1) = blocks[p1 + c];
+                    let width = j1 - j0;
+                    let mut cols: Vec<Candidates> = (j0..j1).map(|_| Candidates::new(k)).collect();
+                    for (bi, own) in (p0..p1).zip(&acc) {
+                        let (i0, i1) = blocks[bi];
+                        let bound = measure(src, (i0, i1), (j0, j1), s);
+                        let mut own = own.lock().expect("graph lock");
+                        let keys = &s.keys;
+                        scan_both(
+                            keys,
+                            width,
+                            bound,
+                            (i0, j0),
+                            &mut own,
+                            &mut cols,
+                            &mut s.col_lim,
+                        );
+                        ctx.count(((i1 - i0) * width) as u64);
+                        ctx.advance(1);
+                    }
+                    for ((j, c), row) in (j0..j1).zip(cols).zip(rows.iter_mut()) {
+                        let theirs = rerank(src, j, c, k, ctx);
+                        *row = merge_lists(row, &theirs, k);
+                    }
+                })
+        },
+    );
+    acc.into_iter()
+        .flat_map(|m| m.into_inner().expect("graph lock"))
+        .collect()
+}
+
+/// One lock per block of `p0..p1`, holding its items' candidates.
+fn accumulators(
+    blocks: &[(usize, usize)],
+    (p0, p1): (usize, usize),
+    k: usize,
+) -> Vec<Mutex<Vec<Candidates>>> {
+    blocks[p0..p1]
+        .iter()
+        .map(|&(a, b)| Mutex::new((a..b).map(|_| Candidates::new(k)).collect()))
+        .collect()
 }
 
 /// Exact lists of items `rows` against items `cols`, each pair measured once. The ranges must
@@ -195,9 +314,7 @@ pub fn cross_tile<S: TileSource>(
 }
 
 /// Measures `tiles` (pairs of indices into `blocks`) and returns the candidates of the items
-/// of blocks `keep.0..keep.1`, in block order. A tile's first block must be kept; a tile of a
-/// block with itself is a diagonal one; a tile with two kept blocks must name the lower one
-/// first and feeds both; a tile whose second block is not kept feeds its rows only.
+/// of blocks `keep.0..keep.1`, in block order (see [`scan_into`]).
 fn scan_pairs<S: TileSource>(
     src: &S,
     blocks: &[(usize, usize)],
@@ -206,26 +323,32 @@ fn scan_pairs<S: TileSource>(
     k: usize,
     ctx: &Ctx,
 ) -> Vec<Candidates> {
-    let acc: Vec<Mutex<Vec<Candidates>>> = blocks[p0..p1]
-        .iter()
-        .map(|&(a, b)| Mutex::new((a..b).map(|_| Candidates::new(k)).collect()))
-        .collect();
-    let own = |b: usize| (p0..p1).contains(&b);
-    tiles.par_iter().for_each_init(
-        || {
-            (
-                S::Rows::default(),
-                S::Rows::default(),
-                Vec::new(),
-                Vec::new(),
-            )
-        },
-        |(rows_i, rows_j, keys, col_lim), &(bi, bj)| {
+    let acc = accumulators(blocks, (p0, p1), k);
+    scan_into(src, blocks, p0, &acc, tiles, ctx);
+    acc.into_iter()
+        .flat_map(|m| m.into_inner().expect("graph lock"))
+        .collect()
+}
+
+/// Measures `tiles` into `acc`, the candidates of blocks `p0..p0 + acc.len()`. A tile's first
+/// block must be one of them; a tile of a block with itself is a diagonal one; a tile with two
+/// such blocks must name the lower one first and feeds both; a tile whose second block is
+/// another feeds its rows only.
+fn scan_into<S: TileSource>(
+    src: &S,
+    blocks: &[(usize, usize)],
+    p0: usize,
+    acc: &[Mutex<Vec<Candidates>>],
+    tiles: &[(usize, usize)],
+    ctx: &Ctx,
+) {
+    let own = |b: usize| (p0..p0 + acc.len()).contains(&b);
+    tiles
+        .par_iter()
+        .for_each_init(Scratch::<S>::default, |s, &(bi, bj)| {
             let ((i0, i1), (j0, j1)) = (blocks[bi], blocks[bj]);
-            src.prepare_query(i0, i1, rows_i);
-            src.prepare_base(j0, j1, rows_j);
-            let bound = src.keys(rows_i, rows_j, f64::INFINITY, keys);
-            let width = j1 - j0;
+            let bound = measure(src, (i0, i1), (j0, j1), s);
+            let (keys, width) = (&s.keys, j1 - j0);
             if bi == bj {
                 let mut cands = acc[bi - p0].lock().expect("graph lock");
                 scan_diagonal(keys, width, bound, i0, &mut cands);
@@ -234,7 +357,15 @@ fn scan_pairs<S: TileSource>(
                 debug_assert!(bi < bj, "lock order");
                 let mut rows = acc[bi - p0].lock().expect("graph lock");
                 let mut cols = acc[bj - p0].lock().expect("graph lock");
-                scan_both(keys, width, bound, (i0, j0), &mut rows, &mut cols, col_lim);
+                scan_both(
+                    keys,
+                    width,
+                    bound,
+                    (i0, j0),
+                    &mut rows,
+                    &mut cols,
+                    &mut s.col_lim,
+                );
                 ctx.count(((i1 - i0) * width) as u64);
             } else {
                 let mut rows = acc[bi - p0].lock().expect("graph lock");
@@ -242,11 +373,7 @@ fn scan_pairs<S: TileSource>(
                 ctx.count(((i1 - i0) * width) as u64);
             }
             ctx.advance(1);
-        },
-    );
-    acc.into_iter()
-        .flat_map(|m| m.into_inner().expect("graph lock"))
-        .collect()
+        });
 }
 
 /// A diagonal tile: each pair (i, j) with j > i feeds both items, the item itself is skipped.
@@ -359,7 +486,6 @@ mod tests {
 
     use crate::cpu::{CpuEngine, CpuOptions};
     use crate::metric::exact::item_key;
-    use crate::select::merge_sorted;
     use crate::{reference, Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};
 
     fn engine(threads: usize) -> CpuEngine {
@@ -452,7 +578,7 @@ mod tests {
         let blocks: Vec<Range<usize>> = cuts.windows(2).map(|w| w[0]..w[1]).collect();
         let mut rows: Vec<Vec<(f64, u32)>> = vec![Vec::new(); n];
         let mut merge = |item: usize, list: &[(f64, u32)]| {
-            rows[item] = merge_sorted(&rows[item], list, kk);
+            rows[item] = super::merge_lists(&rows[item], list, kk);
         };
         for (i, bi) in blocks.iter().enumerate() {
             for bj in &blocks[i..] {
@@ -531,6 +657,9 @@ mod tests {
                 vec![0, 20, 41, 61],
             ),
             (tied(2, 1, 14), Metric::Euclidean, vec![0, 1, 2]),
+            // Zero rows: inner products of −0 and +0, which the merge must order as the
+            // re-rank does.
+            (tied(50, 2, 15), Metric::InnerProduct, vec![0, 3, 20, 50]),
         ];
         for (data, metric, cuts) in cases {
             let n = data.len();
@@ -570,5 +699,52 @@ mod tests {
         assert!(e.cross_tile(&data, 0..5, 5..10, 0, &m).is_err());
         let words: Dataset = StringSet::from_strings(["a", "b"]).unwrap().into();
         assert!(e.cross_tile(&words, 0..1, 1..2, 1, &m).is_err());
+    }
+
+    #[test]
+    fn merge_orders_like_the_rerank() {
+        let a = [(-0.0, 5), (1.0, 1), (2.0, 0)];
+        let b = [(0.0, 2), (1.0, 0), (f64::INFINITY, 9)];
+        let got = super::merge_lists(&a, &b, 5);
+        let mut want: Vec<(f64, u32)> = a.iter().chain(&b).copied().collect();
+        want.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        want.truncate(5);
+        let bits = |v: &[(f64, u32)]| v.iter().map(|e| (e.0.to_bits(), e.1)).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want));
+        assert_eq!(super::merge_lists(&a, &[], 2), a[..2].to_vec());
+        assert!(super::merge_lists(&[], &[], 3).is_empty());
+    }
+
+    /// Passes (from a small memory budget or from checkpoints) measure every pair once, and
+    /// give the bytes of a one-pass build.
+    #[test]
+    fn passes_measure_each_pair_once() {
+        use crate::cpu::checkpoint::CheckpointOptions;
+        let n = 1700;
+        let data = tied(n, 4, 21);
+        let m = Metric::Euclidean;
+        let pairs = (n * (n - 1) / 2) as u64;
+        let one = engine(2).graph(&data, 6, &m).unwrap();
+        assert_eq!(one.stats.distance_evals, pairs);
+        let small = CpuEngine::new(CpuOptions {
+            threads: Some(2),
+            memory_budget: 4 * super::GRAPH_TILE * super::candidate_bytes(6),
+            ..CpuOptions::default()
+        })
+        .unwrap();
+        let many = small.graph(&data, 6, &m).unwrap();
+        assert_eq!(many.stats.distance_evals, pairs);
+        same(&one, &many, "two blocks a pass");
+        let tmp = std::env::temp_dir().join(format!("voisin-passes-{}", std::process::id()));
+        let opts = CheckpointOptions {
+            dir: tmp.clone(),
+            resume: false,
+            pass_rows: Some(512),
+        };
+        let ck = engine(2).graph_checkpointed(&data, 6, &m, &opts).unwrap();
+        std::fs::remove_dir_all(&tmp).ok();
+        assert_eq!(ck.stats.distance_evals, pairs);
+        same(&one, &ck, "one block a pass");
+        same(&reference::graph(&data, 6, &m).unwrap(), &one, "reference");
     }
 }

@@ -34,7 +34,7 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::metric::Metric;
 use checkpoint::{Checkpoint, CheckpointOptions, Job};
-pub use graph::{PassRows, PassStore, TileLists};
+pub use graph::{merge_lists, PassRows, PassStore, TileLists};
 
 /// Default memory budget for working buffers: 1 GiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
@@ -281,7 +281,7 @@ impl CpuEngine {
     /// an item never its own neighbour. `rows` and `cols` must be equal (a diagonal tile; its
     /// column lists are then left empty) or disjoint. Lists hold exact keys (the metric's
     /// ranking keys, smaller is closer) and are sorted by (key, index), so an item's lists from
-    /// tiles over disjoint items merge exactly with [`crate::select::merge_sorted`] into the
+    /// tiles over disjoint items merge exactly with [`merge_lists`] into the
     /// rows [`Engine::graph`] returns.
     pub fn cross_tile(
         &self,
