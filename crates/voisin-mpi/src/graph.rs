@@ -1,9 +1,10 @@
 //! Distributed k-NN graph (seed 000 §3.2.2): the items are cut into row blocks; the tiles of the
 //! upper triangle of the distance matrix (block I against block J, I ≤ J) are dealt over ranks;
-//! each tile is computed once, by a [`TileWorker`], and yields the exact lists of the rows of I
-//! among J and of the rows of J among I. A rank merges the lists of its tiles per block, sends
-//! them to the block's owner (block b is owned by rank b mod size), and the owner merges what it
-//! receives into the block's final rows; rank 0 gathers the rows and alone writes the output.
+//! each tile is computed once and yields the exact lists of the rows of I among J and of the
+//! rows of J among I. A rank hands all its tiles of a round to its [`TileWorker`] at once (the
+//! CPU worker re-ranks each row once for all its tiles), sends the lists to the blocks' owners
+//! (block b is owned by rank b mod size), and an owner merges what it receives into its
+//! blocks' final rows; rank 0 gathers the rows and alone writes the output.
 //!
 //! Rounds: tiles are processed in rounds of whole block rows, in row order. Block I's rows are
 //! final once every tile (I, J ≥ I) and (J < I, I) is done, so at the end of the round holding
@@ -141,7 +142,8 @@ fn absorb(acc: &mut BlockLists, plan: &Plan, b: usize, lists: &[Vec<(f64, u32)>]
     }
 }
 
-/// Rank `rank`'s tiles of one round (dealt from position `dealt` on), merged per block.
+/// Rank `rank`'s tiles of one round (dealt from position `dealt` on): the lists of the open
+/// blocks they touch.
 pub fn local(
     worker: &dyn TileWorker,
     data: &Dataset,
@@ -151,20 +153,19 @@ pub fn local(
     done: &[bool],
     (rank, size, dealt): (usize, usize, usize),
 ) -> Result<BlockLists> {
-    let mut acc = BlockLists::new();
-    let mine = round
+    let mine: Vec<(Range<usize>, Range<usize>)> = round
         .tiles
         .iter()
         .enumerate()
-        .filter(|(t, _)| (dealt + t) % size == rank);
-    for (_, &(i, j)) in mine {
-        let (bi, bj) = (plan.blocks[i].clone(), plan.blocks[j].clone());
-        let lists = worker.tile(data, bi, bj, k, metric)?;
-        if !done[i] {
-            absorb(&mut acc, plan, i, &lists.rows, k);
-        }
-        if i != j && !done[j] {
-            absorb(&mut acc, plan, j, &lists.cols, k);
+        .filter(|(t, _)| (dealt + t) % size == rank)
+        .map(|(_, &(i, j))| (plan.blocks[i].clone(), plan.blocks[j].clone()))
+        .collect();
+    let block_rows = plan.blocks[0].len();
+    let mut acc = BlockLists::new();
+    for (range, lists) in worker.tiles(data, &mine, k, metric)? {
+        let b = range.start / block_rows;
+        if !done[b] {
+            absorb(&mut acc, plan, b, &lists, k);
         }
     }
     Ok(acc)

@@ -8,7 +8,7 @@
 //!
 //! Work: [`graph`] splits the items into row blocks and deals the upper-triangle tiles (I ≤ J)
 //! over ranks; each tile is computed once by a [`worker::TileWorker`] (the CPU engine's
-//! [`voisin::cpu::CpuEngine::cross_tile`]) and yields the exact lists of the rows of I among J
+//! [`voisin::cpu::CpuEngine::tile_lists`]) and yields the exact lists of the rows of I among J
 //! and of the rows of J among I, which are sent to the rank owning that row block, merged
 //! there, optionally checkpointed, and gathered by rank 0. [`knn`] shards the base set over
 //! ranks and merges every rank's k-lists at rank 0.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use voisin::cpu::checkpoint::CheckpointOptions;
-use voisin::cpu::{CpuEngine, CpuOptions, TileLists};
+use voisin::cpu::{CpuEngine, CpuOptions, RangeLists};
 use voisin::reference;
 use voisin::{Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};
 use voisin_mpi::comm::{Failed, Threads};
@@ -50,21 +50,22 @@ impl Counting {
 }
 
 impl TileWorker for Counting {
-    fn tile(
+    fn tiles(
         &self,
         data: &Dataset,
-        rows: Range<usize>,
-        cols: Range<usize>,
+        tiles: &[(Range<usize>, Range<usize>)],
         k: usize,
         metric: &Metric,
-    ) -> voisin::Result<TileLists> {
-        let pairs = if rows == cols {
-            rows.len() * rows.len().saturating_sub(1) / 2
-        } else {
-            rows.len() * cols.len()
-        };
-        self.pairs.fetch_add(pairs as u64, Ordering::Relaxed);
-        self.engine.tile(data, rows, cols, k, metric)
+    ) -> voisin::Result<RangeLists> {
+        for (rows, cols) in tiles {
+            let pairs = if rows == cols {
+                rows.len() * rows.len().saturating_sub(1) / 2
+            } else {
+                rows.len() * cols.len()
+            };
+            self.pairs.fetch_add(pairs as u64, Ordering::Relaxed);
+        }
+        self.engine.tiles(data, tiles, k, metric)
     }
 }
 

@@ -22,6 +22,7 @@
 //! result does not depend on the order tiles finish in, because candidates are re-ranked on
 //! exact keys with the index tie-break.
 
+use std::ops::Range;
 use std::sync::Mutex;
 
 use rayon::prelude::*;
@@ -30,7 +31,7 @@ use super::plan::{ranges, Ctx, GRAPH_TILE};
 use super::search::{admits, candidate_bytes, rerank, scan_row, scan_tile, SCAN_CHUNK};
 use super::tiles::{Bound, TileSource};
 use crate::engine::KnnResult;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::metric::Metric;
 use crate::select::Candidates;
 
@@ -274,43 +275,95 @@ fn accumulators(
         .collect()
 }
 
-/// Exact lists of items `rows` against items `cols`, each pair measured once. The ranges must
-/// be equal (a diagonal tile: self excluded, column lists left empty) or disjoint.
-pub fn cross_tile<S: TileSource>(
+/// Lists of the items of some ranges: per distinct range, by start, one list per item.
+pub type RangeLists = Vec<(Range<usize>, Vec<Vec<(f64, u32)>>)>;
+
+/// Exact lists for a batch of tiles (pairs of item ranges): each item's `k` nearest among the
+/// items the tiles pair it with. A tile of a range with itself pairs its items with each other
+/// (never an item with itself); every pair is measured once, even when tiles repeat or come in
+/// both orders; candidates from all the tiles of an item are re-ranked together, once. Ranges
+/// must be equal or disjoint. Returns one entry per distinct non-empty range, by start.
+pub fn tile_lists<S: TileSource>(
     src: &S,
-    rows: (usize, usize),
-    cols: (usize, usize),
+    tiles: &[(Range<usize>, Range<usize>)],
     k: usize,
     ctx: &Ctx,
-) -> TileLists {
-    let split = |(a, b): (usize, usize)| -> Vec<(usize, usize)> {
-        ranges(b - a, GRAPH_TILE)
-            .into_iter()
-            .map(|(x, y)| (a + x, a + y))
-            .collect()
+) -> Result<RangeLists> {
+    let key = |r: &Range<usize>| (r.start, r.end);
+    let mut spans: Vec<Range<usize>> = tiles
+        .iter()
+        .flat_map(|(r, c)| [r.clone(), c.clone()])
+        .filter(|r| !r.is_empty())
+        .collect();
+    spans.sort_by_key(key);
+    spans.dedup();
+    if let Some(w) = spans.windows(2).find(|w| w[0].end > w[1].start) {
+        return Err(Error::invalid(format!(
+            "tiles over items {:?} and {:?}: ranges must be the same or disjoint",
+            w[0], w[1]
+        )));
+    }
+    // Each range in scan blocks; `first[s]..first[s + 1]` are range s's blocks.
+    let mut blocks = Vec::new();
+    let mut first = Vec::with_capacity(spans.len() + 1);
+    for r in &spans {
+        first.push(blocks.len());
+        blocks.extend(
+            ranges(r.len(), GRAPH_TILE)
+                .into_iter()
+                .map(|(x, y)| (r.start + x, r.start + y)),
+        );
+    }
+    first.push(blocks.len());
+    let span = |r: &Range<usize>| {
+        let s = spans
+            .binary_search_by_key(&key(r), key)
+            .expect("known range");
+        first[s]..first[s + 1]
     };
-    let diagonal = rows == cols;
-    let mut blocks = split(rows);
-    let nr = blocks.len();
-    let tiles: Vec<(usize, usize)> = if diagonal {
-        (0..nr).flat_map(|i| (i..nr).map(move |j| (i, j))).collect()
-    } else {
-        blocks.extend(split(cols));
-        let nb = blocks.len();
-        (0..nr)
-            .flat_map(|i| (nr..nb).map(move |j| (i, j)))
-            .collect()
-    };
-    ctx.add_total(tiles.len() as u64);
-    let cands = scan_pairs(src, &blocks, (0, blocks.len()), &tiles, k, ctx);
-    let items = blocks.iter().flat_map(|&(a, b)| a..b);
-    let mut lists: Vec<Vec<(f64, u32)>> = cands
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for (r, c) in tiles.iter().filter(|(r, c)| !r.is_empty() && !c.is_empty()) {
+        let (a, b) = (span(r), span(c));
+        for i in a.clone() {
+            if a == b {
+                pairs.extend((i..a.end).map(|j| (i, j)));
+            } else {
+                pairs.extend(b.clone().map(|j| (i.min(j), i.max(j))));
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    ctx.add_total(pairs.len() as u64);
+    let cands = scan_pairs(src, &blocks, (0, blocks.len()), &pairs, k, ctx);
+    let items: Vec<usize> = blocks.iter().flat_map(|&(a, b)| a..b).collect();
+    let lists: Vec<Vec<(f64, u32)>> = cands
         .into_par_iter()
-        .zip(items.collect::<Vec<_>>())
+        .zip(items)
         .map(|(c, item)| rerank(src, item, c, k, ctx))
         .collect();
-    let cols = lists.split_off(rows.1 - rows.0);
-    TileLists { rows: lists, cols }
+    let mut lists = lists.into_iter();
+    Ok(spans
+        .into_iter()
+        .map(|r| {
+            let mine = lists.by_ref().take(r.len()).collect();
+            (r, mine)
+        })
+        .collect())
+}
+
+/// The lists of tile `rows` × `cols` from what [`tile_lists`] returned for it alone.
+pub fn one_tile(mut got: RangeLists, rows: &Range<usize>, cols: &Range<usize>) -> TileLists {
+    let mut take = |r: &Range<usize>| match got.iter().position(|(s, _)| s == r) {
+        Some(at) => got.swap_remove(at).1,
+        None => vec![Vec::new(); r.len()],
+    };
+    let row_lists = take(rows);
+    let col_lists = if rows == cols { Vec::new() } else { take(cols) };
+    TileLists {
+        rows: row_lists,
+        cols: col_lists,
+    }
 }
 
 /// Measures `tiles` (pairs of indices into `blocks`) and returns the candidates of the items
@@ -746,5 +799,63 @@ mod tests {
         assert_eq!(ck.stats.distance_evals, pairs);
         same(&one, &ck, "one block a pass");
         same(&reference::graph(&data, 6, &m).unwrap(), &one, "reference");
+    }
+
+    #[test]
+    fn batches_of_tiles_match_brute_force() {
+        let e = engine(2);
+        let data = tied(700, 3, 31);
+        let m = Metric::Euclidean;
+        let blocks: Vec<Range<usize>> = [0, 100, 150, 600, 700]
+            .windows(2)
+            .map(|w| w[0]..w[1])
+            .collect();
+        let nb = blocks.len();
+        let mut rng = StdRng::seed_from_u64(8);
+        for trial in 0..6 {
+            // The whole upper triangle first, then random batches with tiles repeated and in
+            // both orders.
+            let mut tiles = Vec::new();
+            for i in 0..nb {
+                for j in 0..nb {
+                    if (trial == 0 && i <= j) || (trial > 0 && rng.gen_bool(0.4)) {
+                        tiles.push((blocks[i].clone(), blocks[j].clone()));
+                    }
+                }
+            }
+            let got = e.tile_lists(&data, &tiles, 5, &m).unwrap();
+            let listed: Vec<&Range<usize>> = got.iter().map(|(r, _)| r).collect();
+            let mut want_listed: Vec<&Range<usize>> =
+                tiles.iter().flat_map(|(r, c)| [r, c]).collect();
+            want_listed.sort_by_key(|r| r.start);
+            want_listed.dedup();
+            assert_eq!(listed, want_listed, "trial {trial}");
+            for (r, lists) in &got {
+                let paired = |c: &Range<usize>| {
+                    tiles
+                        .iter()
+                        .any(|(x, y)| (x == r && y == c) || (y == r && x == c))
+                };
+                let partners: Vec<usize> = blocks
+                    .iter()
+                    .filter(|c| paired(c))
+                    .flat_map(|c| c.clone())
+                    .collect();
+                for (item, list) in r.clone().zip(lists) {
+                    let mut want: Vec<(f64, u32)> = partners
+                        .iter()
+                        .filter(|&&j| j != item)
+                        .map(|&j| (item_key(&m, &data, j, &data, item), j as u32))
+                        .collect();
+                    want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    want.truncate(5);
+                    assert_eq!(list, &want, "trial {trial} item {item}");
+                }
+            }
+        }
+        let err = e
+            .tile_lists(&data, &[(0..10, 10..20), (5..15, 30..40)], 3, &m)
+            .unwrap_err();
+        assert!(err.is_user_error(), "{err}");
     }
 }

@@ -25,6 +25,7 @@ mod plan;
 mod search;
 mod tiles;
 
+use std::ops::Range;
 use std::time::Instant;
 
 use crate::data::Dataset;
@@ -34,7 +35,7 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::metric::Metric;
 use checkpoint::{Checkpoint, CheckpointOptions, Job};
-pub use graph::{merge_lists, PassRows, PassStore, TileLists};
+pub use graph::{merge_lists, PassRows, PassStore, RangeLists, TileLists};
 
 /// Default memory budget for working buffers: 1 GiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
@@ -159,13 +160,12 @@ trait Driver: Sync {
         ctx: &plan::Ctx,
         store: &mut dyn PassStore,
     ) -> Result<KnnResult>;
-    fn cross_tile(
+    fn tile_lists(
         &self,
-        rows: (usize, usize),
-        cols: (usize, usize),
+        tiles: &[(Range<usize>, Range<usize>)],
         k: usize,
         ctx: &plan::Ctx,
-    ) -> TileLists;
+    ) -> Result<RangeLists>;
 }
 
 struct Source<S>(S);
@@ -204,14 +204,13 @@ impl<S: tiles::TileSource> Driver for Source<S> {
         graph::graph(&self.0, metric, n_k, blocks_per_pass, ctx, store)
     }
 
-    fn cross_tile(
+    fn tile_lists(
         &self,
-        rows: (usize, usize),
-        cols: (usize, usize),
+        tiles: &[(Range<usize>, Range<usize>)],
         k: usize,
         ctx: &plan::Ctx,
-    ) -> TileLists {
-        graph::cross_tile(&self.0, rows, cols, k, ctx)
+    ) -> Result<RangeLists> {
+        graph::tile_lists(&self.0, tiles, k, ctx)
     }
 }
 
@@ -281,35 +280,55 @@ impl CpuEngine {
     /// an item never its own neighbour. `rows` and `cols` must be equal (a diagonal tile; its
     /// column lists are then left empty) or disjoint. Lists hold exact keys (the metric's
     /// ranking keys, smaller is closer) and are sorted by (key, index), so an item's lists from
-    /// tiles over disjoint items merge exactly with [`merge_lists`] into the
-    /// rows [`Engine::graph`] returns.
+    /// tiles over disjoint items merge exactly with [`merge_lists`] into the rows
+    /// [`Engine::graph`] returns.
     pub fn cross_tile(
         &self,
         data: &Dataset,
-        rows: std::ops::Range<usize>,
-        cols: std::ops::Range<usize>,
+        rows: Range<usize>,
+        cols: Range<usize>,
         k: usize,
         metric: &Metric,
     ) -> Result<TileLists> {
+        let got = self.tile_lists(data, &[(rows.clone(), cols.clone())], k, metric)?;
+        Ok(graph::one_tile(got, &rows, &cols))
+    }
+
+    /// Many tiles at once, as [`CpuEngine::cross_tile`] computes one: for each item of the
+    /// tiles' ranges, its `k` nearest among all the items the tiles pair it with, every pair
+    /// measured once. Candidates from all of an item's tiles are re-ranked together, so a rank
+    /// or device holding several tiles of the same rows pays one exact re-rank per row instead
+    /// of one per tile. Ranges must be equal or disjoint; one entry per distinct range, by
+    /// start.
+    pub fn tile_lists(
+        &self,
+        data: &Dataset,
+        tiles: &[(Range<usize>, Range<usize>)],
+        k: usize,
+        metric: &Metric,
+    ) -> Result<RangeLists> {
+        self.check_tiles(data, tiles, k, metric)?;
+        let (ctx, k) = (self.ctx(), k.min(data.len()));
+        self.with_source(data, data, metric, |d| d.tile_lists(tiles, k, &ctx))
+    }
+
+    fn check_tiles(
+        &self,
+        data: &Dataset,
+        tiles: &[(Range<usize>, Range<usize>)],
+        k: usize,
+        metric: &Metric,
+    ) -> Result<()> {
         check_metric(data, metric)?;
         check_k(k)?;
         let n = data.len();
-        if rows.end > n || cols.end > n || rows.start > rows.end || cols.start > cols.end {
-            return Err(Error::invalid(format!(
-                "tile {rows:?} x {cols:?} is outside the {n} items"
-            )));
+        let outside = |r: &Range<usize>| r.end > n || r.start > r.end;
+        match tiles.iter().find(|(r, c)| outside(r) || outside(c)) {
+            Some((r, c)) => Err(Error::invalid(format!(
+                "tile {r:?} x {c:?} is outside the {n} items"
+            ))),
+            None => Ok(()),
         }
-        let overlap = rows.start < cols.end && cols.start < rows.end;
-        if overlap && rows != cols {
-            return Err(Error::invalid(format!(
-                "tile {rows:?} x {cols:?}: row and column items must be the same or disjoint"
-            )));
-        }
-        let ctx = self.ctx();
-        let k = k.min(n);
-        Ok(self.with_source(data, data, metric, |d| {
-            d.cross_tile((rows.start, rows.end), (cols.start, cols.end), k, &ctx)
-        }))
     }
 
     fn graph_with(
