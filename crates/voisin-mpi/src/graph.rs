@@ -47,10 +47,12 @@ const BLOCKS_PER_RANK: usize = 4;
 /// 1/16 of the work, as the single-process engine does by default.
 pub const CHECKPOINT_ROUNDS: usize = 16;
 
-/// Row blocks of the graph, each `block_rows` items (the last one shorter).
+/// Row blocks of the graph, each `block_rows` items (the last one shorter), and how many items
+/// one batch of a rank's tiles may touch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub blocks: Vec<Range<usize>>,
+    pub batch_items: usize,
 }
 
 /// One round: the tiles, in dealing order, and the blocks whose rows are final after it.
@@ -70,12 +72,14 @@ impl Plan {
         n.div_ceil(blocks.clamp(1, n.max(1))).max(1)
     }
 
-    pub fn new(n: usize, block_rows: usize) -> Plan {
+    /// Blocks of `block_rows` items, batches sized for neighbour lists of `k`.
+    pub fn new(n: usize, block_rows: usize, k: usize) -> Plan {
         let block_rows = block_rows.max(1);
         Plan {
             blocks: (0..n.div_ceil(block_rows))
                 .map(|b| b * block_rows..((b + 1) * block_rows).min(n))
                 .collect(),
+            batch_items: batch_items(k),
         }
     }
 
@@ -130,7 +134,7 @@ pub fn row_len(n: usize, k: usize) -> usize {
 }
 
 /// Lists of the rows of some blocks: block → one list per row of the block.
-type BlockLists = BTreeMap<usize, Vec<Vec<(f64, u32)>>>;
+pub type BlockLists = BTreeMap<usize, Vec<Vec<(f64, u32)>>>;
 
 /// Merges `lists` (one per row of block `b`, starting at its first row) into `acc`.
 fn absorb(acc: &mut BlockLists, plan: &Plan, b: usize, lists: &[Vec<(f64, u32)>], k: usize) {
@@ -162,13 +166,52 @@ pub fn local(
         .collect();
     let block_rows = plan.blocks[0].len();
     let mut acc = BlockLists::new();
-    for (range, lists) in worker.tiles(data, &mine, k, metric)? {
-        let b = range.start / block_rows;
-        if !done[b] {
-            absorb(&mut acc, plan, b, &lists, k);
+    for batch in batches(&mine, plan.batch_items) {
+        for (range, lists) in worker.tiles(data, batch, k, metric)? {
+            let b = range.start / block_rows;
+            if !done[b] {
+                absorb(&mut acc, plan, b, &lists, k);
+            }
         }
     }
     Ok(acc)
+}
+
+/// Items whose candidates one batch of tiles may hold: a worker keeps about `24k + 400` bytes
+/// of candidates per item of its batch, and half a GiB of them is the CPU engine's default.
+pub fn batch_items(k: usize) -> usize {
+    (512 << 20) / (24 * k + 400)
+}
+
+/// Consecutive runs of `tiles` whose distinct ranges hold at most `limit` items (a tile alone
+/// may hold more): a worker's memory stays bounded however many tiles a rank holds.
+pub fn batches<'a>(
+    tiles: &'a [(Range<usize>, Range<usize>)],
+    limit: usize,
+) -> Vec<&'a [(Range<usize>, Range<usize>)]> {
+    let mut out = Vec::new();
+    let (mut start, mut seen) = (0, Vec::<&Range<usize>>::new());
+    let size = |seen: &[&Range<usize>]| seen.iter().map(|r| r.len()).sum::<usize>();
+    for (t, (r, c)) in tiles.iter().enumerate() {
+        let add = |seen: &mut Vec<&'a Range<usize>>| {
+            for range in [r, c] {
+                if !seen.contains(&range) {
+                    seen.push(range);
+                }
+            }
+        };
+        add(&mut seen);
+        if t > start && size(&seen) > limit {
+            out.push(&tiles[start..t]);
+            start = t;
+            seen.clear();
+            add(&mut seen);
+        }
+    }
+    if start < tiles.len() {
+        out.push(&tiles[start..]);
+    }
+    out
 }
 
 /// Wire form, per destination rank: `[row, len, len × (index, key low word, key high word)]`.
@@ -286,7 +329,7 @@ pub fn run(
         }
         None => None,
     };
-    let plan = Plan::new(n, block_rows);
+    let plan = Plan::new(n, block_rows, kk);
     let nb = plan.blocks.len();
 
     // Rank 0 checks every saved block and keeps its rows for the output.

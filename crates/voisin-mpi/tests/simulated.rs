@@ -122,7 +122,7 @@ fn rounds_cover_every_needed_tile_once() {
     let mut rng = StdRng::seed_from_u64(5);
     for n in [1, 2, 5, 37, 1000] {
         for rows in [1, 3, 64] {
-            let plan = graph::Plan::new(n, rows);
+            let plan = graph::Plan::new(n, rows, 5);
             let nb = plan.blocks.len();
             for trial in 0..4 {
                 let done: Vec<bool> = (0..nb).map(|_| trial > 0 && rng.gen_bool(0.4)).collect();
@@ -173,7 +173,7 @@ fn blocks_cover_the_items() {
         for size in 1..6 {
             for ckpt in [false, true] {
                 let rows = graph::Plan::block_rows(n, size, ckpt);
-                let plan = graph::Plan::new(n, rows);
+                let plan = graph::Plan::new(n, rows, 5);
                 assert_eq!(plan.blocks[0].start, 0);
                 assert_eq!(plan.blocks.last().unwrap().end, n);
                 for w in plan.blocks.windows(2) {
@@ -439,4 +439,53 @@ fn damaged_and_foreign_checkpoints_are_refused_by_rank_zero() {
     std::fs::write(&pass, &good).unwrap();
     let ok = run_with(&Counting::new(), &data, 4, &m, 3, Some(&ckpt(&dir, true))).unwrap();
     same(&reference::graph(&data, 4, &m).unwrap(), &ok, "repaired");
+}
+
+#[test]
+fn batches_keep_order_and_bound_items() {
+    let blocks: Vec<Range<usize>> = [0, 10, 30, 35, 80, 100]
+        .windows(2)
+        .map(|w| w[0]..w[1])
+        .collect();
+    let mut tiles = Vec::new();
+    for i in 0..blocks.len() {
+        for j in i..blocks.len() {
+            tiles.push((blocks[i].clone(), blocks[j].clone()));
+        }
+    }
+    for limit in [1, 20, 45, 60, 1000] {
+        let got = graph::batches(&tiles, limit);
+        let flat: Vec<_> = got.iter().flat_map(|b| b.iter().cloned()).collect();
+        assert_eq!(flat, tiles, "limit {limit}");
+        for batch in &got {
+            let mut ranges: Vec<&Range<usize>> = batch.iter().flat_map(|(r, c)| [r, c]).collect();
+            ranges.sort_by_key(|r| r.start);
+            ranges.dedup();
+            let items: usize = ranges.iter().map(|r| r.len()).sum();
+            assert!(
+                items <= limit || batch.len() == 1,
+                "limit {limit}: {items} items"
+            );
+        }
+    }
+}
+
+/// A rank's round in many small batches gives the lists of one batch.
+#[test]
+fn small_batches_give_the_same_lists() {
+    let data = tied(230, 3, 9);
+    let m = Metric::Euclidean;
+    let big = graph::Plan::new(230, 40, 6);
+    let mut small = big.clone();
+    small.batch_items = 50;
+    let done = vec![false; big.blocks.len()];
+    let w = Counting::new();
+    for round in big.rounds(&done, 3) {
+        for (rank, size) in [(0, 1), (1, 3)] {
+            let a = graph::local(&w, &data, (6, &m), &big, &round, &done, (rank, size, 0)).unwrap();
+            let b =
+                graph::local(&w, &data, (6, &m), &small, &round, &done, (rank, size, 0)).unwrap();
+            assert_eq!(a, b);
+        }
+    }
 }

@@ -13,8 +13,8 @@
 //! - [`tiles`]: key tiles and their error bounds for vector metrics.
 //! - [`items`]: key tiles for strings and user metrics.
 //! - [`search`]: k-NN and range drivers.
-//! - [`graph`]: the symmetric k-NN graph driver, and single tiles of it for distributed
-//!   drivers ([`CpuEngine::cross_tile`]).
+//! - [`graph`]: the symmetric k-NN graph driver, and tiles of it for distributed drivers
+//!   ([`CpuEngine::cross_tile`], [`CpuEngine::tile_lists`]).
 //! - [`checkpoint`]: finished graph passes kept on disk, for resumable builds.
 //! - [`plan`]: tile sizes, work splitting, progress.
 
@@ -299,7 +299,8 @@ impl CpuEngine {
     /// measured once. Candidates from all of an item's tiles are re-ranked together, so a rank
     /// or device holding several tiles of the same rows pays one exact re-rank per row instead
     /// of one per tile. Ranges must be equal or disjoint; one entry per distinct range, by
-    /// start.
+    /// start. Candidates of every item of the batch are held at once (about `24k + 400` bytes
+    /// an item; the memory budget does not apply), so callers size batches.
     pub fn tile_lists(
         &self,
         data: &Dataset,
