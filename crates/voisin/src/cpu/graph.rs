@@ -130,14 +130,12 @@ pub fn graph<S: TileSource>(
         let (p0, p1) = passes[p];
         let end = row_range(passes[p]).1;
         let (own, later) = rows[start..].split_at_mut(end - start);
-        let cands = graph_pass(src, &blocks, (p0, p1), &done, later, k, ctx);
+        let cands = graph_pass(src, &blocks, (p0, p1), &done, (own, later), k, ctx);
+        // Each row's candidates were seeded with its list so far, so the re-rank is final.
         own.par_iter_mut()
             .zip(cands)
             .enumerate()
-            .for_each(|(i, (row, c))| {
-                let mine = rerank(src, start + i, c, k, ctx);
-                *row = merge_lists(row, &mine, k);
-            });
+            .for_each(|(i, (row, c))| *row = rerank(src, start + i, c, k, ctx));
         store.save(p, row_range(passes[p]), &own.to_vec())?;
     }
     Ok(KnnResult::from_rows(rows, k, metric))
@@ -210,19 +208,28 @@ fn measure<S: TileSource>(
     src.keys(&s.rows_i, &s.rows_j, f64::INFINITY, &mut s.keys)
 }
 
-/// One pass: candidates for the rows of blocks `p0..p1`. The pairs of its blocks with the
-/// open blocks of later passes are measured here, once: their column sides are re-ranked per
-/// later block and merged into `later` (the rows after the pass, in blocks).
+/// One pass: candidates for the rows of blocks `p0..p1` (`own`, their lists so far). The
+/// pairs of its blocks with the open blocks of later passes are measured here, once: their
+/// column sides are collected per later block and re-ranked into `later` (the rows after the
+/// pass).
+///
+/// Every candidate buffer starts seeded with its row's list so far (exact keys as both
+/// bounds): the threshold is tight from the first tile, so scans offer far fewer items, and
+/// the re-rank of the buffer is the merge of old and new. Exact, because an item of an
+/// earlier pass that is not in the list is beaten by all k of it.
 fn graph_pass<S: TileSource>(
     src: &S,
     blocks: &[(usize, usize)],
     (p0, p1): (usize, usize),
     done: &[bool],
-    later: &mut [Vec<(f64, u32)>],
+    (own, later): (&[Vec<(f64, u32)>], &mut [Vec<(f64, u32)>]),
     k: usize,
     ctx: &Ctx,
 ) -> Vec<Candidates> {
-    let acc = accumulators(blocks, (p0, p1), k);
+    let acc: Vec<Mutex<Vec<Candidates>>> = own
+        .chunks(GRAPH_TILE)
+        .map(|rows| Mutex::new(rows.iter().map(|r| seeded(k, r)).collect()))
+        .collect();
     rayon::join(
         || scan_into(src, blocks, p0, &acc, &pass_tiles(p0, p1, done), ctx),
         || {
@@ -233,7 +240,7 @@ fn graph_pass<S: TileSource>(
                 .for_each_init(Scratch::<S>::default, |s, (c, rows)| {
                     let (j0, j1) = blocks[p1 + c];
                     let width = j1 - j0;
-                    let mut cols: Vec<Candidates> = (j0..j1).map(|_| Candidates::new(k)).collect();
+                    let mut cols: Vec<Candidates> = rows.iter().map(|r| seeded(k, r)).collect();
                     for (bi, own) in (p0..p1).zip(&acc) {
                         let (i0, i1) = blocks[bi];
                         let bound = measure(src, (i0, i1), (j0, j1), s);
@@ -252,8 +259,7 @@ fn graph_pass<S: TileSource>(
                         ctx.advance(1);
                     }
                     for ((j, c), row) in (j0..j1).zip(cols).zip(rows.iter_mut()) {
-                        let theirs = rerank(src, j, c, k, ctx);
-                        *row = merge_lists(row, &theirs, k);
+                        *row = rerank(src, j, c, k, ctx);
                     }
                 })
         },
@@ -261,6 +267,15 @@ fn graph_pass<S: TileSource>(
     acc.into_iter()
         .flat_map(|m| m.into_inner().expect("graph lock"))
         .collect()
+}
+
+/// A candidate buffer holding `list` (exact keys) already.
+fn seeded(k: usize, list: &[(f64, u32)]) -> Candidates {
+    let mut c = Candidates::new(k);
+    for &(key, i) in list {
+        c.push(key, key, i);
+    }
+    c
 }
 
 /// One lock per block of `p0..p1`, holding its items' candidates.
