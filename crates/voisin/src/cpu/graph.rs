@@ -35,8 +35,11 @@ use crate::error::{Error, Result};
 use crate::metric::Metric;
 use crate::select::Candidates;
 
+/// One row's (exact key, index) pairs in result order.
+type List = Vec<(f64, u32)>;
+
 /// Final rows of one pass: for each row, its k (exact key, index) pairs in result order.
-pub type PassRows = Vec<Vec<(f64, u32)>>;
+pub type PassRows = Vec<List>;
 
 /// The exact lists of one tile (items `rows` against items `cols`), each sorted by
 /// (key, index) and holding at most k entries. Lists of one item from tiles over disjoint
@@ -222,7 +225,7 @@ fn graph_pass<S: TileSource>(
     blocks: &[(usize, usize)],
     (p0, p1): (usize, usize),
     done: &[bool],
-    (own, later): (&[Vec<(f64, u32)>], &mut [Vec<(f64, u32)>]),
+    (own, later): (&[List], &mut [List]),
     k: usize,
     ctx: &Ctx,
 ) -> Vec<Candidates> {
