@@ -26,8 +26,14 @@
 //! - Lists carry exact f64 keys (sent as two u32 words), so the owner merges them with
 //!   [`merge_lists`] (the core's) and never recomputes a distance.
 //!
-//! With one rank and no checkpoint there is a single block: the whole graph is one diagonal
-//! tile, which is the CPU engine's own symmetric graph scan.
+//! Memory: an owner keeps k-lists for its own blocks only; a rank hands its tiles to the worker
+//! in batches touching at most [`batch_items`] items (candidate buffers of about half a GiB),
+//! and blocks are at most half a batch. With one rank and no checkpoint a graph of fewer items
+//! than that is a single block: one diagonal tile, the CPU engine's own symmetric graph scan.
+//!
+//! Cost of rounds: a row's lists are re-ranked once per round that touches it and its
+//! candidate buffers restart empty each round, so a checkpointed build spends O(n · rounds · k)
+//! more exact evaluations (bench/notes-mpi.md: +63 % CPU at 60 000 × 128, shrinking with n).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -63,13 +69,15 @@ pub struct Round {
 }
 
 impl Plan {
-    /// Rows per block for `n` items over `size` ranks.
-    pub fn block_rows(n: usize, size: usize, checkpointed: bool) -> usize {
+    /// Rows per block for `n` items over `size` ranks and lists of `k`: at most half a batch,
+    /// so that any one tile fits in a worker's memory.
+    pub fn block_rows(n: usize, size: usize, checkpointed: bool, k: usize) -> usize {
         let mut blocks = if size <= 1 { 1 } else { BLOCKS_PER_RANK * size };
         if checkpointed {
             blocks = blocks.max(CHECKPOINT_ROUNDS);
         }
-        n.div_ceil(blocks.clamp(1, n.max(1))).max(1)
+        let rows = n.div_ceil(blocks.clamp(1, n.max(1))).max(1);
+        rows.min((batch_items(k) / 2).max(1))
     }
 
     /// Blocks of `block_rows` items, batches sized for neighbour lists of `k`.
@@ -316,7 +324,7 @@ pub fn run(
         };
         return Ok((rank == 0).then_some(empty));
     }
-    let mut block_rows = Plan::block_rows(n, size, checkpoint.is_some());
+    let mut block_rows = Plan::block_rows(n, size, checkpoint.is_some(), kk);
     let mut store = match checkpoint {
         Some(opts) => {
             let fresh = Layout {

@@ -172,7 +172,7 @@ fn blocks_cover_the_items() {
     for n in [1, 2, 5, 37, 20_000] {
         for size in 1..6 {
             for ckpt in [false, true] {
-                let rows = graph::Plan::block_rows(n, size, ckpt);
+                let rows = graph::Plan::block_rows(n, size, ckpt, 10);
                 let plan = graph::Plan::new(n, rows, 5);
                 assert_eq!(plan.blocks[0].start, 0);
                 assert_eq!(plan.blocks.last().unwrap().end, n);
@@ -357,7 +357,7 @@ fn checkpointed_builds_resume_with_any_rank_count() {
                 }
             }
             let left = pass_files(&dir).len();
-            let rows = graph::Plan::block_rows(n, size, true);
+            let rows = graph::Plan::block_rows(n, size, true, graph::row_len(n, k));
             let done_items: usize = pass_files(&dir)
                 .iter()
                 .map(|f| {
