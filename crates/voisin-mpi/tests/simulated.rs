@@ -489,3 +489,38 @@ fn small_batches_give_the_same_lists() {
         }
     }
 }
+
+/// One checkpoint format: a build the single-process engine started resumes under MPI, and
+/// the engine refuses an MPI checkpoint laid out in blocks it does not use.
+#[test]
+fn checkpoints_move_between_the_engine_and_ranks() {
+    let data = tied(1300, 3, 12);
+    let m = Metric::Euclidean;
+    let expected = reference::graph(&data, 5, &m).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    let opts = CheckpointOptions {
+        dir: dir.clone(),
+        resume: false,
+        pass_rows: Some(512),
+    };
+    engine().graph_checkpointed(&data, 5, &m, &opts).unwrap();
+    std::fs::remove_file(dir.join("pass-0001.bin")).unwrap();
+    let w = Counting::new();
+    let got = run_with(&w, &data, 5, &m, 2, Some(&ckpt(&dir, true))).unwrap();
+    same(&expected, &got, "engine checkpoint resumed by 2 ranks");
+    assert_eq!(pass_files(&dir).len(), 3);
+    // Only the pairs with the lost block's 512 rows were measured.
+    let (lost, n) = (512u64, 1300u64);
+    assert_eq!(
+        w.pairs.load(Ordering::Relaxed),
+        lost * (lost - 1) / 2 + lost * (n - lost)
+    );
+
+    let dir2 = tmp.path().join("m");
+    run_with(&Counting::new(), &data, 5, &m, 3, Some(&ckpt(&dir2, false))).unwrap();
+    let err = engine()
+        .graph_checkpointed(&data, 5, &m, &ckpt(&dir2, true))
+        .unwrap_err();
+    assert!(err.to_string().contains("another block size"), "{err}");
+}
