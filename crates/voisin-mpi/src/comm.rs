@@ -1,8 +1,11 @@
 //! Moving `u32` buffers between ranks: the three collectives the drivers need, over MPI (feature
-//! `mpi`) or within one process.
+//! `mpi`), within one process ([`Single`]), or over threads standing in for ranks
+//! ([`Threads`], for tests of whole runs without MPI).
 //!
 //! Every collective is entered by every rank in the same order, so a rank that fails must still
-//! take part: the drivers call [`Comm::all_ok`] after each phase that can fail.
+//! take part: the drivers call [`agree`] after each phase that can fail.
+
+use std::sync::{Arc, Barrier, Mutex};
 
 /// The collectives the drivers use.
 pub trait Comm {
@@ -12,8 +15,116 @@ pub trait Comm {
     fn all_to_all(&self, buffers: Vec<Vec<u32>>) -> Vec<u32>;
     /// Every rank's `data`, concatenated in rank order, at rank 0; `None` on other ranks.
     fn gather(&self, data: Vec<u32>) -> Option<Vec<u32>>;
+    /// The largest of every rank's `value`.
+    fn all_max(&self, value: u32) -> u32;
     /// Whether `ok` holds on every rank.
-    fn all_ok(&self, ok: bool) -> bool;
+    fn all_ok(&self, ok: bool) -> bool {
+        self.all_max(u32::from(!ok)) == 0
+    }
+}
+
+/// A phase that failed somewhere, as one rank sees it after [`agree`].
+#[derive(Debug)]
+pub struct Failed {
+    /// This rank's own error; `None` when only other ranks failed (they report theirs).
+    pub error: Option<voisin::Error>,
+    /// The exit code every rank agreed on: 2 when any rank met bad input, 1 otherwise.
+    pub code: i32,
+}
+
+/// Turns a phase's outcome into one every rank agrees on, so no rank waits in a collective that
+/// a failed rank will never enter, and every rank ends with the same exit code.
+pub fn agree<T>(comm: &dyn Comm, r: voisin::Result<T>) -> Result<T, Failed> {
+    let mine = match &r {
+        Ok(_) => 0,
+        Err(e) if e.is_user_error() => 2,
+        Err(_) => 1,
+    };
+    let code = comm.all_max(mine) as i32;
+    match r {
+        Ok(v) if code == 0 => Ok(v),
+        Ok(_) => Err(Failed { error: None, code }),
+        Err(e) => Err(Failed {
+            error: Some(e),
+            code,
+        }),
+    }
+}
+
+/// Ranks as threads of one process: `Threads::world(n)` gives one handle per rank, each to be
+/// used from its own thread. Lets tests run whole drivers, rank by rank, without MPI.
+pub struct Threads {
+    rank: usize,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    size: usize,
+    barrier: Barrier,
+    /// `boxes[from][to]`: what `from` sent to `to` in the collective under way.
+    boxes: Mutex<Vec<Vec<Vec<u32>>>>,
+    values: Mutex<Vec<u32>>,
+}
+
+impl Threads {
+    pub fn world(size: usize) -> Vec<Threads> {
+        let shared = Arc::new(Shared {
+            size,
+            barrier: Barrier::new(size),
+            boxes: Mutex::new(vec![vec![Vec::new(); size]; size]),
+            values: Mutex::new(vec![0; size]),
+        });
+        (0..size)
+            .map(|rank| Threads {
+                rank,
+                shared: shared.clone(),
+            })
+            .collect()
+    }
+}
+
+impl Comm for Threads {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.shared.size
+    }
+    fn all_to_all(&self, buffers: Vec<Vec<u32>>) -> Vec<u32> {
+        assert_eq!(buffers.len(), self.shared.size, "one buffer per rank");
+        self.shared.boxes.lock().expect("comm lock")[self.rank] = buffers;
+        self.shared.barrier.wait();
+        let got = {
+            let mut boxes = self.shared.boxes.lock().expect("comm lock");
+            boxes
+                .iter_mut()
+                .flat_map(|from| std::mem::take(&mut from[self.rank]))
+                .collect()
+        };
+        // Nobody may post the next collective's buffers before everyone has read these.
+        self.shared.barrier.wait();
+        got
+    }
+    fn gather(&self, data: Vec<u32>) -> Option<Vec<u32>> {
+        let mut buffers = vec![Vec::new(); self.shared.size];
+        buffers[0] = data;
+        let got = self.all_to_all(buffers);
+        (self.rank == 0).then_some(got)
+    }
+    fn all_max(&self, value: u32) -> u32 {
+        self.shared.values.lock().expect("comm lock")[self.rank] = value;
+        self.shared.barrier.wait();
+        let max = *self
+            .shared
+            .values
+            .lock()
+            .expect("comm lock")
+            .iter()
+            .max()
+            .expect("at least one rank");
+        self.shared.barrier.wait();
+        max
+    }
 }
 
 /// One process, no MPI: the whole job is rank 0 of 1.
@@ -32,8 +143,8 @@ impl Comm for Single {
     fn gather(&self, data: Vec<u32>) -> Option<Vec<u32>> {
         Some(data)
     }
-    fn all_ok(&self, ok: bool) -> bool {
-        ok
+    fn all_max(&self, value: u32) -> u32 {
+        value
     }
 }
 
@@ -114,11 +225,11 @@ mod mpi_comm {
             Some(all)
         }
 
-        fn all_ok(&self, ok: bool) -> bool {
-            let mut all = 0i32;
+        fn all_max(&self, value: u32) -> u32 {
+            let mut max = 0u32;
             self.world
-                .all_reduce_into(&(ok as i32), &mut all, SystemOperation::min());
-            all == 1
+                .all_reduce_into(&value, &mut max, SystemOperation::max());
+            max
         }
     }
 }

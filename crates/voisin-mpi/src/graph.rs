@@ -1,52 +1,93 @@
 //! Distributed k-NN graph (seed 000 §3.2.2): the items are cut into row blocks; the tiles of the
 //! upper triangle of the distance matrix (block I against block J, I ≤ J) are dealt over ranks;
-//! each tile yields, for every row of I, its k nearest in J (row candidates) and, for every row
-//! of J, its k nearest in I (column candidates). Candidates go to the rank owning the row's
-//! block (block b is owned by rank b mod size), which merges them into the final rows.
+//! each tile is computed once and yields the exact lists of the rows of I among J and of the
+//! rows of J among I. A rank hands all its tiles of a round to its [`TileWorker`] at once (the
+//! CPU worker re-ranks each row once for all its tiles), sends the lists to the blocks' owners
+//! (block b is owned by rank b mod size), and an owner merges what it receives into its
+//! blocks' final rows; rank 0 gathers the rows and alone writes the output.
+//!
+//! Rounds: tiles are processed in rounds of whole block rows, in row order. Block I's rows are
+//! final once every tile (I, J ≥ I) and (J < I, I) is done, so at the end of the round holding
+//! tile row I its owner may save them. Without a checkpoint all tiles form one round (one
+//! exchange); with one, about [`CHECKPOINT_ROUNDS`] rounds, each ending with the owners saving
+//! their finished blocks as pass files of the core's checkpoint format
+//! ([`voisin::cpu::checkpoint`], one block per pass; rank 0 writes the manifest first).
+//!
+//! Resuming: rank 0 reads and checks every pass file, so a damaged or foreign checkpoint is
+//! refused with one message, and tells every rank which blocks are done. Tiles between two done
+//! blocks are skipped; a tile between a done and an open block is recomputed for the open side
+//! only (those column lists lived in memory when the run was killed); the rest is computed as
+//! usual. The layout comes from the manifest, so a build may resume with another rank count.
 //!
 //! Departures from the seed, and why:
-//! - Tiles are dealt round-robin in column-major order rather than "column J to rank J mod Q":
-//!   the seed's rule gives rank Q−1 up to ~1.6× the tiles of rank 0; round-robin keeps the
-//!   counts within one.
-//! - An off-diagonal tile runs the CPU engine twice (rows of I among J, then rows of J among I),
-//!   so each pair's distance is computed twice. The engine's tile loop is private to the core; a
-//!   public "both directions from one tile" entry point would halve that work (see the report).
-//! - The diagonal tile uses the engine's own graph driver (self excluded, duplicates kept).
+//! - Tiles are dealt round-robin in row-major order with one counter across rounds, rather than
+//!   "column J to rank J mod Q": the seed's rule gives rank Q−1 up to ~1.6× the tiles of rank
+//!   0; round-robin keeps the counts within one per round, and the counter rotates the extras.
+//! - Lists carry exact f64 keys (sent as two u32 words), so the owner merges them with
+//!   [`merge_lists`] (the core's) and never recomputes a distance.
 //!
-//! With one rank there is a single block and the whole graph is one engine call.
+//! Memory: an owner keeps k-lists for its own blocks only; a rank hands its tiles to the worker
+//! in batches touching at most [`batch_items`] items (candidate buffers of about half a GiB),
+//! and blocks are at most half a batch. With one rank and no checkpoint a graph of fewer items
+//! than that is a single block: one diagonal tile, the CPU engine's own symmetric graph scan.
+//!
+//! Cost of rounds: a row's lists are re-ranked once per round that touches it and its
+//! candidate buffers restart empty each round, so a checkpointed build spends O(n · rounds · k)
+//! more exact evaluations (bench/notes-mpi.md: +63 % CPU at 60 000 × 128, shrinking with n).
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
-use voisin::cpu::CpuEngine;
-use voisin::{Dataset, Engine, KnnResult, Metric, Result};
+use voisin::cpu::checkpoint::{Checkpoint, CheckpointOptions, Job, Layout};
+use voisin::cpu::{merge_lists, PassRows, PassStore};
+use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
-use crate::comm::Comm;
+use crate::comm::{agree, Comm, Failed};
 use crate::rekey;
-use crate::slice::{slice, split};
+use crate::worker::TileWorker;
 
-/// Blocks and the order tiles are dealt in.
+/// Blocks per rank: enough tiles for round-robin to balance, few enough that lists stay long
+/// (a tile's lists are k per row whatever its width).
+const BLOCKS_PER_RANK: usize = 4;
+/// Rounds (and at least as many blocks) of a checkpointed build: progress is saved about every
+/// 1/16 of the work, as the single-process engine does by default.
+pub const CHECKPOINT_ROUNDS: usize = 16;
+
+/// Row blocks of the graph, each `block_rows` items (the last one shorter), and how many items
+/// one batch of a rank's tiles may touch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub blocks: Vec<Range<usize>>,
-    /// (I, J) with I ≤ J, column by column; tile t goes to rank t mod size.
-    pub tiles: Vec<(usize, usize)>,
+    pub batch_items: usize,
 }
 
-/// Blocks per rank: enough tiles for round-robin to balance, few enough that each row's
-/// candidate lists (one per block) stay small.
-const BLOCKS_PER_RANK: usize = 4;
+/// One round: the tiles, in dealing order, and the blocks whose rows are final after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Round {
+    pub tiles: Vec<(usize, usize)>,
+    pub finished: Vec<usize>,
+}
 
 impl Plan {
-    pub fn new(n: usize, size: usize) -> Plan {
-        let nb = if size <= 1 {
-            1
-        } else {
-            (BLOCKS_PER_RANK * size).min(n).max(1)
-        };
-        let tiles = (0..nb).flat_map(|j| (0..=j).map(move |i| (i, j))).collect();
+    /// Rows per block for `n` items over `size` ranks and lists of `k`: at most half a batch,
+    /// so that any one tile fits in a worker's memory.
+    pub fn block_rows(n: usize, size: usize, checkpointed: bool, k: usize) -> usize {
+        let mut blocks = if size <= 1 { 1 } else { BLOCKS_PER_RANK * size };
+        if checkpointed {
+            blocks = blocks.max(CHECKPOINT_ROUNDS);
+        }
+        let rows = n.div_ceil(blocks.clamp(1, n.max(1))).max(1);
+        rows.min((batch_items(k) / 2).max(1))
+    }
+
+    /// Blocks of `block_rows` items, batches sized for neighbour lists of `k`.
+    pub fn new(n: usize, block_rows: usize, k: usize) -> Plan {
+        let block_rows = block_rows.max(1);
         Plan {
-            blocks: split(n, nb),
-            tiles,
+            blocks: (0..n.div_ceil(block_rows))
+                .map(|b| b * block_rows..((b + 1) * block_rows).min(n))
+                .collect(),
+            batch_items: batch_items(k),
         }
     }
 
@@ -54,68 +95,45 @@ impl Plan {
     pub fn owner(&self, b: usize, size: usize) -> usize {
         b % size
     }
-}
 
-/// Rank `rank`'s tiles: per destination rank, `(row, candidate)` pairs of global indices.
-pub fn local(
-    engine: &CpuEngine,
-    data: &Dataset,
-    k: usize,
-    metric: &Metric,
-    plan: &Plan,
-    rank: usize,
-    size: usize,
-) -> Result<Vec<Vec<u32>>> {
-    let mut out = vec![Vec::new(); size];
-    let mut cache: Vec<Option<Dataset>> = vec![None; plan.blocks.len()];
-    let mut block = |b: usize| -> Dataset {
-        cache[b]
-            .get_or_insert_with(|| slice(data, plan.blocks[b].clone()))
-            .clone()
-    };
-    // Sends `res` (rows of block `rows`, neighbours in block `cols`) to the rows' owner.
-    let mut send = |res: &KnnResult, rows: usize, cols: usize| {
-        let (r0, c0) = (
-            plan.blocks[rows].start as u32,
-            plan.blocks[cols].start as u32,
-        );
-        let dest = &mut out[plan.owner(rows, size)];
-        for q in 0..res.n_queries {
-            for &i in res.row(q).0 {
-                dest.extend([r0 + q as u32, c0 + i]);
+    /// The tiles still to compute when the blocks marked in `done` are final, in about
+    /// `rounds` rounds of whole block rows. A tile between a done and an open block comes in
+    /// the first round (only its open side is used); tiles between done blocks are left out.
+    pub fn rounds(&self, done: &[bool], rounds: usize) -> Vec<Round> {
+        let nb = self.blocks.len();
+        let mut first: Vec<(usize, usize)> = (0..nb)
+            .flat_map(|i| (i..nb).map(move |j| (i, j)))
+            .filter(|&(i, j)| done[i] != done[j])
+            .collect();
+        let row_tiles = |i: usize| -> Vec<(usize, usize)> {
+            (i..nb).filter(|&j| !done[j]).map(|j| (i, j)).collect()
+        };
+        let open: Vec<usize> = (0..nb).filter(|&i| !done[i]).collect();
+        let total = first.len() + open.iter().map(|&i| row_tiles(i).len()).sum::<usize>();
+        let target = total.div_ceil(rounds.max(1)).max(1);
+        let mut out = Vec::new();
+        let mut cur = Round {
+            tiles: std::mem::take(&mut first),
+            finished: Vec::new(),
+        };
+        for &i in &open {
+            cur.tiles.extend(row_tiles(i));
+            cur.finished.push(i);
+            if cur.tiles.len() >= target {
+                out.push(std::mem::replace(
+                    &mut cur,
+                    Round {
+                        tiles: Vec::new(),
+                        finished: Vec::new(),
+                    },
+                ));
             }
         }
-    };
-    for &(i, j) in plan.tiles.iter().skip(rank).step_by(size) {
-        if i == j {
-            if plan.blocks[i].len() > 1 {
-                send(&engine.graph(&block(i), k, metric)?, i, i);
-            }
-        } else {
-            let (a, b) = (block(i), block(j));
-            send(&engine.knn(&b, &a, k, metric)?, i, j);
-            send(&engine.knn(&a, &b, k, metric)?, j, i);
+        if !cur.tiles.is_empty() {
+            out.push(cur);
         }
+        out
     }
-    Ok(out)
-}
-
-/// Merges the `(row, candidate)` pairs a rank received into finished rows (see
-/// [`rekey::push_row`]) of `min(k, n − 1)` neighbours each.
-pub fn merge(data: &Dataset, k: usize, metric: &Metric, received: &[u32]) -> Vec<u32> {
-    let kk = k.min(data.len().saturating_sub(1));
-    let mut pairs: Vec<(u32, u32)> = received.chunks_exact(2).map(|p| (p[0], p[1])).collect();
-    pairs.sort_unstable();
-    let mut rows = Vec::new();
-    let mut cand = Vec::new();
-    for group in pairs.chunk_by(|a, b| a.0 == b.0) {
-        let q = group[0].0 as usize;
-        cand.clear();
-        cand.extend(group.iter().map(|p| p.1));
-        let best = rekey::best(metric, data, data, q, &cand, kk);
-        rekey::push_row(&mut rows, metric, q, &best, kk);
-    }
-    rows
 }
 
 /// The number of neighbours per row of a graph over `n` items.
@@ -123,16 +141,180 @@ pub fn row_len(n: usize, k: usize) -> usize {
     k.min(n.saturating_sub(1))
 }
 
+/// Lists of the rows of some blocks: block → one list per row of the block.
+pub type BlockLists = BTreeMap<usize, Vec<Vec<(f64, u32)>>>;
+
+/// Merges `lists` (one per row of block `b`, starting at its first row) into `acc`.
+fn absorb(acc: &mut BlockLists, plan: &Plan, b: usize, lists: &[Vec<(f64, u32)>], k: usize) {
+    let rows = acc
+        .entry(b)
+        .or_insert_with(|| vec![Vec::new(); plan.blocks[b].len()]);
+    for (row, list) in rows.iter_mut().zip(lists) {
+        *row = merge_lists(row, list, k);
+    }
+}
+
+/// Rank `rank`'s tiles of one round (dealt from position `dealt` on): the lists of the open
+/// blocks they touch.
+pub fn local(
+    worker: &dyn TileWorker,
+    data: &Dataset,
+    (k, metric): (usize, &Metric),
+    plan: &Plan,
+    round: &Round,
+    done: &[bool],
+    (rank, size, dealt): (usize, usize, usize),
+) -> Result<BlockLists> {
+    let mine: Vec<(Range<usize>, Range<usize>)> = round
+        .tiles
+        .iter()
+        .enumerate()
+        .filter(|(t, _)| (dealt + t) % size == rank)
+        .map(|(_, &(i, j))| (plan.blocks[i].clone(), plan.blocks[j].clone()))
+        .collect();
+    let block_rows = plan.blocks[0].len();
+    let mut acc = BlockLists::new();
+    for batch in batches(&mine, plan.batch_items) {
+        for (range, lists) in worker.tiles(data, batch, k, metric)? {
+            let b = range.start / block_rows;
+            if !done[b] {
+                absorb(&mut acc, plan, b, &lists, k);
+            }
+        }
+    }
+    Ok(acc)
+}
+
+/// Items whose candidates one batch of tiles may hold: a worker keeps about `24k + 400` bytes
+/// of candidates per item of its batch, and half a GiB of them is the CPU engine's default.
+pub fn batch_items(k: usize) -> usize {
+    (512 << 20) / (24 * k + 400)
+}
+
+/// Consecutive runs of `tiles` whose distinct ranges hold at most `limit` items (a tile alone
+/// may hold more): a worker's memory stays bounded however many tiles a rank holds.
+pub fn batches<'a>(
+    tiles: &'a [(Range<usize>, Range<usize>)],
+    limit: usize,
+) -> Vec<&'a [(Range<usize>, Range<usize>)]> {
+    let mut out = Vec::new();
+    let (mut start, mut seen) = (0, Vec::<&Range<usize>>::new());
+    let size = |seen: &[&Range<usize>]| seen.iter().map(|r| r.len()).sum::<usize>();
+    for (t, (r, c)) in tiles.iter().enumerate() {
+        let add = |seen: &mut Vec<&'a Range<usize>>| {
+            for range in [r, c] {
+                if !seen.contains(&range) {
+                    seen.push(range);
+                }
+            }
+        };
+        add(&mut seen);
+        if t > start && size(&seen) > limit {
+            out.push(&tiles[start..t]);
+            start = t;
+            seen.clear();
+            add(&mut seen);
+        }
+    }
+    if start < tiles.len() {
+        out.push(&tiles[start..]);
+    }
+    out
+}
+
+/// Wire form, per destination rank: `[row, len, len × (index, key low word, key high word)]`.
+pub fn encode(acc: &BlockLists, plan: &Plan, size: usize) -> Vec<Vec<u32>> {
+    let mut out = vec![Vec::new(); size];
+    for (&b, rows) in acc {
+        let dest = &mut out[plan.owner(b, size)];
+        for (r, list) in plan.blocks[b].clone().zip(rows) {
+            if list.is_empty() {
+                continue;
+            }
+            dest.extend([r as u32, list.len() as u32]);
+            for &(key, i) in list {
+                let bits = key.to_bits();
+                dest.extend([i, bits as u32, (bits >> 32) as u32]);
+            }
+        }
+    }
+    out
+}
+
+/// Merges received wire lists into the owner's blocks.
+pub fn decode_into(received: &[u32], plan: &Plan, k: usize, mine: &mut BlockLists) {
+    let block_rows = plan.blocks[0].len();
+    let mut at = 0;
+    while at < received.len() {
+        let (r, len) = (received[at] as usize, received[at + 1] as usize);
+        let list: Vec<(f64, u32)> = received[at + 2..at + 2 + 3 * len]
+            .chunks_exact(3)
+            .map(|w| (f64::from_bits(w[1] as u64 | (w[2] as u64) << 32), w[0]))
+            .collect();
+        at += 2 + 3 * len;
+        let b = r / block_rows;
+        let rows = mine
+            .entry(b)
+            .or_insert_with(|| vec![Vec::new(); plan.blocks[b].len()]);
+        let row = &mut rows[r - plan.blocks[b].start];
+        *row = merge_lists(row, &list, k);
+    }
+}
+
+/// Opens the checkpoint on every rank: rank 0 first (it creates or checks the manifest), then
+/// the others, which find the manifest in place. `fresh` is the layout of a new one.
+fn open_store(
+    comm: &dyn Comm,
+    opts: &CheckpointOptions,
+    job: &Job,
+    k: usize,
+    fresh: Layout,
+) -> std::result::Result<Checkpoint, Failed> {
+    let first = if comm.rank() == 0 {
+        Checkpoint::open_with(opts, job, k, fresh).map(Some)
+    } else {
+        Ok(None)
+    };
+    let first = agree(comm, first)?;
+    let opened = match first {
+        Some(cp) => Ok(cp),
+        None => {
+            let resume = CheckpointOptions {
+                resume: true,
+                ..opts.clone()
+            };
+            Checkpoint::open_with(&resume, job, k, fresh)
+        }
+    };
+    let cp = agree(comm, opened)?;
+    // Another rank reading a manifest other than rank 0's would number passes differently.
+    let layout = cp.layout();
+    let agreed = comm.all_max(layout.rows_per_pass() as u32) as usize;
+    let same = comm.all_ok(agreed == layout.rows_per_pass());
+    agree(
+        comm,
+        if same {
+            Ok(cp)
+        } else {
+            Err(Error::invalid(format!(
+                "{}: ranks read different checkpoint layouts (is the directory shared?)",
+                opts.dir.display()
+            )))
+        },
+    )
+}
+
 /// The whole graph over `comm`'s ranks; the result on rank 0, `None` elsewhere. Every rank must
-/// call it with the same arguments. Errors are one line; a rank whose own work succeeded while
-/// another's failed says so.
+/// call it with the same arguments. With `checkpoint`, finished row blocks are kept there and a
+/// killed build resumes (see the module docs).
 pub fn run(
     comm: &dyn Comm,
-    engine: &CpuEngine,
+    worker: &dyn TileWorker,
     data: &Dataset,
     k: usize,
     metric: &Metric,
-) -> std::result::Result<Option<KnnResult>, String> {
+    checkpoint: Option<&CheckpointOptions>,
+) -> std::result::Result<Option<KnnResult>, Failed> {
     let (rank, size, n) = (comm.rank(), comm.size(), data.len());
     let kk = row_len(n, k);
     if kk == 0 {
@@ -142,21 +324,91 @@ pub fn run(
         };
         return Ok((rank == 0).then_some(empty));
     }
-    let plan = Plan::new(n, size);
-    let sent = local(engine, data, k, metric, &plan, rank, size);
-    let sent = agree(comm, sent)?;
-    let received = comm.all_to_all(sent);
-    let rows = merge(data, k, metric, &received);
-    Ok(comm.gather(rows).map(|rows| rekey::assemble(&rows, n, kk)))
-}
+    let mut block_rows = Plan::block_rows(n, size, checkpoint.is_some(), kk);
+    let mut store = match checkpoint {
+        Some(opts) => {
+            let fresh = Layout {
+                block_rows,
+                blocks_per_pass: 1,
+            };
+            let cp = open_store(comm, opts, &Job::describe(data, metric, kk), kk, fresh)?;
+            block_rows = cp.layout().rows_per_pass();
+            Some(cp)
+        }
+        None => None,
+    };
+    let plan = Plan::new(n, block_rows, kk);
+    let nb = plan.blocks.len();
 
-/// Turns a phase's outcome into one every rank agrees on, so no rank waits in a collective that
-/// a failed rank will never enter.
-pub fn agree<T>(comm: &dyn Comm, r: Result<T>) -> std::result::Result<T, String> {
-    let ok = comm.all_ok(r.is_ok());
-    match r {
-        Ok(v) if ok => Ok(v),
-        Ok(_) => Err("another rank failed; its error is on its own standard error".into()),
-        Err(e) => Err(e.to_string()),
+    // Rank 0 checks every saved block and keeps its rows for the output.
+    let mut loaded: Vec<Option<PassRows>> = vec![None; nb];
+    let load = match (&mut store, rank) {
+        (Some(cp), 0) => (0..nb).try_for_each(|b| {
+            let r = &plan.blocks[b];
+            loaded[b] = cp.load(b, (r.start, r.end))?;
+            Ok(())
+        }),
+        _ => Ok(()),
+    };
+    agree(comm, load)?;
+    let flags: Vec<u32> = loaded.iter().map(|l| u32::from(l.is_some())).collect();
+    let to_all = if rank == 0 {
+        vec![flags; size]
+    } else {
+        vec![Vec::new(); size]
+    };
+    let done: Vec<bool> = comm.all_to_all(to_all).iter().map(|&f| f == 1).collect();
+
+    let rounds = if checkpoint.is_some() {
+        CHECKPOINT_ROUNDS
+    } else {
+        1
+    };
+    let mut mine = BlockLists::new();
+    let mut finished_rows = Vec::new();
+    let mut dealt = 0;
+    for round in plan.rounds(&done, rounds) {
+        let acc = local(
+            worker,
+            data,
+            (kk, metric),
+            &plan,
+            &round,
+            &done,
+            (rank, size, dealt),
+        );
+        dealt += round.tiles.len();
+        let acc = agree(comm, acc)?;
+        let received = comm.all_to_all(encode(&acc, &plan, size));
+        decode_into(&received, &plan, kk, &mut mine);
+        let saved = round
+            .finished
+            .iter()
+            .filter(|&&b| plan.owner(b, size) == rank)
+            .try_for_each(|&b| {
+                let rows = mine.remove(&b).unwrap_or_default();
+                let range = plan.blocks[b].clone();
+                if rows.len() != range.len() || rows.iter().any(|r| r.len() != kk) {
+                    return Err(Error::device(format!(
+                        "block {b} ended with missing neighbours (bug)"
+                    )));
+                }
+                if let Some(cp) = &mut store {
+                    cp.save(b, (range.start, range.end), &rows)?;
+                }
+                for (q, row) in range.zip(&rows) {
+                    rekey::push_row(&mut finished_rows, metric, q, row, kk);
+                }
+                Ok(())
+            });
+        agree(comm, saved)?;
     }
+    for (b, rows) in loaded.iter().enumerate() {
+        for (q, row) in plan.blocks[b].clone().zip(rows.iter().flatten()) {
+            rekey::push_row(&mut finished_rows, metric, q, row, kk);
+        }
+    }
+    Ok(comm
+        .gather(finished_rows)
+        .map(|rows| rekey::assemble(&rows, n, kk)))
 }

@@ -7,8 +7,7 @@
 use voisin::cpu::CpuEngine;
 use voisin::{Dataset, Engine, KnnResult, Metric, Result};
 
-use crate::comm::Comm;
-use crate::graph::agree;
+use crate::comm::{agree, Comm, Failed};
 use crate::rekey;
 use crate::slice::{slice, split};
 
@@ -76,7 +75,7 @@ pub fn run(
     queries: &Dataset,
     k: usize,
     metric: &Metric,
-) -> std::result::Result<Option<KnnResult>, String> {
+) -> std::result::Result<Option<KnnResult>, Failed> {
     let (rank, size) = (comm.rank(), comm.size());
     let mine = local(engine, base, queries, k, metric, rank, size);
     let mine = agree(comm, mine)?;

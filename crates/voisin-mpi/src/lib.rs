@@ -7,19 +7,21 @@
 //! of the blocks it works on. Only candidate lists (indices) and final rows move.
 //!
 //! Work: [`graph`] splits the items into row blocks and deals the upper-triangle tiles (I ≤ J)
-//! over ranks; each tile yields row candidates (rows of I among J) and column candidates (rows
-//! of J among I), which are sent to the rank owning that row block, merged there, and gathered
-//! by rank 0. [`knn`] shards the base set over ranks and merges every rank's k-lists at rank 0.
+//! over ranks; each tile is computed once by a [`worker::TileWorker`] (the CPU engine's
+//! [`voisin::cpu::CpuEngine::tile_lists`]) and yields the exact lists of the rows of I among J
+//! and of the rows of J among I, which are sent to the rank owning that row block, merged
+//! there, optionally checkpointed, and gathered by rank 0. [`knn`] shards the base set over
+//! ranks and merges every rank's k-lists at rank 0.
 //!
-//! Exactness: every k-list a rank produces is the exact top-k of its share (the CPU engine is
-//! exact, and block-local indices map to global ones in the same order, so its index tie-break
-//! is the global one). Merging re-keys each candidate with [`voisin::metric::exact::item_key`],
-//! the f64 key the reference uses, and orders by (key, index): results are identical to
-//! `voisin graph`/`voisin knn` and to [`voisin::reference`], whatever the number of ranks.
+//! Exactness: every k-list a rank produces is the exact top-k of its share, on the exact f64
+//! keys the reference uses, ordered by (key, index); merging lists of disjoint shares keeps
+//! that, so results are identical to `voisin graph`/`voisin knn` and to [`voisin::reference`],
+//! whatever the number of ranks (for knn, shard-local indices map to global ones in order and
+//! the merge re-keys each candidate with [`voisin::metric::exact::item_key`]).
 //!
-//! The phases are plain functions over byte-free `u32` buffers so the algorithm is tested
-//! in-process with simulated ranks; [`comm`] moves the buffers (MPI with the `mpi` feature, a
-//! single process without it). This crate owns distribution only: distances, selection and file
+//! The phases exchange plain `u32` buffers through [`comm`]: MPI with the `mpi` feature, a
+//! single process without it, or threads standing in for ranks, so whole runs (checkpoints
+//! included) are tested in-process without MPI. This crate owns distribution only: distances, selection and file
 //! formats come from `voisin` and `voisin-io`.
 
 pub mod comm;
@@ -27,3 +29,4 @@ pub mod graph;
 pub mod knn;
 pub mod rekey;
 pub mod slice;
+pub mod worker;

@@ -2,7 +2,8 @@
 //! `mpirun -np 8 voisin-mpi graph --input data.fbin -k 10 --out graph.ivecs`.
 //!
 //! Every rank parses the same arguments and reads the inputs from the same paths (a shared
-//! filesystem on a cluster); rank 0 alone writes the result and prints errors. Output files and
+//! filesystem on a cluster); rank 0 alone writes the result and prints errors (a rank whose own
+//! step failed prints its own line, naming itself). Output files and
 //! row order are those of `voisin graph` / `voisin knn`. Exit codes: 0 success, 2 bad input or
 //! usage, 1 internal failure; every rank exits with the same code.
 //!
@@ -11,10 +12,11 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
+use voisin::cpu::checkpoint::CheckpointOptions;
 use voisin::cpu::{CpuEngine, CpuOptions};
 use voisin::{Dataset, KnnResult, Metric};
 use voisin_io::{ReadOptions, Role};
-use voisin_mpi::comm::Comm;
+use voisin_mpi::comm::{Comm, Failed};
 
 #[derive(Parser)]
 #[command(
@@ -34,6 +36,13 @@ enum Command {
         /// Input set, read by every rank from this path.
         #[arg(long, value_name = "FILE")]
         input: PathBuf,
+        /// Keep finished row blocks in this directory (shared by every rank), so that a
+        /// killed build can continue with --resume.
+        #[arg(long, value_name = "DIR")]
+        checkpoint: Option<PathBuf>,
+        /// Continue the build saved in --checkpoint DIR (any rank count).
+        #[arg(long, requires = "checkpoint")]
+        resume: bool,
         #[command(flatten)]
         run: RunOpts,
     },
@@ -122,7 +131,7 @@ fn run(comm: &dyn Comm) -> i32 {
 
 fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
     let (run, inputs) = match &cli.command {
-        Command::Graph { input, run } => (run, vec![input.as_path()]),
+        Command::Graph { input, run, .. } => (run, vec![input.as_path()]),
         Command::Knn { base, query, run } => (run, vec![base.as_path(), query.as_path()]),
     };
     let metric = run
@@ -146,15 +155,41 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
         Err(f) => return Err(f),
     };
     let result = match &cli.command {
-        Command::Graph { .. } => voisin_mpi::graph::run(comm, &engine, &sets[0], run.k, &metric),
+        Command::Graph {
+            checkpoint, resume, ..
+        } => {
+            let checkpoint = checkpoint.as_ref().map(|dir| CheckpointOptions {
+                dir: dir.clone(),
+                resume: *resume,
+                pass_rows: None,
+            });
+            voisin_mpi::graph::run(comm, &engine, &sets[0], run.k, &metric, checkpoint.as_ref())
+        }
         Command::Knn { .. } => {
             voisin_mpi::knn::run(comm, &engine, &sets[0], &sets[1], run.k, &metric)
         }
     }
-    .map_err(|m| Failure(m, 1))?;
+    .map_err(|f| failed(comm, f))?;
     match result {
         Some(res) => write(&run.out, &res),
         None => Ok(()),
+    }
+}
+
+/// A failure of a distributed phase: this rank's own error is printed here (rank 0 prints as
+/// usual; another rank names itself, as rank 0 cannot see its error); a rank that only learnt
+/// of another's failure leaves the message to it.
+fn failed(comm: &dyn Comm, f: Failed) -> Failure {
+    match f.error {
+        Some(e) if comm.rank() == 0 => Failure(e.to_string(), f.code),
+        Some(e) => {
+            eprintln!("voisin-mpi: error (rank {}): {e}", comm.rank());
+            Failure(String::new(), f.code)
+        }
+        None => Failure(
+            "another rank failed; its error is on its standard error".into(),
+            f.code,
+        ),
     }
 }
 

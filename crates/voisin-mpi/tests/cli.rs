@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use voisin::{reference, Dataset, KnnResult, Metric, VectorSet};
+use voisin::{reference, Dataset, Engine, KnnResult, Metric, VectorSet};
 
 const BIN: &str = env!("CARGO_BIN_EXE_voisin-mpi");
 
@@ -250,4 +250,152 @@ fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
         }
     }
     assert!(!Path::new(out).exists());
+}
+
+fn pass_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.starts_with("pass-") && name.ends_with(".bin")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Processes whose parent is `pid` (the ranks mpirun started: Open MPI puts each in its own
+/// session, so killing mpirun or its process group would leave them running).
+fn children(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces, so split after its ')'.
+        let after = &stat[stat.rfind(')').unwrap_or(0) + 1..];
+        if after.split_whitespace().nth(1) == Some(&pid.to_string()) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// A checkpointed build killed (every rank, SIGKILL) at a random point and resumed, with
+/// another rank count too, writes the bytes the single-process CPU engine writes; damaged
+/// checkpoints and misuse end in one error line and exit code 2.
+#[test]
+fn killed_mpi_builds_resume_to_the_same_bytes() {
+    if launchers() == [None] {
+        eprintln!("SKIPPED: needs the mpi feature and mpirun");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // About two seconds per build under two ranks with optimised tests, in 16 blocks.
+    let (n, dim, k) = (20_000, 32, 9);
+    let mut rng = StdRng::seed_from_u64(4);
+    let values: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let data = VectorSet::from_f32(n, dim, values).unwrap();
+    let input = dir.path().join("x.fbin");
+    voisin_io::write_vectors(&input, &data).unwrap();
+    let data: Dataset = data.into();
+    let expected = voisin::cpu::CpuEngine::default()
+        .graph(&data, k, &Metric::Euclidean)
+        .unwrap();
+    let blocks = voisin_mpi::graph::CHECKPOINT_ROUNDS;
+
+    let mut killed_midway = 0;
+    for (trial, resume_ranks) in [(0, 3), (1, 2)] {
+        let ckpt = dir.path().join(format!("ckpt{trial}"));
+        let out = dir.path().join(format!("g{trial}.tsv"));
+        let args = [
+            "graph",
+            "--input",
+            input.to_str().unwrap(),
+            "-k",
+            "9",
+            "--out",
+            out.to_str().unwrap(),
+            "--checkpoint",
+            ckpt.to_str().unwrap(),
+        ];
+        let mut child = Command::new("mpirun")
+            .args(["--oversubscribe", "-np", "2", BIN])
+            .args(args)
+            .args(["--threads", "1"])
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let wait_for = rng.gen_range(1..blocks);
+        let start = std::time::Instant::now();
+        while pass_count(&ckpt) < wait_for
+            && start.elapsed() < std::time::Duration::from_secs(120)
+            && child.try_wait().unwrap().is_none()
+        {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let ranks = children(child.id());
+        if !ranks.is_empty() {
+            Command::new("kill")
+                .arg("-KILL")
+                .args(&ranks)
+                .status()
+                .unwrap();
+        }
+        child.wait().unwrap();
+        let saved = pass_count(&ckpt);
+        eprintln!("trial {trial}: killed with {saved} of {blocks} blocks saved");
+        if saved < blocks {
+            killed_midway += 1;
+        }
+        let o = launch(Some(resume_ranks), &[&args[..], &["--resume"]].concat());
+        check_ok(&o, &format!("resume of trial {trial}"));
+        assert_eq!(pass_count(&ckpt), blocks);
+        assert_same_files(&expected, &out, dir.path(), &format!("trial {trial}"));
+    }
+    assert!(killed_midway > 0, "no build was interrupted before its end");
+
+    // Misuse and damage, under two ranks: one line, exit 2.
+    let ckpt = dir.path().join("ckpt0");
+    let out = dir.path().join("e.tsv");
+    let base = [
+        "graph",
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--checkpoint",
+        ckpt.to_str().unwrap(),
+    ];
+    let pass = ckpt.join("pass-0003.bin");
+    let mut bytes = std::fs::read(&pass).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&pass, &bytes).unwrap();
+    for (extra, needle) in [
+        (&["-k", "9"][..], "not empty"),
+        (&["-k", "8", "--resume"][..], "k 9 in checkpoint, 8 now"),
+        (
+            &["-k", "9", "--resume"][..],
+            "pass-0003.bin: checkpoint pass file is corrupted",
+        ),
+    ] {
+        let o = launch(Some(2), &[&base[..], extra].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("voisin-mpi: error"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{extra:?}: {err}");
+        assert!(lines[0].contains(needle), "{extra:?}: {}", lines[0]);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+    }
+    assert!(!out.exists());
 }

@@ -3,10 +3,17 @@
 //! same distances, on data full of ties and duplicates. Runs without MPI installed.
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use voisin::cpu::{CpuEngine, CpuOptions};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use voisin::cpu::checkpoint::CheckpointOptions;
+use voisin::cpu::{CpuEngine, CpuOptions, RangeLists};
 use voisin::reference;
-use voisin::{Dataset, KnnResult, Metric, StringSet, VectorSet};
-use voisin_mpi::{graph, knn, rekey};
+use voisin::{Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};
+use voisin_mpi::comm::{Failed, Threads};
+use voisin_mpi::worker::TileWorker;
+use voisin_mpi::{graph, knn};
 
 fn engine() -> CpuEngine {
     CpuEngine::new(CpuOptions {
@@ -27,29 +34,71 @@ fn tied(n: usize, dim: usize, seed: u64) -> Dataset {
     VectorSet::from_f32(n, dim, v).unwrap().into()
 }
 
-fn simulate_graph(data: &Dataset, k: usize, metric: &Metric, size: usize) -> KnnResult {
-    let n = data.len();
-    let kk = graph::row_len(n, k);
-    if kk == 0 {
-        return KnnResult {
-            n_queries: n,
-            ..Default::default()
-        };
+/// A CPU worker that counts the item pairs its tiles cover.
+struct Counting {
+    engine: CpuEngine,
+    pairs: AtomicU64,
+}
+
+impl Counting {
+    fn new() -> Self {
+        Counting {
+            engine: engine(),
+            pairs: AtomicU64::new(0),
+        }
     }
-    let plan = graph::Plan::new(n, size);
-    let e = engine();
-    let sent: Vec<Vec<Vec<u32>>> = (0..size)
-        .map(|r| graph::local(&e, data, k, metric, &plan, r, size).unwrap())
-        .collect();
-    let mut rows = Vec::new();
-    for dest in 0..size {
-        let recv: Vec<u32> = sent
-            .iter()
-            .flat_map(|from| from[dest].iter().copied())
+}
+
+impl TileWorker for Counting {
+    fn tiles(
+        &self,
+        data: &Dataset,
+        tiles: &[(Range<usize>, Range<usize>)],
+        k: usize,
+        metric: &Metric,
+    ) -> voisin::Result<RangeLists> {
+        for (rows, cols) in tiles {
+            let pairs = if rows == cols {
+                rows.len() * rows.len().saturating_sub(1) / 2
+            } else {
+                rows.len() * cols.len()
+            };
+            self.pairs.fetch_add(pairs as u64, Ordering::Relaxed);
+        }
+        self.engine.tiles(data, tiles, k, metric)
+    }
+}
+
+/// Runs the whole distributed graph with `size` ranks as threads; rank 0's result.
+fn run_with(
+    worker: &Counting,
+    data: &Dataset,
+    k: usize,
+    metric: &Metric,
+    size: usize,
+    checkpoint: Option<&CheckpointOptions>,
+) -> Result<KnnResult, Failed> {
+    let results: Vec<Result<Option<KnnResult>, Failed>> = std::thread::scope(|s| {
+        let handles: Vec<_> = Threads::world(size)
+            .into_iter()
+            .map(|comm| s.spawn(move || graph::run(&comm, worker, data, k, metric, checkpoint)))
             .collect();
-        rows.extend(graph::merge(data, k, metric, &recv));
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut results = results.into_iter();
+    let first = results.next().unwrap();
+    for (r, other) in results.enumerate() {
+        match (&first, other) {
+            (Ok(_), Ok(None)) => {}
+            (Err(a), Err(b)) => assert_eq!(a.code, b.code, "rank {} exit code", r + 1),
+            (a, b) => panic!("ranks disagree: rank 0 {a:?}, rank {} {b:?}", r + 1),
+        }
     }
-    rekey::assemble(&rows, n, kk)
+    first.map(|r| r.expect("rank 0 holds the result"))
+}
+
+fn simulate_graph(data: &Dataset, k: usize, metric: &Metric, size: usize) -> KnnResult {
+    run_with(&Counting::new(), data, k, metric, size, None).unwrap()
 }
 
 fn simulate_knn(base: &Dataset, q: &Dataset, k: usize, metric: &Metric, size: usize) -> KnnResult {
@@ -66,26 +115,74 @@ fn same(expected: &KnnResult, got: &KnnResult, what: &str) {
     assert_eq!(expected.distances, got.distances, "{what}");
 }
 
+/// Every tile (I ≤ J) exactly once over the rounds, except those between two done blocks;
+/// every open block finished exactly once, after its last tile.
 #[test]
-fn plan_deals_every_upper_tile_once_and_evenly() {
-    for n in [1, 2, 5, 37] {
-        for size in 1..6 {
-            let p = graph::Plan::new(n, size);
-            let nb = p.blocks.len();
-            let mut seen = vec![vec![0; nb]; nb];
-            for &(i, j) in &p.tiles {
-                assert!(i <= j);
-                seen[i][j] += 1;
-            }
-            for (i, row) in seen.iter().enumerate() {
-                for (j, &c) in row.iter().enumerate() {
-                    assert_eq!(c, usize::from(i <= j), "n {n} size {size} tile ({i},{j})");
+fn rounds_cover_every_needed_tile_once() {
+    let mut rng = StdRng::seed_from_u64(5);
+    for n in [1, 2, 5, 37, 1000] {
+        for rows in [1, 3, 64] {
+            let plan = graph::Plan::new(n, rows, 5);
+            let nb = plan.blocks.len();
+            for trial in 0..4 {
+                let done: Vec<bool> = (0..nb).map(|_| trial > 0 && rng.gen_bool(0.4)).collect();
+                for want in [1, 4, 16] {
+                    let rounds = plan.rounds(&done, want);
+                    let mut seen = vec![vec![0; nb]; nb];
+                    let mut finished = vec![usize::MAX; nb];
+                    for (r, round) in rounds.iter().enumerate() {
+                        for &(i, j) in &round.tiles {
+                            assert!(i <= j);
+                            seen[i][j] += 1;
+                        }
+                        for &b in &round.finished {
+                            assert_eq!(finished[b], usize::MAX, "block {b} finished twice");
+                            finished[b] = r;
+                        }
+                    }
+                    assert!(rounds.len() <= want.max(1) + 1, "{} rounds", rounds.len());
+                    for i in 0..nb {
+                        assert_eq!(finished[i] == usize::MAX, done[i], "block {i}");
+                        for j in i..nb {
+                            let need = !(done[i] && done[j]);
+                            assert_eq!(seen[i][j], usize::from(need), "tile ({i},{j})");
+                        }
+                    }
+                    // A block is finished no earlier than the round of its last tile.
+                    for (r, round) in rounds.iter().enumerate() {
+                        for &(i, j) in &round.tiles {
+                            for b in [i, j] {
+                                if !done[b] {
+                                    assert!(
+                                        finished[b] >= r,
+                                        "block {b} finished before tile ({i},{j})"
+                                    );
+                                }
+                            }
+                        }
+                    }
                 }
             }
-            let per: Vec<usize> = (0..size)
-                .map(|r| p.tiles.iter().skip(r).step_by(size).count())
-                .collect();
-            assert!(per.iter().max().unwrap() - per.iter().min().unwrap() <= 1);
+        }
+    }
+}
+
+#[test]
+fn blocks_cover_the_items() {
+    for n in [1, 2, 5, 37, 20_000] {
+        for size in 1..6 {
+            for ckpt in [false, true] {
+                let rows = graph::Plan::block_rows(n, size, ckpt, 10);
+                let plan = graph::Plan::new(n, rows, 5);
+                assert_eq!(plan.blocks[0].start, 0);
+                assert_eq!(plan.blocks.last().unwrap().end, n);
+                for w in plan.blocks.windows(2) {
+                    assert_eq!(w[0].end, w[1].start);
+                }
+                if size == 1 && !ckpt {
+                    assert_eq!(plan.blocks.len(), 1);
+                }
+            }
         }
     }
 }
@@ -169,4 +266,261 @@ fn knn_matches_reference_for_any_rank_count() {
             }
         }
     }
+}
+
+fn ckpt(dir: &Path, resume: bool) -> CheckpointOptions {
+    CheckpointOptions {
+        dir: dir.to_path_buf(),
+        resume,
+        pass_rows: None,
+    }
+}
+
+fn pass_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pass-"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_pair_is_measured_once() {
+    let data = tied(300, 3, 1);
+    let n = 300u64;
+    for size in 1..=4 {
+        for with_ckpt in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let opts = ckpt(&tmp.path().join("c"), false);
+            let w = Counting::new();
+            run_with(
+                &w,
+                &data,
+                5,
+                &Metric::Euclidean,
+                size,
+                with_ckpt.then_some(&opts),
+            )
+            .unwrap();
+            assert_eq!(
+                w.pairs.load(Ordering::Relaxed),
+                n * (n - 1) / 2,
+                "ranks {size}"
+            );
+        }
+    }
+}
+
+#[test]
+fn checkpointed_builds_resume_with_any_rank_count() {
+    let mut rng = StdRng::seed_from_u64(77);
+    for (n, k, metric) in [
+        (300, 7, Metric::Euclidean),
+        (41, 40, Metric::Cityblock),
+        (9, 3, Metric::Cosine),
+        (2, 5, Metric::Euclidean),
+    ] {
+        let data = tied(n, 4, n as u64);
+        let expected = reference::graph(&data, k, &metric).unwrap();
+        let plain = CpuEngine::default().graph(&data, k, &metric).unwrap();
+        same(&expected, &plain, "cpu engine");
+        for size in 1..=3 {
+            let what = format!("n {n} k {k} {metric} ranks {size}");
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("c");
+            let first = run_with(
+                &Counting::new(),
+                &data,
+                k,
+                &metric,
+                size,
+                Some(&ckpt(&dir, false)),
+            )
+            .unwrap();
+            same(&expected, &first, &what);
+            let files = pass_files(&dir);
+            assert!(!files.is_empty(), "{what}");
+
+            // Nothing left: no tile is computed.
+            let w = Counting::new();
+            let again = run_with(&w, &data, k, &metric, size + 1, Some(&ckpt(&dir, true))).unwrap();
+            same(&expected, &again, &what);
+            assert_eq!(w.pairs.load(Ordering::Relaxed), 0, "{what}");
+
+            // Some blocks lost (as a kill mid-build leaves them), resumed with another rank
+            // count: the same result, for less work than a fresh build.
+            for name in &files {
+                if rng.gen_bool(0.5) {
+                    std::fs::remove_file(dir.join(name)).unwrap();
+                }
+            }
+            let left = pass_files(&dir).len();
+            let rows = graph::Plan::block_rows(n, size, true, graph::row_len(n, k));
+            let done_items: usize = pass_files(&dir)
+                .iter()
+                .map(|f| {
+                    let b: usize = f["pass-".len().."pass-".len() + 4].parse().unwrap();
+                    ((b + 1) * rows).min(n) - b * rows
+                })
+                .sum();
+            let w = Counting::new();
+            let resumed = run_with(
+                &w,
+                &data,
+                k,
+                &metric,
+                1 + (size % 3),
+                Some(&ckpt(&dir, true)),
+            )
+            .unwrap();
+            same(
+                &expected,
+                &resumed,
+                &format!("{what} resumed with {left} files"),
+            );
+            assert_eq!(pass_files(&dir), files, "{what}");
+            // Exactly the pairs between two saved items are skipped.
+            let skipped = done_items * done_items.saturating_sub(1) / 2;
+            assert_eq!(
+                w.pairs.load(Ordering::Relaxed),
+                (n * (n - 1) / 2 - skipped) as u64,
+                "{what}"
+            );
+        }
+    }
+}
+
+#[test]
+fn damaged_and_foreign_checkpoints_are_refused_by_rank_zero() {
+    let data = tied(200, 3, 3);
+    let m = Metric::Euclidean;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    run_with(&Counting::new(), &data, 4, &m, 2, Some(&ckpt(&dir, false))).unwrap();
+    let refused = |k: usize, metric: &Metric, opts: &CheckpointOptions, needle: &str| {
+        for size in [1, 3] {
+            let f = run_with(&Counting::new(), &data, k, metric, size, Some(opts)).unwrap_err();
+            assert_eq!(f.code, 2, "{needle}");
+            let msg = f.error.expect("rank 0 reports it").to_string();
+            assert!(msg.contains(needle), "{msg}");
+        }
+    };
+    refused(4, &m, &ckpt(&dir, false), "not empty");
+    refused(5, &m, &ckpt(&dir, true), "k 4 in checkpoint, 5 now");
+    refused(
+        4,
+        &Metric::Cosine,
+        &ckpt(&dir, true),
+        "metric euclidean in checkpoint",
+    );
+
+    let pass = dir.join(&pass_files(&dir)[5]);
+    let good = std::fs::read(&pass).unwrap();
+    let mut bad = good.clone();
+    bad[good.len() / 2] ^= 4;
+    std::fs::write(&pass, &bad).unwrap();
+    refused(4, &m, &ckpt(&dir, true), "corrupted");
+    // A pass of another run of the same shape.
+    let other = tied(200, 3, 4);
+    let dir2 = tmp.path().join("c2");
+    run_with(
+        &Counting::new(),
+        &other,
+        4,
+        &m,
+        2,
+        Some(&ckpt(&dir2, false)),
+    )
+    .unwrap();
+    std::fs::copy(dir2.join(pass.file_name().unwrap()), &pass).unwrap();
+    refused(4, &m, &ckpt(&dir, true), "another run");
+    std::fs::write(&pass, &good).unwrap();
+    let ok = run_with(&Counting::new(), &data, 4, &m, 3, Some(&ckpt(&dir, true))).unwrap();
+    same(&reference::graph(&data, 4, &m).unwrap(), &ok, "repaired");
+}
+
+#[test]
+fn batches_keep_order_and_bound_items() {
+    let blocks: Vec<Range<usize>> = [0, 10, 30, 35, 80, 100]
+        .windows(2)
+        .map(|w| w[0]..w[1])
+        .collect();
+    let mut tiles = Vec::new();
+    for i in 0..blocks.len() {
+        for j in i..blocks.len() {
+            tiles.push((blocks[i].clone(), blocks[j].clone()));
+        }
+    }
+    for limit in [1, 20, 45, 60, 1000] {
+        let got = graph::batches(&tiles, limit);
+        let flat: Vec<_> = got.iter().flat_map(|b| b.iter().cloned()).collect();
+        assert_eq!(flat, tiles, "limit {limit}");
+        for batch in &got {
+            let mut ranges: Vec<&Range<usize>> = batch.iter().flat_map(|(r, c)| [r, c]).collect();
+            ranges.sort_by_key(|r| r.start);
+            ranges.dedup();
+            let items: usize = ranges.iter().map(|r| r.len()).sum();
+            assert!(
+                items <= limit || batch.len() == 1,
+                "limit {limit}: {items} items"
+            );
+        }
+    }
+}
+
+/// A rank's round in many small batches gives the lists of one batch.
+#[test]
+fn small_batches_give_the_same_lists() {
+    let data = tied(230, 3, 9);
+    let m = Metric::Euclidean;
+    let big = graph::Plan::new(230, 40, 6);
+    let mut small = big.clone();
+    small.batch_items = 50;
+    let done = vec![false; big.blocks.len()];
+    let w = Counting::new();
+    for round in big.rounds(&done, 3) {
+        for (rank, size) in [(0, 1), (1, 3)] {
+            let a = graph::local(&w, &data, (6, &m), &big, &round, &done, (rank, size, 0)).unwrap();
+            let b =
+                graph::local(&w, &data, (6, &m), &small, &round, &done, (rank, size, 0)).unwrap();
+            assert_eq!(a, b);
+        }
+    }
+}
+
+/// One checkpoint format: a build the single-process engine started resumes under MPI, and
+/// the engine refuses an MPI checkpoint laid out in blocks it does not use.
+#[test]
+fn checkpoints_move_between_the_engine_and_ranks() {
+    let data = tied(1300, 3, 12);
+    let m = Metric::Euclidean;
+    let expected = reference::graph(&data, 5, &m).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    let opts = CheckpointOptions {
+        dir: dir.clone(),
+        resume: false,
+        pass_rows: Some(512),
+    };
+    engine().graph_checkpointed(&data, 5, &m, &opts).unwrap();
+    std::fs::remove_file(dir.join("pass-0001.bin")).unwrap();
+    let w = Counting::new();
+    let got = run_with(&w, &data, 5, &m, 2, Some(&ckpt(&dir, true))).unwrap();
+    same(&expected, &got, "engine checkpoint resumed by 2 ranks");
+    assert_eq!(pass_files(&dir).len(), 3);
+    // Only the pairs with the lost block's 512 rows were measured.
+    let (lost, n) = (512u64, 1300u64);
+    assert_eq!(
+        w.pairs.load(Ordering::Relaxed),
+        lost * (lost - 1) / 2 + lost * (n - lost)
+    );
+
+    let dir2 = tmp.path().join("m");
+    run_with(&Counting::new(), &data, 5, &m, 3, Some(&ckpt(&dir2, false))).unwrap();
+    let err = engine()
+        .graph_checkpointed(&data, 5, &m, &ckpt(&dir2, true))
+        .unwrap_err();
+    assert!(err.to_string().contains("another block size"), "{err}");
 }

@@ -6,7 +6,8 @@
 //!
 //! - `DIR/manifest`: text, one `key value` per line: format version, the job (n, dim, element
 //!   type, metric, k and a CRC-32 of every data byte, so another input, metric or k is refused)
-//!   and the pass layout (rows per block, blocks per pass), then a CRC-32 of those lines.
+//!   and the pass layout (rows per block, blocks per pass: pass p holds rows
+//!   `p·rows_per_pass .. min((p+1)·rows_per_pass, n)`), then a CRC-32 of those lines.
 //! - `DIR/pass-NNNN.bin`: one finished pass, little-endian: magic, version, pass number, first
 //!   and end row, k, the CRC-32 of the manifest (a pass of another job is refused), the indices
 //!   (u32) and exact keys (f64) of its rows, and a CRC-32 of all that.
@@ -14,6 +15,11 @@
 //! Every file is written to a temporary name, synced and renamed, so a kill leaves either the
 //! old state or the new file, never half of one. Results are exact whatever the layout, but a
 //! resumed run takes the layout from the manifest so that pass files keep their meaning.
+//!
+//! The single-process graph lays passes out in its 512-row blocks; the MPI driver
+//! (voisin-mpi) uses blocks of its own size, one per pass, and may finish passes in any order
+//! and from several processes (each file is written by one of them). Both read and write
+//! through [`Checkpoint`], so there is one format and one set of checks.
 //!
 //! Hashing the whole input costs one read of it at a few GB/s (chunks are hashed in parallel),
 //! small next to a graph build, which reads every row many times.
@@ -48,8 +54,8 @@ pub struct CheckpointOptions {
     /// an empty or missing `dir` starts afresh.
     pub resume: bool,
     /// Rows per pass (rounded up to whole blocks of 512 rows, and capped by the memory budget);
-    /// `None` saves progress every 1/16 of the rows. Every pair across two passes is measured
-    /// twice, so m passes cost up to (2 − 1/m)× the distance evaluations of one.
+    /// `None` saves progress every 1/16 of the rows. Passes cost no extra distance
+    /// evaluations; a resumed build measures again the pairs between finished and open rows.
     pub pass_rows: Option<usize>,
 }
 
@@ -107,11 +113,25 @@ fn data_crc(data: &Dataset) -> u32 {
     }
 }
 
+/// How rows are grouped into pass files: pass `p` holds rows
+/// `p·rows_per_pass() .. min((p+1)·rows_per_pass(), n)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub block_rows: usize,
+    pub blocks_per_pass: usize,
+}
+
+impl Layout {
+    pub fn rows_per_pass(&self) -> usize {
+        self.block_rows * self.blocks_per_pass
+    }
+}
+
 /// An open checkpoint directory: the pass store of one graph build.
 pub struct Checkpoint {
     dir: PathBuf,
     k: usize,
-    blocks_per_pass: usize,
+    layout: Layout,
     /// CRC-32 of the manifest, repeated in every pass file.
     job_crc: u32,
 }
@@ -126,6 +146,27 @@ impl Checkpoint {
         n: usize,
         max_blocks: usize,
     ) -> Result<Self> {
+        let wanted = match opts.pass_rows {
+            Some(rows) => rows.div_ceil(GRAPH_TILE),
+            None => n.div_ceil(GRAPH_TILE).div_ceil(DEFAULT_PASSES),
+        };
+        let fresh = Layout {
+            block_rows: GRAPH_TILE,
+            blocks_per_pass: wanted.clamp(1, max_blocks.max(1)),
+        };
+        let cp = Self::open_with(opts, job, k, fresh)?;
+        if cp.layout.block_rows != GRAPH_TILE {
+            return Err(bad(
+                &opts.dir,
+                "checkpoint was written with another block size (by voisin-mpi?); resume it there",
+            ));
+        }
+        Ok(cp)
+    }
+
+    /// Opens `opts.dir` for `job` with `fresh` as the layout of a new checkpoint; a resumed
+    /// one keeps the layout it was started with (see [`Checkpoint::layout`]).
+    pub fn open_with(opts: &CheckpointOptions, job: &Job, k: usize, fresh: Layout) -> Result<Self> {
         let dir = &opts.dir;
         // Temporary files are what a kill mid-write leaves; they never count as progress.
         let has_files = match fs::read_dir(dir) {
@@ -141,7 +182,7 @@ impl Checkpoint {
                 "checkpoint directory is not empty (add --resume to continue that run, or pick another directory)",
             ));
         }
-        let (text, blocks_per_pass) = if has_files {
+        let (text, layout) = if has_files {
             let text = match fs::read_to_string(dir.join(MANIFEST)) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -149,25 +190,28 @@ impl Checkpoint {
                 }
                 Err(e) => return Err(io_err(dir, e)),
             };
-            let blocks_per_pass = check_manifest(dir, &text, job)?;
-            (text, blocks_per_pass)
+            let layout = check_manifest(dir, &text, job)?;
+            (text, layout)
         } else {
-            let wanted = match opts.pass_rows {
-                Some(rows) => rows.div_ceil(GRAPH_TILE),
-                None => n.div_ceil(GRAPH_TILE).div_ceil(DEFAULT_PASSES),
-            };
-            let blocks_per_pass = wanted.clamp(1, max_blocks.max(1));
+            if fresh.block_rows == 0 || fresh.blocks_per_pass == 0 {
+                return Err(Error::invalid("checkpoint layout has empty passes (bug)"));
+            }
             fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
-            let text = manifest_text(job, blocks_per_pass);
+            let text = manifest_text(job, fresh);
             write_atomic(&dir.join(MANIFEST), text.as_bytes())?;
-            (text, blocks_per_pass)
+            (text, fresh)
         };
         Ok(Checkpoint {
             dir: dir.clone(),
             k,
-            blocks_per_pass,
+            layout,
             job_crc: crc32fast::hash(text.as_bytes()),
         })
+    }
+
+    /// The layout the pass files follow.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     fn pass_path(&self, p: usize) -> PathBuf {
@@ -175,21 +219,22 @@ impl Checkpoint {
     }
 }
 
-fn manifest_text(job: &Job, blocks_per_pass: usize) -> String {
+fn manifest_text(job: &Job, layout: Layout) -> String {
     let mut text = format!("voisin-checkpoint {FORMAT}\n");
     for (key, value) in &job.fields {
         text.push_str(&format!("{key} {value}\n"));
     }
     text.push_str(&format!(
-        "block_rows {GRAPH_TILE}\nblocks_per_pass {blocks_per_pass}\n"
+        "block_rows {}\nblocks_per_pass {}\n",
+        layout.block_rows, layout.blocks_per_pass
     ));
     let crc = crc32fast::hash(text.as_bytes());
     text.push_str(&format!("crc32 {crc:08x}\n"));
     text
 }
 
-/// Checks a manifest against the job; returns its blocks per pass.
-fn check_manifest(dir: &Path, text: &str, job: &Job) -> Result<usize> {
+/// Checks a manifest against the job; returns its layout.
+fn check_manifest(dir: &Path, text: &str, job: &Job) -> Result<Layout> {
     let corrupt = || bad(dir, "checkpoint manifest is corrupted");
     let body_end = text.rfind("\ncrc32 ").ok_or_else(corrupt)? + 1;
     let (body, tail) = text.split_at(body_end);
@@ -227,18 +272,21 @@ fn check_manifest(dir: &Path, text: &str, job: &Job) -> Result<usize> {
             ),
         ));
     }
-    if value("block_rows") != Some(&GRAPH_TILE.to_string()) {
-        return Err(bad(dir, "checkpoint was written with another block size"));
-    }
-    value("blocks_per_pass")
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&b| b > 0)
-        .ok_or_else(corrupt)
+    let positive = |key: &str| {
+        value(key)
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&b| b > 0)
+            .ok_or_else(corrupt)
+    };
+    Ok(Layout {
+        block_rows: positive("block_rows")?,
+        blocks_per_pass: positive("blocks_per_pass")?,
+    })
 }
 
 impl PassStore for Checkpoint {
     fn blocks_per_pass(&self) -> Option<usize> {
-        Some(self.blocks_per_pass)
+        Some(self.layout.blocks_per_pass)
     }
 
     fn load(&mut self, p: usize, (r0, r1): (usize, usize)) -> Result<Option<PassRows>> {

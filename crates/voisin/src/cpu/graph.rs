@@ -4,16 +4,25 @@
 //! exact duplicates are kept.
 //!
 //! When the candidates of all n rows would not fit in half the memory budget, rows are done in
-//! passes: a pass keeps candidates for its own row blocks only, measures their tiles with every
-//! block, and uses symmetry among its own blocks (pairs across passes are measured twice; that
-//! is the price of the bound). A pass ends with its rows re-ranked, i.e. final; a
-//! [`PassStore`] may keep them (checkpoints) and hand them back instead of recomputing.
+//! passes: a pass keeps candidates for its own row blocks only and measures their tiles with
+//! their own and every later block. The column side of a tile with a later block is collected
+//! for that block alone (one block's candidates per thread), re-ranked, and kept as an exact
+//! k-list in the later row's slot of the result, which the row's own pass merges in; so each
+//! pair is measured once however many passes there are. A pass ends with its rows final; a
+//! [`PassStore`] may keep them (checkpoints) and hand them back instead of recomputing. A
+//! resumed build has lost the lists its finished passes handed on, so a pass measures its
+//! tiles with finished blocks again (rows only); pairs between two finished blocks are skipped.
 //!
-//! Candidates live in one lock per row block. A tile locks block I, then block J (always in
-//! that order, so two tiles never wait on each other in a cycle), scans, and unlocks; the final
+//! The same tile scan serves [`cross_tile`]: the exact lists of one rectangle of the distance
+//! matrix in both directions, for drivers that deal tiles elsewhere (ranks, devices) and merge
+//! the lists themselves.
+//!
+//! Candidates live in one lock per row block. A tile locks its lower block, then its higher
+//! one (so two tiles never wait on each other in a cycle), scans, and unlocks; the final
 //! result does not depend on the order tiles finish in, because candidates are re-ranked on
 //! exact keys with the index tie-break.
 
+use std::ops::Range;
 use std::sync::Mutex;
 
 use rayon::prelude::*;
@@ -22,12 +31,27 @@ use super::plan::{ranges, Ctx, GRAPH_TILE};
 use super::search::{admits, candidate_bytes, rerank, scan_row, scan_tile, SCAN_CHUNK};
 use super::tiles::{Bound, TileSource};
 use crate::engine::KnnResult;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::metric::Metric;
 use crate::select::Candidates;
 
+/// One row's (exact key, index) pairs in result order.
+type List = Vec<(f64, u32)>;
+
 /// Final rows of one pass: for each row, its k (exact key, index) pairs in result order.
-pub type PassRows = Vec<Vec<(f64, u32)>>;
+pub type PassRows = Vec<List>;
+
+/// The exact lists of one tile (items `rows` against items `cols`), each sorted by
+/// (key, index) and holding at most k entries. Lists of one item from tiles over disjoint
+/// sets of other items merge exactly with [`merge_lists`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TileLists {
+    /// For each item of `rows`, in order: its nearest items of `cols`, itself excluded.
+    pub rows: Vec<Vec<(f64, u32)>>,
+    /// For each item of `cols`, in order: its nearest items of `rows`. Empty for a diagonal
+    /// tile (`rows == cols`), whose row lists already are its column lists.
+    pub cols: Vec<Vec<(f64, u32)>>,
+}
 
 /// Keeps finished passes between runs. Pass `p` covers rows `rows.0..rows.1`.
 pub trait PassStore {
@@ -79,11 +103,18 @@ pub fn graph<S: TileSource>(
     let blocks = ranges(n, GRAPH_TILE);
     let passes = ranges(blocks.len(), blocks_per_pass);
     let row_range = |(p0, p1): (usize, usize)| (blocks[p0].0, blocks[p1 - 1].1);
+    // Final rows of finished passes; for the rows of open passes, the exact lists gathered so
+    // far from the items of earlier passes (their column sides), merged in when the row's own
+    // pass ends.
     let mut rows: PassRows = Vec::with_capacity(n);
+    let mut done = vec![false; blocks.len()];
     let mut todo = Vec::new();
     for (p, &pass) in passes.iter().enumerate() {
         match store.load(p, row_range(pass))? {
-            Some(done) => rows.extend(done),
+            Some(finished) => {
+                rows.extend(finished);
+                done[pass.0..pass.1].fill(true);
+            }
             None => todo.push((p, rows.len())),
         }
         // Placeholder rows keep every pass at its place; computed passes fill theirs below.
@@ -91,72 +122,321 @@ pub fn graph<S: TileSource>(
     }
     let total: usize = todo
         .iter()
-        .map(|&(p, _)| pass_tiles(passes[p].0, passes[p].1, blocks.len()).len())
+        .map(|&(p, _)| {
+            let (p0, p1) = passes[p];
+            let later = done[p1..].iter().filter(|d| !**d).count();
+            pass_tiles(p0, p1, &done).len() + (p1 - p0) * later
+        })
         .sum();
     ctx.add_total(total as u64);
     for (p, start) in todo {
-        let cands = graph_pass(src, &blocks, passes[p], k, ctx);
-        let done: PassRows = cands
-            .into_par_iter()
+        let (p0, p1) = passes[p];
+        let end = row_range(passes[p]).1;
+        let (own, later) = rows[start..].split_at_mut(end - start);
+        let cands = graph_pass(src, &blocks, (p0, p1), &done, (own, later), k, ctx);
+        // Each row's candidates were seeded with its list so far, so the re-rank is final.
+        own.par_iter_mut()
+            .zip(cands)
             .enumerate()
-            .map(|(i, c)| rerank(src, start + i, c, k, ctx))
-            .collect();
-        store.save(p, row_range(passes[p]), &done)?;
-        for (slot, row) in rows[start..].iter_mut().zip(done) {
-            *slot = row;
-        }
+            .for_each(|(i, (row, c))| *row = rerank(src, start + i, c, k, ctx));
+        store.save(p, row_range(passes[p]), &own.to_vec())?;
     }
     Ok(KnnResult::from_rows(rows, k, metric))
 }
 
-/// Tiles of a pass over row blocks `p0..p1`: its own blocks pair symmetrically (I ≤ J), and
-/// every own block pairs with every outside block (rows only).
-fn pass_tiles(p0: usize, p1: usize, n_blocks: usize) -> Vec<(usize, usize)> {
+/// Merges two lists sorted by (key, index) over disjoint items, keeping the first `k`. Keys are
+/// ordered by `f64::total_cmp`, as the exact re-rank and the reference order them (−0 before
+/// +0: inner products of orthogonal vectors give both).
+pub fn merge_lists(a: &[(f64, u32)], b: &[(f64, u32)], k: usize) -> Vec<(f64, u32)> {
+    let mut out = Vec::with_capacity(k.min(a.len() + b.len()));
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    while out.len() < k {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).is_le() => a.next(),
+            (Some(_), Some(_)) => b.next(),
+            (Some(_), None) => a.next(),
+            (None, _) => b.next(),
+        };
+        match next {
+            Some(&e) => out.push(e),
+            None => break,
+        }
+    }
+    out
+}
+
+/// Tiles of a pass over row blocks `p0..p1` that feed its own candidates: its own blocks pair
+/// symmetrically (I ≤ J), and every own block pairs with every finished block outside it
+/// (rows only: a finished block was loaded, not computed, so its side is not needed). Open
+/// blocks of earlier passes are not measured again: their passes handed their column sides
+/// on; open blocks of later passes are measured by [`graph_pass`], which hands them theirs.
+fn pass_tiles(p0: usize, p1: usize, done: &[bool]) -> Vec<(usize, usize)> {
     (p0..p1)
         .flat_map(|i| {
-            (0..n_blocks)
-                .filter(move |&j| j >= i || j < p0)
+            (0..done.len())
+                .filter(move |&j| (i..p1).contains(&j) || (!(p0..p1).contains(&j) && done[j]))
                 .map(move |j| (i, j))
         })
         .collect()
 }
 
-/// One pass: candidates for the rows of blocks `p0..p1`.
+/// Buffers of one tile.
+struct Scratch<S: TileSource> {
+    rows_i: S::Rows,
+    rows_j: S::Rows,
+    keys: Vec<f32>,
+    col_lim: Vec<f32>,
+}
+
+impl<S: TileSource> Default for Scratch<S> {
+    fn default() -> Self {
+        Scratch {
+            rows_i: S::Rows::default(),
+            rows_j: S::Rows::default(),
+            keys: Vec::new(),
+            col_lim: Vec::new(),
+        }
+    }
+}
+
+/// Approximate keys of block `i` (rows) against block `j` (columns) into `s.keys`.
+fn measure<S: TileSource>(
+    src: &S,
+    (i0, i1): (usize, usize),
+    (j0, j1): (usize, usize),
+    s: &mut Scratch<S>,
+) -> Bound {
+    src.prepare_query(i0, i1, &mut s.rows_i);
+    src.prepare_base(j0, j1, &mut s.rows_j);
+    src.keys(&s.rows_i, &s.rows_j, f64::INFINITY, &mut s.keys)
+}
+
+/// One pass: candidates for the rows of blocks `p0..p1` (`own`, their lists so far). The
+/// pairs of its blocks with the open blocks of later passes are measured here, once: their
+/// column sides are collected per later block and re-ranked into `later` (the rows after the
+/// pass).
+///
+/// Every candidate buffer starts seeded with its row's list so far (exact keys as both
+/// bounds): the threshold is tight from the first tile, so scans offer far fewer items, and
+/// the re-rank of the buffer is the merge of old and new. Exact, because an item of an
+/// earlier pass that is not in the list is beaten by all k of it.
 fn graph_pass<S: TileSource>(
     src: &S,
     blocks: &[(usize, usize)],
     (p0, p1): (usize, usize),
+    done: &[bool],
+    (own, later): (&[List], &mut [List]),
     k: usize,
     ctx: &Ctx,
 ) -> Vec<Candidates> {
-    let acc: Vec<Mutex<Vec<Candidates>>> = blocks[p0..p1]
+    let acc: Vec<Mutex<Vec<Candidates>>> = own
+        .chunks(GRAPH_TILE)
+        .map(|rows| Mutex::new(rows.iter().map(|r| seeded(k, r)).collect()))
+        .collect();
+    rayon::join(
+        || scan_into(src, blocks, p0, &acc, &pass_tiles(p0, p1, done), ctx),
+        || {
+            later
+                .par_chunks_mut(GRAPH_TILE)
+                .enumerate()
+                .filter(|(c, _)| !done[p1 + c])
+                .for_each_init(Scratch::<S>::default, |s, (c, rows)| {
+                    let (j0, j1) = blocks[p1 + c];
+                    let width = j1 - j0;
+                    let mut cols: Vec<Candidates> = rows.iter().map(|r| seeded(k, r)).collect();
+                    for (bi, own) in (p0..p1).zip(&acc) {
+                        let (i0, i1) = blocks[bi];
+                        let bound = measure(src, (i0, i1), (j0, j1), s);
+                        let mut own = own.lock().expect("graph lock");
+                        let keys = &s.keys;
+                        scan_both(
+                            keys,
+                            width,
+                            bound,
+                            (i0, j0),
+                            &mut own,
+                            &mut cols,
+                            &mut s.col_lim,
+                        );
+                        ctx.count(((i1 - i0) * width) as u64);
+                        ctx.advance(1);
+                    }
+                    for ((j, c), row) in (j0..j1).zip(cols).zip(rows.iter_mut()) {
+                        *row = rerank(src, j, c, k, ctx);
+                    }
+                })
+        },
+    );
+    acc.into_iter()
+        .flat_map(|m| m.into_inner().expect("graph lock"))
+        .collect()
+}
+
+/// A candidate buffer holding `list` (exact keys) already.
+fn seeded(k: usize, list: &[(f64, u32)]) -> Candidates {
+    let mut c = Candidates::new(k);
+    for &(key, i) in list {
+        c.push(key, key, i);
+    }
+    c
+}
+
+/// One lock per block of `p0..p1`, holding its items' candidates.
+fn accumulators(
+    blocks: &[(usize, usize)],
+    (p0, p1): (usize, usize),
+    k: usize,
+) -> Vec<Mutex<Vec<Candidates>>> {
+    blocks[p0..p1]
         .iter()
         .map(|&(a, b)| Mutex::new((a..b).map(|_| Candidates::new(k)).collect()))
+        .collect()
+}
+
+/// Lists of the items of some ranges: per distinct range, by start, one list per item.
+pub type RangeLists = Vec<(Range<usize>, Vec<Vec<(f64, u32)>>)>;
+
+/// Exact lists for a batch of tiles (pairs of item ranges): each item's `k` nearest among the
+/// items the tiles pair it with. A tile of a range with itself pairs its items with each other
+/// (never an item with itself); every pair is measured once, even when tiles repeat or come in
+/// both orders; candidates from all the tiles of an item are re-ranked together, once. Ranges
+/// must be equal or disjoint. Returns one entry per distinct non-empty range, by start.
+pub fn tile_lists<S: TileSource>(
+    src: &S,
+    tiles: &[(Range<usize>, Range<usize>)],
+    k: usize,
+    ctx: &Ctx,
+) -> Result<RangeLists> {
+    let key = |r: &Range<usize>| (r.start, r.end);
+    let mut spans: Vec<Range<usize>> = tiles
+        .iter()
+        .flat_map(|(r, c)| [r.clone(), c.clone()])
+        .filter(|r| !r.is_empty())
         .collect();
-    let own = |b: usize| (p0..p1).contains(&b);
-    pass_tiles(p0, p1, blocks.len()).par_iter().for_each_init(
-        || {
-            (
-                S::Rows::default(),
-                S::Rows::default(),
-                Vec::new(),
-                Vec::new(),
-            )
-        },
-        |(rows_i, rows_j, keys, col_lim), &(bi, bj)| {
+    spans.sort_by_key(key);
+    spans.dedup();
+    if let Some(w) = spans.windows(2).find(|w| w[0].end > w[1].start) {
+        return Err(Error::invalid(format!(
+            "tiles over items {:?} and {:?}: ranges must be the same or disjoint",
+            w[0], w[1]
+        )));
+    }
+    // Each range in scan blocks; `first[s]..first[s + 1]` are range s's blocks.
+    let mut blocks = Vec::new();
+    let mut first = Vec::with_capacity(spans.len() + 1);
+    for r in &spans {
+        first.push(blocks.len());
+        blocks.extend(
+            ranges(r.len(), GRAPH_TILE)
+                .into_iter()
+                .map(|(x, y)| (r.start + x, r.start + y)),
+        );
+    }
+    first.push(blocks.len());
+    let span = |r: &Range<usize>| {
+        let s = spans
+            .binary_search_by_key(&key(r), key)
+            .expect("known range");
+        first[s]..first[s + 1]
+    };
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    for (r, c) in tiles.iter().filter(|(r, c)| !r.is_empty() && !c.is_empty()) {
+        let (a, b) = (span(r), span(c));
+        for i in a.clone() {
+            if a == b {
+                pairs.extend((i..a.end).map(|j| (i, j)));
+            } else {
+                pairs.extend(b.clone().map(|j| (i.min(j), i.max(j))));
+            }
+        }
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    ctx.add_total(pairs.len() as u64);
+    let cands = scan_pairs(src, &blocks, (0, blocks.len()), &pairs, k, ctx);
+    let items: Vec<usize> = blocks.iter().flat_map(|&(a, b)| a..b).collect();
+    let lists: Vec<Vec<(f64, u32)>> = cands
+        .into_par_iter()
+        .zip(items)
+        .map(|(c, item)| rerank(src, item, c, k, ctx))
+        .collect();
+    let mut lists = lists.into_iter();
+    Ok(spans
+        .into_iter()
+        .map(|r| {
+            let mine = lists.by_ref().take(r.len()).collect();
+            (r, mine)
+        })
+        .collect())
+}
+
+/// The lists of tile `rows` × `cols` from what [`tile_lists`] returned for it alone.
+pub fn one_tile(mut got: RangeLists, rows: &Range<usize>, cols: &Range<usize>) -> TileLists {
+    let mut take = |r: &Range<usize>| match got.iter().position(|(s, _)| s == r) {
+        Some(at) => got.swap_remove(at).1,
+        None => vec![Vec::new(); r.len()],
+    };
+    let row_lists = take(rows);
+    let col_lists = if rows == cols { Vec::new() } else { take(cols) };
+    TileLists {
+        rows: row_lists,
+        cols: col_lists,
+    }
+}
+
+/// Measures `tiles` (pairs of indices into `blocks`) and returns the candidates of the items
+/// of blocks `keep.0..keep.1`, in block order (see [`scan_into`]).
+fn scan_pairs<S: TileSource>(
+    src: &S,
+    blocks: &[(usize, usize)],
+    (p0, p1): (usize, usize),
+    tiles: &[(usize, usize)],
+    k: usize,
+    ctx: &Ctx,
+) -> Vec<Candidates> {
+    let acc = accumulators(blocks, (p0, p1), k);
+    scan_into(src, blocks, p0, &acc, tiles, ctx);
+    acc.into_iter()
+        .flat_map(|m| m.into_inner().expect("graph lock"))
+        .collect()
+}
+
+/// Measures `tiles` into `acc`, the candidates of blocks `p0..p0 + acc.len()`. A tile's first
+/// block must be one of them; a tile of a block with itself is a diagonal one; a tile with two
+/// such blocks must name the lower one first and feeds both; a tile whose second block is
+/// another feeds its rows only.
+fn scan_into<S: TileSource>(
+    src: &S,
+    blocks: &[(usize, usize)],
+    p0: usize,
+    acc: &[Mutex<Vec<Candidates>>],
+    tiles: &[(usize, usize)],
+    ctx: &Ctx,
+) {
+    let own = |b: usize| (p0..p0 + acc.len()).contains(&b);
+    tiles
+        .par_iter()
+        .for_each_init(Scratch::<S>::default, |s, &(bi, bj)| {
             let ((i0, i1), (j0, j1)) = (blocks[bi], blocks[bj]);
-            src.prepare_query(i0, i1, rows_i);
-            src.prepare_base(j0, j1, rows_j);
-            let bound = src.keys(rows_i, rows_j, f64::INFINITY, keys);
-            let width = j1 - j0;
+            let bound = measure(src, (i0, i1), (j0, j1), s);
+            let (keys, width) = (&s.keys, j1 - j0);
             if bi == bj {
                 let mut cands = acc[bi - p0].lock().expect("graph lock");
                 scan_diagonal(keys, width, bound, i0, &mut cands);
-                ctx.count(((i1 - i0) * (i1 - i0 - 1) / 2) as u64);
+                ctx.count(((i1 - i0) * (i1 - i0).saturating_sub(1) / 2) as u64);
             } else if own(bj) {
+                debug_assert!(bi < bj, "lock order");
                 let mut rows = acc[bi - p0].lock().expect("graph lock");
                 let mut cols = acc[bj - p0].lock().expect("graph lock");
-                scan_both(keys, width, bound, (i0, j0), &mut rows, &mut cols, col_lim);
+                scan_both(
+                    keys,
+                    width,
+                    bound,
+                    (i0, j0),
+                    &mut rows,
+                    &mut cols,
+                    &mut s.col_lim,
+                );
                 ctx.count(((i1 - i0) * width) as u64);
             } else {
                 let mut rows = acc[bi - p0].lock().expect("graph lock");
@@ -164,11 +444,7 @@ fn graph_pass<S: TileSource>(
                 ctx.count(((i1 - i0) * width) as u64);
             }
             ctx.advance(1);
-        },
-    );
-    acc.into_iter()
-        .flat_map(|m| m.into_inner().expect("graph lock"))
-        .collect()
+        });
 }
 
 /// A diagonal tile: each pair (i, j) with j > i feeds both items, the item itself is skipped.
@@ -270,5 +546,334 @@ fn scan_both_body(
             }
         }
         offer(&row[full..], full, &mut lim, col_lim);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Range;
+
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    use crate::cpu::{CpuEngine, CpuOptions};
+    use crate::metric::exact::item_key;
+    use crate::{reference, Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};
+
+    fn engine(threads: usize) -> CpuEngine {
+        CpuEngine::new(CpuOptions {
+            threads: Some(threads),
+            ..CpuOptions::default()
+        })
+        .unwrap()
+    }
+
+    /// Small integer coordinates (many ties), the first rows duplicated and two zero rows.
+    fn tied(n: usize, dim: usize, seed: u64) -> Dataset {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut v: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-2..3) as f32).collect();
+        if n >= 4 {
+            v.copy_within(..dim, dim);
+            v[2 * dim..4 * dim].fill(0.0);
+        }
+        VectorSet::from_f32(n, dim, v).unwrap().into()
+    }
+
+    fn spread(n: usize, dim: usize, seed: u64) -> Dataset {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let v: Vec<f32> = (0..n * dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
+        VectorSet::from_f32(n, dim, v).unwrap().into()
+    }
+
+    /// The f64 brute-force list of `item` among `others` (itself excluded).
+    fn brute(
+        data: &Dataset,
+        metric: &Metric,
+        item: usize,
+        others: Range<usize>,
+        k: usize,
+    ) -> Vec<(f64, u32)> {
+        let mut row: Vec<(f64, u32)> = others
+            .filter(|&j| j != item)
+            .map(|j| (item_key(metric, data, j, data, item), j as u32))
+            .collect();
+        row.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        row.truncate(k);
+        row
+    }
+
+    fn check_tile(
+        e: &CpuEngine,
+        data: &Dataset,
+        rows: Range<usize>,
+        cols: Range<usize>,
+        k: usize,
+        metric: &Metric,
+    ) -> crate::cpu::TileLists {
+        let what = format!("{metric} tile {rows:?} x {cols:?} k {k}");
+        let t = e
+            .cross_tile(data, rows.clone(), cols.clone(), k, metric)
+            .unwrap();
+        assert_eq!(t.rows.len(), rows.len(), "{what}");
+        for (r, list) in rows.clone().zip(&t.rows) {
+            assert_eq!(
+                list,
+                &brute(data, metric, r, cols.clone(), k),
+                "{what} row {r}"
+            );
+        }
+        if rows == cols {
+            assert!(t.cols.is_empty(), "{what}");
+        } else {
+            assert_eq!(t.cols.len(), cols.len(), "{what}");
+            for (c, list) in cols.clone().zip(&t.cols) {
+                assert_eq!(
+                    list,
+                    &brute(data, metric, c, rows.clone(), k),
+                    "{what} col {c}"
+                );
+            }
+        }
+        t
+    }
+
+    /// The whole graph from the tiles I ≤ J of the blocks cut at `cuts`, merged per item.
+    fn graph_from_tiles(
+        e: &CpuEngine,
+        data: &Dataset,
+        cuts: &[usize],
+        k: usize,
+        metric: &Metric,
+    ) -> KnnResult {
+        let n = data.len();
+        let kk = k.min(n.saturating_sub(1));
+        let blocks: Vec<Range<usize>> = cuts.windows(2).map(|w| w[0]..w[1]).collect();
+        let mut rows: Vec<Vec<(f64, u32)>> = vec![Vec::new(); n];
+        let mut merge = |item: usize, list: &[(f64, u32)]| {
+            rows[item] = super::merge_lists(&rows[item], list, kk);
+        };
+        for (i, bi) in blocks.iter().enumerate() {
+            for bj in &blocks[i..] {
+                let t = e
+                    .cross_tile(data, bi.clone(), bj.clone(), k, metric)
+                    .unwrap();
+                for (r, list) in bi.clone().zip(&t.rows) {
+                    merge(r, list);
+                }
+                for (c, list) in bj.clone().zip(&t.cols) {
+                    merge(c, list);
+                }
+            }
+        }
+        KnnResult::from_rows(rows, kk, metric)
+    }
+
+    fn same(expected: &KnnResult, got: &KnnResult, what: &str) {
+        assert_eq!(expected.indices, got.indices, "{what}");
+        let bits = |r: &KnnResult| r.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(expected), bits(got), "{what}");
+    }
+
+    #[test]
+    fn tiles_match_brute_force_both_ways() {
+        let e = engine(2);
+        for (data, metric) in [
+            (tied(45, 3, 1), Metric::Euclidean),
+            (tied(45, 1, 2), Metric::Cityblock),
+            (tied(45, 127, 3), Metric::Cosine),
+            (spread(40, 1025, 4), Metric::InnerProduct),
+            (tied(45, 5, 5), Metric::Chebyshev),
+        ] {
+            for k in [1, 4, 44, 60] {
+                check_tile(
+                    &e,
+                    &data,
+                    0..45.min(data.len()),
+                    0..45.min(data.len()),
+                    k,
+                    &metric,
+                );
+                check_tile(&e, &data, 3..20, 20..39, k, &metric);
+                check_tile(&e, &data, 30..40, 0..7, k, &metric);
+                check_tile(&e, &data, 9..10, 9..10, k, &metric);
+                check_tile(&e, &data, 5..5, 10..20, k, &metric);
+            }
+        }
+    }
+
+    #[test]
+    fn tiles_wider_than_the_scan_blocks() {
+        // Ranges spanning several 512-row blocks, not aligned to them.
+        let e = engine(2);
+        let data = tied(1300, 3, 9);
+        let m = Metric::Euclidean;
+        check_tile(&e, &data, 100..1250, 100..1250, 6, &m);
+        check_tile(&e, &data, 0..700, 700..1300, 6, &m);
+        check_tile(&e, &data, 1290..1300, 0..1100, 3, &m);
+    }
+
+    #[test]
+    fn merged_tiles_equal_the_graph() {
+        let e = engine(2);
+        let cases: Vec<(Dataset, Metric, Vec<usize>)> = vec![
+            (tied(1100, 3, 11), Metric::Euclidean, vec![0, 300, 1100]),
+            (
+                tied(1100, 3, 11),
+                Metric::SqEuclidean,
+                vec![0, 1, 513, 1024, 1100],
+            ),
+            (tied(60, 2, 12), Metric::Cityblock, vec![0, 7, 8, 31, 60]),
+            (
+                spread(61, 1025, 13),
+                Metric::Correlation,
+                vec![0, 20, 41, 61],
+            ),
+            (tied(2, 1, 14), Metric::Euclidean, vec![0, 1, 2]),
+            // Zero rows: inner products of −0 and +0, which the merge must order as the
+            // re-rank does.
+            (tied(50, 2, 15), Metric::InnerProduct, vec![0, 3, 20, 50]),
+        ];
+        for (data, metric, cuts) in cases {
+            let n = data.len();
+            for k in [1, 9, n - 1, n + 3] {
+                let what = format!("{metric} n {n} cuts {cuts:?} k {k}");
+                let got = graph_from_tiles(&e, &data, &cuts, k, &metric);
+                same(&reference::graph(&data, k, &metric).unwrap(), &got, &what);
+                same(&e.graph(&data, k, &metric).unwrap(), &got, &what);
+            }
+        }
+    }
+
+    #[test]
+    fn string_tiles() {
+        let e = engine(1);
+        let words = [
+            "kitten", "sitting", "kitten", "", "mitten", "sit", "bitten", "kit", "", "a",
+        ];
+        let data: Dataset = StringSet::from_strings(words).unwrap().into();
+        for k in [1, 3, 9, 12] {
+            check_tile(&e, &data, 0..4, 4..10, k, &Metric::Levenshtein);
+            let got = graph_from_tiles(&e, &data, &[0, 3, 4, 10], k, &Metric::Levenshtein);
+            let expected = reference::graph(&data, k, &Metric::Levenshtein).unwrap();
+            same(&expected, &got, &format!("strings k {k}"));
+        }
+    }
+
+    #[test]
+    fn bad_tiles_are_refused() {
+        let e = engine(1);
+        let data = tied(10, 2, 1);
+        let m = Metric::Euclidean;
+        for (rows, cols) in [(0..5, 3..8), (0..11, 0..11), (2..4, 8..12)] {
+            let err = e.cross_tile(&data, rows, cols, 2, &m).unwrap_err();
+            assert!(err.is_user_error(), "{err}");
+        }
+        assert!(e.cross_tile(&data, 0..5, 5..10, 0, &m).is_err());
+        let words: Dataset = StringSet::from_strings(["a", "b"]).unwrap().into();
+        assert!(e.cross_tile(&words, 0..1, 1..2, 1, &m).is_err());
+    }
+
+    #[test]
+    fn merge_orders_like_the_rerank() {
+        let a = [(-0.0, 5), (1.0, 1), (2.0, 0)];
+        let b = [(0.0, 2), (1.0, 0), (f64::INFINITY, 9)];
+        let got = super::merge_lists(&a, &b, 5);
+        let mut want: Vec<(f64, u32)> = a.iter().chain(&b).copied().collect();
+        want.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        want.truncate(5);
+        let bits = |v: &[(f64, u32)]| v.iter().map(|e| (e.0.to_bits(), e.1)).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want));
+        assert_eq!(super::merge_lists(&a, &[], 2), a[..2].to_vec());
+        assert!(super::merge_lists(&[], &[], 3).is_empty());
+    }
+
+    /// Passes (from a small memory budget or from checkpoints) measure every pair once, and
+    /// give the bytes of a one-pass build.
+    #[test]
+    fn passes_measure_each_pair_once() {
+        use crate::cpu::checkpoint::CheckpointOptions;
+        let n = 1700;
+        let data = tied(n, 4, 21);
+        let m = Metric::Euclidean;
+        let pairs = (n * (n - 1) / 2) as u64;
+        let one = engine(2).graph(&data, 6, &m).unwrap();
+        assert_eq!(one.stats.distance_evals, pairs);
+        let small = CpuEngine::new(CpuOptions {
+            threads: Some(2),
+            memory_budget: 4 * super::GRAPH_TILE * super::candidate_bytes(6),
+            ..CpuOptions::default()
+        })
+        .unwrap();
+        let many = small.graph(&data, 6, &m).unwrap();
+        assert_eq!(many.stats.distance_evals, pairs);
+        same(&one, &many, "two blocks a pass");
+        let tmp = std::env::temp_dir().join(format!("voisin-passes-{}", std::process::id()));
+        let opts = CheckpointOptions {
+            dir: tmp.clone(),
+            resume: false,
+            pass_rows: Some(512),
+        };
+        let ck = engine(2).graph_checkpointed(&data, 6, &m, &opts).unwrap();
+        std::fs::remove_dir_all(&tmp).ok();
+        assert_eq!(ck.stats.distance_evals, pairs);
+        same(&one, &ck, "one block a pass");
+        same(&reference::graph(&data, 6, &m).unwrap(), &one, "reference");
+    }
+
+    #[test]
+    fn batches_of_tiles_match_brute_force() {
+        let e = engine(2);
+        let data = tied(700, 3, 31);
+        let m = Metric::Euclidean;
+        let blocks: Vec<Range<usize>> = [0, 100, 150, 600, 700]
+            .windows(2)
+            .map(|w| w[0]..w[1])
+            .collect();
+        let nb = blocks.len();
+        let mut rng = StdRng::seed_from_u64(8);
+        for trial in 0..6 {
+            // The whole upper triangle first, then random batches with tiles repeated and in
+            // both orders.
+            let mut tiles = Vec::new();
+            for i in 0..nb {
+                for j in 0..nb {
+                    if (trial == 0 && i <= j) || (trial > 0 && rng.gen_bool(0.4)) {
+                        tiles.push((blocks[i].clone(), blocks[j].clone()));
+                    }
+                }
+            }
+            let got = e.tile_lists(&data, &tiles, 5, &m).unwrap();
+            let listed: Vec<&Range<usize>> = got.iter().map(|(r, _)| r).collect();
+            let mut want_listed: Vec<&Range<usize>> =
+                tiles.iter().flat_map(|(r, c)| [r, c]).collect();
+            want_listed.sort_by_key(|r| r.start);
+            want_listed.dedup();
+            assert_eq!(listed, want_listed, "trial {trial}");
+            for (r, lists) in &got {
+                let paired = |c: &Range<usize>| {
+                    tiles
+                        .iter()
+                        .any(|(x, y)| (x == r && y == c) || (y == r && x == c))
+                };
+                let partners: Vec<usize> = blocks
+                    .iter()
+                    .filter(|c| paired(c))
+                    .flat_map(|c| c.clone())
+                    .collect();
+                for (item, list) in r.clone().zip(lists) {
+                    let mut want: Vec<(f64, u32)> = partners
+                        .iter()
+                        .filter(|&&j| j != item)
+                        .map(|&j| (item_key(&m, &data, j, &data, item), j as u32))
+                        .collect();
+                    want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    want.truncate(5);
+                    assert_eq!(list, &want, "trial {trial} item {item}");
+                }
+            }
+        }
+        let err = e
+            .tile_lists(&data, &[(0..10, 10..20), (5..15, 30..40)], 3, &m)
+            .unwrap_err();
+        assert!(err.is_user_error(), "{err}");
     }
 }

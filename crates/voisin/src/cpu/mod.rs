@@ -13,7 +13,8 @@
 //! - [`tiles`]: key tiles and their error bounds for vector metrics.
 //! - [`items`]: key tiles for strings and user metrics.
 //! - [`search`]: k-NN and range drivers.
-//! - [`graph`]: the symmetric k-NN graph driver.
+//! - [`graph`]: the symmetric k-NN graph driver, and tiles of it for distributed drivers
+//!   ([`CpuEngine::cross_tile`], [`CpuEngine::tile_lists`]).
 //! - [`checkpoint`]: finished graph passes kept on disk, for resumable builds.
 //! - [`plan`]: tile sizes, work splitting, progress.
 
@@ -24,6 +25,7 @@ mod plan;
 mod search;
 mod tiles;
 
+use std::ops::Range;
 use std::time::Instant;
 
 use crate::data::Dataset;
@@ -33,7 +35,7 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::metric::Metric;
 use checkpoint::{Checkpoint, CheckpointOptions, Job};
-use graph::PassStore;
+pub use graph::{merge_lists, PassRows, PassStore, RangeLists, TileLists};
 
 /// Default memory budget for working buffers: 1 GiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
@@ -158,6 +160,12 @@ trait Driver: Sync {
         ctx: &plan::Ctx,
         store: &mut dyn PassStore,
     ) -> Result<KnnResult>;
+    fn tile_lists(
+        &self,
+        tiles: &[(Range<usize>, Range<usize>)],
+        k: usize,
+        ctx: &plan::Ctx,
+    ) -> Result<RangeLists>;
 }
 
 struct Source<S>(S);
@@ -194,6 +202,15 @@ impl<S: tiles::TileSource> Driver for Source<S> {
         store: &mut dyn PassStore,
     ) -> Result<KnnResult> {
         graph::graph(&self.0, metric, n_k, blocks_per_pass, ctx, store)
+    }
+
+    fn tile_lists(
+        &self,
+        tiles: &[(Range<usize>, Range<usize>)],
+        k: usize,
+        ctx: &plan::Ctx,
+    ) -> Result<RangeLists> {
+        graph::tile_lists(&self.0, tiles, k, ctx)
     }
 }
 
@@ -255,6 +272,64 @@ impl CpuEngine {
         checkpoint: &CheckpointOptions,
     ) -> Result<KnnResult> {
         self.graph_with(data, k, metric, Some(checkpoint))
+    }
+
+    /// One tile of the k-NN graph of `data`, for drivers that deal tiles out (ranks,
+    /// devices) and merge lists themselves: for each item of `rows` its `k` nearest items of
+    /// `cols`, and for each item of `cols` its `k` nearest of `rows`, every pair measured once,
+    /// an item never its own neighbour. `rows` and `cols` must be equal (a diagonal tile; its
+    /// column lists are then left empty) or disjoint. Lists hold exact keys (the metric's
+    /// ranking keys, smaller is closer) and are sorted by (key, index), so an item's lists from
+    /// tiles over disjoint items merge exactly with [`merge_lists`] into the rows
+    /// [`Engine::graph`] returns.
+    pub fn cross_tile(
+        &self,
+        data: &Dataset,
+        rows: Range<usize>,
+        cols: Range<usize>,
+        k: usize,
+        metric: &Metric,
+    ) -> Result<TileLists> {
+        let got = self.tile_lists(data, &[(rows.clone(), cols.clone())], k, metric)?;
+        Ok(graph::one_tile(got, &rows, &cols))
+    }
+
+    /// Many tiles at once, as [`CpuEngine::cross_tile`] computes one: for each item of the
+    /// tiles' ranges, its `k` nearest among all the items the tiles pair it with, every pair
+    /// measured once. Candidates from all of an item's tiles are re-ranked together, so a rank
+    /// or device holding several tiles of the same rows pays one exact re-rank per row instead
+    /// of one per tile. Ranges must be equal or disjoint; one entry per distinct range, by
+    /// start. Candidates of every item of the batch are held at once (about `24k + 400` bytes
+    /// an item; the memory budget does not apply), so callers size batches.
+    pub fn tile_lists(
+        &self,
+        data: &Dataset,
+        tiles: &[(Range<usize>, Range<usize>)],
+        k: usize,
+        metric: &Metric,
+    ) -> Result<RangeLists> {
+        self.check_tiles(data, tiles, k, metric)?;
+        let (ctx, k) = (self.ctx(), k.min(data.len()));
+        self.with_source(data, data, metric, |d| d.tile_lists(tiles, k, &ctx))
+    }
+
+    fn check_tiles(
+        &self,
+        data: &Dataset,
+        tiles: &[(Range<usize>, Range<usize>)],
+        k: usize,
+        metric: &Metric,
+    ) -> Result<()> {
+        check_metric(data, metric)?;
+        check_k(k)?;
+        let n = data.len();
+        let outside = |r: &Range<usize>| r.end > n || r.start > r.end;
+        match tiles.iter().find(|(r, c)| outside(r) || outside(c)) {
+            Some((r, c)) => Err(Error::invalid(format!(
+                "tile {r:?} x {c:?} is outside the {n} items"
+            ))),
+            None => Ok(()),
+        }
     }
 
     fn graph_with(
