@@ -144,26 +144,9 @@ pub fn graph<S: TileSource>(
     Ok(KnnResult::from_rows(rows, k, metric))
 }
 
-/// Merges two lists sorted by (key, index) over disjoint items, keeping the first `k`. Keys are
-/// ordered by `f64::total_cmp`, as the exact re-rank and the reference order them (−0 before
-/// +0: inner products of orthogonal vectors give both).
-pub fn merge_lists(a: &[(f64, u32)], b: &[(f64, u32)], k: usize) -> Vec<(f64, u32)> {
-    let mut out = Vec::with_capacity(k.min(a.len() + b.len()));
-    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
-    while out.len() < k {
-        let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).is_le() => a.next(),
-            (Some(_), Some(_)) => b.next(),
-            (Some(_), None) => a.next(),
-            (None, _) => b.next(),
-        };
-        match next {
-            Some(&e) => out.push(e),
-            None => break,
-        }
-    }
-    out
-}
+/// Merges two lists sorted by (key, index) over disjoint items, keeping the first `k`: the
+/// selection's merge, under the same total order as the exact re-rank.
+pub use crate::select::merge_sorted as merge_lists;
 
 /// Tiles of a pass over row blocks `p0..p1` that feed its own candidates: its own blocks pair
 /// symmetrically (I ≤ J), and every own block pairs with every finished block outside it

@@ -16,8 +16,10 @@ pub use candidates::{Candidates, ENTRY_BYTES};
 pub use heap::TopK;
 pub use merge::merge_sorted;
 
-/// Total order on (key, index) used by every selection: key first, then index.
+/// Total order on (key, index) used by every selection: key first (by `f64::total_cmp`, as the
+/// exact re-rank and the reference order keys: −0 before +0, which inner products of orthogonal
+/// vectors give both), then index.
 #[inline]
 pub fn less(ka: f64, ia: u32, kb: f64, ib: u32) -> bool {
-    ka < kb || (ka == kb && ia < ib)
+    ka.total_cmp(&kb).then(ia.cmp(&ib)).is_lt()
 }
