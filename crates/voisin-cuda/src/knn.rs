@@ -373,15 +373,22 @@ pub(crate) fn first_list(k: usize) -> usize {
 
 /// Queries the pilot of [`pilot_list`] looks at.
 const PILOT_QUERIES: usize = 32;
+/// Dimension from which the fp32 bound (which grows with it) gets a pilot.
+const PILOT_DIM: usize = 1024;
+/// Longest list the pilot looks along.
+const PILOT_MAX: usize = 16384;
 
 /// The first list size for k, raised where a pilot shows the error bound needs more room.
 ///
 /// The bound grows with the dimension (and fourfold under TF32) while the gap between the k-th
 /// and the following keys does not: at 100k × 15876 the 18-entry list of k = 10 never proved,
-/// and every query went through two full widening passes. The pilot takes up to 32 evenly spaced
+/// and every query went through two full widening passes. For wide data (d ≥ 1024, where the
+/// GEMM dwarfs a pilot) and for TF32 lists of k ≥ 64 the pilot takes up to 32 evenly spaced
 /// queries (`self_pairs`: the queries are the base, as in a graph), lists 4× the usual entries
-/// for them, and finds how long a list would have proved each; the pass then starts with that
-/// length plus a quarter. Only ever raises the list: where the pilot sees nothing, `first_list`.
+/// for them (16× more while some query's proof is still out of sight), and finds how long a
+/// list would have proved each; the pass then starts with that length plus a quarter. It only
+/// ever raises the list, and never past what the forced selection `sel` keeps.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn pilot_list(
     gpu: &Gpu,
     plan: &Plan,
@@ -389,30 +396,53 @@ pub(crate) fn pilot_list(
     queries: &voisin::VectorSet,
     k: usize,
     self_pairs: bool,
+    sel: Select,
     budget: &Budget,
 ) -> Result<usize> {
     let kp = first_list(k);
-    let kk = k + usize::from(self_pairs);
-    let probe = (4 * kp).max(256).min(base.n);
-    if probe <= kp || queries.is_empty() {
+    let wanted = plan.dim >= PILOT_DIM || (plan.precision == Precision::Tf32 && k >= 64);
+    if !wanted || queries.is_empty() {
         return Ok(kp);
     }
+    let kk = k + usize::from(self_pairs);
     let m = queries.len().min(PILOT_QUERIES);
     let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
     let sub = DeviceSet::gather(gpu, plan, queries, &ids)?;
-    let raws = candidates(gpu, plan, base, &sub, probe, Select::Auto, budget)?;
-    let mut need = kp;
-    for (j, mut raw) in raws.into_iter().enumerate() {
-        if raw.complete || raw.cands.len() < kk {
-            continue;
+    let mut probe = (4 * kp).max(256);
+    let need = loop {
+        let seen = probe.min(base.n);
+        if seen <= kp {
+            return Ok(kp);
         }
-        raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-        let abs = plan.abs_bound(sub.norm[j], base.max_norm());
-        let top = plan.upper(raw.cands[kk - 1].0, abs);
-        // The list must reach the first entry whose lower bound clears the k-th's upper one.
-        let at = raw.cands.iter().position(|c| plan.lower(c.0, abs) > top);
-        need = need.max(at.map_or(2 * probe, |r| r + 1));
-    }
-    let cap = base.n.next_power_of_two();
-    Ok(if need > kp { (need + need / 4).min(cap).max(kp) } else { kp })
+        let raws = candidates(gpu, plan, base, &sub, seen, Select::Auto, budget)?;
+        let mut need = Some(kp);
+        for (j, mut raw) in raws.into_iter().enumerate() {
+            if raw.complete || raw.cands.len() < kk {
+                continue;
+            }
+            raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            let abs = plan.abs_bound(sub.norm[j], base.max_norm());
+            let top = plan.upper(raw.cands[kk - 1].0, abs);
+            // The list must reach the first entry whose lower bound clears the k-th's upper one.
+            let at = raw.cands.iter().position(|c| plan.lower(c.0, abs) > top);
+            need = match (need, at) {
+                (Some(n), Some(r)) => Some(n.max(r + 1)),
+                _ => None,
+            };
+        }
+        match need {
+            Some(n) => break n,
+            None if seen >= base.n || probe >= PILOT_MAX => break 2 * seen,
+            None => probe *= 4,
+        }
+    };
+    let cap = sel
+        .max_list()
+        .unwrap_or(usize::MAX)
+        .min(base.n.next_power_of_two());
+    Ok(if need > kp {
+        (need + need / 4).min(cap).max(kp)
+    } else {
+        kp
+    })
 }

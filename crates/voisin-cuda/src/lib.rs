@@ -286,7 +286,16 @@ impl Engine for CudaEngine {
         stats.transfer += tr.elapsed();
         let t = Instant::now();
         trace("knn: upload and prepare", &mut tr);
-        let kp = knn::pilot_list(&gpu, &plan, &bdev, qset, k, false, &budget)?;
+        let kp = knn::pilot_list(
+            &gpu,
+            &plan,
+            &bdev,
+            qset,
+            k,
+            false,
+            self.opts.select,
+            &budget,
+        )?;
         let raws = self.shrinking(budget, |b| {
             knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, b)
         })?;
@@ -522,7 +531,16 @@ impl CudaEngine {
         owns: &TileOwner<'_>,
     ) -> Result<PartialGraph> {
         let n = set.len();
-        let kp = knn::pilot_list(gpu, plan, ddev, set, k, true, &self.budget(gpu)?)?;
+        let kp = knn::pilot_list(
+            gpu,
+            plan,
+            ddev,
+            set,
+            k,
+            true,
+            self.opts.select,
+            &self.budget(gpu)?,
+        )?;
         let nt = n.div_ceil(tile);
         let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
         // The symmetric schedule needs the block kernel's running lists; radix selection works
@@ -582,7 +600,16 @@ impl CudaEngine {
         stats.distance_evals += part.distance_evals;
         let k = part.k;
         // The list size the lists were made with (the pilot is deterministic).
-        let kp = knn::pilot_list(gpu, plan, ddev, set, k, true, &self.budget(gpu)?)?;
+        let kp = knn::pilot_list(
+            gpu,
+            plan,
+            ddev,
+            set,
+            k,
+            true,
+            self.opts.select,
+            &self.budget(gpu)?,
+        )?;
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
             let sub = DeviceSet::gather(gpu, plan, set, ids)?;
             self.shrinking(self.budget(gpu)?, |b| {
