@@ -1,6 +1,6 @@
 //! Selection micro-benchmark: every `--select` variant on fixed random tiles (µs per tile, cold
 //! and warm lists, GB/s against the device's measured copy bandwidth), then end-to-end k-NN
-//! 1M×128 base / 10k queries per variant. Prints markdown tables (bench/notes-select.md).
+//! 1M×128 base / 10k queries per variant. Prints markdown tables (bench/NOTES.md, "Selection kernels compared").
 //!
 //! usage: select_bench [tiles|knn|all] [device]   (default all, device 0)
 

@@ -22,8 +22,8 @@ use crate::tile::Block;
 /// flag yet, gpu_bench has `-fused` variants).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fusion {
-    /// Fused where it is measured faster than tiles through memory: nowhere yet (bench/
-    /// notes-fused.md: the fused kernels lost to cuBLAS + block select on the H100).
+    /// Fused where it is measured faster than tiles through memory: nowhere yet
+    /// (bench/NOTES.md, "Fused": the fused kernels lost to cuBLAS + block select on the H100).
     #[default]
     Auto,
     /// Never: every tile goes through device memory.

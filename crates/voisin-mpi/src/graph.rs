@@ -33,7 +33,7 @@
 //!
 //! Cost of rounds: a row's lists are re-ranked once per round that touches it and its
 //! candidate buffers restart empty each round, so a checkpointed build spends O(n · rounds · k)
-//! more exact evaluations (bench/notes-mpi.md: +63 % CPU at 60 000 × 128, shrinking with n).
+//! more exact evaluations (bench/NOTES.md, "MPI": +63 % CPU at 60 000 × 128, shrinking with n).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
