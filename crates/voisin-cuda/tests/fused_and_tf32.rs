@@ -2,9 +2,12 @@
 //! results exactly equal (ids, and distances within rounding) on random and adversarial data.
 //! Every test needs a CUDA GPU: run with `cargo test -p voisin-cuda -- --include-ignored`.
 
+mod common;
+use common::{same_knn, seed};
+
 use rand::prelude::*;
 use rand_distr::StandardNormal;
-use voisin::{reference, Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
+use voisin::{reference, Dataset, Engine, Metric, RangeResult, VectorSet};
 use voisin_cuda::{CudaEngine, CudaOptions, Fusion, Precision};
 
 /// Every arithmetic/fusion combination the engine offers for GEMM metrics.
@@ -38,12 +41,6 @@ fn engines() -> Vec<(String, CudaEngine)> {
         .collect()
 }
 
-fn seed() -> u64 {
-    let s = rand::random::<u64>();
-    eprintln!("seed {s}");
-    s
-}
-
 fn from_rows(n: usize, d: usize, v: Vec<f32>) -> Dataset {
     VectorSet::from_f32(n, d, v).unwrap().into()
 }
@@ -74,21 +71,6 @@ fn pick(data: &Dataset, ids: &[usize]) -> Dataset {
     };
     let rows: Vec<f32> = ids.iter().flat_map(|&i| v.row_f32(i).to_vec()).collect();
     from_rows(ids.len(), v.dim(), rows)
-}
-
-fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
-    assert_eq!((got.n_queries, got.k), (want.n_queries, want.k), "{what}");
-    for q in 0..want.n_queries {
-        let (gi, gd) = got.row(q);
-        let (wi, wd) = want.row(q);
-        assert_eq!(gi, wi, "{what}: ids of query {q} ({gd:?} vs {wd:?})");
-        for (a, b) in gd.iter().zip(wd) {
-            assert!(
-                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
-                "{what}: query {q}: {a} vs {b}"
-            );
-        }
-    }
 }
 
 fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {

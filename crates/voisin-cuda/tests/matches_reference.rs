@@ -1,33 +1,14 @@
 //! The CUDA engine against the f64 reference, on fresh random and adversarial inputs.
 //! Every test needs a CUDA GPU: run with `cargo test -p voisin-cuda -- --include-ignored`.
 
+mod common;
+use common::{engine, normal, same_knn, same_range, seed};
+
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::data::{Buffer, VectorData};
-use voisin::{reference, Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
+use voisin::{reference, Dataset, Engine, Metric, VectorSet};
 use voisin_cuda::{CudaEngine, CudaOptions, Select};
-
-fn engine(select: Select) -> CudaEngine {
-    CudaEngine::with_options(
-        0,
-        CudaOptions {
-            select,
-            ..Default::default()
-        },
-    )
-    .expect("a CUDA GPU")
-}
-
-fn seed() -> u64 {
-    let s = rand::random::<u64>();
-    eprintln!("seed {s}");
-    s
-}
-
-fn normal(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
-    let v: Vec<f32> = (0..n * d).map(|_| rng.sample(StandardNormal)).collect();
-    VectorSet::from_f32(n, d, v).unwrap().into()
-}
 
 /// Small integers with many exact duplicates and ties, a zero vector and a constant vector.
 fn adversarial(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
@@ -43,36 +24,6 @@ fn adversarial(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
         v[d..2 * d].iter_mut().for_each(|x| *x = 1.5);
     }
     VectorSet::from_f32(n, d, v).unwrap().into()
-}
-
-fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
-    assert_eq!(got.n_queries, want.n_queries, "{what}: n_queries");
-    assert_eq!(got.k, want.k, "{what}: k");
-    for q in 0..want.n_queries {
-        let (gi, gd) = got.row(q);
-        let (wi, wd) = want.row(q);
-        assert_eq!(
-            gi, wi,
-            "{what}: ids of query {q} (distances {gd:?} vs {wd:?})"
-        );
-        for (a, b) in gd.iter().zip(wd) {
-            assert!(
-                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
-                "{what}: distance of query {q}: {a} vs {b}"
-            );
-        }
-    }
-}
-
-fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
-    assert_eq!(got.offsets, want.offsets, "{what}: offsets");
-    assert_eq!(got.indices, want.indices, "{what}: indices");
-    for (a, b) in got.distances.iter().zip(&want.distances) {
-        assert!(
-            (a - b).abs() <= 1e-6 * b.abs().max(1.0),
-            "{what}: {a} vs {b}"
-        );
-    }
 }
 
 const GEMM: [Metric; 5] = [

@@ -4,32 +4,12 @@
 //! must refuse with a clear invalid-input error (never a wrong answer).
 //! Every test needs a CUDA GPU: run with `cargo test -p voisin-cuda -- --include-ignored`.
 
+mod common;
+use common::{engine, normal, same_knn, seed};
+
 use rand::prelude::*;
-use rand_distr::StandardNormal;
 use voisin::{reference, Dataset, Engine, Error, KnnResult, Metric, Result, VectorSet};
-use voisin_cuda::{CudaEngine, CudaOptions, Select};
-
-fn engine(select: Select) -> CudaEngine {
-    CudaEngine::with_options(
-        0,
-        CudaOptions {
-            select,
-            ..Default::default()
-        },
-    )
-    .expect("a CUDA GPU")
-}
-
-fn seed() -> u64 {
-    let s = rand::random::<u64>();
-    eprintln!("seed {s}");
-    s
-}
-
-fn normal(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
-    let v: Vec<f32> = (0..n * d).map(|_| rng.sample(StandardNormal)).collect();
-    VectorSet::from_f32(n, d, v).unwrap().into()
-}
+use voisin_cuda::{CudaEngine, Select};
 
 /// Small integers (many exact ties and duplicate rows), zero vectors and a constant vector.
 fn adversarial(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
@@ -58,25 +38,6 @@ const VARIANTS: [Select; 5] = [
 
 fn accepts(sel: Select, k: usize) -> bool {
     sel.max_k().is_none_or(|m| k <= m)
-}
-
-fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
-    assert_eq!(got.n_queries, want.n_queries, "{what}: n_queries");
-    assert_eq!(got.k, want.k, "{what}: k");
-    for q in 0..want.n_queries {
-        let (gi, gd) = got.row(q);
-        let (wi, wd) = want.row(q);
-        assert_eq!(
-            gi, wi,
-            "{what}: ids of query {q} (distances {gd:?} vs {wd:?})"
-        );
-        for (a, b) in gd.iter().zip(wd) {
-            assert!(
-                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
-                "{what}: distance of query {q}: {a} vs {b}"
-            );
-        }
-    }
 }
 
 /// Checks a result, or that the variant refused a k it cannot hold with an invalid-input error.

@@ -1,0 +1,66 @@
+//! Helpers shared by the GPU test files: a logged random seed, random normal data, and the
+//! comparisons against the reference (ids exactly, distances within f32 rounding of the exact
+//! value). Each test file uses some of them.
+#![allow(dead_code)]
+
+use rand::prelude::*;
+use rand_distr::StandardNormal;
+use voisin::{Dataset, KnnResult, RangeResult, VectorSet};
+use voisin_cuda::{CudaEngine, CudaOptions, Select};
+
+/// A fresh seed, printed so that a failure can be replayed.
+pub fn seed() -> u64 {
+    let s = rand::random::<u64>();
+    eprintln!("seed {s}");
+    s
+}
+
+/// The engine on GPU 0 with a forced selection.
+pub fn engine(select: Select) -> CudaEngine {
+    CudaEngine::with_options(
+        0,
+        CudaOptions {
+            select,
+            ..Default::default()
+        },
+    )
+    .expect("a CUDA GPU")
+}
+
+/// `n` rows of `d` standard normal values.
+pub fn normal(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
+    let v: Vec<f32> = (0..n * d).map(|_| rng.sample(StandardNormal)).collect();
+    VectorSet::from_f32(n, d, v).unwrap().into()
+}
+
+/// Same ids in the same order; distances within 1e-6 relative (the f32 rounding of exact keys).
+pub fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
+    assert_eq!(got.n_queries, want.n_queries, "{what}: n_queries");
+    assert_eq!(got.k, want.k, "{what}: k");
+    for q in 0..want.n_queries {
+        let (gi, gd) = got.row(q);
+        let (wi, wd) = want.row(q);
+        assert_eq!(
+            gi, wi,
+            "{what}: ids of query {q} (distances {gd:?} vs {wd:?})"
+        );
+        for (a, b) in gd.iter().zip(wd) {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                "{what}: distance of query {q}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+/// Same rows and ids; distances within 1e-6 relative.
+pub fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
+    assert_eq!(got.offsets, want.offsets, "{what}: offsets");
+    assert_eq!(got.indices, want.indices, "{what}: indices");
+    for (a, b) in got.distances.iter().zip(&want.distances) {
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+            "{what}: {a} vs {b}"
+        );
+    }
+}
