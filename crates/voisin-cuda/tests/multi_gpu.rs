@@ -3,10 +3,10 @@
 //! device is listed twice (two engines share it), so the shard merges run on any machine;
 //! with two or more, two different GPUs.
 
-mod sharded;
+mod common;
 
+use common::*;
 use rand::prelude::*;
-use sharded::*;
 use voisin::{reference, Engine, Metric};
 use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, PartialGraph, Select};
 

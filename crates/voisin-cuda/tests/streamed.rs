@@ -3,12 +3,12 @@
 //! `cargo test -p voisin-cuda --test streamed -- --include-ignored`. The tests take device
 //! memory away from each other (ballast), so they run one at a time.
 
-mod sharded;
+mod common;
 
 use std::sync::Mutex;
 
+use common::*;
 use rand::prelude::*;
-use sharded::*;
 use voisin::{reference, Engine, Metric};
 use voisin_cuda::{CudaEngine, CudaOptions};
 

@@ -1,11 +1,11 @@
 //! Helpers shared by the GPU test files: a logged random seed, random normal data, and the
 //! comparisons against the reference (ids exactly, distances within f32 rounding of the exact
-//! value). Each test file uses some of them.
+//! value), and the sharded engines' larger and tie-heavy sets. Each test file uses some of them.
 #![allow(dead_code)]
 
 use rand::prelude::*;
 use rand_distr::StandardNormal;
-use voisin::{Dataset, KnnResult, RangeResult, VectorSet};
+use voisin::{Dataset, KnnResult, Metric, RangeResult, VectorSet};
 use voisin_cuda::{CudaEngine, CudaOptions, Select};
 
 /// A fresh seed, printed so that a failure can be replayed.
@@ -63,4 +63,49 @@ pub fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
             "{what}: {a} vs {b}"
         );
     }
+}
+
+/// Random normal rows made in parallel (64k rows per seeded chunk), for large sets.
+pub fn big_normal(n: usize, d: usize, seed: u64) -> Dataset {
+    use rayon::prelude::*;
+    let mut v = vec![0f32; n * d];
+    v.par_chunks_mut(65536 * d)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut rng =
+                StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(c as u64));
+            chunk
+                .iter_mut()
+                .for_each(|x| *x = rng.sample(StandardNormal));
+        });
+    VectorSet::from_f32(n, d, v).unwrap().into()
+}
+
+/// Small integers: many exact duplicates and ties across shard borders, a zero vector.
+pub fn adversarial(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
+    let mut v: Vec<f32> = (0..n * d).map(|_| rng.gen_range(-1..=1) as f32).collect();
+    for r in (5..n).step_by(5) {
+        let (a, b) = v.split_at_mut(r * d);
+        b[..d].copy_from_slice(&a[(r - 5) * d..(r - 4) * d]);
+    }
+    v[..d].iter_mut().for_each(|x| *x = 0.0);
+    VectorSet::from_f32(n, d, v).unwrap().into()
+}
+
+pub fn metrics() -> Vec<Metric> {
+    vec![
+        Metric::Euclidean,
+        Metric::Cosine,
+        Metric::Correlation,
+        Metric::InnerProduct,
+        Metric::Cityblock,
+        Metric::Chebyshev,
+        Metric::Minkowski(3.0),
+    ]
+}
+
+/// Two engines that compute exact keys the same way agree bit for bit.
+pub fn identical(a: &KnnResult, b: &KnnResult, what: &str) {
+    assert_eq!(a.indices, b.indices, "{what}: ids");
+    assert_eq!(a.distances, b.distances, "{what}: distances");
 }
