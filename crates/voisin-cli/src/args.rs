@@ -109,6 +109,10 @@ pub struct IndexQueryArgs {
     /// Radius, in the metric's own unit.
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub radius: Option<f64>,
+    /// Where the search runs: cpu; cuda for List of Clusters and SSS indexes over vectors
+    /// (euclidean, cityblock, chebyshev); auto: cuda where it can answer, else cpu.
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Cpu)]
+    pub device: DeviceChoice,
     /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
     #[arg(long, value_name = "F")]
     pub out: Option<PathBuf>,

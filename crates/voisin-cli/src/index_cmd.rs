@@ -15,7 +15,9 @@ use voisin::Error;
 use voisin_index::{file, DatasetIndex, Kind, Params};
 use voisin_io::Role;
 
-use crate::args::{GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs};
+use crate::args::{
+    DeviceChoice, GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs,
+};
 use crate::commands::default_metric;
 use crate::error::CliError;
 use crate::load;
@@ -135,10 +137,34 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let load_time = start.elapsed();
 
     let t = Instant::now();
-    let answer = match (a.k, a.radius) {
+    let on_cpu = || match (a.k, a.radius) {
         (Some(k), _) => index.knn(&queries, k).map(Answer::Knn),
         (None, Some(r)) => index.range(&queries, r).map(Answer::Range),
         (None, None) => unreachable!("clap requires -k or --radius"),
+    };
+    let on_gpu = |engine: &voisin_cuda::CudaEngine| match (a.k, a.radius) {
+        (Some(k), _) => voisin_cuda::index::knn(engine, &index, &queries, k).map(Answer::Knn),
+        (None, Some(r)) => {
+            voisin_cuda::index::range(engine, &index, &queries, r).map(Answer::Range)
+        }
+        (None, None) => unreachable!("clap requires -k or --radius"),
+    };
+    let answer = match a.device {
+        DeviceChoice::Cpu => on_cpu(),
+        DeviceChoice::Cuda => voisin_cuda::CudaEngine::new(0).and_then(|e| on_gpu(&e)),
+        // Under auto a GPU that does not start is no error (SPEC §6), and what the GPU does not
+        // answer (cover trees, strings, other metrics) is refused as invalid input before any
+        // search: the CPU answers those.
+        DeviceChoice::Auto => match voisin_cuda::gpu_available()
+            .then(|| voisin_cuda::CudaEngine::new(0).ok())
+            .flatten()
+        {
+            Some(engine) => match on_gpu(&engine) {
+                Err(Error::InvalidInput(_)) => on_cpu(),
+                other => other,
+            },
+            None => on_cpu(),
+        },
     }
     .map_err(|e| CliError::core(e, Some(&a.query)))?;
     let search_time = t.elapsed();

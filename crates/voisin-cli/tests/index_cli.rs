@@ -368,3 +368,36 @@ fn every_engine_answers_as_brute_force() {
         "{st}"
     );
 }
+
+/// `index query --device`: a bad value is a usage error (exit 2); without a GPU, cuda is a device
+/// error (exit 1, one line, nothing written) and auto answers on the CPU, byte for byte as cpu.
+/// On a GPU machine the cover tree of words is refused by cuda with a clear invalid-input error
+/// and auto still answers on the CPU.
+#[test]
+fn index_query_devices() {
+    let (s, _) = with_index();
+    let q = |dev: &'static str, out: &'static str| {
+        vec![
+            "index", "query", "--index", "i.vidx", "--query", "q.txt", "-k", "3", "--device", dev,
+            "--out", out,
+        ]
+    };
+    let out = s.run(&q("gpu", "x.tsv"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("gpu"), "{}", stderr(&out));
+    let cpu = s.run(&q("cpu", "cpu.tsv"));
+    assert_eq!(cpu.status.code(), Some(0), "{}", stderr(&cpu));
+    let auto = s.run(&q("auto", "auto.tsv"));
+    assert_eq!(auto.status.code(), Some(0), "{}", stderr(&auto));
+    assert_eq!(
+        std::fs::read(s.path("cpu.tsv")).unwrap(),
+        std::fs::read(s.path("auto.tsv")).unwrap()
+    );
+    let before = listing(s.dir.path());
+    let cuda = s.run(&q("cuda", "cuda.tsv"));
+    let err = stderr(&cuda);
+    let want = if voisin_cuda::gpu_available() { 2 } else { 1 };
+    assert_eq!(cuda.status.code(), Some(want), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert_eq!(listing(s.dir.path()), before, "a failed query left a file");
+}
