@@ -1,16 +1,18 @@
 //! The CUDA engine: exact k-NN search, k-NN graphs and range search on one NVIDIA GPU.
 //!
 //! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
-//! inner_product; strict fp32, or TF32 tensor cores under `Precision::Tf32`) or a SIMT tile kernel (cityblock, chebyshev, minkowski);
-//! selection and range filtering run in NVRTC-compiled kernels; the host proves each query's
-//! candidates with an f32 error bound, widens where the proof fails, and re-ranks on exact f64
-//! keys, so results equal the CPU engine's.
+//! inner_product; strict fp32, or TF32 tensor cores under `Precision::Tf32`) or a SIMT tile
+//! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in
+//! NVRTC-compiled kernels; the host proves each query's candidates with an error bound, widens
+//! where the proof fails, and re-ranks on exact f64 keys, so results equal the CPU engine's.
 //!
 //! Layout (after FAISS): `kernels/*.cu` hold the device primitives; each `src/` file holds one
 //! host-side step: `context` (driver, cuBLAS, NVRTC), `prepare` (per-metric plans and bounds),
-//! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile), [`select`] (selection variants), `knn`, `graph`, `range`; `shard`
-//! (merging shards' candidate lists), `stream` (bases larger than the GPU), `multi` (several
-//! GPUs).
+//! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile),
+//! [`select`] (selection variants), `fused` (distance + filter in one kernel), `knn`, `graph`,
+//! `range`; `shard` (merging shards' candidate lists), `stream` (bases larger than the GPU),
+//! `multi` (several GPUs), `strings` (levenshtein), [`index`] (List of Clusters and SSS
+//! searched on the GPU).
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.

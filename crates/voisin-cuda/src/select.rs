@@ -1,7 +1,7 @@
 //! k-selection on the device: the `--select` variants and their launchers.
 //!
 //! Owns choosing a variant, its list-size limits and launching its kernel over one tile
-//! ([`run`] is the one dispatch the algorithm files call); the tiling itself belongs to the
+//! (`run` is the one dispatch the algorithm files call); the tiling itself belongs to the
 //! algorithm files (knn.rs, graph.rs), and proving the lists to knn.rs. Every variant keeps the
 //! same contract: per row some smallest approximate keys such that every item left out has a key
 //! at least the largest one kept. [`bench_tile`] times one kernel on a synthetic tile for
