@@ -520,20 +520,6 @@ impl CudaEngine {
         Ok(to_result(rows, k, metric, stats))
     }
 
-    /// The graph's first list size (the set against itself, self pairs included); the pilot is
-    /// deterministic, so the candidate pass and the proof agree on it.
-    fn graph_list(
-        &self,
-        gpu: &Gpu,
-        plan: &Plan,
-        ddev: &DeviceSet,
-        set: &VectorSet,
-        k: usize,
-    ) -> Result<usize> {
-        let budget = self.budget(gpu)?;
-        knn::pilot_list(gpu, plan, ddev, set, k, true, self.opts.select, &budget)
-    }
-
     /// Candidate lists of the owned tile pairs, on a set already on this GPU.
     #[allow(clippy::too_many_arguments)]
     fn graph_lists(
@@ -547,7 +533,9 @@ impl CudaEngine {
         owns: &TileOwner<'_>,
     ) -> Result<PartialGraph> {
         let n = set.len();
-        let kp = self.graph_list(gpu, plan, ddev, set, k)?;
+        // The set against itself: self pairs sit among the lists.
+        let budget = self.budget(gpu)?;
+        let kp = knn::pilot_list(gpu, plan, ddev, set, k, true, self.opts.select, &budget)?;
         let nt = n.div_ceil(tile);
         let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
         // The symmetric schedule needs the block kernel's running lists; radix selection works
@@ -606,8 +594,9 @@ impl CudaEngine {
     ) -> Result<Vec<Vec<(f64, u32)>>> {
         stats.distance_evals += part.distance_evals;
         let k = part.k;
-        // The list size the lists were made with (the pilot is deterministic).
-        let kp = self.graph_list(gpu, plan, ddev, set, k)?;
+        // Widening starts from the lists' own size (the pilot's choice, padded as the selection
+        // needed): no second pilot.
+        let kp = part.lists.width;
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
             let sub = DeviceSet::gather(gpu, plan, set, ids)?;
             self.shrinking(self.budget(gpu)?, |b| {
