@@ -15,7 +15,7 @@ use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use voisin::{Error, Result};
 
 use crate::context::{dev, Gpu};
-use crate::prepare::{Plan, Precision, TileKind};
+use crate::prepare::{Plan, Precision, TileKind, K_CHUNK};
 use crate::tile::Block;
 
 /// Whether k-NN candidate passes fuse distances and selection (set in `CudaOptions`; no CLI
@@ -71,7 +71,9 @@ pub(crate) fn plan_for(plan: &Plan, kp: usize, nb: usize) -> Option<FusedPlan> {
         Fusion::On => true,
         Fusion::Auto => false,
     };
-    if !wanted || plan.tile != TileKind::Gemm || kp > MAX_KP {
+    // The fused kernel sums the whole inner dimension in one accumulator; the plan's bound
+    // assumes tile.rs's chunked sums beyond K_CHUNK.
+    if !wanted || plan.tile != TileKind::Gemm || kp > MAX_KP || plan.dim > K_CHUNK {
         return None;
     }
     let cap = MERGE_SLOTS - kp;

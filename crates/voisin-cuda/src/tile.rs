@@ -11,7 +11,7 @@ use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfi
 use voisin::Result;
 
 use crate::context::{dev, Gpu};
-use crate::prepare::{Plan, Precision, TileKind};
+use crate::prepare::{Plan, Precision, TileKind, K_CHUNK};
 
 /// A block of transformed rows on the device.
 pub(crate) struct Block<'a> {
@@ -32,30 +32,38 @@ pub(crate) fn compute(
     let d = plan.dim;
     match plan.tile {
         TileKind::Gemm => {
-            // Row-major Q (q.n × d) and B (b.n × d) are column-major d × n matrices. The
-            // row-major tile D = Q Bᵀ is the column-major (b.n × q.n) matrix Bᵀ Q.
-            let cfg = GemmConfig {
-                transa: cublasOperation_t::CUBLAS_OP_T,
-                transb: cublasOperation_t::CUBLAS_OP_N,
-                m: b.n as i32,
-                n: q.n as i32,
-                k: d as i32,
-                alpha: 1.0f32,
-                lda: d as i32,
-                ldb: d as i32,
-                beta: 0.0f32,
-                ldc: ld as i32,
-            };
-            // SAFETY: the views hold b.n × d, q.n × d and q.n × ld values (checked by callers
-            // through the view lengths below).
             debug_assert!(b.rows.len() >= b.n * d && q.rows.len() >= q.n * d);
             debug_assert!(out.len() >= (q.n.saturating_sub(1)) * ld + b.n);
-            match plan.precision {
-                Precision::Fp32 => {
-                    unsafe { gpu.blas.gemm(cfg, &b.rows, &q.rows, out) }.map_err(dev("sgemm"))
+            // Chunks of the inner dimension, the later ones added into the tile: the error
+            // bound of prepare.rs (`accumulation_length`) counts on this order.
+            for (c, k0) in (0..d).step_by(K_CHUNK).enumerate() {
+                let len = K_CHUNK.min(d - k0);
+                // Row-major Q (q.n × d) and B (b.n × d) are column-major d × n matrices. The
+                // row-major tile D = Q Bᵀ is the column-major (b.n × q.n) matrix Bᵀ Q; a chunk
+                // starts k0 values into each row and keeps the row stride d.
+                let cfg = GemmConfig {
+                    transa: cublasOperation_t::CUBLAS_OP_T,
+                    transb: cublasOperation_t::CUBLAS_OP_N,
+                    m: b.n as i32,
+                    n: q.n as i32,
+                    k: len as i32,
+                    alpha: 1.0f32,
+                    lda: d as i32,
+                    ldb: d as i32,
+                    beta: if c == 0 { 0.0 } else { 1.0 },
+                    ldc: ld as i32,
+                };
+                let (bv, qv) = (b.rows.slice(k0..), q.rows.slice(k0..));
+                // SAFETY: from k0, the views hold (n − 1)·d + len values of each side and the
+                // output q.n × ld (asserted above).
+                match plan.precision {
+                    Precision::Fp32 => {
+                        unsafe { gpu.blas.gemm(cfg, &bv, &qv, out) }.map_err(dev("sgemm"))?
+                    }
+                    Precision::Tf32 => tf32_gemm(gpu, cfg, &bv, &qv, out)?,
                 }
-                Precision::Tf32 => tf32_gemm(gpu, cfg, &b.rows, &q.rows, out),
             }
+            Ok(())
         }
         TileKind::Simt(kind, p) => {
             let cfg = LaunchConfig {
