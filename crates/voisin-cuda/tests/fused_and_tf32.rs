@@ -84,7 +84,14 @@ fn knn_all_gemm_metrics_dims_and_k() {
     let mut rng = StdRng::seed_from_u64(seed());
     let engines = engines();
     // n not a multiple of the 128-wide fused tiles nor of any other tile.
-    for &(n, d) in &[(1000usize, 1usize), (1337, 3), (700, 127), (300, 1025)] {
+    // d = 4099 sums its products in three chunks (prepare.rs `K_CHUNK`), the last one of 3.
+    for &(n, d) in &[
+        (1000usize, 1usize),
+        (1337, 3),
+        (700, 127),
+        (300, 1025),
+        (300, 4099),
+    ] {
         let base = normal(&mut rng, n, d, 0.0);
         let queries = normal(&mut rng, 37, d, 0.0);
         for m in GEMM {
@@ -155,7 +162,7 @@ fn fused_overflow_falls_back() {
 fn graph_and_range_with_tf32() {
     let mut rng = StdRng::seed_from_u64(seed());
     let engines = engines();
-    for &(n, d) in &[(1500usize, 3usize), (900, 127)] {
+    for &(n, d) in &[(1500usize, 3usize), (900, 127), (400, 4099)] {
         for data in [normal(&mut rng, n, d, 0.0), adversarial(&mut rng, n, d)] {
             for m in GEMM {
                 for k in [1, 10, n - 1] {
