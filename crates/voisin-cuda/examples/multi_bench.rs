@@ -10,7 +10,7 @@
 //! GPU 0): the path an MPI rank per GPU would take, timed end to end from the spawn.
 //!
 //! usage: multi_bench [--graph 2000000] [--base 4000000] [--queries 10000] [--dim 128]
-//!                    [--gpus 1,2,4] [--reps 3] [--one-device]
+//!                    [--gpus 1,2,4] [--reps 3] [--one-device] [--no-processes]
 //!        multi_bench --child G --of N --edge E --graph N --dim D --out FILE   (internal)
 
 use std::time::Instant;
@@ -31,6 +31,8 @@ struct Args {
     reps: usize,
     /// Every engine on GPU 0 (`--one-device`): the host side of N GPUs on a one-GPU machine.
     one_device: bool,
+    /// Skip the one-process-per-GPU graph (`--no-processes`).
+    no_processes: bool,
 }
 
 fn parse() -> Args {
@@ -43,10 +45,15 @@ fn parse() -> Args {
         gpus: vec![1, 2, 4],
         reps: 3,
         one_device: false,
+        no_processes: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let argv: Vec<String> = argv.into_iter().filter(|a| a != "--one-device").collect();
-    a.one_device = argv.len() < std::env::args().count() - 1;
+    a.one_device = argv.iter().any(|a| a == "--one-device");
+    a.no_processes = argv.iter().any(|a| a == "--no-processes");
+    let argv: Vec<String> = argv
+        .into_iter()
+        .filter(|a| a != "--one-device" && a != "--no-processes")
+        .collect();
     for pair in argv.chunks(2) {
         let v = pair.get(1).map(String::as_str).unwrap_or("");
         let num = || v.parse::<usize>().expect("a number");
@@ -222,7 +229,10 @@ fn main() {
     if let Some(gset) = &gset {
         let finisher = CudaEngine::new(0).expect("a CUDA GPU");
         finisher.graph(&small, 10, &m).unwrap();
-        for &g in counts.iter().filter(|&&g| g > 1 && !a.one_device) {
+        for &g in counts
+            .iter()
+            .filter(|&&g| g > 1 && !a.one_device && !a.no_processes)
+        {
             let t = Instant::now();
             let r = graph_by_processes(&a, gset, g, &finisher);
             let secs = t.elapsed().as_secs_f64();

@@ -23,6 +23,9 @@ pub(crate) struct DeviceSet {
     /// Norms of `rows` on the host, for the bounds.
     pub norm: Vec<f64>,
     pub n: usize,
+    /// Rows whose norm is not finite: a NaN or infinite value, or (rarely) a finite row whose
+    /// translation overflowed f32. [`DeviceSet::check`] tells them apart.
+    suspect: Vec<usize>,
 }
 
 impl DeviceSet {
@@ -89,13 +92,24 @@ impl DeviceSet {
         }
         let mut norm_host = gpu.download(&norm.slice(..))?;
         norm_host.truncate(n);
+        // A NaN or an infinity anywhere in a row makes its f64 norm NaN or infinite (finite f32
+        // values cannot overflow an f64 sum of squares).
+        let suspect = (0..n).filter(|&r| !norm_host[r].is_finite()).collect();
         Ok(DeviceSet {
             raw,
             rows,
             sqnorm,
             norm: norm_host,
             n,
+            suspect,
         })
+    }
+
+    /// The clear error for the first row holding a NaN or infinite value, when these rows are
+    /// `set`'s rows from `first` on.
+    pub fn check(&self, set: &VectorSet, first: usize) -> Result<()> {
+        let rows: Vec<usize> = self.suspect.iter().map(|&r| r + first).collect();
+        crate::prepare::first_non_finite(set, &rows)
     }
 
     pub fn max_norm(&self) -> f64 {

@@ -362,6 +362,8 @@ pub(crate) fn finish(
         })
         .collect();
     crate::trace("finish: final sort", &mut tr);
+    // One list per item of a graph: freed in parallel (serially ~0.1 s at 2M items).
+    raws.into_par_iter().for_each(drop);
     stats.select += t.elapsed();
     Ok(out)
 }

@@ -78,7 +78,7 @@ use device_set::DeviceSet;
 use exact::Sides;
 use graph::Lists;
 use knn::{Budget, Raw};
-use prepare::{vectors, Plan};
+use prepare::{check_finite, vectors, Plan};
 
 /// How the CUDA engine runs.
 #[derive(Clone, Debug)]
@@ -278,12 +278,16 @@ impl Engine for CudaEngine {
         let plan = self.plan(metric, bset);
         let kp = knn::first_list(k);
         if !self.fits(&gpu, bset, qset, kp)? {
+            check_finite(bset)?;
+            check_finite(qset)?;
             let rows = self.knn_streamed(&gpu, &plan, metric, bset, qset, k, &mut stats)?;
             return Ok(to_result(rows, k, metric, stats));
         }
         let budget = self.budget(&gpu)?;
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
+        bdev.check(bset, 0)?;
+        qdev.check(qset, 0)?;
         // Uploads and row preparation count as transfer; compute starts after them.
         stats.transfer += tr.elapsed();
         let t = Instant::now();
@@ -357,6 +361,8 @@ impl Engine for CudaEngine {
         let t = Instant::now();
         let plan = self.plan(metric, bset);
         if !self.fits(&gpu, bset, qset, 1)? {
+            check_finite(bset)?;
+            check_finite(qset)?;
             let rows = self.range_streamed(&gpu, &plan, metric, bset, qset, radius, &mut stats)?;
             return Ok(RangeResult {
                 stats,
@@ -365,6 +371,8 @@ impl Engine for CudaEngine {
         }
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
+        bdev.check(bset, 0)?;
+        qdev.check(qset, 0)?;
         let thr = range::thresholds(&plan, metric, radius, &qdev.norm, bdev.max_norm());
         let budget = self.budget(&gpu)?;
         let (offsets, ids) = self.shrinking(budget, |b| {
@@ -409,6 +417,7 @@ impl Engine for CudaEngine {
         let plan = self.plan(metric, set);
         self.graph_fits(&gpu, set, k)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        ddev.check(set, 0)?;
         // Uploads and row preparation count as transfer; compute starts after them.
         stats.transfer += tr.elapsed();
         trace("graph: upload and prepare", &mut tr);
@@ -494,6 +503,7 @@ impl CudaEngine {
         }
         let plan = self.plan(metric, set);
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        ddev.check(set, 0)?;
         self.graph_lists(&gpu, &plan, &ddev, set, k, tile, owns)
     }
 
@@ -516,6 +526,7 @@ impl CudaEngine {
         }
         let plan = self.plan(metric, set);
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        ddev.check(set, 0)?;
         let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
         Ok(to_result(rows, k, metric, stats))
     }

@@ -197,6 +197,17 @@ impl MultiGpu {
     }
 }
 
+/// The error for the first NaN or infinite value, base rows before queries as on one GPU.
+fn check_shards(shards: &[Shard], bset: &VectorSet, qset: &VectorSet) -> Result<()> {
+    for s in shards {
+        s.bdev.check(bset, s.rows.start)?;
+    }
+    match shards.first() {
+        Some(s) => s.qdev.check(qset, 0),
+        None => Ok(()),
+    }
+}
+
 impl Engine for MultiGpu {
     fn name(&self) -> String {
         let ids: Vec<String> = self.engines.iter().map(|e| e.device.to_string()).collect();
@@ -216,7 +227,9 @@ impl Engine for MultiGpu {
             // Strings run on one GPU (see `range`).
             return self.engines[0].knn(base, queries, k, metric);
         }
+        let mut tr = Instant::now();
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
+        crate::trace("multi knn: input checks", &mut tr);
         let k = k.min(bset.len());
         let mut stats = self.stats();
         if k == 0 || qset.is_empty() {
@@ -224,10 +237,14 @@ impl Engine for MultiGpu {
         }
         let t = Instant::now();
         let plan = self.engines[0].plan(metric, bset);
+        crate::trace("multi knn: plan", &mut tr);
         let shards = self.shards(&plan, bset, qset)?;
+        check_shards(&shards, bset, qset)?;
+        crate::trace("multi knn: shards uploaded", &mut tr);
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
         let kp = knn::first_list(k);
         let raws = self.search(&plan, &shards, qset, None, kp, false)?;
+        crate::trace("multi knn: candidates from every shard, merged", &mut tr);
         stats.compute += t.elapsed().saturating_sub(stats.transfer);
         stats.distance_evals += (bset.len() * qset.len()) as u64;
         let max_norm = shards.iter().map(|s| s.bdev.max_norm()).fold(0.0, f64::max);
@@ -247,7 +264,11 @@ impl Engine for MultiGpu {
             &mut exact_fn,
             &mut stats,
         )?;
-        Ok(to_result(rows, k, metric, stats))
+        crate::trace("multi knn: proof and re-rank", &mut tr);
+        let r = to_result(rows, k, metric, stats);
+        drop(shards);
+        crate::trace("multi knn: result, shards freed", &mut tr);
+        Ok(r)
     }
 
     fn range(
@@ -268,6 +289,7 @@ impl Engine for MultiGpu {
         let t = Instant::now();
         let plan = self.engines[0].plan(metric, bset);
         let shards = self.shards(&plan, bset, qset)?;
+        check_shards(&shards, bset, qset)?;
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
         let max_norm = shards.iter().map(|s| s.bdev.max_norm()).fold(0.0, f64::max);
         let thr = range::thresholds(&plan, metric, radius, &shards[0].qdev.norm, max_norm);
@@ -307,7 +329,9 @@ impl Engine for MultiGpu {
         if matches!(data, Dataset::Strings(_)) {
             return self.engines[0].graph(data, k, metric);
         }
+        let mut tr = Instant::now();
         let (set, k) = crate::graph_input(data, k, metric)?;
+        crate::trace("multi graph: input checks", &mut tr);
         let mut stats = self.stats();
         let n = set.len();
         if k == 0 {
@@ -325,6 +349,7 @@ impl Engine for MultiGpu {
             let got = self.each(gpus, |g, e, gpu| {
                 let t = Instant::now();
                 let ddev = DeviceSet::new(gpu, &plan, set)?;
+                ddev.check(set, 0)?;
                 let upload = t.elapsed();
                 let part =
                     e.graph_lists(gpu, &plan, &ddev, set, k, edge, &cyclic_share(nt, gpus, g))?;
@@ -339,11 +364,16 @@ impl Engine for MultiGpu {
         };
         stats.transfer += parts.iter().map(|p| p.2).max().unwrap_or_default();
         let ddev = parts[0].1.take().expect("kept above");
+        crate::trace("multi graph: shares on the GPUs", &mut tr);
         let part = PartialGraph::merge(parts.into_iter().map(|p| p.0).collect())?;
+        crate::trace("multi graph: merge of the shares", &mut tr);
         stats.compute += t.elapsed().saturating_sub(stats.transfer);
         let first = &self.engines[0];
         let gpu = first.lock()?;
         let rows = first.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
-        Ok(to_result(rows, k, metric, stats))
+        crate::trace("multi graph: proof and re-rank", &mut tr);
+        let r = to_result(rows, k, metric, stats);
+        crate::trace("multi graph: result", &mut tr);
+        Ok(r)
     }
 }

@@ -110,6 +110,11 @@ pub(crate) fn accumulation_length(d: usize) -> usize {
 }
 
 /// The vectors of a data set, or a clear error for what this engine does not handle.
+///
+/// Values are not scanned here: row preparation on the device reads every value anyway, and a
+/// row with a NaN or infinite value gets a non-finite norm there; `DeviceSet::check` then names
+/// it (a host scan of a 4M×128 base costs more than its upload). Paths that do not prepare the
+/// whole set on the device first call [`check_finite`].
 pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a VectorSet> {
     match (data, metric) {
         (_, Metric::Levenshtein) | (Dataset::Strings(_), _) => Err(Error::invalid(
@@ -119,15 +124,33 @@ pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a Vect
             "custom metric {} runs on the CPU engine only",
             c.name
         ))),
-        (Dataset::Vectors(v), _) => {
-            if let Some((r, c)) = find_non_finite(v) {
-                return Err(Error::invalid(format!(
-                    "vector {r} holds a NaN or infinite value at column {c}"
-                )));
-            }
-            Ok(v)
+        (Dataset::Vectors(v), _) => Ok(v),
+    }
+}
+
+/// The error for the first of `rows` (global indices, increasing) that holds a NaN or an
+/// infinite value; rows whose values are all finite are passed over.
+pub(crate) fn first_non_finite(set: &VectorSet, rows: &[usize]) -> Result<()> {
+    for &r in rows {
+        if let Some(c) = set.row_f32(r).iter().position(|x| !x.is_finite()) {
+            return Err(non_finite(r, c));
         }
     }
+    Ok(())
+}
+
+/// A host scan of every value, in parallel (for the paths that stream the set in pieces).
+pub(crate) fn check_finite(set: &VectorSet) -> Result<()> {
+    match find_non_finite(set) {
+        Some((r, c)) => Err(non_finite(r, c)),
+        None => Ok(()),
+    }
+}
+
+fn non_finite(r: usize, c: usize) -> Error {
+    Error::invalid(format!(
+        "vector {r} holds a NaN or infinite value at column {c}"
+    ))
 }
 
 impl Plan {

@@ -354,3 +354,52 @@ fn edge_shapes_and_bad_input() {
     );
     assert!(e.range(&two, &queries, -1.0, &Metric::Euclidean).is_err());
 }
+
+/// A NaN or an infinity is named by row and column (base rows before queries), on one GPU and
+/// on several: the check rides on the device's row preparation, whose norms turn non-finite.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn non_finite_values_are_named_by_row_and_column() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let one = engine(Select::Auto);
+    let two = voisin_cuda::MultiGpu::new(&[0, 0]).unwrap();
+    let engines: [&dyn Engine; 2] = [&one, &two];
+    let (n, d) = (3001usize, 7usize);
+    let clean = |rng: &mut StdRng, n: usize| -> Vec<f32> {
+        (0..n * d).map(|_| rng.sample(StandardNormal)).collect()
+    };
+    let set = |v: Vec<f32>, n: usize| -> Dataset { VectorSet::from_f32(n, d, v).unwrap().into() };
+    for m in common::metrics() {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let (row, col) = (rng.gen_range(1..n), rng.gen_range(0..d));
+            let mut b = clean(&mut rng, n);
+            b[row * d + col] = bad;
+            let mut q = clean(&mut rng, 40);
+            q[5 * d + 3] = bad;
+            let (base, queries) = (set(b, n), set(q, 40));
+            let want_base = format!("vector {row} holds a NaN or infinite value at column {col}");
+            let want_query = "vector 5 holds a NaN or infinite value at column 3";
+            let clean_base = set(clean(&mut rng, n), n);
+            for e in engines {
+                let what = format!("{} {m} {bad}", e.name());
+                let msg = |r: voisin::Result<_>| -> String {
+                    match r {
+                        Ok(_) => panic!("{what}: no error"),
+                        Err(err) => {
+                            assert!(err.is_user_error(), "{what}: {err}");
+                            err.to_string()
+                        }
+                    }
+                };
+                let err = msg(e.knn(&base, &queries, 3, &m).map(|_| ()));
+                assert!(err.contains(&want_base), "{what}: knn {err}");
+                let err = msg(e.knn(&clean_base, &queries, 3, &m).map(|_| ()));
+                assert!(err.contains(want_query), "{what}: knn queries {err}");
+                let err = msg(e.graph(&base, 3, &m).map(|_| ()));
+                assert!(err.contains(&want_base), "{what}: graph {err}");
+                let err = msg(e.range(&base, &queries, 1.0, &m).map(|_| ()));
+                assert!(err.contains(&want_base), "{what}: range {err}");
+            }
+        }
+    }
+}

@@ -54,6 +54,8 @@ impl KnnResult {
                     *d = to_distance(key) as f32;
                 }
             });
+        // Millions of small rows (a graph) take ~0.1 s to free one after another.
+        rows.into_par_iter().for_each(drop);
         KnnResult {
             n_queries: n,
             k,
