@@ -10,7 +10,7 @@
 use std::str::FromStr;
 
 use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
-use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 use voisin::{Error, Result};
 
@@ -154,6 +154,52 @@ pub(crate) struct TileAt {
     pub row_off: u32,
     pub col_off: u32,
     pub exclude_self: bool,
+}
+
+/// A tile's scalar kernel arguments, held while a launch borrows them.
+struct TileScalars {
+    ld: i64,
+    rows: i32,
+    cols: i32,
+    key: i32,
+    row_off: u32,
+    col_off: u32,
+    exclude_self: i32,
+}
+
+impl TileAt {
+    fn scalars(&self) -> TileScalars {
+        TileScalars {
+            ld: self.ld as i64,
+            rows: self.rows as i32,
+            cols: self.cols as i32,
+            key: self.key as i32,
+            row_off: self.row_off,
+            col_off: self.col_off,
+            exclude_self: self.exclude_self as i32,
+        }
+    }
+}
+
+/// Pushes the ten arguments every selection kernel starts with, in their order: tile, ld,
+/// rows, cols, key mode, row norms, column norms, row offset, column offset, self exclusion.
+fn push_tile<'a>(
+    l: &mut LaunchArgs<'a>,
+    tile: &'a CudaView<'_, f32>,
+    s: &'a TileScalars,
+    rn: &'a CudaView<'_, f32>,
+    cn: &'a CudaView<'_, f32>,
+) {
+    l.arg(tile)
+        .arg(&s.ld)
+        .arg(&s.rows)
+        .arg(&s.cols)
+        .arg(&s.key)
+        .arg(rn)
+        .arg(cn)
+        .arg(&s.row_off)
+        .arg(&s.col_off)
+        .arg(&s.exclude_self);
 }
 
 pub(crate) fn fill_lists(
@@ -302,23 +348,12 @@ fn running(
         block_dim: (threads, 1, 1),
         shared_mem_bytes: shared as u32,
     };
-    let (ld, rows, cols, key) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
-    let (excl, kp) = (at.exclude_self as i32, kp as i32);
+    let s = at.scalars();
+    let kp = kp as i32;
     let extra = extra.map(|e| e as i32);
     let mut l = gpu.stream.launch_builder(f);
-    l.arg(tile)
-        .arg(&ld)
-        .arg(&rows)
-        .arg(&cols)
-        .arg(&key)
-        .arg(rn)
-        .arg(cn)
-        .arg(&at.row_off)
-        .arg(&at.col_off)
-        .arg(&excl)
-        .arg(val)
-        .arg(idx)
-        .arg(&kp);
+    push_tile(&mut l, tile, &s, rn, cn);
+    l.arg(val).arg(idx).arg(&kp);
     if let Some(e) = &extra {
         l.arg(e);
     }
@@ -348,21 +383,10 @@ pub(crate) fn cols(
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (ld, rows, cols, mode) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
-    let excl = at.exclude_self as i32;
+    let s = at.scalars();
     let mut l = gpu.stream.launch_builder(&gpu.k.select_cols);
-    l.arg(tile)
-        .arg(&ld)
-        .arg(&rows)
-        .arg(&cols)
-        .arg(&mode)
-        .arg(rn)
-        .arg(cn)
-        .arg(&at.row_off)
-        .arg(&at.col_off)
-        .arg(&excl)
-        .arg(val)
-        .arg(idx);
+    push_tile(&mut l, tile, &s, rn, cn);
+    l.arg(val).arg(idx);
     // SAFETY: matches kernels/select_cols.cu; lists hold cols × COLS_KP.
     unsafe { l.launch(cfg) }
         .map(|_| ())
@@ -386,22 +410,11 @@ pub(crate) fn radix(
         block_dim: (512, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (ld, rows, cols, mode) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
-    let (excl, k) = (at.exclude_self as i32, k as i32);
+    let s = at.scalars();
+    let k = k as i32;
     let mut l = gpu.stream.launch_builder(&gpu.k.select_radix);
-    l.arg(tile)
-        .arg(&ld)
-        .arg(&rows)
-        .arg(&cols)
-        .arg(&mode)
-        .arg(rn)
-        .arg(cn)
-        .arg(&at.row_off)
-        .arg(&at.col_off)
-        .arg(&excl)
-        .arg(&k)
-        .arg(val)
-        .arg(idx);
+    push_tile(&mut l, tile, &s, rn, cn);
+    l.arg(&k).arg(val).arg(idx);
     // SAFETY: matches select_radix in kernels/select_radix.cu; out holds rows × k.
     unsafe { l.launch(cfg) }
         .map(|_| ())
