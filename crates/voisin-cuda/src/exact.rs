@@ -135,20 +135,39 @@ pub(crate) struct Rerank<'a> {
     pub tiny: f64,
 }
 
-/// The rerank kernel's outputs for a block of rows: `rows × k` distances and ids, and per row
-/// the exact keys computed or [`NOT_DONE`].
+/// The rerank kernel's outputs for `rows` rows: `rows × k` distances and ids, and per row the
+/// exact keys computed or [`NOT_DONE`].
 pub(crate) struct Reranked {
     pub dist: CudaSlice<f32>,
     pub ids: CudaSlice<u32>,
     pub status: CudaSlice<u32>,
 }
 
+impl Reranked {
+    pub fn new(gpu: &Gpu, rows: usize, k: usize) -> Result<Self> {
+        let s = &gpu.stream;
+        // SAFETY: the kernel writes every status, and the k entries of every row it finishes;
+        // the host reads only those.
+        unsafe {
+            Ok(Reranked {
+                dist: s
+                    .alloc::<f32>((rows * k).max(1))
+                    .map_err(dev("allocating"))?,
+                ids: s
+                    .alloc::<u32>((rows * k).max(1))
+                    .map_err(dev("allocating"))?,
+                status: s.alloc::<u32>(rows.max(1)).map_err(dev("allocating"))?,
+            })
+        }
+    }
+}
+
 /// Status of a row the kernel left to the host (RR_NOT_DONE in kernels/rerank.cu).
 pub(crate) const NOT_DONE: u32 = u32::MAX;
 
-/// Proves and re-ranks sorted lists on the device (kernels/rerank.cu): `val`/`idx` hold `rows`
-/// lists of `width` entries (a power of two) for the queries `q_off..q_off + rows`, `abs` their
-/// bounds. Queued on the engine's stream.
+/// Proves and re-ranks sorted lists on the device (kernels/rerank.cu): `val`/`idx` hold
+/// `abs.len()` lists of `width` entries (a power of two) for the queries `q_off..`, `abs` their
+/// bounds; the answers go to `out` from row `at` on. Queued on the engine's stream.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rerank(
     gpu: &Gpu,
@@ -158,21 +177,17 @@ pub(crate) fn rerank(
     width: usize,
     q_off: usize,
     abs: &[f64],
-) -> Result<Reranked> {
-    debug_assert!(width.is_power_of_two() && val.len() == abs.len() * width);
+    out: &mut Reranked,
+    at: usize,
+) -> Result<()> {
     let rows = abs.len();
+    debug_assert!(width.is_power_of_two() && val.len() == rows * width);
+    debug_assert!(out.status.len() >= at + rows && out.ids.len() >= (at + rows) * job.k);
+    if rows == 0 {
+        return Ok(());
+    }
     let s = &gpu.stream;
     let dabs = s.clone_htod(abs).map_err(dev("copying bounds"))?;
-    // SAFETY: the kernel writes every status, and the k entries of every row it finishes; the
-    // host reads only those.
-    let mut out = Reranked {
-        dist: unsafe { s.alloc::<f32>((rows * job.k).max(1)) }.map_err(dev("allocating"))?,
-        ids: unsafe { s.alloc::<u32>((rows * job.k).max(1)) }.map_err(dev("allocating"))?,
-        status: unsafe { s.alloc::<u32>(rows.max(1)) }.map_err(dev("allocating"))?,
-    };
-    if rows == 0 {
-        return Ok(out);
-    }
     // One thread per compare-exchange of the sort, at least a warp, at most 256.
     let threads = (width / 2).clamp(32, 256) as u32;
     let cfg = LaunchConfig {
@@ -187,6 +202,9 @@ pub(crate) fn rerank(
         job.k as i32,
     );
     let (qo, d, zero) = (q_off as u32, job.sides.bset.dim() as i32, sum_zero());
+    let mut dist = out.dist.slice_mut(at * job.k..);
+    let mut ids = out.ids.slice_mut(at * job.k..);
+    let mut status = out.status.slice_mut(at..);
     let mut l = s.launch_builder(&gpu.k.rerank);
     l.arg(val)
         .arg(idx)
@@ -204,14 +222,14 @@ pub(crate) fn rerank(
         .arg(&job.code)
         .arg(&zero)
         .arg(&job.form)
-        .arg(&mut out.dist)
-        .arg(&mut out.ids)
-        .arg(&mut out.status);
-    // SAFETY: matches kernels/rerank.cu: the lists hold rows × width, the outputs rows × k and
-    // rows, shared memory width × 12 bytes; list indices are below the base's size and the
-    // queries q_off.. are rows of the query set.
+        .arg(&mut dist)
+        .arg(&mut ids)
+        .arg(&mut status);
+    // SAFETY: matches kernels/rerank.cu: the lists hold rows × width, the outputs from `at` on
+    // rows × k and rows (checked above), shared memory width × 12 bytes; list indices are below
+    // the base's size and the queries q_off.. are rows of the query set.
     unsafe { l.launch(cfg) }.map_err(dev("rerank"))?;
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -70,6 +70,19 @@ pub(crate) fn candidates(
     Ok(out)
 }
 
+/// The list a pass keeps for a wanted list of `kp`.
+///
+/// TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
+/// last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
+/// were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
+fn pass_list(plan: &Plan, kp: usize) -> usize {
+    if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) {
+        2 * kp
+    } else {
+        kp
+    }
+}
+
 /// Downloads a block's lists and returns those of its rows `rows` as host lists.
 fn host_lists(
     gpu: &Gpu,
@@ -118,14 +131,7 @@ fn passes(
     if nq == 0 {
         return Ok(());
     }
-    // TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
-    // last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
-    // were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
-    let kp = if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) {
-        2 * kp
-    } else {
-        kp
-    };
+    let kp = pass_list(plan, kp);
     let want = kp;
     let mode = sel.resolve(kp)?;
     let kp = mode.width(kp);
@@ -310,14 +316,13 @@ struct Answers {
     exact_evals: u64,
 }
 
-/// Appends `got` to `all` (taking it whole when `all` is empty: no copy for a single block).
-fn append<T: Copy>(all: &mut Vec<T>, got: Vec<T>, total: usize) {
-    if all.is_empty() {
-        *all = got;
-        all.reserve_exact(total.saturating_sub(all.len()));
-    } else {
-        all.extend_from_slice(&got);
-    }
+/// Copies a block's `got` into `all` from `at` on, in parallel (growing the vector by a copy
+/// cost 10 ms at 10k × 1000 results).
+fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
+    all[at..at + got.len()]
+        .par_chunks_mut(1 << 16)
+        .zip(got.par_chunks(1 << 16))
+        .for_each(|(a, g)| a.copy_from_slice(g));
 }
 
 /// Candidate passes with the finish on the device: each block's sorted lists are proved and
@@ -345,19 +350,24 @@ fn device_answers(
         .map(|&qn| plan.abs_bound(qn, base_norm))
         .collect();
     let codes = exact::device_code(metric).zip(exact::distance_form(metric));
+    // Answers stay on the device until the end where they fit in half the working set (80 MB
+    // at 10k × 1000): one download straight into the result, no per-block copies.
+    let whole = nq * k * 8 <= budget.bytes / 2;
+    let mut kept: Option<exact::Reranked> = None;
+    let flat = if whole { 0 } else { nq * k };
     let mut a = Answers {
-        dist: Vec::new(),
-        ids: Vec::new(),
+        dist: vec![0.0; flat],
+        ids: vec![0; flat],
         open: Vec::new(),
         raws: Vec::new(),
         exact_evals: 0,
     };
     passes(gpu, plan, sides.bdev, sides.qdev, kp, sel, budget, |l| {
+        let mut tr = Instant::now();
         let rows = l.q0..l.q0 + l.qn;
         let sorted = matches!(l.mode, Select::Block | Select::Heap) && l.width.is_power_of_two();
-        let (status, dist, ids) = match codes {
+        let status = match codes {
             Some((code, form)) if sorted => {
-                let mut tr = Instant::now();
                 let job = exact::Rerank {
                     sides,
                     code,
@@ -366,19 +376,28 @@ fn device_answers(
                     rel: bound.rel,
                     tiny: bound.tiny,
                 };
-                let out = exact::rerank(gpu, &job, &l.val, &l.idx, l.width, l.q0, &abs[rows])?;
-                let status = gpu.download(&out.status.slice(..l.qn))?;
+                let (mut out, at) = match kept.take() {
+                    Some(o) => (o, l.q0),
+                    None if whole => (exact::Reranked::new(gpu, nq, k)?, l.q0),
+                    None => (exact::Reranked::new(gpu, l.qn, k)?, 0),
+                };
+                exact::rerank(
+                    gpu, &job, &l.val, &l.idx, l.width, l.q0, &abs[rows], &mut out, at,
+                )?;
+                let status = gpu.download(&out.status.slice(at..at + l.qn))?;
                 crate::trace("device finish: prove and re-rank", &mut tr);
-                let dist = gpu.download(&out.dist.slice(..l.qn * k))?;
-                let ids = gpu.download(&out.ids.slice(..l.qn * k))?;
-                crate::trace("device finish: download k per query", &mut tr);
-                (status, dist, ids)
+                if whole {
+                    kept = Some(out);
+                } else {
+                    let dist = gpu.download(&out.dist.slice(..l.qn * k))?;
+                    let ids = gpu.download(&out.ids.slice(..l.qn * k))?;
+                    place(&mut a.dist, l.q0 * k, &dist);
+                    place(&mut a.ids, l.q0 * k, &ids);
+                    crate::trace("device finish: download k per query", &mut tr);
+                }
+                status
             }
-            _ => (
-                vec![exact::NOT_DONE; l.qn],
-                vec![0.0; l.qn * k],
-                vec![0; l.qn * k],
-            ),
+            _ => vec![exact::NOT_DONE; l.qn],
         };
         let open: Vec<usize> = (0..l.qn)
             .filter(|&r| status[r] == exact::NOT_DONE)
@@ -400,10 +419,19 @@ fn device_answers(
             );
             a.open.extend(open.iter().map(|&r| l.q0 + r));
         }
-        append(&mut a.dist, dist, nq * k);
-        append(&mut a.ids, ids, nq * k);
         Ok(())
     })?;
+    if whole {
+        let mut tr = Instant::now();
+        (a.dist, a.ids) = match kept {
+            Some(o) => (
+                gpu.download(&o.dist.slice(..nq * k))?,
+                gpu.download(&o.ids.slice(..nq * k))?,
+            ),
+            None => (vec![0.0; nq * k], vec![0; nq * k]),
+        };
+        crate::trace("device finish: download k per query", &mut tr);
+    }
     Ok(a)
 }
 
@@ -654,7 +682,8 @@ const PILOT_MAX: usize = 16384;
 /// The bound grows with the dimension (and fourfold under TF32) while the gap between the k-th
 /// and the following keys does not: at 100k × 15876 the 18-entry list of k = 10 never proved,
 /// and every query went through two full widening passes. For wide data (d ≥ 1024, where the
-/// GEMM dwarfs a pilot) and for TF32 lists of k ≥ 64 the pilot takes up to 32 evenly spaced
+/// GEMM dwarfs a pilot) and for TF32 lists of k ≥ 64 (graphs and unsorted selections only: see
+/// below) the pilot takes up to 32 evenly spaced
 /// queries (`self_pairs`: the queries are the base, as in a graph), lists 4× the usual entries
 /// for them (16× more while some query's proof is still out of sight), and finds how long a
 /// list would have proved each; the pass then starts with that length plus a quarter. It only
@@ -671,7 +700,17 @@ pub(crate) fn pilot_list(
     budget: &Budget,
 ) -> Result<usize> {
     let kp = first_list(k);
-    let wanted = plan.dim >= PILOT_DIM || (plan.precision == Precision::Tf32 && k >= 64);
+    // A k-NN search (not a graph) over sorted lists is proved on the device over the lists'
+    // whole power-of-two width (2048 entries at k = 1000, ~900 ranks past the wanted 1125),
+    // which is the room the TF32 pilot looks for; the pilot itself cost 43 ms at 1M × 128,
+    // k = 1000 (bench/NOTES.md, "k=1000 finish on the device").
+    let sorted_knn = !self_pairs
+        && matches!(
+            sel.resolve(pass_list(plan, kp)),
+            Ok(Select::Block | Select::Heap)
+        );
+    let wanted =
+        plan.dim >= PILOT_DIM || (plan.precision == Precision::Tf32 && k >= 64 && !sorted_knn);
     if !wanted || queries.is_empty() {
         return Ok(kp);
     }
