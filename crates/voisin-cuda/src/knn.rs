@@ -670,6 +670,18 @@ pub(crate) fn first_list(k: usize) -> usize {
     list_size(k)
 }
 
+/// Whether a k-NN pass of list `kp` under `sel` keeps sorted lists whose whole width (what the
+/// device proof reads) holds half the list again or more (k = 1000: 2048 entries for 1125
+/// wanted): the room the TF32 pilot would look for. The pilot itself cost 43 ms at 1M × 128,
+/// k = 1000 (bench/NOTES.md, "k=1000 finish on the device").
+fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
+    let kp = pass_list(plan, kp);
+    matches!(
+        sel.resolve(kp),
+        Ok(m @ (Select::Block | Select::Heap)) if 2 * m.width(kp) >= 3 * kp
+    )
+}
+
 /// Queries the pilot of [`pilot_list`] looks at.
 const PILOT_QUERIES: usize = 32;
 /// Dimension from which the fp32 bound (which grows with it) gets a pilot.
@@ -700,24 +712,19 @@ pub(crate) fn pilot_list(
     budget: &Budget,
 ) -> Result<usize> {
     let kp = first_list(k);
-    // A k-NN search (not a graph) over sorted lists is proved on the device over the lists'
-    // whole power-of-two width (2048 entries at k = 1000, ~900 ranks past the wanted 1125),
-    // which is the room the TF32 pilot looks for; the pilot itself cost 43 ms at 1M × 128,
-    // k = 1000 (bench/NOTES.md, "k=1000 finish on the device").
-    let sorted_knn = !self_pairs
-        && matches!(
-            sel.resolve(pass_list(plan, kp)),
-            Ok(Select::Block | Select::Heap)
-        );
-    let wanted =
-        plan.dim >= PILOT_DIM || (plan.precision == Precision::Tf32 && k >= 64 && !sorted_knn);
+    let wanted = plan.dim >= PILOT_DIM
+        || (plan.precision == Precision::Tf32
+            && k >= 64
+            && (self_pairs || !proof_has_room(plan, kp, sel)));
     if !wanted || queries.is_empty() {
         return Ok(kp);
     }
     let kk = k + usize::from(self_pairs);
     let m = queries.len().min(PILOT_QUERIES);
     let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
+    let mut tr = Instant::now();
     let sub = DeviceSet::gather(gpu, plan, queries, &ids)?;
+    crate::trace("pilot: gather", &mut tr);
     let mut probe = (4 * kp).max(256);
     let need = loop {
         let seen = probe.min(base.n);
@@ -725,6 +732,7 @@ pub(crate) fn pilot_list(
             return Ok(kp);
         }
         let raws = candidates(gpu, plan, base, &sub, seen, Select::Auto, budget)?;
+        crate::trace("pilot: candidates", &mut tr);
         let mut need = Some(kp);
         for (j, mut raw) in raws.into_iter().enumerate() {
             if raw.complete || raw.cands.len() < kk {
@@ -740,6 +748,7 @@ pub(crate) fn pilot_list(
                 _ => None,
             };
         }
+        crate::trace("pilot: proofs", &mut tr);
         match need {
             Some(n) => break n,
             None if seen >= base.n || probe >= PILOT_MAX => break 2 * seen,
@@ -784,6 +793,19 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn tf32_pilot_is_skipped_only_where_sorted_lists_leave_room() {
+        let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
+        let plan = Plan::new(&Metric::Euclidean, &set).with_precision(Precision::Tf32);
+        let room = |k: usize, sel| proof_has_room(&plan, first_list(k), sel);
+        // 1125 → 2048, 562 → 1024: room; 1012 → 1024, 2 × 112 → 256: none.
+        assert!(room(1000, Select::Auto) && room(500, Select::Block));
+        assert!(!room(900, Select::Auto) && !room(100, Select::Auto));
+        // Unsorted lists are proved on the host over what it downloads: the pilot stays.
+        assert!(!room(1000, Select::Quick) && !room(1000, Select::Radix));
+        assert!(!room(3000, Select::Auto));
     }
 
     #[test]
