@@ -3,7 +3,8 @@
 //! On the device (kernels/exact.cu) for every built-in metric whose exact key uses only
 //! correctly rounded operations, so the keys are bit-identical to
 //! [`voisin::metric::exact::vector_key`]; minkowski needs `powf`, whose rounding differs between
-//! libm and CUDA, so its keys are computed on the host.
+//! libm and CUDA, so its keys are computed on the host. [`rerank`] launches kernels/rerank.cu,
+//! the k-NN finish on the device (knn.rs decides when), which calls the same `exact_key`.
 
 use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;

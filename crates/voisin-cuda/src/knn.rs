@@ -1,12 +1,14 @@
 //! k-NN search: tiles of queries against tiles of the base, candidates selected on the device,
-//! then proved and re-ranked exactly on the host.
+//! then proved and re-ranked exactly: on the device for sorted lists ([`search`],
+//! kernels/rerank.cu), on the host otherwise ([`finish`], which graph.rs shares).
 //!
-//! Owns the query/base tiling of the search and the prove-widen-re-rank step that graph.rs
-//! shares. The device returns, per query, some `K ≥ k` smallest approximate keys. Every item left
-//! out has an approximate key at least the largest one kept (the *barrier*), so when
-//! `lower(barrier) > upper(k-th kept)` no left-out item can be among the k nearest, whatever the
-//! tie-break; otherwise that query is redone with a wider list. Survivors are re-ranked on exact
-//! f64 keys with ties broken by index, which makes the result identical to the CPU engine's.
+//! Owns the query/base tiling of the search and the prove-widen-re-rank step. The device returns,
+//! per query, some `K ≥ k` smallest approximate keys. Every item left out has an approximate key
+//! at least the largest one kept (the *barrier*), so when `lower(barrier) > upper(k-th kept)` no
+//! left-out item can be among the k nearest, whatever the tie-break; otherwise that query is
+//! redone with a wider list (always on the host). Survivors are re-ranked on exact f64 keys with
+//! ties broken by index, which makes the result identical to the CPU engine's. Must not touch the
+//! plan's numerics (prepare.rs) or the selection kernels (select.rs).
 
 use std::time::Instant;
 

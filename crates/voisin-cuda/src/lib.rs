@@ -3,8 +3,9 @@
 //! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
 //! inner_product; strict fp32, or TF32 tensor cores under `Precision::Tf32`) or a SIMT tile
 //! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in
-//! NVRTC-compiled kernels; the host proves each query's candidates with an error bound, widens
-//! where the proof fails, and re-ranks on exact f64 keys, so results equal the CPU engine's.
+//! NVRTC-compiled kernels; each query's candidates are proved with an error bound, widened where
+//! the proof fails, and re-ranked on exact f64 keys (k-NN over sorted lists: on the device, the
+//! rest on the host), so results equal the CPU engine's.
 //!
 //! Layout (after FAISS): `kernels/*.cu` hold the device primitives; each `src/` file holds one
 //! host-side step: `context` (driver, cuBLAS, NVRTC), `prepare` (per-metric plans and bounds),
