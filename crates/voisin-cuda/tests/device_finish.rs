@@ -87,3 +87,35 @@ fn device_finish_equals_the_cpu_engine_on_ties() {
     assert!(on_device > 0, "no query was finished on the device");
     eprintln!("{on_device} queries finished on the device");
 }
+
+/// A 1 MiB working set: blocks of ~13 queries, so the device finish writes its answers at many
+/// row offsets; at k = 1000 the answers of 200 queries (1.6 MB) no longer stay on the device and
+/// each block's come back on their own.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_finish_across_many_query_blocks() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let small = CudaEngine::with_options(
+        0,
+        CudaOptions {
+            tile_bytes: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .expect("a CUDA GPU");
+    let base = integers(&mut rng, 20_011, 4, 40);
+    let queries = integers(&mut rng, 200, 4, 40);
+    for m in [Metric::Euclidean, Metric::InnerProduct, Metric::Cityblock] {
+        for k in [10usize, 1000] {
+            let before = small.host_finished();
+            let got = small.knn(&base, &queries, k, &m).unwrap();
+            assert!(
+                small.host_finished() - before < 200,
+                "{m} k={k}: nothing finished on the device"
+            );
+            let what = format!("1 MiB working set k={k} {m}");
+            identical(&got, &cpu.knn(&base, &queries, k, &m).unwrap(), &what);
+        }
+    }
+}
