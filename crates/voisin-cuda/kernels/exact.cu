@@ -1,7 +1,7 @@
 // Exact f64 keys of (query, base) pairs, bit-identical to voisin::metric::exact::vector_key:
-// one thread per pair walks the dimensions in order with the same operations, each rounded on
-// its own (the _rn intrinsics forbid the fused multiply-adds the compiler would otherwise form,
-// which Rust never does). `zero` is the start value of Rust's f64 Sum (it changed from 0.0 to
+// `exact_key` (also called by rerank.cu) walks the dimensions in order with the same operations,
+// each rounded on its own (the _rn intrinsics forbid the fused multiply-adds the compiler would
+// otherwise form, which Rust never does). `zero` is the start value of Rust's f64 Sum (it changed from 0.0 to
 // -0.0 across versions; the sign shows in keys of zero vectors, and total order sees it).
 
 #define EX_SQEUCLIDEAN 0
@@ -17,14 +17,9 @@ __device__ double ex_mean(const float* a, int d, double zero) {
     return __ddiv_rn(s, (double)d);
 }
 
-extern "C" __global__ void exact_keys(const float* __restrict__ base, const float* __restrict__ qs,
-                                      int d, const uint2* __restrict__ pairs, long long npairs,
-                                      int metric, double zero, double* __restrict__ out) {
-    long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (p >= npairs) return;
-    uint2 qb = pairs[p];  // (query, base)
-    const float* a = base + (size_t)qb.y * d;  // vector_key's first argument is the base row
-    const float* b = qs + (size_t)qb.x * d;
+// The exact key of base row `a` against query row `b` (vector_key's argument order).
+__device__ double exact_key(const float* __restrict__ a, const float* __restrict__ b, int d,
+                            int metric, double zero) {
     double r;
     switch (metric) {
     case EX_SQEUCLIDEAN: {
@@ -76,5 +71,15 @@ extern "C" __global__ void exact_keys(const float* __restrict__ base, const floa
         break;
     }
     }
-    out[p] = r;
+    return r;
+}
+
+// One thread per pair (query, base).
+extern "C" __global__ void exact_keys(const float* __restrict__ base, const float* __restrict__ qs,
+                                      int d, const uint2* __restrict__ pairs, long long npairs,
+                                      int metric, double zero, double* __restrict__ out) {
+    long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (p >= npairs) return;
+    uint2 qb = pairs[p];  // (query, base)
+    out[p] = exact_key(base + (size_t)qb.y * d, qs + (size_t)qb.x * d, d, metric, zero);
 }

@@ -38,6 +38,8 @@ const SOURCES: &[(&str, &str)] = &[
     ("vector_tile.cu", include_str!("../kernels/vector_tile.cu")),
     ("prepare.cu", include_str!("../kernels/prepare.cu")),
     ("exact.cu", include_str!("../kernels/exact.cu")),
+    // After exact.cu: it calls exact_key.
+    ("rerank.cu", include_str!("../kernels/rerank.cu")),
     (
         "fused_filter.cu",
         include_str!("../kernels/fused_filter.cu"),
@@ -132,6 +134,7 @@ pub(crate) struct Kernels {
     pub vector_tile: CudaFunction,
     pub prepare_rows: CudaFunction,
     pub exact_keys: CudaFunction,
+    pub rerank: CudaFunction,
     pub fused_filter_fp32: CudaFunction,
     pub fused_filter_tf32: CudaFunction,
     pub fused_merge: CudaFunction,
@@ -201,6 +204,7 @@ impl Gpu {
             vector_tile: f("vector_tile")?,
             prepare_rows: f("prepare_rows")?,
             exact_keys: f("exact_keys")?,
+            rerank: f("rerank")?,
             fused_filter_fp32: f("fused_filter_fp32")?,
             fused_filter_tf32: f("fused_filter_tf32")?,
             fused_merge: f("fused_merge")?,

@@ -3,9 +3,10 @@
 //! On the device (kernels/exact.cu) for every built-in metric whose exact key uses only
 //! correctly rounded operations, so the keys are bit-identical to
 //! [`voisin::metric::exact::vector_key`]; minkowski needs `powf`, whose rounding differs between
-//! libm and CUDA, so its keys are computed on the host.
+//! libm and CUDA, so its keys are computed on the host. [`rerank`] launches kernels/rerank.cu,
+//! the k-NN finish on the device (knn.rs decides when), which calls the same `exact_key`.
 
-use cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 use voisin::data::VectorSet;
 use voisin::metric::exact::vector_key;
@@ -38,6 +39,27 @@ pub(crate) fn device_code(metric: &Metric) -> Option<i32> {
     }
 }
 
+/// How the rerank kernel turns an exact key into the reported distance
+/// ([`Metric::key_to_distance`], then f32): 0 the key, 1 its negation, 2 the square root of
+/// `max(key, 0)` (rr_distance in kernels/rerank.cu). `None` where the kernel does not apply.
+pub(crate) fn distance_form(metric: &Metric) -> Option<i32> {
+    match metric {
+        Metric::SqEuclidean
+        | Metric::Cosine
+        | Metric::Correlation
+        | Metric::Cityblock
+        | Metric::Chebyshev => Some(0),
+        Metric::InnerProduct => Some(1),
+        Metric::Euclidean => Some(2),
+        _ => None,
+    }
+}
+
+/// The start value of Rust's f64 `Sum`, which the kernels must use to match bit for bit.
+fn sum_zero() -> f64 {
+    std::iter::empty::<f64>().sum()
+}
+
 /// Exact keys of the pairs [query, base index] on the host, in parallel: for metrics the kernel
 /// does not cover and for bases whose raw rows are not on the device (streamed shards).
 pub(crate) fn host_keys(
@@ -62,8 +84,7 @@ pub(crate) fn keys(
     let Some(code) = device_code(metric) else {
         return Ok(host_keys(metric, s.bset, s.qset, pairs));
     };
-    // The start value of Rust's f64 Sum, which the kernel must use to match bit for bit.
-    let zero: f64 = std::iter::empty::<f64>().sum();
+    let zero = sum_zero();
     let d = s.bset.dim() as i32;
     let mut out: Vec<f64> = Vec::new();
     let mut tr = std::time::Instant::now();
@@ -101,4 +122,162 @@ pub(crate) fn keys(
         }
     }
     Ok(out)
+}
+
+/// What the rerank kernel needs to know about the search besides the lists.
+pub(crate) struct Rerank<'a> {
+    pub sides: &'a Sides<'a>,
+    /// [`device_code`] and [`distance_form`] of the metric.
+    pub code: i32,
+    pub form: i32,
+    pub k: usize,
+    /// The plan's bound: relative part and absolute slack (knn.rs `BoundParts`).
+    pub rel: f64,
+    pub tiny: f64,
+}
+
+/// The rerank kernel's outputs for `rows` rows: `rows × k` distances and ids, and per row the
+/// exact keys computed or [`NOT_DONE`].
+pub(crate) struct Reranked {
+    pub dist: CudaSlice<f32>,
+    pub ids: CudaSlice<u32>,
+    pub status: CudaSlice<u32>,
+}
+
+impl Reranked {
+    pub fn new(gpu: &Gpu, rows: usize, k: usize) -> Result<Self> {
+        let s = &gpu.stream;
+        // SAFETY: the kernel writes every status, and the k entries of every row it finishes;
+        // the host reads only those.
+        unsafe {
+            Ok(Reranked {
+                dist: s
+                    .alloc::<f32>((rows * k).max(1))
+                    .map_err(dev("allocating"))?,
+                ids: s
+                    .alloc::<u32>((rows * k).max(1))
+                    .map_err(dev("allocating"))?,
+                status: s.alloc::<u32>(rows.max(1)).map_err(dev("allocating"))?,
+            })
+        }
+    }
+}
+
+/// Status of a row the kernel left to the host (RR_NOT_DONE in kernels/rerank.cu).
+pub(crate) const NOT_DONE: u32 = u32::MAX;
+
+/// Proves and re-ranks sorted lists on the device (kernels/rerank.cu): `val`/`idx` hold
+/// `abs.len()` lists of `width` entries (a power of two) for the queries `q_off..`, `abs` their
+/// bounds; the answers go to `out` from row `at` on. Queued on the engine's stream.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rerank(
+    gpu: &Gpu,
+    job: &Rerank<'_>,
+    val: &CudaView<'_, f32>,
+    idx: &CudaView<'_, u32>,
+    width: usize,
+    q_off: usize,
+    abs: &[f64],
+    out: &mut Reranked,
+    at: usize,
+) -> Result<()> {
+    let rows = abs.len();
+    debug_assert!(width.is_power_of_two() && val.len() == rows * width);
+    debug_assert!(out.status.len() >= at + rows && out.ids.len() >= (at + rows) * job.k);
+    if rows == 0 {
+        return Ok(());
+    }
+    let s = &gpu.stream;
+    let dabs = s.clone_htod(abs).map_err(dev("copying bounds"))?;
+    // One thread per compare-exchange of the sort, at least a warp, at most 256.
+    let threads = (width / 2).clamp(32, 256) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (rows as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: (width * 12) as u32,
+    };
+    let (w, nr, nb, k) = (
+        width as i32,
+        rows as i32,
+        job.sides.bset.len() as u32,
+        job.k as i32,
+    );
+    let (qo, d, zero) = (q_off as u32, job.sides.bset.dim() as i32, sum_zero());
+    let mut dist = out.dist.slice_mut(at * job.k..);
+    let mut ids = out.ids.slice_mut(at * job.k..);
+    let mut status = out.status.slice_mut(at..);
+    let mut l = s.launch_builder(&gpu.k.rerank);
+    l.arg(val)
+        .arg(idx)
+        .arg(&w)
+        .arg(&nr)
+        .arg(&nb)
+        .arg(&k)
+        .arg(&dabs)
+        .arg(&job.rel)
+        .arg(&job.tiny)
+        .arg(&job.sides.bdev.raw)
+        .arg(&job.sides.qdev.raw)
+        .arg(&qo)
+        .arg(&d)
+        .arg(&job.code)
+        .arg(&zero)
+        .arg(&job.form)
+        .arg(&mut dist)
+        .arg(&mut ids)
+        .arg(&mut status);
+    // SAFETY: matches kernels/rerank.cu: the lists hold rows × width, the outputs from `at` on
+    // rows × k and rows (checked above), shared memory width × 12 bytes; list indices are below
+    // the base's size and the queries q_off.. are rows of the query set.
+    unsafe { l.launch(cfg) }.map_err(dev("rerank"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// kernels/rerank.cu's rr_distance, written the same way.
+    fn kernel_distance(key: f64, form: i32) -> f32 {
+        let d = match form {
+            1 => -key,
+            2 => key.max(0.0).sqrt(),
+            _ => key,
+        };
+        d as f32
+    }
+
+    /// Every metric the rerank kernel takes reports the distance `key_to_distance` gives, bit
+    /// for bit, on ordinary and edge keys (zeros of both signs, subnormal, huge, negative).
+    #[test]
+    fn distance_forms_match_key_to_distance() {
+        let keys = [
+            0.0,
+            -0.0,
+            1e-310,
+            0.1,
+            2.0,
+            123.456789,
+            1e300,
+            -3.5,
+            f64::MIN_POSITIVE,
+        ];
+        let mut taken = 0;
+        for m in Metric::builtins() {
+            let Some(form) = distance_form(&m) else {
+                continue;
+            };
+            assert!(device_code(&m).is_some(), "{m}: a form without exact keys");
+            taken += 1;
+            for &key in &keys {
+                let want = m.key_to_distance(key) as f32;
+                assert_eq!(
+                    kernel_distance(key, form).to_bits(),
+                    want.to_bits(),
+                    "{m}: key {key}"
+                );
+            }
+        }
+        assert_eq!(taken, 7);
+    }
 }

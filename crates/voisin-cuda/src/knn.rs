@@ -1,25 +1,27 @@
 //! k-NN search: tiles of queries against tiles of the base, candidates selected on the device,
-//! then proved and re-ranked exactly on the host.
+//! then proved and re-ranked exactly: on the device for sorted lists ([`search`],
+//! kernels/rerank.cu), on the host otherwise ([`finish`], which graph.rs shares).
 //!
-//! Owns the query/base tiling of the search and the prove-widen-re-rank step that graph.rs
-//! shares. The device returns, per query, some `K ≥ k` smallest approximate keys. Every item left
-//! out has an approximate key at least the largest one kept (the *barrier*), so when
-//! `lower(barrier) > upper(k-th kept)` no left-out item can be among the k nearest, whatever the
-//! tie-break; otherwise that query is redone with a wider list. Survivors are re-ranked on exact
-//! f64 keys with ties broken by index, which makes the result identical to the CPU engine's.
+//! Owns the query/base tiling of the search and the prove-widen-re-rank step. The device returns,
+//! per query, some `K ≥ k` smallest approximate keys. Every item left out has an approximate key
+//! at least the largest one kept (the *barrier*), so when `lower(barrier) > upper(k-th kept)` no
+//! left-out item can be among the k nearest, whatever the tie-break; otherwise that query is
+//! redone with a wider list (always on the host). Survivors are re-ranked on exact f64 keys with
+//! ties broken by index, which makes the result identical to the CPU engine's. Must not touch the
+//! plan's numerics (prepare.rs) or the selection kernels (select.rs).
 
 use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
-use voisin::{Result, Stats};
+use voisin::{KnnResult, Result, Stats};
 
 use crate::context::{dev, Gpu};
 use crate::device_set::DeviceSet;
-use crate::fused;
 use crate::prepare::{Plan, Precision};
 use crate::select::{self, list_size, Select, TileAt};
 use crate::tile;
+use crate::{exact, fused, CudaEngine};
 
 /// What the device selected for one query.
 pub(crate) struct Raw {
@@ -35,12 +37,23 @@ pub(crate) struct Budget {
     pub bytes: usize,
 }
 
-/// Candidates for every row of `queries` against the whole base (self pairs not excluded).
-///
-/// Small lists may take the fused pass (fused.rs): ordinary tiles over the first base items set
-/// each query's threshold, one fused kernel filters the rest of the base against it without
-/// writing tiles, and the survivors are merged into the lists. Queries whose survivors overflow
-/// their buffer are redone here with ordinary tiles.
+/// The finished lists of one block of queries, still on the device.
+pub(crate) struct BlockLists<'a> {
+    /// The block's first query; it holds `qn` queries.
+    pub q0: usize,
+    pub qn: usize,
+    /// `qn × width` entries.
+    pub val: CudaView<'a, f32>,
+    pub idx: CudaView<'a, u32>,
+    /// The selection that ran (resolved).
+    pub mode: Select,
+    /// Entries per row in memory, and how many of them were asked for.
+    pub width: usize,
+    pub want: usize,
+}
+
+/// Candidates for every row of `queries` against the whole base (self pairs not excluded), as
+/// per-query host lists.
 pub(crate) fn candidates(
     gpu: &Gpu,
     plan: &Plan,
@@ -50,19 +63,77 @@ pub(crate) fn candidates(
     sel: Select,
     budget: &Budget,
 ) -> Result<Vec<Raw>> {
-    let (d, nb, nq) = (plan.dim, base.n, qdev.n);
-    let mut out = Vec::with_capacity(nq);
-    if nq == 0 {
-        return Ok(out);
-    }
-    // TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
-    // last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
-    // were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
-    let kp = if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) {
+    let nb = base.n;
+    let mut out = Vec::with_capacity(qdev.n);
+    passes(gpu, plan, base, qdev, kp, sel, budget, |l| {
+        out.par_extend(host_lists(gpu, &l, nb, 0..l.qn)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The list a pass keeps for a wanted list of `kp`.
+///
+/// TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
+/// last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
+/// were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
+fn pass_list(plan: &Plan, kp: usize) -> usize {
+    if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) {
         2 * kp
     } else {
         kp
-    };
+    }
+}
+
+/// Downloads a block's lists and returns those of its rows `rows` as host lists.
+fn host_lists(
+    gpu: &Gpu,
+    l: &BlockLists<'_>,
+    nb: usize,
+    rows: std::ops::Range<usize>,
+) -> Result<Vec<Raw>> {
+    let mut tr = Instant::now();
+    let (hv, hi, keep) = select::download_lists(gpu, l.mode, &l.val, &l.idx, l.width, l.want, nb)?;
+    crate::trace("candidates: download", &mut tr);
+    Ok(rows
+        .into_par_iter()
+        .map(|r| {
+            let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
+                .filter(|&j| hi[j] != u32::MAX)
+                .map(|j| (hv[j], hi[j]))
+                .collect();
+            // Counted, not inferred from kc: a key that overflowed to +inf never passes the
+            // block kernel's threshold, and such a list must not be taken as complete.
+            Raw {
+                complete: cands.len() >= nb,
+                cands,
+            }
+        })
+        .collect())
+}
+
+/// Runs the candidate passes of every block of queries and hands each block's lists to `each`.
+///
+/// Small lists may take the fused pass (fused.rs): ordinary tiles over the first base items set
+/// each query's threshold, one fused kernel filters the rest of the base against it without
+/// writing tiles, and the survivors are merged into the lists. Queries whose survivors overflow
+/// their buffer are redone here with ordinary tiles.
+#[allow(clippy::too_many_arguments)]
+fn passes(
+    gpu: &Gpu,
+    plan: &Plan,
+    base: &DeviceSet,
+    qdev: &DeviceSet,
+    kp: usize,
+    sel: Select,
+    budget: &Budget,
+    mut each: impl FnMut(BlockLists<'_>) -> Result<()>,
+) -> Result<()> {
+    let (d, nb, nq) = (plan.dim, base.n, qdev.n);
+    if nq == 0 {
+        return Ok(());
+    }
+    let kp = pass_list(plan, kp);
     let want = kp;
     let mode = sel.resolve(kp)?;
     let kp = mode.width(kp);
@@ -87,6 +158,7 @@ pub(crate) fn candidates(
             ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
         }
     };
+    let mut ta = Instant::now();
     let stream = &gpu.stream;
     let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
     let alloc_u32 = |n: usize| unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(dev("allocating"));
@@ -98,6 +170,7 @@ pub(crate) fn candidates(
     let mut count = alloc_u32(if fusing.is_some() { q_tile } else { 0 })?;
     let mut buf_val = alloc(q_tile * fused_cap)?;
     let mut buf_idx = alloc_u32(q_tile * fused_cap)?;
+    crate::trace("candidates: buffers", &mut ta);
     let pass = |tile_buf: &mut CudaSlice<f32>,
                 lv: &mut CudaSlice<f32>,
                 li: &mut CudaSlice<u32>,
@@ -200,23 +273,251 @@ pub(crate) fn candidates(
         let len = qn * width;
         gpu.stream.synchronize().map_err(dev("selecting"))?;
         crate::trace("candidates: device work of a query block", &mut tr);
-        let (v, i) = (lv.slice(..len), li.slice(..len));
-        let (hv, hi, keep) = select::download_lists(gpu, mode, &v, &i, width, want, nb)?;
-        crate::trace("candidates: download", &mut tr);
-        out.par_extend((0..qn).into_par_iter().map(|r| {
-            let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
-                .filter(|&j| hi[j] != u32::MAX)
-                .map(|j| (hv[j], hi[j]))
-                .collect();
-            // Counted, not inferred from kc: a key that overflowed to +inf never passes the
-            // block kernel's threshold, and such a list must not be taken as complete.
-            Raw {
-                complete: cands.len() >= nb,
-                cands,
-            }
-        }));
+        each(BlockLists {
+            q0,
+            qn,
+            val: lv.slice(..len),
+            idx: li.slice(..len),
+            mode,
+            width,
+            want,
+        })?;
     }
-    Ok(out)
+    Ok(())
+}
+
+/// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
+/// and `upper` likewise, which is `Plan::lower/upper` operation for operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BoundParts {
+    pub rel: f64,
+    pub tiny: f64,
+}
+
+impl BoundParts {
+    /// The plan's relative part and slack, read back through its bounds (they are private to
+    /// prepare.rs): `lower(0, 0)` is exactly `−tiny`; `upper(2^100, −2^100)` is exactly
+    /// `rel·2^100` (the sum before it cancels to zero, the scaling is exact, and `tiny` is far
+    /// below half an ulp of any nonzero `rel·2^100`) or `tiny` when `rel` is zero.
+    pub fn of(plan: &Plan) -> Self {
+        let tiny = -plan.lower(0.0, 0.0);
+        let big = 2f64.powi(100);
+        let rel = (plan.upper(big as f32, -big) - tiny) / big;
+        BoundParts { rel, tiny }
+    }
+}
+
+/// What the device finish left to do and what it found.
+struct Answers {
+    /// `nq × k`, rows of the queries in `open` not filled yet.
+    dist: Vec<f32>,
+    ids: Vec<u32>,
+    /// Queries the device did not finish, with their downloaded lists.
+    open: Vec<usize>,
+    raws: Vec<Raw>,
+    exact_evals: u64,
+}
+
+/// Copies a block's `got` into `all` from `at` on, in parallel (growing the vector by a copy
+/// cost 10 ms at 10k × 1000 results).
+fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
+    all[at..at + got.len()]
+        .par_chunks_mut(1 << 16)
+        .zip(got.par_chunks(1 << 16))
+        .for_each(|(a, g)| a.copy_from_slice(g));
+}
+
+/// Candidate passes with the finish on the device: each block's sorted lists are proved and
+/// re-ranked by kernels/rerank.cu and only the k answers per query come back. Lists the kernel
+/// cannot take (unsorted selections, metrics without exact keys on the device) and queries whose
+/// proof fails come back as host lists for [`finish`].
+#[allow(clippy::too_many_arguments)]
+fn device_answers(
+    gpu: &Gpu,
+    plan: &Plan,
+    metric: &voisin::Metric,
+    sides: &exact::Sides<'_>,
+    k: usize,
+    kp: usize,
+    sel: Select,
+    budget: &Budget,
+) -> Result<Answers> {
+    let (nq, nb) = (sides.qdev.n, sides.bdev.n);
+    let bound = BoundParts::of(plan);
+    let base_norm = sides.bdev.max_norm();
+    let abs: Vec<f64> = sides
+        .qdev
+        .norm
+        .par_iter()
+        .map(|&qn| plan.abs_bound(qn, base_norm))
+        .collect();
+    let codes = exact::device_code(metric).zip(exact::distance_form(metric));
+    // Answers stay on the device until the end where they fit in half the working set (80 MB
+    // at 10k × 1000): one download straight into the result, no per-block copies.
+    let whole = nq * k * 8 <= budget.bytes / 2;
+    let mut kept: Option<exact::Reranked> = None;
+    let flat = if whole { 0 } else { nq * k };
+    let mut a = Answers {
+        dist: vec![0.0; flat],
+        ids: vec![0; flat],
+        open: Vec::new(),
+        raws: Vec::new(),
+        exact_evals: 0,
+    };
+    passes(gpu, plan, sides.bdev, sides.qdev, kp, sel, budget, |l| {
+        let mut tr = Instant::now();
+        let rows = l.q0..l.q0 + l.qn;
+        let sorted = matches!(l.mode, Select::Block | Select::Heap) && l.width.is_power_of_two();
+        let status = match codes {
+            Some((code, form)) if sorted => {
+                let job = exact::Rerank {
+                    sides,
+                    code,
+                    form,
+                    k,
+                    rel: bound.rel,
+                    tiny: bound.tiny,
+                };
+                let (mut out, at) = match kept.take() {
+                    Some(o) => (o, l.q0),
+                    None if whole => (exact::Reranked::new(gpu, nq, k)?, l.q0),
+                    None => (exact::Reranked::new(gpu, l.qn, k)?, 0),
+                };
+                exact::rerank(
+                    gpu, &job, &l.val, &l.idx, l.width, l.q0, &abs[rows], &mut out, at,
+                )?;
+                let status = gpu.download(&out.status.slice(at..at + l.qn))?;
+                crate::trace("device finish: prove and re-rank", &mut tr);
+                if whole {
+                    kept = Some(out);
+                } else {
+                    let dist = gpu.download(&out.dist.slice(..l.qn * k))?;
+                    let ids = gpu.download(&out.ids.slice(..l.qn * k))?;
+                    place(&mut a.dist, l.q0 * k, &dist);
+                    place(&mut a.ids, l.q0 * k, &ids);
+                    crate::trace("device finish: download k per query", &mut tr);
+                }
+                status
+            }
+            _ => vec![exact::NOT_DONE; l.qn],
+        };
+        let open: Vec<usize> = (0..l.qn)
+            .filter(|&r| status[r] == exact::NOT_DONE)
+            .collect();
+        a.exact_evals += status
+            .iter()
+            .filter(|&&s| s != exact::NOT_DONE)
+            .map(|&s| s as u64)
+            .sum::<u64>();
+        if let (Some(&lo), Some(&hi)) = (open.first(), open.last()) {
+            let raws = host_lists(gpu, &l, nb, lo..hi + 1)?;
+            let mut keep = vec![false; hi + 1 - lo];
+            open.iter().for_each(|&r| keep[r - lo] = true);
+            a.raws.extend(
+                raws.into_iter()
+                    .zip(keep)
+                    .filter(|(_, o)| *o)
+                    .map(|(r, _)| r),
+            );
+            a.open.extend(open.iter().map(|&r| l.q0 + r));
+        }
+        Ok(())
+    })?;
+    if whole {
+        let mut tr = Instant::now();
+        (a.dist, a.ids) = match kept {
+            Some(o) => (
+                gpu.download(&o.dist.slice(..nq * k))?,
+                gpu.download(&o.ids.slice(..nq * k))?,
+            ),
+            None => (vec![0.0; nq * k], vec![0; nq * k]),
+        };
+        crate::trace("device finish: download k per query", &mut tr);
+    }
+    Ok(a)
+}
+
+/// k-NN of every query of `sides` (base and queries resident on this GPU): candidate passes,
+/// the device finish where it applies, the host's prove-widen-re-rank for the rest, assembled
+/// into the flat result. `kp` is the first list size (the pilot's).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn search(
+    engine: &CudaEngine,
+    gpu: &Gpu,
+    plan: &Plan,
+    metric: &voisin::Metric,
+    sides: &exact::Sides<'_>,
+    k: usize,
+    kp: usize,
+    budget: Budget,
+    stats: &mut Stats,
+) -> Result<KnnResult> {
+    let t = Instant::now();
+    let mut tr = Instant::now();
+    let (nq, nb) = (sides.qset.len(), sides.bset.len());
+    let mut a = engine.shrinking(budget, |b| {
+        device_answers(gpu, plan, metric, sides, k, kp, engine.opts.select, b)
+    })?;
+    stats.compute += t.elapsed();
+    stats.distance_evals += (nb * nq) as u64;
+    stats.exact_evals += a.exact_evals;
+    crate::trace("knn: device candidates and finish", &mut tr);
+    if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
+        eprintln!(
+            "[voisin-cuda] {} of {nq} queries left to the host finish",
+            a.open.len()
+        );
+    }
+    engine
+        .host_finished
+        .fetch_add(a.open.len(), std::sync::atomic::Ordering::Relaxed);
+    if !a.open.is_empty() {
+        // The host finish sees the open queries as 0..open.len(); ids map back on every call.
+        let open = std::mem::take(&mut a.open);
+        let qnorm: Vec<f64> = open.iter().map(|&q| sides.qdev.norm[q]).collect();
+        let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
+            let ids: Vec<usize> = ids.iter().map(|&i| open[i]).collect();
+            let sub = DeviceSet::gather(gpu, plan, sides.qset, &ids)?;
+            engine.shrinking(engine.budget(gpu)?, |b| {
+                candidates(gpu, plan, sides.bdev, &sub, kp, engine.widen_select(), b)
+            })
+        };
+        let mut exact_fn = |pairs: &[[u32; 2]]| {
+            let pairs: Vec<[u32; 2]> = pairs
+                .iter()
+                .map(|&[q, b]| [open[q as usize] as u32, b])
+                .collect();
+            exact::keys(gpu, metric, sides, &pairs)
+        };
+        let rows = finish(
+            plan,
+            &qnorm,
+            sides.bdev.max_norm(),
+            k,
+            std::mem::take(&mut a.raws),
+            &|_| None,
+            nb,
+            kp,
+            &mut redo,
+            &mut exact_fn,
+            stats,
+        )?;
+        for (&q, row) in open.iter().zip(rows) {
+            let at = q * k..(q + 1) * k;
+            for ((i, d), (key, id)) in a.ids[at.clone()].iter_mut().zip(&mut a.dist[at]).zip(row) {
+                *i = id;
+                *d = metric.key_to_distance(key) as f32;
+            }
+        }
+        crate::trace("knn: host finish of the open queries", &mut tr);
+    }
+    Ok(KnnResult {
+        n_queries: nq,
+        k,
+        indices: a.ids,
+        distances: a.dist,
+        stats: std::mem::take(stats),
+    })
 }
 
 /// Recomputes candidates for the listed queries with a larger list size.
@@ -373,6 +674,18 @@ pub(crate) fn first_list(k: usize) -> usize {
     list_size(k)
 }
 
+/// Whether a k-NN pass of list `kp` under `sel` keeps sorted lists whose whole width (what the
+/// device proof reads) holds half the list again or more (k = 1000: 2048 entries for 1125
+/// wanted): the room the TF32 pilot would look for, so the pilot (~5 ms at 1M × 128, k = 1000,
+/// a list pass over the whole base for 32 queries) is skipped there.
+fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
+    let kp = pass_list(plan, kp);
+    matches!(
+        sel.resolve(kp),
+        Ok(m @ (Select::Block | Select::Heap)) if 2 * m.width(kp) >= 3 * kp
+    )
+}
+
 /// Queries the pilot of [`pilot_list`] looks at.
 const PILOT_QUERIES: usize = 32;
 /// Dimension from which the fp32 bound (which grows with it) gets a pilot.
@@ -385,7 +698,8 @@ const PILOT_MAX: usize = 16384;
 /// The bound grows with the dimension (and fourfold under TF32) while the gap between the k-th
 /// and the following keys does not: at 100k × 15876 the 18-entry list of k = 10 never proved,
 /// and every query went through two full widening passes. For wide data (d ≥ 1024, where the
-/// GEMM dwarfs a pilot) and for TF32 lists of k ≥ 64 the pilot takes up to 32 evenly spaced
+/// GEMM dwarfs a pilot) and for TF32 lists of k ≥ 64 (graphs and unsorted selections only: see
+/// below) the pilot takes up to 32 evenly spaced
 /// queries (`self_pairs`: the queries are the base, as in a graph), lists 4× the usual entries
 /// for them (16× more while some query's proof is still out of sight), and finds how long a
 /// list would have proved each; the pass then starts with that length plus a quarter. It only
@@ -402,14 +716,21 @@ pub(crate) fn pilot_list(
     budget: &Budget,
 ) -> Result<usize> {
     let kp = first_list(k);
-    let wanted = plan.dim >= PILOT_DIM || (plan.precision == Precision::Tf32 && k >= 64);
+    let wanted = plan.dim >= PILOT_DIM
+        || (plan.precision == Precision::Tf32
+            && k >= 64
+            && (self_pairs || !proof_has_room(plan, kp, sel)));
     if !wanted || queries.is_empty() {
         return Ok(kp);
     }
     let kk = k + usize::from(self_pairs);
     let m = queries.len().min(PILOT_QUERIES);
     let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
+    let mut tr = Instant::now();
     let sub = DeviceSet::gather(gpu, plan, queries, &ids)?;
+    crate::trace("pilot: gather", &mut tr);
+    // A scan of every base norm: once, not per pilot query (32 scans of 1M norms were 28 ms).
+    let base_norm = base.max_norm();
     let mut probe = (4 * kp).max(256);
     let need = loop {
         let seen = probe.min(base.n);
@@ -417,13 +738,14 @@ pub(crate) fn pilot_list(
             return Ok(kp);
         }
         let raws = candidates(gpu, plan, base, &sub, seen, Select::Auto, budget)?;
+        crate::trace("pilot: candidates", &mut tr);
         let mut need = Some(kp);
         for (j, mut raw) in raws.into_iter().enumerate() {
             if raw.complete || raw.cands.len() < kk {
                 continue;
             }
             raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-            let abs = plan.abs_bound(sub.norm[j], base.max_norm());
+            let abs = plan.abs_bound(sub.norm[j], base_norm);
             let top = plan.upper(raw.cands[kk - 1].0, abs);
             // The list must reach the first entry whose lower bound clears the k-th's upper one.
             let at = raw.cands.iter().position(|c| plan.lower(c.0, abs) > top);
@@ -432,6 +754,7 @@ pub(crate) fn pilot_list(
                 _ => None,
             };
         }
+        crate::trace("pilot: proofs", &mut tr);
         match need {
             Some(n) => break n,
             None if seen >= base.n || probe >= PILOT_MAX => break 2 * seen,
@@ -447,4 +770,68 @@ pub(crate) fn pilot_list(
     } else {
         kp
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use voisin::{Metric, VectorSet};
+
+    /// kernels/rerank.cu's rr_lower / rr_upper, written the same way.
+    fn kernel_bounds(b: BoundParts, v: f32, abs: f64) -> (f64, f64) {
+        let x = v as f64;
+        (
+            ((x - abs) - b.rel * x.abs()) - b.tiny,
+            ((x + abs) + b.rel * x.abs()) + b.tiny,
+        )
+    }
+
+    fn plans() -> Vec<Plan> {
+        let set = VectorSet::from_f32(3, 127, (0..381).map(|i| i as f32 * 0.25).collect()).unwrap();
+        let mut out = Vec::new();
+        for m in Metric::builtins() {
+            if matches!(m, Metric::Levenshtein | Metric::Custom(_)) {
+                continue;
+            }
+            for p in [Precision::Fp32, Precision::Tf32] {
+                out.push(Plan::new(&m, &set).with_precision(p));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn tf32_pilot_is_skipped_only_where_sorted_lists_leave_room() {
+        let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
+        let plan = Plan::new(&Metric::Euclidean, &set).with_precision(Precision::Tf32);
+        let room = |k: usize, sel| proof_has_room(&plan, first_list(k), sel);
+        // 1125 → 2048, 562 → 1024: room; 1012 → 1024, 2 × 112 → 256: none.
+        assert!(room(1000, Select::Auto) && room(500, Select::Block));
+        assert!(!room(900, Select::Auto) && !room(100, Select::Auto));
+        // Unsorted lists are proved on the host over what it downloads: the pilot stays.
+        assert!(!room(1000, Select::Quick) && !room(1000, Select::Radix));
+        assert!(!room(3000, Select::Auto));
+    }
+
+    #[test]
+    fn bound_parts_recover_a_relative_part_where_the_plan_has_one() {
+        let rels: Vec<f64> = plans().iter().map(|p| BoundParts::of(p).rel).collect();
+        assert!(rels.iter().any(|&r| r > 0.0) && rels.contains(&0.0));
+    }
+
+    proptest! {
+        /// The kernel's bounds are the plan's, bit for bit, for every plan (GEMM metrics have no
+        /// relative part, SIMT metrics do), key and query bound.
+        #[test]
+        fn kernel_bounds_equal_the_plans(v in -1e30f32..1e30, scale in -30i32..30, abs in 0f64..1e3) {
+            let v = v * 2f32.powi(scale).min(1.0);
+            for plan in plans() {
+                let b = BoundParts::of(&plan);
+                let (lo, hi) = kernel_bounds(b, v, abs);
+                prop_assert_eq!(lo.to_bits(), plan.lower(v, abs).to_bits());
+                prop_assert_eq!(hi.to_bits(), plan.upper(v, abs).to_bits());
+            }
+        }
+    }
 }

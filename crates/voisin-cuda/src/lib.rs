@@ -3,8 +3,9 @@
 //! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
 //! inner_product; strict fp32, or TF32 tensor cores under `Precision::Tf32`) or a SIMT tile
 //! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in
-//! NVRTC-compiled kernels; the host proves each query's candidates with an error bound, widens
-//! where the proof fails, and re-ranks on exact f64 keys, so results equal the CPU engine's.
+//! NVRTC-compiled kernels; each query's candidates are proved with an error bound, widened where
+//! the proof fails, and re-ranked on exact f64 keys (k-NN over sorted lists: on the device, the
+//! rest on the host), so results equal the CPU engine's.
 //!
 //! Layout (after FAISS): `kernels/*.cu` hold the device primitives; each `src/` file holds one
 //! host-side step: `context` (driver, cuBLAS, NVRTC), `prepare` (per-metric plans and bounds),
@@ -123,6 +124,8 @@ pub struct CudaEngine {
     shrinks: AtomicUsize,
     /// Base shards streamed, for diagnostics.
     streamed: AtomicUsize,
+    /// k-NN queries whose finish ran on the host, for diagnostics.
+    host_finished: AtomicUsize,
 }
 
 impl CudaEngine {
@@ -146,6 +149,7 @@ impl CudaEngine {
             _ballast: ballast,
             shrinks: AtomicUsize::new(0),
             streamed: AtomicUsize::new(0),
+            host_finished: AtomicUsize::new(0),
         })
     }
 
@@ -153,6 +157,13 @@ impl CudaEngine {
     /// fit (diagnostics).
     pub fn streamed_shards(&self) -> usize {
         self.streamed.load(Ordering::Relaxed)
+    }
+
+    /// How many k-NN queries (of a resident base) this engine finished on the host instead of
+    /// the device: lists that did not prove at once, selections whose lists are unsorted, metrics
+    /// without exact keys on the device (diagnostics; the results do not depend on it).
+    pub fn host_finished(&self) -> usize {
+        self.host_finished.load(Ordering::Relaxed)
     }
 
     /// How many times an allocation failure made this engine halve its working set and retry
@@ -302,41 +313,17 @@ impl Engine for CudaEngine {
             self.opts.select,
             &budget,
         )?;
-        let raws = self.shrinking(budget, |b| {
-            knn::candidates(&gpu, &plan, &bdev, &qdev, kp, self.opts.select, b)
-        })?;
-        trace("knn: device candidates", &mut tr);
+        trace("knn: pilot", &mut tr);
         stats.compute += t.elapsed();
-        stats.distance_evals += (bset.len() * qset.len()) as u64;
-        let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
-            let sub = DeviceSet::gather(&gpu, &plan, qset, ids)?;
-            let budget = self.budget(&gpu)?;
-            self.shrinking(budget, |b| {
-                knn::candidates(&gpu, &plan, &bdev, &sub, kp, self.widen_select(), b)
-            })
-        };
         let sides = Sides {
             bset,
             qset,
             bdev: &bdev,
             qdev: &qdev,
         };
-        let mut exact_fn = |pairs: &[[u32; 2]]| exact::keys(&gpu, metric, &sides, pairs);
-        let rows = knn::finish(
-            &plan,
-            &qdev.norm,
-            bdev.max_norm(),
-            k,
-            raws,
-            &|_| None,
-            bset.len(),
-            kp,
-            &mut redo,
-            &mut exact_fn,
-            &mut stats,
-        )?;
-        trace("knn: prove, widen, exact re-rank", &mut tr);
-        Ok(to_result(rows, k, metric, stats))
+        let res = knn::search(self, &gpu, &plan, metric, &sides, k, kp, budget, &mut stats)?;
+        trace("knn: search", &mut tr);
+        Ok(res)
     }
 
     fn range(

@@ -1,0 +1,121 @@
+//! The k-NN finish on the device (kernels/rerank.cu: proof, exact re-rank, (key, index) sort)
+//! against the CPU engine, bit for bit, where ties are everywhere: small integer data whose keys
+//! repeat hundreds of times around the k-th, duplicate rows, a zero row. Queries the device
+//! cannot prove go through the host's widening path in the same call, so both paths are checked.
+//! Needs a CUDA GPU: `cargo test -p voisin-cuda -- --include-ignored`.
+
+mod common;
+use common::{engine, seed};
+
+use rand::prelude::*;
+use voisin::cpu::CpuEngine;
+use voisin::{Dataset, Engine, KnnResult, Metric, VectorSet};
+use voisin_cuda::{CudaEngine, CudaOptions, Precision, Select};
+
+/// `n` rows of `d` integers in `0..levels`; every fifth row repeats the one before, row 0 is zero.
+fn integers(rng: &mut StdRng, n: usize, d: usize, levels: i32) -> Dataset {
+    let mut v: Vec<f32> = (0..n * d)
+        .map(|_| rng.gen_range(0..levels) as f32)
+        .collect();
+    for r in (5..n).step_by(5) {
+        let (a, b) = v.split_at_mut(r * d);
+        b[..d].copy_from_slice(&a[(r - 1) * d..r * d]);
+    }
+    v[..d].iter_mut().for_each(|x| *x = 0.0);
+    VectorSet::from_f32(n, d, v).unwrap().into()
+}
+
+/// Same ids, and the same distances to the bit.
+fn identical(got: &KnnResult, want: &KnnResult, what: &str) {
+    assert_eq!((got.n_queries, got.k), (want.n_queries, want.k), "{what}");
+    for q in 0..want.n_queries {
+        let ((gi, gd), (wi, wd)) = (got.row(q), want.row(q));
+        assert_eq!(gi, wi, "{what}: ids of query {q}");
+        let bits = |d: &[f32]| d.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(gd), bits(wd), "{what}: distances of query {q}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_finish_equals_the_cpu_engine_on_ties() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let tf32 = CudaEngine::with_options(
+        0,
+        CudaOptions {
+            precision: Precision::Tf32,
+            ..Default::default()
+        },
+    )
+    .expect("a CUDA GPU");
+    // (name, engine, largest k its selection takes)
+    let engines = [
+        ("block", engine(Select::Block), Select::Block.max_k()),
+        ("heap", engine(Select::Heap), Select::Heap.max_k()),
+        ("tf32", tf32, None),
+    ];
+    let mut on_device = 0;
+    // (n, d, levels): at d = 4 with 4 levels a key is one of ~40 integers, so hundreds of items
+    // share the k-th key at k = 1000; 40 levels spread them out enough to prove more lists.
+    // 1,500 items: lists of k = n − 1 and n hold the whole base (nothing to prove).
+    for &(n, d, levels) in &[(20_011usize, 4usize, 4i32), (20_011, 4, 40), (1_500, 3, 3)] {
+        let base = integers(&mut rng, n, d, levels);
+        let queries = integers(&mut rng, 61, d, levels);
+        for m in [
+            Metric::Euclidean,
+            Metric::SqEuclidean,
+            Metric::InnerProduct,
+            Metric::Cosine,
+            Metric::Correlation,
+            Metric::Cityblock,
+            Metric::Chebyshev,
+        ] {
+            let ks = [1usize, 10, 200, 1000, n - 1, n];
+            for (name, e, max_k) in &engines {
+                for &k in ks.iter().filter(|&&k| max_k.is_none_or(|m| k <= m)) {
+                    let what = format!("{name} n={n} d={d} levels={levels} k={k} {m}");
+                    let before = e.host_finished();
+                    let got = e.knn(&base, &queries, k, &m).unwrap();
+                    on_device += 61 - (e.host_finished() - before);
+                    identical(&got, &cpu.knn(&base, &queries, k, &m).unwrap(), &what);
+                }
+            }
+        }
+    }
+    // The data must exercise the device path, not only the host's.
+    assert!(on_device > 0, "no query was finished on the device");
+    eprintln!("{on_device} queries finished on the device");
+}
+
+/// A 1 MiB working set: blocks of ~13 queries, so the device finish writes its answers at many
+/// row offsets; at k = 1000 the answers of 200 queries (1.6 MB) no longer stay on the device and
+/// each block's come back on their own.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_finish_across_many_query_blocks() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let small = CudaEngine::with_options(
+        0,
+        CudaOptions {
+            tile_bytes: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .expect("a CUDA GPU");
+    let base = integers(&mut rng, 20_011, 4, 40);
+    let queries = integers(&mut rng, 200, 4, 40);
+    for m in [Metric::Euclidean, Metric::InnerProduct, Metric::Cityblock] {
+        for k in [10usize, 1000] {
+            let before = small.host_finished();
+            let got = small.knn(&base, &queries, k, &m).unwrap();
+            assert!(
+                small.host_finished() - before < 200,
+                "{m} k={k}: nothing finished on the device"
+            );
+            let what = format!("1 MiB working set k={k} {m}");
+            identical(&got, &cpu.knn(&base, &queries, k, &m).unwrap(), &what);
+        }
+    }
+}
