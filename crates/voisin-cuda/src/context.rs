@@ -245,17 +245,33 @@ impl Gpu {
                 .clone_htod(v)
                 .map_err(dev("copying to the device"));
         }
+        // SAFETY: filled below before use; the padding tail is never read as data.
+        let dst = unsafe { self.stream.alloc::<f32>(src.len().div_ceil(STAGE) * STAGE) }
+            .map_err(dev("allocating device memory"))?;
+        self.upload_into(&dst.slice(..), src)?;
+        Ok(dst)
+    }
+
+    /// Copies `src` to the start of `dst` (at least as long) through the staging buffers,
+    /// queued on the engine's stream: kernels queued after it see the values. The host returns
+    /// once the last piece is queued, so a caller can interleave pieces with the work that
+    /// reads them (a base uploaded behind its first tiles, device_set.rs).
+    pub fn upload_into(&self, dst: &CudaView<'_, f32>, src: &[f32]) -> Result<()> {
+        assert!(
+            dst.len() >= src.len(),
+            "upload past the end of a device buffer"
+        );
         let mut staging = self
             .staging
             .lock()
             .map_err(|_| Error::device("cuda: staging lock"))?;
         self.ensure_staging(&mut staging)?;
-        let chunks = src.len().div_ceil(STAGE);
-        // SAFETY: filled below before use; the padding tail is never read as data.
-        let mut dst = unsafe { self.stream.alloc::<f32>(chunks * STAGE) }
-            .map_err(dev("allocating device memory"))?;
+        let (base, _guard) = dst.device_ptr(&self.stream);
         for (c, part) in src.chunks(STAGE).enumerate() {
-            let (buf, done) = &mut staging[c % 2];
+            // The least recently used buffer first, also across calls: a set uploaded a stage
+            // at a time behind its tiles then keeps two stages in flight, not one.
+            staging.rotate_left(1);
+            let (buf, done) = &mut staging[1];
             // The copy that last read this buffer must finish before the host refills it.
             // (cudarc records its own per-buffer events only in multi-stream mode, which this
             // single-stream engine does not use; without this wait a refill raced the DMA.)
@@ -267,17 +283,24 @@ impl Gpu {
                 .par_chunks_mut(1 << 16)
                 .zip(part.par_chunks(1 << 16))
                 .for_each(|(h, p)| h.copy_from_slice(p));
-            let mut view = dst.slice_mut(c * STAGE..(c + 1) * STAGE);
-            self.stream
-                .memcpy_htod(&*buf, &mut view)
-                .map_err(dev("copying to the device"))?;
+            // SAFETY: `host[..len]` is page-locked memory of this context, the destination
+            // range lies inside `dst` (asserted above), and the buffer is not refilled before
+            // the event recorded after this copy has passed.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    base + (c * STAGE * 4) as u64,
+                    &host[..part.len()],
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(dev("copying to the device"))?;
             *done = Some(
                 self.stream
                     .record_event(None)
                     .map_err(dev("recording an event"))?,
             );
         }
-        Ok(dst)
+        Ok(())
     }
 
     /// Copies a device buffer back to the host through the pinned staging buffers (pageable

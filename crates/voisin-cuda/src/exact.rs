@@ -22,8 +22,8 @@ const CHUNK: usize = 1 << 26;
 pub(crate) struct Sides<'a> {
     pub bset: &'a VectorSet,
     pub qset: &'a VectorSet,
-    pub bdev: &'a DeviceSet,
-    pub qdev: &'a DeviceSet,
+    pub bdev: &'a DeviceSet<'a>,
+    pub qdev: &'a DeviceSet<'a>,
 }
 
 /// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.

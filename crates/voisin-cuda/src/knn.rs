@@ -131,7 +131,7 @@ fn passes(
 ) -> Result<()> {
     let (d, nb, nq) = (plan.dim, base.n, qdev.n);
     if nq == 0 {
-        return Ok(());
+        return base.complete(gpu);
     }
     let kp = pass_list(plan, kp);
     let want = kp;
@@ -189,6 +189,9 @@ fn passes(
         }
         for b0 in items.clone().step_by(b_tile) {
             let b1 = (b0 + b_tile).min(items.end);
+            // A base uploaded behind the first tiles: its next rows go up while the GPU works
+            // on the ones queued before (device_set.rs).
+            base.ensure(gpu, b1)?;
             let bb = base.block(b0, b1, d);
             tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), b1 - b0)?;
             let at = TileAt {
@@ -220,6 +223,7 @@ fn passes(
                     .memset_zeros(&mut count.slice_mut(..qn))
                     .map_err(dev("clearing counters"))?;
                 let qb = qdev.block(q0, q1, d);
+                base.ensure(gpu, nb)?;
                 let rest = base.block(f.first, nb, d);
                 fused::filter(
                     gpu,
@@ -271,6 +275,8 @@ fn passes(
             }
         }
         let len = qn * width;
+        // Every row is up after the first block: the norms the proofs need come back here.
+        base.complete(gpu)?;
         gpu.stream.synchronize().map_err(dev("selecting"))?;
         crate::trace("candidates: device work of a query block", &mut tr);
         each(BlockLists {
@@ -344,13 +350,9 @@ fn device_answers(
 ) -> Result<Answers> {
     let (nq, nb) = (sides.qdev.n, sides.bdev.n);
     let bound = BoundParts::of(plan);
-    let base_norm = sides.bdev.max_norm();
-    let abs: Vec<f64> = sides
-        .qdev
-        .norm
-        .par_iter()
-        .map(|&qn| plan.abs_bound(qn, base_norm))
-        .collect();
+    // The queries' bounds need the base's largest norm, known once the first block's tiles
+    // have brought every base row up (the base may be uploaded behind them).
+    let mut abs: Option<Vec<f64>> = None;
     let codes = exact::device_code(metric).zip(exact::distance_form(metric));
     // Answers stay on the device until the end where they fit in half the working set (80 MB
     // at 10k × 1000): one download straight into the result, no per-block copies.
@@ -366,6 +368,15 @@ fn device_answers(
     };
     passes(gpu, plan, sides.bdev, sides.qdev, kp, sel, budget, |l| {
         let mut tr = Instant::now();
+        let abs = abs.get_or_insert_with(|| {
+            let base_norm = sides.bdev.max_norm();
+            sides
+                .qdev
+                .norm()
+                .par_iter()
+                .map(|&qn| plan.abs_bound(qn, base_norm))
+                .collect()
+        });
         let rows = l.q0..l.q0 + l.qn;
         let sorted = matches!(l.mode, Select::Block | Select::Heap) && l.width.is_power_of_two();
         let status = match codes {
@@ -474,7 +485,7 @@ pub(crate) fn search(
     if !a.open.is_empty() {
         // The host finish sees the open queries as 0..open.len(); ids map back on every call.
         let open = std::mem::take(&mut a.open);
-        let qnorm: Vec<f64> = open.iter().map(|&q| sides.qdev.norm[q]).collect();
+        let qnorm: Vec<f64> = open.iter().map(|&q| sides.qdev.norm()[q]).collect();
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
             let ids: Vec<usize> = ids.iter().map(|&i| open[i]).collect();
             let sub = DeviceSet::gather(gpu, plan, sides.qset, &ids)?;
@@ -723,6 +734,8 @@ pub(crate) fn pilot_list(
     if !wanted || queries.is_empty() {
         return Ok(kp);
     }
+    // The pilot reads the whole base and its largest norm at once.
+    base.complete(gpu)?;
     let kk = k + usize::from(self_pairs);
     let m = queries.len().min(PILOT_QUERIES);
     let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
@@ -745,7 +758,7 @@ pub(crate) fn pilot_list(
                 continue;
             }
             raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-            let abs = plan.abs_bound(sub.norm[j], base_norm);
+            let abs = plan.abs_bound(sub.norm()[j], base_norm);
             let top = plan.upper(raw.cands[kk - 1].0, abs);
             // The list must reach the first entry whose lower bound clears the k-th's upper one.
             let at = raw.cands.iter().position(|c| plan.lower(c.0, abs) > top);

@@ -295,11 +295,10 @@ impl Engine for CudaEngine {
             return Ok(to_result(rows, k, metric, stats));
         }
         let budget = self.budget(&gpu)?;
-        let bdev = DeviceSet::new(&gpu, &plan, bset)?;
+        // The base goes up behind the first query block's tiles (device_set.rs), so its upload
+        // counts as compute; the queries are uploaded whole.
+        let bdev = DeviceSet::behind(&gpu, &plan, bset, 0..bset.len())?;
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
-        bdev.check(bset, 0)?;
-        qdev.check(qset, 0)?;
-        // Uploads and row preparation count as transfer; compute starts after them.
         stats.transfer += tr.elapsed();
         let t = Instant::now();
         trace("knn: upload and prepare", &mut tr);
@@ -321,9 +320,15 @@ impl Engine for CudaEngine {
             bdev: &bdev,
             qdev: &qdev,
         };
-        let res = knn::search(self, &gpu, &plan, metric, &sides, k, kp, budget, &mut stats)?;
+        let res = knn::search(self, &gpu, &plan, metric, &sides, k, kp, budget, &mut stats);
         trace("knn: search", &mut tr);
-        Ok(res)
+        // NaN and infinite values show in the norms, which the base has only once it is all up:
+        // checked after the search (a bounded pass; its result or error is then discarded),
+        // base before queries.
+        bdev.complete(&gpu)?;
+        bdev.check(bset, 0)?;
+        qdev.check(qset, 0)?;
+        res
     }
 
     fn range(
@@ -360,7 +365,7 @@ impl Engine for CudaEngine {
         let qdev = DeviceSet::new(&gpu, &plan, qset)?;
         bdev.check(bset, 0)?;
         qdev.check(qset, 0)?;
-        let thr = range::thresholds(&plan, metric, radius, &qdev.norm, bdev.max_norm());
+        let thr = range::thresholds(&plan, metric, radius, qdev.norm(), bdev.max_norm());
         let budget = self.budget(&gpu)?;
         let (offsets, ids) = self.shrinking(budget, |b| {
             range::candidates(&gpu, &plan, &bdev, &qdev, &thr, b)
@@ -611,7 +616,7 @@ impl CudaEngine {
         let self_of = |q: usize| Some(q as u32);
         knn::finish(
             plan,
-            &ddev.norm,
+            ddev.norm(),
             ddev.max_norm(),
             k,
             part.into_raws(),

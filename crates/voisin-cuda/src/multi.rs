@@ -32,10 +32,10 @@ pub struct MultiGpu {
 }
 
 /// One GPU's shard of a search: its base rows (global range), on the device, and all queries.
-struct Shard {
+struct Shard<'a> {
     rows: Range<usize>,
-    bdev: DeviceSet,
-    qdev: DeviceSet,
+    bdev: DeviceSet<'a>,
+    qdev: DeviceSet<'a>,
     upload: Duration,
 }
 
@@ -109,13 +109,24 @@ impl MultiGpu {
     }
 
     /// Uploads each GPU's base shard and all queries; at most one GPU per base item.
-    fn shards(&self, plan: &Plan, bset: &VectorSet, qset: &VectorSet) -> Result<Vec<Shard>> {
+    /// With `behind`, the base shards go up behind their first tiles (device_set.rs).
+    fn shards<'b>(
+        &self,
+        plan: &Plan,
+        bset: &'b VectorSet,
+        qset: &VectorSet,
+        behind: bool,
+    ) -> Result<Vec<Shard<'b>>> {
         let count = self.engines.len().min(bset.len()).max(1);
         let ranges = shard::split(bset.len(), count);
         self.each(count, |g, _, gpu| {
             let t = Instant::now();
             let rows = ranges[g].clone();
-            let bdev = DeviceSet::range(gpu, plan, bset, rows.clone())?;
+            let bdev = if behind {
+                DeviceSet::behind(gpu, plan, bset, rows.clone())?
+            } else {
+                DeviceSet::range(gpu, plan, bset, rows.clone())?
+            };
             let qdev = DeviceSet::new(gpu, plan, qset)?;
             Ok(Shard {
                 rows,
@@ -238,13 +249,17 @@ impl Engine for MultiGpu {
         let t = Instant::now();
         let plan = self.engines[0].plan(metric, bset);
         crate::trace("multi knn: plan", &mut tr);
-        let shards = self.shards(&plan, bset, qset)?;
-        check_shards(&shards, bset, qset)?;
-        crate::trace("multi knn: shards uploaded", &mut tr);
+        let shards = self.shards(&plan, bset, qset, true)?;
+        crate::trace("multi knn: queries uploaded", &mut tr);
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
         let kp = knn::first_list(k);
-        let raws = self.search(&plan, &shards, qset, None, kp, false)?;
+        let raws = self.search(&plan, &shards, qset, None, kp, false);
         crate::trace("multi knn: candidates from every shard, merged", &mut tr);
+        // The shards' norms exist once their rows are up (the search did that); NaN and
+        // infinite values are named before anything else is reported.
+        self.each(shards.len(), |g, _, gpu| shards[g].bdev.complete(gpu))?;
+        check_shards(&shards, bset, qset)?;
+        let raws = raws?;
         stats.compute += t.elapsed().saturating_sub(stats.transfer);
         stats.distance_evals += (bset.len() * qset.len()) as u64;
         let max_norm = shards.iter().map(|s| s.bdev.max_norm()).fold(0.0, f64::max);
@@ -253,7 +268,7 @@ impl Engine for MultiGpu {
         let mut exact_fn = |pairs: &[[u32; 2]]| self.exact(metric, bset, qset, &shards, pairs);
         let rows = knn::finish(
             &plan,
-            &shards[0].qdev.norm,
+            shards[0].qdev.norm(),
             max_norm,
             k,
             raws,
@@ -288,11 +303,11 @@ impl Engine for MultiGpu {
         let mut stats = self.stats();
         let t = Instant::now();
         let plan = self.engines[0].plan(metric, bset);
-        let shards = self.shards(&plan, bset, qset)?;
+        let shards = self.shards(&plan, bset, qset, false)?;
         check_shards(&shards, bset, qset)?;
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
         let max_norm = shards.iter().map(|s| s.bdev.max_norm()).fold(0.0, f64::max);
-        let thr = range::thresholds(&plan, metric, radius, &shards[0].qdev.norm, max_norm);
+        let thr = range::thresholds(&plan, metric, radius, shards[0].qdev.norm(), max_norm);
         let parts = self.each(shards.len(), |g, e, gpu| {
             let s = &shards[g];
             let (offsets, mut ids) =

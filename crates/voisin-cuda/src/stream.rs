@@ -247,7 +247,7 @@ impl CudaEngine {
         let mut exact_fn = |pairs: &[[u32; 2]]| Ok(exact::host_keys(metric, bset, qset, pairs));
         crate::knn::finish(
             plan,
-            &qdev.norm,
+            qdev.norm(),
             max_norm,
             k,
             raws,
@@ -279,7 +279,7 @@ impl CudaEngine {
         let bytes = self.budget(gpu)?.bytes;
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); qset.len()];
         for_each_shard(gpu, plan, bset, rows, |base, r| {
-            let thr = range::thresholds(plan, metric, radius, &qdev.norm, base.max_norm());
+            let thr = range::thresholds(plan, metric, radius, qdev.norm(), base.max_norm());
             let (offsets, ids) = self.shrinking(Budget { bytes }, |b| {
                 range::candidates(gpu, plan, base, &qdev, &thr, b)
             })?;
