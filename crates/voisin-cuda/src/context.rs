@@ -144,6 +144,8 @@ pub(crate) struct Kernels {
 pub(crate) struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
+    /// Uploads behind the work on `stream` (see `upload_into`).
+    copy: Arc<CudaStream>,
     pub blas: CudaBlas,
     pub k: Kernels,
     pub name: String,
@@ -171,6 +173,13 @@ impl Gpu {
         }
         let ctx = CudaContext::new(device).map_err(dev("creating the context"))?;
         let stream = ctx.default_stream();
+        // A second stream carries the uploads of a set that goes up behind its first tiles
+        // (`upload_into` with `behind`), so that the copy engine works while the kernels do.
+        // SAFETY: this engine orders its two streams itself: the copy stream starts after the
+        // destination's allocation (`fence_copies`), and the engine's stream waits for each
+        // copy before the work that reads it; slices are freed on the engine's stream only.
+        unsafe { ctx.disable_event_tracking() };
+        let copy = ctx.new_stream().map_err(dev("creating the copy stream"))?;
         let blas = CudaBlas::new(stream.clone()).map_err(dev("creating the cuBLAS handle"))?;
         // Strict fp32: the error bounds of src/prepare.rs assume IEEE single products. The default
         // math mode never uses TF32 for sgemm (only CUBLAS_TF32_TENSOR_OP_MATH would), and the
@@ -226,6 +235,7 @@ impl Gpu {
         Ok(Gpu {
             ctx,
             stream,
+            copy,
             blas,
             k,
             name,
@@ -248,15 +258,26 @@ impl Gpu {
         // SAFETY: filled below before use; the padding tail is never read as data.
         let dst = unsafe { self.stream.alloc::<f32>(src.len().div_ceil(STAGE) * STAGE) }
             .map_err(dev("allocating device memory"))?;
-        self.upload_into(&dst.slice(..), src)?;
+        self.upload_into(&dst.slice(..), src, false)?;
         Ok(dst)
     }
 
-    /// Copies `src` to the start of `dst` (at least as long) through the staging buffers,
-    /// queued on the engine's stream: kernels queued after it see the values. The host returns
-    /// once the last piece is queued, so a caller can interleave pieces with the work that
-    /// reads them (a base uploaded behind its first tiles, device_set.rs).
-    pub fn upload_into(&self, dst: &CudaView<'_, f32>, src: &[f32]) -> Result<()> {
+    /// Makes the copy stream wait for everything queued on the engine's stream so far (the
+    /// allocation of a buffer that `upload_into(.., true)` will fill).
+    pub fn fence_copies(&self) -> Result<()> {
+        self.copy
+            .join(&self.stream)
+            .map_err(dev("ordering the copy stream"))
+    }
+
+    /// Copies `src` to the start of `dst` (at least as long) through the staging buffers;
+    /// kernels queued on the engine's stream afterwards see the values. The host returns once
+    /// the last piece is queued, so a caller can interleave pieces with the work that reads
+    /// them (a base uploaded behind its first tiles, device_set.rs). With `behind` the copies
+    /// run on the copy stream, beside the kernels already queued (after `fence_copies` for a
+    /// fresh `dst`); the engine's stream then waits for them.
+    pub fn upload_into(&self, dst: &CudaView<'_, f32>, src: &[f32], behind: bool) -> Result<()> {
+        let stream = if behind { &self.copy } else { &self.stream };
         assert!(
             dst.len() >= src.len(),
             "upload past the end of a device buffer"
@@ -290,15 +311,20 @@ impl Gpu {
                 cudarc::driver::result::memcpy_htod_async(
                     base + (c * STAGE * 4) as u64,
                     &host[..part.len()],
-                    self.stream.cu_stream(),
+                    stream.cu_stream(),
                 )
             }
             .map_err(dev("copying to the device"))?;
             *done = Some(
-                self.stream
+                stream
                     .record_event(None)
                     .map_err(dev("recording an event"))?,
             );
+        }
+        if behind {
+            self.stream
+                .join(&self.copy)
+                .map_err(dev("ordering the copy stream"))?;
         }
         Ok(())
     }

@@ -77,6 +77,8 @@ impl<'s> DeviceSet<'s> {
     pub fn behind(gpu: &Gpu, plan: &Plan, set: &'s VectorSet, range: Range<usize>) -> Result<Self> {
         let n = range.len();
         let raw = alloc(gpu, n * plan.dim)?;
+        // The uploads run on the copy stream, which must see this allocation first.
+        gpu.fence_copies()?;
         Self::allocate(
             gpu,
             plan,
@@ -147,7 +149,7 @@ impl<'s> DeviceSet<'s> {
         let step = (STEP_VALUES / d.max(1)).max(1);
         while *next < upto.min(self.n) {
             let (r0, r1) = (*next, (*next + step).min(self.n));
-            gpu.upload_into(&self.raw.slice(r0 * d..r1 * d), &src[r0 * d..r1 * d])?;
+            gpu.upload_into(&self.raw.slice(r0 * d..r1 * d), &src[r0 * d..r1 * d], true)?;
             self.prepare_rows(gpu, r0..r1)?;
             *next = r1;
         }
