@@ -57,6 +57,39 @@ pub struct CheckpointOptions {
     /// `None` saves progress every 1/16 of the rows. Passes cost no extra distance
     /// evaluations; a resumed build measures again the pairs between finished and open rows.
     pub pass_rows: Option<usize>,
+    /// Stop with an error once this run has saved this many passes: a kill at a known point,
+    /// for tests of resuming (the CLI's hidden `--stop-after-passes`).
+    pub stop_after: Option<usize>,
+}
+
+impl CheckpointOptions {
+    /// Checkpoints in `dir`, resumed or not, with the default pass size and no stop.
+    pub fn new(dir: impl Into<PathBuf>, resume: bool) -> Self {
+        CheckpointOptions {
+            dir: dir.into(),
+            resume,
+            pass_rows: None,
+            stop_after: None,
+        }
+    }
+}
+
+/// Engines that build the k-NN graph with checkpoints in this module's format: the CPU engine,
+/// and the CUDA engines (one GPU or several), which compute the same passes on the device. A
+/// checkpoint written by one resumes on any other, and every one ends with the bytes of an
+/// uninterrupted build.
+pub trait GraphCheckpoints: crate::Engine {
+    /// The k-NN graph, like [`crate::Engine::graph`], with finished row passes kept in
+    /// `checkpoint.dir`: a build that was killed continues with `resume` and returns exactly
+    /// what an uninterrupted build returns. A checkpoint of another input, metric or k, or a
+    /// damaged one, is refused as invalid input.
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<crate::KnnResult>;
 }
 
 /// What a checkpoint is for: the fields a resumed run must match, in manifest order.
@@ -134,6 +167,9 @@ pub struct Checkpoint {
     layout: Layout,
     /// CRC-32 of the manifest, repeated in every pass file.
     job_crc: u32,
+    /// Passes saved by this run, and after how many to stop ([`CheckpointOptions::stop_after`]).
+    saved: usize,
+    stop_after: Option<usize>,
 }
 
 impl Checkpoint {
@@ -146,13 +182,49 @@ impl Checkpoint {
         n: usize,
         max_blocks: usize,
     ) -> Result<Self> {
-        let wanted = match opts.pass_rows {
+        let wanted = Self::wanted_blocks(opts, n);
+        Self::open_blocks(opts, job, k, wanted.clamp(1, max_blocks.max(1)))
+    }
+
+    /// Opens `opts.dir` for `job` like [`Checkpoint::open`], for a driver whose work comes in
+    /// tiles of `align_rows` rows (a power of two): without `opts.pass_rows`, a fresh build's
+    /// passes are whole multiples of that tile, so no tile straddles two passes at full size.
+    /// The GPU drivers use it; the layout stays the single-process one (512-row blocks), so
+    /// CPU and GPU builds resume each other's checkpoints.
+    pub fn open_aligned(
+        opts: &CheckpointOptions,
+        job: &Job,
+        k: usize,
+        n: usize,
+        align_rows: usize,
+    ) -> Result<Self> {
+        let mut wanted = Self::wanted_blocks(opts, n);
+        if opts.pass_rows.is_none() {
+            let step = align_rows.div_ceil(GRAPH_TILE).max(1);
+            wanted = wanted.div_ceil(step) * step;
+        }
+        Self::open_blocks(opts, job, k, wanted.clamp(1, n.div_ceil(GRAPH_TILE).max(1)))
+    }
+
+    /// Blocks per pass a fresh build asks for: `opts.pass_rows`, or 1/16 of the rows.
+    fn wanted_blocks(opts: &CheckpointOptions, n: usize) -> usize {
+        match opts.pass_rows {
             Some(rows) => rows.div_ceil(GRAPH_TILE),
             None => n.div_ceil(GRAPH_TILE).div_ceil(DEFAULT_PASSES),
-        };
+        }
+    }
+
+    /// Opens a checkpoint of the single-process layout: blocks of 512 rows, `blocks_per_pass`
+    /// of them a pass when it is fresh.
+    fn open_blocks(
+        opts: &CheckpointOptions,
+        job: &Job,
+        k: usize,
+        blocks_per_pass: usize,
+    ) -> Result<Self> {
         let fresh = Layout {
             block_rows: GRAPH_TILE,
-            blocks_per_pass: wanted.clamp(1, max_blocks.max(1)),
+            blocks_per_pass,
         };
         let cp = Self::open_with(opts, job, k, fresh)?;
         if cp.layout.block_rows != GRAPH_TILE {
@@ -206,6 +278,8 @@ impl Checkpoint {
             k,
             layout,
             job_crc: crc32fast::hash(text.as_bytes()),
+            saved: 0,
+            stop_after: opts.stop_after,
         })
     }
 
@@ -216,6 +290,22 @@ impl Checkpoint {
 
     fn pass_path(&self, p: usize) -> PathBuf {
         self.dir.join(format!("pass-{p:04}.bin"))
+    }
+
+    /// The rows of every pass over `n` items: pass `p` is `passes(n)[p]`.
+    pub fn passes(&self, n: usize) -> Vec<std::ops::Range<usize>> {
+        let step = self.layout.rows_per_pass().max(1);
+        (0..n).step_by(step).map(|a| a..(a + step).min(n)).collect()
+    }
+
+    /// Every pass an earlier run finished, checked (in parallel: each file is read and its
+    /// CRC computed once), by pass number; `None` for the passes still to do.
+    pub fn load_all(&self, n: usize) -> Result<Vec<Option<PassRows>>> {
+        self.passes(n)
+            .par_iter()
+            .enumerate()
+            .map(|(p, r)| self.read_pass(p, (r.start, r.end)))
+            .collect()
     }
 }
 
@@ -289,7 +379,48 @@ impl PassStore for Checkpoint {
         Some(self.layout.blocks_per_pass)
     }
 
-    fn load(&mut self, p: usize, (r0, r1): (usize, usize)) -> Result<Option<PassRows>> {
+    fn load(&mut self, p: usize, rows: (usize, usize)) -> Result<Option<PassRows>> {
+        self.read_pass(p, rows)
+    }
+
+    fn save(&mut self, p: usize, (r0, r1): (usize, usize), done: &PassRows) -> Result<()> {
+        if done.len() != r1 - r0 || done.iter().any(|r| r.len() != self.k) {
+            return Err(Error::device(
+                "graph pass has rows of the wrong length (bug)",
+            ));
+        }
+        let mut bytes = Vec::with_capacity(HEADER + (r1 - r0) * self.k * 12 + 4);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&FORMAT.to_le_bytes());
+        bytes.extend_from_slice(&(p as u32).to_le_bytes());
+        for v in [r0, r1, self.k] {
+            bytes.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+        bytes.extend_from_slice(&self.job_crc.to_le_bytes());
+        bytes.extend(done.iter().flatten().flat_map(|&(_, i)| i.to_le_bytes()));
+        bytes.extend(
+            done.iter()
+                .flatten()
+                .flat_map(|&(key, _)| key.to_le_bytes()),
+        );
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        write_atomic(&self.pass_path(p), &bytes)?;
+        self.saved += 1;
+        if self.stop_after == Some(self.saved) {
+            return Err(Error::device(format!(
+                "{}: stopped after saving {} passes, as asked",
+                self.dir.display(),
+                self.saved
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Checkpoint {
+    /// Pass `p` (rows `r0..r1`) as an earlier run saved it, checked; `None` if not saved.
+    fn read_pass(&self, p: usize, (r0, r1): (usize, usize)) -> Result<Option<PassRows>> {
         let path = self.pass_path(p);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
@@ -334,31 +465,6 @@ impl PassStore for Checkpoint {
             .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
         let flat: Vec<(f64, u32)> = keys.zip(idx).collect();
         Ok(Some(flat.chunks(k.max(1)).map(<[_]>::to_vec).collect()))
-    }
-
-    fn save(&mut self, p: usize, (r0, r1): (usize, usize), done: &PassRows) -> Result<()> {
-        if done.len() != r1 - r0 || done.iter().any(|r| r.len() != self.k) {
-            return Err(Error::device(
-                "graph pass has rows of the wrong length (bug)",
-            ));
-        }
-        let mut bytes = Vec::with_capacity(HEADER + (r1 - r0) * self.k * 12 + 4);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&FORMAT.to_le_bytes());
-        bytes.extend_from_slice(&(p as u32).to_le_bytes());
-        for v in [r0, r1, self.k] {
-            bytes.extend_from_slice(&(v as u64).to_le_bytes());
-        }
-        bytes.extend_from_slice(&self.job_crc.to_le_bytes());
-        bytes.extend(done.iter().flatten().flat_map(|&(_, i)| i.to_le_bytes()));
-        bytes.extend(
-            done.iter()
-                .flatten()
-                .flat_map(|&(key, _)| key.to_le_bytes()),
-        );
-        let crc = crc32fast::hash(&bytes);
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        write_atomic(&self.pass_path(p), &bytes)
     }
 }
 

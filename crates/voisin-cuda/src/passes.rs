@@ -1,0 +1,211 @@
+//! Checkpointed k-NN graphs on one GPU or several (SPEC §6): the rows are cut into the passes of
+//! the core's checkpoint format ([`voisin::cpu::checkpoint`]: same manifest, same pass files,
+//! same refusal of a damaged or foreign checkpoint), each pass is computed on the device and
+//! saved as soon as its rows are final, and a killed build resumes where it stopped. A
+//! checkpoint of the CPU engine resumes here and the other way round: pass files hold exact
+//! keys, which every engine computes bit for bit alike.
+//!
+//! How a pass is computed, each pair measured once: the triangle schedule of `graph`
+//! (tile pairs (I, J), I ≤ J) is restricted to the tile rows I of the pass, so pass p measures
+//! its rows against themselves and against every later item, handing the column candidates of
+//! later items on in a running share ([`PartialGraph`]) that later passes merge into. Once the
+//! pass's tiles are merged its rows have seen every other item; they are proved, widened and
+//! re-ranked exactly (`CudaEngine::prove_rows`) and saved. Tile edges divide the pass size,
+//! so no tile straddles two passes (a fresh checkpoint's passes are whole tiles, see
+//! [`Checkpoint::open_aligned`]).
+//!
+//! Resuming: the column candidates that finished passes handed on were in memory only, so a
+//! resumed build first measures the pairs between finished and open passes for the open side
+//! (one catch-up share); pairs between two finished passes are skipped.
+//!
+//! Several GPUs: every GPU holds the whole set; each share's tile pairs are dealt cyclically
+//! over them (as `MultiGpu::graph` does), their lists merged, and the proof runs on the first.
+//!
+//! Owns the pass schedule on the device; the tiles, selection and proof are the engine's, the
+//! files are the core's.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use voisin::cpu::checkpoint::{Checkpoint, CheckpointOptions, GraphCheckpoints, Job};
+use voisin::cpu::PassStore;
+use voisin::{Dataset, Error, KnnResult, Metric, Result, Stats};
+
+use crate::device_set::DeviceSet;
+use crate::graph::{cyclic_share, Lists};
+use crate::knn::Raw;
+use crate::multi::on_each;
+use crate::{context, graph_input, to_result, CudaEngine, GraphRows, MultiGpu, PartialGraph};
+
+impl GraphCheckpoints for CudaEngine {
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<KnnResult> {
+        build(std::slice::from_ref(self), data, k, metric, checkpoint)
+    }
+}
+
+impl GraphCheckpoints for MultiGpu {
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<KnnResult> {
+        build(self.engines(), data, k, metric, checkpoint)
+    }
+}
+
+/// Which tile pairs a share computes, by the passes of their row and column tiles.
+type PassPairs<'a> = dyn Fn(usize, usize) -> bool + Sync + 'a;
+
+/// The checkpointed graph of `data` on `engines` (one or more GPUs holding the whole set).
+fn build(
+    engines: &[CudaEngine],
+    data: &Dataset,
+    k: usize,
+    metric: &Metric,
+    opts: &CheckpointOptions,
+) -> Result<KnnResult> {
+    if matches!(data, Dataset::Strings(_)) {
+        return Err(Error::invalid(
+            "checkpointed graphs on the GPU take vectors; build this one with --device cpu",
+        ));
+    }
+    let (set, k) = graph_input(data, k, metric)?;
+    let n = set.len();
+    let mut stats = Stats {
+        device: engines
+            .iter()
+            .map(|e| format!("cuda:{} ({})", e.device, e.device_name()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        ..Stats::default()
+    };
+    // One triangle for all GPUs: the smallest edge any of them can hold.
+    let edges = engines
+        .iter()
+        .map(|e| e.graph_tile_edge(n, k))
+        .collect::<Result<Vec<_>>>()?;
+    let edge = pow2_floor(edges.into_iter().min().unwrap_or(1));
+    let job = Job::describe(data, metric, k);
+    let mut cp = Checkpoint::open_aligned(opts, &job, k, n, edge)?;
+    if k == 0 {
+        return Ok(to_result(vec![Vec::new(); n], k, metric, stats));
+    }
+    let passes = cp.passes(n);
+    let rpp = cp.layout().rows_per_pass();
+    // Tiles must not straddle passes: the edge divides the pass size (a resumed CPU checkpoint
+    // may ask for smaller tiles than a fresh GPU one).
+    let mut t = if passes.len() <= 1 {
+        edge
+    } else {
+        edge.min(rpp & rpp.wrapping_neg())
+    };
+    let loaded = cp.load_all(n)?;
+    let done: Vec<bool> = loaded.iter().map(Option::is_some).collect();
+    let mut rows: Vec<Vec<(f64, u32)>> = Vec::with_capacity(n);
+    for (got, r) in loaded.into_iter().zip(&passes) {
+        rows.extend(got.unwrap_or_else(|| vec![Vec::new(); r.len()]));
+    }
+    if done.iter().all(|&d| d) {
+        return Ok(to_result(rows, k, metric, stats));
+    }
+
+    let first = &engines[0];
+    let plan = first.plan(metric, set);
+    let mut tr = Instant::now();
+    let ddevs = on_each(engines, |_, _, gpu| DeviceSet::new(gpu, &plan, set))?;
+    stats.transfer += tr.elapsed();
+    crate::trace("checkpointed graph: upload and prepare", &mut tr);
+    let pass_of = |item: usize| item / rpp;
+    // One share: the tile pairs (I, J), I ≤ J, whose passes `pairs` accepts, dealt over the GPUs.
+    let share = |pairs: &PassPairs<'_>, t: &mut usize, stats: &mut Stats| -> Result<PartialGraph> {
+        let (gpus, started) = (engines.len(), Instant::now());
+        let merged = loop {
+            let edge = *t;
+            let nt = n.div_ceil(edge);
+            let got = on_each(engines, |g, e, gpu| {
+                let dealt = cyclic_share(nt, gpus, g);
+                let owns =
+                    |i: usize, j: usize| pairs(pass_of(i * edge), pass_of(j * edge)) && dealt(i, j);
+                e.graph_lists(gpu, &plan, &ddevs[g], set, k, edge, &owns)
+            });
+            match got {
+                // Every GPU must use the same edge: all retry with a smaller one, which still
+                // divides the pass size.
+                Err(e) if context::is_oom(&e) && edge > 64 => *t = edge / 2,
+                r => break PartialGraph::merge(r?)?,
+            }
+        };
+        stats.compute += started.elapsed();
+        Ok(merged)
+    };
+    let mut running = if done.iter().any(|&d| d) {
+        Some(share(&|pi, pj| done[pi] && !done[pj], &mut t, &mut stats)?)
+    } else {
+        None
+    };
+    crate::trace("checkpointed graph: catch-up with finished passes", &mut tr);
+    for (p, range) in passes.iter().enumerate().filter(|(p, _)| !done[*p]) {
+        let mine = share(&|pi, _| pi == p, &mut t, &mut stats)?;
+        let merged = PartialGraph::merge(running.take().into_iter().chain([mine]).collect())?;
+        let raws = pass_raws(&merged.lists, range.clone());
+        let rows_of = GraphRows {
+            first: range.start,
+            k,
+            width: merged.lists.width,
+        };
+        let finished = {
+            let gpu = first.lock()?;
+            first.prove_rows(
+                &gpu, &plan, &ddevs[0], set, metric, rows_of, raws, &mut stats,
+            )?
+        };
+        crate::trace(&format!("checkpointed graph: pass {p}"), &mut tr);
+        cp.save(p, (range.start, range.end), &finished)?;
+        rows.splice(range.clone(), finished);
+        running = Some(merged);
+    }
+    stats.distance_evals += running.map_or(0, |r| r.distance_evals);
+    Ok(to_result(rows, k, metric, stats))
+}
+
+/// The largest power of two at most `x` (1 for 0).
+fn pow2_floor(x: usize) -> usize {
+    1 << (usize::BITS - 1 - x.max(1).leading_zeros())
+}
+
+/// The candidate lists of the items `rows`, for the proof.
+fn pass_raws(lists: &Lists, rows: Range<usize>) -> Vec<Raw> {
+    let w = lists.width;
+    rows.into_par_iter()
+        .map(|r| Raw {
+            cands: lists.keys[r * w..(r + 1) * w]
+                .iter()
+                .zip(&lists.ids[r * w..(r + 1) * w])
+                .filter(|e| *e.1 != u32::MAX)
+                .map(|(&key, &i)| (key, i))
+                .collect(),
+            complete: lists.complete[r],
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn powers_of_two_below() {
+        let got: Vec<usize> = [0, 1, 2, 3, 511, 512, 513, 16384, 20000]
+            .iter()
+            .map(|&x| super::pow2_floor(x))
+            .collect();
+        assert_eq!(got, [1, 1, 2, 2, 256, 512, 512, 16384, 16384]);
+    }
+}
