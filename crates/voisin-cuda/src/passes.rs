@@ -147,15 +147,16 @@ fn build(
         stats.compute += started.elapsed();
         Ok(merged)
     };
-    let mut running = if done.iter().any(|&d| d) {
-        Some(share(&|pi, pj| done[pi] && !done[pj], &mut t, &mut stats)?)
-    } else {
-        None
-    };
-    crate::trace("checkpointed graph: catch-up with finished passes", &mut tr);
-    for (p, range) in passes.iter().enumerate().filter(|(p, _)| !done[*p]) {
-        let mine = share(&|pi, _| pi == p, &mut t, &mut stats)?;
+    let mut running: Option<PartialGraph> = None;
+    for step in steps(&done) {
+        let mine = share(&|pi, pj| step.takes(&done, pi, pj), &mut t, &mut stats)?;
         let merged = PartialGraph::merge(running.take().into_iter().chain([mine]).collect())?;
+        let Some(p) = step.proves else {
+            crate::trace("checkpointed graph: catch-up with finished passes", &mut tr);
+            running = Some(merged);
+            continue;
+        };
+        let range = passes[p].clone();
         let raws = pass_raws(&merged.lists, range.clone());
         let rows_of = GraphRows {
             first: range.start,
@@ -170,11 +171,44 @@ fn build(
         };
         crate::trace(&format!("checkpointed graph: pass {p}"), &mut tr);
         cp.save(p, (range.start, range.end), &finished)?;
-        rows.splice(range.clone(), finished);
+        rows.splice(range, finished);
         running = Some(merged);
     }
     stats.distance_evals += running.map_or(0, |r| r.distance_evals);
     Ok(to_result(rows, k, metric, stats))
+}
+
+/// One share of a build: the tile pairs it takes, by the passes of their row and column tiles,
+/// and the pass whose rows are final once it is merged.
+struct Step {
+    /// `None` for the catch-up: finished passes' rows against open passes' columns.
+    proves: Option<usize>,
+}
+
+impl Step {
+    /// Whether this share computes a tile pair (I, J), I ≤ J, of row pass `pi`, column pass `pj`.
+    fn takes(&self, done: &[bool], pi: usize, pj: usize) -> bool {
+        match self.proves {
+            None => done[pi] && !done[pj],
+            Some(p) => pi == p,
+        }
+    }
+}
+
+/// The shares of a build whose passes `done` are finished, in order: the catch-up when some
+/// are, then one per open pass. Pass p's share takes its rows against themselves and every
+/// later item; the pairs with earlier items came with earlier shares (or the catch-up), so its
+/// rows have met every other item once it is merged, and every pair is measured once.
+fn steps(done: &[bool]) -> Vec<Step> {
+    let catch_up = done.iter().any(|&d| d).then_some(Step { proves: None });
+    catch_up
+        .into_iter()
+        .chain(
+            (0..done.len())
+                .filter(|&p| !done[p])
+                .map(|p| Step { proves: Some(p) }),
+        )
+        .collect()
 }
 
 /// The largest power of two at most `x` (1 for 0).
@@ -200,6 +234,57 @@ fn pass_raws(lists: &Lists, rows: Range<usize>) -> Vec<Raw> {
 
 #[cfg(test)]
 mod tests {
+    use super::steps;
+
+    /// Every pair of items with an open pass's item is measured exactly once over the shares,
+    /// and before that pass is proved; pairs of two finished passes are never measured. Tile
+    /// pairs (I, J), I ≤ J, are modelled item by item, tiles dividing the pass size.
+    #[test]
+    fn shares_measure_each_needed_pair_once_and_in_time() {
+        for (n, t, rpp) in [(10usize, 1usize, 3usize), (23, 2, 4), (23, 4, 8), (17, 3, 3), (9, 9, 9)] {
+            let passes = n.div_ceil(rpp);
+            for mask in 0..1u32 << passes {
+                let done: Vec<bool> = (0..passes).map(|p| mask >> p & 1 == 1).collect();
+                let pass_of = |a: usize| a / rpp;
+                let all = steps(&done);
+                let mut count = vec![vec![0u32; n]; n];
+                let mut proved = vec![false; passes];
+                for step in &all {
+                    let owned =
+                        |i: usize, j: usize| step.takes(&done, pass_of(i * t), pass_of(j * t));
+                    for a in 0..n {
+                        for b in a + 1..n {
+                            if owned(a / t, b / t) {
+                                count[a][b] += 1;
+                            }
+                        }
+                    }
+                    if let Some(p) = step.proves {
+                        assert!(!done[p] && !proved[p], "pass {p} proved twice or when done");
+                        proved[p] = true;
+                        // Its rows have met every other item once.
+                        for a in (0..n).filter(|&a| pass_of(a) == p) {
+                            for b in (0..n).filter(|&b| b != a) {
+                                let (x, y) = (a.min(b), a.max(b));
+                                assert_eq!(
+                                    count[x][y], 1,
+                                    "n {n} t {t} done {done:?} pair {x},{y}"
+                                );
+                            }
+                        }
+                    }
+                }
+                assert!(proved.iter().zip(&done).all(|(p, d)| p != d), "{done:?}");
+                for a in 0..n {
+                    for b in a + 1..n {
+                        let needed = !done[pass_of(a)] || !done[pass_of(b)];
+                        assert_eq!(count[a][b], u32::from(needed), "{done:?} pair {a},{b}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn powers_of_two_below() {
         let got: Vec<usize> = [0, 1, 2, 3, 511, 512, 513, 16384, 20000]

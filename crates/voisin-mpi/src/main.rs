@@ -90,7 +90,7 @@ enum Device {
 enum RankEngine {
     Cpu(CpuEngine),
     #[cfg(feature = "cuda")]
-    Gpu(voisin_cuda::CudaEngine),
+    Gpu(Box<voisin_cuda::CudaEngine>),
 }
 
 impl RankEngine {
@@ -98,7 +98,7 @@ impl RankEngine {
         match self {
             RankEngine::Cpu(e) => e,
             #[cfg(feature = "cuda")]
-            RankEngine::Gpu(e) => e,
+            RankEngine::Gpu(e) => e.as_ref(),
         }
     }
 }
@@ -232,7 +232,7 @@ fn open_engine(comm: &dyn Comm, run: &RunOpts) -> Result<RankEngine, Failure> {
         })
         .map(RankEngine::Cpu),
         #[cfg(feature = "cuda")]
-        Device::Cuda => voisin_mpi::gpu::open(comm.rank()).map(RankEngine::Gpu),
+        Device::Cuda => voisin_mpi::gpu::open(comm.rank()).map(|e| RankEngine::Gpu(Box::new(e))),
         #[cfg(not(feature = "cuda"))]
         Device::Cuda => Err(voisin::Error::device(
             "--device cuda: this voisin-mpi was built without the `cuda` feature",

@@ -515,3 +515,98 @@ fn io_err(path: &Path, e: std::io::Error) -> Error {
         format!("{}: {e}", path.display()),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::VectorSet;
+
+    fn data(n: usize) -> Dataset {
+        let v: Vec<f32> = (0..n * 2).map(|i| (i % 7) as f32).collect();
+        VectorSet::from_f32(n, 2, v).unwrap().into()
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "voisin-ckpt-unit-{}-{name}",
+            std::process::id()
+        ));
+        fs::remove_dir_all(&dir).ok();
+        dir
+    }
+
+    fn opened(n: usize, pass_rows: Option<usize>, align: usize) -> Layout {
+        let dir = scratch(&format!("layout-{n}-{pass_rows:?}-{align}"));
+        let opts = CheckpointOptions {
+            pass_rows,
+            ..CheckpointOptions::new(&dir, false)
+        };
+        let job = Job::describe(&data(n), &Metric::Euclidean, 3);
+        let layout = Checkpoint::open_aligned(&opts, &job, 3, n, align)
+            .unwrap()
+            .layout();
+        fs::remove_dir_all(&dir).ok();
+        layout
+    }
+
+    /// Fresh GPU layouts keep 512-row blocks (so the CPU engine resumes them) and make passes
+    /// whole tiles, unless the caller chose the pass size.
+    #[test]
+    fn aligned_layouts_are_whole_tiles_of_512_row_blocks() {
+        for (n, pass_rows, align, bpp) in [
+            (20_000, None, 4096, 8),
+            (20_000, None, 256, 3),
+            (20_000, Some(512), 4096, 1),
+            (20_000, Some(700), 16384, 2),
+            (3000, None, 16384, 6),
+            (1_000_000, None, 16384, 128),
+            (1, None, 1, 1),
+        ] {
+            let got = opened(n, pass_rows, align);
+            assert_eq!(got.block_rows, GRAPH_TILE, "n {n}");
+            assert_eq!(got.blocks_per_pass, bpp, "n {n} {pass_rows:?} align {align}");
+        }
+    }
+
+    /// `stop_after` ends a run with an error right after that many passes reached the disk;
+    /// they are then loaded by a resumed run, and a damaged one is refused.
+    #[test]
+    fn stops_after_the_asked_passes_and_loads_them_back() {
+        let dir = scratch("stop");
+        let n = 1300;
+        let job = Job::describe(&data(n), &Metric::Euclidean, 2);
+        let opts = CheckpointOptions {
+            pass_rows: Some(512),
+            stop_after: Some(2),
+            ..CheckpointOptions::new(&dir, false)
+        };
+        let mut cp = Checkpoint::open(&opts, &job, 2, n, 100).unwrap();
+        let passes = cp.passes(n);
+        assert_eq!(passes, [0..512, 512..1024, 1024..1300]);
+        let rows = |r: &std::ops::Range<usize>| -> PassRows {
+            r.clone()
+                .map(|i| vec![(i as f64, i as u32), (i as f64 + 0.5, 0)])
+                .collect()
+        };
+        cp.save(0, (0, 512), &rows(&passes[0])).unwrap();
+        let err = cp.save(2, (1024, 1300), &rows(&passes[2])).unwrap_err();
+        assert!(err.to_string().contains("stopped after saving 2 passes"), "{err}");
+        let resume = CheckpointOptions {
+            resume: true,
+            stop_after: None,
+            ..opts.clone()
+        };
+        let cp = Checkpoint::open(&resume, &job, 2, n, 100).unwrap();
+        let loaded = cp.load_all(n).unwrap();
+        assert_eq!(loaded[0].as_ref(), Some(&rows(&passes[0])));
+        assert!(loaded[1].is_none());
+        assert_eq!(loaded[2].as_ref(), Some(&rows(&passes[2])));
+        let path = dir.join("pass-0002.bin");
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[HEADER + 3] ^= 4;
+        fs::write(&path, bytes).unwrap();
+        let err = cp.load_all(n).unwrap_err();
+        assert!(err.is_user_error() && err.to_string().contains("pass-0002.bin"), "{err}");
+        fs::remove_dir_all(&dir).ok();
+    }
+}
