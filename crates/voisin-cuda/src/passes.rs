@@ -241,7 +241,13 @@ mod tests {
     /// pairs (I, J), I ≤ J, are modelled item by item, tiles dividing the pass size.
     #[test]
     fn shares_measure_each_needed_pair_once_and_in_time() {
-        for (n, t, rpp) in [(10usize, 1usize, 3usize), (23, 2, 4), (23, 4, 8), (17, 3, 3), (9, 9, 9)] {
+        for (n, t, rpp) in [
+            (10usize, 1usize, 3usize),
+            (23, 2, 4),
+            (23, 4, 8),
+            (17, 3, 3),
+            (9, 9, 9),
+        ] {
             let passes = n.div_ceil(rpp);
             for mask in 0..1u32 << passes {
                 let done: Vec<bool> = (0..passes).map(|p| mask >> p & 1 == 1).collect();

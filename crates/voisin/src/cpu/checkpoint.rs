@@ -527,10 +527,8 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "voisin-ckpt-unit-{}-{name}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("voisin-ckpt-unit-{}-{name}", std::process::id()));
         fs::remove_dir_all(&dir).ok();
         dir
     }
@@ -564,7 +562,10 @@ mod tests {
         ] {
             let got = opened(n, pass_rows, align);
             assert_eq!(got.block_rows, GRAPH_TILE, "n {n}");
-            assert_eq!(got.blocks_per_pass, bpp, "n {n} {pass_rows:?} align {align}");
+            assert_eq!(
+                got.blocks_per_pass, bpp,
+                "n {n} {pass_rows:?} align {align}"
+            );
         }
     }
 
@@ -590,7 +591,10 @@ mod tests {
         };
         cp.save(0, (0, 512), &rows(&passes[0])).unwrap();
         let err = cp.save(2, (1024, 1300), &rows(&passes[2])).unwrap_err();
-        assert!(err.to_string().contains("stopped after saving 2 passes"), "{err}");
+        assert!(
+            err.to_string().contains("stopped after saving 2 passes"),
+            "{err}"
+        );
         let resume = CheckpointOptions {
             resume: true,
             stop_after: None,
@@ -606,7 +610,10 @@ mod tests {
         bytes[HEADER + 3] ^= 4;
         fs::write(&path, bytes).unwrap();
         let err = cp.load_all(n).unwrap_err();
-        assert!(err.is_user_error() && err.to_string().contains("pass-0002.bin"), "{err}");
+        assert!(
+            err.is_user_error() && err.to_string().contains("pass-0002.bin"),
+            "{err}"
+        );
         fs::remove_dir_all(&dir).ok();
     }
 }
