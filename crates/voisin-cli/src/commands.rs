@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use voisin::cpu::checkpoint::{CheckpointOptions, GraphCheckpoints};
-use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::check_k;
 use voisin::{Dataset, Engine, Metric};
 use voisin_index::auto::{self, Decision, EngineChoice, Workload};
@@ -294,13 +293,7 @@ fn checkpoint_engine(
         }
         _ => {}
     }
-    let cpu = CpuEngine::new(CpuOptions {
-        threads: config.threads,
-        memory_budget: config.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
-        progress: config.progress.clone(),
-    })
-    .map_err(|e| CliError::core(e, None))?;
-    Ok(Box::new(cpu))
+    device::cpu_engine(config)
 }
 
 /// A fixed index runs on the CPU, without checkpoints, under a true metric: checked before any

@@ -32,7 +32,7 @@ pub struct EngineConfig {
 /// The engine for a `--device` choice.
 pub fn select(choice: DeviceChoice, config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
     match choice {
-        DeviceChoice::Cpu => cpu_engine(config),
+        DeviceChoice::Cpu => Ok(cpu_engine(config)?),
         DeviceChoice::Cuda => Ok(cuda_engine(config)?),
         // Under auto a GPU that fails to start is not an error (SPEC §6): fall back to the CPU.
         DeviceChoice::Auto if voisin_cuda::gpu_available() => match cuda_engine(config) {
@@ -40,13 +40,14 @@ pub fn select(choice: DeviceChoice, config: &EngineConfig) -> Result<Box<dyn Eng
                 gpu,
                 cpu: cpu_engine(config)?,
             })),
-            Err(_) => cpu_engine(config),
+            Err(_) => Ok(cpu_engine(config)?),
         },
-        DeviceChoice::Auto => cpu_engine(config),
+        DeviceChoice::Auto => Ok(cpu_engine(config)?),
     }
 }
 
-fn cpu_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
+/// The CPU engine; it also builds checkpointed graphs.
+pub fn cpu_engine(config: &EngineConfig) -> Result<Box<dyn GraphCheckpoints>, CliError> {
     let engine = CpuEngine::new(CpuOptions {
         threads: config.threads,
         memory_budget: config.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),

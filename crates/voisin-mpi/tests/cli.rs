@@ -158,6 +158,7 @@ fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
     voisin_io::write_vectors(&q3, &tied(5, 3, 1)).unwrap();
     let out = dir.path().join("r.tsv");
     let out = out.to_str().unwrap();
+    let ck = dir.path().join("ck");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec![
@@ -231,7 +232,7 @@ fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
                 "--device",
                 "cuda",
                 "--checkpoint",
-                dir.path().join("ck").to_str().unwrap(),
+                ck.to_str().unwrap(),
                 "--out",
                 out,
             ],
