@@ -73,6 +73,7 @@ pub use context::{device_count, gpu_available};
 pub use fused::Fusion;
 pub use graph::{cyclic_share, PartialGraph, TileOwner};
 pub use multi::MultiGpu;
+pub use passes::{pass_alignment, pass_steps, pass_tile_edge, PassStep};
 pub use prepare::Precision;
 pub use select::Select;
 

@@ -93,7 +93,7 @@ fn build(
         .iter()
         .map(|e| e.graph_tile_edge(n, k))
         .collect::<Result<Vec<_>>>()?;
-    let edge = pow2_floor(edges.into_iter().min().unwrap_or(1));
+    let edge = pass_alignment(edges.into_iter().min().unwrap_or(1));
     let job = Job::describe(data, metric, k);
     let mut cp = Checkpoint::open_aligned(opts, &job, k, n, edge)?;
     if k == 0 {
@@ -101,13 +101,9 @@ fn build(
     }
     let passes = cp.passes(n);
     let rpp = cp.layout().rows_per_pass();
-    // Tiles must not straddle passes: the edge divides the pass size (a resumed CPU checkpoint
-    // may ask for smaller tiles than a fresh GPU one).
-    let mut t = if passes.len() <= 1 {
-        edge
-    } else {
-        edge.min(rpp & rpp.wrapping_neg())
-    };
+    // Tiles must not straddle passes (a resumed CPU checkpoint may ask for smaller tiles than a
+    // fresh GPU one).
+    let mut t = pass_tile_edge(edge, rpp, passes.len());
     let loaded = cp.load_all(n)?;
     let done: Vec<bool> = loaded.iter().map(Option::is_some).collect();
     let mut rows: Vec<Vec<(f64, u32)>> = Vec::with_capacity(n);
@@ -148,7 +144,7 @@ fn build(
         Ok(merged)
     };
     let mut running: Option<PartialGraph> = None;
-    for step in steps(&done) {
+    for step in pass_steps(&done) {
         let mine = share(&|pi, pj| step.takes(&done, pi, pj), &mut t, &mut stats)?;
         let merged = PartialGraph::merge(running.take().into_iter().chain([mine]).collect())?;
         let Some(p) = step.proves else {
@@ -179,15 +175,16 @@ fn build(
 }
 
 /// One share of a build: the tile pairs it takes, by the passes of their row and column tiles,
-/// and the pass whose rows are final once it is merged.
-struct Step {
+/// and the pass whose rows are final once it is merged. Public so that drivers over processes
+/// (voisin-mpi's GPU ranks) follow the same schedule.
+pub struct PassStep {
     /// `None` for the catch-up: finished passes' rows against open passes' columns.
-    proves: Option<usize>,
+    pub proves: Option<usize>,
 }
 
-impl Step {
+impl PassStep {
     /// Whether this share computes a tile pair (I, J), I ≤ J, of row pass `pi`, column pass `pj`.
-    fn takes(&self, done: &[bool], pi: usize, pj: usize) -> bool {
+    pub fn takes(&self, done: &[bool], pi: usize, pj: usize) -> bool {
         match self.proves {
             None => done[pi] && !done[pj],
             Some(p) => pi == p,
@@ -199,21 +196,64 @@ impl Step {
 /// are, then one per open pass. Pass p's share takes its rows against themselves and every
 /// later item; the pairs with earlier items came with earlier shares (or the catch-up), so its
 /// rows have met every other item once it is merged, and every pair is measured once.
-fn steps(done: &[bool]) -> Vec<Step> {
-    let catch_up = done.iter().any(|&d| d).then_some(Step { proves: None });
+pub fn pass_steps(done: &[bool]) -> Vec<PassStep> {
+    let catch_up = done.iter().any(|&d| d).then_some(PassStep { proves: None });
     catch_up
         .into_iter()
         .chain(
             (0..done.len())
                 .filter(|&p| !done[p])
-                .map(|p| Step { proves: Some(p) }),
+                .map(|p| PassStep { proves: Some(p) }),
         )
         .collect()
 }
 
-/// The largest power of two at most `x` (1 for 0).
-fn pow2_floor(x: usize) -> usize {
+/// The largest power of two at most `x` (1 for 0): the tile size a fresh checkpoint's passes
+/// are whole multiples of ([`Checkpoint::open_aligned`]) for a GPU tile edge `x`.
+pub fn pass_alignment(x: usize) -> usize {
     1 << (usize::BITS - 1 - x.max(1).leading_zeros())
+}
+
+/// The tile edge of a build in `passes` passes of `rows_per_pass` rows on GPUs whose tile
+/// edge is `edge`: at most `edge`, and a divisor of the pass size so that no tile straddles
+/// two passes.
+pub fn pass_tile_edge(edge: usize, rows_per_pass: usize, passes: usize) -> usize {
+    let edge = pass_alignment(edge);
+    if passes <= 1 {
+        edge
+    } else {
+        edge.min(rows_per_pass & rows_per_pass.wrapping_neg())
+    }
+}
+
+impl CudaEngine {
+    /// The final rows `rows` of the graph of `data` from a merged share (`part`) in which those
+    /// rows have met every other item: the rows of one pass of a checkpointed build whose
+    /// shares ([`pass_steps`], [`CudaEngine::graph_tiles`]) were computed elsewhere (other
+    /// processes) and merged with [`PartialGraph::merge`]. Exact keys, sorted by (key, index).
+    pub fn graph_rows(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        part: &PartialGraph,
+        rows: Range<usize>,
+    ) -> Result<Vec<Vec<(f64, u32)>>> {
+        let (set, k) = graph_input(data, part.k, metric)?;
+        if part.n != set.len() || k != part.k || rows.end > set.len() {
+            return Err(Error::invalid("graph share does not match the data"));
+        }
+        let gpu = self.lock()?;
+        let plan = self.plan(metric, set);
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        let raws = pass_raws(&part.lists, rows.clone());
+        let which = GraphRows {
+            first: rows.start,
+            k,
+            width: part.lists.width,
+        };
+        let mut stats = Stats::default();
+        self.prove_rows(&gpu, &plan, &ddev, set, metric, which, raws, &mut stats)
+    }
 }
 
 /// The candidate lists of the items `rows`, for the proof.
@@ -234,7 +274,7 @@ fn pass_raws(lists: &Lists, rows: Range<usize>) -> Vec<Raw> {
 
 #[cfg(test)]
 mod tests {
-    use super::steps;
+    use super::{pass_alignment, pass_steps, pass_tile_edge};
 
     /// Every pair of items with an open pass's item is measured exactly once over the shares,
     /// and before that pass is proved; pairs of two finished passes are never measured. Tile
@@ -252,7 +292,7 @@ mod tests {
             for mask in 0..1u32 << passes {
                 let done: Vec<bool> = (0..passes).map(|p| mask >> p & 1 == 1).collect();
                 let pass_of = |a: usize| a / rpp;
-                let all = steps(&done);
+                let all = pass_steps(&done);
                 let mut count = vec![vec![0u32; n]; n];
                 let mut proved = vec![false; passes];
                 for step in &all {
@@ -295,8 +335,13 @@ mod tests {
     fn powers_of_two_below() {
         let got: Vec<usize> = [0, 1, 2, 3, 511, 512, 513, 16384, 20000]
             .iter()
-            .map(|&x| super::pow2_floor(x))
+            .map(|&x| pass_alignment(x))
             .collect();
         assert_eq!(got, [1, 1, 2, 2, 256, 512, 512, 16384, 16384]);
+        // Tiles divide the pass size; one pass takes the whole edge.
+        assert_eq!(pass_tile_edge(16384, 4096 * 3, 5), 4096);
+        assert_eq!(pass_tile_edge(3000, 512 * 5, 2), 512);
+        assert_eq!(pass_tile_edge(300, 1024, 9), 256);
+        assert_eq!(pass_tile_edge(3000, 1 << 20, 1), 2048);
     }
 }

@@ -45,6 +45,13 @@ enum Command {
         /// Continue the build saved in --checkpoint DIR (any rank count).
         #[arg(long, requires = "checkpoint")]
         resume: bool,
+        /// Rows per checkpointed pass with --device cuda (CPU ranks choose their own blocks);
+        /// for tests.
+        #[arg(long, value_name = "N", requires = "checkpoint", hide = true)]
+        checkpoint_rows: Option<usize>,
+        /// Stop with an error once a rank has saved N passes, as a kill would; for tests.
+        #[arg(long, value_name = "N", requires = "checkpoint", hide = true)]
+        stop_after_passes: Option<usize>,
         #[command(flatten)]
         run: RunOpts,
     },
@@ -168,24 +175,10 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
         .unwrap_or_else(|| default_metric(inputs[0]));
     voisin::engine::check_k(run.k).map_err(|e| bad(e.to_string()))?;
     check_out(&run.out)?;
-    if run.device == Device::Cuda {
-        if matches!(
-            &cli.command,
-            Command::Graph {
-                checkpoint: Some(_),
-                ..
-            }
-        ) {
-            return Err(bad(
-                "--checkpoint runs with --device cpu only here; for a checkpointed GPU build use \
-                 `voisin graph --device cuda --gpus N --checkpoint DIR` on one host",
-            ));
-        }
-        if metric == Metric::Levenshtein {
-            return Err(bad(
-                "--device cuda takes vectors; use --device cpu for strings",
-            ));
-        }
+    if run.device == Device::Cuda && metric == Metric::Levenshtein {
+        return Err(bad(
+            "--device cuda takes vectors; use --device cpu for strings",
+        ));
     }
     let engine = open_engine(comm, run)?;
     // Every rank reads for itself; agreeing afterwards keeps a rank that failed (say, a path
@@ -199,17 +192,25 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
     };
     let result = match &cli.command {
         Command::Graph {
-            checkpoint, resume, ..
+            checkpoint,
+            resume,
+            checkpoint_rows,
+            stop_after_passes,
+            ..
         } => {
-            let checkpoint = checkpoint
-                .as_ref()
-                .map(|dir| CheckpointOptions::new(dir.clone(), *resume));
+            let checkpoint = checkpoint.as_ref().map(|dir| CheckpointOptions {
+                pass_rows: *checkpoint_rows,
+                stop_after: *stop_after_passes,
+                ..CheckpointOptions::new(dir.clone(), *resume)
+            });
             match &engine {
                 RankEngine::Cpu(cpu) => {
                     voisin_mpi::graph::run(comm, cpu, &sets[0], run.k, &metric, checkpoint.as_ref())
                 }
                 #[cfg(feature = "cuda")]
-                RankEngine::Gpu(gpu) => voisin_mpi::gpu::graph(comm, gpu, &sets[0], run.k, &metric),
+                RankEngine::Gpu(gpu) => {
+                    voisin_mpi::gpu::graph(comm, gpu, &sets[0], run.k, &metric, checkpoint.as_ref())
+                }
             }
         }
         Command::Knn { .. } => {

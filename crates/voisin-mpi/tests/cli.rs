@@ -158,7 +158,6 @@ fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
     voisin_io::write_vectors(&q3, &tied(5, 3, 1)).unwrap();
     let out = dir.path().join("r.tsv");
     let out = out.to_str().unwrap();
-    let ck = dir.path().join("ck");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec![
@@ -221,22 +220,6 @@ fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
                 out,
             ],
             "levenshtein",
-        ),
-        (
-            vec![
-                "graph",
-                "--input",
-                good.to_str().unwrap(),
-                "-k",
-                "2",
-                "--device",
-                "cuda",
-                "--checkpoint",
-                ck.to_str().unwrap(),
-                "--out",
-                out,
-            ],
-            "--checkpoint runs with --device cpu only",
         ),
         (
             vec![
@@ -312,16 +295,16 @@ fn gpu_ranks_without_a_gpu_fail_with_exit_1() {
         let o = launch(ranks, &args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "ranks {ranks:?}: {err}");
-        let first = err
-            .lines()
-            .find(|l| l.starts_with("voisin-mpi: error: "))
-            .unwrap_or_else(|| panic!("ranks {ranks:?}: no error line from rank 0: {err}"));
+        // Ranks write their lines at once, so they may interleave: look for rank 0's words.
         let cause = if cfg!(feature = "cuda") {
             "cuda"
         } else {
             "without the `cuda` feature"
         };
-        assert!(first.contains(cause), "{first}");
+        assert!(
+            err.contains("voisin-mpi: error: ") && err.contains(cause),
+            "ranks {ranks:?}: {err}"
+        );
         assert!(!out.exists());
     }
 }
