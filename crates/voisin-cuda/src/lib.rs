@@ -11,8 +11,8 @@
 //! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile),
 //! [`select`] (selection variants), `fused` (distance + filter in one kernel), `knn`, `graph`,
 //! `range`; `shard` (merging shards' candidate lists), `stream` (bases larger than the GPU),
-//! `multi` (several GPUs), `strings` (levenshtein), [`index`] (List of Clusters and SSS
-//! searched on the GPU).
+//! `multi` (several GPUs), `passes` (checkpointed graphs), `strings` (levenshtein), [`index`]
+//! (List of Clusters and SSS searched on the GPU).
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.

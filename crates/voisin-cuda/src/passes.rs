@@ -20,6 +20,11 @@
 //!
 //! Several GPUs: every GPU holds the whole set; each share's tile pairs are dealt cyclically
 //! over them (as `MultiGpu::graph` does), their lists merged, and the proof runs on the first.
+//! Several processes (voisin-mpi's GPU ranks) follow the same schedule through [`pass_steps`],
+//! [`pass_tile_edge`], [`CudaEngine::graph_tiles`] and [`CudaEngine::graph_rows`].
+//!
+//! Memory: the running share holds `width` candidates (8 bytes each) per item on the host, the
+//! same lists a one-shot multi-GPU graph merges once.
 //!
 //! Owns the pass schedule on the device; the tiles, selection and proof are the engine's, the
 //! files are the core's.

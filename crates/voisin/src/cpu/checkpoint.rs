@@ -1,8 +1,9 @@
 //! Checkpoints of long graph builds: finished row passes kept in a directory, so a killed run
 //! resumes where it stopped and ends with the same bytes as an uninterrupted one.
 //!
-//! Owns the directory layout and the file formats; the graph driver ([`super::graph`]) decides
-//! what a pass is and must not know about files.
+//! Owns the directory layout and the file formats; the graph drivers (the CPU engine's
+//! `graph`, voisin-cuda's GPU passes, voisin-mpi's ranks) decide what a pass is and must not
+//! know about files. Engines that checkpoint implement [`GraphCheckpoints`].
 //!
 //! - `DIR/manifest`: text, one `key value` per line: format version, the job (n, dim, element
 //!   type, metric, k and a CRC-32 of every data byte, so another input, metric or k is refused)
@@ -16,10 +17,13 @@
 //! old state or the new file, never half of one. Results are exact whatever the layout, but a
 //! resumed run takes the layout from the manifest so that pass files keep their meaning.
 //!
-//! The single-process graph lays passes out in its 512-row blocks; the MPI driver
-//! (voisin-mpi) uses blocks of its own size, one per pass, and may finish passes in any order
-//! and from several processes (each file is written by one of them). Both read and write
-//! through [`Checkpoint`], so there is one format and one set of checks.
+//! The single-process graph lays passes out in its 512-row blocks; the GPU drivers keep those
+//! blocks and make a fresh checkpoint's passes whole GPU tiles ([`Checkpoint::open_aligned`]),
+//! so CPU and GPU builds resume each other's checkpoints. The MPI driver's CPU ranks use blocks
+//! of their own size, one per pass, and may finish passes in any order and from several
+//! processes (each file is written by one of them). All read and write through [`Checkpoint`],
+//! so there is one format and one set of checks. [`CheckpointOptions::stop_after`] ends a run
+//! after some passes, as a kill would, for tests of resuming.
 //!
 //! Hashing the whole input costs one read of it at a few GB/s (chunks are hashed in parallel),
 //! small next to a graph build, which reads every row many times.
