@@ -255,8 +255,9 @@ pub struct GraphArgs {
     pub k: usize,
     #[command(flatten)]
     pub run: RunOpts,
-    /// Keep finished rows in DIR as the build goes (CPU engine), so that a killed build can be
-    /// continued with --resume. DIR must be new or empty unless --resume is given.
+    /// Keep finished rows in DIR as the build goes (CPU or GPU engine), so that a killed build
+    /// can be continued with --resume, on any device. DIR must be new or empty unless --resume
+    /// is given.
     #[arg(long, value_name = "DIR")]
     pub checkpoint: Option<PathBuf>,
     /// Continue the build saved in --checkpoint DIR (starts afresh when DIR is empty).
@@ -265,6 +266,9 @@ pub struct GraphArgs {
     /// Rows per checkpointed pass (default: 1/16 of the rows); for tests.
     #[arg(long, value_name = "N", requires = "checkpoint", hide = true)]
     pub checkpoint_rows: Option<usize>,
+    /// Stop with an error after saving N passes, as a kill would; for tests of --resume.
+    #[arg(long, value_name = "N", requires = "checkpoint", hide = true)]
+    pub stop_after_passes: Option<usize>,
 }
 
 #[derive(Debug, Args)]

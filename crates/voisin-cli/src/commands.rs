@@ -7,8 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use voisin::cpu::checkpoint::CheckpointOptions;
-use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
+use voisin::cpu::checkpoint::{CheckpointOptions, GraphCheckpoints};
 use voisin::engine::check_k;
 use voisin::{Dataset, Engine, Metric};
 use voisin_index::auto::{self, Decision, EngineChoice, Workload};
@@ -43,6 +42,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                     dir,
                     resume: a.resume,
                     pass_rows: a.checkpoint_rows,
+                    stop_after: a.stop_after_passes,
                 }),
             },
             &a.run,
@@ -150,27 +150,14 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         precision: run.precision,
         gpus: run.gpus.clone(),
     };
-    // Checkpoints are the CPU engine's; it is built here because the Engine trait has none.
+    // The Engine trait has no checkpoints: the engines that keep them are built here.
     let checkpointing = match task.checkpoint() {
-        Some(_) if run.device == DeviceChoice::Cuda => {
-            let e = voisin::Error::invalid(
-                "--checkpoint works with the CPU engine only, not --device cuda",
-            );
-            return Err(CliError::core(e, None));
-        }
-        Some(_) => Some(
-            CpuEngine::new(CpuOptions {
-                threads: config.threads,
-                memory_budget: config.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
-                progress: config.progress.clone(),
-            })
-            .map_err(|e| CliError::core(e, None))?,
-        ),
+        Some(_) => Some(checkpoint_engine(run.device, &config, &metric)?),
         None => None,
     };
     let selected;
     let engine: &dyn Engine = match &checkpointing {
-        Some(cpu) => cpu,
+        Some(e) => e.as_ref(),
         None => {
             selected = device::select(run.device, &config)?;
             selected.as_ref()
@@ -214,7 +201,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
                 ..
             } => checkpointing
                 .as_ref()
-                .expect("CPU engine built for --checkpoint")
+                .expect("engine built for --checkpoint")
                 .graph_checkpointed(&base, *k, &metric, c)
                 .map(Answer::Knn),
             Task::Graph { k, .. } => engine.graph(&base, *k, &metric).map(Answer::Knn),
@@ -288,6 +275,27 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     Ok(())
 }
 
+/// The engine of a checkpointed graph: the GPUs of `--gpus` under `--device cuda`, and under
+/// auto when one starts and the metric is one the GPU passes take (vectors); the CPU engine
+/// otherwise. Every one writes and resumes the same checkpoints.
+fn checkpoint_engine(
+    choice: DeviceChoice,
+    config: &EngineConfig,
+    metric: &Metric,
+) -> Result<Box<dyn GraphCheckpoints>, CliError> {
+    let vectors = !matches!(metric, Metric::Levenshtein | Metric::Custom(_));
+    match choice {
+        DeviceChoice::Cuda => return device::cuda_engine(config),
+        DeviceChoice::Auto if vectors && voisin_cuda::gpu_available() => {
+            if let Ok(gpu) = device::cuda_engine(config) {
+                return Ok(gpu);
+            }
+        }
+        _ => {}
+    }
+    device::cpu_engine(config)
+}
+
 /// A fixed index runs on the CPU, without checkpoints, under a true metric: checked before any
 /// input is read.
 fn check_engine(run: &RunOpts, task: &Task, metric: &Metric) -> Result<(), CliError> {
@@ -314,7 +322,7 @@ fn check_engine(run: &RunOpts, task: &Task, metric: &Metric) -> Result<(), CliEr
     Err(CliError::core(e, None))
 }
 
-/// Brute force or an index (`--engine`); checkpointed graphs are the CPU engine's brute force.
+/// Brute force or an index (`--engine`); checkpointed graphs are brute force.
 fn choose_engine(
     run: &RunOpts,
     task: &Task,
@@ -325,7 +333,7 @@ fn choose_engine(
     if task.checkpoint().is_some() {
         return Ok(Decision {
             engine: auto::Engine::Brute,
-            reason: "checkpointed graphs run on the CPU engine".into(),
+            reason: "checkpointed graphs run brute force".into(),
             intrinsic_dim: None,
         });
     }

@@ -6,6 +6,7 @@
 //! NVRTC and cuBLAS load and a device exists, with the requests it does not handle (user
 //! metrics) routed to the CPU engine, and the CPU engine alone otherwise.
 
+use voisin::cpu::checkpoint::GraphCheckpoints;
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::ProgressFn;
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult};
@@ -31,21 +32,22 @@ pub struct EngineConfig {
 /// The engine for a `--device` choice.
 pub fn select(choice: DeviceChoice, config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
     match choice {
-        DeviceChoice::Cpu => cpu_engine(config),
-        DeviceChoice::Cuda => cuda_engine(config),
+        DeviceChoice::Cpu => Ok(cpu_engine(config)?),
+        DeviceChoice::Cuda => Ok(cuda_engine(config)?),
         // Under auto a GPU that fails to start is not an error (SPEC §6): fall back to the CPU.
         DeviceChoice::Auto if voisin_cuda::gpu_available() => match cuda_engine(config) {
             Ok(gpu) => Ok(Box::new(Routed {
                 gpu,
                 cpu: cpu_engine(config)?,
             })),
-            Err(_) => cpu_engine(config),
+            Err(_) => Ok(cpu_engine(config)?),
         },
-        DeviceChoice::Auto => cpu_engine(config),
+        DeviceChoice::Auto => Ok(cpu_engine(config)?),
     }
 }
 
-fn cpu_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
+/// The CPU engine; it also builds checkpointed graphs.
+pub fn cpu_engine(config: &EngineConfig) -> Result<Box<dyn GraphCheckpoints>, CliError> {
     let engine = CpuEngine::new(CpuOptions {
         threads: config.threads,
         memory_budget: config.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
@@ -74,8 +76,8 @@ fn ordinals(gpus: &Option<GpuList>) -> Result<Vec<usize>, CliError> {
 }
 
 /// The CUDA engine on the `--gpus` devices (GPU 0 by default); a missing driver or device is
-/// a device error (exit 1).
-fn cuda_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
+/// a device error (exit 1). It also builds checkpointed graphs.
+pub fn cuda_engine(config: &EngineConfig) -> Result<Box<dyn GraphCheckpoints>, CliError> {
     let mut opts = CudaOptions {
         select: config.select,
         precision: config.precision,
@@ -85,7 +87,7 @@ fn cuda_engine(config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
         opts.tile_bytes = bytes;
     }
     let devices = ordinals(&config.gpus)?;
-    let engine: Box<dyn Engine> = match devices[..] {
+    let engine: Box<dyn GraphCheckpoints> = match devices[..] {
         [one] => {
             Box::new(CudaEngine::with_options(one, opts).map_err(|e| CliError::core(e, None))?)
         }

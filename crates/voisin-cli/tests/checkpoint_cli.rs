@@ -157,10 +157,14 @@ fn bad_checkpoints_and_misuse_are_one_line_exit_2() {
         &["-k", "3", "--resume", "--metric", "cosine"],
         "metric euclidean in checkpoint, cosine now",
     );
-    expect_error(
-        &["-k", "3", "--resume", "--device", "cuda"],
-        "CPU engine only",
-    );
+    if !voisin_cuda::gpu_available() {
+        // The GPU builds checkpoints too; without one, --device cuda is a device error.
+        let out = run(&["-k", "3", "--resume", "--device", "cuda"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.starts_with("voisin: error: cuda"), "{err}");
+    }
 
     let pass = s.path("c/pass-0001.bin");
     let mut bytes = std::fs::read(&pass).unwrap();
@@ -174,4 +178,43 @@ fn bad_checkpoints_and_misuse_are_one_line_exit_2() {
     // --resume needs --checkpoint.
     let out = s.run(&["graph", "--input", &input, "-k", "3", "--resume"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// The hidden --stop-after-passes stops a build as a kill would (exit 1, the passes saved so
+/// far kept); --resume then ends with the bytes of an uninterrupted build, on any device.
+#[test]
+fn stopped_builds_resume_to_the_same_bytes() {
+    let s = Scratch::new();
+    let input = s.raw("x.fbin", &fbin(2600, 7, 11));
+    let graph = |extra: &[&str]| {
+        let base = ["graph", "--input", &input, "-k", "5", "--device", "cpu"];
+        s.run(&[&base[..], extra].concat())
+    };
+    let plain = graph(&["--out", "plain.tsv"]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let expected = std::fs::read(s.path("plain.tsv")).unwrap();
+    let ck = [
+        "--checkpoint",
+        "c",
+        "--checkpoint-rows",
+        "512",
+        "--out",
+        "g.tsv",
+    ];
+    let stopped = graph(&[&ck[..], &["--stop-after-passes", "2"]].concat());
+    let err = stderr(&stopped);
+    assert_eq!(stopped.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped after saving 2 passes"), "{err}");
+    assert_eq!(pass_count(&s.path("c")), 2);
+    assert!(
+        !s.path("g.tsv").exists(),
+        "a stopped build wrote its output"
+    );
+    let again = graph(&[&ck[..], &["--resume", "--stop-after-passes", "1"]].concat());
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert_eq!(pass_count(&s.path("c")), 3);
+    let resumed = graph(&[&ck[..], &["--resume"]].concat());
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(pass_count(&s.path("c")), 2600usize.div_ceil(512));
+    assert!(std::fs::read(s.path("g.tsv")).unwrap() == expected);
 }

@@ -12,8 +12,8 @@
 //! `device_set` (upload and row preparation), `exact` (exact keys), `tile` (one distance tile),
 //! [`select`] (selection variants), `fused` (distance + filter in one kernel), `knn`, `graph`,
 //! `range`; `shard` (merging shards' candidate lists), `stream` (bases larger than the GPU),
-//! `multi` (several GPUs), `strings` (levenshtein), [`index`] (List of Clusters and SSS
-//! searched on the GPU).
+//! `multi` (several GPUs), `passes` (checkpointed graphs), `strings` (levenshtein), [`index`]
+//! (List of Clusters and SSS searched on the GPU).
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.
@@ -39,7 +39,9 @@
 //! on the host; an allocation that fails halves the working set and goes on. [`MultiGpu`]
 //! runs on several GPUs of one host (`multi`, `shard`); [`CudaEngine::graph_tiles`],
 //! [`PartialGraph::merge`] and [`CudaEngine::graph_finish`] split one graph between processes
-//! (e.g. MPI ranks, one GPU each). A graph's set must still fit on each GPU.
+//! (e.g. MPI ranks, one GPU each). A graph's set must still fit on each GPU. Long graph builds
+//! keep finished row passes in the core's checkpoint format (`passes`,
+//! [`voisin::cpu::checkpoint::GraphCheckpoints`]) and resume after a crash.
 
 mod context;
 mod device_set;
@@ -49,6 +51,7 @@ mod graph;
 pub mod index;
 mod knn;
 mod multi;
+mod passes;
 mod prepare;
 mod range;
 pub mod select;
@@ -71,6 +74,7 @@ pub use context::{device_count, gpu_available};
 pub use fused::Fusion;
 pub use graph::{cyclic_share, PartialGraph, TileOwner};
 pub use multi::MultiGpu;
+pub use passes::{pass_alignment, pass_steps, pass_tile_edge, PassStep};
 pub use prepare::Precision;
 pub use select::Select;
 
@@ -426,6 +430,15 @@ impl Engine for CudaEngine {
     }
 }
 
+/// Which rows of a graph [`CudaEngine::prove_rows`] finishes: from item `first` on, `k` each,
+/// from candidate lists of `width` slots.
+#[derive(Clone, Copy)]
+pub(crate) struct GraphRows {
+    pub first: usize,
+    pub k: usize,
+    pub width: usize,
+}
+
 /// The graph's tile edge for `n` items and `k` under a budget.
 fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
     let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
@@ -596,12 +609,35 @@ impl CudaEngine {
         stats: &mut Stats,
     ) -> Result<Vec<Vec<(f64, u32)>>> {
         stats.distance_evals += part.distance_evals;
-        let k = part.k;
-        // Widening starts from the lists' own size (the pilot's choice, padded as the selection
-        // needed): no second pilot.
-        let kp = part.lists.width;
+        let (k, kp) = (part.k, part.lists.width);
+        let rows = GraphRows {
+            first: 0,
+            k,
+            width: kp,
+        };
+        self.prove_rows(gpu, plan, ddev, set, metric, rows, part.into_raws(), stats)
+    }
+
+    /// Proves, widens and re-ranks the candidates `raws` of the items `rows.first..` of a
+    /// graph, each list covering every other item (a whole share of the triangle or a finished
+    /// pass of one): their final rows. Widening starts from the lists' own size (the pilot's
+    /// choice, padded as the selection needed): no second pilot.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn prove_rows(
+        &self,
+        gpu: &Gpu,
+        plan: &Plan,
+        ddev: &DeviceSet,
+        set: &VectorSet,
+        metric: &Metric,
+        rows: GraphRows,
+        raws: Vec<knn::Raw>,
+        stats: &mut Stats,
+    ) -> Result<Vec<Vec<(f64, u32)>>> {
+        let first = rows.first;
         let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
-            let sub = DeviceSet::gather(gpu, plan, set, ids)?;
+            let items: Vec<usize> = ids.iter().map(|&q| q + first).collect();
+            let sub = DeviceSet::gather(gpu, plan, set, &items)?;
             self.shrinking(self.budget(gpu)?, |b| {
                 knn::candidates(gpu, plan, ddev, &sub, kp, self.widen_select(), b)
             })
@@ -612,17 +648,24 @@ impl CudaEngine {
             bdev: ddev,
             qdev: ddev,
         };
-        let mut exact_fn = |pairs: &[[u32; 2]]| exact::keys(gpu, metric, &sides, pairs);
-        let self_of = |q: usize| Some(q as u32);
+        let mut exact_fn = |pairs: &[[u32; 2]]| {
+            if first == 0 {
+                return exact::keys(gpu, metric, &sides, pairs);
+            }
+            let shifted: Vec<[u32; 2]> =
+                pairs.iter().map(|&[q, b]| [q + first as u32, b]).collect();
+            exact::keys(gpu, metric, &sides, &shifted)
+        };
+        let self_of = |q: usize| Some((q + first) as u32);
         knn::finish(
             plan,
-            ddev.norm(),
+            &ddev.norm()[first..first + raws.len()],
             ddev.max_norm(),
-            k,
-            part.into_raws(),
+            rows.k,
+            raws,
             &self_of,
             set.len(),
-            kp,
+            rows.width,
             &mut redo,
             &mut exact_fn,
             stats,

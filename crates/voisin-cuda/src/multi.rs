@@ -83,29 +83,7 @@ impl MultiGpu {
         count: usize,
         f: impl Fn(usize, &CudaEngine, &Gpu) -> Result<T> + Sync,
     ) -> Result<Vec<T>> {
-        let f = &f;
-        std::thread::scope(|s| {
-            let handles: Vec<_> = self.engines[..count]
-                .iter()
-                .enumerate()
-                .map(|(g, e)| {
-                    s.spawn(move || {
-                        let mut t = Instant::now();
-                        let gpu = e.lock()?;
-                        let r = f(g, e, &gpu);
-                        crate::trace(&format!("GPU thread {g} (cuda:{})", e.device), &mut t);
-                        r
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::device("cuda: a GPU thread panicked")))
-                })
-                .collect()
-        })
+        on_each(&self.engines[..count], f)
     }
 
     /// Uploads each GPU's base shard and all queries; at most one GPU per base item.
@@ -217,6 +195,37 @@ fn check_shards(shards: &[Shard], bset: &VectorSet, qset: &VectorSet) -> Result<
         Some(s) => s.qdev.check(qset, 0),
         None => Ok(()),
     }
+}
+
+/// Runs `f` on every engine of `engines` at once, one host thread each holding its GPU; the
+/// results in engine order.
+pub(crate) fn on_each<T: Send>(
+    engines: &[CudaEngine],
+    f: impl Fn(usize, &CudaEngine, &Gpu) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = engines
+            .iter()
+            .enumerate()
+            .map(|(g, e)| {
+                s.spawn(move || {
+                    let mut t = Instant::now();
+                    let gpu = e.lock()?;
+                    let r = f(g, e, &gpu);
+                    crate::trace(&format!("GPU thread {g} (cuda:{})", e.device), &mut t);
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::device("cuda: a GPU thread panicked")))
+            })
+            .collect()
+    })
 }
 
 impl Engine for MultiGpu {

@@ -2,9 +2,9 @@
 //! exact k nearest of every query within its shard; rank 0 merges the shards' lists.
 //!
 //! Every rank reads all queries: queries are usually few next to the base, and this way each
-//! shard is scanned once.
+//! shard is scanned once. A rank searches its shard with any engine (CPU, or its GPU): every
+//! engine's lists are the exact top-k, so the merge is the same.
 
-use voisin::cpu::CpuEngine;
 use voisin::{Dataset, Engine, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
@@ -12,9 +12,9 @@ use crate::rekey;
 use crate::slice::{slice, split};
 
 /// Rank `rank`'s share: for each query, the global indices of its best `min(k, shard)` base
-/// items in this rank's shard, row after row.
+/// items in this rank's shard, row after row, from `engine` (the CPU engine, or the rank's GPU).
 pub fn local(
-    engine: &CpuEngine,
+    engine: &dyn Engine,
     base: &Dataset,
     queries: &Dataset,
     k: usize,
@@ -70,7 +70,7 @@ pub fn merge(
 /// The whole k-NN search over `comm`'s ranks; the result on rank 0, `None` elsewhere.
 pub fn run(
     comm: &dyn Comm,
-    engine: &CpuEngine,
+    engine: &dyn Engine,
     base: &Dataset,
     queries: &Dataset,
     k: usize,

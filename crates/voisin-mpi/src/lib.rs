@@ -1,5 +1,6 @@
 //! voisin over MPI ranks: `graph` and `knn` spread over the processes of an MPI job, each rank
-//! answering its share with the core crate's exact CPU engine on its own cores.
+//! answering its share with the core crate's exact CPU engine on its own cores, or (feature
+//! `cuda`, `--device cuda`) with one GPU per rank (module `gpu`).
 //!
 //! Data: every rank reads the input itself, from the same path (memory-mapped by voisin-io), so
 //! no vectors travel between ranks. On one host that is free; on a cluster it is the usual
@@ -25,8 +26,11 @@
 //! formats come from `voisin` and `voisin-io`.
 
 pub mod comm;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod graph;
 pub mod knn;
 pub mod rekey;
+pub mod shares;
 pub mod slice;
 pub mod worker;

@@ -8,13 +8,15 @@
 //! usage, 1 internal failure; every rank exits with the same code.
 //!
 //! Built without the `mpi` feature the command runs as a single process (rank 0 of 1).
+//! `--device cuda` (feature `cuda`) gives each rank one GPU: rank r of a node takes GPU
+//! r mod (GPUs of the node).
 
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use voisin::cpu::checkpoint::CheckpointOptions;
 use voisin::cpu::{CpuEngine, CpuOptions};
-use voisin::{Dataset, KnnResult, Metric};
+use voisin::{Dataset, Engine, KnnResult, Metric};
 use voisin_io::{ReadOptions, Role};
 use voisin_mpi::comm::{Comm, Failed};
 
@@ -43,6 +45,13 @@ enum Command {
         /// Continue the build saved in --checkpoint DIR (any rank count).
         #[arg(long, requires = "checkpoint")]
         resume: bool,
+        /// Rows per checkpointed pass with --device cuda (CPU ranks choose their own blocks);
+        /// for tests.
+        #[arg(long, value_name = "N", requires = "checkpoint", hide = true)]
+        checkpoint_rows: Option<usize>,
+        /// Stop with an error once a rank has saved N passes, as a kill would; for tests.
+        #[arg(long, value_name = "N", requires = "checkpoint", hide = true)]
+        stop_after_passes: Option<usize>,
         #[command(flatten)]
         run: RunOpts,
     },
@@ -73,6 +82,32 @@ struct RunOpts {
     /// Worker threads per rank (default: every core the rank sees).
     #[arg(long)]
     threads: Option<usize>,
+    /// What each rank computes on: its cores, or one GPU (needs the `cuda` feature).
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Device {
+    Cpu,
+    Cuda,
+}
+
+/// The engine of this rank.
+enum RankEngine {
+    Cpu(CpuEngine),
+    #[cfg(feature = "cuda")]
+    Gpu(Box<voisin_cuda::CudaEngine>),
+}
+
+impl RankEngine {
+    fn as_engine(&self) -> &dyn Engine {
+        match self {
+            RankEngine::Cpu(e) => e,
+            #[cfg(feature = "cuda")]
+            RankEngine::Gpu(e) => e.as_ref(),
+        }
+    }
 }
 
 fn parse_metric(text: &str) -> Result<Metric, String> {
@@ -140,11 +175,12 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
         .unwrap_or_else(|| default_metric(inputs[0]));
     voisin::engine::check_k(run.k).map_err(|e| bad(e.to_string()))?;
     check_out(&run.out)?;
-    let engine = CpuEngine::new(CpuOptions {
-        threads: run.threads,
-        ..CpuOptions::default()
-    })
-    .map_err(|e| bad(e.to_string()))?;
+    if run.device == Device::Cuda && metric == Metric::Levenshtein {
+        return Err(bad(
+            "--device cuda takes vectors; use --device cpu for strings",
+        ));
+    }
+    let engine = open_engine(comm, run)?;
     // Every rank reads for itself; agreeing afterwards keeps a rank that failed (say, a path
     // missing on its node) from leaving the others waiting.
     let loaded = load_all(&inputs, &metric);
@@ -156,17 +192,29 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
     };
     let result = match &cli.command {
         Command::Graph {
-            checkpoint, resume, ..
+            checkpoint,
+            resume,
+            checkpoint_rows,
+            stop_after_passes,
+            ..
         } => {
             let checkpoint = checkpoint.as_ref().map(|dir| CheckpointOptions {
-                dir: dir.clone(),
-                resume: *resume,
-                pass_rows: None,
+                pass_rows: *checkpoint_rows,
+                stop_after: *stop_after_passes,
+                ..CheckpointOptions::new(dir.clone(), *resume)
             });
-            voisin_mpi::graph::run(comm, &engine, &sets[0], run.k, &metric, checkpoint.as_ref())
+            match &engine {
+                RankEngine::Cpu(cpu) => {
+                    voisin_mpi::graph::run(comm, cpu, &sets[0], run.k, &metric, checkpoint.as_ref())
+                }
+                #[cfg(feature = "cuda")]
+                RankEngine::Gpu(gpu) => {
+                    voisin_mpi::gpu::graph(comm, gpu, &sets[0], run.k, &metric, checkpoint.as_ref())
+                }
+            }
         }
         Command::Knn { .. } => {
-            voisin_mpi::knn::run(comm, &engine, &sets[0], &sets[1], run.k, &metric)
+            voisin_mpi::knn::run(comm, engine.as_engine(), &sets[0], &sets[1], run.k, &metric)
         }
     }
     .map_err(|f| failed(comm, f))?;
@@ -174,6 +222,24 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
         Some(res) => write(&run.out, &res),
         None => Ok(()),
     }
+}
+
+/// This rank's engine; every rank agrees, so a rank whose GPU does not open fails them all.
+fn open_engine(comm: &dyn Comm, run: &RunOpts) -> Result<RankEngine, Failure> {
+    let opened = match run.device {
+        Device::Cpu => CpuEngine::new(CpuOptions {
+            threads: run.threads,
+            ..CpuOptions::default()
+        })
+        .map(RankEngine::Cpu),
+        #[cfg(feature = "cuda")]
+        Device::Cuda => voisin_mpi::gpu::open(comm.rank()).map(|e| RankEngine::Gpu(Box::new(e))),
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda => Err(voisin::Error::device(
+            "--device cuda: this voisin-mpi was built without the `cuda` feature",
+        )),
+    };
+    voisin_mpi::comm::agree(comm, opened).map_err(|f| failed(comm, f))
 }
 
 /// A failure of a distributed phase: this rank's own error is printed here (rank 0 prints as

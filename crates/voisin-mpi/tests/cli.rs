@@ -223,6 +223,22 @@ fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
         ),
         (
             vec![
+                "graph",
+                "--input",
+                good.to_str().unwrap(),
+                "-k",
+                "2",
+                "--device",
+                "cuda",
+                "--metric",
+                "levenshtein",
+                "--out",
+                out,
+            ],
+            "--device cuda takes vectors",
+        ),
+        (
+            vec![
                 "knn",
                 "--base",
                 good.to_str().unwrap(),
@@ -250,6 +266,59 @@ fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
         }
     }
     assert!(!Path::new(out).exists());
+}
+
+/// Without a GPU (or without the `cuda` feature) `--device cuda` is a device failure: exit 1 on
+/// every rank, rank 0's line naming the cause, no output file.
+#[test]
+fn gpu_ranks_without_a_gpu_fail_with_exit_1() {
+    if cfg!(feature = "cuda") && has_gpu() {
+        eprintln!("SKIPPED: a GPU is present (scripts/gpu-check mpi covers GPU ranks)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.fbin");
+    voisin_io::write_vectors(&good, &tied(50, 3, 2)).unwrap();
+    let out = dir.path().join("r.tsv");
+    let args = [
+        "graph",
+        "--input",
+        good.to_str().unwrap(),
+        "-k",
+        "3",
+        "--device",
+        "cuda",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    for ranks in launchers() {
+        let o = launch(ranks, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "ranks {ranks:?}: {err}");
+        // Ranks write their lines at once, so they may interleave: look for rank 0's words.
+        let cause = if cfg!(feature = "cuda") {
+            "cuda"
+        } else {
+            "without the `cuda` feature"
+        };
+        assert!(
+            err.contains("voisin-mpi: error: ") && err.contains(cause),
+            "ranks {ranks:?}: {err}"
+        );
+        assert!(!out.exists());
+    }
+}
+
+/// Whether CUDA loads here and sees a device (only known with the `cuda` feature).
+fn has_gpu() -> bool {
+    #[cfg(feature = "cuda")]
+    {
+        voisin_cuda::gpu_available()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        false
+    }
 }
 
 fn pass_count(dir: &Path) -> usize {

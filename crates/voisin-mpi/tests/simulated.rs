@@ -273,6 +273,7 @@ fn ckpt(dir: &Path, resume: bool) -> CheckpointOptions {
         dir: dir.to_path_buf(),
         resume,
         pass_rows: None,
+        stop_after: None,
     }
 }
 
@@ -503,6 +504,7 @@ fn checkpoints_move_between_the_engine_and_ranks() {
         dir: dir.clone(),
         resume: false,
         pass_rows: Some(512),
+        stop_after: None,
     };
     engine().graph_checkpointed(&data, 5, &m, &opts).unwrap();
     std::fs::remove_file(dir.join("pass-0001.bin")).unwrap();

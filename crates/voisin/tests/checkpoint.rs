@@ -24,6 +24,7 @@ fn opts(dir: &Path, resume: bool, pass_rows: usize) -> CheckpointOptions {
         dir: dir.to_path_buf(),
         resume,
         pass_rows: Some(pass_rows),
+        stop_after: None,
     }
 }
 

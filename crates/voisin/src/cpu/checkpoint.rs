@@ -1,8 +1,9 @@
 //! Checkpoints of long graph builds: finished row passes kept in a directory, so a killed run
 //! resumes where it stopped and ends with the same bytes as an uninterrupted one.
 //!
-//! Owns the directory layout and the file formats; the graph driver ([`super::graph`]) decides
-//! what a pass is and must not know about files.
+//! Owns the directory layout and the file formats; the graph drivers (the CPU engine's
+//! `graph`, voisin-cuda's GPU passes, voisin-mpi's ranks) decide what a pass is and must not
+//! know about files. Engines that checkpoint implement [`GraphCheckpoints`].
 //!
 //! - `DIR/manifest`: text, one `key value` per line: format version, the job (n, dim, element
 //!   type, metric, k and a CRC-32 of every data byte, so another input, metric or k is refused)
@@ -16,10 +17,13 @@
 //! old state or the new file, never half of one. Results are exact whatever the layout, but a
 //! resumed run takes the layout from the manifest so that pass files keep their meaning.
 //!
-//! The single-process graph lays passes out in its 512-row blocks; the MPI driver
-//! (voisin-mpi) uses blocks of its own size, one per pass, and may finish passes in any order
-//! and from several processes (each file is written by one of them). Both read and write
-//! through [`Checkpoint`], so there is one format and one set of checks.
+//! The single-process graph lays passes out in its 512-row blocks; the GPU drivers keep those
+//! blocks and make a fresh checkpoint's passes whole GPU tiles ([`Checkpoint::open_aligned`]),
+//! so CPU and GPU builds resume each other's checkpoints. The MPI driver's CPU ranks use blocks
+//! of their own size, one per pass, and may finish passes in any order and from several
+//! processes (each file is written by one of them). All read and write through [`Checkpoint`],
+//! so there is one format and one set of checks. [`CheckpointOptions::stop_after`] ends a run
+//! after some passes, as a kill would, for tests of resuming.
 //!
 //! Hashing the whole input costs one read of it at a few GB/s (chunks are hashed in parallel),
 //! small next to a graph build, which reads every row many times.
@@ -57,6 +61,39 @@ pub struct CheckpointOptions {
     /// `None` saves progress every 1/16 of the rows. Passes cost no extra distance
     /// evaluations; a resumed build measures again the pairs between finished and open rows.
     pub pass_rows: Option<usize>,
+    /// Stop with an error once this run has saved this many passes: a kill at a known point,
+    /// for tests of resuming (the CLI's hidden `--stop-after-passes`).
+    pub stop_after: Option<usize>,
+}
+
+impl CheckpointOptions {
+    /// Checkpoints in `dir`, resumed or not, with the default pass size and no stop.
+    pub fn new(dir: impl Into<PathBuf>, resume: bool) -> Self {
+        CheckpointOptions {
+            dir: dir.into(),
+            resume,
+            pass_rows: None,
+            stop_after: None,
+        }
+    }
+}
+
+/// Engines that build the k-NN graph with checkpoints in this module's format: the CPU engine,
+/// and the CUDA engines (one GPU or several), which compute the same passes on the device. A
+/// checkpoint written by one resumes on any other, and every one ends with the bytes of an
+/// uninterrupted build.
+pub trait GraphCheckpoints: crate::Engine {
+    /// The k-NN graph, like [`crate::Engine::graph`], with finished row passes kept in
+    /// `checkpoint.dir`: a build that was killed continues with `resume` and returns exactly
+    /// what an uninterrupted build returns. A checkpoint of another input, metric or k, or a
+    /// damaged one, is refused as invalid input.
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<crate::KnnResult>;
 }
 
 /// What a checkpoint is for: the fields a resumed run must match, in manifest order.
@@ -134,6 +171,9 @@ pub struct Checkpoint {
     layout: Layout,
     /// CRC-32 of the manifest, repeated in every pass file.
     job_crc: u32,
+    /// Passes saved by this run, and after how many to stop ([`CheckpointOptions::stop_after`]).
+    saved: usize,
+    stop_after: Option<usize>,
 }
 
 impl Checkpoint {
@@ -146,13 +186,49 @@ impl Checkpoint {
         n: usize,
         max_blocks: usize,
     ) -> Result<Self> {
-        let wanted = match opts.pass_rows {
+        let wanted = Self::wanted_blocks(opts, n);
+        Self::open_blocks(opts, job, k, wanted.clamp(1, max_blocks.max(1)))
+    }
+
+    /// Opens `opts.dir` for `job` like [`Checkpoint::open`], for a driver whose work comes in
+    /// tiles of `align_rows` rows (a power of two): without `opts.pass_rows`, a fresh build's
+    /// passes are whole multiples of that tile, so no tile straddles two passes at full size.
+    /// The GPU drivers use it; the layout stays the single-process one (512-row blocks), so
+    /// CPU and GPU builds resume each other's checkpoints.
+    pub fn open_aligned(
+        opts: &CheckpointOptions,
+        job: &Job,
+        k: usize,
+        n: usize,
+        align_rows: usize,
+    ) -> Result<Self> {
+        let mut wanted = Self::wanted_blocks(opts, n);
+        if opts.pass_rows.is_none() {
+            let step = align_rows.div_ceil(GRAPH_TILE).max(1);
+            wanted = wanted.div_ceil(step) * step;
+        }
+        Self::open_blocks(opts, job, k, wanted.clamp(1, n.div_ceil(GRAPH_TILE).max(1)))
+    }
+
+    /// Blocks per pass a fresh build asks for: `opts.pass_rows`, or 1/16 of the rows.
+    fn wanted_blocks(opts: &CheckpointOptions, n: usize) -> usize {
+        match opts.pass_rows {
             Some(rows) => rows.div_ceil(GRAPH_TILE),
             None => n.div_ceil(GRAPH_TILE).div_ceil(DEFAULT_PASSES),
-        };
+        }
+    }
+
+    /// Opens a checkpoint of the single-process layout: blocks of 512 rows, `blocks_per_pass`
+    /// of them a pass when it is fresh.
+    fn open_blocks(
+        opts: &CheckpointOptions,
+        job: &Job,
+        k: usize,
+        blocks_per_pass: usize,
+    ) -> Result<Self> {
         let fresh = Layout {
             block_rows: GRAPH_TILE,
-            blocks_per_pass: wanted.clamp(1, max_blocks.max(1)),
+            blocks_per_pass,
         };
         let cp = Self::open_with(opts, job, k, fresh)?;
         if cp.layout.block_rows != GRAPH_TILE {
@@ -206,6 +282,8 @@ impl Checkpoint {
             k,
             layout,
             job_crc: crc32fast::hash(text.as_bytes()),
+            saved: 0,
+            stop_after: opts.stop_after,
         })
     }
 
@@ -216,6 +294,22 @@ impl Checkpoint {
 
     fn pass_path(&self, p: usize) -> PathBuf {
         self.dir.join(format!("pass-{p:04}.bin"))
+    }
+
+    /// The rows of every pass over `n` items: pass `p` is `passes(n)[p]`.
+    pub fn passes(&self, n: usize) -> Vec<std::ops::Range<usize>> {
+        let step = self.layout.rows_per_pass().max(1);
+        (0..n).step_by(step).map(|a| a..(a + step).min(n)).collect()
+    }
+
+    /// Every pass an earlier run finished, checked (in parallel: each file is read and its
+    /// CRC computed once), by pass number; `None` for the passes still to do.
+    pub fn load_all(&self, n: usize) -> Result<Vec<Option<PassRows>>> {
+        self.passes(n)
+            .par_iter()
+            .enumerate()
+            .map(|(p, r)| self.read_pass(p, (r.start, r.end)))
+            .collect()
     }
 }
 
@@ -289,7 +383,48 @@ impl PassStore for Checkpoint {
         Some(self.layout.blocks_per_pass)
     }
 
-    fn load(&mut self, p: usize, (r0, r1): (usize, usize)) -> Result<Option<PassRows>> {
+    fn load(&mut self, p: usize, rows: (usize, usize)) -> Result<Option<PassRows>> {
+        self.read_pass(p, rows)
+    }
+
+    fn save(&mut self, p: usize, (r0, r1): (usize, usize), done: &PassRows) -> Result<()> {
+        if done.len() != r1 - r0 || done.iter().any(|r| r.len() != self.k) {
+            return Err(Error::device(
+                "graph pass has rows of the wrong length (bug)",
+            ));
+        }
+        let mut bytes = Vec::with_capacity(HEADER + (r1 - r0) * self.k * 12 + 4);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&FORMAT.to_le_bytes());
+        bytes.extend_from_slice(&(p as u32).to_le_bytes());
+        for v in [r0, r1, self.k] {
+            bytes.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+        bytes.extend_from_slice(&self.job_crc.to_le_bytes());
+        bytes.extend(done.iter().flatten().flat_map(|&(_, i)| i.to_le_bytes()));
+        bytes.extend(
+            done.iter()
+                .flatten()
+                .flat_map(|&(key, _)| key.to_le_bytes()),
+        );
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        write_atomic(&self.pass_path(p), &bytes)?;
+        self.saved += 1;
+        if self.stop_after == Some(self.saved) {
+            return Err(Error::device(format!(
+                "{}: stopped after saving {} passes, as asked",
+                self.dir.display(),
+                self.saved
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Checkpoint {
+    /// Pass `p` (rows `r0..r1`) as an earlier run saved it, checked; `None` if not saved.
+    fn read_pass(&self, p: usize, (r0, r1): (usize, usize)) -> Result<Option<PassRows>> {
         let path = self.pass_path(p);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
@@ -334,31 +469,6 @@ impl PassStore for Checkpoint {
             .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
         let flat: Vec<(f64, u32)> = keys.zip(idx).collect();
         Ok(Some(flat.chunks(k.max(1)).map(<[_]>::to_vec).collect()))
-    }
-
-    fn save(&mut self, p: usize, (r0, r1): (usize, usize), done: &PassRows) -> Result<()> {
-        if done.len() != r1 - r0 || done.iter().any(|r| r.len() != self.k) {
-            return Err(Error::device(
-                "graph pass has rows of the wrong length (bug)",
-            ));
-        }
-        let mut bytes = Vec::with_capacity(HEADER + (r1 - r0) * self.k * 12 + 4);
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&FORMAT.to_le_bytes());
-        bytes.extend_from_slice(&(p as u32).to_le_bytes());
-        for v in [r0, r1, self.k] {
-            bytes.extend_from_slice(&(v as u64).to_le_bytes());
-        }
-        bytes.extend_from_slice(&self.job_crc.to_le_bytes());
-        bytes.extend(done.iter().flatten().flat_map(|&(_, i)| i.to_le_bytes()));
-        bytes.extend(
-            done.iter()
-                .flatten()
-                .flat_map(|&(key, _)| key.to_le_bytes()),
-        );
-        let crc = crc32fast::hash(&bytes);
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        write_atomic(&self.pass_path(p), &bytes)
     }
 }
 
@@ -408,4 +518,106 @@ fn io_err(path: &Path, e: std::io::Error) -> Error {
         e.kind(),
         format!("{}: {e}", path.display()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::VectorSet;
+
+    fn data(n: usize) -> Dataset {
+        let v: Vec<f32> = (0..n * 2).map(|i| (i % 7) as f32).collect();
+        VectorSet::from_f32(n, 2, v).unwrap().into()
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("voisin-ckpt-unit-{}-{name}", std::process::id()));
+        fs::remove_dir_all(&dir).ok();
+        dir
+    }
+
+    fn opened(n: usize, pass_rows: Option<usize>, align: usize) -> Layout {
+        let dir = scratch(&format!("layout-{n}-{pass_rows:?}-{align}"));
+        let opts = CheckpointOptions {
+            pass_rows,
+            ..CheckpointOptions::new(&dir, false)
+        };
+        let job = Job::describe(&data(n), &Metric::Euclidean, 3);
+        let layout = Checkpoint::open_aligned(&opts, &job, 3, n, align)
+            .unwrap()
+            .layout();
+        fs::remove_dir_all(&dir).ok();
+        layout
+    }
+
+    /// Fresh GPU layouts keep 512-row blocks (so the CPU engine resumes them) and make passes
+    /// whole tiles, unless the caller chose the pass size.
+    #[test]
+    fn aligned_layouts_are_whole_tiles_of_512_row_blocks() {
+        for (n, pass_rows, align, bpp) in [
+            (20_000, None, 4096, 8),
+            (20_000, None, 256, 3),
+            (20_000, Some(512), 4096, 1),
+            (20_000, Some(700), 16384, 2),
+            (3000, None, 16384, 6),
+            (1_000_000, None, 16384, 128),
+            (1, None, 1, 1),
+        ] {
+            let got = opened(n, pass_rows, align);
+            assert_eq!(got.block_rows, GRAPH_TILE, "n {n}");
+            assert_eq!(
+                got.blocks_per_pass, bpp,
+                "n {n} {pass_rows:?} align {align}"
+            );
+        }
+    }
+
+    /// `stop_after` ends a run with an error right after that many passes reached the disk;
+    /// they are then loaded by a resumed run, and a damaged one is refused.
+    #[test]
+    fn stops_after_the_asked_passes_and_loads_them_back() {
+        let dir = scratch("stop");
+        let n = 1300;
+        let job = Job::describe(&data(n), &Metric::Euclidean, 2);
+        let opts = CheckpointOptions {
+            pass_rows: Some(512),
+            stop_after: Some(2),
+            ..CheckpointOptions::new(&dir, false)
+        };
+        let mut cp = Checkpoint::open(&opts, &job, 2, n, 100).unwrap();
+        let passes = cp.passes(n);
+        assert_eq!(passes, [0..512, 512..1024, 1024..1300]);
+        let rows = |r: &std::ops::Range<usize>| -> PassRows {
+            r.clone()
+                .map(|i| vec![(i as f64, i as u32), (i as f64 + 0.5, 0)])
+                .collect()
+        };
+        cp.save(0, (0, 512), &rows(&passes[0])).unwrap();
+        let err = cp.save(2, (1024, 1300), &rows(&passes[2])).unwrap_err();
+        assert!(
+            err.to_string().contains("stopped after saving 2 passes"),
+            "{err}"
+        );
+        let resume = CheckpointOptions {
+            resume: true,
+            stop_after: None,
+            ..opts.clone()
+        };
+        let cp = Checkpoint::open(&resume, &job, 2, n, 100).unwrap();
+        let loaded = cp.load_all(n).unwrap();
+        assert_eq!(loaded[0].as_ref(), Some(&rows(&passes[0])));
+        assert!(loaded[1].is_none());
+        assert_eq!(loaded[2].as_ref(), Some(&rows(&passes[2])));
+        let path = dir.join("pass-0002.bin");
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[HEADER + 3] ^= 4;
+        fs::write(&path, bytes).unwrap();
+        let err = cp.load_all(n).unwrap_err();
+        assert!(
+            err.is_user_error() && err.to_string().contains("pass-0002.bin"),
+            "{err}"
+        );
+        fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -794,6 +794,7 @@ mod tests {
             dir: tmp.clone(),
             resume: false,
             pass_rows: Some(512),
+            stop_after: None,
         };
         let ck = engine(2).graph_checkpointed(&data, 6, &m, &opts).unwrap();
         std::fs::remove_dir_all(&tmp).ok();

@@ -34,7 +34,7 @@ use crate::engine::{
 };
 use crate::error::{Error, Result};
 use crate::metric::Metric;
-use checkpoint::{Checkpoint, CheckpointOptions, Job};
+use checkpoint::{Checkpoint, CheckpointOptions, GraphCheckpoints, Job};
 pub use graph::{merge_lists, PassRows, PassStore, RangeLists, TileLists};
 
 /// Default memory budget for working buffers: 1 GiB.
@@ -259,11 +259,23 @@ impl Engine for CpuEngine {
     }
 }
 
+impl GraphCheckpoints for CpuEngine {
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<KnnResult> {
+        self.graph_with(data, k, metric, Some(checkpoint))
+    }
+}
+
 impl CpuEngine {
     /// The k-NN graph, like [`Engine::graph`], with finished row passes kept in
-    /// `checkpoint.dir`: a build that was killed continues with `resume` and returns exactly
-    /// what an uninterrupted build returns. A checkpoint of another input, metric or k, or a
-    /// damaged one, is refused as invalid input.
+    /// `checkpoint.dir` (see [`GraphCheckpoints`]): a build that was killed continues with
+    /// `resume` and returns exactly what an uninterrupted build returns. A checkpoint of
+    /// another input, metric or k, or a damaged one, is refused as invalid input.
     pub fn graph_checkpointed(
         &self,
         data: &Dataset,
