@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use voisin::cpu::checkpoint::CheckpointOptions;
+use voisin::cpu::checkpoint::{CheckpointOptions, GraphCheckpoints};
 use voisin::cpu::{CpuEngine, CpuOptions, RangeLists};
 use voisin::reference;
 use voisin::{Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};

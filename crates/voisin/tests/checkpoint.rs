@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use voisin::cpu::checkpoint::CheckpointOptions;
+use voisin::cpu::checkpoint::{CheckpointOptions, GraphCheckpoints};
 use voisin::cpu::CpuEngine;
 use voisin::reference::compare_knn;
 use voisin::{reference, Dataset, Engine, Error, KnnResult, Metric, StringSet, VectorSet};

@@ -538,6 +538,7 @@ mod tests {
 
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
+    use crate::cpu::checkpoint::GraphCheckpoints;
     use crate::cpu::{CpuEngine, CpuOptions};
     use crate::metric::exact::item_key;
     use crate::{reference, Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};

@@ -272,20 +272,6 @@ impl GraphCheckpoints for CpuEngine {
 }
 
 impl CpuEngine {
-    /// The k-NN graph, like [`Engine::graph`], with finished row passes kept in
-    /// `checkpoint.dir` (see [`GraphCheckpoints`]): a build that was killed continues with
-    /// `resume` and returns exactly what an uninterrupted build returns. A checkpoint of
-    /// another input, metric or k, or a damaged one, is refused as invalid input.
-    pub fn graph_checkpointed(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        checkpoint: &CheckpointOptions,
-    ) -> Result<KnnResult> {
-        self.graph_with(data, k, metric, Some(checkpoint))
-    }
-
     /// One tile of the k-NN graph of `data`, for drivers that deal tiles out (ranks,
     /// devices) and merge lists themselves: for each item of `rows` its `k` nearest items of
     /// `cols`, and for each item of `cols` its `k` nearest of `rows`, every pair measured once,
