@@ -249,14 +249,13 @@ impl Lists {
             .zip(out.ids.par_chunks_mut(width.max(1)))
             .zip(out.complete.par_iter_mut())
             .enumerate()
-            .for_each(|(r, ((keys, ids), complete))| {
-                let m =
-                    shard::merge_lists(parts.iter().map(|p| (p.entries(r), p.complete[r])), width);
-                for (slot, (k, i)) in m.cands.into_iter().enumerate() {
+            .for_each_init(Vec::new, |buf, (r, ((keys, ids), complete))| {
+                let lists = parts.iter().map(|p| (p.entries(r), p.complete[r]));
+                *complete = shard::merge_lists_into(lists, width, buf);
+                for (slot, &(k, i)) in buf.iter().enumerate() {
                     keys[slot] = k;
                     ids[slot] = i;
                 }
-                *complete = m.complete;
             });
         out
     }

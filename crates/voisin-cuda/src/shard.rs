@@ -58,7 +58,20 @@ where
     L: IntoIterator<Item = (E, bool)>,
     E: IntoIterator<Item = (f32, u32)>,
 {
-    let mut cands: Vec<(f32, u32)> = Vec::new();
+    let mut cands = Vec::new();
+    let complete = merge_lists_into(lists, cap, &mut cands);
+    Raw { cands, complete }
+}
+
+/// [`merge_lists`] into a caller's buffer (cleared first), returning whether the merged list
+/// is complete: a merge of millions of graph items reuses one buffer per thread instead of
+/// allocating one list per item.
+pub(crate) fn merge_lists_into<L, E>(lists: L, cap: usize, cands: &mut Vec<(f32, u32)>) -> bool
+where
+    L: IntoIterator<Item = (E, bool)>,
+    E: IntoIterator<Item = (f32, u32)>,
+{
+    cands.clear();
     let mut cut: Option<f32> = None;
     let mut complete = true;
     // An incomplete list with nothing kept says nothing about the items it left out, so no
@@ -83,8 +96,7 @@ where
     }
     cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     cands.truncate(cap);
-    complete &= cands.len() == before;
-    Raw { cands, complete }
+    complete && cands.len() == before
 }
 
 /// Merges per-shard results query by query: `parts[s][q]` is shard `s`'s list for query `q`.
