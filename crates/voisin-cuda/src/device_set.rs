@@ -3,9 +3,9 @@
 //!
 //! A set is uploaded whole ([`DeviceSet::new`] and friends) or behind the work that reads it
 //! ([`DeviceSet::behind`]): the search then asks for rows as its tiles reach them
-//! ([`DeviceSet::ensure`]), so the host fills the next staging buffer while the GPU computes
-//! the first tiles, and [`DeviceSet::complete`] makes the norms available once every row is
-//! there. Owns uploading and preparing one set of rows; knows nothing about tiling or selection.
+//! ([`DeviceSet::ensure`]): the host fills the next staging buffer and the copy stream moves it
+//! while the GPU computes the first tiles, and [`DeviceSet::complete`] makes the norms available
+//! once every row is there. Owns uploading and preparing one set of rows; knows nothing about tiling or selection.
 
 use std::borrow::Cow;
 use std::ops::Range;
