@@ -155,7 +155,7 @@ pub(crate) struct Gpu {
 }
 
 /// Values per staging buffer (64 MiB).
-const STAGE: usize = 16 << 20;
+pub(crate) const STAGE: usize = 16 << 20;
 
 impl Gpu {
     pub fn open(device: usize) -> Result<Self> {
@@ -219,19 +219,6 @@ impl Gpu {
             fused_merge: f("fused_merge")?,
         };
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
-        if keep_pool() {
-            // SAFETY: an attribute of this device's default pool; a failure leaves the default.
-            unsafe {
-                if let Some(pool) = default_pool(&ctx) {
-                    let mut keep = u64::MAX;
-                    let _ = sys::cuMemPoolSetAttribute(
-                        pool,
-                        sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                        (&mut keep) as *mut u64 as *mut std::ffi::c_void,
-                    );
-                }
-            }
-        }
         Ok(Gpu {
             ctx,
             stream,
@@ -417,52 +404,17 @@ impl Gpu {
     /// Free device memory in bytes. Memory this process freed but the stream-ordered pool
     /// still holds is released first: otherwise it reads as used until some later
     /// synchronisation, and then a ballast or a fit check measured against it is wrong.
-    ///
-    /// With `VOISIN_CUDA_POOL=keep` the pool instead keeps what it holds between calls (no
-    /// unmapping and mapping again of the tile buffers and sets at every call), and its
-    /// reserved but unused bytes count as free: the engine's own allocations come from it.
     pub fn free_memory(&self) -> Result<usize> {
         self.ctx.synchronize().map_err(dev("synchronising"))?;
-        let mut idle = 0u64;
+        let mut pool = std::ptr::null_mut();
         // SAFETY: plain queries on this context's device; a failure only skips the trim.
         unsafe {
-            if let Some(pool) = default_pool(&self.ctx) {
-                if keep_pool() {
-                    let attr = |a, v: &mut u64| {
-                        sys::cuMemPoolGetAttribute(pool, a, v as *mut u64 as *mut std::ffi::c_void)
-                    };
-                    let (mut reserved, mut used) = (0u64, 0u64);
-                    use sys::CUmemPool_attribute::*;
-                    if attr(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &mut reserved)
-                        == sys::CUresult::CUDA_SUCCESS
-                        && attr(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &mut used)
-                            == sys::CUresult::CUDA_SUCCESS
-                    {
-                        idle = reserved.saturating_sub(used);
-                    }
-                } else {
-                    let _ = sys::cuMemPoolTrimTo(pool, 0);
-                }
+            if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
+                == sys::CUresult::CUDA_SUCCESS
+            {
+                let _ = sys::cuMemPoolTrimTo(pool, 0);
             }
         }
-        let free = self.ctx.mem_get_info().map_err(dev("querying memory"))?.0;
-        Ok(free + idle as usize)
+        Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0)
     }
-}
-
-/// Whether the stream-ordered pool keeps freed memory between calls (`VOISIN_CUDA_POOL=keep`,
-/// an experiment measured in bench/NOTES.md before it becomes the default).
-fn keep_pool() -> bool {
-    static KEEP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *KEEP.get_or_init(|| std::env::var("VOISIN_CUDA_POOL").is_ok_and(|v| v == "keep"))
-}
-
-/// The device's default stream-ordered memory pool.
-///
-/// # Safety
-/// A plain driver query; `ctx` must be a live context.
-unsafe fn default_pool(ctx: &CudaContext) -> Option<sys::CUmemoryPool> {
-    let mut pool = std::ptr::null_mut();
-    (sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS)
-        .then_some(pool)
 }

@@ -15,12 +15,9 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::data::VectorSet;
 use voisin::{Error, Result};
 
-use crate::context::{dev, Gpu};
+use crate::context::{dev, Gpu, STAGE};
 use crate::prepare::Plan;
 use crate::tile::Block;
-
-/// Rows uploaded per step of a set uploaded behind its work (one staging buffer of 64 MiB).
-const STEP_VALUES: usize = 16 << 20;
 
 pub(crate) struct DeviceSet<'s> {
     /// The rows as given (converted to f32 exactly), for exact keys.
@@ -146,7 +143,8 @@ impl<'s> DeviceSet<'s> {
             .lock()
             .map_err(|_| Error::device("cuda: upload lock"))?;
         let d = self.dim;
-        let step = (STEP_VALUES / d.max(1)).max(1);
+        // One staging buffer per step: each step's copy overlaps the tiles queued before it.
+        let step = (STAGE / d.max(1)).max(1);
         while *next < upto.min(self.n) {
             let (r0, r1) = (*next, (*next + step).min(self.n));
             gpu.upload_into(&self.raw.slice(r0 * d..r1 * d), &src[r0 * d..r1 * d], true)?;
