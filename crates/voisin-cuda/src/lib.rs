@@ -101,6 +101,9 @@ pub struct CudaOptions {
     pub precision: Precision,
     /// Fused distance + selection for small k (benchmarks); results are exact either way.
     pub fusion: Fusion,
+    /// Looked at between query blocks, shards and passes; once set, calls end with
+    /// `Error::Cancelled`.
+    pub cancel: Option<voisin::engine::Cancel>,
 }
 
 impl Default for CudaOptions {
@@ -111,6 +114,7 @@ impl Default for CudaOptions {
             device_memory: None,
             precision: Precision::Fp32,
             fusion: Fusion::Auto,
+            cancel: None,
         }
     }
 }

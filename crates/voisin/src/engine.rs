@@ -4,6 +4,7 @@
 //! Callers (the CLI, the Python bindings) hold a `Box<dyn Engine>` and never learn which device
 //! answers. Results are identical across engines: exact keys, ties broken by the smaller index.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,6 +136,40 @@ pub struct Stats {
 
 /// Receives progress as (units done, units total); engines call it from any thread.
 pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
+
+/// A cancellation token: cheap to clone, every clone sees the same flag. Engines look at it
+/// where they report progress (between tiles, passes and query blocks) and return
+/// [`Error::Cancelled`] once it is set; work already done is dropped.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks every engine holding a clone of this token to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Error::Cancelled)` once the token is set.
+    pub fn check(&self) -> Result<()> {
+        if self.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        Ok(())
+    }
+}
+
+/// [`Cancel::check`] for an optional token (none: never cancelled).
+pub fn check_cancel(cancel: Option<&Cancel>) -> Result<()> {
+    cancel.map_or(Ok(()), Cancel::check)
+}
 
 /// The interface every engine implements.
 pub trait Engine: Send + Sync {

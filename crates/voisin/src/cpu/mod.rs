@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use crate::data::Dataset;
 use crate::engine::{
-    check_k, check_metric, check_pair, Engine, KnnResult, ProgressFn, RangeResult, Stats,
+    check_k, check_metric, check_pair, Cancel, Engine, KnnResult, ProgressFn, RangeResult, Stats,
 };
 use crate::error::{Error, Result};
 use crate::metric::Metric;
@@ -49,6 +49,8 @@ pub struct CpuOptions {
     pub memory_budget: usize,
     /// Called as work advances.
     pub progress: Option<ProgressFn>,
+    /// Looked at where progress is reported; once set, calls end with `Error::Cancelled`.
+    pub cancel: Option<Cancel>,
 }
 
 impl Default for CpuOptions {
@@ -57,6 +59,7 @@ impl Default for CpuOptions {
             threads: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,
             progress: None,
+            cancel: None,
         }
     }
 }
