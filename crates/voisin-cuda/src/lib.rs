@@ -200,6 +200,13 @@ impl CudaEngine {
         }
     }
 
+    /// `Err(Error::Cancelled)` once the caller set [`CudaOptions::cancel`]; looked at when a
+    /// call starts, between streamed shards and checkpointed passes, and before a result is
+    /// returned.
+    pub(crate) fn check_cancel(&self) -> Result<()> {
+        voisin::engine::check_cancel(self.opts.cancel.as_ref())
+    }
+
     /// The GPU's name, e.g. "NVIDIA H100 80GB HBM3".
     pub fn device_name(&self) -> String {
         self.lock().map(|g| g.name.clone()).unwrap_or_default()
@@ -278,6 +285,7 @@ impl Engine for CudaEngine {
     ) -> Result<KnnResult> {
         check_pair(base, queries, metric)?;
         check_k(k)?;
+        self.check_cancel()?;
         if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
             (base, queries, metric)
         {
@@ -336,6 +344,7 @@ impl Engine for CudaEngine {
         bdev.complete(&gpu)?;
         bdev.check(bset, 0)?;
         qdev.check(qset, 0)?;
+        self.check_cancel()?;
         res
     }
 
@@ -348,6 +357,7 @@ impl Engine for CudaEngine {
     ) -> Result<RangeResult> {
         check_pair(base, queries, metric)?;
         metric.check_radius(radius)?;
+        self.check_cancel()?;
         if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
             (base, queries, metric)
         {
@@ -408,6 +418,7 @@ impl Engine for CudaEngine {
             return strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu));
         }
         let (set, k) = graph_input(data, k, metric)?;
+        self.check_cancel()?;
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         if k == 0 {
@@ -428,6 +439,7 @@ impl Engine for CudaEngine {
         })?;
         stats.compute += t.elapsed();
         trace("graph: device candidates", &mut tr);
+        self.check_cancel()?;
         let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
         trace("graph: prove, widen, exact re-rank", &mut tr);
         Ok(to_result(rows, k, metric, stats))

@@ -107,6 +107,7 @@ impl CpuEngine {
             self.opts.memory_budget,
             self.opts.progress.clone(),
         )
+        .with_cancel(self.opts.cancel.clone())
     }
 
     fn stats(&self, ctx: &plan::Ctx, compute: std::time::Duration) -> Stats {
@@ -236,6 +237,7 @@ impl Engine for CpuEngine {
         let mut res = self.with_source(base, queries, metric, |d| {
             d.knn(metric, base.len(), queries.len(), k, &ctx)
         });
+        ctx.check_cancel()?;
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }
@@ -253,6 +255,7 @@ impl Engine for CpuEngine {
         let mut res = self.with_source(base, queries, metric, |d| {
             d.range(metric, base.len(), queries.len(), radius, &ctx)
         });
+        ctx.check_cancel()?;
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }
@@ -311,7 +314,9 @@ impl CpuEngine {
     ) -> Result<RangeLists> {
         self.check_tiles(data, tiles, k, metric)?;
         let (ctx, k) = (self.ctx(), k.min(data.len()));
-        self.with_source(data, data, metric, |d| d.tile_lists(tiles, k, &ctx))
+        let lists = self.with_source(data, data, metric, |d| d.tile_lists(tiles, k, &ctx))?;
+        ctx.check_cancel()?;
+        Ok(lists)
     }
 
     fn check_tiles(
@@ -356,6 +361,7 @@ impl CpuEngine {
             let blocks_per_pass = store.blocks_per_pass().unwrap_or(max_blocks);
             d.graph(metric, (n, k), blocks_per_pass, &ctx, store.as_mut())
         })?;
+        ctx.check_cancel()?;
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }
