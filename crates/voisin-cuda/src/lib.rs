@@ -67,7 +67,7 @@ use std::time::Instant;
 /// The smallest working set: one query row against a 16384-item tile plus lists.
 const MIN_BUDGET: usize = 1 << 20;
 
-use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, RangeResult};
+use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, RangeRequest, RangeResult};
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 pub use context::{device_count, gpu_available};
@@ -276,27 +276,19 @@ impl Engine for CudaEngine {
         format!("cuda:{}", self.device)
     }
 
-    fn knn(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        k: usize,
-        metric: &Metric,
-    ) -> Result<KnnResult> {
-        check_pair(base, queries, metric)?;
-        check_k(k)?;
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
         self.check_cancel()?;
         if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
             (base, queries, metric)
         {
             let gpu = self.lock()?;
             let lev = self.lev_kernel(&gpu)?;
-            return strings::knn(&gpu, lev, b, q, k.min(b.len()), false, self.stats(&gpu));
+            return strings::knn(&gpu, lev, b, q, k, false, self.stats(&gpu));
         }
         let mut tr = Instant::now();
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         trace("knn: input checks", &mut tr);
-        let k = k.min(bset.len());
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         if k == 0 || qset.is_empty() {
@@ -348,15 +340,9 @@ impl Engine for CudaEngine {
         res
     }
 
-    fn range(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        radius: f64,
-        metric: &Metric,
-    ) -> Result<RangeResult> {
-        check_pair(base, queries, metric)?;
-        metric.check_radius(radius)?;
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        let (base, queries, radius, metric) =
+            (req.base(), req.queries(), req.radius(), req.metric());
         self.check_cancel()?;
         if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
             (base, queries, metric)
@@ -409,15 +395,14 @@ impl Engine for CudaEngine {
         })
     }
 
-    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        let (data, k, metric) = (req.data(), req.k(), req.metric());
         if let (Dataset::Strings(s), Metric::Levenshtein) = (data, metric) {
-            check_k(k)?;
             let gpu = self.lock()?;
             let lev = self.lev_kernel(&gpu)?;
-            let k = k.min(s.len().saturating_sub(1));
             return strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu));
         }
-        let (set, k) = graph_input(data, k, metric)?;
+        let set = vectors(data, metric)?;
         self.check_cancel()?;
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
@@ -461,12 +446,11 @@ fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
     graph::tile_edge(n, kp, budget)
 }
 
-/// The vectors of a graph's input and the k that applies (at most n − 1).
+/// The vectors of a graph's input and the k that applies (at most n − 1), for the graph's
+/// entry points beside the seam (tiles, checkpoints).
 fn graph_input<'a>(data: &'a Dataset, k: usize, metric: &Metric) -> Result<(&'a VectorSet, usize)> {
-    check_metric(data, metric)?;
-    check_k(k)?;
-    let set = vectors(data, metric)?;
-    Ok((set, k.min(set.len().saturating_sub(1))))
+    let req = GraphRequest::new(data, k, metric)?;
+    Ok((vectors(data, metric)?, req.k()))
 }
 
 impl CudaEngine {

@@ -21,7 +21,7 @@ use std::str::FromStr;
 
 use voisin::cpu::checkpoint::GraphCheckpoints;
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
-use voisin::engine::{Cancel, ProgressFn};
+use voisin::engine::{Cancel, GraphRequest, KnnRequest, ProgressFn, RangeRequest};
 use voisin::{Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result};
 use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, Precision, Select};
 
@@ -247,28 +247,16 @@ impl Engine for Routed {
         format!("auto: {} / {}", self.gpu.name(), self.cpu.name())
     }
 
-    fn knn(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        k: usize,
-        metric: &Metric,
-    ) -> Result<KnnResult> {
-        self.pick(base, metric).knn(base, queries, k, metric)
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        self.pick(req.base(), req.metric()).knn_request(req)
     }
 
-    fn range(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        radius: f64,
-        metric: &Metric,
-    ) -> Result<RangeResult> {
-        self.pick(base, metric).range(base, queries, radius, metric)
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        self.pick(req.base(), req.metric()).range_request(req)
     }
 
-    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
-        self.pick(data, metric).graph(data, k, metric)
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        self.pick(req.data(), req.metric()).graph_request(req)
     }
 }
 

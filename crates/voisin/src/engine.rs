@@ -171,10 +171,143 @@ pub fn check_cancel(cancel: Option<&Cancel>) -> Result<()> {
     cancel.map_or(Ok(()), Cancel::check)
 }
 
-/// The interface every engine implements.
+/// A k-NN request, checked once when made: base and queries comparable under the metric,
+/// k at least 1; [`KnnRequest::k`] is the requested k capped at the base size.
+#[derive(Clone, Copy)]
+pub struct KnnRequest<'a> {
+    base: &'a Dataset,
+    queries: &'a Dataset,
+    k: usize,
+    metric: &'a Metric,
+}
+
+impl<'a> KnnRequest<'a> {
+    pub fn new(
+        base: &'a Dataset,
+        queries: &'a Dataset,
+        k: usize,
+        metric: &'a Metric,
+    ) -> Result<Self> {
+        check_pair(base, queries, metric)?;
+        check_k(k)?;
+        Ok(KnnRequest {
+            base,
+            queries,
+            k: k.min(base.len()),
+            metric,
+        })
+    }
+
+    pub fn base(&self) -> &'a Dataset {
+        self.base
+    }
+
+    pub fn queries(&self) -> &'a Dataset {
+        self.queries
+    }
+
+    /// Neighbours per query: the requested k capped at the base size (0 for an empty base).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn metric(&self) -> &'a Metric {
+        self.metric
+    }
+}
+
+/// A range request, checked once when made: base and queries comparable under the metric, a
+/// radius the metric accepts.
+#[derive(Clone, Copy)]
+pub struct RangeRequest<'a> {
+    base: &'a Dataset,
+    queries: &'a Dataset,
+    radius: f64,
+    metric: &'a Metric,
+}
+
+impl<'a> RangeRequest<'a> {
+    pub fn new(
+        base: &'a Dataset,
+        queries: &'a Dataset,
+        radius: f64,
+        metric: &'a Metric,
+    ) -> Result<Self> {
+        check_pair(base, queries, metric)?;
+        metric.check_radius(radius)?;
+        Ok(RangeRequest {
+            base,
+            queries,
+            radius,
+            metric,
+        })
+    }
+
+    pub fn base(&self) -> &'a Dataset {
+        self.base
+    }
+
+    pub fn queries(&self) -> &'a Dataset {
+        self.queries
+    }
+
+    pub fn radius(&self) -> f64 {
+        self.radius
+    }
+
+    pub fn metric(&self) -> &'a Metric {
+        self.metric
+    }
+}
+
+/// A k-NN graph request, checked once when made: the metric applies to the data, k at least
+/// 1; [`GraphRequest::k`] is the requested k capped at n − 1.
+#[derive(Clone, Copy)]
+pub struct GraphRequest<'a> {
+    data: &'a Dataset,
+    k: usize,
+    metric: &'a Metric,
+}
+
+impl<'a> GraphRequest<'a> {
+    pub fn new(data: &'a Dataset, k: usize, metric: &'a Metric) -> Result<Self> {
+        check_metric(data, metric)?;
+        check_k(k)?;
+        Ok(GraphRequest {
+            data,
+            k: k.min(data.len().saturating_sub(1)),
+            metric,
+        })
+    }
+
+    pub fn data(&self) -> &'a Dataset {
+        self.data
+    }
+
+    /// Neighbours per item: the requested k capped at n − 1.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn metric(&self) -> &'a Metric {
+        self.metric
+    }
+}
+
+/// The interface every engine implements: the checked requests; the familiar `knn`, `range`
+/// and `graph` check their arguments into a request and pass it on.
 pub trait Engine: Send + Sync {
     /// Short name for messages and `--stats`, e.g. "cpu" or "cuda:0".
     fn name(&self) -> String;
+
+    /// For each query, its k nearest base items.
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult>;
+
+    /// For each query, every base item within the radius.
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult>;
+
+    /// For each item, its k nearest other items (the item itself excluded, duplicates kept).
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult>;
 
     /// For each query, its k nearest base items.
     fn knn(
@@ -183,7 +316,9 @@ pub trait Engine: Send + Sync {
         queries: &Dataset,
         k: usize,
         metric: &Metric,
-    ) -> Result<KnnResult>;
+    ) -> Result<KnnResult> {
+        self.knn_request(&KnnRequest::new(base, queries, k, metric)?)
+    }
 
     /// For each query, every base item within `radius`.
     fn range(
@@ -192,10 +327,14 @@ pub trait Engine: Send + Sync {
         queries: &Dataset,
         radius: f64,
         metric: &Metric,
-    ) -> Result<RangeResult>;
+    ) -> Result<RangeResult> {
+        self.range_request(&RangeRequest::new(base, queries, radius, metric)?)
+    }
 
     /// For each item, its k nearest other items (the item itself excluded, duplicates kept).
-    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult>;
+    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
+        self.graph_request(&GraphRequest::new(data, k, metric)?)
+    }
 }
 
 /// Checks that a metric applies to a data set.
