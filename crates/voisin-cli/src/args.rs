@@ -193,34 +193,11 @@ pub struct RunOpts {
     pub engine: EngineChoice,
 }
 
-/// Which GPUs `--gpus` names.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GpuList {
-    /// Every GPU the driver sees.
-    All,
-    /// The first N.
-    Count(usize),
-    /// These ordinals, in this order (repeats allowed: two engines share that GPU).
-    Ordinals(Vec<usize>),
-}
+/// Which GPUs `--gpus` names (the factory's own list).
+pub use voisin_engines::Gpus as GpuList;
 
 fn parse_gpus(text: &str) -> Result<GpuList, String> {
-    let t = text.trim();
-    let bad = || format!("'{text}' is not all, a GPU count or a list of GPU ordinals like 0,2");
-    if t.eq_ignore_ascii_case("all") {
-        return Ok(GpuList::All);
-    }
-    if !t.contains(',') {
-        return match t.parse::<usize>() {
-            Ok(0) => Err("a GPU count must be at least 1".into()),
-            Ok(n) => Ok(GpuList::Count(n)),
-            Err(_) => Err(bad()),
-        };
-    }
-    t.split(',')
-        .map(|p| p.trim().parse::<usize>().map_err(|_| bad()))
-        .collect::<Result<Vec<_>, _>>()
-        .map(GpuList::Ordinals)
+    text.parse()
 }
 
 /// The two sets that knn and range compare.

@@ -7,12 +7,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use voisin::cpu::checkpoint::{CheckpointOptions, GraphCheckpoints};
+use voisin::cpu::checkpoint::CheckpointOptions;
 use voisin::engine::check_k;
 use voisin::{Dataset, Engine, Metric};
 use voisin_index::auto::{self, Decision, EngineChoice, Workload};
 use voisin_index::{DatasetIndex, Params};
-use voisin_io::Role;
+use voisin_io::{default_metric, Role};
 
 use crate::args::{Cli, Command, DeviceChoice, GlobalOpts, RunOpts};
 use crate::device::{self, EngineConfig};
@@ -119,18 +119,6 @@ impl Task {
     }
 }
 
-/// Levenshtein for text input, euclidean otherwise.
-pub fn default_metric(path: &Path) -> Metric {
-    let is_text = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("txt"));
-    if is_text {
-        Metric::Levenshtein
-    } else {
-        Metric::Euclidean
-    }
-}
-
 fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
     let metric = run
@@ -146,13 +134,17 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         threads: global.threads,
         memory_budget: global.memory,
         progress: progress.callback(),
+        cancel: None,
         select: run.select,
         precision: run.precision,
         gpus: run.gpus.clone(),
     };
     // The Engine trait has no checkpoints: the engines that keep them are built here.
     let checkpointing = match task.checkpoint() {
-        Some(_) => Some(checkpoint_engine(run.device, &config, &metric)?),
+        Some(_) => Some(
+            voisin_engines::open_checkpointing(run.device.into(), &config, &metric)
+                .map_err(|e| CliError::core(e, None))?,
+        ),
         None => None,
     };
     let selected;
@@ -273,27 +265,6 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         let _ = writeln!(std::io::stderr(), "{line}");
     }
     Ok(())
-}
-
-/// The engine of a checkpointed graph: the GPUs of `--gpus` under `--device cuda`, and under
-/// auto when one starts and the metric is one the GPU passes take (vectors); the CPU engine
-/// otherwise. Every one writes and resumes the same checkpoints.
-fn checkpoint_engine(
-    choice: DeviceChoice,
-    config: &EngineConfig,
-    metric: &Metric,
-) -> Result<Box<dyn GraphCheckpoints>, CliError> {
-    let vectors = !matches!(metric, Metric::Levenshtein | Metric::Custom(_));
-    match choice {
-        DeviceChoice::Cuda => return device::cuda_engine(config),
-        DeviceChoice::Auto if vectors && voisin_cuda::gpu_available() => {
-            if let Ok(gpu) = device::cuda_engine(config) {
-                return Ok(gpu);
-            }
-        }
-        _ => {}
-    }
-    device::cpu_engine(config)
 }
 
 /// A fixed index runs on the CPU, without checkpoints, under a true metric: checked before any

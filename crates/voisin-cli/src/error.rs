@@ -14,6 +14,8 @@ pub enum Fault {
     User,
     /// An internal error or a device failure: exit code 1.
     Internal,
+    /// The work was cancelled (`voisin::Error::Cancelled`), as an interrupt: exit code 130.
+    Interrupted,
 }
 
 #[derive(Debug)]
@@ -46,6 +48,8 @@ impl CliError {
     pub fn core(err: voisin::Error, file: Option<&Path>) -> Self {
         let fault = if err.is_user_error() {
             Fault::User
+        } else if err.is_cancelled() {
+            Fault::Interrupted
         } else {
             Fault::Internal
         };
@@ -60,6 +64,7 @@ impl CliError {
         match self.fault {
             Fault::User => 2,
             Fault::Internal => 1,
+            Fault::Interrupted => 130,
         }
     }
 }

@@ -12,13 +12,13 @@ use std::time::Instant;
 use serde_json::json;
 use voisin::engine::check_k;
 use voisin::Error;
+use voisin_engines::EngineConfig;
 use voisin_index::{file, DatasetIndex, Kind, Params};
-use voisin_io::Role;
+use voisin_io::{default_metric, Role};
 
 use crate::args::{
     DeviceChoice, GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs,
 };
-use crate::commands::default_metric;
 use crate::error::CliError;
 use crate::load;
 use crate::output::{Answer, Target};
@@ -149,14 +149,21 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         }
         (None, None) => unreachable!("clap requires -k or --radius"),
     };
+    // The factory's GPU engine, so that --memory reaches it.
+    let config = EngineConfig {
+        threads: global.threads,
+        memory_budget: global.memory,
+        ..EngineConfig::default()
+    };
+    let open_gpu = || voisin_engines::cuda_one(&config);
     let answer = match a.device {
         DeviceChoice::Cpu => on_cpu(),
-        DeviceChoice::Cuda => voisin_cuda::CudaEngine::new(0).and_then(|e| on_gpu(&e)),
+        DeviceChoice::Cuda => open_gpu().and_then(|e| on_gpu(&e)),
         // Under auto a GPU that does not start is no error (SPEC §6), and what the GPU does not
         // answer (cover trees, strings, other metrics) is refused as invalid input before any
         // search: the CPU answers those.
         DeviceChoice::Auto => match voisin_cuda::gpu_available()
-            .then(|| voisin_cuda::CudaEngine::new(0).ok())
+            .then(|| open_gpu().ok())
             .flatten()
         {
             Some(engine) => match on_gpu(&engine) {

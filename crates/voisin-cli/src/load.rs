@@ -25,11 +25,7 @@ pub fn load(
         role,
         mmap: !opts.no_mmap,
     };
-    let data = voisin_io::read_dataset(path, &read)?;
-    if data.is_empty() {
-        return Err(CliError::file(path, "holds no items"));
-    }
-    voisin::engine::check_metric(&data, metric).map_err(|e| CliError::core(e, Some(path)))?;
+    let data = voisin_io::read_checked(path, &read, metric)?;
     non_finite(data, opts.allow_nan, path)
 }
 

@@ -67,7 +67,7 @@ use std::time::Instant;
 /// The smallest working set: one query row against a 16384-item tile plus lists.
 const MIN_BUDGET: usize = 1 << 20;
 
-use voisin::engine::{check_k, check_metric, check_pair, Engine, KnnResult, RangeResult};
+use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, RangeRequest, RangeResult};
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 pub use context::{device_count, gpu_available};
@@ -101,6 +101,9 @@ pub struct CudaOptions {
     pub precision: Precision,
     /// Fused distance + selection for small k (benchmarks); results are exact either way.
     pub fusion: Fusion,
+    /// Looked at between query blocks, shards and passes; once set, calls end with
+    /// `Error::Cancelled`.
+    pub cancel: Option<voisin::engine::Cancel>,
 }
 
 impl Default for CudaOptions {
@@ -111,6 +114,7 @@ impl Default for CudaOptions {
             device_memory: None,
             precision: Precision::Fp32,
             fusion: Fusion::Auto,
+            cancel: None,
         }
     }
 }
@@ -196,6 +200,13 @@ impl CudaEngine {
         }
     }
 
+    /// `Err(Error::Cancelled)` once the caller set [`CudaOptions::cancel`]; looked at when a
+    /// call starts, between streamed shards and checkpointed passes, and before a result is
+    /// returned.
+    pub(crate) fn check_cancel(&self) -> Result<()> {
+        voisin::engine::check_cancel(self.opts.cancel.as_ref())
+    }
+
     /// The GPU's name, e.g. "NVIDIA H100 80GB HBM3".
     pub fn device_name(&self) -> String {
         self.lock().map(|g| g.name.clone()).unwrap_or_default()
@@ -265,26 +276,19 @@ impl Engine for CudaEngine {
         format!("cuda:{}", self.device)
     }
 
-    fn knn(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        k: usize,
-        metric: &Metric,
-    ) -> Result<KnnResult> {
-        check_pair(base, queries, metric)?;
-        check_k(k)?;
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
+        self.check_cancel()?;
         if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
             (base, queries, metric)
         {
             let gpu = self.lock()?;
             let lev = self.lev_kernel(&gpu)?;
-            return strings::knn(&gpu, lev, b, q, k.min(b.len()), false, self.stats(&gpu));
+            return strings::knn(&gpu, lev, b, q, k, false, self.stats(&gpu));
         }
         let mut tr = Instant::now();
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         trace("knn: input checks", &mut tr);
-        let k = k.min(bset.len());
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         if k == 0 || qset.is_empty() {
@@ -332,18 +336,14 @@ impl Engine for CudaEngine {
         bdev.complete(&gpu)?;
         bdev.check(bset, 0)?;
         qdev.check(qset, 0)?;
+        self.check_cancel()?;
         res
     }
 
-    fn range(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        radius: f64,
-        metric: &Metric,
-    ) -> Result<RangeResult> {
-        check_pair(base, queries, metric)?;
-        metric.check_radius(radius)?;
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        let (base, queries, radius, metric) =
+            (req.base(), req.queries(), req.radius(), req.metric());
+        self.check_cancel()?;
         if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
             (base, queries, metric)
         {
@@ -395,15 +395,15 @@ impl Engine for CudaEngine {
         })
     }
 
-    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        let (data, k, metric) = (req.data(), req.k(), req.metric());
         if let (Dataset::Strings(s), Metric::Levenshtein) = (data, metric) {
-            check_k(k)?;
             let gpu = self.lock()?;
             let lev = self.lev_kernel(&gpu)?;
-            let k = k.min(s.len().saturating_sub(1));
             return strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu));
         }
-        let (set, k) = graph_input(data, k, metric)?;
+        let set = vectors(data, metric)?;
+        self.check_cancel()?;
         let gpu = self.lock()?;
         let mut stats = self.stats(&gpu);
         if k == 0 {
@@ -424,6 +424,7 @@ impl Engine for CudaEngine {
         })?;
         stats.compute += t.elapsed();
         trace("graph: device candidates", &mut tr);
+        self.check_cancel()?;
         let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
         trace("graph: prove, widen, exact re-rank", &mut tr);
         Ok(to_result(rows, k, metric, stats))
@@ -445,12 +446,11 @@ fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
     graph::tile_edge(n, kp, budget)
 }
 
-/// The vectors of a graph's input and the k that applies (at most n − 1).
+/// The vectors of a graph's input and the k that applies (at most n − 1), for the graph's
+/// entry points beside the seam (tiles, checkpoints).
 fn graph_input<'a>(data: &'a Dataset, k: usize, metric: &Metric) -> Result<(&'a VectorSet, usize)> {
-    check_metric(data, metric)?;
-    check_k(k)?;
-    let set = vectors(data, metric)?;
-    Ok((set, k.min(set.len().saturating_sub(1))))
+    let req = GraphRequest::new(data, k, metric)?;
+    Ok((vectors(data, metric)?, req.k()))
 }
 
 impl CudaEngine {

@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use voisin::engine::{check_k, check_pair, Engine, KnnResult, RangeResult};
+use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, RangeRequest, RangeResult};
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 use crate::context::Gpu;
@@ -234,23 +234,15 @@ impl Engine for MultiGpu {
         format!("cuda:{}", ids.join(","))
     }
 
-    fn knn(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        k: usize,
-        metric: &Metric,
-    ) -> Result<KnnResult> {
-        check_pair(base, queries, metric)?;
-        check_k(k)?;
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
         if matches!(base, Dataset::Strings(_)) {
             // Strings run on one GPU (see `range`).
-            return self.engines[0].knn(base, queries, k, metric);
+            return self.engines[0].knn_request(req);
         }
         let mut tr = Instant::now();
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         crate::trace("multi knn: input checks", &mut tr);
-        let k = k.min(bset.len());
         let mut stats = self.stats();
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
@@ -295,18 +287,12 @@ impl Engine for MultiGpu {
         Ok(r)
     }
 
-    fn range(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        radius: f64,
-        metric: &Metric,
-    ) -> Result<RangeResult> {
-        check_pair(base, queries, metric)?;
-        metric.check_radius(radius)?;
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        let (base, queries, radius, metric) =
+            (req.base(), req.queries(), req.radius(), req.metric());
         if matches!(base, Dataset::Strings(_)) {
             // The string kernel's work is small next to its transfers: one GPU.
-            return self.engines[0].range(base, queries, radius, metric);
+            return self.engines[0].range_request(req);
         }
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         let mut stats = self.stats();
@@ -349,12 +335,13 @@ impl Engine for MultiGpu {
         })
     }
 
-    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        let (data, k, metric) = (req.data(), req.k(), req.metric());
         if matches!(data, Dataset::Strings(_)) {
-            return self.engines[0].graph(data, k, metric);
+            return self.engines[0].graph_request(req);
         }
         let mut tr = Instant::now();
-        let (set, k) = crate::graph_input(data, k, metric)?;
+        let set = vectors(data, metric)?;
         crate::trace("multi graph: input checks", &mut tr);
         let mut stats = self.stats();
         let n = set.len();

@@ -171,6 +171,7 @@ fn build(
             )?
         };
         crate::trace(&format!("checkpointed graph: pass {p}"), &mut tr);
+        first.check_cancel()?;
         cp.save(p, (range.start, range.end), &finished)?;
         rows.splice(range, finished);
         running = Some(merged);

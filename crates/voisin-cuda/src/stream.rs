@@ -206,6 +206,7 @@ impl CudaEngine {
         let bytes = self.budget(gpu)?.bytes;
         let mut acc: Vec<Raw> = (0..qdev.n).map(|_| Raw::done()).collect();
         for_each_shard(gpu, plan, bset, rows, |base, r| {
+            self.check_cancel()?;
             *max_norm = max_norm.max(base.max_norm());
             let mut raws = self.shrinking(Budget { bytes }, |b| {
                 crate::knn::candidates(gpu, plan, base, qdev, kp, sel, b)
@@ -279,6 +280,7 @@ impl CudaEngine {
         let bytes = self.budget(gpu)?.bytes;
         let mut lists: Vec<Vec<u32>> = vec![Vec::new(); qset.len()];
         for_each_shard(gpu, plan, bset, rows, |base, r| {
+            self.check_cancel()?;
             let thr = range::thresholds(plan, metric, radius, qdev.norm(), base.max_norm());
             let (offsets, ids) = self.shrinking(Budget { bytes }, |b| {
                 range::candidates(gpu, plan, base, &qdev, &thr, b)

@@ -37,6 +37,7 @@
 //! data set is alive; this is the usual contract of memory-mapped I/O and the reason
 //! [`ReadOptions::mmap`] can be turned off.
 
+mod checks;
 mod error;
 mod formats;
 mod write;
@@ -48,6 +49,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use voisin::Dataset;
 
+pub use checks::{default_metric, read_checked};
 pub use error::IoError;
 pub use write::{
     write_knn, write_knn_tsv, write_range, write_range_tsv, write_strings, write_vectors,

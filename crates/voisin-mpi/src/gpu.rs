@@ -46,15 +46,16 @@ pub fn local_rank(world_rank: usize) -> usize {
         .unwrap_or(world_rank)
 }
 
-/// The CUDA engine of rank `world_rank`: GPU (local rank mod GPUs of the node).
-pub fn open(world_rank: usize) -> Result<CudaEngine> {
+/// The CUDA engine of rank `world_rank` with the options of `config` (from the engine
+/// factory): GPU (local rank mod GPUs of the node).
+pub fn open(world_rank: usize, config: &voisin_engines::EngineConfig) -> Result<CudaEngine> {
     let count = voisin_cuda::device_count();
     if count == 0 {
         return Err(Error::device(
             "cuda: no GPU found (is the driver installed and a GPU visible to this rank?)",
         ));
     }
-    CudaEngine::new(local_rank(world_rank) % count)
+    voisin_engines::cuda_on(local_rank(world_rank) % count, config)
 }
 
 /// The whole k-NN graph over `comm`'s ranks, one GPU each; the result on rank 0, `None`

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use voisin::cpu::checkpoint::CheckpointOptions;
-use voisin::cpu::{CpuEngine, CpuOptions};
+use voisin::cpu::CpuEngine;
 use voisin::{Dataset, Engine, KnnResult, Metric};
 use voisin_io::{ReadOptions, Role};
 use voisin_mpi::comm::{Comm, Failed};
@@ -172,7 +172,7 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
     let metric = run
         .metric
         .clone()
-        .unwrap_or_else(|| default_metric(inputs[0]));
+        .unwrap_or_else(|| voisin_io::default_metric(inputs[0]));
     voisin::engine::check_k(run.k).map_err(|e| bad(e.to_string()))?;
     check_out(&run.out)?;
     if run.device == Device::Cuda && metric == Metric::Levenshtein {
@@ -226,14 +226,17 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
 
 /// This rank's engine; every rank agrees, so a rank whose GPU does not open fails them all.
 fn open_engine(comm: &dyn Comm, run: &RunOpts) -> Result<RankEngine, Failure> {
+    // The factory's engines, each rank's own: its cores, or one GPU.
+    let config = voisin_engines::EngineConfig {
+        threads: run.threads,
+        ..Default::default()
+    };
     let opened = match run.device {
-        Device::Cpu => CpuEngine::new(CpuOptions {
-            threads: run.threads,
-            ..CpuOptions::default()
-        })
-        .map(RankEngine::Cpu),
+        Device::Cpu => voisin_engines::cpu(&config).map(RankEngine::Cpu),
         #[cfg(feature = "cuda")]
-        Device::Cuda => voisin_mpi::gpu::open(comm.rank()).map(|e| RankEngine::Gpu(Box::new(e))),
+        Device::Cuda => {
+            voisin_mpi::gpu::open(comm.rank(), &config).map(|e| RankEngine::Gpu(Box::new(e)))
+        }
         #[cfg(not(feature = "cuda"))]
         Device::Cuda => Err(voisin::Error::device(
             "--device cuda: this voisin-mpi was built without the `cuda` feature",
@@ -280,18 +283,6 @@ fn check_out(out: &Path) -> Result<(), Failure> {
     }
 }
 
-/// Levenshtein for text input, euclidean otherwise (as `voisin`).
-fn default_metric(path: &Path) -> Metric {
-    let is_text = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("txt"));
-    if is_text {
-        Metric::Levenshtein
-    } else {
-        Metric::Euclidean
-    }
-}
-
 /// Reads and checks the inputs: first the base (or graph input), then the queries.
 fn load_all(paths: &[&Path], metric: &Metric) -> Result<Vec<Dataset>, Failure> {
     let mut sets = Vec::new();
@@ -308,18 +299,14 @@ fn load_all(paths: &[&Path], metric: &Metric) -> Result<Vec<Dataset>, Failure> {
 
 fn load(path: &Path, role: Role, metric: &Metric) -> Result<Dataset, Failure> {
     let opts = ReadOptions { role, mmap: true };
-    let data = voisin_io::read_dataset(path, &opts).map_err(|e| {
+    let data = voisin_io::read_checked(path, &opts, metric).map_err(|e| {
         let code = if e.is_user_error() { 2 } else { 1 };
         Failure(e.to_string(), code)
     })?;
-    let at = |m: String| bad(format!("{}: {m}", path.display()));
-    if data.is_empty() {
-        return Err(at("holds no items".into()));
-    }
-    voisin::engine::check_metric(&data, metric).map_err(|e| at(e.to_string()))?;
     if let Some((row, col)) = data.as_vectors().and_then(|v| v.find_non_finite()) {
-        return Err(at(format!(
-            "vector {row} has a NaN or infinite value at position {col}"
+        return Err(bad(format!(
+            "{}: vector {row} has a NaN or infinite value at position {col}",
+            path.display()
         )));
     }
     Ok(data)

@@ -4,6 +4,7 @@
 //! Callers (the CLI, the Python bindings) hold a `Box<dyn Engine>` and never learn which device
 //! answers. Results are identical across engines: exact keys, ties broken by the smaller index.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,10 +137,177 @@ pub struct Stats {
 /// Receives progress as (units done, units total); engines call it from any thread.
 pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
-/// The interface every engine implements.
+/// A cancellation token: cheap to clone, every clone sees the same flag. Engines look at it
+/// where they report progress (between tiles, passes and query blocks) and return
+/// [`Error::Cancelled`] once it is set; work already done is dropped.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks every engine holding a clone of this token to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Error::Cancelled)` once the token is set.
+    pub fn check(&self) -> Result<()> {
+        if self.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        Ok(())
+    }
+}
+
+/// [`Cancel::check`] for an optional token (none: never cancelled).
+pub fn check_cancel(cancel: Option<&Cancel>) -> Result<()> {
+    cancel.map_or(Ok(()), Cancel::check)
+}
+
+/// A k-NN request, checked once when made: base and queries comparable under the metric,
+/// k at least 1; [`KnnRequest::k`] is the requested k capped at the base size.
+#[derive(Clone, Copy)]
+pub struct KnnRequest<'a> {
+    base: &'a Dataset,
+    queries: &'a Dataset,
+    k: usize,
+    metric: &'a Metric,
+}
+
+impl<'a> KnnRequest<'a> {
+    pub fn new(
+        base: &'a Dataset,
+        queries: &'a Dataset,
+        k: usize,
+        metric: &'a Metric,
+    ) -> Result<Self> {
+        check_pair(base, queries, metric)?;
+        check_k(k)?;
+        Ok(KnnRequest {
+            base,
+            queries,
+            k: k.min(base.len()),
+            metric,
+        })
+    }
+
+    pub fn base(&self) -> &'a Dataset {
+        self.base
+    }
+
+    pub fn queries(&self) -> &'a Dataset {
+        self.queries
+    }
+
+    /// Neighbours per query: the requested k capped at the base size (0 for an empty base).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn metric(&self) -> &'a Metric {
+        self.metric
+    }
+}
+
+/// A range request, checked once when made: base and queries comparable under the metric, a
+/// radius the metric accepts.
+#[derive(Clone, Copy)]
+pub struct RangeRequest<'a> {
+    base: &'a Dataset,
+    queries: &'a Dataset,
+    radius: f64,
+    metric: &'a Metric,
+}
+
+impl<'a> RangeRequest<'a> {
+    pub fn new(
+        base: &'a Dataset,
+        queries: &'a Dataset,
+        radius: f64,
+        metric: &'a Metric,
+    ) -> Result<Self> {
+        check_pair(base, queries, metric)?;
+        metric.check_radius(radius)?;
+        Ok(RangeRequest {
+            base,
+            queries,
+            radius,
+            metric,
+        })
+    }
+
+    pub fn base(&self) -> &'a Dataset {
+        self.base
+    }
+
+    pub fn queries(&self) -> &'a Dataset {
+        self.queries
+    }
+
+    pub fn radius(&self) -> f64 {
+        self.radius
+    }
+
+    pub fn metric(&self) -> &'a Metric {
+        self.metric
+    }
+}
+
+/// A k-NN graph request, checked once when made: the metric applies to the data, k at least
+/// 1; [`GraphRequest::k`] is the requested k capped at n − 1.
+#[derive(Clone, Copy)]
+pub struct GraphRequest<'a> {
+    data: &'a Dataset,
+    k: usize,
+    metric: &'a Metric,
+}
+
+impl<'a> GraphRequest<'a> {
+    pub fn new(data: &'a Dataset, k: usize, metric: &'a Metric) -> Result<Self> {
+        check_metric(data, metric)?;
+        check_k(k)?;
+        Ok(GraphRequest {
+            data,
+            k: k.min(data.len().saturating_sub(1)),
+            metric,
+        })
+    }
+
+    pub fn data(&self) -> &'a Dataset {
+        self.data
+    }
+
+    /// Neighbours per item: the requested k capped at n − 1.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn metric(&self) -> &'a Metric {
+        self.metric
+    }
+}
+
+/// The interface every engine implements: the checked requests; the familiar `knn`, `range`
+/// and `graph` check their arguments into a request and pass it on.
 pub trait Engine: Send + Sync {
     /// Short name for messages and `--stats`, e.g. "cpu" or "cuda:0".
     fn name(&self) -> String;
+
+    /// For each query, its k nearest base items.
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult>;
+
+    /// For each query, every base item within the radius.
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult>;
+
+    /// For each item, its k nearest other items (the item itself excluded, duplicates kept).
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult>;
 
     /// For each query, its k nearest base items.
     fn knn(
@@ -148,7 +316,9 @@ pub trait Engine: Send + Sync {
         queries: &Dataset,
         k: usize,
         metric: &Metric,
-    ) -> Result<KnnResult>;
+    ) -> Result<KnnResult> {
+        self.knn_request(&KnnRequest::new(base, queries, k, metric)?)
+    }
 
     /// For each query, every base item within `radius`.
     fn range(
@@ -157,10 +327,14 @@ pub trait Engine: Send + Sync {
         queries: &Dataset,
         radius: f64,
         metric: &Metric,
-    ) -> Result<RangeResult>;
+    ) -> Result<RangeResult> {
+        self.range_request(&RangeRequest::new(base, queries, radius, metric)?)
+    }
 
     /// For each item, its k nearest other items (the item itself excluded, duplicates kept).
-    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult>;
+    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
+        self.graph_request(&GraphRequest::new(data, k, metric)?)
+    }
 }
 
 /// Checks that a metric applies to a data set.

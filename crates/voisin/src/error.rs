@@ -17,6 +17,9 @@ pub enum Error {
     /// An I/O failure while reading or writing data.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The caller cancelled the work through its [`crate::engine::Cancel`] token.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl Error {
@@ -31,5 +34,10 @@ impl Error {
     /// True for errors caused by the caller's input (CLI exit code 2).
     pub fn is_user_error(&self) -> bool {
         matches!(self, Error::InvalidInput(_))
+    }
+
+    /// True when the caller cancelled the work (the CLI treats it as an interrupt).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled)
     }
 }

@@ -134,6 +134,8 @@ pub fn graph<S: TileSource>(
         let end = row_range(passes[p]).1;
         let (own, later) = rows[start..].split_at_mut(end - start);
         let cands = graph_pass(src, &blocks, (p0, p1), &done, (own, later), k, ctx);
+        // A cancelled pass is incomplete: it must never reach the checkpoint.
+        ctx.check_cancel()?;
         // Each row's candidates were seeded with its list so far, so the re-rank is final.
         own.par_iter_mut()
             .zip(cands)
@@ -228,6 +230,9 @@ fn graph_pass<S: TileSource>(
                     let width = j1 - j0;
                     let mut cols: Vec<Candidates> = rows.iter().map(|r| seeded(k, r)).collect();
                     for (bi, own) in (p0..p1).zip(&acc) {
+                        if ctx.cancelled() {
+                            return;
+                        }
                         let (i0, i1) = blocks[bi];
                         let bound = measure(src, (i0, i1), (j0, j1), s);
                         let mut own = own.lock().expect("graph lock");
@@ -400,6 +405,9 @@ fn scan_into<S: TileSource>(
     tiles
         .par_iter()
         .for_each_init(Scratch::<S>::default, |s, &(bi, bj)| {
+            if ctx.cancelled() {
+                return;
+            }
             let ((i0, i1), (j0, j1)) = (blocks[bi], blocks[bj]);
             let bound = measure(src, (i0, i1), (j0, j1), s);
             let (keys, width) = (&s.keys, j1 - j0);

@@ -30,7 +30,8 @@ use std::time::Instant;
 
 use crate::data::Dataset;
 use crate::engine::{
-    check_k, check_metric, check_pair, Engine, KnnResult, ProgressFn, RangeResult, Stats,
+    check_k, check_metric, Cancel, Engine, GraphRequest, KnnRequest, KnnResult, ProgressFn,
+    RangeRequest, RangeResult, Stats,
 };
 use crate::error::{Error, Result};
 use crate::metric::Metric;
@@ -49,6 +50,8 @@ pub struct CpuOptions {
     pub memory_budget: usize,
     /// Called as work advances.
     pub progress: Option<ProgressFn>,
+    /// Looked at where progress is reported; once set, calls end with `Error::Cancelled`.
+    pub cancel: Option<Cancel>,
 }
 
 impl Default for CpuOptions {
@@ -57,6 +60,7 @@ impl Default for CpuOptions {
             threads: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,
             progress: None,
+            cancel: None,
         }
     }
 }
@@ -104,6 +108,7 @@ impl CpuEngine {
             self.opts.memory_budget,
             self.opts.progress.clone(),
         )
+        .with_cancel(self.opts.cancel.clone())
     }
 
     fn stats(&self, ctx: &plan::Ctx, compute: std::time::Duration) -> Stats {
@@ -219,43 +224,31 @@ impl Engine for CpuEngine {
         format!("cpu ({} threads)", self.threads())
     }
 
-    fn knn(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        k: usize,
-        metric: &Metric,
-    ) -> Result<KnnResult> {
-        check_pair(base, queries, metric)?;
-        check_k(k)?;
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
         let (ctx, t) = (self.ctx(), Instant::now());
-        let k = k.min(base.len());
         let mut res = self.with_source(base, queries, metric, |d| {
             d.knn(metric, base.len(), queries.len(), k, &ctx)
         });
+        ctx.check_cancel()?;
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }
 
-    fn range(
-        &self,
-        base: &Dataset,
-        queries: &Dataset,
-        radius: f64,
-        metric: &Metric,
-    ) -> Result<RangeResult> {
-        check_pair(base, queries, metric)?;
-        metric.check_radius(radius)?;
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        let (base, queries, radius, metric) =
+            (req.base(), req.queries(), req.radius(), req.metric());
         let (ctx, t) = (self.ctx(), Instant::now());
         let mut res = self.with_source(base, queries, metric, |d| {
             d.range(metric, base.len(), queries.len(), radius, &ctx)
         });
+        ctx.check_cancel()?;
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }
 
-    fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
-        self.graph_with(data, k, metric, None)
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        self.graph_with(req, None)
     }
 }
 
@@ -267,7 +260,7 @@ impl GraphCheckpoints for CpuEngine {
         metric: &Metric,
         checkpoint: &CheckpointOptions,
     ) -> Result<KnnResult> {
-        self.graph_with(data, k, metric, Some(checkpoint))
+        self.graph_with(&GraphRequest::new(data, k, metric)?, Some(checkpoint))
     }
 }
 
@@ -308,7 +301,9 @@ impl CpuEngine {
     ) -> Result<RangeLists> {
         self.check_tiles(data, tiles, k, metric)?;
         let (ctx, k) = (self.ctx(), k.min(data.len()));
-        self.with_source(data, data, metric, |d| d.tile_lists(tiles, k, &ctx))
+        let lists = self.with_source(data, data, metric, |d| d.tile_lists(tiles, k, &ctx))?;
+        ctx.check_cancel()?;
+        Ok(lists)
     }
 
     fn check_tiles(
@@ -332,15 +327,12 @@ impl CpuEngine {
 
     fn graph_with(
         &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
+        req: &GraphRequest<'_>,
         checkpoint: Option<&CheckpointOptions>,
     ) -> Result<KnnResult> {
-        check_metric(data, metric)?;
-        check_k(k)?;
+        let (data, k, metric) = (req.data(), req.k(), req.metric());
         let (ctx, t) = (self.ctx(), Instant::now());
-        let (n, k) = (data.len(), k.min(data.len().saturating_sub(1)));
+        let n = data.len();
         let max_blocks = graph::max_blocks_per_pass(n, k, self.opts.memory_budget);
         let mut store: Box<dyn PassStore + Send> = match checkpoint {
             Some(opts) => {
@@ -353,6 +345,7 @@ impl CpuEngine {
             let blocks_per_pass = store.blocks_per_pass().unwrap_or(max_blocks);
             d.graph(metric, (n, k), blocks_per_pass, &ctx, store.as_mut())
         })?;
+        ctx.check_cancel()?;
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }

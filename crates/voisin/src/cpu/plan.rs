@@ -3,7 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::engine::ProgressFn;
+use crate::engine::{check_cancel, Cancel, ProgressFn};
+use crate::error::Result;
 
 /// Rows per tile on each side. 256 query rows × 1024 base rows of f32 keys is 1 MiB: it stays in
 /// L2 while it is scanned, and the product is large enough for the GEMM kernel to run near peak.
@@ -17,6 +18,7 @@ pub struct Ctx {
     pub threads: usize,
     pub memory_budget: usize,
     progress: Option<ProgressFn>,
+    cancel: Option<Cancel>,
     total: AtomicU64,
     done: AtomicU64,
     pub evals: AtomicU64,
@@ -29,11 +31,29 @@ impl Ctx {
             threads,
             memory_budget,
             progress,
+            cancel: None,
             total: AtomicU64::new(0),
             done: AtomicU64::new(0),
             evals: AtomicU64::new(0),
             exact_evals: AtomicU64::new(0),
         }
+    }
+
+    /// The caller's cancellation token, looked at where progress is reported.
+    pub fn with_cancel(mut self, cancel: Option<Cancel>) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// True once the caller cancelled: drivers stop taking new tiles, and the call ends with
+    /// [`Ctx::check_cancel`]'s error (nothing computed after that is kept or saved).
+    pub fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(Cancel::is_cancelled)
+    }
+
+    /// `Err(Error::Cancelled)` once the caller cancelled.
+    pub fn check_cancel(&self) -> Result<()> {
+        check_cancel(self.cancel.as_ref())
     }
 
     pub fn add_total(&self, units: u64) {

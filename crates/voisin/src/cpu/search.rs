@@ -182,6 +182,9 @@ where
         .collect();
     let (mut b, mut keys) = (S::Rows::default(), Vec::new());
     for (t0, t1) in ranges(seg.1 - seg.0, BASE_TILE) {
+        if ctx.cancelled() {
+            break;
+        }
         let (b0, b1) = (seg.0 + t0, seg.0 + t1);
         src.prepare_base(b0, b1, &mut b);
         for (&(q0, _), q) in blocks.iter().zip(&prepared) {
@@ -231,6 +234,10 @@ pub fn knn<S: TileSource>(
                 (g0, cands)
             })
             .collect();
+        if ctx.cancelled() {
+            // The lists are incomplete; the engine returns the cancellation instead.
+            return KnnResult::default();
+        }
         // Merge the segments of each query range, then re-rank per query.
         parts.sort_by_key(|p| p.0);
         let mut merged: Vec<Candidates> = Vec::with_capacity(c1 - c0);

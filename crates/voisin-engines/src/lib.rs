@@ -1,0 +1,313 @@
+//! The one engine factory: a device choice and the engine options in, a `Box<dyn Engine>` out.
+//!
+//! Every front end (the `voisin` CLI for knn, graph, range and index query, the `voisin-mpi`
+//! ranks, the Python bindings) opens its engines here, so `--memory`, the GPU choice, progress
+//! and cancellation reach every engine the same way. The rest of a front end talks to the
+//! [`Engine`] trait only.
+//!
+//! - [`Device::Cuda`] is the CUDA engine on the GPUs of [`EngineConfig::gpus`] (GPU 0 by
+//!   default; several make a [`MultiGpu`]) or a device error.
+//! - [`Device::Auto`] is the CUDA engine when the driver, NVRTC and cuBLAS load and a device
+//!   exists, with the requests it does not handle (user metrics, strings under another metric)
+//!   routed to the CPU engine; the CPU engine alone otherwise. A GPU that fails to start under
+//!   auto is no error (SPEC §6).
+//! - [`Device::Cpu`] is the CPU engine.
+//!
+//! Errors are [`voisin::Error`]: invalid input (exit 2 in the CLI) for bad options such as zero
+//! threads, device errors (exit 1) for a missing GPU or driver.
+
+use std::fmt;
+use std::str::FromStr;
+
+use voisin::cpu::checkpoint::GraphCheckpoints;
+use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
+use voisin::engine::{Cancel, GraphRequest, KnnRequest, ProgressFn, RangeRequest};
+use voisin::{Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result};
+use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, Precision, Select};
+
+/// Where the work runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// A GPU when one is usable, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl FromStr for Device {
+    type Err = String;
+
+    /// `auto`, `cpu` or `cuda` (any case).
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Device::Auto),
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda),
+            _ => Err(format!("'{text}' is not a device (use auto, cpu or cuda)")),
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Device::Auto => "auto",
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda",
+        })
+    }
+}
+
+/// The GPUs of the CUDA engine (`--gpus`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gpus {
+    /// Every GPU the driver sees.
+    All,
+    /// The first N.
+    Count(usize),
+    /// These ordinals, in this order (repeats allowed: two engines share that GPU).
+    Ordinals(Vec<usize>),
+}
+
+impl FromStr for Gpus {
+    type Err = String;
+
+    /// `all`, a count such as `2`, or a list of ordinals such as `0,2`.
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        let t = text.trim();
+        let bad = || format!("'{text}' is not all, a GPU count or a list of GPU ordinals like 0,2");
+        if t.eq_ignore_ascii_case("all") {
+            return Ok(Gpus::All);
+        }
+        if !t.contains(',') {
+            return match t.parse::<usize>() {
+                Ok(0) => Err("a GPU count must be at least 1".into()),
+                Ok(n) => Ok(Gpus::Count(n)),
+                Err(_) => Err(bad()),
+            };
+        }
+        t.split(',')
+            .map(|p| p.trim().parse::<usize>().map_err(|_| bad()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(Gpus::Ordinals)
+    }
+}
+
+/// What every engine is built from; each engine takes the fields that concern it.
+#[derive(Clone, Default)]
+pub struct EngineConfig {
+    /// CPU worker threads (default: every core); zero is invalid input.
+    pub threads: Option<usize>,
+    /// Working-memory budget in bytes: the CPU engine's tiles and candidate buffers (default
+    /// [`DEFAULT_MEMORY_BUDGET`]), the CUDA engine's tile bytes (default its own).
+    pub memory_budget: Option<usize>,
+    /// Called as work advances (units done, units total).
+    pub progress: Option<ProgressFn>,
+    /// Once set, running calls end with [`Error::Cancelled`].
+    pub cancel: Option<Cancel>,
+    /// GPU distance arithmetic (`--precision`); the CPU engine ignores it.
+    pub precision: Precision,
+    /// GPU selection kernel (`--select`); the CPU engine ignores it.
+    pub select: Select,
+    /// GPUs of the CUDA engine (default GPU 0); the CPU engine ignores it.
+    pub gpus: Option<Gpus>,
+}
+
+/// The engine for a device choice.
+pub fn open(device: Device, config: &EngineConfig) -> Result<Box<dyn Engine>> {
+    match device {
+        Device::Cpu => Ok(Box::new(cpu(config)?)),
+        Device::Cuda => Ok(cuda(config)?),
+        Device::Auto if voisin_cuda::gpu_available() => match cuda(config) {
+            Ok(gpu) => Ok(Box::new(Routed {
+                gpu,
+                cpu: Box::new(cpu(config)?),
+            })),
+            Err(_) => Ok(Box::new(cpu(config)?)),
+        },
+        Device::Auto => Ok(Box::new(cpu(config)?)),
+    }
+}
+
+/// The engine of a checkpointed graph under `metric`: the GPUs under [`Device::Cuda`], and
+/// under auto when one starts and the metric is one the GPU passes take (vectors); the CPU
+/// engine otherwise. Every one writes and resumes the same checkpoints.
+pub fn open_checkpointing(
+    device: Device,
+    config: &EngineConfig,
+    metric: &Metric,
+) -> Result<Box<dyn GraphCheckpoints>> {
+    let vectors = !matches!(metric, Metric::Levenshtein | Metric::Custom(_));
+    match device {
+        Device::Cuda => return cuda(config),
+        Device::Auto if vectors && voisin_cuda::gpu_available() => {
+            if let Ok(gpu) = cuda(config) {
+                return Ok(gpu);
+            }
+        }
+        _ => {}
+    }
+    Ok(Box::new(cpu(config)?))
+}
+
+/// The CPU engine of `config`.
+pub fn cpu(config: &EngineConfig) -> Result<CpuEngine> {
+    CpuEngine::new(CpuOptions {
+        threads: config.threads,
+        memory_budget: config.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
+        progress: config.progress.clone(),
+        cancel: config.cancel.clone(),
+    })
+}
+
+/// The CUDA engine's options for `config`.
+pub fn cuda_options(config: &EngineConfig) -> CudaOptions {
+    let mut opts = CudaOptions {
+        select: config.select,
+        precision: config.precision,
+        cancel: config.cancel.clone(),
+        ..CudaOptions::default()
+    };
+    if let Some(bytes) = config.memory_budget {
+        opts.tile_bytes = bytes;
+    }
+    opts
+}
+
+/// The CUDA engine of `config` on the first GPU it names (GPU 0 by default), for work that
+/// runs on one GPU (index search).
+pub fn cuda_one(config: &EngineConfig) -> Result<CudaEngine> {
+    cuda_on(gpu_ordinals(config.gpus.as_ref())?[0], config)
+}
+
+/// The CUDA engine of `config` on GPU `ordinal` alone (an MPI rank's GPU).
+pub fn cuda_on(ordinal: usize, config: &EngineConfig) -> Result<CudaEngine> {
+    CudaEngine::with_options(ordinal, cuda_options(config))
+}
+
+/// The GPU ordinals `gpus` names (GPU 0 when `None`), never empty; more than the machine has
+/// is a device error.
+pub fn gpu_ordinals(gpus: Option<&Gpus>) -> Result<Vec<usize>> {
+    let found = voisin_cuda::device_count();
+    let list = match gpus {
+        None => vec![0],
+        Some(Gpus::All) => (0..found.max(1)).collect(),
+        Some(Gpus::Count(n)) if *n > found => {
+            return Err(Error::device(format!(
+                "cuda: --gpus {n} asks for more GPUs than the {found} found"
+            )));
+        }
+        Some(Gpus::Count(0)) => return Err(Error::invalid("a GPU count must be at least 1")),
+        Some(Gpus::Count(n)) => (0..*n).collect(),
+        Some(Gpus::Ordinals(v)) if v.is_empty() => {
+            return Err(Error::invalid("the list of GPU ordinals is empty"))
+        }
+        Some(Gpus::Ordinals(v)) => v.clone(),
+    };
+    Ok(list)
+}
+
+/// The CUDA engine on the GPUs of `config` (GPU 0 by default); a missing driver or device is
+/// a device error. It also builds checkpointed graphs.
+pub fn cuda(config: &EngineConfig) -> Result<Box<dyn GraphCheckpoints>> {
+    let devices = gpu_ordinals(config.gpus.as_ref())?;
+    let opts = cuda_options(config);
+    Ok(match devices[..] {
+        [one] => Box::new(CudaEngine::with_options(one, opts)?),
+        _ => Box::new(MultiGpu::with_options(&devices, opts)?),
+    })
+}
+
+/// `auto` with a GPU: what the CUDA engine handles goes to the GPU, the rest to the CPU.
+struct Routed {
+    gpu: Box<dyn Engine>,
+    cpu: Box<dyn Engine>,
+}
+
+impl Routed {
+    /// The GPU takes vectors under built-in metrics, and strings under levenshtein.
+    fn pick(&self, data: &Dataset, metric: &Metric) -> &dyn Engine {
+        let gpu_can = match (data, metric) {
+            (_, Metric::Custom(_)) => false,
+            (Dataset::Vectors(_), m) => *m != Metric::Levenshtein,
+            (Dataset::Strings(_), Metric::Levenshtein) => true,
+            (Dataset::Strings(_), _) => false,
+        };
+        if gpu_can {
+            self.gpu.as_ref()
+        } else {
+            self.cpu.as_ref()
+        }
+    }
+}
+
+impl Engine for Routed {
+    fn name(&self) -> String {
+        format!("auto: {} / {}", self.gpu.name(), self.cpu.name())
+    }
+
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        self.pick(req.base(), req.metric()).knn_request(req)
+    }
+
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        self.pick(req.base(), req.metric()).range_request(req)
+    }
+
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        self.pick(req.data(), req.metric()).graph_request(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse_and_print_as_the_cli_spells_them() {
+        for d in [Device::Auto, Device::Cpu, Device::Cuda] {
+            assert_eq!(d.to_string().parse::<Device>(), Ok(d));
+        }
+        assert_eq!("CUDA".parse::<Device>(), Ok(Device::Cuda));
+        assert!("gpu".parse::<Device>().is_err());
+    }
+
+    #[test]
+    fn gpus_parse_like_the_gpus_option() {
+        assert_eq!("all".parse(), Ok(Gpus::All));
+        assert_eq!("2".parse(), Ok(Gpus::Count(2)));
+        assert_eq!(" 0, 2 ".parse(), Ok(Gpus::Ordinals(vec![0, 2])));
+        assert!("0".parse::<Gpus>().is_err());
+        assert!("x".parse::<Gpus>().is_err());
+    }
+
+    #[test]
+    fn the_cpu_takes_its_options_and_refuses_zero_threads() {
+        let config = EngineConfig {
+            threads: Some(1),
+            ..Default::default()
+        };
+        let engine = open(Device::Cpu, &config).unwrap();
+        assert!(engine.name().starts_with("cpu"), "{}", engine.name());
+        let zero = EngineConfig {
+            threads: Some(0),
+            ..Default::default()
+        };
+        assert!(open(Device::Cpu, &zero).err().unwrap().is_user_error());
+    }
+
+    #[test]
+    fn without_a_gpu_auto_is_the_cpu_and_cuda_a_device_error() {
+        if voisin_cuda::gpu_available() {
+            return;
+        }
+        let config = EngineConfig::default();
+        let auto = open(Device::Auto, &config).unwrap();
+        assert!(auto.name().starts_with("cpu"), "{}", auto.name());
+        let err = open(Device::Cuda, &config).err().unwrap();
+        assert!(matches!(err, Error::Device(_)), "{err}");
+        let ckpt = open_checkpointing(Device::Auto, &config, &Metric::Euclidean).unwrap();
+        assert!(ckpt.name().starts_with("cpu"), "{}", ckpt.name());
+    }
+}
