@@ -3,7 +3,8 @@
 //!
 //! Owns the directory layout and the file formats; the graph drivers (the CPU engine's
 //! `graph`, voisin-cuda's GPU passes, voisin-mpi's ranks) decide what a pass is and must not
-//! know about files. Engines that checkpoint implement [`GraphCheckpoints`].
+//! know about files. Engines that checkpoint implement
+//! [`crate::Engine::graph_checkpointed`].
 //!
 //! - `DIR/manifest`: text, one `key value` per line: format version, the job (n, dim, element
 //!   type, metric, k and a CRC-32 of every data byte, so another input, metric or k is refused)
@@ -34,8 +35,8 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::graph::{PassRows, PassStore};
-use super::plan::GRAPH_TILE;
+use super::lists::{PassRows, PassStore};
+use super::schedule::BLOCK_ROWS as GRAPH_TILE;
 use crate::data::{Dataset, VectorData};
 use crate::error::{Error, Result};
 use crate::metric::Metric;
@@ -78,23 +79,9 @@ impl CheckpointOptions {
     }
 }
 
-/// Engines that build the k-NN graph with checkpoints in this module's format: the CPU engine,
-/// and the CUDA engines (one GPU or several), which compute the same passes on the device. A
-/// checkpoint written by one resumes on any other, and every one ends with the bytes of an
-/// uninterrupted build.
-pub trait GraphCheckpoints: crate::Engine {
-    /// The k-NN graph, like [`crate::Engine::graph`], with finished row passes kept in
-    /// `checkpoint.dir`: a build that was killed continues with `resume` and returns exactly
-    /// what an uninterrupted build returns. A checkpoint of another input, metric or k, or a
-    /// damaged one, is refused as invalid input.
-    fn graph_checkpointed(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        checkpoint: &CheckpointOptions,
-    ) -> Result<crate::KnnResult>;
-}
+/// Checkpointed graph builds are on the engine seam ([`crate::Engine::graph_checkpointed`]);
+/// the name that side trait had is kept for callers that import it.
+pub use crate::Engine as GraphCheckpoints;
 
 /// What a checkpoint is for: the fields a resumed run must match, in manifest order.
 #[derive(Clone, Debug, PartialEq)]
