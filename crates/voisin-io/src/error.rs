@@ -119,16 +119,7 @@ fn describe_io(err: &io::Error) -> String {
     }
 }
 
-/// Missing files, permissions and wrong kinds of paths are the user's to fix; anything else
-/// (disk full, hardware, interrupted) is not.
+/// The CLI's exit-code table for OS errors lives in the core crate, next to its own errors.
 fn is_user_io_error(err: &io::Error) -> bool {
-    use io::ErrorKind::*;
-    if matches!(
-        err.kind(),
-        NotFound | PermissionDenied | AlreadyExists | InvalidInput | InvalidData | UnexpectedEof
-    ) {
-        return true;
-    }
-    // EISDIR, ENOTDIR, EROFS (same numbers on Linux and the BSDs): the path itself is wrong.
-    cfg!(unix) && matches!(err.raw_os_error(), Some(20 | 21 | 30))
+    voisin::error::is_user_io_error(err)
 }
