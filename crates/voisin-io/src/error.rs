@@ -69,6 +69,17 @@ impl fmt::Display for IoError {
 
 impl std::error::Error for IoError {}
 
+impl From<voisin::commit::CommitError> for IoError {
+    fn from(e: voisin::commit::CommitError) -> Self {
+        let message = one_line(e.message);
+        IoError {
+            path: e.path,
+            message,
+            user: e.user,
+        }
+    }
+}
+
 /// A parser's complaint about a file's contents, before the path is known. Always a user error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Problem(pub String);

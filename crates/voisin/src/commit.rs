@@ -215,11 +215,13 @@ impl OutputSet {
     fn check(&self, probe: bool) -> Result<(), CommitError> {
         let mut existing = Vec::with_capacity(self.targets.len());
         for path in &self.targets {
+            check_name(path)?;
+            check_folder(folder(path), path, false)?;
             existing.push(check_target(path)?);
         }
         if probe {
             for dir in self.folders() {
-                check_folder(dir, &self.targets[0])?;
+                check_folder(dir, &self.targets[0], true)?;
             }
         }
         if !existing[0] {
@@ -289,8 +291,8 @@ fn folder(path: &Path) -> &Path {
     }
 }
 
-/// Checks one target's name and what is there now; true when a regular file exists.
-fn check_target(path: &Path) -> Result<bool, CommitError> {
+/// A target must name a file: no trailing `/`, a name the file system accepts.
+fn check_name(path: &Path) -> Result<(), CommitError> {
     if path.as_os_str().as_bytes().ends_with(b"/") {
         return Err(CommitError::user(
             path,
@@ -298,7 +300,12 @@ fn check_target(path: &Path) -> Result<bool, CommitError> {
         ));
     }
     let Some(name) = path.file_name() else {
-        return Err(CommitError::user(path, "names no file"));
+        let what = if path.is_dir() {
+            "is a folder, not a file name"
+        } else {
+            "names no file"
+        };
+        return Err(CommitError::user(path, what));
     };
     if name.len() > NAME_MAX {
         return Err(CommitError::user(
@@ -309,6 +316,11 @@ fn check_target(path: &Path) -> Result<bool, CommitError> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// What is at a target now: true for a regular file, false for nothing; anything else is refused.
+fn check_target(path: &Path) -> Result<bool, CommitError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -335,20 +347,30 @@ fn check_target(path: &Path) -> Result<bool, CommitError> {
     Err(CommitError::user(
         path,
         format!(
-            "is {kind}; voisin writes only regular files and never replaces anything else \
-             (results can go to standard output instead)"
+            "cannot rename into place: is {kind}; voisin writes only regular files and \
+             never replaces anything else"
         ),
     ))
 }
 
-/// The folder exists and a file can be created in it (creating one is the only reliable test).
-fn check_folder(dir: &Path, target: &Path) -> Result<(), CommitError> {
+/// The folder exists, and with `probe` a file can be created in it (creating one is the only
+/// reliable test of permission).
+fn check_folder(dir: &Path, target: &Path, probe: bool) -> Result<(), CommitError> {
     match fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
             return Err(CommitError::user(
                 target,
                 format!("{} is not a folder", dir.display()),
+            ))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(CommitError::user(
+                target,
+                format!(
+                    "cannot create a file in {0}: folder {0} does not exist",
+                    dir.display()
+                ),
             ))
         }
         Err(e) => {
@@ -358,6 +380,9 @@ fn check_folder(dir: &Path, target: &Path) -> Result<(), CommitError> {
                 &e,
             ))
         }
+    }
+    if !probe {
+        return Ok(());
     }
     TempFile::create_in(dir, "probe").map(drop).map_err(|e| {
         CommitError::io(
