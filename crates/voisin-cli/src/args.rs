@@ -298,6 +298,22 @@ fn parse_precision(text: &str) -> Result<voisin_cuda::Precision, String> {
     text.parse().map_err(|e: voisin::Error| e.to_string())
 }
 
+/// Most worker threads `--threads` takes: far more than any machine has cores, few enough that
+/// starting them never stalls a run (100 000 threads on 2 cores never finished).
+pub const MAX_THREADS: usize = 1024;
+
+fn parse_threads(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("--threads takes a whole number, not '{text}'"))?;
+    match n {
+        0 => Err("--threads must be at least 1".into()),
+        n if n > MAX_THREADS => Err(format!("--threads {n} is more than {MAX_THREADS}")),
+        n => Ok(n),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,21 +379,5 @@ mod tests {
             }
             other => panic!("parsed as {other:?}"),
         }
-    }
-}
-
-/// Most worker threads `--threads` takes: far more than any machine has cores, few enough that
-/// starting them never stalls a run (100 000 threads on 2 cores never finished).
-pub const MAX_THREADS: usize = 1024;
-
-fn parse_threads(text: &str) -> Result<usize, String> {
-    let n: usize = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("--threads takes a whole number, not '{text}'"))?;
-    match n {
-        0 => Err("--threads must be at least 1".into()),
-        n if n > MAX_THREADS => Err(format!("--threads {n} is more than {MAX_THREADS}")),
-        n => Ok(n),
     }
 }

@@ -134,7 +134,7 @@ fn lock_checkpoint(dir: &Path) -> Result<std::fs::File, CliError> {
                 "checkpoint folder is in use by another voisin run; wait for it to end",
             )
         })?;
-    voisin::commit::TempFile::create_in(dir, "probe")
+    voisin::commit::TempFile::create_in(dir, "probe.tmp")
         .map_err(|e| io("cannot write in the checkpoint folder", &e))?;
     Ok(lock)
 }

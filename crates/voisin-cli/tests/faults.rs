@@ -102,12 +102,28 @@ fn commands(out: &str) -> Vec<Vec<String>> {
     ]
 }
 
+/// A graph of `base.fvecs` written to `out`, which must succeed.
+fn graph_ok(s: &Scratch, k: &str, out: &str) {
+    let r = s.run(&["graph", "--input", "base.fvecs", "-k", k, "--out", out]);
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+}
+
+/// Arguments written as one line.
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// [`expect_fail`] for owned arguments.
+fn fail_with(s: &Scratch, args: &[String], code: i32, needles: &[&str]) {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    expect_fail(s, &args, code, needles);
+}
+
 fn each_command(out: &str, code: i32, needles: &[&str], setup: impl Fn(&Scratch)) {
     for args in commands(out) {
         let s = scratch();
         setup(&s);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        expect_fail(&s, &args, code, needles);
+        fail_with(&s, &args, code, needles);
     }
 }
 
@@ -163,12 +179,47 @@ fn fifos_sockets_and_folders_are_refused() {
         let s = scratch();
         s.raw("r.ivecs", b"old");
         keep.push(std::os::unix::net::UnixListener::bind(s.path("r.fvecs")).unwrap());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        expect_fail(&s, &args, 2, &["r.fvecs", "socket"]);
+        fail_with(&s, &args, 2, &["r.fvecs", "socket"]);
     }
     each_command("r.tsv", 2, &["is a folder"], |s| {
         std::fs::create_dir(s.path("r.tsv")).unwrap();
     });
+}
+
+fn index_build(out: &str) -> Vec<String> {
+    [
+        "index",
+        "build",
+        "--input",
+        "base.fvecs",
+        "--kind",
+        "lc",
+        "--out",
+        out,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// `index build` has no extension check: the commit's own refusal must hold.
+fn build_index_into(s: &Scratch, out: &str) {
+    fail_with(
+        s,
+        &index_build(out),
+        2,
+        &[&format!("{out}: "), "character device"],
+    );
+}
+
+/// A character device like /dev/null at `path`; false where that needs root.
+fn mknod(path: &Path) -> bool {
+    Command::new("mknod")
+        .arg(path)
+        .args(["c", "1", "3"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|st| st.success())
 }
 
 #[test]
@@ -176,59 +227,21 @@ fn device_nodes_are_refused_and_kept() {
     // Results are refused by extension first; either way the node is left alone.
     each_command("/dev/null", 2, &["/dev/null: "], |_| {});
     let s = scratch();
-    expect_fail(
-        &s,
-        &[
-            "index",
-            "build",
-            "--input",
-            "base.fvecs",
-            "--kind",
-            "lc",
-            "--out",
-            "/dev/null",
-        ],
-        2,
-        &["/dev/null: ", "character device"],
-    );
+    build_index_into(&s, "/dev/null");
     assert!(std::fs::metadata("/dev/null")
         .unwrap()
         .file_type()
         .is_char_device());
     // Nodes made in the scratch folder, where the test may (as root) create them.
-    let made = Command::new("mknod")
-        .arg(s.path("node.vidx"))
-        .args(["c", "1", "3"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|st| st.success());
+    let made = mknod(&s.path("node.vidx"));
     if !made {
         eprintln!("skipped: mknod needs root");
         return;
     }
-    expect_fail(
-        &s,
-        &[
-            "index",
-            "build",
-            "--input",
-            "base.fvecs",
-            "--kind",
-            "lc",
-            "--out",
-            "node.vidx",
-        ],
-        2,
-        &["node.vidx: ", "character device"],
-    );
+    build_index_into(&s, "node.vidx");
     std::fs::rename(s.path("node.vidx"), s.path("node.ivecs")).unwrap();
     each_command("node.ivecs", 2, &["character device"], |t| {
-        let ok = Command::new("mknod")
-            .arg(t.path("node.ivecs"))
-            .args(["c", "1", "3"])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        assert!(mknod(&t.path("node.ivecs")));
     });
     let meta = std::fs::symlink_metadata(s.path("node.ivecs")).unwrap();
     assert!(meta.file_type().is_char_device());
@@ -256,19 +269,10 @@ fn a_foreign_companion_is_never_replaced() {
     );
     let s = scratch();
     s.raw("r.offsets.npy", b"precious");
-    expect_fail(
+    let range = &commands("r.npy")[2];
+    fail_with(
         &s,
-        &[
-            "range",
-            "--base",
-            "base.fvecs",
-            "--query",
-            "q.fvecs",
-            "--radius",
-            "1",
-            "--out",
-            "r.npy",
-        ],
+        range,
         2,
         &["r.offsets.npy: ", "not part of an earlier result"],
     );
@@ -283,8 +287,7 @@ fn a_companion_in_the_way_keeps_the_previous_result() {
         ("g.npy", "g.indices.npy"),
     ] {
         let s = scratch();
-        let first = s.run(&["graph", "--input", "base.fvecs", "-k", "3", "--out", out]);
-        assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+        graph_ok(&s, "3", out);
         std::fs::remove_file(s.path(companion)).unwrap();
         std::fs::create_dir(s.path(companion)).unwrap();
         expect_fail(
@@ -301,8 +304,7 @@ fn an_earlier_result_is_replaced_whole() {
     for out in ["g.ivecs", "g.npy", "g.tsv"] {
         let s = scratch();
         for k in ["3", "2"] {
-            let r = s.run(&["graph", "--input", "base.fvecs", "-k", k, "--out", out]);
-            assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+            graph_ok(&s, k, out);
         }
         assert!(temporaries(s.dir.path()).is_empty());
         if out == "g.ivecs" {
@@ -319,16 +321,7 @@ fn an_earlier_result_is_replaced_whole() {
 fn results_honour_the_umask() {
     use std::os::unix::fs::PermissionsExt;
     let s = scratch();
-    let r = s.run(&[
-        "graph",
-        "--input",
-        "base.fvecs",
-        "-k",
-        "2",
-        "--out",
-        "g.ivecs",
-    ]);
-    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    graph_ok(&s, "2", "g.ivecs");
     // SAFETY: reads the umask by setting it and putting it back at once.
     let umask = unsafe {
         let m = libc::umask(0o022);
@@ -434,21 +427,7 @@ fn run_limited(s: &Scratch, bytes: u64, args: &[&str]) -> Output {
 fn a_full_disk_is_exit_1_for_every_command() {
     let mut all = commands("r.ivecs");
     all.extend(commands("r.npy"));
-    all.push(
-        [
-            "index",
-            "build",
-            "--input",
-            "base.fvecs",
-            "--kind",
-            "lc",
-            "--out",
-            "i.vidx",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-    );
+    all.push(index_build("i.vidx"));
     for args in all {
         let s = scratch();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -504,6 +483,15 @@ fn spawn(s: &Scratch, args: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
+/// Runs voisin, sends `sig` after `ms` milliseconds, and waits for it.
+fn killed(s: &Scratch, args: &[&str], ms: u64, sig: i32) -> Output {
+    let child = spawn(s, args);
+    std::thread::sleep(Duration::from_millis(ms));
+    // SAFETY: signals a child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn sigterm_and_sigint_remove_temporaries_and_exit_128_plus_signal() {
     for (sig, code) in [
@@ -513,35 +501,10 @@ fn sigterm_and_sigint_remove_temporaries_and_exit_128_plus_signal() {
     ] {
         let s = scratch();
         s.raw("big.fvecs", &fvecs(&normal_rows(12000, 64, 4)));
-        let first = s.run(&[
-            "graph",
-            "--input",
-            "base.fvecs",
-            "-k",
-            "2",
-            "--out",
-            "g.ivecs",
-        ]);
-        assert_eq!(first.status.code(), Some(0));
+        graph_ok(&s, "2", "g.ivecs");
         let before = snapshot(s.dir.path());
-        let child = spawn(
-            &s,
-            &[
-                "graph",
-                "--input",
-                "big.fvecs",
-                "-k",
-                "10",
-                "--out",
-                "g.ivecs",
-                "--threads",
-                "1",
-            ],
-        );
-        std::thread::sleep(Duration::from_millis(300));
-        // SAFETY: signals a child this test started and has not reaped.
-        unsafe { libc::kill(child.id() as i32, sig) };
-        let out = child.wait_with_output().unwrap();
+        let args = words("graph --input big.fvecs -k 10 --out g.ivecs");
+        let out = killed(&s, &[&args[..], &["--threads", "1"]].concat(), 300, sig);
         assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
         assert_eq!(snapshot(s.dir.path()), before);
     }
@@ -551,26 +514,9 @@ fn sigterm_and_sigint_remove_temporaries_and_exit_128_plus_signal() {
 fn a_killed_checkpoint_run_leaves_no_temporaries() {
     let s = scratch();
     s.raw("big.fvecs", &fvecs(&normal_rows(15000, 32, 5)));
-    let child = spawn(
-        &s,
-        &[
-            "graph",
-            "--input",
-            "big.fvecs",
-            "-k",
-            "5",
-            "--checkpoint",
-            "ck",
-            "--checkpoint-rows",
-            "512",
-            "--threads",
-            "1",
-        ],
-    );
-    std::thread::sleep(Duration::from_millis(700));
-    // SAFETY: as above.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
+    let args =
+        words("graph --input big.fvecs -k 5 --checkpoint ck --checkpoint-rows 512 --threads 1");
+    let out = killed(&s, &args, 700, libc::SIGTERM);
     assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
     assert!(
         temporaries(s.dir.path()).is_empty(),
@@ -713,17 +659,7 @@ fn forged_checkpoint_passes_are_refused() {
     const HEADER: usize = 44;
     let s = scratch();
     s.raw("mid.fvecs", &fvecs(&normal_rows(1100, 4, 8)));
-    let ck = [
-        "graph",
-        "--input",
-        "mid.fvecs",
-        "-k",
-        "2",
-        "--checkpoint",
-        "ck",
-        "--checkpoint-rows",
-        "512",
-    ];
+    let ck = words("graph --input mid.fvecs -k 2 --checkpoint ck --checkpoint-rows 512");
     let stopped = s.run(&[&ck[..], &["--stop-after-passes", "1"]].concat());
     assert_eq!(stopped.status.code(), Some(1), "{}", stderr(&stopped));
     let pass = s.path("ck/pass-0000.bin");

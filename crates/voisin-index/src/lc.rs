@@ -237,3 +237,33 @@ impl<S: Space> MetricIndex for ListOfClusters<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::space::VectorSpace;
+    use voisin::{Metric, VectorSet};
+
+    /// Forged structures that pass the layout checks (issue 14): zero radii, a stored distance
+    /// that is not the real one, members out of order.
+    #[test]
+    fn check_recomputes_distances_and_radii() {
+        let vals: Vec<f32> = (0..40).map(|i| ((i * 7) % 13) as f32).collect();
+        let set = VectorSet::from_f32(20, 2, vals).unwrap();
+        let space = VectorSpace::new(&set, Metric::Euclidean).unwrap();
+        let mut lc = ListOfClusters::build(space, 5);
+        assert_eq!(lc.check(), Ok(()));
+        let c = lc.clusters.iter().position(|c| c.radius > 0.0).unwrap();
+        let (start, end) = (lc.clusters[c].start, lc.clusters[c].end);
+        let radius = lc.clusters[c].radius;
+        lc.clusters[c].radius = 0.0;
+        assert!(lc.check().unwrap_err().contains("covering radius"));
+        lc.clusters[c].radius = radius;
+        lc.member_dist[start] += 0.5;
+        assert!(lc.check().unwrap_err().contains("stored at distance"));
+        lc.member_dist[start] -= 0.5;
+        lc.members[start..end].reverse();
+        lc.member_dist[start..end].reverse();
+        assert!(lc.check().is_err());
+    }
+}

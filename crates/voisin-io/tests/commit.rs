@@ -2,9 +2,12 @@
 //! by one function, checked before work, never written through or over non-regular files or
 //! foreign companions, and replaced whole, also under concurrent writers.
 
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::os::unix::fs::symlink;
+use std::path::PathBuf;
+
+use common::names;
 use voisin::data::VectorSet;
 use voisin::engine::{KnnResult, RangeResult};
 use voisin_io::{check_outputs, result_files, write_knn, write_range, write_vectors};
@@ -17,15 +20,6 @@ fn knn(k: usize) -> KnnResult {
         distances: (0..3 * k).map(|i| i as f32).collect(),
         ..Default::default()
     }
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -66,7 +60,7 @@ fn checks_refuse_unusable_targets_as_user_errors() {
         (at("no/such/r.tsv"), "does not exist"),
         (at("real/r.tsv"), "is not a folder"),
     ] {
-        let err = check_outputs(&[path.clone()]).unwrap_err();
+        let err = check_outputs(std::slice::from_ref(&path)).unwrap_err();
         assert!(err.is_user_error(), "{err}");
         assert!(err.message().contains(needle), "{path:?}: {err}");
         assert!(!err.to_string().contains('\n'));

@@ -15,9 +15,10 @@
 //! - **All or nothing.** Each file is written to a temporary file in its destination folder and
 //!   synced; only then are they renamed into place, under an exclusive `flock` on each folder for
 //!   sets of several files (so two processes writing one set never interleave their files; one
-//!   file is one atomic rename) and with each replaced file kept
-//!   as a hard-linked backup until every rename succeeded. A failed rename puts the backups back,
-//!   so the previous result is never lost. Files are created `0666 & !umask`.
+//!   file is one atomic rename; a file system without locks is written unlocked) and with each
+//!   replaced file kept as a hard-linked backup until every rename succeeded. A failed rename
+//!   puts the backups back, so the previous result is never lost. Files are created
+//!   `0666 & !umask`.
 //! - **Signals.** [`exit_on_signals`] (called by the CLI) makes SIGINT, SIGTERM and SIGHUP remove
 //!   every registered temporary file and exit with 128 + the signal number (130, 143, 129); a
 //!   signal arriving while a set is being renamed into place waits until the set is complete.
@@ -277,6 +278,14 @@ fn lock_file(f: &File, wait: bool) -> io::Result<()> {
             return Ok(());
         }
         let e = io::Error::last_os_error();
+        // File systems without locks (some network mounts): go on unlocked rather than refuse
+        // to write at all.
+        if matches!(
+            e.raw_os_error(),
+            Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL)
+        ) {
+            return Ok(());
+        }
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
@@ -384,13 +393,15 @@ fn check_folder(dir: &Path, target: &Path, probe: bool) -> Result<(), CommitErro
     if !probe {
         return Ok(());
     }
-    TempFile::create_in(dir, "probe").map(drop).map_err(|e| {
-        CommitError::io(
-            target,
-            &format!("cannot write in folder {}", dir.display()),
-            &e,
-        )
-    })
+    TempFile::create_in(dir, "probe.tmp")
+        .map(drop)
+        .map_err(|e| {
+            CommitError::io(
+                target,
+                &format!("cannot write in folder {}", dir.display()),
+                &e,
+            )
+        })
 }
 
 /// Slots of the registry of live temporary files: leaked C strings, read by the signal handler.
@@ -443,7 +454,8 @@ pub struct TempFile {
 }
 
 impl TempFile {
-    /// A new empty file `.voisin-<pid>-<n>.<suffix>` in `dir`.
+    /// A new empty file `.voisin-<pid>-<n>.<suffix>` in `dir`. Suffixes end in `tmp`, which
+    /// a checkpoint folder's reader ignores, so what a `kill -9` leaves never counts as progress.
     pub fn create_in(dir: &Path, suffix: &str) -> io::Result<TempFile> {
         TempFile::make(dir, suffix, |path| {
             OpenOptions::new()
@@ -458,7 +470,7 @@ impl TempFile {
 
     /// A hard link to `target` beside it (a copy where links are not supported).
     fn backup_of(target: &Path) -> io::Result<TempFile> {
-        TempFile::make(folder(target), "bak", |path| {
+        TempFile::make(folder(target), "bak.tmp", |path| {
             match fs::hard_link(target, path) {
                 Ok(()) => Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),

@@ -46,11 +46,21 @@ pub fn is_user_io_error(err: &std::io::Error) -> bool {
     use std::io::ErrorKind::*;
     if matches!(
         err.kind(),
-        NotFound | PermissionDenied | AlreadyExists | InvalidInput | InvalidData | UnexpectedEof
+        NotFound
+            | PermissionDenied
+            | AlreadyExists
+            | InvalidInput
+            | InvalidData
+            | UnexpectedEof
+            | NotADirectory
+            | IsADirectory
+            | ReadOnlyFilesystem
+            | InvalidFilename
     ) {
         return true;
     }
-    // ENOTDIR, EISDIR, EROFS, ENAMETOOLONG, ELOOP.
+    // The same by number, for errors re-wrapped without their kind, and ELOOP, whose kind is
+    // not stable.
     matches!(
         err.raw_os_error(),
         Some(libc::ENOTDIR | libc::EISDIR | libc::EROFS | libc::ENAMETOOLONG | libc::ELOOP)
