@@ -17,6 +17,7 @@
 //! assert_eq!(res.indices, vec![1, 0]);
 //! ```
 
+pub mod commit;
 pub mod cpu;
 pub mod data;
 pub mod engine;
