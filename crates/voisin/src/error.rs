@@ -36,7 +36,7 @@ impl Error {
         match self {
             Error::InvalidInput(_) => true,
             Error::Io(e) => is_user_io_error(e),
-            Error::Device(_) => false,
+            Error::Device(_) | Error::Cancelled => false,
         }
     }
 
