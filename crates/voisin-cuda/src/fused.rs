@@ -11,7 +11,7 @@
 use std::str::FromStr;
 
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use voisin::{Error, Result};
 
 use crate::abi;
@@ -104,9 +104,10 @@ pub(crate) fn filter(
 ) -> Result<()> {
     // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
     // for fp32, two for TF32); each loops over the tile pairs.
+    let (fp32, tf32, _) = kernels(gpu)?;
     let (kernel, per_sm) = match plan.precision {
-        Precision::Fp32 => (&gpu.k.fused_filter_fp32, 1),
-        Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
+        Precision::Fp32 => (fp32, 1),
+        Precision::Tf32 => (tf32, 2),
     };
     let sms = gpu
         .ctx
@@ -143,6 +144,25 @@ pub(crate) fn filter(
         .map_err(dev("fused_filter"))
 }
 
+/// The fused kernels: filter in fp32, filter in TF32, merge.
+type FusedKernels<'a> = (&'a CudaFunction, &'a CudaFunction, &'a CudaFunction);
+
+/// The fused kernels of `gpu`: a benchmark variant (off in every default run), built with the
+/// `bench-variants` feature only.
+#[cfg(feature = "bench-variants")]
+fn kernels(gpu: &Gpu) -> Result<FusedKernels<'_>> {
+    let k = &gpu.k;
+    Ok((&k.fused_filter_fp32, &k.fused_filter_tf32, &k.fused_merge))
+}
+
+#[cfg(not(feature = "bench-variants"))]
+fn kernels(_: &Gpu) -> Result<FusedKernels<'_>> {
+    Err(Error::invalid(
+        "fused k-NN passes (Fusion::On) are a benchmark variant not built into this binary \
+         (build voisin-cuda with the bench-variants feature)",
+    ))
+}
+
 /// Merges each row's buffered candidates into its sorted list (rows × kp); rows whose count
 /// passed `cap` are left alone for the caller to redo.
 #[allow(clippy::too_many_arguments)]
@@ -164,7 +184,8 @@ pub(crate) fn merge(
         shared_mem_bytes: 0,
     };
     let (kp, cap) = (kp as i32, cap as i32);
-    let mut l = gpu.stream.launch_builder(&gpu.k.fused_merge);
+    let (_, _, fused_merge) = kernels(gpu)?;
+    let mut l = gpu.stream.launch_builder(fused_merge);
     l.arg(val)
         .arg(idx)
         .arg(&kp)

@@ -95,9 +95,13 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Kernels of the benchmark-only selection variants (`Select::Heap`, `Select::Quick`), compiled
-/// only with the `bench-variants` feature.
-const BENCH_ONLY: &[&str] = &["select/heap.cu", "select/quick.cu"];
+/// Kernels of the benchmark-only variants (`Select::Heap`, `Select::Quick`, `Fusion::On`),
+/// compiled only with the `bench-variants` feature.
+const BENCH_ONLY: &[&str] = &[
+    "select/heap.cu",
+    "select/quick.cu",
+    "select/fused_filter.cu",
+];
 
 /// The generated header's name, as the sources include it.
 const ABI_HEADER: &str = "common/abi.cuh";
@@ -212,7 +216,9 @@ registry! {
     select_block, fill_lists, list_prefix, select_cols, select_radix,
     #[cfg(feature = "bench-variants")] select_heap,
     #[cfg(feature = "bench-variants")] select_quick,
-    fused_filter_fp32, fused_filter_tf32, fused_merge,
+    #[cfg(feature = "bench-variants")] fused_filter_fp32,
+    #[cfg(feature = "bench-variants")] fused_filter_tf32,
+    #[cfg(feature = "bench-variants")] fused_merge,
     vector_tile, transpose, prepare_rows,
     range_count, range_fill, exact_keys, rerank,
     lc_search, sss_search, lc_sort_rows,
