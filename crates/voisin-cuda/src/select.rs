@@ -4,14 +4,13 @@
 //! (`run` is the one dispatch the algorithm files call); the tiling itself belongs to the
 //! algorithm files (knn.rs, graph.rs), and proving the lists to knn.rs. Every variant keeps the
 //! same contract: per row some smallest approximate keys such that every item left out has a key
-//! at least the largest one kept. [`bench_tile`] times one kernel on a synthetic tile for
-//! `examples/select_bench.rs`.
+//! at least the largest one kept. `bench_tile` (feature bench-variants) times one kernel on a
+//! synthetic tile for `examples/select_bench.rs`.
 
 use std::str::FromStr;
 
-use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
-use rayon::prelude::*;
 use voisin::{Error, Result};
 
 use crate::abi;
@@ -471,6 +470,7 @@ pub(crate) fn transpose(
         .map_err(dev("transpose"))
 }
 
+#[cfg(feature = "bench-variants")]
 /// Timings of one selection variant on a synthetic tile ([`bench_tile`]).
 #[derive(Clone, Copy, Debug)]
 pub struct TileTiming {
@@ -487,6 +487,7 @@ pub struct TileTiming {
     pub copy_us: f64,
 }
 
+#[cfg(feature = "bench-variants")]
 /// Tiles that fill the lists before a warm timing: the timed tile is then the 16th of a pass,
 /// where about 1/16 of the list's length passes the filter per row.
 pub const WARM_TILES: usize = 15;
@@ -494,7 +495,9 @@ pub const WARM_TILES: usize = 15;
 /// Times each (variant, k) of `cases` selecting k (with the search's list size) from one
 /// `rows × cols` tile of uniform random keys on device `device`, `reps` times (median); a
 /// variant that refuses the k gives its error. For the selection micro-benchmark
-/// (examples/select_bench.rs); the search itself never calls it.
+/// (examples/select_bench.rs); the search itself never calls it, so it is built with the
+/// `bench-variants` feature only.
+#[cfg(feature = "bench-variants")]
 pub fn bench_tile(
     device: usize,
     rows: usize,
@@ -502,6 +505,8 @@ pub fn bench_tile(
     cases: &[(Select, usize)],
     reps: usize,
 ) -> Result<Vec<Result<TileTiming>>> {
+    use cudarc::driver::sys::CUevent_flags;
+    use rayon::prelude::*;
     let gpu = Gpu::open(device)?;
     // rows + WARM_TILES random rows: tile j is rows j.., so each tile's row r is different data.
     let host: Vec<f32> = (0..(rows + WARM_TILES) * cols)
