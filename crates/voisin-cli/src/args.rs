@@ -171,7 +171,8 @@ pub struct RunOpts {
     #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
 
-    /// GPU selection kernel: auto, block, radix, heap or quick (for benchmarks; the CPU ignores it).
+    /// GPU selection kernel: auto, block or radix (heap and quick: benchmark builds only; the CPU
+    /// ignores it).
     #[arg(long, value_name = "S", default_value = "auto", value_parser = parse_select)]
     pub select: voisin_cuda::Select,
 
@@ -268,7 +269,12 @@ fn parse_engine(text: &str) -> Result<EngineChoice, String> {
 }
 
 fn parse_select(text: &str) -> Result<voisin_cuda::Select, String> {
-    text.parse().map_err(|e: voisin::Error| e.to_string())
+    let s: voisin_cuda::Select = text.parse().map_err(|e: voisin::Error| e.to_string())?;
+    if s.built() {
+        Ok(s)
+    } else {
+        Err(s.not_built().to_string())
+    }
 }
 
 fn parse_precision(text: &str) -> Result<voisin_cuda::Precision, String> {

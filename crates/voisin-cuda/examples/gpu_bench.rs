@@ -19,6 +19,7 @@ use std::time::Instant;
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::{Dataset, Engine, Metric, VectorSet};
+use voisin_cuda::probe::StderrProbe;
 use voisin_cuda::{CudaEngine, CudaOptions, Fusion, Precision};
 
 struct Args {
@@ -120,6 +121,11 @@ fn main() {
         .iter()
         .map(|v| {
             let e = CudaEngine::with_options(0, options(v)).expect("a CUDA GPU");
+            // Phase timings on stderr, as scripts/gpu-check asks with VOISIN_CUDA_TRACE.
+            if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
+                e.set_probe(std::sync::Arc::new(StderrProbe))
+                    .expect("the GPU");
+            }
             (v.clone(), e)
         })
         .collect();

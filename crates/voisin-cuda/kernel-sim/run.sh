@@ -3,11 +3,12 @@
 # std::barrier, blocks one after another. It checks the block-level logic (selection networks,
 # radix passes, atomics, bounds of loops) against plain C++ answers without a GPU, so device time
 # goes to what only a GPU can show. It cannot show warp-level or memory-model races.
-# usage: crates/voisin-cuda/kernel-sim/run.sh   (needs g++ with C++20)
+# usage: VOISIN_ABI_DIR=<dir holding common/abi.cuh> crates/voisin-cuda/kernel-sim/run.sh   (needs g++ with C++20)
+# The kernels include their headers by name (kernels/common/*.cuh); common/abi.cuh is generated
+# by src/abi.rs: the crate's test `kernel_simulation` writes it to $VOISIN_ABI_DIR and runs this
+# script (cargo test -p voisin-cuda kernel_simulation).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); tmp=$(mktemp -d)
-{ echo "#include \"$here/simshim.h\""
-  cat "$here"/../kernels/{keys,select_block,select_cols,select_radix,range,transpose,vector_tile}.cu \
-    | sed 's/extern __shared__ float smem\[\];//'; } > "$tmp/kern.h"
-g++ -std=c++20 -O1 -pthread -w -I"$tmp" "$here/sim.cpp" -o "$tmp/sim"
+{ echo "#include \"$here/simshim.h\""; for u in select/block select/cols select/radix finish/range distance/transpose distance/vector_tile; do echo "#include \"$u.cu\""; done; } > "$tmp/kern.h"
+g++ -std=c++20 -O1 -pthread -w -I"$tmp" -I"$here/../kernels" -I"${VOISIN_ABI_DIR:?run through cargo test -p voisin-cuda kernel_simulation}" "$here/sim.cpp" -o "$tmp/sim"
 "$tmp/sim"

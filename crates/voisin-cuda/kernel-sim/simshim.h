@@ -18,7 +18,9 @@ thread_local D3 threadIdx;
 D3 blockIdx, blockDim, gridDim;
 std::barrier<>* bar;
 std::barrier<>* warp_bars[64];
-alignas(16) float smem[1 << 16];
+alignas(16) float sim_smem[1 << 16];
+// A kernel's dynamic shared memory (common/keys.cuh): a pointer into sim_smem.
+#define DYNAMIC_SHARED(T, name) T* name = (T*)sim_smem
 inline void __syncthreads() { bar->arrive_and_wait(); }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }

@@ -1,52 +1,20 @@
 //! The device side of the engine: driver context, stream, cuBLAS handle and the kernels.
 //!
-//! Owns loading CUDA at run time and compiling the kernels; knows nothing about metrics or
-//! selection policy. Kernel sources live in `kernels/*.cu`; they are embedded here, compiled once
-//! per process by NVRTC for compute_90 (Hopper), and loaded once per context.
+//! Owns loading CUDA at run time; knows nothing about metrics or selection policy. The kernels
+//! come from the registry (`kernels.rs`), loaded once per context.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use rayon::prelude::*;
 
 use cudarc::cublas::{sys as blas_sys, CudaBlas};
 use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtr,
-    PinnedHostSlice,
+    sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, DevicePtr, PinnedHostSlice,
 };
-use cudarc::nvrtc::{CompileOptions, Ptx};
 use voisin::{Error, Result};
 
-/// Kernel sources in dependency order: `keys.cu` is the prelude the others use.
-const SOURCES: &[(&str, &str)] = &[
-    ("keys.cu", include_str!("../kernels/keys.cu")),
-    (
-        "select_block.cu",
-        include_str!("../kernels/select_block.cu"),
-    ),
-    ("select_cols.cu", include_str!("../kernels/select_cols.cu")),
-    (
-        "select_radix.cu",
-        include_str!("../kernels/select_radix.cu"),
-    ),
-    ("select_heap.cu", include_str!("../kernels/select_heap.cu")),
-    (
-        "select_quick.cu",
-        include_str!("../kernels/select_quick.cu"),
-    ),
-    ("range.cu", include_str!("../kernels/range.cu")),
-    ("transpose.cu", include_str!("../kernels/transpose.cu")),
-    ("vector_tile.cu", include_str!("../kernels/vector_tile.cu")),
-    ("prepare.cu", include_str!("../kernels/prepare.cu")),
-    ("exact.cu", include_str!("../kernels/exact.cu")),
-    // After exact.cu: it calls exact_key.
-    ("rerank.cu", include_str!("../kernels/rerank.cu")),
-    (
-        "fused_filter.cu",
-        include_str!("../kernels/fused_filter.cu"),
-    ),
-    ("lc_search.cu", include_str!("../kernels/lc_search.cu")),
-    ("sss_search.cu", include_str!("../kernels/sss_search.cu")),
-];
+use crate::kernels::Kernels;
+use crate::probe::{NoProbe, Phases, Probe};
 
 /// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
 /// (cudarc panics when a library is missing, so presence is checked before anything is called).
@@ -79,65 +47,42 @@ fn missing_library() -> Option<&'static str> {
     None
 }
 
-/// Maps any CUDA-side error to the engine's device error with what was being done.
-pub(crate) fn dev<E: std::fmt::Debug>(what: &'static str) -> impl FnOnce(E) -> Error {
-    move |e| Error::device(format!("cuda: {what} failed: {e:?}"))
+/// A failure reported by a CUDA library, and whether it is the device running out of memory.
+pub(crate) trait CudaFailure: std::fmt::Debug {
+    fn out_of_memory(&self) -> bool {
+        false
+    }
+}
+
+impl CudaFailure for cudarc::driver::DriverError {
+    fn out_of_memory(&self) -> bool {
+        self.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
+    }
+}
+
+impl CudaFailure for cudarc::cublas::result::CublasError {
+    fn out_of_memory(&self) -> bool {
+        self.0 == blas_sys::cublasStatus_t::CUBLAS_STATUS_ALLOC_FAILED
+    }
+}
+
+/// Maps a CUDA-side error to the engine's error with what was being done:
+/// [`Error::OutOfMemory`] when the device ran out of memory, [`Error::Device`] otherwise.
+pub(crate) fn dev<E: CudaFailure>(what: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| {
+        let msg = format!("cuda: {what} failed: {e:?}");
+        if e.out_of_memory() {
+            Error::OutOfMemory(msg)
+        } else {
+            Error::device(msg)
+        }
+    }
 }
 
 /// Whether an error is the device running out of memory (the only failure worth a retry
 /// with a smaller working set).
 pub(crate) fn is_oom(e: &Error) -> bool {
-    e.to_string().contains("OUT_OF_MEMORY")
-}
-
-/// The NVRTC output, shared by every context of the process.
-pub(crate) fn ptx() -> Result<Ptx> {
-    static PTX: OnceLock<std::result::Result<Ptx, String>> = OnceLock::new();
-    PTX.get_or_init(|| {
-        let src: String = SOURCES
-            .iter()
-            .map(|(name, s)| format!("// ---- {name}\n{s}\n"))
-            .collect();
-        let opts = CompileOptions {
-            arch: Some("compute_90"),
-            // Fast-math would change powf and division; exactness bounds assume IEEE ops.
-            use_fast_math: Some(false),
-            name: Some("voisin_kernels.cu".into()),
-            ..Default::default()
-        };
-        cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| match e {
-            cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                format!(
-                    "cuda: NVRTC could not compile the kernels: {}",
-                    log.to_string_lossy()
-                )
-            }
-            e => format!("cuda: NVRTC failed: {e:?}"),
-        })
-    })
-    .clone()
-    .map_err(Error::device)
-}
-
-/// Every kernel the engine launches.
-pub(crate) struct Kernels {
-    pub select_block: CudaFunction,
-    pub fill_lists: CudaFunction,
-    pub list_prefix: CudaFunction,
-    pub select_cols: CudaFunction,
-    pub select_radix: CudaFunction,
-    pub select_heap: CudaFunction,
-    pub select_quick: CudaFunction,
-    pub range_count: CudaFunction,
-    pub range_fill: CudaFunction,
-    pub transpose: CudaFunction,
-    pub vector_tile: CudaFunction,
-    pub prepare_rows: CudaFunction,
-    pub exact_keys: CudaFunction,
-    pub rerank: CudaFunction,
-    pub fused_filter_fp32: CudaFunction,
-    pub fused_filter_tf32: CudaFunction,
-    pub fused_merge: CudaFunction,
+    matches!(e, Error::OutOfMemory(_))
 }
 
 /// One GPU ready to work: context, stream, cuBLAS handle, kernels.
@@ -152,6 +97,8 @@ pub(crate) struct Gpu {
     /// Two page-locked staging buffers for uploads, allocated at first use, each with the event
     /// of the last copy that read it.
     staging: Mutex<Vec<(PinnedHostSlice<f32>, Option<CudaEvent>)>>,
+    /// Where phase timings go (`probe.rs`); none by default.
+    probe: RwLock<Arc<dyn Probe>>,
 }
 
 /// Values per staging buffer (64 MiB).
@@ -195,29 +142,7 @@ impl Gpu {
             .result()
             .map_err(dev("setting cuBLAS math mode"))?;
         }
-        let module = ctx
-            .load_module(ptx()?)
-            .map_err(dev("loading the kernels"))?;
-        let f = |name: &str| module.load_function(name).map_err(dev("finding a kernel"));
-        let k = Kernels {
-            select_block: f("select_block")?,
-            fill_lists: f("fill_lists")?,
-            list_prefix: f("list_prefix")?,
-            select_cols: f("select_cols")?,
-            select_radix: f("select_radix")?,
-            select_heap: f("select_heap")?,
-            select_quick: f("select_quick")?,
-            range_count: f("range_count")?,
-            range_fill: f("range_fill")?,
-            transpose: f("transpose")?,
-            vector_tile: f("vector_tile")?,
-            prepare_rows: f("prepare_rows")?,
-            exact_keys: f("exact_keys")?,
-            rerank: f("rerank")?,
-            fused_filter_fp32: f("fused_filter_fp32")?,
-            fused_filter_tf32: f("fused_filter_tf32")?,
-            fused_merge: f("fused_merge")?,
-        };
+        let k = Kernels::load(&ctx)?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         Ok(Gpu {
             ctx,
@@ -227,7 +152,24 @@ impl Gpu {
             k,
             name,
             staging: Mutex::new(Vec::new()),
+            probe: RwLock::new(Arc::new(NoProbe)),
         })
+    }
+
+    /// Sends the timings of this GPU's phases to `probe` from now on.
+    pub fn set_probe(&self, probe: Arc<dyn Probe>) {
+        if let Ok(mut p) = self.probe.write() {
+            *p = probe;
+        }
+    }
+
+    /// Times consecutive phases for this GPU's probe, starting now.
+    pub fn phases(&self) -> Phases {
+        let probe = match self.probe.read() {
+            Ok(p) => p.clone(),
+            Err(_) => Arc::new(NoProbe),
+        };
+        Phases::start(probe)
     }
 
     /// Copies `src` to a new device buffer through two pinned staging buffers: the host fills

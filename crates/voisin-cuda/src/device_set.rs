@@ -1,5 +1,5 @@
 //! Vectors resident on the device: the raw rows (for exact keys) and the prepared rows with
-//! their norms (for tiles, keys and bounds), made by kernels/prepare.cu.
+//! their norms (for tiles, keys and bounds), made by kernels/distance/prepare.cu.
 //!
 //! A set is uploaded whole ([`DeviceSet::new`] and friends) or behind the work that reads it
 //! ([`DeviceSet::behind`]): the search then asks for rows as its tiles reach them
@@ -204,7 +204,7 @@ impl<'s> DeviceSet<'s> {
             .arg(&out)
             .arg(&sq)
             .arg(&norm);
-        // SAFETY: matches kernels/prepare.cu; the views hold rows.len() rows of d values, the
+        // SAFETY: matches kernels/distance/prepare.cu; the views hold rows.len() rows of d values, the
         // shift d values.
         unsafe { l.launch(cfg) }.map_err(dev("prepare_rows"))?;
         Ok(())

@@ -1,9 +1,9 @@
 //! Exact f64 keys of candidate pairs, the values every engine reports.
 //!
-//! On the device (kernels/exact.cu) for every built-in metric whose exact key uses only
+//! On the device (kernels/finish/exact.cu) for every built-in metric whose exact key uses only
 //! correctly rounded operations, so the keys are bit-identical to
 //! [`voisin::metric::exact::vector_key`]; minkowski needs `powf`, whose rounding differs between
-//! libm and CUDA, so its keys are computed on the host. [`rerank`] launches kernels/rerank.cu,
+//! libm and CUDA, so its keys are computed on the host. [`rerank`] launches kernels/finish/rerank.cu,
 //! the k-NN finish on the device (knn.rs decides when), which calls the same `exact_key`.
 
 use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
@@ -12,6 +12,7 @@ use voisin::data::VectorSet;
 use voisin::metric::exact::vector_key;
 use voisin::{Metric, Result};
 
+use crate::abi;
 use crate::context::{dev, Gpu};
 use crate::device_set::DeviceSet;
 
@@ -29,28 +30,28 @@ pub(crate) struct Sides<'a> {
 /// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.
 pub(crate) fn device_code(metric: &Metric) -> Option<i32> {
     match metric {
-        Metric::Euclidean | Metric::SqEuclidean => Some(0),
-        Metric::InnerProduct => Some(1),
-        Metric::Cosine => Some(2),
-        Metric::Correlation => Some(3),
-        Metric::Cityblock => Some(4),
-        Metric::Chebyshev => Some(5),
+        Metric::Euclidean | Metric::SqEuclidean => Some(abi::EX_SQEUCLIDEAN),
+        Metric::InnerProduct => Some(abi::EX_INNER_PRODUCT),
+        Metric::Cosine => Some(abi::EX_COSINE),
+        Metric::Correlation => Some(abi::EX_CORRELATION),
+        Metric::Cityblock => Some(abi::EX_CITYBLOCK),
+        Metric::Chebyshev => Some(abi::EX_CHEBYSHEV),
         _ => None,
     }
 }
 
 /// How the rerank kernel turns an exact key into the reported distance
-/// ([`Metric::key_to_distance`], then f32): 0 the key, 1 its negation, 2 the square root of
-/// `max(key, 0)` (rr_distance in kernels/rerank.cu). `None` where the kernel does not apply.
+/// ([`Metric::key_to_distance`], then f32): `abi::RR_KEY` the key, `RR_NEGATED` its negation,
+/// `RR_SQRT` the square root of `max(key, 0)` (rr_distance in kernels/finish/rerank.cu). `None` where the kernel does not apply.
 pub(crate) fn distance_form(metric: &Metric) -> Option<i32> {
     match metric {
         Metric::SqEuclidean
         | Metric::Cosine
         | Metric::Correlation
         | Metric::Cityblock
-        | Metric::Chebyshev => Some(0),
-        Metric::InnerProduct => Some(1),
-        Metric::Euclidean => Some(2),
+        | Metric::Chebyshev => Some(abi::RR_KEY),
+        Metric::InnerProduct => Some(abi::RR_NEGATED),
+        Metric::Euclidean => Some(abi::RR_SQRT),
         _ => None,
     }
 }
@@ -87,11 +88,11 @@ pub(crate) fn keys(
     let zero = sum_zero();
     let d = s.bset.dim() as i32;
     let mut out: Vec<f64> = Vec::new();
-    let mut tr = std::time::Instant::now();
+    let mut tr = gpu.phases();
     for chunk in pairs.chunks(CHUNK) {
         let n = chunk.len();
         let dp = gpu.upload(bytemuck::cast_slice(chunk))?;
-        crate::trace("exact: upload pairs", &mut tr);
+        tr.mark("exact: upload pairs");
         // SAFETY: a pair of u32 is 8 bytes like two f32; the buffer holds at least 2n words.
         let vp: CudaView<'_, [u32; 2]> = unsafe { dp.transmute(n).unwrap() };
         let mut keys = unsafe { gpu.stream.alloc::<f64>(n) }.map_err(dev("allocating"))?;
@@ -110,10 +111,10 @@ pub(crate) fn keys(
             .arg(&code)
             .arg(&zero)
             .arg(&mut keys);
-        // SAFETY: matches kernels/exact.cu; indices are below the sets' sizes.
+        // SAFETY: matches kernels/finish/exact.cu; indices are below the sets' sizes.
         unsafe { l.launch(cfg) }.map_err(dev("exact_keys"))?;
         gpu.stream.synchronize().map_err(dev("exact_keys"))?;
-        crate::trace("exact: kernel", &mut tr);
+        tr.mark("exact: kernel");
         let got = gpu.download(&keys.slice(..))?;
         if out.is_empty() {
             out = got;
@@ -131,7 +132,7 @@ pub(crate) struct Rerank<'a> {
     pub code: i32,
     pub form: i32,
     pub k: usize,
-    /// The plan's bound: relative part and absolute slack (knn.rs `BoundParts`).
+    /// The plan's bound: relative part and absolute slack (prepare.rs `BoundParts`).
     pub rel: f64,
     pub tiny: f64,
 }
@@ -163,10 +164,10 @@ impl Reranked {
     }
 }
 
-/// Status of a row the kernel left to the host (RR_NOT_DONE in kernels/rerank.cu).
-pub(crate) const NOT_DONE: u32 = u32::MAX;
+/// Status of a row the kernel left to the host.
+pub(crate) const NOT_DONE: u32 = abi::RR_NOT_DONE;
 
-/// Proves and re-ranks sorted lists on the device (kernels/rerank.cu): `val`/`idx` hold
+/// Proves and re-ranks sorted lists on the device (kernels/finish/rerank.cu): `val`/`idx` hold
 /// `abs.len()` lists of `width` entries (a power of two) for the queries `q_off..`, `abs` their
 /// bounds; the answers go to `out` from row `at` on. Queued on the engine's stream.
 #[allow(clippy::too_many_arguments)]
@@ -226,7 +227,7 @@ pub(crate) fn rerank(
         .arg(&mut dist)
         .arg(&mut ids)
         .arg(&mut status);
-    // SAFETY: matches kernels/rerank.cu: the lists hold rows × width, the outputs from `at` on
+    // SAFETY: matches kernels/finish/rerank.cu: the lists hold rows × width, the outputs from `at` on
     // rows × k and rows (checked above), shared memory width × 12 bytes; list indices are below
     // the base's size and the queries q_off.. are rows of the query set.
     unsafe { l.launch(cfg) }.map_err(dev("rerank"))?;
@@ -237,7 +238,7 @@ pub(crate) fn rerank(
 mod tests {
     use super::*;
 
-    /// kernels/rerank.cu's rr_distance, written the same way.
+    /// kernels/finish/rerank.cu's rr_distance, written the same way.
     fn kernel_distance(key: f64, form: i32) -> f32 {
         let d = match form {
             1 => -key,

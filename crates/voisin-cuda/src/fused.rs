@@ -1,6 +1,6 @@
 //! Fused distance + selection for small candidate lists (SPEC §3): the dot products of a query
 //! block against the base are computed in registers and filtered against each query's threshold
-//! in the same kernel (kernels/fused_filter.cu), so the distance tile never touches device
+//! in the same kernel (kernels/select/fused_filter.cu), so the distance tile never touches device
 //! memory; the few survivors are merged into the running lists.
 //!
 //! Owns the choice of whether a pass can be fused ([`Fusion`], [`plan_for`]) and the launchers;
@@ -11,9 +11,10 @@
 use std::str::FromStr;
 
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
 use voisin::{Error, Result};
 
+use crate::abi;
 use crate::context::{dev, Gpu};
 use crate::prepare::{Plan, Precision, TileKind, K_CHUNK};
 use crate::tile::Block;
@@ -48,8 +49,8 @@ impl FromStr for Fusion {
 
 /// Largest list the fused pass serves (the merge sorts list + buffer in FZ_MERGE slots).
 pub(crate) const MAX_KP: usize = 256;
-/// Shared-memory slots of fused_merge (FZ_MERGE in kernels/fused_filter.cu).
-const MERGE_SLOTS: usize = 4096;
+/// Shared-memory slots of fused_merge.
+const MERGE_SLOTS: usize = abi::FZ_MERGE;
 
 /// How one fused pass runs: the first `first` base items go through ordinary tiles (they set
 /// the thresholds), the rest through the fused kernel with `cap` buffer slots per query.
@@ -59,9 +60,9 @@ pub(crate) struct FusedPlan {
     pub cap: usize,
 }
 
-/// Base items per fused tile (FZ_BN in kernels/fused_filter.cu); the threshold pass covers a
+/// Base items per fused tile (kernels/select/fused_filter.cu); the threshold pass covers a
 /// whole number of them.
-const GRANULE: usize = 128;
+const GRANULE: usize = abi::FZ_BN;
 
 /// The fused plan for a pass with lists of `kp` over `nb` base items, or None when it must not
 /// (or need not) be fused.
@@ -103,9 +104,10 @@ pub(crate) fn filter(
 ) -> Result<()> {
     // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
     // for fp32, two for TF32); each loops over the tile pairs.
+    let (fp32, tf32, _) = kernels(gpu)?;
     let (kernel, per_sm) = match plan.precision {
-        Precision::Fp32 => (&gpu.k.fused_filter_fp32, 1),
-        Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
+        Precision::Fp32 => (fp32, 1),
+        Precision::Tf32 => (tf32, 2),
     };
     let sms = gpu
         .ctx
@@ -135,11 +137,30 @@ pub(crate) fn filter(
         .arg(buf_val)
         .arg(buf_idx)
         .arg(&cap);
-    // SAFETY: matches fused_filter_* in kernels/fused_filter.cu; q and b hold n × dim rows,
+    // SAFETY: matches fused_filter_* in kernels/select/fused_filter.cu; q and b hold n × dim rows,
     // thr holds (q.n − 1) · thr_stride + 1 values, count q.n, the buffers q.n × cap.
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("fused_filter"))
+}
+
+/// The fused kernels: filter in fp32, filter in TF32, merge.
+type FusedKernels<'a> = (&'a CudaFunction, &'a CudaFunction, &'a CudaFunction);
+
+/// The fused kernels of `gpu`: a benchmark variant (off in every default run), built with the
+/// `bench-variants` feature only.
+#[cfg(feature = "bench-variants")]
+fn kernels(gpu: &Gpu) -> Result<FusedKernels<'_>> {
+    let k = &gpu.k;
+    Ok((&k.fused_filter_fp32, &k.fused_filter_tf32, &k.fused_merge))
+}
+
+#[cfg(not(feature = "bench-variants"))]
+fn kernels(_: &Gpu) -> Result<FusedKernels<'_>> {
+    Err(Error::invalid(
+        "fused k-NN passes (Fusion::On) are a benchmark variant not built into this binary \
+         (build voisin-cuda with the bench-variants feature)",
+    ))
 }
 
 /// Merges each row's buffered candidates into its sorted list (rows × kp); rows whose count
@@ -163,7 +184,8 @@ pub(crate) fn merge(
         shared_mem_bytes: 0,
     };
     let (kp, cap) = (kp as i32, cap as i32);
-    let mut l = gpu.stream.launch_builder(&gpu.k.fused_merge);
+    let (_, _, fused_merge) = kernels(gpu)?;
+    let mut l = gpu.stream.launch_builder(fused_merge);
     l.arg(val)
         .arg(idx)
         .arg(&kp)
@@ -171,7 +193,7 @@ pub(crate) fn merge(
         .arg(buf_val)
         .arg(buf_idx)
         .arg(&cap);
-    // SAFETY: matches fused_merge in kernels/fused_filter.cu; lists rows × kp, buffers
+    // SAFETY: matches fused_merge in kernels/select/fused_filter.cu; lists rows × kp, buffers
     // rows × cap, count rows.
     unsafe { l.launch(cfg) }
         .map(|_| ())

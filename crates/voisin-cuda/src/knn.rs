@@ -1,6 +1,6 @@
 //! k-NN search: tiles of queries against tiles of the base, candidates selected on the device,
 //! then proved and re-ranked exactly: on the device for sorted lists ([`search`],
-//! kernels/rerank.cu), on the host otherwise ([`finish`], which graph.rs shares).
+//! kernels/finish/rerank.cu), on the host otherwise ([`finish`], which graph.rs shares).
 //!
 //! Owns the query/base tiling of the search and the prove-widen-re-rank step. The device returns,
 //! per query, some `K ≥ k` smallest approximate keys. Every item left out has an approximate key
@@ -18,7 +18,7 @@ use voisin::{KnnResult, Result, Stats};
 
 use crate::context::{dev, Gpu};
 use crate::device_set::DeviceSet;
-use crate::prepare::{Plan, Precision};
+use crate::prepare::{BoundParts, Plan, Precision};
 use crate::select::{self, list_size, Select, TileAt};
 use crate::tile;
 use crate::{exact, fused, CudaEngine};
@@ -92,9 +92,9 @@ fn host_lists(
     nb: usize,
     rows: std::ops::Range<usize>,
 ) -> Result<Vec<Raw>> {
-    let mut tr = Instant::now();
+    let mut tr = gpu.phases();
     let (hv, hi, keep) = select::download_lists(gpu, l.mode, &l.val, &l.idx, l.width, l.want, nb)?;
-    crate::trace("candidates: download", &mut tr);
+    tr.mark("candidates: download");
     Ok(rows
         .into_par_iter()
         .map(|r| {
@@ -158,7 +158,7 @@ fn passes(
             ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
         }
     };
-    let mut ta = Instant::now();
+    let mut ta = gpu.phases();
     let stream = &gpu.stream;
     let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
     let alloc_u32 = |n: usize| unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(dev("allocating"));
@@ -170,7 +170,7 @@ fn passes(
     let mut count = alloc_u32(if fusing.is_some() { q_tile } else { 0 })?;
     let mut buf_val = alloc(q_tile * fused_cap)?;
     let mut buf_idx = alloc_u32(q_tile * fused_cap)?;
-    crate::trace("candidates: buffers", &mut ta);
+    ta.mark("candidates: buffers");
     let pass = |tile_buf: &mut CudaSlice<f32>,
                 lv: &mut CudaSlice<f32>,
                 li: &mut CudaSlice<u32>,
@@ -214,7 +214,7 @@ fn passes(
     for q0 in (0..nq).step_by(q_tile) {
         let q1 = (q0 + q_tile).min(nq);
         let qn = q1 - q0;
-        let mut tr = Instant::now();
+        let mut tr = gpu.phases();
         match fusing {
             None => pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..nb, 0)?,
             Some(f) => {
@@ -263,22 +263,19 @@ fn passes(
                         lo * kp,
                     )?;
                 }
-                if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
-                    let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / qn as f64;
-                    eprintln!(
-                        "[voisin-cuda] fused: {mean:.0} survivors per query (cap {}), {} \
-                         overflowing",
-                        f.cap,
-                        over.len()
-                    );
-                }
+                let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / qn as f64;
+                tr.note(format_args!(
+                    "fused: {mean:.0} survivors per query (cap {}), {} overflowing",
+                    f.cap,
+                    over.len()
+                ));
             }
         }
         let len = qn * width;
         // Every row is up after the first block: the norms the proofs need come back here.
         base.complete(gpu)?;
         gpu.stream.synchronize().map_err(dev("selecting"))?;
-        crate::trace("candidates: device work of a query block", &mut tr);
+        tr.mark("candidates: device work of a query block");
         each(BlockLists {
             q0,
             qn,
@@ -290,27 +287,6 @@ fn passes(
         })?;
     }
     Ok(())
-}
-
-/// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
-/// and `upper` likewise, which is `Plan::lower/upper` operation for operation.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct BoundParts {
-    pub rel: f64,
-    pub tiny: f64,
-}
-
-impl BoundParts {
-    /// The plan's relative part and slack, read back through its bounds (they are private to
-    /// prepare.rs): `lower(0, 0)` is exactly `−tiny`; `upper(2^100, −2^100)` is exactly
-    /// `rel·2^100` (the sum before it cancels to zero, the scaling is exact, and `tiny` is far
-    /// below half an ulp of any nonzero `rel·2^100`) or `tiny` when `rel` is zero.
-    pub fn of(plan: &Plan) -> Self {
-        let tiny = -plan.lower(0.0, 0.0);
-        let big = 2f64.powi(100);
-        let rel = (plan.upper(big as f32, -big) - tiny) / big;
-        BoundParts { rel, tiny }
-    }
 }
 
 /// What the device finish left to do and what it found.
@@ -334,7 +310,7 @@ fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
 }
 
 /// Candidate passes with the finish on the device: each block's sorted lists are proved and
-/// re-ranked by kernels/rerank.cu and only the k answers per query come back. Lists the kernel
+/// re-ranked by kernels/finish/rerank.cu and only the k answers per query come back. Lists the kernel
 /// cannot take (unsorted selections, metrics without exact keys on the device) and queries whose
 /// proof fails come back as host lists for [`finish`].
 #[allow(clippy::too_many_arguments)]
@@ -367,7 +343,7 @@ fn device_answers(
         exact_evals: 0,
     };
     passes(gpu, plan, sides.bdev, sides.qdev, kp, sel, budget, |l| {
-        let mut tr = Instant::now();
+        let mut tr = gpu.phases();
         let abs = abs.get_or_insert_with(|| {
             let base_norm = sides.bdev.max_norm();
             sides
@@ -398,7 +374,7 @@ fn device_answers(
                     gpu, &job, &l.val, &l.idx, l.width, l.q0, &abs[rows], &mut out, at,
                 )?;
                 let status = gpu.download(&out.status.slice(at..at + l.qn))?;
-                crate::trace("device finish: prove and re-rank", &mut tr);
+                tr.mark("device finish: prove and re-rank");
                 if whole {
                     kept = Some(out);
                 } else {
@@ -406,7 +382,7 @@ fn device_answers(
                     let ids = gpu.download(&out.ids.slice(..l.qn * k))?;
                     place(&mut a.dist, l.q0 * k, &dist);
                     place(&mut a.ids, l.q0 * k, &ids);
-                    crate::trace("device finish: download k per query", &mut tr);
+                    tr.mark("device finish: download k per query");
                 }
                 status
             }
@@ -435,7 +411,7 @@ fn device_answers(
         Ok(())
     })?;
     if whole {
-        let mut tr = Instant::now();
+        let mut tr = gpu.phases();
         (a.dist, a.ids) = match kept {
             Some(o) => (
                 gpu.download(&o.dist.slice(..nq * k))?,
@@ -443,7 +419,7 @@ fn device_answers(
             ),
             None => (vec![0.0; nq * k], vec![0; nq * k]),
         };
-        crate::trace("device finish: download k per query", &mut tr);
+        tr.mark("device finish: download k per query");
     }
     Ok(a)
 }
@@ -464,7 +440,7 @@ pub(crate) fn search(
     stats: &mut Stats,
 ) -> Result<KnnResult> {
     let t = Instant::now();
-    let mut tr = Instant::now();
+    let mut tr = gpu.phases();
     let (nq, nb) = (sides.qset.len(), sides.bset.len());
     let mut a = engine.shrinking(budget, |b| {
         device_answers(gpu, plan, metric, sides, k, kp, engine.opts.select, b)
@@ -472,13 +448,11 @@ pub(crate) fn search(
     stats.compute += t.elapsed();
     stats.distance_evals += (nb * nq) as u64;
     stats.exact_evals += a.exact_evals;
-    crate::trace("knn: device candidates and finish", &mut tr);
-    if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
-        eprintln!(
-            "[voisin-cuda] {} of {nq} queries left to the host finish",
-            a.open.len()
-        );
-    }
+    tr.mark("knn: device candidates and finish");
+    tr.note(format_args!(
+        "{} of {nq} queries left to the host finish",
+        a.open.len()
+    ));
     engine
         .host_finished
         .fetch_add(a.open.len(), std::sync::atomic::Ordering::Relaxed);
@@ -520,7 +494,7 @@ pub(crate) fn search(
                 *d = metric.key_to_distance(key) as f32;
             }
         }
-        crate::trace("knn: host finish of the open queries", &mut tr);
+        tr.mark("knn: host finish of the open queries");
     }
     Ok(KnnResult {
         n_queries: nq,
@@ -739,9 +713,9 @@ pub(crate) fn pilot_list(
     let kk = k + usize::from(self_pairs);
     let m = queries.len().min(PILOT_QUERIES);
     let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
-    let mut tr = Instant::now();
+    let mut tr = gpu.phases();
     let sub = DeviceSet::gather(gpu, plan, queries, &ids)?;
-    crate::trace("pilot: gather", &mut tr);
+    tr.mark("pilot: gather");
     // A scan of every base norm: once, not per pilot query (32 scans of 1M norms were 28 ms).
     let base_norm = base.max_norm();
     let mut probe = (4 * kp).max(256);
@@ -751,7 +725,7 @@ pub(crate) fn pilot_list(
             return Ok(kp);
         }
         let raws = candidates(gpu, plan, base, &sub, seen, Select::Auto, budget)?;
-        crate::trace("pilot: candidates", &mut tr);
+        tr.mark("pilot: candidates");
         let mut need = Some(kp);
         for (j, mut raw) in raws.into_iter().enumerate() {
             if raw.complete || raw.cands.len() < kk {
@@ -767,7 +741,7 @@ pub(crate) fn pilot_list(
                 _ => None,
             };
         }
-        crate::trace("pilot: proofs", &mut tr);
+        tr.mark("pilot: proofs");
         match need {
             Some(n) => break n,
             None if seen >= base.n || probe >= PILOT_MAX => break 2 * seen,
@@ -791,7 +765,7 @@ mod tests {
     use proptest::prelude::*;
     use voisin::{Metric, VectorSet};
 
-    /// kernels/rerank.cu's rr_lower / rr_upper, written the same way.
+    /// kernels/finish/rerank.cu's rr_lower / rr_upper, written the same way.
     fn kernel_bounds(b: BoundParts, v: f32, abs: f64) -> (f64, f64) {
         let x = v as f64;
         (

@@ -43,16 +43,19 @@
 //! keep finished row passes in the core's checkpoint format (`passes`,
 //! [`Engine::graph_checkpointed`]) and resume after a crash.
 
+mod abi;
 mod context;
 mod device_set;
 mod exact;
 mod fused;
 mod graph;
 pub mod index;
+mod kernels;
 mod knn;
 mod multi;
 mod passes;
 mod prepare;
+pub mod probe;
 mod range;
 pub mod select;
 mod shard;
@@ -144,6 +147,12 @@ impl CudaEngine {
     /// or the kernels' compilation is missing.
     pub fn new(device: usize) -> Result<Self> {
         Self::with_options(device, CudaOptions::default())
+    }
+
+    /// Sends the timings of the engine's phases to `probe` from now on (none by default).
+    pub fn set_probe(&self, probe: std::sync::Arc<dyn probe::Probe>) -> Result<()> {
+        self.lock()?.set_probe(probe);
+        Ok(())
     }
 
     pub fn with_options(device: usize, opts: CudaOptions) -> Result<Self> {

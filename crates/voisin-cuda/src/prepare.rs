@@ -10,19 +10,21 @@ use voisin::data::{Dataset, VectorSet};
 use voisin::metric::simd::U32;
 use voisin::{Error, Metric, Result};
 
+use crate::abi;
 use crate::fused::Fusion;
 
-/// How a tile value becomes a key; the numbers are the `KEY_*` modes of kernels/keys.cu.
+/// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/abi.rs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
 pub(crate) enum TileKey {
     /// ‖r‖² + ‖c‖² − 2 r·c on rows centred on the base mean.
-    L2 = 0,
+    L2 = abi::KEY_L2,
     /// −r·c.
-    NegDot = 1,
+    NegDot = abi::KEY_NEG_DOT,
     /// 1 − r·c on unit rows.
-    OneMinus = 2,
-    /// The tile holds the key (vector_tile.cu).
-    Direct = 3,
+    OneMinus = abi::KEY_ONE_MINUS,
+    /// The tile holds the key (distance/vector_tile.cu).
+    Direct = abi::KEY_DIRECT,
 }
 
 /// Arithmetic of the GEMM tiles (`--precision`).
@@ -58,8 +60,26 @@ impl std::str::FromStr for Precision {
 pub(crate) enum TileKind {
     /// cuBLAS sgemm of the two row blocks.
     Gemm,
-    /// vector_tile.cu with its kind (0 cityblock, 1 chebyshev, 2 minkowski) and p.
+    /// distance/vector_tile.cu with its kind (`abi::VT_*`) and p.
     Simt(i32, f32),
+}
+
+/// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
+/// and `upper` likewise, which is `Plan::lower/upper` operation for operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BoundParts {
+    pub rel: f64,
+    pub tiny: f64,
+}
+
+impl BoundParts {
+    /// The plan's relative part and slack.
+    pub fn of(plan: &Plan) -> Self {
+        BoundParts {
+            rel: plan.rel,
+            tiny: plan.tiny,
+        }
+    }
 }
 
 /// The plan for one metric over one dimension.
@@ -170,18 +190,23 @@ impl Plan {
             Metric::Cosine | Metric::Correlation => (TileKey::OneMinus, TileKind::Gemm, 0.0, None),
             Metric::Cityblock => (
                 TileKey::Direct,
-                TileKind::Simt(0, 1.0),
+                TileKind::Simt(abi::VT_CITYBLOCK, 1.0),
                 sum_rel(d, 1.0),
                 None,
             ),
-            Metric::Chebyshev => (TileKey::Direct, TileKind::Simt(1, 1.0), 2.0 * U32, None),
+            Metric::Chebyshev => (
+                TileKey::Direct,
+                TileKind::Simt(abi::VT_CHEBYSHEV, 1.0),
+                2.0 * U32,
+                None,
+            ),
             Metric::Minkowski(p) => {
                 // |fl(a−b)|^p carries p roundings of the difference plus powf's own error (a few
                 // ulps); 2p + 16 units covers both with room.
                 let term = 2.0 * p + 16.0;
                 (
                     TileKey::Direct,
-                    TileKind::Simt(2, *p as f32),
+                    TileKind::Simt(abi::VT_MINKOWSKI, *p as f32),
                     sum_rel(d, term),
                     None,
                 )

@@ -74,7 +74,7 @@ pub(crate) fn candidates(
                             .arg(&bb.sqnorm)
                             .arg(&t)
                             .arg(&mut cnt);
-                        // SAFETY: matches range_count in kernels/range.cu.
+                        // SAFETY: matches range_count in kernels/finish/range.cu.
                         unsafe { l.launch(cfg(rows)) }.map_err(dev("range_count"))?;
                     }
                     Some((cursor, out)) => {
@@ -92,7 +92,7 @@ pub(crate) fn candidates(
                             .arg(&off)
                             .arg(&mut cur)
                             .arg(&mut **out);
-                        // SAFETY: matches range_fill in kernels/range.cu; the cursor starts
+                        // SAFETY: matches range_fill in kernels/finish/range.cu; the cursor starts
                         // at each row's offset and the first pass counted each row's slots.
                         unsafe { l.launch(cfg(rows)) }.map_err(dev("range_fill"))?;
                     }

@@ -4,16 +4,16 @@
 //! (`run` is the one dispatch the algorithm files call); the tiling itself belongs to the
 //! algorithm files (knn.rs, graph.rs), and proving the lists to knn.rs. Every variant keeps the
 //! same contract: per row some smallest approximate keys such that every item left out has a key
-//! at least the largest one kept. [`bench_tile`] times one kernel on a synthetic tile for
-//! `examples/select_bench.rs`.
+//! at least the largest one kept. `bench_tile` (feature bench-variants) times one kernel on a
+//! synthetic tile for `examples/select_bench.rs`.
 
 use std::str::FromStr;
 
-use cudarc::driver::sys::{CUevent_flags, CUfunction_attribute};
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
-use rayon::prelude::*;
 use voisin::{Error, Result};
 
+use crate::abi;
 use crate::context::{dev, Gpu};
 use crate::prepare::TileKey;
 
@@ -25,11 +25,13 @@ pub const HEAP_MAX_K: usize = 256;
 /// Largest list of the quick-select kernel (two arrays of kp + 2048 entries in shared memory).
 pub const QUICK_MAX_K: usize = 4096;
 const THREADS: u32 = 256;
-/// Values per thread between barriers in select_block (SB_GROUP in kernels/select_block.cu).
-const SB_GROUP: usize = 4;
-/// Threads per row and values per thread between barriers of select_quick (QS_GROUP).
+/// Values per thread between barriers in select_block.
+const SB_GROUP: usize = abi::ROW_GROUP;
+/// Threads per row and values per thread between barriers of select_quick.
+#[cfg(feature = "bench-variants")]
 const QUICK_THREADS: u32 = 256;
-const QS_GROUP: usize = 4;
+#[cfg(feature = "bench-variants")]
+const QS_GROUP: usize = abi::ROW_GROUP;
 
 /// Which selection kernel produces candidates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,15 +39,15 @@ pub enum Select {
     /// Block select while the list fits (k up to about 1800), radix select beyond.
     #[default]
     Auto,
-    /// Per-row block select with a threshold filter and bitonic merges (kernels/select_block.cu).
+    /// Per-row block select with a threshold filter and bitonic merges (kernels/select/block.cu).
     Block,
-    /// Per-row radix select over whole rows, any k up to n (kernels/select_radix.cu).
+    /// Per-row radix select over whole rows, any k up to n (kernels/select/radix.cu).
     Radix,
-    /// Per-lane max-heaps with a warp-shared gate, one warp per row (kernels/select_heap.cu);
+    /// Per-lane max-heaps with a warp-shared gate, one warp per row (kernels/select/heap.cu);
     /// lists up to [`HEAP_MAX_K`].
     Heap,
     /// Threshold filter plus warp-ballot quick-select, one block per row
-    /// (kernels/select_quick.cu); lists up to [`QUICK_MAX_K`].
+    /// (kernels/select/quick.cu); lists up to [`QUICK_MAX_K`].
     Quick,
 }
 
@@ -119,6 +121,20 @@ impl Select {
                 _ => Ok(s),
             },
         }
+    }
+
+    /// Whether this build has the variant's kernel: heap and quick are benchmark variants,
+    /// built with the `bench-variants` feature only.
+    pub fn built(self) -> bool {
+        cfg!(feature = "bench-variants") || !matches!(self, Select::Heap | Select::Quick)
+    }
+
+    /// The error for a variant this build does not have.
+    pub fn not_built(self) -> Error {
+        Error::invalid(format!(
+            "--select {self} is a benchmark variant not built into this binary (build \
+             voisin-cuda with the bench-variants feature)"
+        ))
     }
 
     /// Whether the kernel selects over whole rows (one tile spans the base) instead of keeping
@@ -215,7 +231,7 @@ pub(crate) fn fill_lists(
     };
     let mut l = gpu.stream.launch_builder(&gpu.k.fill_lists);
     l.arg(val).arg(idx).arg(&n);
-    // SAFETY: matches fill_lists in kernels/select_block.cu; n is the views' length.
+    // SAFETY: matches fill_lists in kernels/select/block.cu; n is the views' length.
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("fill_lists"))
@@ -260,7 +276,7 @@ pub(crate) fn download_lists(
         .arg(&mut di)
         .arg(&keep)
         .arg(&total);
-    // SAFETY: matches list_prefix in kernels/select_block.cu; val/idx hold rows × width.
+    // SAFETY: matches list_prefix in kernels/select/block.cu; val/idx hold rows × width.
     unsafe { l.launch(cfg) }.map_err(dev("list_prefix"))?;
     Ok((
         gpu.download(&dv.slice(..))?,
@@ -323,7 +339,11 @@ fn running(
     debug_assert!(mode.width(kp) == kp && mode.max_list().is_some_and(|m| kp <= m));
     // (kernel, threads, dynamic shared bytes, the kernel's last argument if it takes one)
     let (f, threads, shared, extra) = match mode {
+        #[cfg(not(feature = "bench-variants"))]
+        Select::Heap | Select::Quick => return Err(mode.not_built()),
+        #[cfg(feature = "bench-variants")]
         Select::Heap => (&gpu.k.select_heap, 32, 33 * kp * 8, None),
+        #[cfg(feature = "bench-variants")]
         Select::Quick => {
             // Room for two groups of inserts above the list: one to fill, one in flight.
             let cap = kp + 2 * QS_GROUP * QUICK_THREADS as usize;
@@ -364,8 +384,8 @@ fn running(
         .map_err(dev("a running-list select kernel"))
 }
 
-/// List size of the column-select kernel (SC_KP in kernels/select_cols.cu).
-pub(crate) const COLS_KP: usize = 32;
+/// List size of the column-select kernel (select/cols.cu).
+pub(crate) const COLS_KP: usize = abi::SC_KP;
 
 /// Merges the tile's columns into their running lists (cols × COLS_KP, sorted): the graph's
 /// column candidates read in place, without a transpose.
@@ -387,7 +407,7 @@ pub(crate) fn cols(
     let mut l = gpu.stream.launch_builder(&gpu.k.select_cols);
     push_tile(&mut l, tile, &s, rn, cn);
     l.arg(val).arg(idx);
-    // SAFETY: matches kernels/select_cols.cu; lists hold cols × COLS_KP.
+    // SAFETY: matches kernels/select/cols.cu; lists hold cols × COLS_KP.
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("select_cols"))
@@ -415,7 +435,7 @@ pub(crate) fn radix(
     let mut l = gpu.stream.launch_builder(&gpu.k.select_radix);
     push_tile(&mut l, tile, &s, rn, cn);
     l.arg(&k).arg(val).arg(idx);
-    // SAFETY: matches select_radix in kernels/select_radix.cu; out holds rows × k.
+    // SAFETY: matches select_radix in kernels/select/radix.cu; out holds rows × k.
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("select_radix"))
@@ -444,12 +464,13 @@ pub(crate) fn transpose(
         .arg(&cols)
         .arg(out)
         .arg(&ld_out);
-    // SAFETY: matches kernels/transpose.cu.
+    // SAFETY: matches kernels/distance/transpose.cu.
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("transpose"))
 }
 
+#[cfg(feature = "bench-variants")]
 /// Timings of one selection variant on a synthetic tile ([`bench_tile`]).
 #[derive(Clone, Copy, Debug)]
 pub struct TileTiming {
@@ -466,6 +487,7 @@ pub struct TileTiming {
     pub copy_us: f64,
 }
 
+#[cfg(feature = "bench-variants")]
 /// Tiles that fill the lists before a warm timing: the timed tile is then the 16th of a pass,
 /// where about 1/16 of the list's length passes the filter per row.
 pub const WARM_TILES: usize = 15;
@@ -473,7 +495,9 @@ pub const WARM_TILES: usize = 15;
 /// Times each (variant, k) of `cases` selecting k (with the search's list size) from one
 /// `rows × cols` tile of uniform random keys on device `device`, `reps` times (median); a
 /// variant that refuses the k gives its error. For the selection micro-benchmark
-/// (examples/select_bench.rs); the search itself never calls it.
+/// (examples/select_bench.rs); the search itself never calls it, so it is built with the
+/// `bench-variants` feature only.
+#[cfg(feature = "bench-variants")]
 pub fn bench_tile(
     device: usize,
     rows: usize,
@@ -481,6 +505,8 @@ pub fn bench_tile(
     cases: &[(Select, usize)],
     reps: usize,
 ) -> Result<Vec<Result<TileTiming>>> {
+    use cudarc::driver::sys::CUevent_flags;
+    use rayon::prelude::*;
     let gpu = Gpu::open(device)?;
     // rows + WARM_TILES random rows: tile j is rows j.., so each tile's row r is different data.
     let host: Vec<f32> = (0..(rows + WARM_TILES) * cols)

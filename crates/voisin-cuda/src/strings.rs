@@ -1,5 +1,5 @@
 //! Levenshtein range search on the device: Myers/Hyyrö bit-parallel edit distance over packed
-//! code points, one block per query (kernels/levenshtein.cu); k-NN search and graphs on strings
+//! code points, one block per query (kernels/strings/levenshtein.cu); k-NN search and graphs on strings
 //! by increasing radius over it.
 //!
 //! Owns packing the strings (base sorted by length, so each query scans only the slice that
@@ -11,49 +11,26 @@
 //! Edit distances are integers computed exactly on both sides, so no error bound or host re-rank
 //! is needed: the result equals `voisin::reference::range`.
 
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::{CompileOptions, Ptx};
 use rayon::prelude::*;
 use voisin::metric::levenshtein::Pattern;
 use voisin::{Error, KnnResult, RangeResult, Result, Stats, StringSet};
 
+use crate::abi;
 use crate::context::{dev, Gpu};
 
 /// Pattern chars per machine word: the longest query the kernel takes.
-const W: usize = 64;
+const W: usize = abi::LEV_W;
 /// Pads a query's sorted distinct chars: above every Unicode scalar value, so never matched.
 const PAD: u32 = u32::MAX;
 /// Threads per block (per query).
 const THREADS: u32 = 256;
 
-/// The kernel's NVRTC output, shared by every context of the process.
-fn ptx() -> Result<Ptx> {
-    static PTX: OnceLock<std::result::Result<Ptx, String>> = OnceLock::new();
-    PTX.get_or_init(|| {
-        let opts = CompileOptions {
-            arch: Some("compute_90"),
-            name: Some("levenshtein.cu".into()),
-            ..Default::default()
-        };
-        cudarc::nvrtc::compile_ptx_with_opts(include_str!("../kernels/levenshtein.cu"), opts)
-            .map_err(|e| format!("cuda: NVRTC could not compile kernels/levenshtein.cu: {e:?}"))
-    })
-    .clone()
-    .map_err(Error::device)
-}
-
 /// The `lev_range` kernel loaded into `gpu`'s context.
 pub(crate) fn kernel(gpu: &Gpu) -> Result<CudaFunction> {
-    let module = gpu
-        .ctx
-        .load_module(ptx()?)
-        .map_err(dev("loading the levenshtein kernel"))?;
-    module
-        .load_function("lev_range")
-        .map_err(dev("finding the levenshtein kernel"))
+    Ok(gpu.k.lev_range.clone())
 }
 
 /// The base, sorted by length and packed as code points.
@@ -233,7 +210,7 @@ fn search(
                 block_dim: (THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
-            // SAFETY: matches lev_range in kernels/levenshtein.cu; every query's slice lies
+            // SAFETY: matches lev_range in kernels/strings/levenshtein.cu; every query's slice lies
             // inside the packed base and writes stop at `cap`.
             unsafe { l.launch(cfg) }.map_err(dev("lev_range"))?;
             let total = s.clone_dtoh(&cursor).map_err(dev("reading the count"))?[0] as usize;

@@ -1,7 +1,7 @@
 //! One distance tile on the device: rows of one block against rows of another, row-major with a
 //! given row stride. GEMM metrics get dot products from cuBLAS (sgemm, or GemmEx on TF32 tensor
 //! cores under `Precision::Tf32`; the key is formed later, inside the selection and range
-//! kernels); the others get keys from kernels/vector_tile.cu.
+//! kernels); the others get keys from kernels/distance/vector_tile.cu.
 //!
 //! Owns the cuBLAS call and its column-major bookkeeping; knows nothing about selection.
 
@@ -82,7 +82,7 @@ pub(crate) fn compute(
                 .arg(&p)
                 .arg(out)
                 .arg(&ld);
-            // SAFETY: argument list matches kernels/vector_tile.cu; sizes as above.
+            // SAFETY: argument list matches kernels/distance/vector_tile.cu; sizes as above.
             unsafe { l.launch(cfg) }
                 .map(|_| ())
                 .map_err(dev("vector_tile"))

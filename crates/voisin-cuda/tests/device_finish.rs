@@ -1,4 +1,4 @@
-//! The k-NN finish on the device (kernels/rerank.cu: proof, exact re-rank, (key, index) sort)
+//! The k-NN finish on the device (kernels/finish/rerank.cu: proof, exact re-rank, (key, index) sort)
 //! against the CPU engine, bit for bit, where ties are everywhere: small integer data whose keys
 //! repeat hundreds of times around the k-th, duplicate rows, a zero row. Queries the device
 //! cannot prove go through the host's widening path in the same call, so both paths are checked.

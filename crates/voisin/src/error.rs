@@ -14,6 +14,10 @@ pub enum Error {
     /// A device (GPU, MPI) failed or is missing.
     #[error("{0}")]
     Device(String),
+    /// A device ran out of memory: the one device failure that a retry with a smaller working
+    /// set may get past.
+    #[error("{0}")]
+    OutOfMemory(String),
     /// An I/O failure while reading or writing data.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -1,5 +1,5 @@
 //! The List of Clusters on the device: centers, covering radii and members uploaded
-//! dimension-major (kernels/lc_search.cu scans them; `schedule` runs the queries).
+//! dimension-major (kernels/index/lc_search.cu scans them; `schedule` runs the queries).
 
 use cudarc::driver::{CudaSlice, LaunchArgs, PushKernelArg};
 use voisin::{Error, Result};
@@ -92,7 +92,7 @@ impl<'e> GpuLc<'e> {
             nm: nm as i64,
         };
         let scale = median_positive(crad);
-        Searcher::new(engine, &gpu, (metric, d, n, scale), "lc_search", index).map(GpuLc)
+        Searcher::new(engine, &gpu, (metric, d, n, scale), |k| &k.lc_search, index).map(GpuLc)
     }
 }
 

@@ -10,7 +10,7 @@
 //!   increasing-radius k-NN, sorting and packing the answers.
 //!
 //! Metrics: euclidean, cityblock and chebyshev (true metrics whose exact keys use only
-//! correctly rounded operations). Kernels: `kernels/lc_search.cu`, `kernels/sss_search.cu`.
+//! correctly rounded operations). Kernels: `kernels/index/lc_search.cu`, `kernels/index/sss_search.cu`.
 //! Every key is computed on the device bit-identical to `voisin::metric::exact::vector_key` and
 //! every pruning test is the CPU index's test on those values, so answers equal
 //! `voisin::reference`'s (same keys, rows sorted by (distance, index)). This module does not

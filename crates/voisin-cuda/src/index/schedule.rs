@@ -17,8 +17,10 @@ use rayon::prelude::*;
 use voisin::engine::check_k;
 use voisin::{Error, KnnResult, Metric, RangeResult, Result, VectorSet};
 
-use crate::context::{dev, ptx, Gpu};
-use crate::{trace, CudaEngine};
+use crate::abi;
+use crate::context::{dev, Gpu};
+use crate::kernels::Kernels;
+use crate::CudaEngine;
 
 /// Threads per query block.
 const THREADS: u32 = 256;
@@ -29,9 +31,9 @@ const SMEM_ROWS: u32 = 2048;
 /// device reproduces the host's keys bit for bit) and that is a true metric (so pruning is sound).
 pub(crate) fn metric_code(metric: &Metric) -> Result<i32> {
     match metric {
-        Metric::Euclidean => Ok(0),
-        Metric::Cityblock => Ok(1),
-        Metric::Chebyshev => Ok(2),
+        Metric::Euclidean => Ok(abi::EX_SQEUCLIDEAN),
+        Metric::Cityblock => Ok(abi::EX_CITYBLOCK),
+        Metric::Chebyshev => Ok(abi::EX_CHEBYSHEV),
         m => Err(Error::invalid(format!(
             "GPU index search takes euclidean, cityblock or chebyshev, not {m} \
              (use the CPU index)"
@@ -157,18 +159,13 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
         engine: &'e CudaEngine,
         gpu: &Gpu,
         (metric, dim, n, scale): (&Metric, usize, usize, f64),
-        kernel: &str,
+        kernel: fn(&Kernels) -> &CudaFunction,
         index: A,
     ) -> Result<Self> {
-        let module = gpu
-            .ctx
-            .load_module(ptx()?)
-            .map_err(dev("loading the kernels"))?;
-        let f = |name: &str| module.load_function(name).map_err(dev("finding a kernel"));
         Ok(Searcher {
             engine,
-            search: f(kernel)?,
-            sort: f("lc_sort_rows")?,
+            search: kernel(&gpu.k).clone(),
+            sort: gpu.k.lc_sort_rows.clone(),
             code: metric_code(metric)?,
             metric: metric.clone(),
             dim,
@@ -304,7 +301,7 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
             out.radii.extend_from_slice(radii);
             return Ok(out);
         }
-        let mut tr = Instant::now();
+        let mut tr = gpu.phases();
         let (mut ids_parts, mut dist_parts) = (Vec::new(), Vec::new());
         let qdev = gpu.upload(rows)?;
         let budget = self.engine.budget(gpu)?.bytes;
@@ -320,7 +317,7 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
             let qv = qdev.slice(q0 * self.dim..q1 * self.dim);
             let mut main = self.slots(gpu, rows_b, cap, &radii[q0..q1])?;
             let found = self.launch(gpu, &qv, None, &mut main, k)?;
-            trace("index: search", &mut tr);
+            tr.mark("index: search");
             // Rows that outgrew their slots run again, with their final radius as a range
             // search (the same answers), into slots that hold them all.
             let over: Vec<usize> = (0..rows_b)
@@ -343,7 +340,7 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
                 }
                 out.evals += f2.evals;
                 ovf = Some((slots, ovf_row));
-                trace("index: rows that outgrew their slots", &mut tr);
+                tr.mark("index: rows that outgrew their slots");
             }
             if let Some((ids, dists)) =
                 self.pack(gpu, &main, ovf.as_ref(), &counts, k, &mut out.offsets)?
@@ -351,7 +348,7 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
                 ids_parts.push(ids);
                 dist_parts.push(dists);
             }
-            trace("index: sort and pack", &mut tr);
+            tr.mark("index: sort and pack");
             out.radii.extend_from_slice(&found.radii);
             out.evals += found.evals;
             // Slots for the next batch: room for 99 % of the rows seen, the others run again.
@@ -363,7 +360,7 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
         }
         out.ids = download_parts(gpu, ids_parts)?;
         out.dists = download_parts(gpu, dist_parts)?;
-        trace("index: download", &mut tr);
+        tr.mark("index: download");
         Ok(out)
     }
 
@@ -505,7 +502,7 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: SMEM_ROWS * 12,
         };
-        // SAFETY: matches lc_sort_rows in kernels/lc_search.cu: a row's count is at most its
+        // SAFETY: matches lc_sort_rows in kernels/index/lc_search.cu: a row's count is at most its
         // slots' capacity (rows that outgrew the main slots are mapped to overflow slots that
         // hold them), and the packed buffers hold `total` entries at the offsets given.
         unsafe { l.launch(cfg) }.map_err(dev("lc_sort_rows"))?;

@@ -1,5 +1,5 @@
 //! The SSS pivot table on the device: items in table order and the table uploaded pivot-major
-//! (kernels/sss_search.cu scans them; `schedule` runs the queries).
+//! (kernels/index/sss_search.cu scans them; `schedule` runs the queries).
 
 use cudarc::driver::{CudaSlice, LaunchArgs, PushKernelArg};
 use rayon::prelude::*;
@@ -9,12 +9,13 @@ use voisin_index::{MetricIndex, Sss, VectorSpace};
 use super::schedule::{
     check_dim, dimension_major, median_positive, metric_code, upload, IndexArgs, Searcher,
 };
+use crate::abi;
 use crate::CudaEngine;
 
 /// Static shared memory of sss_search (counters, the query's pivot distances and keys).
 const SEARCH_STATIC_SMEM: usize = 32 + 2 * 8 * MAX_PIVOTS;
-/// SSS_MAX_PIVOTS of kernels/sss_search.cu.
-const MAX_PIVOTS: usize = 64;
+/// Pivots per table at most (index/sss_search.cu).
+const MAX_PIVOTS: usize = abi::SSS_MAX_PIVOTS;
 
 /// The pivot table's buffers, in sss_search's argument order.
 struct Table {
@@ -100,7 +101,14 @@ impl<'e> GpuSss<'e> {
             skip: upload(&gpu, &skip)?,
             widest,
         };
-        Searcher::new(engine, &gpu, (metric, d, n, scale), "sss_search", index).map(GpuSss)
+        Searcher::new(
+            engine,
+            &gpu,
+            (metric, d, n, scale),
+            |k| &k.sss_search,
+            index,
+        )
+        .map(GpuSss)
     }
 }
 

@@ -2,17 +2,19 @@
 // and its distances to the pivots in shared memory. The table's rows are sorted by the distance
 // to the first pivot, so that pivot's test leaves one contiguous run of rows (two binary
 // searches); every thread then takes rows of the run in turn, tests the other pivots and
-// measures the rows no pivot rules out. Uses lc_search.cu's exact keys, pruning test, answer
-// slots and schedule (IDX_TAIL_PARAMS, idx_answer), so it must follow it in the sources.
+// measures the rows no pivot rules out. Uses index/space.cuh's exact keys, pruning test, answer
+// slots and schedule (IDX_TAIL_PARAMS, idx_answer).
 //
-// Exactness as in lc_search.cu: keys bit-identical to the reference's, and the tests are
+// Exactness as in index/space.cuh: keys bit-identical to the reference's, and the tests are
 // voisin-index's SSS tests (with its rounding allowance) on those same values.
 //
 // Layout: items in table order, dimension-major (value i of row j at i * n + j); the table
 // pivot-major (distance of row j to pivot p at p * n + j), so neighbouring threads read
 // neighbouring values.
 
-#define SSS_MAX_PIVOTS 64
+#include "index/space.cuh"
+
+// SSS_MAX_PIVOTS (src/abi.rs): pivots per table at most.
 
 struct SssShared {
     unsigned long long count;

@@ -13,7 +13,9 @@
 // it); values dropped by the filter are >= the list's worst key, which only decreases. The list
 // stays unsorted in memory (valid entries first, then +inf / NO_INDEX); the host sorts.
 
-#define QS_GROUP 4  // values per float4 load, and per thread between barriers
+#include "common/keys.cuh"
+#include "common/loads.cuh"
+
 #define QS_LOADS 4  // float4 loads per thread in flight
 
 // The slot of this lane's item among those its warp appends at `*counter` (every lane of the
@@ -122,7 +124,7 @@ __device__ float quick_select(float* av, unsigned* ai, float* bv, unsigned* bi, 
 }
 
 // Arguments as select_block; list rows x kp (any order, valid entries first). cap: the entries
-// each of the two shared arrays holds, >= kp + 2 * QS_GROUP * blockDim.x. Dynamic shared memory:
+// each of the two shared arrays holds, >= kp + 2 * ROW_GROUP * blockDim.x. Dynamic shared memory:
 // 2 * cap * 8 bytes.
 extern "C" __global__ void select_quick(const float* __restrict__ tile, long long ld, int rows,
                                         int cols, int mode, const float* __restrict__ rn,
@@ -130,7 +132,7 @@ extern "C" __global__ void select_quick(const float* __restrict__ tile, long lon
                                         unsigned col_off, int exclude_self,
                                         float* __restrict__ list_val,
                                         unsigned* __restrict__ list_idx, int kp, int cap) {
-    extern __shared__ float smem[];
+    DYNAMIC_SHARED(float, smem);
     float* av = smem;
     unsigned* ai = (unsigned*)(av + cap);
     float* bv = (float*)(ai + cap);
@@ -168,32 +170,18 @@ extern "C" __global__ void select_quick(const float* __restrict__ tile, long lon
 
     const float* row = tile + (size_t)r * ld;
     unsigned self = row_off + (unsigned)r;
-    const int room = cap - QS_GROUP * (int)blockDim.x;
+    const int room = cap - ROW_GROUP * (int)blockDim.x;
     const bool vec = (ld & 3) == 0;
-    const int span = QS_LOADS * QS_GROUP * blockDim.x;
+    const int span = QS_LOADS * ROW_GROUP * blockDim.x;
     for (int start = 0; start < cols; start += span) {
-        float v[QS_LOADS][QS_GROUP];
-#pragma unroll
-        for (int j = 0; j < QS_LOADS; ++j) {
-            int c0 = start + (j * blockDim.x + threadIdx.x) * QS_GROUP;
-            if (vec && c0 + QS_GROUP <= cols) {
-                float4 q = *reinterpret_cast<const float4*>(row + c0);
-                v[j][0] = q.x;
-                v[j][1] = q.y;
-                v[j][2] = q.z;
-                v[j][3] = q.w;
-            } else {
-#pragma unroll
-                for (int e = 0; e < QS_GROUP; ++e)
-                    v[j][e] = c0 + e < cols ? row[c0 + e] : 0.0f;
-            }
-        }
+        float v[QS_LOADS][ROW_GROUP];
+        load_row_groups<QS_LOADS>(v, row, start, threadIdx.x, blockDim.x, cols, vec);
 #pragma unroll
         for (int j = 0; j < QS_LOADS; ++j) {
             bool any = false;
 #pragma unroll
-            for (int e = 0; e < QS_GROUP; ++e) {
-                int c = start + (j * blockDim.x + threadIdx.x) * QS_GROUP + e;
+            for (int e = 0; e < ROW_GROUP; ++e) {
+                int c = start + (j * blockDim.x + threadIdx.x) * ROW_GROUP + e;
                 unsigned g = col_off + (unsigned)c;
                 float key = 0.0f;
                 bool ok = c < cols && !(exclude_self && g == self);
@@ -208,7 +196,7 @@ extern "C" __global__ void select_quick(const float* __restrict__ tile, long lon
             }
             // Uniform upper bound of the fill; the flush reads the true count, which no thread
             // changes between this barrier and the flush.
-            est += QS_GROUP * __syncthreads_count(any);
+            est += ROW_GROUP * __syncthreads_count(any);
             if (est > room) {
                 int n = count;
                 float t = quick_select(av, ai, bv, bi, n, kp, gv, gi, sh);

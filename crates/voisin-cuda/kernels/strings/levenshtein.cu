@@ -9,7 +9,7 @@
 // (query, sorted base position, distance) at a global cursor; pairs past `cap` are counted but
 // not written, so the host can size the buffer and run again.
 
-#define LEV_W 64
+#include "common/abi.cuh"  // LEV_W: pattern chars per machine word
 
 extern "C" __global__ void lev_range(const unsigned* __restrict__ chars,
                                      const unsigned* __restrict__ offs,

@@ -1,25 +1,35 @@
-// Exact f64 keys of (query, base) pairs, bit-identical to voisin::metric::exact::vector_key:
-// `exact_key` (also called by rerank.cu) walks the dimensions in order with the same operations,
-// each rounded on its own (the _rn intrinsics forbid the fused multiply-adds the compiler would
-// otherwise form, which Rust never does). `zero` is the start value of Rust's f64 Sum (it changed from 0.0 to
-// -0.0 across versions; the sign shows in keys of zero vectors, and total order sees it).
+// Exact f64 keys, bit-identical to voisin::metric::exact::vector_key: `exact_key_of` (used by
+// finish/exact.cu, finish/rerank.cu and index/*.cu) walks the dimensions in order with the same
+// operations, each rounded on its own (the _rn intrinsics forbid the fused multiply-adds the
+// compiler would otherwise form, which Rust never does). `zero` is the start value of Rust's f64
+// Sum (it changed from 0.0 to -0.0 across versions; the sign shows in keys of zero vectors, and
+// total order sees it).
 
-#define EX_SQEUCLIDEAN 0
-#define EX_INNER_PRODUCT 1
-#define EX_COSINE 2
-#define EX_CORRELATION 3
-#define EX_CITYBLOCK 4
-#define EX_CHEBYSHEV 5
+#pragma once
+#include "common/abi.cuh"
 
-__device__ double ex_mean(const float* a, int d, double zero) {
+// A dense row (a[i]) or a column of a dimension-major table (a[i * stride]).
+struct DenseRow {
+    const float* __restrict__ p;
+    __device__ __forceinline__ float operator[](int i) const { return p[i]; }
+};
+struct StridedRow {
+    const float* __restrict__ p;
+    long long stride;
+    __device__ __forceinline__ float operator[](int i) const { return p[i * stride]; }
+};
+
+template <class Row>
+__device__ double ex_mean(Row a, int d, double zero) {
     double s = zero;
     for (int i = 0; i < d; ++i) s = __dadd_rn(s, (double)a[i]);
     return __ddiv_rn(s, (double)d);
 }
 
-// The exact key of base row `a` against query row `b` (vector_key's argument order).
-__device__ double exact_key(const float* __restrict__ a, const float* __restrict__ b, int d,
-                            int metric, double zero) {
+// The exact key of base row `a` against query row `b` (vector_key's argument order); `metric`
+// is an EX_* code (src/abi.rs).
+template <class A, class B>
+__device__ __forceinline__ double exact_key_of(A a, B b, int d, int metric, double zero) {
     double r;
     switch (metric) {
     case EX_SQEUCLIDEAN: {
@@ -74,12 +84,7 @@ __device__ double exact_key(const float* __restrict__ a, const float* __restrict
     return r;
 }
 
-// One thread per pair (query, base).
-extern "C" __global__ void exact_keys(const float* __restrict__ base, const float* __restrict__ qs,
-                                      int d, const uint2* __restrict__ pairs, long long npairs,
-                                      int metric, double zero, double* __restrict__ out) {
-    long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (p >= npairs) return;
-    uint2 qb = pairs[p];  // (query, base)
-    out[p] = exact_key(base + (size_t)qb.y * d, qs + (size_t)qb.x * d, d, metric, zero);
+__device__ double exact_key(const float* __restrict__ a, const float* __restrict__ b, int d,
+                            int metric, double zero) {
+    return exact_key_of(DenseRow{a}, DenseRow{b}, d, metric, zero);
 }

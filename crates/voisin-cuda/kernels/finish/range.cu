@@ -3,6 +3,8 @@
 // counts into offsets; range_fill writes the passing column indices at a per-row cursor. Order
 // within a row is arbitrary; the host decides membership on exact keys and sorts.
 
+#include "common/keys.cuh"
+
 extern "C" __global__ void range_count(const float* __restrict__ tile, long long ld, int rows,
                                        int cols, int mode, const float* __restrict__ rn,
                                        const float* __restrict__ cn,

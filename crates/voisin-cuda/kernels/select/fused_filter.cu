@@ -1,6 +1,6 @@
 // Fused distance + threshold filter for small candidate lists (src/fused.rs): each block computes
 // a 128 x 128 tile of dot products (queries x base items) in registers, forms the keys in the
-// epilogue (tile_key, keys.cu) and appends only the pairs whose key is at most the query's
+// epilogue (tile_key, common/keys.cuh) and appends only the pairs whose key is at most the query's
 // threshold to that query's candidate buffer. The tile never goes to device memory.
 //
 // Why a filter and not a running list: the host first selects each query's kp smallest keys in
@@ -15,8 +15,11 @@
 // Both give each thread the same 64 outputs, the m16n8 accumulator layout of the mma: rows
 // g and g+8, columns 2t and 2t+1 of each 16 x 8 piece (g = lane / 4, t = lane % 4).
 
+#include "common/bitonic.cuh"
+#include "common/keys.cuh"
+
+// FZ_BN (base items per tile) and FZ_MERGE (shared slots of fused_merge) come from src/abi.rs.
 #define FZ_BM 128
-#define FZ_BN 128
 #define FZ_BK 32
 // Row stride of the row-major shared slabs (rows x 32 dims): 36 = 4 mod 32 keeps the fragment
 // reads (row g, dim t: g * 36 + t, g < 8, t < 4) free of bank conflicts, and 144-byte rows keep
@@ -236,7 +239,6 @@ extern "C" __global__ void __launch_bounds__(FZ_THREADS, 2)
 // candidates (min(count, cap) of them): both go to shared memory and one bitonic sort on
 // (key, index) orders them. One block per query; FZ_MERGE slots of shared memory, so
 // kp + cap <= FZ_MERGE. Queries whose count passed cap are left alone (the host redoes them).
-#define FZ_MERGE 4096
 extern "C" __global__ void fused_merge(float* __restrict__ list_val, unsigned* __restrict__ list_idx,
                                        int kp, const unsigned* __restrict__ count,
                                        const float* __restrict__ buf_val,
@@ -263,26 +265,6 @@ extern "C" __global__ void fused_merge(float* __restrict__ list_val, unsigned* _
         }
     }
     __syncthreads();
-    for (int span = 2; span <= size; span <<= 1) {
-        for (int stride = span >> 1; stride > 0; stride >>= 1) {
-            for (int i = threadIdx.x; i < (size >> 1); i += blockDim.x) {
-                int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
-                bool up = (lo & span) == 0;
-                bool greater = sv[lo] > sv[hi] || (sv[lo] == sv[hi] && si[lo] > si[hi]);
-                if (greater == up) {
-                    float tv = sv[lo];
-                    sv[lo] = sv[hi];
-                    sv[hi] = tv;
-                    unsigned ti = si[lo];
-                    si[lo] = si[hi];
-                    si[hi] = ti;
-                }
-            }
-            __syncthreads();
-        }
-    }
-    for (int i = threadIdx.x; i < kp; i += blockDim.x) {
-        lv[i] = sv[i];
-        li[i] = si[i];
-    }
+    bitonic_sort<true>(sv, si, size);
+    copy_list(lv, li, sv, si, kp, threadIdx.x, blockDim.x);
 }

@@ -3,9 +3,9 @@
 // thread a 4x4 micro-tile, with 32-dimension slices of both sides staged in shared memory.
 // The host bounds the f32 error relative to the value (see src/prepare.rs).
 
-#define VT_CITYBLOCK 0
-#define VT_CHEBYSHEV 1
-#define VT_MINKOWSKI 2
+#include "common/abi.cuh"
+
+// `kind` is VT_CITYBLOCK, VT_CHEBYSHEV or VT_MINKOWSKI (src/abi.rs).
 
 __device__ __forceinline__ float vt_term(int kind, float a, float b, float p) {
     float d = fabsf(a - b);

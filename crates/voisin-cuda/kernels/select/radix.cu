@@ -5,6 +5,8 @@
 //
 // The row is a whole query-versus-base row (the planner gives radix mode one tile per row).
 
+#include "common/keys.cuh"
+
 extern "C" __global__ void select_radix(const float* __restrict__ tile, long long ld, int rows,
                                         int cols, int mode, const float* __restrict__ rn,
                                         const float* __restrict__ cn, unsigned row_off,

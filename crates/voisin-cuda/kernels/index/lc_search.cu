@@ -15,38 +15,9 @@
 // warp reading 32 consecutive items reads 128 consecutive bytes per dimension. Members are in the
 // index's order: cluster by cluster, each sorted by distance to its center.
 
-#define LC_SQEUCLIDEAN 0  // euclidean: the key is the squared distance
-#define LC_CITYBLOCK 1
-#define LC_CHEBYSHEV 2
+#include "index/space.cuh"
+
 #define LC_TILE 1024
-#define LC_SLACK 1e-9
-#define LC_INF __longlong_as_double(0x7ff0000000000000LL)
-
-__device__ __forceinline__ double lc_key(int metric, const float* q, const float* x,
-                                         long long stride, int d, double zero) {
-    if (metric == LC_CHEBYSHEV) {
-        double s = 0.0;
-        for (int i = 0; i < d; ++i)
-            s = fmax(s, fabs(__dsub_rn((double)q[i], (double)x[i * stride])));
-        return s;
-    }
-    double s = zero;
-    for (int i = 0; i < d; ++i) {
-        double t = __dsub_rn((double)q[i], (double)x[i * stride]);
-        s = __dadd_rn(s, metric == LC_SQEUCLIDEAN ? __dmul_rn(t, t) : fabs(t));
-    }
-    return s;
-}
-
-// Metric::key_to_distance.
-__device__ __forceinline__ double lc_dist(int metric, double key) {
-    return metric == LC_SQEUCLIDEAN ? sqrt(fmax(key, 0.0)) : key;
-}
-
-// Space::beyond: a region whose distance lower bound is `bound` lies outside `r` beyond doubt.
-__device__ __forceinline__ bool lc_beyond(double bound, double r, double scale) {
-    return bound > r + LC_SLACK * fabs(scale + r);
-}
 
 struct LcShared {
     unsigned long long count;  // answers found (all of them, also past the slot capacity)
@@ -56,17 +27,6 @@ struct LcShared {
     int list[LC_TILE];         // clusters of the tile whose members must be scanned
     double dc[LC_TILE];        // their center's distance to the query
 };
-
-// Counts an answer (in shared memory) and, with `write`, stores it while the slots have room.
-__device__ __forceinline__ void lc_emit(unsigned long long* count, bool write, unsigned cap,
-                                        unsigned id, double key, unsigned* out_id,
-                                        double* out_key) {
-    unsigned long long c = atomicAdd(count, 1ull);
-    if (write && c < cap) {
-        out_id[c] = id;
-        out_key[c] = key;
-    }
-}
 
 // One range search of radius r for the query in shared memory; sh.count holds the number of answers
 // afterwards. With `write`, the first `cap` answers go to out_id/out_key (in no order).
@@ -139,53 +99,6 @@ __device__ void lc_scan(LcShared& sh, const float* q, double r, bool write, unsi
     __syncthreads();
 }
 
-// The shared tail of every index search kernel's arguments and its per-block schedule. Block b
-// answers query qids[b] (or b when qids is null) with radius radii[b]. k == 0: a range search.
-// k > 0: increasing radius (the seed found it better than a shrinking radius on GPUs): the radius
-// grows with count-only passes until at least k answers lie within it, then a last pass writes
-// them, and radii[b] becomes the final radius (`grow_from` replaces a zero radius). Slots:
-// out_id/out_key + b * cap; counts[b] is the number of answers (possibly above cap: the host then
-// runs that query again with more room), evals[b] the distance evaluations.
-#define IDX_TAIL_PARAMS                                                                           \
-    int d, int metric, double zero, const float *__restrict__ queries,                            \
-        const unsigned *__restrict__ qids, double *__restrict__ radii, long long k,                \
-        double grow_from, unsigned cap, unsigned *__restrict__ out_id,                             \
-        double *__restrict__ out_key, unsigned long long *__restrict__ counts,                     \
-        unsigned long long *__restrict__ evals
-
-// Loads the block's query into shared memory `q`.
-__device__ __forceinline__ void idx_load_query(float* q, const float* queries,
-                                               const unsigned* qids, int d) {
-    const long long qi = qids ? qids[blockIdx.x] : blockIdx.x;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) q[i] = queries[qi * d + i];
-}
-
-// Runs `scan(r, write)` (a range search that leaves its answer count in *count) as the tail's
-// schedule says and stores the block's count and final radius.
-template <class Scan>
-__device__ void idx_answer(Scan scan, const unsigned long long* count, double* radii,
-                           long long k, double grow_from, unsigned long long* counts) {
-    const int b = blockIdx.x;
-    double r = radii[b];
-    if (k > 0) {
-        for (int round = 0;; ++round) {
-            scan(r, false);
-            unsigned long long c = *count;
-            __syncthreads();  // every thread has read the count before the next pass resets it
-            // With finite data an infinite radius holds every item; 250 passes end the loop even
-            // on data with NaN.
-            if (c >= (unsigned long long)k || round >= 250) break;
-            // Items within r grow like r^dim locally; a quarter power undershoots in higher
-            // intrinsic dimension, which only costs another counting pass.
-            double f = c == 0 ? 2.0 : fmin(2.0, fmax(1.1, pow((double)k / (double)c, 0.25)));
-            r = round >= 200 ? LC_INF : (r > 0.0 ? r * f : grow_from);
-        }
-        if (threadIdx.x == 0) radii[b] = r;
-    }
-    scan(r, true);
-    if (threadIdx.x == 0) counts[b] = *count;
-}
-
 extern "C" __global__ void lc_search(const float* __restrict__ ctr, const double* __restrict__ crad,
                                      const unsigned* __restrict__ cid,
                                      const unsigned* __restrict__ cbeg,
@@ -242,7 +155,7 @@ extern "C" __global__ void lc_sort_rows(double* __restrict__ out_key, unsigned* 
                                         unsigned long long take, int metric, unsigned smem_rows,
                                         unsigned* __restrict__ dense_id,
                                         float* __restrict__ dense_dist) {
-    extern __shared__ double lc_sort_smem[];
+    DYNAMIC_SHARED(double, lc_sort_smem);
     const int b = blockIdx.x;
     const int o = ovf_row ? ovf_row[b] : -1;
     double* key = o >= 0 ? ovf_key + (size_t)o * ovf_cap : out_key + (size_t)b * cap;

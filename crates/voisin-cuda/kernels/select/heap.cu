@@ -14,7 +14,10 @@
 // heap entries <= gate (not <): the lane that set the gate then contributes its whole heap, so the
 // merged list is full and its largest key is at most the gate, which bounds every dropped key.
 
-#define HP_GROUP 4  // values per float4 load
+#include "common/bitonic.cuh"
+#include "common/keys.cuh"
+#include "common/loads.cuh"
+
 #define HP_LOADS 4  // float4 loads per lane in flight
 
 __device__ __forceinline__ float hp_warp_min(float v) {
@@ -56,7 +59,7 @@ extern "C" __global__ void select_heap(const float* __restrict__ tile, long long
                                        unsigned col_off, int exclude_self,
                                        float* __restrict__ list_val,
                                        unsigned* __restrict__ list_idx, int kp) {
-    extern __shared__ float smem[];
+    DYNAMIC_SHARED(float, smem);
     float* lv = smem;
     unsigned* li = (unsigned*)(lv + kp);
     float* hv = (float*)(li + kp);
@@ -68,10 +71,7 @@ extern "C" __global__ void select_heap(const float* __restrict__ tile, long long
     int lane = threadIdx.x;
     float* gv = list_val + (size_t)r * kp;
     unsigned* gi = list_idx + (size_t)r * kp;
-    for (int i = lane; i < kp; i += 32) {
-        lv[i] = gv[i];
-        li[i] = gi[i];
-    }
+    copy_list(lv, li, gv, gi, kp, lane, 32);
     for (int i = lane; i < 32 * kp; i += 32) {
         hv[i] = INF;
         hi[i] = NO_INDEX;
@@ -84,29 +84,15 @@ extern "C" __global__ void select_heap(const float* __restrict__ tile, long long
     const float* row = tile + (size_t)r * ld;
     unsigned self = row_off + (unsigned)r;
     const bool vec = (ld & 3) == 0;
-    const int span = HP_LOADS * HP_GROUP * 32;
+    const int span = HP_LOADS * ROW_GROUP * 32;
     for (int start = 0; start < cols; start += span) {
-        float v[HP_LOADS][HP_GROUP];
-#pragma unroll
-        for (int j = 0; j < HP_LOADS; ++j) {
-            int c0 = start + (j * 32 + lane) * HP_GROUP;
-            if (vec && c0 + HP_GROUP <= cols) {
-                float4 q = *reinterpret_cast<const float4*>(row + c0);
-                v[j][0] = q.x;
-                v[j][1] = q.y;
-                v[j][2] = q.z;
-                v[j][3] = q.w;
-            } else {
-#pragma unroll
-                for (int e = 0; e < HP_GROUP; ++e)
-                    v[j][e] = c0 + e < cols ? row[c0 + e] : 0.0f;
-            }
-        }
+        float v[HP_LOADS][ROW_GROUP];
+        load_row_groups<HP_LOADS>(v, row, start, lane, 32, cols, vec);
 #pragma unroll
         for (int j = 0; j < HP_LOADS; ++j) {
 #pragma unroll
-            for (int e = 0; e < HP_GROUP; ++e) {
-                int c = start + (j * 32 + lane) * HP_GROUP + e;
+            for (int e = 0; e < ROW_GROUP; ++e) {
+                int c = start + (j * 32 + lane) * ROW_GROUP + e;
                 unsigned g = col_off + (unsigned)c;
                 if (c < cols && !(exclude_self && g == self)) {
                     float key = tile_key(mode, v[j][e], rn, cn, r, c);
@@ -141,8 +127,5 @@ extern "C" __global__ void select_heap(const float* __restrict__ tile, long long
     }
     __syncthreads();
     if (count > 0) merge_into_list(lv, li, hv, hi, kp, count);
-    for (int i = lane; i < kp; i += 32) {
-        gv[i] = lv[i];
-        gi[i] = li[i];
-    }
+    copy_list(gv, gi, lv, li, kp, lane, 32);
 }

@@ -1,6 +1,6 @@
 // k-NN finish on the device (src/knn.rs `search`): one block per query proves its sorted
 // candidate list with the f32 error bound, re-ranks the candidates that may be among the k
-// nearest on exact f64 keys (`exact_key` of exact.cu, so bit-identical to the CPU engine), sorts
+// nearest on exact f64 keys (`exact_key` of common/exact.cuh, so bit-identical to the CPU engine), sorts
 // them by (key, index) and writes the k nearest as reported distances and ids. Only those cross
 // the bus; a query whose list does not prove is flagged and left to the host's widening path.
 //
@@ -9,7 +9,10 @@
 // tiny. Keys are sorted as the integers that order doubles like Rust's total_cmp, paired with
 // the index (ties go to the smaller index), so the order is the host's exactly.
 
-#define RR_NOT_DONE 0xffffffffu
+#include "common/exact.cuh"
+#include "common/keys.cuh"
+
+// RR_NOT_DONE and the distance forms RR_* come from src/abi.rs.
 
 __device__ __forceinline__ double rr_lower(float v, double abs, double rel, double tiny) {
     double x = (double)v;
@@ -32,9 +35,10 @@ __device__ __forceinline__ double rr_unorder(unsigned long long u) {
 }
 
 // Reported distance of an exact key (Metric::key_to_distance, then rounded to f32); `form` is
-// exact.rs `distance_form`: 0 the key itself, 1 its negation, 2 the square root of max(key, 0).
+// exact.rs `distance_form`: RR_KEY the key itself, RR_NEGATED its negation, RR_SQRT the square
+// root of max(key, 0).
 __device__ __forceinline__ float rr_distance(double key, int form) {
-    double d = form == 1 ? -key : (form == 2 ? __dsqrt_rn(fmax(key, 0.0)) : key);
+    double d = form == RR_NEGATED ? -key : (form == RR_SQRT ? __dsqrt_rn(fmax(key, 0.0)) : key);
     return __double2float_rn(d);
 }
 
@@ -50,7 +54,7 @@ extern "C" __global__ void rerank(const float* __restrict__ list_val,
                                   const float* __restrict__ qs, unsigned q_off, int d, int metric,
                                   double zero, int form, float* __restrict__ out_dist,
                                   unsigned* __restrict__ out_idx, unsigned* __restrict__ status) {
-    extern __shared__ unsigned long long rr_key[];
+    DYNAMIC_SHARED(unsigned long long, rr_key);
     unsigned* rr_idx = (unsigned*)(rr_key + width);
     __shared__ int valid, cut;
     int r = blockIdx.x;

@@ -7,10 +7,12 @@
 //
 // Same contract as select_block: some kp smallest keys per column, ties in any order.
 
+#include "common/keys.cuh"
+
 #define SC_COLS 32
 #define SC_WARPS 8
 #define SC_GROUP 4   // rows per warp loaded before the first is used
-#define SC_KP 32     // list size (fixed: shared memory is sized for it)
+// SC_KP (src/abi.rs): the list size, fixed: shared memory is sized for it.
 #define SC_NB 64     // buffer per column: room for SC_WARPS * SC_GROUP inserts above SC_KP
 
 // One warp sorts column `col`'s buffer and merges it into the column's list (both in shared

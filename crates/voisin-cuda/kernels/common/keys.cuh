@@ -1,0 +1,33 @@
+// How a value of a distance tile becomes a key (smaller = closer), and keys as ordered integers.
+//
+// Tiles hold either dot products from cuBLAS (GEMM metrics) or distances from vector_tile.cu;
+// // the selection and range kernels turn them into keys on the fly, so no separate epilogue pass
+// reads and rewrites the tile. The modes KEY_* and NO_INDEX come from src/abi.rs (`TileKey`):
+// KEY_L2 |r|^2 + |c|^2 - 2 r.c (euclidean, sqeuclidean, on centred data), KEY_NEG_DOT -r.c
+// (inner_product), KEY_ONE_MINUS 1 - r.c (cosine, correlation, on unit rows), KEY_DIRECT the
+// tile already holds the key (cityblock, chebyshev, minkowski).
+
+#pragma once
+#include "common/abi.cuh"
+
+__device__ __forceinline__ float tile_key(int mode, float t, const float* __restrict__ rn,
+                                          const float* __restrict__ cn, int r, int c) {
+    switch (mode) {
+    case KEY_L2: return rn[r] + cn[c] - 2.0f * t;
+    case KEY_NEG_DOT: return -t;
+    case KEY_ONE_MINUS: return 1.0f - t;
+    default: return t;
+    }
+}
+
+// Maps a float to an unsigned integer with the same order, for radix selection.
+__device__ __forceinline__ unsigned order_bits(float v) {
+    unsigned u = __float_as_uint(v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Declares the kernel's dynamic shared memory as an array `name` of T (the CPU simulation of
+// kernel-sim/ defines its own, a pointer into its shared block).
+#ifndef DYNAMIC_SHARED
+#define DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#endif
