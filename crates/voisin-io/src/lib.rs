@@ -39,7 +39,9 @@
 
 mod error;
 mod formats;
+mod outputs;
 mod write;
+mod zip;
 
 use std::fs::File;
 use std::path::Path;
@@ -49,6 +51,7 @@ use memmap2::Mmap;
 use voisin::Dataset;
 
 pub use error::IoError;
+pub use outputs::{is_sparse_name, write_knn_with, write_range_with, WriteOptions};
 pub use write::{
     write_knn, write_knn_tsv, write_range, write_range_tsv, write_strings, write_vectors,
 };
@@ -94,16 +97,58 @@ pub enum Format {
     Npy,
     Hdf5,
     Txt,
+    /// A NumPy archive; one array of it is read (see [`split_member`]).
+    Npz,
+    /// Numbers separated by commas, one vector per line.
+    Csv,
+    /// Numbers separated by tabs, one vector per line.
+    Tsv,
 }
 
-const INPUT_EXTENSIONS: &str = ".fvecs .ivecs .bvecs .fbin .u8bin .npy .hdf5 .h5 .txt";
+const INPUT_EXTENSIONS: &str =
+    ".fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 .h5 .txt .csv .tsv";
+
+/// Splits `data.npz:name` into the file and the archive member to read; any other path is
+/// returned whole. A file whose own name contains `.npz:` cannot be named this way.
+pub fn split_member(path: &Path) -> (std::path::PathBuf, Option<String>) {
+    let text = path.to_string_lossy();
+    let lower = text.to_ascii_lowercase();
+    match lower.rfind(".npz:") {
+        Some(at) if !path.exists() => (
+            std::path::PathBuf::from(&text[..at + 4]),
+            Some(text[at + 5..].to_string()),
+        ),
+        _ => (path.to_path_buf(), None),
+    }
+}
 
 impl Format {
-    /// The format named by `path`'s extension.
-    pub fn from_path(path: &Path) -> Result<Format, IoError> {
-        let ext = extension(path);
-        Ok(match ext.as_str() {
+    /// The format named by an extension or a `--format` value (`npy`, `CSV`, `h5`, …).
+    pub fn from_name(name: &str) -> Option<Format> {
+        Some(match name.to_ascii_lowercase().trim_start_matches('.') {
             "fvecs" => Format::Fvecs,
+            "ivecs" => Format::Ivecs,
+            "bvecs" => Format::Bvecs,
+            "fbin" => Format::Fbin,
+            "u8bin" => Format::U8bin,
+            "npy" => Format::Npy,
+            "npz" => Format::Npz,
+            "hdf5" | "h5" => Format::Hdf5,
+            "txt" => Format::Txt,
+            "csv" => Format::Csv,
+            "tsv" => Format::Tsv,
+            _ => return None,
+        })
+    }
+
+    /// The format named by `path`'s extension (any case; `data.npz:name` is an `.npz`).
+    pub fn from_path(path: &Path) -> Result<Format, IoError> {
+        let (file, _) = split_member(path);
+        let ext = extension(&file);
+        if let Some(f) = Format::from_name(&ext).filter(|_| !ext.is_empty()) {
+            return Ok(f);
+        }
+        Ok(match ext.as_str() {
             "ivecs" => Format::Ivecs,
             "bvecs" => Format::Bvecs,
             "fbin" => Format::Fbin,
@@ -141,6 +186,7 @@ fn parse(
     format: Format,
     src: Source<'_>,
     role: Role,
+    member: Option<&str>,
     shared: impl FnOnce() -> SharedBytes,
 ) -> Parsed<Dataset> {
     match format {
@@ -152,21 +198,58 @@ fn parse(
         Format::Npy => formats::npy::parse(src),
         Format::Hdf5 => formats::hdf5::parse(shared(), role),
         Format::Txt => formats::txt::parse(src.bytes),
+        Format::Npz => formats::npz::parse(src.bytes, member, role),
+        Format::Csv => formats::csv::parse(src.bytes, b','),
+        Format::Tsv => formats::csv::parse(src.bytes, b'\t'),
     }
 }
 
 /// Parses a whole file held in memory. This is the entry point of the fuzz targets; it runs the
 /// same checks as [`read_dataset`], and errors name the file `<bytes>`.
 pub fn parse_bytes(format: Format, bytes: &[u8], role: Role) -> Result<Dataset, IoError> {
-    parse(format, Source::unmapped(bytes), role, || {
+    parse(format, Source::unmapped(bytes), role, None, || {
         Arc::new(bytes.to_vec()) as SharedBytes
     })
     .map_err(|p| p.at(Path::new("<bytes>")))
 }
 
+/// Reads a data set of the given format from standard input (`--input -`); errors name the
+/// file `<stdin>`. An `.npz` read this way takes its only array or the role's (`train`/`test`).
+pub fn read_stdin(format: Format, role: Role) -> Result<Dataset, IoError> {
+    use std::io::Read;
+    let name = Path::new("<stdin>");
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .map_err(|e| IoError::from_io(name, "cannot read", &e))?;
+    if bytes.is_empty() {
+        return Err(IoError::user(name, "standard input is empty"));
+    }
+    let bytes = Arc::new(bytes);
+    parse(format, Source::unmapped(&bytes), role, None, || {
+        Arc::clone(&bytes) as SharedBytes
+    })
+    .map_err(|p| p.at(name))
+}
+
+/// The metric an ann-benchmarks HDF5 file declares in its root attribute `distance`, as a
+/// voisin metric name ("angular" is cosine; "euclidean", "hamming", "jaccard" keep their
+/// names); `None` for other formats or when the attribute is absent.
+pub fn declared_metric(path: &Path) -> Result<Option<String>, IoError> {
+    if Format::from_path(path)? != Format::Hdf5 {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).map_err(|e| IoError::from_io(path, "cannot read", &e))?;
+    formats::hdf5::distance_attribute(Arc::new(bytes)).map_err(|p| p.at(path))
+}
+
 /// Reads a data set, choosing the format by the file extension.
 pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError> {
     let format = Format::from_path(path)?;
+    let (file_path, member) = split_member(path);
+    let member = member.as_deref();
+    let path = file_path.as_path();
     let file = File::open(path).map_err(|e| IoError::from_io(path, "cannot open", &e))?;
     let meta = file
         .metadata()
@@ -188,14 +271,14 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
         let map = unsafe { Mmap::map(&file) }
             .map_err(|e| IoError::from_io(path, "cannot memory-map", &e))?;
         let map = Arc::new(map);
-        return parse(format, Source::mapped(&map), opts.role, || {
+        return parse(format, Source::mapped(&map), opts.role, member, || {
             Arc::clone(&map) as SharedBytes
         })
         .map_err(|p| p.at(path));
     }
     let bytes = read_all(file, if regular { meta.len() } else { 0 }, path)?;
     let bytes = Arc::new(bytes);
-    parse(format, Source::unmapped(&bytes), opts.role, || {
+    parse(format, Source::unmapped(&bytes), opts.role, member, || {
         Arc::clone(&bytes) as SharedBytes
     })
     .map_err(|p| p.at(path))

@@ -38,16 +38,20 @@ use crate::formats::Elem;
 /// The rows of a k-NN result (all of length k) or of a range result (CSR), checked for
 /// consistency so that writers can index freely.
 #[derive(Clone, Copy)]
-struct Rows<'a> {
-    n: usize,
+pub(crate) struct Rows<'a> {
+    pub n: usize,
     /// `Ok(k)` for fixed rows, `Err(offsets)` for CSR.
-    shape: Result<usize, &'a [usize]>,
-    indices: &'a [u32],
-    distances: &'a [f32],
+    pub shape: Result<usize, &'a [usize]>,
+    pub indices: &'a [u32],
+    pub distances: &'a [f32],
+    /// The same distances as exact f64 values, written instead of `distances` when given.
+    pub exact: Option<&'a [f64]>,
+    /// Columns of the result seen as a matrix (the base set's size), for sparse outputs.
+    pub columns: Option<usize>,
 }
 
 impl<'a> Rows<'a> {
-    fn knn(res: &'a KnnResult) -> Result<Self, String> {
+    pub fn knn(res: &'a KnnResult) -> Result<Self, String> {
         let len = res.n_queries.checked_mul(res.k);
         if len != Some(res.indices.len()) || len != Some(res.distances.len()) {
             return Err(format!(
@@ -63,10 +67,12 @@ impl<'a> Rows<'a> {
             shape: Ok(res.k),
             indices: &res.indices,
             distances: &res.distances,
+            exact: None,
+            columns: None,
         })
     }
 
-    fn range(res: &'a RangeResult) -> Result<Self, String> {
+    pub fn range(res: &'a RangeResult) -> Result<Self, String> {
         let o = &res.offsets;
         let ok = o.first().is_some_and(|&f| f == 0)
             && o.windows(2).all(|w| w[0] <= w[1])
@@ -85,10 +91,12 @@ impl<'a> Rows<'a> {
             shape: Err(o),
             indices: &res.indices,
             distances: &res.distances,
+            exact: None,
+            columns: None,
         })
     }
 
-    fn span(&self, q: usize) -> Range<usize> {
+    pub fn span(&self, q: usize) -> Range<usize> {
         match self.shape {
             Ok(k) => q * k..(q + 1) * k,
             Err(o) => o[q]..o[q + 1],
@@ -106,9 +114,13 @@ impl<'a> Rows<'a> {
 fn tsv<W: Write>(w: W, rows: Result<Rows<'_>, String>) -> io::Result<()> {
     let rows = rows.map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
     let mut w = BufWriter::new(w);
-    for (q, ids, ds) in rows.iter() {
-        for (i, d) in ids.iter().zip(ds) {
-            writeln!(w, "{q}\t{i}\t{d}")?;
+    for q in 0..rows.n {
+        let r = rows.span(q);
+        for (j, i) in r.clone().zip(&rows.indices[r]) {
+            match rows.exact {
+                Some(e) => writeln!(w, "{q}\t{i}\t{}", e[j])?,
+                None => writeln!(w, "{q}\t{i}\t{}", rows.distances[j])?,
+            }
         }
     }
     w.flush()
@@ -138,14 +150,19 @@ pub fn write_range(path: &Path, res: &RangeResult) -> Result<(), IoError> {
 }
 
 /// One output file: where it goes and how to fill it.
-type Body<'a> = Box<dyn Fn(&mut dyn Write) -> io::Result<()> + 'a>;
+pub(crate) type Body<'a> = Box<dyn Fn(&mut dyn Write) -> io::Result<()> + 'a>;
 
-fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
+pub(crate) fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
     match extension(path).as_str() {
+        "npz" => write_files(crate::outputs::result_files(path, rows)?),
         "tsv" => write_files(vec![(
             path.to_path_buf(),
             Box::new(|w: &mut dyn Write| tsv(w, Ok(*rows))),
         )]),
+        "ivecs" if rows.exact.is_some() => Err(IoError::user(
+            path,
+            "f64 distances cannot go in the .fvecs beside an .ivecs; use .npz, .npy or .tsv",
+        )),
         "ivecs" => {
             check_i32(path, rows)?;
             let ids: Body = Box::new(|w| texmex_rows(w, rows, |ids, _| to_i32(ids)));
@@ -166,9 +183,15 @@ fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
                 let wide: Vec<i64> = rows.indices.iter().map(|&i| i64::from(i)).collect();
                 write_le(w, &wide)
             });
-            let ds: Body = Box::new(|w| {
-                w.write_all(&encode_header("<f4", &shape))?;
-                write_le(w, rows.distances)
+            let ds: Body = Box::new(|w| match rows.exact {
+                Some(e) => {
+                    w.write_all(&encode_header("<f8", &shape))?;
+                    write_le(w, e)
+                }
+                None => {
+                    w.write_all(&encode_header("<f4", &shape))?;
+                    write_le(w, rows.distances)
+                }
             });
             let mut files = vec![
                 (with_suffix(&stem, "indices.npy"), ids),
@@ -188,7 +211,7 @@ fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
             path,
             format!(
                 "unknown output format '.{ext}' (known: .tsv, .ivecs with a .fvecs beside it, \
-                 .npy)"
+                 .npy, .npz, .csr.npz)"
             ),
         )),
     }
@@ -259,7 +282,7 @@ fn with_suffix(stem: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Values in little-endian order, whatever the host.
-fn write_le<T: Elem>(w: &mut dyn Write, vals: &[T]) -> io::Result<()> {
+pub(crate) fn write_le<T: Elem>(w: &mut dyn Write, vals: &[T]) -> io::Result<()> {
     if cfg!(target_endian = "little") {
         w.write_all(bytemuck::cast_slice(vals))
     } else {
@@ -271,7 +294,7 @@ fn write_le<T: Elem>(w: &mut dyn Write, vals: &[T]) -> io::Result<()> {
 /// Writes each body to a temporary file beside its destination, then renames them all into
 /// place. A failure before the renames leaves nothing behind; a failed rename removes the files
 /// already renamed.
-fn write_files(files: Vec<(PathBuf, Body<'_>)>) -> Result<(), IoError> {
+pub(crate) fn write_files(files: Vec<(PathBuf, Body<'_>)>) -> Result<(), IoError> {
     let mut done = Vec::with_capacity(files.len());
     for (path, body) in &files {
         let dir = match path.parent() {

@@ -201,3 +201,21 @@ fn converted<T: ExactF32>(read: Result<Vec<T>, hdf5_pure::Error>, d: usize) -> P
     let vals = read.map_err(lib_err)?;
     Ok(VectorData::F32(Buffer::Owned(exact_f32(&vals, d)?)))
 }
+
+/// The root attribute `distance` of an ann-benchmarks file, mapped to a voisin metric name.
+pub(crate) fn distance_attribute(
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+) -> Parsed<Option<String>> {
+    let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
+    let attrs = file.root().attrs().map_err(lib_err)?;
+    let Some(value) = attrs.get("distance") else {
+        return Ok(None);
+    };
+    let Some(name) = value.as_str() else {
+        bail!("the file's 'distance' attribute is not a string");
+    };
+    Ok(Some(match name {
+        "angular" => "cosine".to_string(),
+        other => other.to_string(),
+    }))
+}

@@ -7,9 +7,11 @@
 //! memory-mapped path run the very same checks.
 
 pub(crate) mod bin;
+pub(crate) mod csv;
 pub(crate) mod fvecs;
 pub(crate) mod hdf5;
 pub(crate) mod npy;
+pub(crate) mod npz;
 pub(crate) mod txt;
 
 use std::fmt::Display;

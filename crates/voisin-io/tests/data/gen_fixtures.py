@@ -64,3 +64,13 @@ with open("v2_f32.npy", "wb") as fh:
 with h5py.File("f16.h5", "w") as f:
     f.create_dataset("train", data=values(2, 2).astype(np.float16))
     f.create_dataset("test", data=np.zeros((2, 2), dtype=np.int64))
+
+# .npz archives (stored and deflated), numeric CSV, and an ann-benchmarks file declaring
+# the angular distance.
+np.savez("arrays.npz", train=values(5, 3).astype(np.float32), test=values(2, 3))
+np.savez_compressed("one_z.npz", emb=values(5, 3).astype(np.float32))
+np.savetxt("c_f32.csv", values(5, 3), delimiter=",", header="a,b,c", comments="")
+with h5py.File("angular.hdf5", "w") as f:
+    f.attrs["distance"] = "angular"
+    f.create_dataset("train", data=values(20, 5).astype(np.float32))
+    f.create_dataset("test", data=values(3, 5).astype(np.float32))
