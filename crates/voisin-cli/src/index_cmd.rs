@@ -18,7 +18,7 @@ use voisin_io::Role;
 use crate::args::{
     DeviceChoice, GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs,
 };
-use crate::commands::default_metric;
+use crate::commands::choose_metric;
 use crate::error::CliError;
 use crate::load;
 use crate::output::{Answer, Target};
@@ -54,13 +54,13 @@ fn kind(arg: IndexKindArg) -> Kind {
 
 fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
-    let metric = a.metric.clone().unwrap_or_else(|| default_metric(&a.input));
+    let metric = choose_metric(a.metric.as_ref(), &a.input, global.format)?;
     voisin_index::space::check_metric(&metric).map_err(|e| CliError::core(e, None))?;
     let params = Params {
         cluster_size: a.cluster_size,
         alpha: a.alpha,
         max_pivots: a.max_pivots,
-        base: a.base,
+        base: a.radius_base,
     };
     params.check().map_err(|e| CliError::core(e, None))?;
     check_index_out(&a.out, &a.input)?;
@@ -170,7 +170,11 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let search_time = t.elapsed();
 
     let t = Instant::now();
-    target.write(&answer)?;
+    let opts = voisin_io::WriteOptions {
+        columns: Some(index.len()),
+        ..Default::default()
+    };
+    target.write(&answer, &opts)?;
     if global.stats {
         let evals = answer.stats().distance_evals;
         let per_query = evals as f64 / queries.len().max(1) as f64;

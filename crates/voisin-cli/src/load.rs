@@ -25,7 +25,17 @@ pub fn load(
         role,
         mmap: !opts.no_mmap,
     };
-    let data = voisin_io::read_dataset(path, &read)?;
+    let data = if path == Path::new("-") {
+        let Some(format) = opts.format else {
+            return Err(CliError::file(
+                path,
+                "standard input has no extension to tell its format; give --format (e.g. --format npy)",
+            ));
+        };
+        voisin_io::read_stdin(format, role)?
+    } else {
+        voisin_io::read_dataset(path, &read)?
+    };
     if data.is_empty() {
         return Err(CliError::file(path, "holds no items"));
     }

@@ -75,12 +75,12 @@ fn directory_instead_of_file() {
 #[test]
 fn unknown_input_extension() {
     let s = scratch();
-    s.raw("data.csv", b"1,2\n3,4\n");
+    s.raw("data.xls", b"1,2\n3,4\n");
     graph_of(
         &s,
-        "data.csv",
-        "data.csv: ",
-        &["unknown input format '.csv'", ".fvecs"],
+        "data.xls",
+        "data.xls: ",
+        &["unknown input format '.xls'", ".fvecs"],
     );
 }
 

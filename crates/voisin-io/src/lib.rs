@@ -51,7 +51,10 @@ use memmap2::Mmap;
 use voisin::Dataset;
 
 pub use error::IoError;
-pub use outputs::{is_sparse_name, write_knn_with, write_range_with, WriteOptions};
+pub use outputs::{
+    is_sparse_name, write_knn_tsv_with, write_knn_with, write_range_tsv_with, write_range_with,
+    WriteOptions,
+};
 pub use write::{
     write_knn, write_knn_tsv, write_range, write_range_tsv, write_strings, write_vectors,
 };

@@ -22,7 +22,7 @@ use voisin::engine::{KnnResult, RangeResult};
 use crate::error::IoError;
 use crate::formats::npy::encode_header;
 use crate::formats::Elem;
-use crate::write::{write_le, write_result, Body, Rows};
+use crate::write::{tsv, write_le, write_result, Body, Rows};
 use crate::zip::{write_stored, Fill};
 
 /// What a result writer may add to the plain result.
@@ -50,6 +50,32 @@ pub fn write_range_with(
 ) -> Result<(), IoError> {
     let rows = Rows::range(res).map_err(|m| IoError::internal(path, m))?;
     write_result(path, &with_options(path, rows, opts)?)
+}
+
+/// [`crate::write_knn_tsv`] with options (exact distances; `columns` is not needed).
+pub fn write_knn_tsv_with<W: Write>(
+    w: W,
+    res: &KnnResult,
+    opts: &WriteOptions,
+) -> std::io::Result<()> {
+    tsv(
+        w,
+        Rows::knn(res)
+            .and_then(|r| with_options(Path::new("-"), r, opts).map_err(|e| e.to_string())),
+    )
+}
+
+/// [`crate::write_range_tsv`] with options.
+pub fn write_range_tsv_with<W: Write>(
+    w: W,
+    res: &RangeResult,
+    opts: &WriteOptions,
+) -> std::io::Result<()> {
+    tsv(
+        w,
+        Rows::range(res)
+            .and_then(|r| with_options(Path::new("-"), r, opts).map_err(|e| e.to_string())),
+    )
 }
 
 fn with_options<'a>(

@@ -111,7 +111,7 @@ impl<'a> Rows<'a> {
     }
 }
 
-fn tsv<W: Write>(w: W, rows: Result<Rows<'_>, String>) -> io::Result<()> {
+pub(crate) fn tsv<W: Write>(w: W, rows: Result<Rows<'_>, String>) -> io::Result<()> {
     let rows = rows.map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
     let mut w = BufWriter::new(w);
     for q in 0..rows.n {
