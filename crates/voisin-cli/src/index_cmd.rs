@@ -22,6 +22,7 @@ use crate::commands::choose_metric;
 use crate::error::CliError;
 use crate::load;
 use crate::output::{Answer, Target};
+use crate::stats::{secs, RunStats, Times};
 
 pub fn run(command: IndexCommand, global: &GlobalOpts) -> Result<(), CliError> {
     let pool = thread_pool(global.threads)?;
@@ -176,28 +177,37 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     };
     target.write(&answer, &opts)?;
     if global.stats {
-        let evals = answer.stats().distance_evals;
+        // The shared schema of knn, graph and range, then what only an index reports.
+        let st = answer.stats();
+        let evals = st.distance_evals;
         let per_query = evals as f64 / queries.len().max(1) as f64;
-        stats_line(json!({
-            "command": "index query",
-            "index": index.describe(),
-            "n_items": index.len(),
-            "n_queries": queries.len(),
-            "k": a.k,
-            "radius": a.radius,
-            "time_s": {
-                "load": load_time.as_secs_f64(),
-                "search": search_time.as_secs_f64(),
-                "write": t.elapsed().as_secs_f64(),
-                "total": start.elapsed().as_secs_f64(),
+        let run = RunStats {
+            command: "index query",
+            metric: index.metric().name(),
+            device: st.device.clone(),
+            n_base: index.len(),
+            n_queries: queries.len(),
+            dim: queries.as_vectors().map(|v| v.dim()),
+            k: a.k,
+            radius: a.radius,
+            time_s: Times {
+                load: secs(load_time),
+                compute: secs(search_time),
+                write: secs(t.elapsed()),
+                total: secs(start.elapsed()),
+                ..Default::default()
             },
-            "distance_evals": evals,
-            "evals_per_query": per_query,
-            "brute_force_evals_per_query": index.len(),
-            "evals_fraction_of_brute_force": per_query / index.len().max(1) as f64,
-            "throughput_qps": queries.len() as f64 / search_time.as_secs_f64().max(1e-9),
-            "results": answer.len(),
-        }));
+            distance_evals: evals,
+            exact_evals: st.exact_evals,
+            throughput_qps: queries.len() as f64 / search_time.as_secs_f64().max(1e-9),
+            results: answer.len(),
+        };
+        let mut line: serde_json::Value = serde_json::from_str(&run.to_line()).unwrap_or_default();
+        line["index"] = index.describe().into();
+        line["evals_per_query"] = per_query.into();
+        line["brute_force_evals_per_query"] = index.len().into();
+        line["evals_fraction_of_brute_force"] = (per_query / index.len().max(1) as f64).into();
+        stats_line(line);
     }
     Ok(())
 }

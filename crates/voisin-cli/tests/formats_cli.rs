@@ -447,3 +447,36 @@ fn umap_takes_the_include_self_graph_as_is() {
         print(e.shape)");
     assert_eq!(out, "(300, 2)");
 }
+
+#[test]
+fn index_query_stats_follow_the_shared_schema() {
+    let s = Scratch::new();
+    s.raw("x.fvecs", &fvecs(&normal_rows(40, 3, 154)));
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = s.run(args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str(stderr(&out).trim()).unwrap()
+    };
+    let knn = json(&[
+        "knn", "--base", "x.fvecs", "--query", "x.fvecs", "-k", "3", "--stats",
+    ]);
+    ok(
+        &s,
+        &[
+            "index", "build", "--input", "x.fvecs", "--kind", "lc", "--out", "x.vidx",
+        ],
+    );
+    let query = json(&[
+        "index", "query", "--index", "x.vidx", "--query", "x.fvecs", "-k", "3", "--stats",
+    ]);
+    for key in knn.as_object().unwrap().keys() {
+        if !key.starts_with("engine") && !key.starts_with("index_") && key != "intrinsic_dim" {
+            assert!(query.get(key).is_some(), "index query lacks {key}: {query}");
+        }
+    }
+    for phase in knn["time_s"].as_object().unwrap().keys() {
+        assert!(query["time_s"][phase].is_f64(), "{phase}: {query}");
+    }
+    assert_eq!(query["command"], "index query");
+    assert_eq!(query["results"], knn["results"]);
+}
