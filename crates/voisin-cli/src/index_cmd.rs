@@ -153,7 +153,7 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let answer = match a.device {
         DeviceChoice::Cpu => on_cpu(),
         DeviceChoice::Cuda => voisin_cuda::CudaEngine::new(0).and_then(|e| on_gpu(&e)),
-        // Under auto a GPU that does not start is no error (SPEC §6), and what the GPU does not
+        // Under auto a GPU that does not start is no error, and what the GPU does not
         // answer (cover trees, strings, other metrics) is refused as invalid input before any
         // search: the CPU answers those.
         DeviceChoice::Auto => match voisin_cuda::gpu_available()

@@ -77,7 +77,7 @@ fn kind(data: &Dataset) -> &'static str {
     }
 }
 
-/// Rejects or repairs NaN and infinite values (SPEC §6).
+/// Rejects or repairs NaN and infinite values.
 fn non_finite(data: Dataset, policy: Option<NanPolicy>, path: &Path) -> Result<Dataset, CliError> {
     let Dataset::Vectors(vectors) = &data else {
         return Ok(data);

@@ -1,4 +1,4 @@
-//! The `voisin` command line (SPEC §4): knn, graph, range and demo.
+//! The `voisin` command line: knn, graph, range, demo and index.
 //!
 //! This binary owns argument parsing, device choice, input checks, output targets, `--stats` and
 //! the progress bar. Reading and writing files is voisin-io's job and all search is done by the

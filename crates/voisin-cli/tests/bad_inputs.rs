@@ -1,4 +1,4 @@
-//! The bad-input corpus (SPEC §4, §6): every case runs the built binary on a broken file or a
+//! The bad-input corpus: every case runs the built binary on a broken file or a
 //! bad argument and requires exit code 2, exactly one line on standard error of the form
 //! `voisin: error: <file>: <problem>` (or without a file for argument problems) naming the
 //! problem, nothing on standard output, and no file created, partial or otherwise.

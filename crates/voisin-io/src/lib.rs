@@ -1,11 +1,13 @@
-//! Readers and writers for voisin's data and result files (SPEC §4).
+//! Readers and writers for voisin's data and result files (layouts in the README).
 //!
-//! Inputs, chosen by extension: `.fvecs` `.ivecs` `.bvecs` (TEXMEX), `.fbin` `.u8bin`
-//! (big-ann), `.npy`, `.hdf5`/`.h5` (ann-benchmarks `train`/`test`) and `.txt` (strings). Each
-//! returns a core [`Dataset`]; big-ann files and C-order `.npy` files are memory-mapped and
-//! searched in place when [`ReadOptions::mmap`] is set. Outputs: k-NN and range results as
-//! `.tsv`, `.ivecs` (+ `.fvecs`) or `.npy`, vector sets and string lists for tests and
-//! generators. See [`write_knn`] for the exact output layouts.
+//! Inputs, chosen by extension (any case): `.fvecs` `.ivecs` `.bvecs` (TEXMEX), `.fbin`
+//! `.u8bin` (big-ann), `.npy`, `.npz` (one array: `data.npz:name`), `.hdf5`/`.h5`
+//! (ann-benchmarks `train`/`test`), `.txt` (strings) and numeric `.csv`/`.tsv`; standard input
+//! through [`read_stdin`]. Each returns a core [`Dataset`]; big-ann files and C-order `.npy`
+//! files are memory-mapped and searched in place when [`ReadOptions::mmap`] is set. Outputs:
+//! k-NN and range results as `.tsv`, `.npz`, `.csr.npz` (scipy sparse), `.ivecs` (+ `.fvecs`)
+//! or `.npy`, optionally with exact f64 distances ([`WriteOptions`]); vector sets and string
+//! lists for tests and generators. See [`write_knn`] and the `outputs` module for the layouts.
 //!
 //! Decisions worth knowing: a 1-D `.npy` (or HDF5) array of n values is n vectors of dimension
 //! 1; f64 and i8/i16/i32 inputs become f32 only when every value converts exactly; `.ivecs`

@@ -137,7 +137,7 @@ pub fn write_range_tsv<W: Write>(w: W, res: &RangeResult) -> io::Result<()> {
 }
 
 /// Writes a k-NN result to `path`; the extension picks the layout (`.tsv`, `.ivecs`, `.npy`,
-/// described in the module documentation of this crate's `write` module and in SPEC §4).
+/// described in the module documentation of this crate's `write` module and in the README).
 pub fn write_knn(path: &Path, res: &KnnResult) -> Result<(), IoError> {
     let rows = Rows::knn(res).map_err(|m| IoError::internal(path, m))?;
     write_result(path, &rows)
