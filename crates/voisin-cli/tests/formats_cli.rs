@@ -145,23 +145,13 @@ fn npz_outputs_hold_what_tsv_holds_and_f64_distances_are_exact() {
     let s = Scratch::new();
     let rows = normal_rows(50, 6, 152);
     s.raw("x.fvecs", &fvecs(&rows));
-    let tsv = ok(&s, &["graph", "--input", "x.fvecs", "-k", "4"]);
-    ok(
-        &s,
-        &["graph", "--input", "x.fvecs", "-k", "4", "--out", "g.npz"],
-    );
-    ok(
-        &s,
-        &[
-            "graph",
-            "--input",
-            "x.fvecs",
-            "-k",
-            "4",
-            "--out",
-            "g.csr.npz",
-        ],
-    );
+    // The 4-NN graph of x.fvecs with `extra` options.
+    let graph = |extra: &[&'static str]| -> Vec<&'static str> {
+        [&["graph", "--input", "x.fvecs", "-k", "4"][..], extra].concat()
+    };
+    let tsv = ok(&s, &graph(&[]));
+    ok(&s, &graph(&["--out", "g.npz"]));
+    ok(&s, &graph(&["--out", "g.csr.npz"]));
     assert_eq!(
         listing(s.dir.path()),
         ["g.csr.npz", "g.npz", "x.fvecs"]
@@ -179,18 +169,7 @@ fn npz_outputs_hold_what_tsv_holds_and_f64_distances_are_exact() {
 
     // --distances f64: the exact values, computed again on the inputs.
     let data = vectors(&rows);
-    let exact = ok(
-        &s,
-        &[
-            "graph",
-            "--input",
-            "x.fvecs",
-            "-k",
-            "4",
-            "--distances",
-            "f64",
-        ],
-    );
+    let exact = ok(&s, &graph(&["--distances", "f64"]));
     for l in exact.lines() {
         let f: Vec<&str> = l.split('\t').collect();
         let (q, i): (usize, usize) = (f[0].parse().unwrap(), f[1].parse().unwrap());
@@ -202,20 +181,7 @@ fn npz_outputs_hold_what_tsv_holds_and_f64_distances_are_exact() {
             "{l}"
         );
     }
-    let e = fails(
-        &s,
-        &[
-            "graph",
-            "--input",
-            "x.fvecs",
-            "-k",
-            "4",
-            "--distances",
-            "f64",
-            "--out",
-            "g.ivecs",
-        ],
-    );
+    let e = fails(&s, &graph(&["--distances", "f64", "--out", "g.ivecs"]));
     assert!(e.contains("use .npz, .npy or .tsv"), "{e}");
 }
 
@@ -413,32 +379,19 @@ fn umap_takes_the_include_self_graph_as_is() {
     };
     let s = Scratch::new();
     s.raw("x.fvecs", &fvecs(&normal_rows(300, 8, 153)));
-    ok(
-        &s,
-        &[
+    for out in ["g.npz", "g.csr.npz"] {
+        let args = [
             "graph",
             "--input",
             "x.fvecs",
             "--out",
-            "g.npz",
+            out,
             "--include-self",
             "-k",
             "15",
-        ],
-    );
-    ok(
-        &s,
-        &[
-            "graph",
-            "--input",
-            "x.fvecs",
-            "--out",
-            "g.csr.npz",
-            "--include-self",
-            "-k",
-            "15",
-        ],
-    );
+        ];
+        ok(&s, &args);
+    }
     let out = python(&py, s.dir.path(), "import numpy as np, umap, scipy.sparse as sp; \
         g = np.load('g.npz'); X = np.fromfile('x.fvecs', dtype='<f4').reshape(-1, 9)[:, 1:]; \
         assert (g['indices'][:, 0] == np.arange(len(X))).all(); \

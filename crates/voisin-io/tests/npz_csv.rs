@@ -4,30 +4,10 @@
 mod common;
 
 use common::*;
-use voisin::engine::{KnnResult, RangeResult};
 use voisin_io::{
     declared_metric, parse_bytes, write_knn, write_knn_with, write_range, write_range_with, Format,
     Role, WriteOptions,
 };
-
-fn knn() -> KnnResult {
-    KnnResult {
-        n_queries: 2,
-        k: 3,
-        indices: vec![3, 1, 4, 0, 2, 5],
-        distances: vec![0.0, 0.1, 1.5, 2.0, 3.4028235e38, f32::MIN_POSITIVE],
-        ..Default::default()
-    }
-}
-
-fn range() -> RangeResult {
-    RangeResult {
-        offsets: vec![0, 2, 2, 3],
-        indices: vec![7, 1, 0],
-        distances: vec![0.25, 0.5, 1e-7],
-        ..Default::default()
-    }
-}
 
 #[test]
 fn npz_distances_equal_the_npy_ones() {
