@@ -15,7 +15,8 @@ use crate::size::parse_size;
     version,
     about = "Exact nearest-neighbour search, k-NN graphs and range search over vectors and strings",
     after_help = "Inputs by extension (any case): .fvecs .ivecs .bvecs .fbin .u8bin .npy .npz \
-                  (FILE.npz:NAME picks an array) .hdf5/.h5 .txt .csv .tsv; - reads standard input \
+                  (FILE.npz:NAME picks an array) .hdf5/.h5 .txt .csv .tsv .parquet (FILE.parquet:COLUMN); \
+                  - reads standard input \
                   (with --format)\n\
                   Outputs by extension: .tsv .npz .csr.npz .npy .ivecs (TSV on standard output \
                   without --out)\n\
@@ -184,7 +185,7 @@ pub struct GlobalOpts {
     pub no_mmap: bool,
 
     /// Format of an input given as - (standard input): fvecs, ivecs, bvecs, fbin, u8bin, npy,
-    /// npz, hdf5, txt, csv or tsv.
+    /// npz, hdf5, txt, csv, tsv or parquet.
     #[arg(long, global = true, value_name = "FMT", value_parser = parse_format)]
     pub format: Option<voisin_io::Format>,
 }
@@ -360,7 +361,7 @@ fn parse_metric(text: &str) -> Result<Metric, String> {
 
 fn parse_format(text: &str) -> Result<voisin_io::Format, String> {
     voisin_io::Format::from_name(text).ok_or_else(|| {
-        format!("unknown format '{text}' (fvecs ivecs bvecs fbin u8bin npy npz hdf5 txt csv tsv)")
+        format!("unknown format '{text}' (fvecs ivecs bvecs fbin u8bin npy npz hdf5 txt csv tsv parquet)")
     })
 }
 

@@ -108,20 +108,26 @@ pub enum Format {
     Csv,
     /// Numbers separated by tabs, one vector per line.
     Tsv,
+    /// A Parquet table: a list column, or one column per dimension (`data.parquet:col`).
+    Parquet,
 }
 
 const INPUT_EXTENSIONS: &str =
-    ".fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 .h5 .txt .csv .tsv";
+    ".fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 .h5 .txt .csv .tsv .parquet";
 
-/// Splits `data.npz:name` into the file and the archive member to read; any other path is
-/// returned whole. A file whose own name contains `.npz:` cannot be named this way.
+/// Splits `data.npz:name` (an archive member) or `data.parquet:name` (a column) into the file
+/// and the name; any other path, or one that exists as given, is returned whole.
 pub fn split_member(path: &Path) -> (std::path::PathBuf, Option<String>) {
     let text = path.to_string_lossy();
     let lower = text.to_ascii_lowercase();
-    match lower.rfind(".npz:") {
-        Some(at) if !path.exists() => (
-            std::path::PathBuf::from(&text[..at + 4]),
-            Some(text[at + 5..].to_string()),
+    let split = [".npz:", ".parquet:"]
+        .iter()
+        .filter_map(|ext| lower.rfind(ext).map(|at| at + ext.len() - 1))
+        .max();
+    match split {
+        Some(colon) if !path.exists() => (
+            std::path::PathBuf::from(&text[..colon]),
+            Some(text[colon + 1..].to_string()),
         ),
         _ => (path.to_path_buf(), None),
     }
@@ -142,6 +148,7 @@ impl Format {
             "txt" => Format::Txt,
             "csv" => Format::Csv,
             "tsv" => Format::Tsv,
+            "parquet" | "pq" => Format::Parquet,
             _ => return None,
         })
     }
@@ -206,6 +213,7 @@ fn parse(
         Format::Npz => formats::npz::parse(src.bytes, member, role),
         Format::Csv => formats::csv::parse(src.bytes, b','),
         Format::Tsv => formats::csv::parse(src.bytes, b'\t'),
+        Format::Parquet => formats::parquet::parse(src.bytes, member),
     }
 }
 

@@ -138,7 +138,8 @@ fn extensions_in_any_case_and_by_name() {
     );
     assert_eq!(Format::from_path("x.CSV".as_ref()).unwrap(), Format::Csv);
     assert_eq!(Format::from_name("H5"), Some(Format::Hdf5));
-    assert_eq!(Format::from_name("parquet"), None);
+    assert_eq!(Format::from_name("xlsx"), None);
+    assert_eq!(Format::from_name("PARQUET"), Some(Format::Parquet));
     let dir = tempfile::tempdir().unwrap();
     let upper = dir.path().join("C.NPY");
     std::fs::copy(fixture("c_f32.npy"), &upper).unwrap();
@@ -175,5 +176,38 @@ fn corrupted_npz_never_panics() {
             }
             let _ = parse_bytes(Format::Npz, &good[..at], Role::Query);
         }
+    }
+}
+
+#[test]
+fn parquet_list_and_column_layouts() {
+    for mmap in [true, false] {
+        let fixed = read_with(&fixture("fixed_list.parquet"), Role::Base, mmap).unwrap();
+        assert_eq!(as_f32(&fixed), (5, 3, values(5, 3)));
+    }
+    let cols = read(&fixture("columns.parquet")).unwrap();
+    assert_eq!(as_f32(&cols), (5, 3, values(5, 3)));
+    let vec = read(&fixture("two_lists.parquet:vec")).unwrap();
+    assert_eq!(as_f32(&vec), (5, 3, values(5, 3)));
+    let ids = read(&fixture("two_lists.parquet:id")).unwrap();
+    assert_eq!(as_f32(&ids), (5, 1, vec![0.0, 1.0, 2.0, 3.0, 4.0]));
+    let e = read(&fixture("two_lists.parquet")).unwrap_err();
+    assert_eq!(
+        e.message(),
+        "holds 2 list columns (vec, other); name one as FILE.parquet:NAME"
+    );
+    let e = read(&fixture("columns.parquet:nope")).unwrap_err();
+    assert_eq!(e.message(), "no column 'nope' (found: c0, c1, c2)");
+}
+
+/// As for .npz: corruptions and truncations of real Parquet files are errors, never panics.
+#[test]
+fn corrupted_parquet_never_panics() {
+    let good = std::fs::read(fixture("fixed_list.parquet")).unwrap();
+    for at in 0..good.len() {
+        let mut bad = good.clone();
+        bad[at] ^= 0x55;
+        let _ = parse_bytes(Format::Parquet, &bad, Role::Base);
+        let _ = parse_bytes(Format::Parquet, &good[..at], Role::Base);
     }
 }

@@ -12,6 +12,7 @@ pub(crate) mod fvecs;
 pub(crate) mod hdf5;
 pub(crate) mod npy;
 pub(crate) mod npz;
+pub(crate) mod parquet;
 pub(crate) mod txt;
 
 use std::fmt::Display;

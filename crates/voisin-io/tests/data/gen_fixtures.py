@@ -74,3 +74,15 @@ with h5py.File("angular.hdf5", "w") as f:
     f.attrs["distance"] = "angular"
     f.create_dataset("train", data=values(20, 5).astype(np.float32))
     f.create_dataset("test", data=values(3, 5).astype(np.float32))
+
+# Parquet written by pyarrow (snappy, its default): a fixed-size-list column, a list column of
+# float64 beside a label column, and one column per dimension.
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+v = values(5, 3)
+pq.write_table(pa.table({"emb": pa.FixedSizeListArray.from_arrays(
+    pa.array(v.astype(np.float32).ravel()), 3)}), "fixed_list.parquet")
+pq.write_table(pa.table({"id": pa.array(range(5)), "vec": pa.array(list(v)),
+                         "other": pa.array([list(r) for r in v])}), "two_lists.parquet")
+pq.write_table(pa.table({f"c{j}": pa.array(v[:, j]) for j in range(3)}), "columns.parquet")
