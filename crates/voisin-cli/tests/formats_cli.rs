@@ -433,3 +433,21 @@ fn index_query_stats_follow_the_shared_schema() {
     assert_eq!(query["command"], "index query");
     assert_eq!(query["results"], knn["results"]);
 }
+
+#[test]
+fn parquet_input_matches_npy() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../voisin-io/tests/data");
+    let s = Scratch::new();
+    let run = |name: &str| {
+        let p = data.join(name);
+        ok(&s, &["graph", "--input", p.to_str().unwrap(), "-k", "2"])
+    };
+    let want = run("c_f32.npy");
+    for name in [
+        "fixed_list.parquet",
+        "columns.parquet",
+        "two_lists.parquet:vec",
+    ] {
+        assert_eq!(run(name), want, "{name}");
+    }
+}
