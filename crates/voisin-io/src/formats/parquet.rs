@@ -22,15 +22,7 @@ fn lib_err(e: parquet::errors::ParquetError) -> Problem {
 }
 
 pub(crate) fn parse(bytes: &[u8], column: Option<&str>) -> Parsed<Dataset> {
-    let read = std::panic::AssertUnwindSafe(|| parse_unguarded(bytes, column));
-    std::panic::catch_unwind(read).unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        bail!("the Parquet reader failed on this file (parquet: {what})")
-    })
+    super::guarded("Parquet", "parquet", || parse_unguarded(bytes, column))
 }
 
 /// One value as f32, exactly, or why not.
