@@ -13,7 +13,7 @@ answers at radius 1 and few at radius 0.
 
 What is timed (all cores, data in memory, medians over --runs with the tools alternating):
   index build   `voisin index build --stats`, its time_s.build (construction only)
-  index query   `voisin index query --radius R --stats`, its time_s.search (the search, not the
+  index query   `voisin index query --radius R --stats`, its time_s.compute (the search, not the
                 reading of the index file nor the writing of results)
   brute force   `voisin range --radius R --engine brute --device cpu --stats`, its
                 time_s.compute
@@ -134,7 +134,7 @@ def main():
                 out = os.path.join(DATA, f"{k}.tsv")
                 st = voisin(["index", "query", "--index", idx[k], "--query", qpath,
                              "--radius", str(r), "--out", out])
-                times[k].append(st["time_s"]["search"])
+                times[k].append(st["time_s"]["compute"])
                 evals[k] = st["evals_per_query"]
                 counts[k] = st["results"]
                 if run == 0 and tsv_pairs(out) != brute:

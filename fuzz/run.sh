@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 seconds="${SECONDS_PER_TARGET:-180}"
-targets="${*:-texmex bin npy hdf5 txt}"
+targets="${*:-texmex bin npy npz hdf5 txt csv parquet}"
 mkdir -p fuzz/logs
 for t in $targets; do
     mkdir -p "fuzz/corpus/$t"

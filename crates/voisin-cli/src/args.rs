@@ -14,8 +14,14 @@ use crate::size::parse_size;
     name = "voisin",
     version,
     about = "Exact nearest-neighbour search, k-NN graphs and range search over vectors and strings",
-    after_help = "Inputs by extension: .fvecs .ivecs .bvecs .fbin .u8bin .npy .hdf5/.h5 .txt\n\
-                  Outputs by extension: .tsv .ivecs .npy (TSV on standard output without --out)"
+    after_help = "Inputs by extension (any case): .fvecs .ivecs .bvecs .fbin .u8bin .npy .npz \
+                  (FILE.npz:NAME picks an array) .hdf5/.h5 .txt .csv .tsv .parquet (FILE.parquet:COLUMN); \
+                  - reads standard input \
+                  (with --format)\n\
+                  Outputs by extension: .tsv .npz .csr.npz .npy .ivecs (TSV on standard output \
+                  without --out)\n\
+                  Each subcommand's --help has examples; --stats prints one JSON line whose \
+                  fields the README lists."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -28,12 +34,16 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// For each query, its k nearest items of the base set.
+    #[command(after_help = KNN_EXAMPLES)]
     Knn(KnnArgs),
     /// For every item of a set, its k nearest other items (the k-NN graph).
+    #[command(after_help = GRAPH_EXAMPLES)]
     Graph(GraphArgs),
     /// For each query, every base item within a radius.
+    #[command(after_help = RANGE_EXAMPLES)]
     Range(RangeArgs),
     /// Builds the k-NN graph of a small real data set shipped with voisin and summarises it.
+    #[command(after_help = "Example:\n  voisin demo --stats")]
     Demo,
     /// Metric-space indexes (List of Clusters, SSS pivots, cover tree): build one into a file,
     /// then answer range or k-NN queries from it.
@@ -41,11 +51,38 @@ pub enum Command {
     Index(IndexCommand),
 }
 
+const KNN_EXAMPLES: &str = "Examples:
+  voisin knn --base base.fvecs --query queries.fvecs -k 10 --out res.npz
+  voisin knn --base emb.npz:train --query emb.npz:test -k 5 --metric cosine
+  voisin knn --base glove-100-angular.hdf5 --query glove-100-angular.hdf5 -k 10 --stats
+  cat q.npy | voisin knn --base base.npy --query - --format npy -k 3";
+
+const GRAPH_EXAMPLES: &str = "Examples:
+  voisin graph --input X.npz --out g.npz --include-self -k 15      # UMAP precomputed_knn
+  voisin graph --input X.npy -k 10 --out g.csr.npz                  # scipy.sparse.load_npz
+  voisin graph --input X.csv -k 5 --pairs --out edges.tsv           # each edge once
+  voisin graph --input big.fbin -k 100 --checkpoint ckpt/ --out g.npz";
+
+const RANGE_EXAMPLES: &str = "Examples:
+  voisin range --base base.fvecs --query queries.fvecs --radius 0.5 --out hits.npz
+  voisin range --base X.npy --query X.npy --radius 0.01 --pairs    # near-duplicate pairs
+  voisin range --base words.txt --query typos.txt --radius 2 --distances f64";
+
+const INDEX_BUILD_EXAMPLES: &str = "Examples:
+  voisin index build --input words.txt --kind lc --out words.vidx
+  voisin index build --input X.npy --kind cover --radius-base 1.3 --out x.vidx";
+
+const INDEX_QUERY_EXAMPLES: &str = "Examples:
+  voisin index query --index words.vidx --query typos.txt --radius 2
+  voisin index query --index x.vidx --query q.npy -k 10 --out res.npz --stats";
+
 #[derive(Debug, Subcommand)]
 pub enum IndexCommand {
     /// Builds an index over a set and writes it, items included, to one file.
+    #[command(after_help = INDEX_BUILD_EXAMPLES)]
     Build(IndexBuildArgs),
     /// Answers k-NN (-k) or range (--radius) queries from an index file.
+    #[command(after_help = INDEX_QUERY_EXAMPLES)]
     Query(IndexQueryArgs),
 }
 
@@ -84,9 +121,14 @@ pub struct IndexBuildArgs {
     /// SSS: at most this many pivots.
     #[arg(long, value_name = "P", default_value_t = 64)]
     pub max_pivots: usize,
-    /// Cover tree: base of the level radii (> 1; 2 or 1.3 are usual).
-    #[arg(long, value_name = "B", default_value_t = 2.0)]
-    pub base: f64,
+    /// Cover tree: base of the level radii (> 1; 2 or 1.3 are usual). Formerly --base.
+    #[arg(
+        long = "radius-base",
+        alias = "base",
+        value_name = "B",
+        default_value_t = 2.0
+    )]
+    pub radius_base: f64,
 }
 
 #[derive(Debug, Args)]
@@ -111,9 +153,10 @@ pub struct IndexQueryArgs {
     pub radius: Option<f64>,
     /// Where the search runs: cpu; cuda for List of Clusters and SSS indexes over vectors
     /// (euclidean, cityblock, chebyshev); auto: cuda where it can answer, else cpu.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Cpu)]
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
-    /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
+    /// Output file (.tsv, .npz, .csr.npz, .npy or .ivecs); TSV on standard output without it
+    /// or with "-".
     #[arg(long, value_name = "F")]
     pub out: Option<PathBuf>,
 }
@@ -140,6 +183,21 @@ pub struct GlobalOpts {
     /// Read inputs into memory instead of memory-mapping them.
     #[arg(long, global = true)]
     pub no_mmap: bool,
+
+    /// Format of an input given as - (standard input): fvecs, ivecs, bvecs, fbin, u8bin, npy,
+    /// npz, hdf5, txt, csv, tsv or parquet.
+    #[arg(long, global = true, value_name = "FMT", value_parser = parse_format)]
+    pub format: Option<voisin_io::Format>,
+}
+
+/// How distances are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum DistanceType {
+    /// float32, the values the engines report (rounded from the exact ones).
+    #[default]
+    F32,
+    /// float64: the exact distances, recomputed for the results (.npz, .csr.npz, .npy, .tsv).
+    F64,
 }
 
 /// What `--allow-nan` does with NaN and infinite values.
@@ -173,20 +231,25 @@ pub struct RunOpts {
 
     /// GPU selection kernel: auto, block or radix (heap and quick: benchmark builds only; the CPU
     /// ignores it).
-    #[arg(long, value_name = "S", default_value = "auto", value_parser = parse_select)]
+    #[arg(long, value_name = "S", default_value = "auto", value_parser = parse_select, help_heading = "GPU options")]
     pub select: voisin_cuda::Select,
 
     /// GPU distance arithmetic: fp32, or tf32 (tensor cores; results stay exact through a
     /// wider error bound and exact re-ranking). The CPU ignores it.
-    #[arg(long, value_name = "P", default_value = "fp32", value_parser = parse_precision)]
+    #[arg(long, value_name = "P", default_value = "fp32", value_parser = parse_precision, help_heading = "GPU options")]
     pub precision: voisin_cuda::Precision,
     /// GPUs to use: all, a count N (the first N), or ordinals such as 0,2 (default: GPU 0).
-    #[arg(long, value_name = "G", value_parser = parse_gpus)]
+    #[arg(long, value_name = "G", value_parser = parse_gpus, help_heading = "GPU options")]
     pub gpus: Option<GpuList>,
 
-    /// Output file (.tsv, .ivecs or .npy); TSV on standard output without it or with "-".
+    /// Output file (.tsv, .npz, .csr.npz, .npy or .ivecs; the README describes each); TSV on
+    /// standard output without it or with "-".
     #[arg(long, value_name = "F")]
     pub out: Option<PathBuf>,
+
+    /// Distances written as f32 or as exact f64 values.
+    #[arg(long, value_enum, value_name = "T", default_value_t = DistanceType::F32)]
+    pub distances: DistanceType,
 
     /// Engine: auto, brute, or a metric index built for this run on the CPU (lc, sss, cover);
     /// auto indexes strings and low-dimensional vectors (--stats says what it chose and why).
@@ -228,9 +291,16 @@ pub struct GraphArgs {
     /// Set whose k-NN graph to build.
     #[arg(long, value_name = "X")]
     pub input: PathBuf,
-    /// Neighbours per item (the item itself excluded).
+    /// Neighbours per item (the item itself excluded, unless --include-self).
     #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
     pub k: usize,
+    /// Each row starts with the item itself at distance 0 and holds k entries in all (UMAP's
+    /// precomputed_knn and scikit-learn's KNeighborsTransformer convention).
+    #[arg(long, conflicts_with = "pairs")]
+    pub include_self: bool,
+    /// Each unordered pair {i, j} of the graph once (row min(i, j)), as a range-style result.
+    #[arg(long)]
+    pub pairs: bool,
     #[command(flatten)]
     pub run: RunOpts,
     /// Keep finished rows in DIR as the build goes (CPU or GPU engine), so that a killed build
@@ -256,12 +326,21 @@ pub struct RangeArgs {
     /// Radius, in the metric's own unit (a minimum dot product for inner_product).
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub radius: f64,
+    /// Self-join (--query the same file as --base): each unordered pair {i, j}, i != j, once.
+    #[arg(long)]
+    pub pairs: bool,
     #[command(flatten)]
     pub run: RunOpts,
 }
 
 fn parse_metric(text: &str) -> Result<Metric, String> {
     text.parse::<Metric>().map_err(|e| e.to_string())
+}
+
+fn parse_format(text: &str) -> Result<voisin_io::Format, String> {
+    voisin_io::Format::from_name(text).ok_or_else(|| {
+        format!("unknown format '{text}' (fvecs ivecs bvecs fbin u8bin npy npz hdf5 txt csv tsv parquet)")
+    })
 }
 
 fn parse_engine(text: &str) -> Result<EngineChoice, String> {

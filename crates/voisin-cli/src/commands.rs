@@ -12,14 +12,15 @@ use voisin::engine::check_k;
 use voisin::{Dataset, Engine, Metric};
 use voisin_index::auto::{self, Decision, EngineChoice, Workload};
 use voisin_index::{DatasetIndex, Params};
-use voisin_io::{default_metric, Role};
+use voisin_io::Role;
 
-use crate::args::{Cli, Command, DeviceChoice, GlobalOpts, RunOpts};
+use crate::args::{Cli, Command, DeviceChoice, DistanceType, GlobalOpts, RunOpts};
 use crate::device::{self, EngineConfig};
 use crate::error::CliError;
 use crate::load;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
+use crate::shape;
 use crate::stats::{secs, RunStats, Times};
 
 pub fn run(cli: Cli) -> Result<(), CliError> {
@@ -38,6 +39,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
             Task::Graph {
                 input: a.input,
                 k: a.k,
+                include_self: a.include_self,
+                pairs: a.pairs,
                 checkpoint: a.checkpoint.map(|dir| CheckpointOptions {
                     dir,
                     resume: a.resume,
@@ -53,6 +56,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
                 base: a.sets.base,
                 query: a.sets.query,
                 radius: a.radius,
+                pairs: a.pairs,
             },
             &a.run,
             global,
@@ -70,13 +74,17 @@ enum Task {
     },
     Graph {
         input: PathBuf,
+        /// Entries per row as asked; with `include_self` the engine finds `k - 1` others.
         k: usize,
+        include_self: bool,
+        pairs: bool,
         checkpoint: Option<CheckpointOptions>,
     },
     Range {
         base: PathBuf,
         query: PathBuf,
         radius: f64,
+        pairs: bool,
     },
 }
 
@@ -112,10 +120,54 @@ impl Task {
 
     fn check(&self, metric: &Metric) -> Result<(), CliError> {
         match self {
+            Task::Graph {
+                k,
+                include_self: true,
+                ..
+            } if *k < 2 => Err(voisin::Error::invalid(
+                "--include-self needs -k 2 or more (k counts the item itself)",
+            )),
             Task::Knn { k, .. } | Task::Graph { k, .. } => check_k(*k),
             Task::Range { radius, .. } => metric.check_radius(*radius),
         }
-        .map_err(|e| CliError::core(e, None))
+        .map_err(|e| CliError::core(e, None))?;
+        if let Task::Range {
+            base,
+            query,
+            pairs: true,
+            ..
+        } = self
+        {
+            let same = base == query
+                || matches!((base.canonicalize(), query.canonicalize()), (Ok(a), Ok(b)) if a == b);
+            if !same {
+                return Err(CliError::file(
+                    query,
+                    "--pairs is for self-joins: give the same file as --base and --query",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The k the engine is asked for.
+    fn engine_k(&self) -> usize {
+        match self {
+            Task::Graph {
+                k,
+                include_self: true,
+                ..
+            } => k - 1,
+            Task::Knn { k, .. } | Task::Graph { k, .. } => *k,
+            Task::Range { .. } => 0,
+        }
+    }
+
+    fn pairs(&self) -> bool {
+        matches!(
+            self,
+            Task::Graph { pairs: true, .. } | Task::Range { pairs: true, .. }
+        )
     }
 }
 
@@ -139,12 +191,22 @@ fn lock_checkpoint(dir: &Path) -> Result<std::fs::File, CliError> {
     Ok(lock)
 }
 
+/// Levenshtein for text input (a .txt file, or - with --format txt), euclidean otherwise.
+pub fn default_metric(path: &Path, format: Option<voisin_io::Format>) -> Metric {
+    if path == Path::new("-") {
+        if format == Some(voisin_io::Format::Txt) {
+            Metric::Levenshtein
+        } else {
+            Metric::Euclidean
+        }
+    } else {
+        voisin_io::default_metric(path)
+    }
+}
+
 fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
-    let metric = run
-        .metric
-        .clone()
-        .unwrap_or_else(|| default_metric(task.base()));
+    let metric = choose_metric(run.metric.as_ref(), task.base(), global.format)?;
     task.check(&metric)?;
     check_engine(run, &task, &metric)?;
     let inputs: Vec<&Path> = std::iter::once(task.base()).chain(task.query()).collect();
@@ -205,7 +267,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
                 build_time = Some((tb.elapsed(), index.build_evals()));
                 match &task {
                     Task::Knn { k, .. } => index.knn(queries, *k).map(Answer::Knn),
-                    Task::Graph { k, .. } => index.graph(&base, *k).map(Answer::Knn),
+                    Task::Graph { .. } => index.graph(&base, task.engine_k()).map(Answer::Knn),
                     Task::Range { radius, .. } => index.range(queries, *radius).map(Answer::Range),
                 }
             })
@@ -213,15 +275,16 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         auto::Engine::Brute => match &task {
             Task::Knn { k, .. } => engine.knn(&base, queries, *k, &metric).map(Answer::Knn),
             Task::Graph {
-                k,
                 checkpoint: Some(c),
                 ..
             } => checkpointing
                 .as_ref()
                 .expect("engine built for --checkpoint")
-                .graph_checkpointed(&base, *k, &metric, c)
+                .graph_checkpointed(&base, task.engine_k(), &metric, c)
                 .map(Answer::Knn),
-            Task::Graph { k, .. } => engine.graph(&base, *k, &metric).map(Answer::Knn),
+            Task::Graph { .. } => engine
+                .graph(&base, task.engine_k(), &metric)
+                .map(Answer::Knn),
             Task::Range { radius, .. } => engine
                 .range(&base, queries, *radius, &metric)
                 .map(Answer::Range),
@@ -229,10 +292,31 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     };
     progress.finish();
     let answer = answer.map_err(|e| CliError::core(e, None))?;
+    let answer = match answer {
+        Answer::Knn(g)
+            if matches!(
+                task,
+                Task::Graph {
+                    include_self: true,
+                    ..
+                }
+            ) =>
+        {
+            Answer::Knn(shape::include_self(g))
+        }
+        a if task.pairs() => Answer::Range(shape::pairs(a)),
+        a => a,
+    };
     let engine_time = t.elapsed();
 
     let t = Instant::now();
-    target.write(&answer)?;
+    let exact = (run.distances == DistanceType::F64)
+        .then(|| shape::exact_distances(&answer, &base, queries, &metric));
+    let opts = voisin_io::WriteOptions {
+        exact_distances: exact.as_deref(),
+        columns: Some(base.len()),
+    };
+    target.write(&answer, &opts)?;
     let write_time = t.elapsed();
 
     if global.stats {
@@ -290,6 +374,44 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         let _ = writeln!(std::io::stderr(), "{line}");
     }
     Ok(())
+}
+
+/// `--metric`, else what an ann-benchmarks HDF5 file declares in its `distance` attribute, else
+/// the default for the input. A `--metric` that contradicts the file's attribute is an error.
+pub fn choose_metric(
+    given: Option<&Metric>,
+    base: &Path,
+    format: Option<voisin_io::Format>,
+) -> Result<Metric, CliError> {
+    let declared = if base == Path::new("-") {
+        None
+    } else {
+        voisin_io::declared_metric(base)?
+    };
+    let Some(name) = declared else {
+        return Ok(given
+            .cloned()
+            .unwrap_or_else(|| default_metric(base, format)));
+    };
+    let parsed = name.parse::<Metric>();
+    match (given, parsed) {
+        (Some(m), Ok(d)) if m.name() != d.name() => Err(CliError::file(
+            base,
+            format!(
+                "declares distance '{name}' in its 'distance' attribute but --metric {} was \
+                 given; drop --metric to use the file's",
+                m.name()
+            ),
+        )),
+        (Some(m), _) => Ok(m.clone()),
+        (None, Ok(d)) => Ok(d),
+        (None, Err(_)) => Err(CliError::file(
+            base,
+            format!(
+                "declares distance '{name}', which voisin does not offer; choose one with --metric"
+            ),
+        )),
+    }
 }
 
 /// A fixed index runs on the CPU, without checkpoints, under a true metric: checked before any

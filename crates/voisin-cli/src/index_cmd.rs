@@ -14,14 +14,16 @@ use voisin::engine::check_k;
 use voisin::Error;
 use voisin_engines::EngineConfig;
 use voisin_index::{file, DatasetIndex, Kind, Params};
-use voisin_io::{default_metric, Role};
+use voisin_io::Role;
 
 use crate::args::{
     DeviceChoice, GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs,
 };
+use crate::commands::choose_metric;
 use crate::error::CliError;
 use crate::load;
 use crate::output::{Answer, Target};
+use crate::stats::{secs, RunStats, Times};
 
 pub fn run(command: IndexCommand, global: &GlobalOpts) -> Result<(), CliError> {
     let pool = thread_pool(global.threads)?;
@@ -54,13 +56,13 @@ fn kind(arg: IndexKindArg) -> Kind {
 
 fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
-    let metric = a.metric.clone().unwrap_or_else(|| default_metric(&a.input));
+    let metric = choose_metric(a.metric.as_ref(), &a.input, global.format)?;
     voisin_index::space::check_metric(&metric).map_err(|e| CliError::core(e, None))?;
     let params = Params {
         cluster_size: a.cluster_size,
         alpha: a.alpha,
         max_pivots: a.max_pivots,
-        base: a.base,
+        base: a.radius_base,
     };
     params.check().map_err(|e| CliError::core(e, None))?;
     check_index_out(&a.out, &a.input)?;
@@ -149,7 +151,7 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let answer = match a.device {
         DeviceChoice::Cpu => on_cpu(),
         DeviceChoice::Cuda => open_gpu().and_then(|e| on_gpu(&e)),
-        // Under auto a GPU that does not start is no error (SPEC §6), and what the GPU does not
+        // Under auto a GPU that does not start is no error, and what the GPU does not
         // answer (cover trees, strings, other metrics) is refused as invalid input before any
         // search: the CPU answers those.
         DeviceChoice::Auto => match voisin_cuda::gpu_available()
@@ -167,30 +169,43 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let search_time = t.elapsed();
 
     let t = Instant::now();
-    target.write(&answer)?;
+    let opts = voisin_io::WriteOptions {
+        columns: Some(index.len()),
+        ..Default::default()
+    };
+    target.write(&answer, &opts)?;
     if global.stats {
-        let evals = answer.stats().distance_evals;
+        // The shared schema of knn, graph and range, then what only an index reports.
+        let st = answer.stats();
+        let evals = st.distance_evals;
         let per_query = evals as f64 / queries.len().max(1) as f64;
-        stats_line(json!({
-            "command": "index query",
-            "index": index.describe(),
-            "n_items": index.len(),
-            "n_queries": queries.len(),
-            "k": a.k,
-            "radius": a.radius,
-            "time_s": {
-                "load": load_time.as_secs_f64(),
-                "search": search_time.as_secs_f64(),
-                "write": t.elapsed().as_secs_f64(),
-                "total": start.elapsed().as_secs_f64(),
+        let run = RunStats {
+            command: "index query",
+            metric: index.metric().name(),
+            device: st.device.clone(),
+            n_base: index.len(),
+            n_queries: queries.len(),
+            dim: queries.as_vectors().map(|v| v.dim()),
+            k: a.k,
+            radius: a.radius,
+            time_s: Times {
+                load: secs(load_time),
+                compute: secs(search_time),
+                write: secs(t.elapsed()),
+                total: secs(start.elapsed()),
+                ..Default::default()
             },
-            "distance_evals": evals,
-            "evals_per_query": per_query,
-            "brute_force_evals_per_query": index.len(),
-            "evals_fraction_of_brute_force": per_query / index.len().max(1) as f64,
-            "throughput_qps": queries.len() as f64 / search_time.as_secs_f64().max(1e-9),
-            "results": answer.len(),
-        }));
+            distance_evals: evals,
+            exact_evals: st.exact_evals,
+            throughput_qps: queries.len() as f64 / search_time.as_secs_f64().max(1e-9),
+            results: answer.len(),
+        };
+        let mut line: serde_json::Value = serde_json::from_str(&run.to_line()).unwrap_or_default();
+        line["index"] = index.describe().into();
+        line["evals_per_query"] = per_query.into();
+        line["brute_force_evals_per_query"] = index.len().into();
+        line["evals_fraction_of_brute_force"] = (per_query / index.len().max(1) as f64).into();
+        stats_line(line);
     }
     Ok(())
 }

@@ -25,10 +25,21 @@ pub fn load(
         role,
         mmap: !opts.no_mmap,
     };
-    if read.mmap {
-        name_mapped_input(path);
-    }
-    let data = voisin_io::read_checked(path, &read, metric)?;
+    let data = if path == Path::new("-") {
+        let Some(format) = opts.format else {
+            return Err(CliError::file(
+                path,
+                "standard input has no extension to tell its format; give --format (e.g. --format npy)",
+            ));
+        };
+        let data = voisin_io::read_stdin(format, role)?;
+        voisin_io::check_loaded(path, data, metric)?
+    } else {
+        if read.mmap {
+            name_mapped_input(path);
+        }
+        voisin_io::read_checked(path, &read, metric)?
+    };
     non_finite(data, opts.allow_nan, path)
 }
 
@@ -79,7 +90,7 @@ fn kind(data: &Dataset) -> &'static str {
     }
 }
 
-/// Rejects or repairs NaN and infinite values (SPEC §6).
+/// Rejects or repairs NaN and infinite values.
 fn non_finite(data: Dataset, policy: Option<NanPolicy>, path: &Path) -> Result<Dataset, CliError> {
     let Dataset::Vectors(vectors) = &data else {
         return Ok(data);

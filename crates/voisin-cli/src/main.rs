@@ -1,4 +1,4 @@
-//! The `voisin` command line (SPEC §4): knn, graph, range and demo.
+//! The `voisin` command line: knn, graph, range, demo and index.
 //!
 //! This binary owns argument parsing, device choice, input checks, output targets, `--stats` and
 //! the progress bar. Reading and writing files is voisin-io's job and all search is done by the
@@ -16,6 +16,7 @@ mod index_cmd;
 mod load;
 mod output;
 mod progress;
+mod shape;
 mod size;
 mod stats;
 
@@ -67,6 +68,18 @@ fn clap_error(e: clap::Error) -> i32 {
 /// Folds clap's multi-line message (error, details, tip, usage) into one line without the usage.
 fn one_line(text: &str) -> String {
     let mut line = String::new();
+    // "Usage: voisin index build --input <X> ..." names the subcommand whose help to point to.
+    let command = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage:"))
+        .map(|u| {
+            u.split_whitespace()
+                .take_while(|w| !w.starts_with(['-', '<', '[']))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|c| c.starts_with("voisin"))
+        .unwrap_or_else(|| "voisin".into());
     for part in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if part.starts_with("Usage:") || part.starts_with("For more information") {
             break;
@@ -77,7 +90,7 @@ fn one_line(text: &str) -> String {
         }
         line.push_str(part);
     }
-    line.push_str(" (see voisin --help)");
+    line.push_str(&format!(" (see {command} --help)"));
     line
 }
 
@@ -130,7 +143,7 @@ mod tests {
                     Usage: voisin knn --base <B>\n\nFor more information, try '--help'.\n";
         assert_eq!(
             one_line(text),
-            "the following required arguments were not provided: --base <B> (see voisin --help)"
+            "the following required arguments were not provided: --base <B> (see voisin knn --help)"
         );
         let tip = "error: unexpected argument '--bse' found\n\n  tip: a similar argument exists: '--base'\n\nUsage: x\n";
         assert_eq!(

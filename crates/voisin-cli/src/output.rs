@@ -68,24 +68,24 @@ impl Target {
         Ok(Target::File(path.to_path_buf()))
     }
 
-    pub fn write(&self, answer: &Answer) -> Result<(), CliError> {
+    pub fn write(&self, answer: &Answer, opts: &voisin_io::WriteOptions) -> Result<(), CliError> {
         match self {
-            Target::Stdout => write_stdout(answer),
+            Target::Stdout => write_stdout(answer, opts),
             Target::File(path) => match answer {
-                Answer::Knn(r) => voisin_io::write_knn(path, r),
-                Answer::Range(r) => voisin_io::write_range(path, r),
+                Answer::Knn(r) => voisin_io::write_knn_with(path, r, opts),
+                Answer::Range(r) => voisin_io::write_range_with(path, r, opts),
             }
             .map_err(CliError::from),
         }
     }
 }
 
-fn write_stdout(answer: &Answer) -> Result<(), CliError> {
+fn write_stdout(answer: &Answer, opts: &voisin_io::WriteOptions) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut w = BufWriter::with_capacity(1 << 16, stdout.lock());
     let written = match answer {
-        Answer::Knn(r) => voisin_io::write_knn_tsv(&mut w, r),
-        Answer::Range(r) => voisin_io::write_range_tsv(&mut w, r),
+        Answer::Knn(r) => voisin_io::write_knn_tsv_with(&mut w, r, opts),
+        Answer::Range(r) => voisin_io::write_range_tsv_with(&mut w, r, opts),
     }
     .and_then(|()| w.flush());
     match written {

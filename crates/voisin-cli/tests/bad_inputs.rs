@@ -1,4 +1,4 @@
-//! The bad-input corpus (SPEC §4, §6): every case runs the built binary on a broken file or a
+//! The bad-input corpus: every case runs the built binary on a broken file or a
 //! bad argument and requires exit code 2, exactly one line on standard error of the form
 //! `voisin: error: <file>: <problem>` (or without a file for argument problems) naming the
 //! problem, nothing on standard output, and no file created, partial or otherwise.
@@ -75,12 +75,12 @@ fn directory_instead_of_file() {
 #[test]
 fn unknown_input_extension() {
     let s = scratch();
-    s.raw("data.csv", b"1,2\n3,4\n");
+    s.raw("data.xls", b"1,2\n3,4\n");
     graph_of(
         &s,
-        "data.csv",
-        "data.csv: ",
-        &["unknown input format '.csv'", ".fvecs"],
+        "data.xls",
+        "data.xls: ",
+        &["unknown input format '.xls'", ".fvecs"],
     );
 }
 

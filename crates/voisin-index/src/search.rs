@@ -215,7 +215,7 @@ where
     let stats = Stats {
         compute: start.elapsed(),
         distance_evals: evals.load(AtomicOrdering::Relaxed),
-        device: format!("cpu ({} threads)", rayon::current_num_threads()),
+        device: voisin::cpu::device_name(rayon::current_num_threads()),
         ..Stats::default()
     };
     (rows, stats)

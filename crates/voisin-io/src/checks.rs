@@ -22,7 +22,12 @@ pub fn default_metric(path: &Path) -> Metric {
 /// Reads a data set and checks it on its own: it holds items, and `metric` applies to it.
 /// NaN and infinite values are the caller's to judge (front ends differ in what they allow).
 pub fn read_checked(path: &Path, opts: &ReadOptions, metric: &Metric) -> Result<Dataset, IoError> {
-    let data = read_dataset(path, opts)?;
+    check_loaded(path, read_dataset(path, opts)?, metric)
+}
+
+/// The checks of [`read_checked`] on a set read by other means (standard input): it holds items,
+/// and `metric` applies to it.
+pub fn check_loaded(path: &Path, data: Dataset, metric: &Metric) -> Result<Dataset, IoError> {
     if data.is_empty() {
         return Err(IoError::user(path, "holds no items"));
     }

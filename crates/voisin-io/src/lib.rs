@@ -1,11 +1,13 @@
-//! Readers and writers for voisin's data and result files (SPEC §4).
+//! Readers and writers for voisin's data and result files (layouts in the README).
 //!
-//! Inputs, chosen by extension: `.fvecs` `.ivecs` `.bvecs` (TEXMEX), `.fbin` `.u8bin`
-//! (big-ann), `.npy`, `.hdf5`/`.h5` (ann-benchmarks `train`/`test`) and `.txt` (strings). Each
-//! returns a core [`Dataset`]; big-ann files and C-order `.npy` files are memory-mapped and
-//! searched in place when [`ReadOptions::mmap`] is set. Outputs: k-NN and range results as
-//! `.tsv`, `.ivecs` (+ `.fvecs`) or `.npy`, vector sets and string lists for tests and
-//! generators. See [`write_knn`] for the exact output layouts.
+//! Inputs, chosen by extension (any case): `.fvecs` `.ivecs` `.bvecs` (TEXMEX), `.fbin`
+//! `.u8bin` (big-ann), `.npy`, `.npz` (one array: `data.npz:name`), `.hdf5`/`.h5`
+//! (ann-benchmarks `train`/`test`), `.txt` (strings) and numeric `.csv`/`.tsv`; standard input
+//! through [`read_stdin`]. Each returns a core [`Dataset`]; big-ann files and C-order `.npy`
+//! files are memory-mapped and searched in place when [`ReadOptions::mmap`] is set. Outputs:
+//! k-NN and range results as `.tsv`, `.npz`, `.csr.npz` (scipy sparse), `.ivecs` (+ `.fvecs`)
+//! or `.npy`, optionally with exact f64 distances ([`WriteOptions`]); vector sets and string
+//! lists for tests and generators. See [`write_knn`] and the `outputs` module for the layouts.
 //!
 //! Decisions worth knowing: a 1-D `.npy` (or HDF5) array of n values is n vectors of dimension
 //! 1; f64 and i8/i16/i32 inputs become f32 only when every value converts exactly; `.ivecs`
@@ -40,7 +42,9 @@
 mod checks;
 mod error;
 mod formats;
+mod outputs;
 mod write;
+mod zip;
 
 use std::fs::File;
 use std::path::Path;
@@ -49,8 +53,12 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use voisin::Dataset;
 
-pub use checks::{default_metric, read_checked};
+pub use checks::{check_loaded, default_metric, read_checked};
 pub use error::IoError;
+pub use outputs::{
+    is_sparse_name, write_knn_tsv_with, write_knn_with, write_range_tsv_with, write_range_with,
+    WriteOptions,
+};
 pub use write::{
     check_outputs, result_files, write_knn, write_knn_tsv, write_range, write_range_tsv,
     write_strings, write_vectors,
@@ -97,16 +105,65 @@ pub enum Format {
     Npy,
     Hdf5,
     Txt,
+    /// A NumPy archive; one array of it is read (see [`split_member`]).
+    Npz,
+    /// Numbers separated by commas, one vector per line.
+    Csv,
+    /// Numbers separated by tabs, one vector per line.
+    Tsv,
+    /// A Parquet table: a list column, or one column per dimension (`data.parquet:col`).
+    Parquet,
 }
 
-const INPUT_EXTENSIONS: &str = ".fvecs .ivecs .bvecs .fbin .u8bin .npy .hdf5 .h5 .txt";
+const INPUT_EXTENSIONS: &str =
+    ".fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 .h5 .txt .csv .tsv .parquet";
+
+/// Splits `data.npz:name` (an archive member) or `data.parquet:name` (a column) into the file
+/// and the name; any other path, or one that exists as given, is returned whole.
+pub fn split_member(path: &Path) -> (std::path::PathBuf, Option<String>) {
+    let text = path.to_string_lossy();
+    let lower = text.to_ascii_lowercase();
+    let split = [".npz:", ".parquet:"]
+        .iter()
+        .filter_map(|ext| lower.rfind(ext).map(|at| at + ext.len() - 1))
+        .max();
+    match split {
+        Some(colon) if !path.exists() => (
+            std::path::PathBuf::from(&text[..colon]),
+            Some(text[colon + 1..].to_string()),
+        ),
+        _ => (path.to_path_buf(), None),
+    }
+}
 
 impl Format {
-    /// The format named by `path`'s extension.
-    pub fn from_path(path: &Path) -> Result<Format, IoError> {
-        let ext = extension(path);
-        Ok(match ext.as_str() {
+    /// The format named by an extension or a `--format` value (`npy`, `CSV`, `h5`, …).
+    pub fn from_name(name: &str) -> Option<Format> {
+        Some(match name.to_ascii_lowercase().trim_start_matches('.') {
             "fvecs" => Format::Fvecs,
+            "ivecs" => Format::Ivecs,
+            "bvecs" => Format::Bvecs,
+            "fbin" => Format::Fbin,
+            "u8bin" => Format::U8bin,
+            "npy" => Format::Npy,
+            "npz" => Format::Npz,
+            "hdf5" | "h5" => Format::Hdf5,
+            "txt" => Format::Txt,
+            "csv" => Format::Csv,
+            "tsv" => Format::Tsv,
+            "parquet" | "pq" => Format::Parquet,
+            _ => return None,
+        })
+    }
+
+    /// The format named by `path`'s extension (any case; `data.npz:name` is an `.npz`).
+    pub fn from_path(path: &Path) -> Result<Format, IoError> {
+        let (file, _) = split_member(path);
+        let ext = extension(&file);
+        if let Some(f) = Format::from_name(&ext).filter(|_| !ext.is_empty()) {
+            return Ok(f);
+        }
+        Ok(match ext.as_str() {
             "ivecs" => Format::Ivecs,
             "bvecs" => Format::Bvecs,
             "fbin" => Format::Fbin,
@@ -144,6 +201,7 @@ fn parse(
     format: Format,
     src: Source<'_>,
     role: Role,
+    member: Option<&str>,
     shared: impl FnOnce() -> SharedBytes,
 ) -> Parsed<Dataset> {
     match format {
@@ -155,21 +213,59 @@ fn parse(
         Format::Npy => formats::npy::parse(src),
         Format::Hdf5 => formats::hdf5::parse(shared(), role),
         Format::Txt => formats::txt::parse(src.bytes),
+        Format::Npz => formats::npz::parse(src.bytes, member, role),
+        Format::Csv => formats::csv::parse(src.bytes, b','),
+        Format::Tsv => formats::csv::parse(src.bytes, b'\t'),
+        Format::Parquet => formats::parquet::parse(src.bytes, member),
     }
 }
 
 /// Parses a whole file held in memory. This is the entry point of the fuzz targets; it runs the
 /// same checks as [`read_dataset`], and errors name the file `<bytes>`.
 pub fn parse_bytes(format: Format, bytes: &[u8], role: Role) -> Result<Dataset, IoError> {
-    parse(format, Source::unmapped(bytes), role, || {
+    parse(format, Source::unmapped(bytes), role, None, || {
         Arc::new(bytes.to_vec()) as SharedBytes
     })
     .map_err(|p| p.at(Path::new("<bytes>")))
 }
 
+/// Reads a data set of the given format from standard input (`--input -`); errors name the
+/// file `<stdin>`. An `.npz` read this way takes its only array or the role's (`train`/`test`).
+pub fn read_stdin(format: Format, role: Role) -> Result<Dataset, IoError> {
+    use std::io::Read;
+    let name = Path::new("<stdin>");
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .map_err(|e| IoError::from_io(name, "cannot read", &e))?;
+    if bytes.is_empty() {
+        return Err(IoError::user(name, "standard input is empty"));
+    }
+    let bytes = Arc::new(bytes);
+    parse(format, Source::unmapped(&bytes), role, None, || {
+        Arc::clone(&bytes) as SharedBytes
+    })
+    .map_err(|p| p.at(name))
+}
+
+/// The metric an ann-benchmarks HDF5 file declares in its root attribute `distance`, as a
+/// voisin metric name ("angular" is cosine; "euclidean", "hamming", "jaccard" keep their
+/// names); `None` for other formats or when the attribute is absent.
+pub fn declared_metric(path: &Path) -> Result<Option<String>, IoError> {
+    if Format::from_path(path)? != Format::Hdf5 {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).map_err(|e| IoError::from_io(path, "cannot read", &e))?;
+    formats::hdf5::distance_attribute(Arc::new(bytes)).map_err(|p| p.at(path))
+}
+
 /// Reads a data set, choosing the format by the file extension.
 pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError> {
     let format = Format::from_path(path)?;
+    let (file_path, member) = split_member(path);
+    let member = member.as_deref();
+    let path = file_path.as_path();
     let file = File::open(path).map_err(|e| IoError::from_io(path, "cannot open", &e))?;
     let meta = file
         .metadata()
@@ -191,14 +287,14 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
         let map = unsafe { Mmap::map(&file) }
             .map_err(|e| IoError::from_io(path, "cannot memory-map", &e))?;
         let map = Arc::new(map);
-        return parse(format, Source::mapped(&map), opts.role, || {
+        return parse(format, Source::mapped(&map), opts.role, member, || {
             Arc::clone(&map) as SharedBytes
         })
         .map_err(|p| p.at(path));
     }
     let bytes = read_all(file, if regular { meta.len() } else { 0 }, path)?;
     let bytes = Arc::new(bytes);
-    parse(format, Source::unmapped(&bytes), opts.role, || {
+    parse(format, Source::unmapped(&bytes), opts.role, member, || {
         Arc::clone(&bytes) as SharedBytes
     })
     .map_err(|p| p.at(path))

@@ -40,16 +40,20 @@ use crate::formats::Elem;
 /// The rows of a k-NN result (all of length k) or of a range result (CSR), checked for
 /// consistency so that writers can index freely.
 #[derive(Clone, Copy)]
-struct Rows<'a> {
-    n: usize,
+pub(crate) struct Rows<'a> {
+    pub n: usize,
     /// `Ok(k)` for fixed rows, `Err(offsets)` for CSR.
-    shape: Result<usize, &'a [usize]>,
-    indices: &'a [u32],
-    distances: &'a [f32],
+    pub shape: Result<usize, &'a [usize]>,
+    pub indices: &'a [u32],
+    pub distances: &'a [f32],
+    /// The same distances as exact f64 values, written instead of `distances` when given.
+    pub exact: Option<&'a [f64]>,
+    /// Columns of the result seen as a matrix (the base set's size), for sparse outputs.
+    pub columns: Option<usize>,
 }
 
 impl<'a> Rows<'a> {
-    fn knn(res: &'a KnnResult) -> Result<Self, String> {
+    pub fn knn(res: &'a KnnResult) -> Result<Self, String> {
         let len = res.n_queries.checked_mul(res.k);
         if len != Some(res.indices.len()) || len != Some(res.distances.len()) {
             return Err(format!(
@@ -65,10 +69,12 @@ impl<'a> Rows<'a> {
             shape: Ok(res.k),
             indices: &res.indices,
             distances: &res.distances,
+            exact: None,
+            columns: None,
         })
     }
 
-    fn range(res: &'a RangeResult) -> Result<Self, String> {
+    pub fn range(res: &'a RangeResult) -> Result<Self, String> {
         let o = &res.offsets;
         let ok = o.first().is_some_and(|&f| f == 0)
             && o.windows(2).all(|w| w[0] <= w[1])
@@ -87,10 +93,12 @@ impl<'a> Rows<'a> {
             shape: Err(o),
             indices: &res.indices,
             distances: &res.distances,
+            exact: None,
+            columns: None,
         })
     }
 
-    fn span(&self, q: usize) -> Range<usize> {
+    pub fn span(&self, q: usize) -> Range<usize> {
         match self.shape {
             Ok(k) => q * k..(q + 1) * k,
             Err(o) => o[q]..o[q + 1],
@@ -105,12 +113,16 @@ impl<'a> Rows<'a> {
     }
 }
 
-fn tsv<W: Write>(w: W, rows: Result<Rows<'_>, String>) -> io::Result<()> {
+pub(crate) fn tsv<W: Write>(w: W, rows: Result<Rows<'_>, String>) -> io::Result<()> {
     let rows = rows.map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
     let mut w = BufWriter::new(w);
-    for (q, ids, ds) in rows.iter() {
-        for (i, d) in ids.iter().zip(ds) {
-            writeln!(w, "{q}\t{i}\t{d}")?;
+    for q in 0..rows.n {
+        let r = rows.span(q);
+        for (j, i) in r.clone().zip(&rows.indices[r]) {
+            match rows.exact {
+                Some(e) => writeln!(w, "{q}\t{i}\t{}", e[j])?,
+                None => writeln!(w, "{q}\t{i}\t{}", rows.distances[j])?,
+            }
         }
     }
     w.flush()
@@ -127,7 +139,7 @@ pub fn write_range_tsv<W: Write>(w: W, res: &RangeResult) -> io::Result<()> {
 }
 
 /// Writes a k-NN result to `path`; the extension picks the layout (`.tsv`, `.ivecs`, `.npy`,
-/// described in the module documentation of this crate's `write` module and in SPEC §4).
+/// described in the module documentation of this crate's `write` module and in the README).
 pub fn write_knn(path: &Path, res: &KnnResult) -> Result<(), IoError> {
     let rows = Rows::knn(res).map_err(|m| IoError::internal(path, m))?;
     write_result(path, &rows)
@@ -140,13 +152,13 @@ pub fn write_range(path: &Path, res: &RangeResult) -> Result<(), IoError> {
 }
 
 /// One output file: where it goes and how to fill it.
-type Body<'a> = Box<dyn Fn(&mut dyn Write) -> io::Result<()> + 'a>;
+pub(crate) type Body<'a> = Box<dyn Fn(&mut dyn Write) -> io::Result<()> + 'a>;
 
 /// The files a result written to `path` consists of, the named one first (see the module
 /// documentation); `range` results in `.npy` also have offsets. Unknown extensions are refused.
 pub fn result_files(path: &Path, range: bool) -> Result<Vec<PathBuf>, IoError> {
     Ok(match extension(path).as_str() {
-        "tsv" => vec![path.to_path_buf()],
+        "tsv" | "npz" => vec![path.to_path_buf()],
         "ivecs" => vec![path.to_path_buf(), path.with_extension("fvecs")],
         "npy" => {
             let stem = npy_stem(path);
@@ -161,8 +173,8 @@ pub fn result_files(path: &Path, range: bool) -> Result<Vec<PathBuf>, IoError> {
             return Err(IoError::user(
                 path,
                 format!(
-                    "unknown output format '.{ext}' (known: .tsv, .ivecs with a .fvecs beside \
-                     it, .npy)"
+                    "unknown output format '.{ext}' (known: .tsv, .ivecs with a .fvecs beside it, \
+                     .npy, .npz, .csr.npz)"
                 ),
             ))
         }
@@ -178,10 +190,17 @@ pub fn check_outputs(files: &[PathBuf]) -> Result<(), IoError> {
         .map_err(IoError::from)
 }
 
-fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
+pub(crate) fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
     let names = result_files(path, rows.shape.is_err())?;
     let bodies: Vec<Body> = match extension(path).as_str() {
+        "npz" => return write_files(crate::outputs::result_files(path, rows)?),
         "tsv" => vec![Box::new(|w: &mut dyn Write| tsv(w, Ok(*rows)))],
+        "ivecs" if rows.exact.is_some() => {
+            return Err(IoError::user(
+                path,
+                "f64 distances cannot go in the .fvecs beside an .ivecs; use .npz, .npy or .tsv",
+            ))
+        }
         "ivecs" => {
             check_i32(path, rows)?;
             vec![
@@ -201,9 +220,15 @@ fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
                     let wide: Vec<i64> = rows.indices.iter().map(|&i| i64::from(i)).collect();
                     write_le(w, &wide)
                 }),
-                Box::new(move |w| {
-                    w.write_all(&encode_header("<f4", &shape2))?;
-                    write_le(w, rows.distances)
+                Box::new(move |w| match rows.exact {
+                    Some(e) => {
+                        w.write_all(&encode_header("<f8", &shape2))?;
+                        write_le(w, e)
+                    }
+                    None => {
+                        w.write_all(&encode_header("<f4", &shape2))?;
+                        write_le(w, rows.distances)
+                    }
                 }),
             ];
             if let Err(offsets) = rows.shape {
@@ -284,7 +309,7 @@ fn with_suffix(stem: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Values in little-endian order, whatever the host.
-fn write_le<T: Elem>(w: &mut dyn Write, vals: &[T]) -> io::Result<()> {
+pub(crate) fn write_le<T: Elem>(w: &mut dyn Write, vals: &[T]) -> io::Result<()> {
     if cfg!(target_endian = "little") {
         w.write_all(bytemuck::cast_slice(vals))
     } else {
@@ -295,7 +320,7 @@ fn write_le<T: Elem>(w: &mut dyn Write, vals: &[T]) -> io::Result<()> {
 
 /// Writes each body to a temporary file beside its destination, then commits them all or none
 /// (`voisin::commit::OutputSet`: checked targets, backups of replaced files, folder lock).
-fn write_files(files: Vec<(PathBuf, Body<'_>)>) -> Result<(), IoError> {
+pub(crate) fn write_files(files: Vec<(PathBuf, Body<'_>)>) -> Result<(), IoError> {
     let (names, bodies): (Vec<PathBuf>, Vec<Body>) = files.into_iter().unzip();
     let mut set = OutputSet::new(names)?;
     for (i, body) in bodies.into_iter().enumerate() {

@@ -38,14 +38,14 @@ fn file_level_problems() {
     std::fs::create_dir(&folder).unwrap();
     assert_eq!(read_err(&folder).message(), "is a folder, not a file");
     assert_eq!(
-        read_err(&dir.path().join("x.csv")).message(),
-        "unknown input format '.csv' (known: .fvecs .ivecs .bvecs .fbin .u8bin .npy .hdf5 .h5 \
-         .txt)"
+        read_err(&dir.path().join("x.xls")).message(),
+        "unknown input format '.xls' (known: .fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 \
+         .h5 .txt .csv .tsv .parquet)"
     );
     assert_eq!(
         read_err(&dir.path().join("noext")).message(),
         "no file extension to tell the format (one of .fvecs .ivecs .bvecs .fbin .u8bin .npy \
-         .hdf5 .h5 .txt)"
+         .npz .hdf5 .h5 .txt .csv .tsv .parquet)"
     );
 }
 

@@ -6,27 +6,8 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use voisin::engine::{KnnResult, RangeResult};
+use voisin::engine::KnnResult;
 use voisin_io::{write_knn, write_knn_tsv, write_range, write_range_tsv, Role};
-
-fn knn() -> KnnResult {
-    KnnResult {
-        n_queries: 2,
-        k: 3,
-        indices: vec![3, 1, 4, 0, 2, 5],
-        distances: vec![0.0, 0.1, 1.5, 2.0, 3.4028235e38, f32::MIN_POSITIVE],
-        ..Default::default()
-    }
-}
-
-fn range() -> RangeResult {
-    RangeResult {
-        offsets: vec![0, 2, 2, 3],
-        indices: vec![7, 1, 0],
-        distances: vec![0.25, 0.5, 1e-7],
-        ..Default::default()
-    }
-}
 
 fn tsv_of_knn(res: &KnnResult) -> String {
     let mut out = Vec::new();
@@ -190,7 +171,7 @@ fn unwritable_and_unknown_outputs_are_clear_errors() {
     let err = write_knn(&dir.path().join("out.csv"), &knn()).unwrap_err();
     assert_eq!(
         err.message(),
-        "unknown output format '.csv' (known: .tsv, .ivecs with a .fvecs beside it, .npy)"
+        "unknown output format '.csv' (known: .tsv, .ivecs with a .fvecs beside it, .npy, .npz, .csr.npz)"
     );
     assert!(names(dir.path()).is_empty());
 }

@@ -40,7 +40,7 @@ impl Error {
         match self {
             Error::InvalidInput(_) => true,
             Error::Io(e) => is_user_io_error(e),
-            Error::Device(_) | Error::Cancelled => false,
+            Error::Device(_) | Error::OutOfMemory(_) | Error::Cancelled => false,
         }
     }
 

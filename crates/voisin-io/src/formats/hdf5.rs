@@ -71,15 +71,7 @@ fn lib_err(e: hdf5_pure::Error) -> Problem {
 /// HDF5 is a large format parsed by a third-party library; fuzzing found no panic in it (see
 /// FUZZING.md), but should one remain, it becomes an error naming the file rather than a crash.
 pub(crate) fn parse(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Parsed<Dataset> {
-    let read = std::panic::AssertUnwindSafe(|| parse_unguarded(bytes, role));
-    std::panic::catch_unwind(read).unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        bail!("the HDF5 reader failed on this file (hdf5-pure: {what})")
-    })
+    super::guarded("HDF5", "hdf5-pure", || parse_unguarded(bytes, role))
 }
 
 fn parse_unguarded(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Parsed<Dataset> {
@@ -200,4 +192,22 @@ fn check_storage(
 fn converted<T: ExactF32>(read: Result<Vec<T>, hdf5_pure::Error>, d: usize) -> Parsed<VectorData> {
     let vals = read.map_err(lib_err)?;
     Ok(VectorData::F32(Buffer::Owned(exact_f32(&vals, d)?)))
+}
+
+/// The root attribute `distance` of an ann-benchmarks file, mapped to a voisin metric name.
+pub(crate) fn distance_attribute(
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+) -> Parsed<Option<String>> {
+    let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
+    let attrs = file.root().attrs().map_err(lib_err)?;
+    let Some(value) = attrs.get("distance") else {
+        return Ok(None);
+    };
+    let Some(name) = value.as_str() else {
+        bail!("the file's 'distance' attribute is not a string");
+    };
+    Ok(Some(match name {
+        "angular" => "cosine".to_string(),
+        other => other.to_string(),
+    }))
 }

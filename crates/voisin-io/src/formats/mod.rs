@@ -7,9 +7,12 @@
 //! memory-mapped path run the very same checks.
 
 pub(crate) mod bin;
+pub(crate) mod csv;
 pub(crate) mod fvecs;
 pub(crate) mod hdf5;
 pub(crate) mod npy;
+pub(crate) mod npz;
+pub(crate) mod parquet;
 pub(crate) mod txt;
 
 use std::fmt::Display;
@@ -229,3 +232,16 @@ pub(crate) fn le_u32(bytes: &[u8], at: usize) -> u32 {
 }
 
 int_elem!(u32);
+
+/// Runs a parser built on a third-party library that may panic on damaged input, turning a
+/// panic into a problem naming the library (`what` is the format, `lib` the crate).
+pub(crate) fn guarded<T>(what: &str, lib: &str, parse: impl FnOnce() -> Parsed<T>) -> Parsed<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(parse)).unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        bail!("the {what} reader failed on this file ({lib}: {why})")
+    })
+}

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use voisin::data::VectorData;
+use voisin::engine::{KnnResult, RangeResult};
 use voisin::Dataset;
 use voisin_io::{parse_bytes, read_dataset, Format, IoError, ReadOptions, Role};
 
@@ -86,4 +87,25 @@ pub fn names(dir: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// A k-NN result of 2 queries x 3 with extreme distances, for the writer tests.
+pub fn knn() -> KnnResult {
+    KnnResult {
+        n_queries: 2,
+        k: 3,
+        indices: vec![3, 1, 4, 0, 2, 5],
+        distances: vec![0.0, 0.1, 1.5, 2.0, 3.4028235e38, f32::MIN_POSITIVE],
+        ..Default::default()
+    }
+}
+
+/// A range result of 3 queries, one with no result, for the writer tests.
+pub fn range() -> RangeResult {
+    RangeResult {
+        offsets: vec![0, 2, 2, 3],
+        indices: vec![7, 1, 0],
+        distances: vec![0.25, 0.5, 1e-7],
+        ..Default::default()
+    }
 }

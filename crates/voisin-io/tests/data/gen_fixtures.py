@@ -64,3 +64,25 @@ with open("v2_f32.npy", "wb") as fh:
 with h5py.File("f16.h5", "w") as f:
     f.create_dataset("train", data=values(2, 2).astype(np.float16))
     f.create_dataset("test", data=np.zeros((2, 2), dtype=np.int64))
+
+# .npz archives (stored and deflated), numeric CSV, and an ann-benchmarks file declaring
+# the angular distance.
+np.savez("arrays.npz", train=values(5, 3).astype(np.float32), test=values(2, 3))
+np.savez_compressed("one_z.npz", emb=values(5, 3).astype(np.float32))
+np.savetxt("c_f32.csv", values(5, 3), delimiter=",", header="a,b,c", comments="")
+with h5py.File("angular.hdf5", "w") as f:
+    f.attrs["distance"] = "angular"
+    f.create_dataset("train", data=values(20, 5).astype(np.float32))
+    f.create_dataset("test", data=values(3, 5).astype(np.float32))
+
+# Parquet written by pyarrow (snappy, its default): a fixed-size-list column, a list column of
+# float64 beside a label column, and one column per dimension.
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+v = values(5, 3)
+pq.write_table(pa.table({"emb": pa.FixedSizeListArray.from_arrays(
+    pa.array(v.astype(np.float32).ravel()), 3)}), "fixed_list.parquet")
+pq.write_table(pa.table({"id": pa.array(range(5)), "vec": pa.array(list(v)),
+                         "other": pa.array([list(r) for r in v])}), "two_lists.parquet")
+pq.write_table(pa.table({f"c{j}": pa.array(v[:, j]) for j in range(3)}), "columns.parquet")

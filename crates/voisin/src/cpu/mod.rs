@@ -222,7 +222,7 @@ impl<S: tiles::TileSource> Driver for Source<S> {
 
 impl Engine for CpuEngine {
     fn name(&self) -> String {
-        format!("cpu ({} threads)", self.threads())
+        device_name(self.threads())
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
@@ -348,4 +348,10 @@ impl CpuEngine {
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }
+}
+
+/// How the CPU is named in results and `--stats`: "cpu (1 thread)", "cpu (8 threads)".
+pub fn device_name(threads: usize) -> String {
+    let s = if threads == 1 { "" } else { "s" };
+    format!("cpu ({threads} thread{s})")
 }
