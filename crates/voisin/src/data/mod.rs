@@ -61,6 +61,47 @@ pub enum VectorData {
     F64(Buffer<f64>),
 }
 
+impl VectorData {
+    /// f64 values stored as f32 when every one is exactly an f32, as f64 otherwise.
+    pub fn compact(values: Vec<f64>) -> VectorData {
+        Self::compact_buffer(Buffer::Owned(values))
+    }
+
+    /// [`VectorData::compact`] for owned or memory-mapped f64 values: f64 storage keeps the
+    /// buffer (a mapped file stays mapped).
+    pub fn compact_buffer(values: Buffer<f64>) -> VectorData {
+        let vals = values.as_slice();
+        if vals.iter().all(|&v| f32_exact(v)) {
+            VectorData::F32(Buffer::Owned(vals.iter().map(|&v| v as f32).collect()))
+        } else {
+            VectorData::F64(values)
+        }
+    }
+
+    /// Row-major values of width `dim` of any [`ExactInF64`] type, stored as
+    /// [`VectorData::compact`] does; the first value f64 would round is an error naming its
+    /// row and column. The constructor file readers and bindings call for f64 and integer data.
+    pub fn from_exact<T: ExactInF64>(values: &[T], dim: usize) -> Result<VectorData> {
+        let dim = dim.max(1);
+        let converted: Vec<f64> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                v.to_f64_exact().ok_or_else(|| {
+                    Error::invalid(format!(
+                        "value {v} at row {}, column {} has no exact f64 form: it would be \
+                         rounded (f64 holds every integer only up to 2^53 = 9007199254740992 \
+                         in magnitude)",
+                        i / dim,
+                        i % dim
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self::compact(converted))
+    }
+}
+
 /// `n` vectors of dimension `dim`, stored row-major.
 #[derive(Clone, Debug)]
 pub struct VectorSet {
@@ -109,34 +150,15 @@ impl VectorSet {
     /// same either way; f32 storage halves the memory and needs no widened bounds) and as f64
     /// otherwise. NaN counts as f32-exact, so that the usual non-finite checks report it.
     pub fn from_f64_compact(n: usize, dim: usize, values: Vec<f64>) -> Result<Self> {
-        if values.iter().all(|&v| f32_exact(v)) {
-            Self::from_f32(n, dim, values.iter().map(|&v| v as f32).collect())
-        } else {
-            Self::from_f64(n, dim, values)
-        }
+        Self::new(n, dim, VectorData::compact(values))
     }
 
     /// Rows of any type whose values f64 holds exactly ([`ExactInF64`]: f32, f64, bool and
     /// integers), stored compactly as [`VectorSet::from_f64_compact`] does. The first value
-    /// f64 cannot hold (an integer beyond 2^53 in magnitude) is an error naming its row and
-    /// column.
+    /// f64 cannot hold (a 64-bit integer beyond 2^53 that f64 would round) is an error naming
+    /// its row and column.
     pub fn from_exact<T: ExactInF64>(n: usize, dim: usize, values: &[T]) -> Result<Self> {
-        let converted: Vec<f64> = values
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                v.to_f64_exact().ok_or_else(|| {
-                    Error::invalid(format!(
-                        "value {v} at row {}, column {} has no exact f64 form: it would be \
-                         rounded (f64 holds every integer only up to 2^53 = 9007199254740992 \
-                         in magnitude)",
-                        i / dim.max(1),
-                        i % dim.max(1)
-                    ))
-                })
-            })
-            .collect::<Result<_>>()?;
-        Self::from_f64_compact(n, dim, converted)
+        Self::new(n, dim, VectorData::from_exact(values, dim)?)
     }
 
     pub fn len(&self) -> usize {
