@@ -103,11 +103,15 @@ struct Routed {
 }
 
 impl Routed {
-    /// The GPU takes vectors under built-in metrics, and strings under levenshtein.
-    fn pick(&self, data: &Dataset, metric: &Metric) -> &dyn Engine {
+    /// The GPU takes vectors under built-in metrics (unless they hold f64 values f32 cannot
+    /// hold: the CPU engine answers those), and strings under levenshtein.
+    fn pick(&self, data: &Dataset, queries: &Dataset, metric: &Metric) -> &dyn Engine {
+        let f32_exact = |d: &Dataset| d.as_vectors().is_none_or(|v| v.is_f32_exact());
         let gpu_can = match (data, metric) {
             (_, Metric::Custom(_)) => false,
-            (Dataset::Vectors(_), m) => *m != Metric::Levenshtein,
+            (Dataset::Vectors(_), m) => {
+                *m != Metric::Levenshtein && f32_exact(data) && f32_exact(queries)
+            }
             (Dataset::Strings(_), Metric::Levenshtein) => true,
             (Dataset::Strings(_), _) => false,
         };
@@ -131,7 +135,8 @@ impl Engine for Routed {
         k: usize,
         metric: &Metric,
     ) -> voisin::Result<KnnResult> {
-        self.pick(base, metric).knn(base, queries, k, metric)
+        self.pick(base, queries, metric)
+            .knn(base, queries, k, metric)
     }
 
     fn range(
@@ -141,11 +146,12 @@ impl Engine for Routed {
         radius: f64,
         metric: &Metric,
     ) -> voisin::Result<RangeResult> {
-        self.pick(base, metric).range(base, queries, radius, metric)
+        self.pick(base, queries, metric)
+            .range(base, queries, radius, metric)
     }
 
     fn graph(&self, data: &Dataset, k: usize, metric: &Metric) -> voisin::Result<KnnResult> {
-        self.pick(data, metric).graph(data, k, metric)
+        self.pick(data, data, metric).graph(data, k, metric)
     }
 }
 

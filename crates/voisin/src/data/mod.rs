@@ -197,6 +197,19 @@ impl VectorSet {
         }
     }
 
+    /// An error for consumers that hold or compute on f32 values only (`who`, e.g. "metric
+    /// indexes"), when this set holds f64 values f32 cannot hold; `Ok` otherwise.
+    pub fn require_f32_exact(&self, who: &str) -> Result<()> {
+        if self.is_f32_exact() {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "{who} take f32 values, and these {} x {} vectors hold f64 values with no exact f32 \
+             form; the CPU engine answers them exactly (--device cpu)",
+            self.n, self.dim
+        )))
+    }
+
     /// Whether every value rounds to f32 with a relative error of at most 2⁻²⁴: zero or of a
     /// magnitude within f32's normal range (subnormal f32 results lose relative precision,
     /// larger ones overflow). True for every storage type but f64.
