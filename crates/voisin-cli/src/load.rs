@@ -125,6 +125,7 @@ fn zero_non_finite(v: &VectorSet) -> Result<VectorSet, CliError> {
             VectorData::Bf16(replace(b, |x| if x.is_finite() { x } else { bf16::ZERO }))
         }
         VectorData::U8(b) => VectorData::U8(b.clone()),
+        VectorData::F64(b) => VectorData::F64(replace(b, |x| if x.is_finite() { x } else { 0.0 })),
     };
     VectorSet::new(v.len(), v.dim(), data).map_err(|e| CliError::core(e, None))
 }

@@ -160,6 +160,81 @@ fn graph_over_gaussian_u8bin_bvecs_and_npy_inputs() {
     }
 }
 
+/// numpy's defaults: float64 (values f32 cannot hold) and int64 `.npy` inputs are read and
+/// answered exactly on their own values, by ids and distances, for knn, graph and range.
+#[test]
+fn float64_and_int64_npy_inputs_are_answered_exactly() {
+    let s = Scratch::new();
+    let (n, m, d) = (90, 11, 6);
+    // np.random.rand-like values, plus rows that differ from row 0 only below f32 precision.
+    let mut rng_state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        (rng_state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut base: Vec<f64> = (0..n * d).map(|_| next()).collect();
+    for r in 1..4 {
+        for c in 0..d {
+            base[r * d + c] = base[c] * (1.0 + r as f64 * 1e-12);
+        }
+    }
+    let queries: Vec<f64> = (0..m * d).map(|_| next()).collect();
+    let npy_f64 = |vals: &[f64], rows: usize| {
+        let mut b = npy_header("<f8", false, &[rows, d]);
+        vals.iter().for_each(|x| b.extend(x.to_le_bytes()));
+        b
+    };
+    s.raw("base.npy", &npy_f64(&base, n));
+    s.raw("q.npy", &npy_f64(&queries, m));
+    let b: Dataset = VectorSet::from_f64(n, d, base).unwrap().into();
+    let q: Dataset = VectorSet::from_f64(m, d, queries).unwrap().into();
+    for name in ["euclidean", "cosine", "inner_product", "cityblock"] {
+        let metric: Metric = name.parse().unwrap();
+        let want = knn_lines(&reference::knn(&b, &q, 7, &metric).unwrap());
+        let got = ok(
+            &s,
+            &[
+                "knn", "--base", "base.npy", "--query", "q.npy", "-k", "7", "--metric", name,
+            ],
+        );
+        assert_same_lines(&parse_tsv(&got), &want);
+        let want = knn_lines(&reference::graph(&b, 4, &metric).unwrap());
+        let got = ok(
+            &s,
+            &["graph", "--input", "base.npy", "-k", "4", "--metric", name],
+        );
+        assert_same_lines(&parse_tsv(&got), &want);
+    }
+    let want = range_lines(&reference::range(&b, &q, 0.5, &Metric::Euclidean).unwrap());
+    let got = ok(
+        &s,
+        &[
+            "range", "--base", "base.npy", "--query", "q.npy", "--radius", "0.5",
+        ],
+    );
+    assert_same_lines(&parse_tsv(&got), &want);
+    // int64 values 0..99 (numpy's default integer type), some beyond f32's integers.
+    let ints: Vec<i64> = (0..n * d)
+        .map(|i| {
+            let v = (i * 37 % 100) as i64;
+            if i % 5 == 0 {
+                v + (1 << 40) + 1
+            } else {
+                v
+            }
+        })
+        .collect();
+    let mut bytes = npy_header("<i8", false, &[n, d]);
+    ints.iter().for_each(|x| bytes.extend(x.to_le_bytes()));
+    s.raw("ints.npy", &bytes);
+    let set: Dataset = VectorSet::from_exact(n, d, &ints).unwrap().into();
+    let want = knn_lines(&reference::graph(&set, 5, &Metric::Euclidean).unwrap());
+    let got = ok(&s, &["graph", "--input", "ints.npy", "-k", "5"]);
+    assert_same_lines(&parse_tsv(&got), &want);
+}
+
 #[test]
 fn range_matches_the_reference() {
     let s = Scratch::new();

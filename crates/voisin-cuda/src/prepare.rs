@@ -144,7 +144,8 @@ pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a Vect
             "custom metric {} runs on the CPU engine only",
             c.name
         ))),
-        (Dataset::Vectors(v), _) => Ok(v),
+        // The GPU tiles' bounds and the device finish assume the f32 rows are the values.
+        (Dataset::Vectors(v), _) => v.require_f32_exact("the cuda engine's tiles").map(|_| v),
     }
 }
 

@@ -360,6 +360,7 @@ fn vector_rows<'a>(
             space.dim()
         )));
     }
+    q.require_f32_exact("metric indexes")?;
     Ok(q.rows_f32(0, q.len()))
 }
 

@@ -79,6 +79,7 @@ pub struct VectorSpace {
 
 impl VectorSpace {
     pub fn new(set: &VectorSet, metric: Metric) -> Result<Self> {
+        set.require_f32_exact("metric indexes")?;
         let values = set.rows_f32(0, set.len()).into_owned();
         Self::from_f32(values, set.dim(), metric)
     }

@@ -330,10 +330,21 @@ pub(crate) fn write_files(files: Vec<(PathBuf, Body<'_>)>) -> Result<(), IoError
 }
 
 /// Writes a vector set; the extension picks the format: `.fvecs` and `.fbin` (f32; f16, bf16
-/// and u8 storage is converted, exactly), `.bvecs` and `.u8bin` (u8 storage only), `.npy` (the
-/// storage type: `<f4`, `<f2` or `|u1`; bf16, which NumPy lacks, as `<f4`).
+/// and u8 storage is converted, exactly; f64 storage only when every value is an f32 number),
+/// `.bvecs` and `.u8bin` (u8 storage only), `.npy` (the storage type: `<f4`, `<f8`, `<f2` or
+/// `|u1`; bf16, which NumPy lacks, as `<f4`).
 pub fn write_vectors(path: &Path, v: &VectorSet) -> Result<(), IoError> {
     let (n, d) = (v.len(), v.dim());
+    let ext = extension(path);
+    if matches!(ext.as_str(), "fvecs" | "fbin") && !v.is_f32_exact() {
+        return Err(IoError::user(
+            path,
+            format!(
+                ".{ext} holds f32 values but these vectors hold f64 values with no exact f32 \
+                 form (write .npy to keep them)"
+            ),
+        ));
+    }
     let u8_only = |fmt: &str| -> Result<&[u8], IoError> {
         match v.data() {
             VectorData::U8(b) => Ok(b.as_slice()),
@@ -346,7 +357,7 @@ pub fn write_vectors(path: &Path, v: &VectorSet) -> Result<(), IoError> {
             )),
         }
     };
-    let body: Body = match extension(path).as_str() {
+    let body: Body = match ext.as_str() {
         "fvecs" => Box::new(move |w| {
             for i in 0..n {
                 write_le(w, &[d as i32])?;
@@ -387,6 +398,10 @@ pub fn write_vectors(path: &Path, v: &VectorSet) -> Result<(), IoError> {
             VectorData::F32(_) | VectorData::Bf16(_) => {
                 w.write_all(&encode_header("<f4", &[n, d]))?;
                 write_le(w, &v.rows_f32(0, n))
+            }
+            VectorData::F64(b) => {
+                w.write_all(&encode_header("<f8", &[n, d]))?;
+                write_le(w, b.as_slice())
             }
         }),
         ext => {

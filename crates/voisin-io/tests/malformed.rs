@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use voisin::data::ElemType;
 use voisin_io::{parse_bytes, Format, IoError, Role};
 
 fn read_err(path: &std::path::Path) -> IoError {
@@ -97,15 +98,22 @@ fn texmex_problems() {
         parse_err(Format::Bvecs, &le(&[5i32, 0])),
         "row 0 declares dimension 5, which takes 9 bytes, but the file has only 8"
     );
+}
+
+/// Integers f32 cannot hold are kept exactly as f64 (no longer refused).
+#[test]
+fn ivecs_beyond_f32_are_f64() {
+    let ds = parse_bytes(
+        Format::Ivecs,
+        &le(&[2i32, 3, 16_777_217, 2, 0, i32::MIN]),
+        Role::Base,
+    )
+    .unwrap();
+    let v = ds.as_vectors().unwrap();
+    assert_eq!(v.elem_type(), ElemType::F64);
     assert_eq!(
-        parse_err(Format::Ivecs, &le(&[2i32, 3, 16_777_217])),
-        "value 16777217 at row 0, column 1 has no exact f32 form: its magnitude exceeds 2^24 = \
-         16777216, beyond which f32 cannot hold every integer"
-    );
-    assert_eq!(
-        parse_err(Format::Ivecs, &le(&[1i32, 0, 1, i32::MIN])),
-        "value -2147483648 at row 1, column 0 has no exact f32 form: its magnitude exceeds 2^24 \
-         = 16777216, beyond which f32 cannot hold every integer"
+        v.rows_f64(0, 2).as_ref(),
+        &[3.0, 16_777_217.0, 0.0, -2_147_483_648.0]
     );
 }
 
@@ -224,8 +232,8 @@ fn npy_preamble_and_header_problems() {
         ),
         (
             "{'descr': '<c8', 'fortran_order': False, 'shape': (1, 1)}",
-            "unsupported dtype '<c8' (supported: f32, f16, u8; also f64, i8, i16, i32 when \
-             every value converts to f32 exactly)",
+            "unsupported dtype '<c8' (supported: f32, f16, f64, u8, u16, u32, u64, i8, i16, i32, \
+             i64, bool)",
         ),
         (
             "{'descr': '<f4', 'fortran_order': False, 'shape': ()}",
@@ -265,15 +273,70 @@ fn npy_size_problems() {
         parse_err(f, &npy(&npy_dict("|u1", "(2, 2)"), &[0; 7])),
         "3 bytes of trailing data after the 2 x 2 u8 values the header declares"
     );
+    // A 64-bit integer f64 would round is the one value still refused.
     assert_eq!(
-        parse_err(f, &npy(&npy_dict("<f8", "(1, 2)"), &le(&[1.0f64, 0.1]))),
-        "value 0.1 at row 0, column 1 has no exact f32 form: it would be rounded; convert the \
-         data to float32 first"
+        parse_err(
+            f,
+            &npy(&npy_dict("<u8", "(1, 2)"), &le(&[1u64, (1 << 53) + 1]))
+        ),
+        "value 9007199254740993 at row 0, column 1 has no exact f64 form: it would be rounded \
+         (f64 holds every integer only up to 2^53 = 9007199254740992 in magnitude)"
+    );
+}
+
+/// float64 and integer dtypes load exactly: as f32 when every value is an f32 number, as f64
+/// otherwise.
+#[test]
+fn npy_f64_and_integer_dtypes_load_exactly() {
+    let load = |descr: &str, shape: &str, body: Vec<u8>| {
+        let ds = parse_bytes(
+            Format::Npy,
+            &npy(&npy_dict(descr, shape), &body),
+            Role::Base,
+        )
+        .unwrap_or_else(|e| panic!("{descr}: {e}"));
+        let v = ds.as_vectors().unwrap().clone();
+        (v.elem_type(), v.rows_f64(0, v.len()).into_owned())
+    };
+    assert_eq!(
+        load("<f8", "(1, 2)", le(&[1.0f64, 0.1])),
+        (ElemType::F64, vec![1.0, 0.1])
     );
     assert_eq!(
-        parse_err(f, &npy(&npy_dict("<i4", "(2,)"), &le(&[1i32, 1 << 25]))),
-        "value 33554432 at row 1, column 0 has no exact f32 form: its magnitude exceeds 2^24 = \
-         16777216, beyond which f32 cannot hold every integer"
+        load(
+            ">f8",
+            "(2,)",
+            [0.5f64, 2.0].iter().flat_map(|x| x.to_be_bytes()).collect()
+        ),
+        (ElemType::F32, vec![0.5, 2.0])
+    );
+    assert_eq!(
+        load("<i4", "(2,)", le(&[1i32, (1 << 25) + 1])),
+        (ElemType::F64, vec![1.0, 33_554_433.0])
+    );
+    assert_eq!(
+        load("<i8", "(1, 3)", le(&[-5i64, 99, (1 << 53) - 1])),
+        (ElemType::F64, vec![-5.0, 99.0, 9_007_199_254_740_991.0])
+    );
+    assert_eq!(
+        load("<i8", "(1, 2)", le(&[0i64, 99])),
+        (ElemType::F32, vec![0.0, 99.0])
+    );
+    assert_eq!(
+        load("<u8", "(1, 2)", le(&[7u64, 1 << 60])),
+        (ElemType::F32, vec![7.0, 1_152_921_504_606_846_976.0])
+    );
+    assert_eq!(
+        load("<u2", "(1, 2)", le(&[65_535u16, 3])),
+        (ElemType::F32, vec![65_535.0, 3.0])
+    );
+    assert_eq!(
+        load("<u4", "(1, 2)", le(&[u32::MAX, 3])),
+        (ElemType::F64, vec![4_294_967_295.0, 3.0])
+    );
+    assert_eq!(
+        load("|b1", "(1, 3)", vec![1, 0, 1]),
+        (ElemType::U8, vec![1.0, 0.0, 1.0])
     );
 }
 

@@ -83,6 +83,38 @@ fn f16_storage() {
     round_trip(&v, "v.fbin", ElemType::F32, true);
 }
 
+/// f64 values f32 cannot hold: `.npy` keeps them (`<f8`, mapped on read), f32 formats refuse
+/// them rather than round.
+#[test]
+fn f64_storage() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(64);
+    let vals: Vec<f64> = (0..5 * 3).map(|_| rng.gen_range(-1e3..1e3)).collect();
+    let v = VectorSet::from_f64(5, 3, vals.clone()).unwrap();
+    round_trip(&v, "v.npy", ElemType::F64, true);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.npy");
+    write_vectors(&path, &v).unwrap();
+    let back = read(&path).unwrap();
+    assert_eq!(
+        back.as_vectors().unwrap().rows_f64(0, 5).as_ref(),
+        &vals[..]
+    );
+    for ext in ["fvecs", "fbin"] {
+        let err = write_vectors(&dir.path().join(format!("v.{ext}")), &v).unwrap_err();
+        assert_eq!(
+            err.message(),
+            format!(
+                ".{ext} holds f32 values but these vectors hold f64 values with no exact f32 \
+                 form (write .npy to keep them)"
+            )
+        );
+    }
+    // f64 storage of f32 numbers is written to every f32 format, and read back as f32.
+    let narrow = VectorSet::from_f64(2, 2, vec![0.5, -3.0, 1e3, 0.25]).unwrap();
+    round_trip(&narrow, "v.fbin", ElemType::F32, true);
+    round_trip(&narrow, "v.npy", ElemType::F32, false);
+}
+
 #[test]
 fn zero_rows_round_trip_in_headed_formats() {
     let v = VectorSet::from_f32(0, 4, vec![]).unwrap();

@@ -6,17 +6,25 @@
 
 use std::ops::Range;
 
+use voisin::data::ElemType;
 use voisin::{Dataset, StringSet, VectorSet};
 
 /// Items `range` of `data`, renumbered from 0.
 pub fn slice(data: &Dataset, range: Range<usize>) -> Dataset {
     match data {
-        Dataset::Vectors(v) => {
-            let rows = v.rows_f32(range.start, range.end).into_owned();
-            VectorSet::from_f32(range.len(), v.dim(), rows)
-                .expect("a slice of a valid vector set is valid")
-                .into()
+        // f64 storage stays f64 (its values are the data); the rest is f32 exactly.
+        Dataset::Vectors(v) => match v.elem_type() {
+            ElemType::F64 => {
+                let rows = v.rows_f64(range.start, range.end).into_owned();
+                VectorSet::from_f64(range.len(), v.dim(), rows)
+            }
+            _ => {
+                let rows = v.rows_f32(range.start, range.end).into_owned();
+                VectorSet::from_f32(range.len(), v.dim(), rows)
+            }
         }
+        .expect("a slice of a valid vector set is valid")
+        .into(),
         Dataset::Strings(s) => StringSet::from_strings(range.map(|i| s.get_string(i)))
             .expect("a slice of a valid string set is valid")
             .into(),
@@ -39,6 +47,9 @@ mod tests {
             s.as_vectors().unwrap().as_f32().unwrap(),
             &[2.0, 3.0, 4.0, 5.0]
         );
+        let w = VectorSet::from_f64(3, 1, vec![0.1, 0.2, 0.3]).unwrap();
+        let s = slice(&w.into(), 1..3);
+        assert_eq!(s.as_vectors().unwrap().rows_f64(0, 2).as_ref(), &[0.2, 0.3]);
         let t = StringSet::from_strings(["a", "bc", "d"]).unwrap();
         let s = slice(&t.into(), 1..3);
         assert_eq!(s.as_strings().unwrap().get_string(0), "bc");

@@ -365,7 +365,7 @@ pub fn check_metric(data: &Dataset, metric: &Metric) -> Result<()> {
         Dataset::Strings(_) => ItemKind::Strings,
     };
     if metric.supports(kind) {
-        return Ok(());
+        return check_custom_f64(data, metric);
     }
     let what = match kind {
         ItemKind::Vectors => "vectors",
@@ -378,6 +378,21 @@ pub fn check_metric(data: &Dataset, metric: &Metric) -> Result<()> {
     Err(Error::invalid(format!(
         "metric {metric} does not apply to {what}{hint}"
     )))
+}
+
+/// A user metric over f32 vectors cannot measure f64 values f32 does not hold.
+fn check_custom_f64(data: &Dataset, metric: &Metric) -> Result<()> {
+    match (data, metric) {
+        (Dataset::Vectors(v), Metric::Custom(c))
+            if c.vectors_f64.is_none() && !v.is_f32_exact() =>
+        {
+            Err(Error::invalid(format!(
+                "metric {metric} takes f32 vectors but the data holds f64 values with no exact \
+                 f32 form; give it an f64 distance (CustomMetric::for_vectors_f64)"
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Checks that base and queries can be compared under `metric`.

@@ -191,6 +191,7 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
                 self.dim
             )));
         }
+        queries.require_f32_exact("metric indexes")?;
         Ok(queries.rows_f32(0, queries.len()))
     }
 

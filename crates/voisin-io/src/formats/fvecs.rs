@@ -10,7 +10,7 @@
 use voisin::data::{Buffer, VectorData};
 use voisin::Dataset;
 
-use super::{exact_f32, le_u32, vectors, Elem};
+use super::{exact, le_u32, vectors, Elem};
 use crate::error::{bail, Parsed};
 
 /// The three TEXMEX flavours, which differ only in the value type.
@@ -114,7 +114,7 @@ pub(crate) fn parse(bytes: &[u8], kind: Texmex) -> Parsed<Dataset> {
         Texmex::Bvecs => VectorData::U8(Buffer::Owned(row_values::<u8>(bytes, n, dim))),
         Texmex::Ivecs => {
             let ints = row_values::<i32>(bytes, n, dim);
-            VectorData::F32(Buffer::Owned(exact_f32(&ints, dim)?))
+            exact(&ints, dim)?
         }
     };
     vectors(n, dim, data)

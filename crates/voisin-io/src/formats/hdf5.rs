@@ -15,9 +15,10 @@ use hdf5_pure::{DType, FormatError, Layout};
 use voisin::data::{Buffer, VectorData};
 use voisin::Dataset;
 
-use super::{exact_f32, vectors, ExactF32};
+use super::{exact, vectors};
 use crate::error::{bail, Parsed, Problem};
 use crate::Role;
+use voisin::data::ExactInF64;
 
 /// A compressed dataset may legitimately expand beyond the file size, but not by more than
 /// deflate's ratio limit (about 1032:1); beyond that the declared shape is a lie.
@@ -121,9 +122,13 @@ fn parse_unguarded(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Par
         DType::I8 => converted(ds.read_i8(), d)?,
         DType::I16 => converted(ds.read_i16(), d)?,
         DType::I32 => converted(ds.read_i32(), d)?,
+        DType::I64 => converted(ds.read_i64(), d)?,
+        DType::U16 => converted(ds.read_u16(), d)?,
+        DType::U32 => converted(ds.read_u32(), d)?,
+        DType::U64 => converted(ds.read_u64(), d)?,
         other => bail!(
-            "dataset '{name}' has type {other}, which is not supported (supported: f32, u8; \
-             also f64, i8, i16, i32 when every value converts to f32 exactly)"
+            "dataset '{name}' has type {other}, which is not supported (supported: f32, f64, \
+             u8, i8, i16, i32, i64, u16, u32, u64)"
         ),
     };
     vectors(n, d, data).map_err(|p| Problem(format!("dataset '{name}': {}", p.0)))
@@ -189,9 +194,11 @@ fn check_storage(
     Ok(())
 }
 
-fn converted<T: ExactF32>(read: Result<Vec<T>, hdf5_pure::Error>, d: usize) -> Parsed<VectorData> {
-    let vals = read.map_err(lib_err)?;
-    Ok(VectorData::F32(Buffer::Owned(exact_f32(&vals, d)?)))
+fn converted<T: ExactInF64>(
+    read: Result<Vec<T>, hdf5_pure::Error>,
+    d: usize,
+) -> Parsed<VectorData> {
+    exact(&read.map_err(lib_err)?, d)
 }
 
 /// The root attribute `distance` of an ann-benchmarks file, mapped to a voisin metric name.

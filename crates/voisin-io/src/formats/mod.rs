@@ -15,13 +15,12 @@ pub(crate) mod npz;
 pub(crate) mod parquet;
 pub(crate) mod txt;
 
-use std::fmt::Display;
 use std::sync::Arc;
 
 use bytemuck::Pod;
 use half::f16;
 use memmap2::Mmap;
-use voisin::data::{Buffer, VectorData, VectorSet, MAX_ITEMS};
+use voisin::data::{Buffer, ExactInF64, VectorData, VectorSet, MAX_ITEMS};
 use voisin::Dataset;
 
 use crate::error::{bail, Parsed, Problem};
@@ -71,7 +70,7 @@ macro_rules! int_elem {
         }
     )*};
 }
-int_elem!(u8, i8, i16, i32, i64);
+int_elem!(u8, i8, i16, i32, i64, u16, u64);
 
 macro_rules! float_elem {
     ($($t:ty),*) => {$(
@@ -153,61 +152,11 @@ pub(crate) fn check_shape(
     Ok((n as usize, d as usize))
 }
 
-/// Converts values to f32, refusing any value whose f32 form would differ from it.
-pub(crate) trait ExactF32: Copy + Display {
-    /// Why a value has no exact f32 form, for the error message.
-    const WHY: &'static str;
-    fn to_f32_exact(self) -> Option<f32>;
-}
-
-impl ExactF32 for f64 {
-    const WHY: &'static str = "it would be rounded; convert the data to float32 first";
-    fn to_f32_exact(self) -> Option<f32> {
-        let f = self as f32;
-        (f64::from(f) == self || self.is_nan()).then_some(f)
-    }
-}
-
-/// Integers up to 2^24 in magnitude are exact in f32; the limit is stated this simply (rather
-/// than "exactly representable") so that whether a file loads does not depend on luck.
-const EXACT_INT_LIMIT: u32 = 1 << 24;
-
-macro_rules! small_int_exact {
-    ($($t:ty),*) => {$(
-        impl ExactF32 for $t {
-            const WHY: &'static str = "";
-            fn to_f32_exact(self) -> Option<f32> {
-                Some(f32::from(self))
-            }
-        }
-    )*};
-}
-small_int_exact!(i8, i16);
-
-impl ExactF32 for i32 {
-    const WHY: &'static str =
-        "its magnitude exceeds 2^24 = 16777216, beyond which f32 cannot hold every integer";
-    fn to_f32_exact(self) -> Option<f32> {
-        (self.unsigned_abs() <= EXACT_INT_LIMIT).then_some(self as f32)
-    }
-}
-
-/// Row-major values of width `dim` converted to f32, or the first one that would change.
-pub(crate) fn exact_f32<T: ExactF32>(values: &[T], dim: usize) -> Parsed<Vec<f32>> {
-    values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            v.to_f32_exact().ok_or_else(|| {
-                Problem(format!(
-                    "value {v} at row {}, column {} has no exact f32 form: {}",
-                    i / dim,
-                    i % dim,
-                    T::WHY
-                ))
-            })
-        })
-        .collect()
+/// Row-major values of width `dim` of an integer or f64 type as storage: f32 when every value
+/// is exactly an f32 number, f64 otherwise (answered exactly on its own values); a 64-bit
+/// integer f64 would round is refused, naming its row and column.
+pub(crate) fn exact<T: ExactInF64>(values: &[T], dim: usize) -> Parsed<VectorData> {
+    VectorData::from_exact(values, dim).map_err(|e| Problem(e.to_string()))
 }
 
 /// Column-major `n × d` values (Fortran order) rearranged row-major.

@@ -2,11 +2,12 @@
 //!
 //! Accepted: 2-D arrays `(n, d)`, and 1-D arrays `(n,)` read as `n` vectors of dimension 1 (a
 //! column of scalars, the way scikit-learn reads `reshape(-1, 1)`); C or Fortran order; either
-//! byte order. Stored types f32, f16 and u8 are kept as they are; f64, i8, i16 and i32 are
-//! converted to f32 when every value converts exactly (i32 up to 2^24 in magnitude), and refused
-//! otherwise; any other dtype is refused by name.
+//! byte order. Stored types f32, f16 and u8 are kept as they are (bool as u8 0/1); f64 and the
+//! integer types (i8, i16, i32, i64, u16, u32, u64) are stored as f32 when every value is
+//! exactly an f32 number and as f64 otherwise, answered exactly on their own values (a 64-bit
+//! integer f64 would round is refused); any other dtype is refused by name.
 //!
-//! C-order f32/f16/u8 data in host byte order is mapped in place when the file is mapped and the
+//! C-order f32/f16/u8 data (and f64 data kept as f64) in host byte order is mapped in place when the file is mapped and the
 //! data offset is aligned (NumPy pads headers to 64 bytes, so it is); everything else is copied.
 //! The header is a Python literal; this module parses the small subset NumPy writes (dict,
 //! strings, booleans, tuples of integers) with a nesting limit and a size limit, rather than
@@ -15,8 +16,9 @@
 use voisin::data::{Buffer, VectorData};
 use voisin::Dataset;
 
-use super::{check_shape, exact_f32, transpose, values, vectors, Elem, ExactF32, Source};
+use super::{check_shape, exact, transpose, values, vectors, Elem, Source};
 use crate::error::{bail, Parsed, Problem};
+use voisin::data::ExactInF64;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -37,15 +39,20 @@ enum Dtype {
     I8,
     I16,
     I32,
+    I64,
+    U16,
+    U32,
+    U64,
+    Bool,
 }
 
 impl Dtype {
     fn size(self) -> usize {
         match self {
-            Dtype::U8 | Dtype::I8 => 1,
-            Dtype::F16 | Dtype::I16 => 2,
-            Dtype::F32 | Dtype::I32 => 4,
-            Dtype::F64 => 8,
+            Dtype::U8 | Dtype::I8 | Dtype::Bool => 1,
+            Dtype::F16 | Dtype::I16 | Dtype::U16 => 2,
+            Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
+            Dtype::F64 | Dtype::I64 | Dtype::U64 => 8,
         }
     }
 
@@ -58,6 +65,11 @@ impl Dtype {
             Dtype::I8 => "i8",
             Dtype::I16 => "i16",
             Dtype::I32 => "i32",
+            Dtype::I64 => "i64",
+            Dtype::U16 => "u16",
+            Dtype::U32 => "u32",
+            Dtype::U64 => "u64",
+            Dtype::Bool => "bool",
         }
     }
 }
@@ -247,10 +259,15 @@ fn parse_descr(descr: &str) -> Parsed<(Dtype, bool)> {
         "i1" | "b" => Dtype::I8,
         "i2" | "h" => Dtype::I16,
         "i4" => Dtype::I32,
+        "i8" | "q" => Dtype::I64,
+        "u2" | "H" => Dtype::U16,
+        "u4" => Dtype::U32,
+        "u8" | "Q" => Dtype::U64,
+        "b1" | "?" => Dtype::Bool,
         "f" => Dtype::F32,
         _ => bail!(
-            "unsupported dtype '{}' (supported: f32, f16, u8; also f64, i8, i16, i32 when every \
-             value converts to f32 exactly)",
+            "unsupported dtype '{}' (supported: f32, f16, f64, u8, u16, u32, u64, i8, i16, i32, \
+             i64, bool)",
             descr.escape_default()
         ),
     };
@@ -372,17 +389,14 @@ fn typed<T: Elem>(src: Source<'_>, h: &Header, n: usize, d: usize) -> Parsed<Buf
     Ok(Buffer::Owned(transpose(col_major.as_slice(), n, d)))
 }
 
-fn converted<T: Elem + ExactF32>(
+fn converted<T: Elem + ExactInF64>(
     src: Source<'_>,
     h: &Header,
     n: usize,
     d: usize,
 ) -> Parsed<VectorData> {
     let vals = typed::<T>(Source::unmapped(src.bytes), h, n, d)?;
-    Ok(VectorData::F32(Buffer::Owned(exact_f32(
-        vals.as_slice(),
-        d,
-    )?)))
+    exact(vals.as_slice(), d)
 }
 
 pub(crate) fn parse(src: Source<'_>) -> Parsed<Dataset> {
@@ -393,10 +407,17 @@ pub(crate) fn parse(src: Source<'_>) -> Parsed<Dataset> {
         Dtype::F32 => VectorData::F32(typed(src, &h, n, d)?),
         Dtype::F16 => VectorData::F16(typed(src, &h, n, d)?),
         Dtype::U8 => VectorData::U8(typed(src, &h, n, d)?),
-        Dtype::F64 => converted::<f64>(src, &h, n, d)?,
+        // Kept mapped when it stays f64.
+        Dtype::F64 => VectorData::compact_buffer(typed(src, &h, n, d)?),
         Dtype::I8 => converted::<i8>(src, &h, n, d)?,
         Dtype::I16 => converted::<i16>(src, &h, n, d)?,
         Dtype::I32 => converted::<i32>(src, &h, n, d)?,
+        Dtype::I64 => converted::<i64>(src, &h, n, d)?,
+        Dtype::U16 => converted::<u16>(src, &h, n, d)?,
+        Dtype::U32 => converted::<u32>(src, &h, n, d)?,
+        Dtype::U64 => converted::<u64>(src, &h, n, d)?,
+        // NumPy stores bools as bytes 0 and 1.
+        Dtype::Bool => VectorData::U8(typed(src, &h, n, d)?),
     };
     vectors(n, d, data)
 }

@@ -4,17 +4,18 @@
 //! or a variable list whose rows all have the same length) holding each vector; or, with no
 //! list column, every column one dimension (`pandas.DataFrame(X).to_parquet`). With several
 //! list columns, or to pick one column of a table, name it: `data.parquet:emb`. Values may be
-//! float32 (kept), float64 and integers (converted only when exact, as for `.npy`); nulls and
+//! float32, float64 and integers, stored as for `.npy` (f32 when every value is an f32 number,
+//! else f64, answered exactly); nulls and
 //! other types are refused naming the row and column. The parquet crate is guarded against
 //! panics on damaged files, as the HDF5 reader is.
 
 use bytes::Bytes;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::Field;
-use voisin::data::{Buffer, VectorData, MAX_ITEMS};
+use voisin::data::MAX_ITEMS;
 use voisin::Dataset;
 
-use super::{vectors, ExactF32};
+use super::{exact, vectors};
 use crate::error::{bail, Parsed, Problem};
 
 fn lib_err(e: parquet::errors::ParquetError) -> Problem {
@@ -25,30 +26,28 @@ pub(crate) fn parse(bytes: &[u8], column: Option<&str>) -> Parsed<Dataset> {
     super::guarded("Parquet", "parquet", || parse_unguarded(bytes, column))
 }
 
-/// One value as f32, exactly, or why not.
-fn value(f: &Field) -> Result<f32, String> {
-    let exact = |v: Option<f32>, why: &str| v.ok_or_else(|| why.to_string());
+/// One value as f64, exactly, or why not (a 64-bit integer f64 would round).
+fn value(f: &Field) -> Result<f64, String> {
+    let wide = |v: i128| {
+        let x = v as f64;
+        if x as i128 == v {
+            Ok(x)
+        } else {
+            Err(format!("{v} has no exact float64 form"))
+        }
+    };
     match f {
-        Field::Float(v) => Ok(*v),
-        Field::Double(v) => exact(v.to_f32_exact(), <f64 as ExactF32>::WHY),
-        Field::Byte(v) => Ok(f32::from(*v)),
-        Field::Short(v) => Ok(f32::from(*v)),
-        Field::UByte(v) => Ok(f32::from(*v)),
-        Field::UShort(v) => Ok(f32::from(*v)),
-        Field::Int(v) => exact(v.to_f32_exact(), <i32 as ExactF32>::WHY),
-        Field::Long(v) => exact(
-            i32::try_from(*v).ok().and_then(|v| v.to_f32_exact()),
-            <i32 as ExactF32>::WHY,
-        ),
-        Field::UInt(v) => exact(
-            i32::try_from(*v).ok().and_then(|v| v.to_f32_exact()),
-            <i32 as ExactF32>::WHY,
-        ),
-        Field::ULong(v) => exact(
-            i32::try_from(*v).ok().and_then(|v| v.to_f32_exact()),
-            <i32 as ExactF32>::WHY,
-        ),
-        Field::Float16(v) => Ok(f32::from(*v)),
+        Field::Float(v) => Ok(f64::from(*v)),
+        Field::Double(v) => Ok(*v),
+        Field::Byte(v) => Ok(f64::from(*v)),
+        Field::Short(v) => Ok(f64::from(*v)),
+        Field::UByte(v) => Ok(f64::from(*v)),
+        Field::UShort(v) => Ok(f64::from(*v)),
+        Field::Int(v) => Ok(f64::from(*v)),
+        Field::UInt(v) => Ok(f64::from(*v)),
+        Field::Long(v) => wide(i128::from(*v)),
+        Field::ULong(v) => wide(i128::from(*v)),
+        Field::Float16(v) => Ok(f64::from(*v)),
         Field::Null => Err("it is null".into()),
         other => Err(format!("'{other}' is not a number")),
     }
@@ -85,7 +84,7 @@ fn parse_unguarded(bytes: &[u8], column: Option<&str>) -> Parsed<Dataset> {
             lists.join(", ")
         ),
     };
-    let mut values: Vec<f32> = Vec::new();
+    let mut values: Vec<f64> = Vec::new();
     let mut dim = 0usize;
     let iter = reader.get_row_iter(None).map_err(lib_err)?;
     for (r, row) in iter.enumerate() {
@@ -118,5 +117,5 @@ fn parse_unguarded(bytes: &[u8], column: Option<&str>) -> Parsed<Dataset> {
         }
     }
     let n = values.len() / dim.max(1);
-    vectors(n, dim, VectorData::F32(Buffer::Owned(values)))
+    vectors(n, dim, exact(&values, dim)?)
 }

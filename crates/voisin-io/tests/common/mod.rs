@@ -52,6 +52,7 @@ pub fn is_mapped(ds: &Dataset) -> bool {
         VectorData::F16(b) => b.is_mapped(),
         VectorData::Bf16(b) => b.is_mapped(),
         VectorData::U8(b) => b.is_mapped(),
+        VectorData::F64(b) => b.is_mapped(),
     }
 }
 

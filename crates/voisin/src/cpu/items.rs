@@ -1,5 +1,5 @@
-//! Key tiles for metrics without a matrix-product form: levenshtein on strings and user metrics
-//! on vectors or strings. Keys are exact (f64) and only rounded to f32 for the tile, so the
+//! Key tiles for metrics without a matrix-product form: levenshtein on strings, user metrics
+//! on vectors or strings, and built-in metrics on f64 vectors that f32 cannot approximate. Keys are exact (f64) and only rounded to f32 for the tile, so the
 //! bound is one f32 rounding; the drivers re-rank the few candidates on the f64 key.
 
 use super::tiles::{Bound, TileSource};

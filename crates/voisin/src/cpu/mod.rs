@@ -124,6 +124,8 @@ impl CpuEngine {
     }
 
     /// Runs `f` on this engine's threads with the tile source that fits the data and metric.
+    /// f64 sets with values outside f32's normal range (which f32 tiles would flush to zero or
+    /// overflow) are measured with exact keys throughout, as user metrics are.
     fn with_source<R: Send>(
         &self,
         base: &Dataset,
@@ -132,7 +134,9 @@ impl CpuEngine {
         f: impl FnOnce(&dyn Driver) -> R + Send,
     ) -> R {
         self.pool.install(|| match (base, queries, metric) {
-            (Dataset::Vectors(b), Dataset::Vectors(q), m) if !matches!(m, Metric::Custom(_)) => {
+            (Dataset::Vectors(b), Dataset::Vectors(q), m)
+                if !matches!(m, Metric::Custom(_)) && b.is_f32_normal() && q.is_f32_normal() =>
+            {
                 f(&Source(tiles::TileMaker::new(m, b, q)))
             }
             _ => f(&Source(items::ItemTiles::new(metric, base, queries))),

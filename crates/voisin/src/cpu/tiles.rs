@@ -6,8 +6,34 @@
 //! centred and normalised per row for correlation); the others through the direct kernels of
 //! [`crate::metric::simd`]. Every tile comes with a [`Bound`] so that selection can keep every
 //! item that may be among the exact k nearest. This module must not select; it only measures.
+//!
+//! # f64 storage
+//!
+//! f64 rows are rounded to f32 for the tiles, so a tile's keys approximate the keys of the
+//! rounded rows x̃ while the exact key is that of the stored rows x. Each prepared block records
+//! the largest rounding error of its rows, measured exactly (`e = x − x̃` is exact in f64), in the
+//! norms the metrics need ([`Rounding`]), and the tile bound is widened by how far the key can
+//! move when its inputs move that far. With K the exact key of x and K̃ that of x̃, and
+//! `|K̃ − v| ≤ B₀(v)` the f32 bound, a perturbation bound `|K − K̃| ≤ α·|K̃| + β` gives
+//! `|K − v| ≤ B₀(v) + α·(|v| + B₀(v)) + β` ([`Bound::widen`]). Per plan, with ρ = ‖e_q‖ + ‖e_b‖:
+//!
+//! - sqeuclidean/euclidean (key ‖x − y‖²): `|‖a‖² − ‖ã‖²| ≤ ρ₂·(2‖ã‖ + ρ₂)` and
+//!   `‖ã‖ = ‖x̃ − ỹ‖ ≤ s`, the sum of the blocks' largest centred norms: α = 0, β = ρ₂(2s + ρ₂).
+//! - inner_product (key −x·y): `|x·y − x̃·ỹ| ≤ ‖x̃‖ρ₂(y) + ‖ỹ‖ρ₂(x) + ρ₂(x)ρ₂(y)`.
+//! - cosine and correlation (key 1 − x̂·ŷ on rows centred by their mean for correlation; the
+//!   centring is an orthogonal projection, so it does not lengthen e): a unit vector moves by at
+//!   most `2‖e‖/‖x̃‖`, and the key by at most the sum of both moves: β = u_q + u_b with u the
+//!   blocks' largest `2‖e‖/‖x̃‖` (infinite when a row rounds to zero but is not zero).
+//! - cityblock: β = ρ₁; chebyshev: β = ρ∞.
+//! - minkowski p (key ‖a‖ₚᵖ): `|‖a‖ₚ − ‖ã‖ₚ| ≤ Δ = ρ₁` and, by convexity, for any t > 0,
+//!   `|‖a‖ₚᵖ − ‖ã‖ₚᵖ| ≤ ((1 + t)^(p−1) − 1)·‖ã‖ₚᵖ + (1 + 1/t)^(p−1)·Δᵖ`; t = 2⁻¹⁶.
+//!
+//! Norms of the f32 rows are themselves f32 results; they are enlarged by γ before use.
+//! Rows whose values leave f32's normal range are not tiled at all: the engine measures such
+//! sets with exact keys only (see `CpuEngine::with_source`). A block without rounding has all
+//! errors zero and its bound is unchanged.
 
-use crate::data::VectorSet;
+use crate::data::{ElemType, VectorSet};
 use crate::metric::{exact, simd, Metric};
 
 /// Error bound of a tile: the exact key of an entry with approximate key `v` lies in
@@ -19,6 +45,21 @@ pub struct Bound {
 }
 
 impl Bound {
+    /// The bound of keys whose inputs were also perturbed so that the exact key K of the
+    /// unperturbed inputs and the exact key K̃ of the perturbed ones satisfy
+    /// `|K − K̃| ≤ alpha·|K̃| + beta` (see the module doc). Zero `alpha` and `beta` leave the bound
+    /// unchanged.
+    pub fn widen(self, alpha: f64, beta: f64) -> Bound {
+        if alpha == 0.0 && beta == 0.0 {
+            return self;
+        }
+        // The slack covers the f64 rounding of the few operations forming beta.
+        Bound {
+            rel: self.rel + alpha * (1.0 + self.rel),
+            abs: self.abs + alpha * self.abs + beta * (1.0 + 1e-12),
+        }
+    }
+
     /// True when the keys carry no error at all (small-integer keys such as edit distances).
     pub fn is_exact(&self) -> bool {
         self.rel == 0.0 && self.abs == 0.0
@@ -116,6 +157,64 @@ pub struct PreparedRows {
     /// error factor (≥ 1). Used only for error bounds.
     pub max_norm: f64,
     pub count: usize,
+    /// Largest errors of rounding these rows from f64 to f32; zero for other storage.
+    pub rounding: Rounding,
+}
+
+/// Largest rounding errors `e = x − x̃` of a block of rows rounded from f64 to f32.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rounding {
+    /// Largest ‖e‖₂.
+    pub l2: f64,
+    /// Largest ‖e‖₁.
+    pub l1: f64,
+    /// Largest ‖e‖∞.
+    pub linf: f64,
+    /// Largest bound on how far the unit vector of a row moves (cosine and correlation):
+    /// `2‖e‖₂ / ‖x̃‖` with the row centred for correlation.
+    pub unit: f64,
+}
+
+impl Rounding {
+    /// Errors of one f32 row against the f64 row it was rounded from. Every `x − x̃` is exact in
+    /// f64; the sums are enlarged to cover their own rounding.
+    fn of_row(exact: &[f64], rounded: &[f32]) -> Rounding {
+        let (mut sq, mut l1, mut linf) = (0.0f64, 0.0f64, 0.0f64);
+        for (&x, &r) in exact.iter().zip(rounded) {
+            let e = (x - r as f64).abs();
+            sq += e * e;
+            l1 += e;
+            linf = linf.max(e);
+        }
+        let slack = 1.0 + (exact.len() as f64 + 4.0) * f64::EPSILON;
+        Rounding {
+            l2: sq.sqrt() * slack,
+            l1: l1 * slack,
+            linf,
+            unit: 0.0,
+        }
+    }
+
+    fn max(self, o: Rounding) -> Rounding {
+        Rounding {
+            l2: self.l2.max(o.l2),
+            l1: self.l1.max(o.l1),
+            linf: self.linf.max(o.linf),
+            unit: self.unit.max(o.unit),
+        }
+    }
+
+    /// `2‖e‖₂ / norm`, where `norm` is a lower bound of the row's (centred) norm: zero without
+    /// error, infinite when the rounded row is zero but the row is not.
+    fn unit_move(l2: f64, norm: f64) -> f64 {
+        if l2 == 0.0 {
+            0.0
+        } else if norm > 0.0 {
+            2.0 * l2 / norm
+        } else {
+            f64::INFINITY
+        }
+    }
 }
 
 impl<'a> TileMaker<'a> {
@@ -147,6 +246,22 @@ impl<'a> TileMaker<'a> {
         out.rows.extend_from_slice(&set.rows_f32(start, end));
         out.norms.clear();
         out.max_norm = 0.0;
+        // Per-row rounding errors of f64 rows (none for other storage).
+        let row_errors: Vec<Rounding> = if set.elem_type() == ElemType::F64 {
+            let exact = set.rows_f64(start, end);
+            exact
+                .chunks_exact(d)
+                .zip(out.rows.chunks_exact(d))
+                .map(|(x, r)| Rounding::of_row(x, r))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        out.rounding = row_errors
+            .iter()
+            .fold(Rounding::default(), |a, &b| a.max(b));
+        // Norms of f32 rows computed in f32 are within γ of the real ones (module doc).
+        let gamma = gamma(d);
         match &self.plan {
             Plan::SqL2 { center } => {
                 for row in out.rows.chunks_exact_mut(d) {
@@ -158,13 +273,21 @@ impl<'a> TileMaker<'a> {
             }
             Plan::Cosine { centred } => {
                 out.max_norm = 1.0;
-                for row in out.rows.chunks_exact_mut(d) {
+                for (r, row) in out.rows.chunks_exact_mut(d).enumerate() {
                     let mut mean = 0.0f32;
                     if *centred {
                         mean = (row.iter().map(|&x| x as f64).sum::<f64>() / d as f64) as f32;
                         row.iter_mut().for_each(|x| *x -= mean);
                     }
                     let norm = (simd::dot(row, row) as f64).sqrt();
+                    if let Some(e) = row_errors.get(r) {
+                        // A lower bound of ‖x̃‖ (centred: the computed centring may be off by
+                        // u·|mean| per value).
+                        let low = norm * (1.0 - gamma)
+                            - 2.0 * (d as f64).sqrt() * simd::U32 * mean.abs() as f64;
+                        let unit = Rounding::unit_move(e.l2, low);
+                        out.rounding.unit = out.rounding.unit.max(unit);
+                    }
                     // A zero row stays zero: its dot with anything is 0, its key exactly 1,
                     // which is the defined distance.
                     if norm > 0.0 {
@@ -197,12 +320,37 @@ impl<'a> TileMaker<'a> {
         if m == 0 || n == 0 {
             return Bound { rel: 0.0, abs: 0.0 };
         }
+        let bound = self.f32_tile_keys(q, b, keys);
+        let (eq, eb) = (q.rounding, b.rounding);
+        if eq == Rounding::default() && eb == Rounding::default() {
+            return bound;
+        }
+        let gamma = gamma(d);
+        let (alpha, beta) = match (&self.plan, self.metric) {
+            (Plan::SqL2 { .. }, _) => {
+                let rho = eq.l2 + eb.l2;
+                let s = (q.max_norm + b.max_norm) * (1.0 + gamma);
+                (0.0, rho * (2.0 * s + rho))
+            }
+            (Plan::Dot, _) => {
+                let (nq, nb) = (q.max_norm * (1.0 + gamma), b.max_norm * (1.0 + gamma));
+                (0.0, nq * eb.l2 + nb * eq.l2 + eq.l2 * eb.l2)
+            }
+            (Plan::Cosine { .. }, _) => (0.0, eq.unit + eb.unit),
+            (Plan::Direct, Metric::Chebyshev) => (0.0, eq.linf + eb.linf),
+            (Plan::Direct, Metric::Minkowski(p)) => minkowski_widening(*p, eq.l1 + eb.l1),
+            (Plan::Direct, _) => (0.0, eq.l1 + eb.l1),
+        };
+        bound.widen(alpha, beta)
+    }
+
+    /// The keys of the f32 rows and their bound against the exact keys of those f32 rows.
+    fn f32_tile_keys(&self, q: &PreparedRows, b: &PreparedRows, keys: &mut [f32]) -> Bound {
+        let (m, n, d) = (q.count, b.count, self.dim);
         if matches!(self.plan, Plan::Direct) {
             return self.direct_keys(q, b, keys);
         }
-        // γ for a length-d dot product with FMA or blocked summation, doubled for the
-        // norm terms and the final additions; see the derivation in bench/NOTES.md.
-        let gamma = 2.0 * (d as f64 + 8.0) * simd::U32;
+        let gamma = gamma(d);
         // The key's constant part is written first and the product accumulated into it, so
         // the tile is written once and read once (by the scan).
         match &self.plan {
@@ -273,8 +421,27 @@ impl TileSource for TileMaker<'_> {
     }
 
     fn exact(&self, i: usize, j: usize) -> f64 {
-        exact::vector_key(self.metric, &self.base.row_f32(i), &self.queries.row_f32(j))
+        exact::set_key(self.metric, self.base, i, self.queries, j)
     }
+}
+
+/// (α, β) of the minkowski key ‖a‖ₚᵖ when ‖a‖ₚ moves by at most `delta` (module doc).
+fn minkowski_widening(p: f64, delta: f64) -> (f64, f64) {
+    if delta == 0.0 {
+        return (0.0, 0.0);
+    }
+    let t = 1.0f64 / 65536.0;
+    let alpha = (1.0 + t).powf(p - 1.0) - 1.0;
+    // Slack for powf's own rounding (a few ulps); an overflow makes the bound infinite, which
+    // keeps every pair for the exact re-rank.
+    let beta = (1.0 + 1.0 / t).powf(p - 1.0) * delta.powf(p);
+    (alpha * (1.0 + 1e-12), beta * (1.0 + 1e-12))
+}
+
+/// γ for a length-d dot product with FMA or blocked summation, doubled for the norm terms and
+/// the final additions; see the derivation in bench/NOTES.md.
+fn gamma(d: usize) -> f64 {
+    2.0 * (d as f64 + 8.0) * simd::U32
 }
 
 /// Smallest positive normal f32: keeps bounds non-zero when all norms are zero.
@@ -334,4 +501,88 @@ fn column_mean(set: &VectorSet) -> Vec<f32> {
     }
     let n = set.len().max(1) as f64;
     acc.into_iter().map(|a| (a / n) as f32).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// An f64 value as far from every f32 as rounding allows: just under half an f32 ulp
+    /// above an f32 number, so rounding to f32 errs by almost the full half ulp.
+    fn worst(rng: &mut StdRng, centre: f64, spread: f64) -> f64 {
+        let y = (centre + spread * rng.gen_range(-1.0..1.0)) as f32;
+        let ulp = (y.abs().next_up() - y.abs()) as f64;
+        let sign = if rng.gen_bool(0.5) { 1.0 } else { -1.0 };
+        y as f64 + sign * 0.4999 * ulp
+    }
+
+    fn worst_set(rng: &mut StdRng, n: usize, d: usize, centre: f64, spread: f64) -> VectorSet {
+        let v = (0..n * d).map(|_| worst(rng, centre, spread)).collect();
+        VectorSet::from_f64(n, d, v).unwrap()
+    }
+
+    /// Every entry of every tile lies within its widened bound of the exact key on the f64
+    /// values, for every built-in vector metric, on data built so that rounding to f32 errs
+    /// by almost half an ulp in every value.
+    #[test]
+    fn widened_bound_covers_worst_case_rounding() {
+        let mut rng = StdRng::seed_from_u64(64);
+        let mut metrics: Vec<Metric> = Metric::builtins()
+            .into_iter()
+            .filter(|m| *m != Metric::Levenshtein)
+            .collect();
+        metrics.push(Metric::Minkowski(1.5));
+        // (centre, spread): around the origin, far from it with a tiny spread (cancellation),
+        // and large magnitudes.
+        let shapes = [(0.0, 1.0), (1.0e4, 1.0e-2), (-3.0e6, 10.0), (0.0, 1.0e5)];
+        for &d in &[1usize, 3, 17, 127] {
+            for &(c, s) in &shapes {
+                let base = worst_set(&mut rng, 24, d, c, s);
+                let queries = worst_set(&mut rng, 9, d, c, s);
+                for m in &metrics {
+                    let tm = TileMaker::new(m, &base, &queries);
+                    let (mut pb, mut pq, mut keys) =
+                        (PreparedRows::default(), PreparedRows::default(), Vec::new());
+                    tm.prepare_base(0, base.len(), &mut pb);
+                    tm.prepare_query(0, queries.len(), &mut pq);
+                    assert!(pb.rounding.l2 > 0.0, "data not rounded");
+                    let bound = tm.keys(&pq, &pb, f64::INFINITY, &mut keys);
+                    for j in 0..queries.len() {
+                        for i in 0..base.len() {
+                            let v = keys[j * base.len() + i];
+                            let exact = tm.exact(i, j);
+                            assert!(
+                                bound.lower(v) <= exact && exact <= bound.upper(v),
+                                "{m} d={d} centre={c} spread={s} pair ({j},{i}): key {v}, \
+                                 exact {exact}, bound {bound:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rows the f32 tiles see exactly (f64 storage of f32 numbers) get the f32 bound unchanged.
+    #[test]
+    fn exact_f64_rows_keep_the_f32_bound() {
+        let mut rng = StdRng::seed_from_u64(65);
+        let v: Vec<f32> = (0..40 * 5).map(|_| rng.gen_range(-2.0..2.0)).collect();
+        let narrow = VectorSet::from_f32(40, 5, v.clone()).unwrap();
+        let wide = VectorSet::from_f64(40, 5, v.iter().map(|&x| x as f64).collect()).unwrap();
+        for m in [Metric::Euclidean, Metric::Cosine, Metric::Minkowski(3.0)] {
+            let bounds: Vec<(f64, f64, Vec<f32>)> = [&narrow, &wide]
+                .iter()
+                .map(|set| {
+                    let tm = TileMaker::new(&m, set, set);
+                    let (mut p, mut keys) = (PreparedRows::default(), Vec::new());
+                    tm.prepare_base(0, 40, &mut p);
+                    let b = tm.keys(&p, &p, f64::INFINITY, &mut keys);
+                    (b.rel, b.abs, keys)
+                })
+                .collect();
+            assert_eq!(bounds[0], bounds[1], "{m}");
+        }
+    }
 }

@@ -1,10 +1,18 @@
-//! Data sets: dense vector sets (f32, f16, bf16 or u8 storage, owned or memory-mapped) and
+//! Data sets: dense vector sets (f32, f64, f16, bf16 or u8 storage, owned or memory-mapped) and
 //! string sets.
 //!
 //! This module owns the in-memory representation only. Parsing files is the job of the
-//! `voisin-io` crate; computing distances is the job of [`crate::metric`]. Every engine reads
-//! vectors through [`VectorSet::rows_f32`] (or the borrowed fast path [`VectorSet::as_f32`]), so
-//! storage type never leaks into the engines.
+//! `voisin-io` crate; computing distances is the job of [`crate::metric`]. Engines read vectors
+//! for their f32 tiles through [`VectorSet::rows_f32`] (or the borrowed fast path
+//! [`VectorSet::as_f32`]). Every storage type except f64 converts to f32 exactly; f64 rows are
+//! rounded there, so the engines widen their tile bounds by that rounding
+//! ([`VectorSet::is_f32_exact`] says when there is none) and compute exact keys on
+//! [`VectorSet::rows_f64`].
+//!
+//! f64 storage is built with [`VectorSet::from_f64`] (always f64), [`VectorSet::from_f64_compact`]
+//! (f32 when every value is exactly an f32, f64 otherwise) or [`VectorSet::from_exact`] (any
+//! [`ExactInF64`] type: integers f64 holds exactly, bool, f32, f64), which readers of files and
+//! the Python bindings call.
 
 mod buffer;
 mod strings;
@@ -20,14 +28,15 @@ use crate::error::{Error, Result};
 /// Largest number of items a set may hold: indices are stored as `u32` in results.
 pub const MAX_ITEMS: usize = u32::MAX as usize;
 
-/// Storage element type of a vector set. All arithmetic is done in f32 (and f64 for the final
-/// exact distances) whatever the storage type.
+/// Storage element type of a vector set. Tiles are computed in f32 and the final exact
+/// distances in f64 whatever the storage type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ElemType {
     F32,
     F16,
     Bf16,
     U8,
+    F64,
 }
 
 impl ElemType {
@@ -37,6 +46,7 @@ impl ElemType {
             ElemType::F16 => "f16",
             ElemType::Bf16 => "bf16",
             ElemType::U8 => "u8",
+            ElemType::F64 => "f64",
         }
     }
 }
@@ -48,6 +58,48 @@ pub enum VectorData {
     F16(Buffer<f16>),
     Bf16(Buffer<bf16>),
     U8(Buffer<u8>),
+    F64(Buffer<f64>),
+}
+
+impl VectorData {
+    /// f64 values stored as f32 when every one is exactly an f32, as f64 otherwise.
+    pub fn compact(values: Vec<f64>) -> VectorData {
+        Self::compact_buffer(Buffer::Owned(values))
+    }
+
+    /// [`VectorData::compact`] for owned or memory-mapped f64 values: f64 storage keeps the
+    /// buffer (a mapped file stays mapped).
+    pub fn compact_buffer(values: Buffer<f64>) -> VectorData {
+        let vals = values.as_slice();
+        if vals.iter().all(|&v| f32_exact(v)) {
+            VectorData::F32(Buffer::Owned(vals.iter().map(|&v| v as f32).collect()))
+        } else {
+            VectorData::F64(values)
+        }
+    }
+
+    /// Row-major values of width `dim` of any [`ExactInF64`] type, stored as
+    /// [`VectorData::compact`] does; the first value f64 would round is an error naming its
+    /// row and column. The constructor file readers and bindings call for f64 and integer data.
+    pub fn from_exact<T: ExactInF64>(values: &[T], dim: usize) -> Result<VectorData> {
+        let dim = dim.max(1);
+        let converted: Vec<f64> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                v.to_f64_exact().ok_or_else(|| {
+                    Error::invalid(format!(
+                        "value {v} at row {}, column {} has no exact f64 form: it would be \
+                         rounded (f64 holds every integer only up to 2^53 = 9007199254740992 \
+                         in magnitude)",
+                        i / dim,
+                        i % dim
+                    ))
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self::compact(converted))
+    }
 }
 
 /// `n` vectors of dimension `dim`, stored row-major.
@@ -74,6 +126,7 @@ impl VectorSet {
             VectorData::F16(b) => b.len(),
             VectorData::Bf16(b) => b.len(),
             VectorData::U8(b) => b.len(),
+            VectorData::F64(b) => b.len(),
         };
         if Some(len) != n.checked_mul(dim) {
             return Err(Error::invalid(format!(
@@ -86,6 +139,26 @@ impl VectorSet {
     /// Convenience constructor for owned f32 rows.
     pub fn from_f32(n: usize, dim: usize, values: Vec<f32>) -> Result<Self> {
         Self::new(n, dim, VectorData::F32(Buffer::Owned(values)))
+    }
+
+    /// Owned f64 rows, stored as f64 whatever the values.
+    pub fn from_f64(n: usize, dim: usize, values: Vec<f64>) -> Result<Self> {
+        Self::new(n, dim, VectorData::F64(Buffer::Owned(values)))
+    }
+
+    /// Owned f64 rows, stored as f32 when every value is exactly an f32 (the answers are the
+    /// same either way; f32 storage halves the memory and needs no widened bounds) and as f64
+    /// otherwise. NaN counts as f32-exact, so that the usual non-finite checks report it.
+    pub fn from_f64_compact(n: usize, dim: usize, values: Vec<f64>) -> Result<Self> {
+        Self::new(n, dim, VectorData::compact(values))
+    }
+
+    /// Rows of any type whose values f64 holds exactly ([`ExactInF64`]: f32, f64, bool and
+    /// integers), stored compactly as [`VectorSet::from_f64_compact`] does. The first value
+    /// f64 cannot hold (a 64-bit integer beyond 2^53 that f64 would round) is an error naming
+    /// its row and column.
+    pub fn from_exact<T: ExactInF64>(n: usize, dim: usize, values: &[T]) -> Result<Self> {
+        Self::new(n, dim, VectorData::from_exact(values, dim)?)
     }
 
     pub fn len(&self) -> usize {
@@ -110,6 +183,42 @@ impl VectorSet {
             VectorData::F16(_) => ElemType::F16,
             VectorData::Bf16(_) => ElemType::Bf16,
             VectorData::U8(_) => ElemType::U8,
+            VectorData::F64(_) => ElemType::F64,
+        }
+    }
+
+    /// Whether [`VectorSet::rows_f32`] holds exactly the stored values: true for every storage
+    /// type but f64, and for f64 storage whose values are all f32 numbers (checked value by
+    /// value: one pass over the set).
+    pub fn is_f32_exact(&self) -> bool {
+        match &self.data {
+            VectorData::F64(v) => v.as_slice().iter().all(|&x| f32_exact(x)),
+            _ => true,
+        }
+    }
+
+    /// An error for consumers that hold or compute on f32 values only (`who`, e.g. "metric
+    /// indexes"), when this set holds f64 values f32 cannot hold; `Ok` otherwise.
+    pub fn require_f32_exact(&self, who: &str) -> Result<()> {
+        if self.is_f32_exact() {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "{who} take f32 values, and these {} x {} vectors hold f64 values with no exact f32 \
+             form; the CPU engine answers them exactly (--device cpu)",
+            self.n, self.dim
+        )))
+    }
+
+    /// Whether every value rounds to f32 with a relative error of at most 2⁻²⁴: zero or of a
+    /// magnitude within f32's normal range (subnormal f32 results lose relative precision,
+    /// larger ones overflow). True for every storage type but f64.
+    pub fn is_f32_normal(&self) -> bool {
+        match &self.data {
+            VectorData::F64(v) => v.as_slice().iter().all(|&x| {
+                x == 0.0 || (f32::MIN_POSITIVE as f64..=f32::MAX as f64).contains(&x.abs())
+            }),
+            _ => true,
         }
     }
 
@@ -134,12 +243,36 @@ impl VectorSet {
                 Cow::Owned(v.as_slice()[a..b].iter().map(|x| x.to_f32()).collect())
             }
             VectorData::U8(v) => Cow::Owned(v.as_slice()[a..b].iter().map(|&x| x as f32).collect()),
+            // Rounded to nearest; see `is_f32_exact`.
+            VectorData::F64(v) => {
+                Cow::Owned(v.as_slice()[a..b].iter().map(|&x| x as f32).collect())
+            }
         }
     }
 
     /// One row as f32.
     pub fn row_f32(&self, i: usize) -> Cow<'_, [f32]> {
         self.rows_f32(i, i + 1)
+    }
+
+    /// Rows `start..end` as contiguous f64, exactly the stored values: borrowed when stored as
+    /// f64, converted otherwise.
+    pub fn rows_f64(&self, start: usize, end: usize) -> Cow<'_, [f64]> {
+        assert!(start <= end && end <= self.n, "row range out of bounds");
+        match &self.data {
+            VectorData::F64(v) => Cow::Borrowed(&v.as_slice()[start * self.dim..end * self.dim]),
+            _ => Cow::Owned(
+                self.rows_f32(start, end)
+                    .iter()
+                    .map(|&x| x as f64)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// One row as f64.
+    pub fn row_f64(&self, i: usize) -> Cow<'_, [f64]> {
+        self.rows_f64(i, i + 1)
     }
 
     /// First row holding a NaN or infinite value, if any (row index, column index).
@@ -149,8 +282,55 @@ impl VectorSet {
             VectorData::F16(v) => v.as_slice().iter().position(|x| !x.is_finite()),
             VectorData::Bf16(v) => v.as_slice().iter().position(|x| !x.is_finite()),
             VectorData::U8(_) => None,
+            VectorData::F64(v) => v.as_slice().iter().position(|x| !x.is_finite()),
         }?;
         Some((pos / self.dim, pos % self.dim))
+    }
+}
+
+/// Whether an f64 value is exactly an f32 number (NaN included: it is refused elsewhere).
+fn f32_exact(v: f64) -> bool {
+    f64::from(v as f32) == v || v.is_nan()
+}
+
+/// Element types whose values are exactly f64 numbers (for the 64-bit integers: every value up
+/// to 2^53 in magnitude, and beyond it those that happen to be): the types
+/// [`VectorSet::from_exact`] takes.
+pub trait ExactInF64: Copy + std::fmt::Display {
+    /// The value as f64, or `None` when f64 cannot hold it exactly.
+    fn to_f64_exact(self) -> Option<f64>;
+}
+
+macro_rules! exact_in_f64 {
+    ($($t:ty),*) => {$(
+        impl ExactInF64 for $t {
+            fn to_f64_exact(self) -> Option<f64> {
+                Some(f64::from(self))
+            }
+        }
+    )*};
+}
+exact_in_f64!(f64, f32, i32, u32, i16, u16, i8, u8);
+
+// 2^63 and 2^64 themselves are outside the integer types, and a cast back from them saturates,
+// so they are excluded before the round trip.
+impl ExactInF64 for i64 {
+    fn to_f64_exact(self) -> Option<f64> {
+        let f = self as f64;
+        (f < 9_223_372_036_854_775_808.0 && f as i64 == self).then_some(f)
+    }
+}
+
+impl ExactInF64 for u64 {
+    fn to_f64_exact(self) -> Option<f64> {
+        let f = self as f64;
+        (f < 18_446_744_073_709_551_616.0 && f as u64 == self).then_some(f)
+    }
+}
+
+impl ExactInF64 for bool {
+    fn to_f64_exact(self) -> Option<f64> {
+        Some(f64::from(u8::from(self)))
     }
 }
 

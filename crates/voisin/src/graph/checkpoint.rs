@@ -125,6 +125,7 @@ fn data_crc(data: &Dataset) -> u32 {
             VectorData::F16(b) => chunks_crc(bytemuck::cast_slice(b.as_slice())),
             VectorData::Bf16(b) => chunks_crc(bytemuck::cast_slice(b.as_slice())),
             VectorData::U8(b) => chunks_crc(b.as_slice()),
+            VectorData::F64(b) => chunks_crc(bytemuck::cast_slice(b.as_slice())),
         },
         Dataset::Strings(s) => {
             let mut h = crc32fast::Hasher::new();

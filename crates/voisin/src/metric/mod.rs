@@ -41,6 +41,9 @@ where
 pub struct CustomMetric {
     pub name: String,
     pub vectors: Option<Arc<dyn Distance<[f32]>>>,
+    /// A distance over f64 vectors: called with the stored values of every vector set (f32
+    /// storage widened), so f64 data is measured exactly. Takes precedence over `vectors`.
+    pub vectors_f64: Option<Arc<dyn Distance<[f64]>>>,
     pub strings: Option<Arc<dyn Distance<[char]>>>,
 }
 
@@ -49,6 +52,17 @@ impl CustomMetric {
         CustomMetric {
             name: name.into(),
             vectors: Some(Arc::new(f)),
+            vectors_f64: None,
+            strings: None,
+        }
+    }
+
+    /// A metric over f64 vectors, for f64 data (every set is handed over as f64).
+    pub fn for_vectors_f64(name: impl Into<String>, f: impl Distance<[f64]> + 'static) -> Self {
+        CustomMetric {
+            name: name.into(),
+            vectors: None,
+            vectors_f64: Some(Arc::new(f)),
             strings: None,
         }
     }
@@ -57,6 +71,7 @@ impl CustomMetric {
         CustomMetric {
             name: name.into(),
             vectors: None,
+            vectors_f64: None,
             strings: Some(Arc::new(f)),
         }
     }
@@ -131,7 +146,7 @@ impl Metric {
         match self {
             Metric::Levenshtein => kind == ItemKind::Strings,
             Metric::Custom(c) => match kind {
-                ItemKind::Vectors => c.vectors.is_some(),
+                ItemKind::Vectors => c.vectors.is_some() || c.vectors_f64.is_some(),
                 ItemKind::Strings => c.strings.is_some(),
             },
             _ => kind == ItemKind::Vectors,
