@@ -67,7 +67,7 @@ use std::time::Instant;
 /// The smallest working set: one query row against a 16384-item tile plus lists.
 const MIN_BUDGET: usize = 1 << 20;
 
-use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, RangeRequest, RangeResult};
+use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeRequest, RangeResult};
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 pub use context::{device_count, gpu_available};
@@ -274,6 +274,16 @@ fn to_result(rows: Vec<Vec<(f64, u32)>>, k: usize, metric: &Metric, stats: Stats
 impl Engine for CudaEngine {
     fn name(&self) -> String {
         format!("cuda:{}", self.device)
+    }
+
+    /// Vectors under the built-in vector metrics, strings under levenshtein; user metrics run
+    /// on the CPU.
+    fn supports(&self, data: &Dataset, metric: &Metric, _op: Op) -> bool {
+        match (data, metric) {
+            (_, Metric::Custom(_)) => false,
+            (Dataset::Vectors(_), m) => *m != Metric::Levenshtein,
+            (Dataset::Strings(_), m) => *m == Metric::Levenshtein,
+        }
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
