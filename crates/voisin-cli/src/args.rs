@@ -121,8 +121,8 @@ pub struct IndexQueryArgs {
 /// Options that every subcommand takes, before or after its name.
 #[derive(Debug, Args)]
 pub struct GlobalOpts {
-    /// Worker threads (default: every core).
-    #[arg(long, global = true, value_name = "N")]
+    /// Worker threads, 1 to 1024 (default: every core).
+    #[arg(long, global = true, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
     /// Memory budget for working buffers, e.g. 512M or 2G (default 1G).
@@ -273,6 +273,22 @@ fn parse_select(text: &str) -> Result<voisin_cuda::Select, String> {
 
 fn parse_precision(text: &str) -> Result<voisin_cuda::Precision, String> {
     text.parse().map_err(|e: voisin::Error| e.to_string())
+}
+
+/// Most worker threads `--threads` takes: far more than any machine has cores, few enough that
+/// starting them never stalls a run (100 000 threads on 2 cores never finished).
+pub const MAX_THREADS: usize = 1024;
+
+fn parse_threads(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("--threads takes a whole number, not '{text}'"))?;
+    match n {
+        0 => Err("--threads must be at least 1".into()),
+        n if n > MAX_THREADS => Err(format!("--threads {n} is more than {MAX_THREADS}")),
+        n => Ok(n),
+    }
 }
 
 #[cfg(test)]

@@ -119,6 +119,26 @@ impl Task {
     }
 }
 
+/// Creates the checkpoint folder if needed, checks that files can be written in it, and holds its
+/// lock for the run: a second run on the same folder is refused at once (exit 2) instead of
+/// racing the first. voisin-mpi's ranks share a folder and do not take this lock.
+fn lock_checkpoint(dir: &Path) -> Result<std::fs::File, CliError> {
+    let io =
+        |what: &str, e: &std::io::Error| CliError::from(voisin_io::IoError::from_io(dir, what, e));
+    std::fs::create_dir_all(dir).map_err(|e| io("cannot use as a checkpoint folder", &e))?;
+    let lock = voisin::commit::try_lock_folder(dir)
+        .map_err(voisin_io::IoError::from)?
+        .ok_or_else(|| {
+            CliError::file(
+                dir,
+                "checkpoint folder is in use by another voisin run; wait for it to end",
+            )
+        })?;
+    voisin::commit::TempFile::create_in(dir, "probe.tmp")
+        .map_err(|e| io("cannot write in the checkpoint folder", &e))?;
+    Ok(lock)
+}
+
 fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
     let metric = run
@@ -128,7 +148,12 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     task.check(&metric)?;
     check_engine(run, &task, &metric)?;
     let inputs: Vec<&Path> = std::iter::once(task.base()).chain(task.query()).collect();
-    let target = Target::prepare(run.out.as_deref(), &inputs)?;
+    let range = matches!(task, Task::Range { .. });
+    let target = Target::prepare(run.out.as_deref(), &inputs, range)?;
+    let _checkpoint_lock = match task.checkpoint() {
+        Some(c) => Some(lock_checkpoint(&c.dir)?),
+        None => None,
+    };
     let progress = Progress::on_stderr();
     let config = EngineConfig {
         threads: global.threads,

@@ -73,7 +73,8 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let build_time = t.elapsed();
 
     let t = Instant::now();
-    file::save(&index, &a.out).map_err(|e| CliError::file(&a.out, e.to_string()))?;
+    let bytes = file::to_bytes(&index).map_err(|e| CliError::core(e, Some(&a.out)))?;
+    voisin::commit::write_file(&a.out, &bytes).map_err(voisin_io::IoError::from)?;
     if global.stats {
         stats_line(json!({
             "command": "index build",
@@ -91,21 +92,9 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The index file must be writable and must not replace the input it is built from.
+/// The index file must pass voisin's commit checks (writable folder, a regular file or nothing)
+/// and must not replace the input it is built from.
 fn check_index_out(out: &Path, input: &Path) -> Result<(), CliError> {
-    if out.is_dir() {
-        return Err(CliError::file(out, "is a folder, not a file name"));
-    }
-    let folder = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !folder.is_dir() {
-        return Err(CliError::file(
-            out,
-            format!("folder {} does not exist", folder.display()),
-        ));
-    }
     let same = matches!((out.canonicalize(), input.canonicalize()), (Ok(a), Ok(b)) if a == b);
     if same {
         return Err(CliError::file(
@@ -113,6 +102,7 @@ fn check_index_out(out: &Path, input: &Path) -> Result<(), CliError> {
             "is the input of this command; the index would overwrite it",
         ));
     }
+    voisin_io::check_outputs(&[out.to_path_buf()])?;
     Ok(())
 }
 
@@ -125,7 +115,7 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         let e = Error::invalid(format!("radius {r} must be a finite number >= 0"));
         return Err(CliError::core(e, None));
     }
-    let target = Target::prepare(a.out.as_deref(), &[&a.index, &a.query])?;
+    let target = Target::prepare(a.out.as_deref(), &[&a.index, &a.query], a.radius.is_some())?;
     let index = file::load(&a.index).map_err(|e| {
         let msg = match e {
             Error::Io(io) => format!("cannot read the index: {io}"),

@@ -25,8 +25,24 @@ pub fn load(
         role,
         mmap: !opts.no_mmap,
     };
+    if read.mmap {
+        name_mapped_input(path);
+    }
     let data = voisin_io::read_checked(path, &read, metric)?;
     non_finite(data, opts.allow_nan, path)
+}
+
+/// A mapped input that shrinks during the run raises SIGBUS; voisin::commit's handler then prints
+/// this line (exit 2) instead of the process dying without a word.
+fn name_mapped_input(path: &Path) {
+    static MAPPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut mapped = MAPPED.lock().unwrap_or_else(|e| e.into_inner());
+    mapped.push(path.display().to_string());
+    voisin::commit::set_bus_message(&format!(
+        "{}: a memory-mapped input shrank or became unreadable during the run; inputs must not \
+         change while voisin reads them (--no-mmap reads them into memory first)",
+        mapped.join(" or ")
+    ));
 }
 
 /// Checks that queries can be compared with the base set; the error names the query file.

@@ -25,6 +25,9 @@ use clap::Parser;
 
 fn main() {
     install_panic_hook();
+    // Temporary files go on SIGINT/SIGTERM/SIGHUP (exit 128 + signal) and a shrinking mapped
+    // input is one error line, not a crash (voisin::commit documents the policy).
+    voisin::commit::exit_on_signals();
     let code = match args::Cli::try_parse() {
         Ok(cli) => match commands::run(cli) {
             Ok(()) => 0,

@@ -1,7 +1,8 @@
 //! Where results go: TSV on standard output, or a file whose format voisin-io picks by
-//! extension. The target is checked before any work starts (known extension, writable folder,
-//! no input overwritten), so a long run never ends in an unwritable path; voisin-io writes files
-//! through a temporary file and a rename, so a failed run leaves no partial output.
+//! extension. The target is checked before any work starts (known extension, no input
+//! overwritten, and voisin's commit checks: writable folder, a regular file or nothing, no
+//! foreign companion), so a long run never ends in an unwritable path; voisin-io commits the
+//! files all or nothing, so a failed run leaves no partial output and loses no earlier result.
 
 use std::io::{BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -33,60 +34,24 @@ impl Answer {
     }
 }
 
-/// Output formats by extension, as voisin-io writes them.
-const EXTENSIONS: [&str; 3] = ["tsv", "ivecs", "npy"];
-
 pub enum Target {
     Stdout,
     File(PathBuf),
 }
 
 impl Target {
-    /// Checks `--out` (if given) against the inputs of the command.
-    pub fn prepare(out: Option<&Path>, inputs: &[&Path]) -> Result<Target, CliError> {
+    /// Checks `--out` (if given) against the inputs of the command: every file the result
+    /// will consist of (`range` results in `.npy` have offsets too) passes voisin's commit
+    /// checks (`voisin::commit`) and none of them is an input.
+    pub fn prepare(out: Option<&Path>, inputs: &[&Path], range: bool) -> Result<Target, CliError> {
         let path = match out {
             Some(p) if p != Path::new("-") => p,
             _ => return Ok(Target::Stdout),
         };
-        if path.is_dir() {
-            return Err(CliError::file(path, "is a folder, not a file name"));
-        }
-        let ext = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase);
-        if !ext.as_deref().is_some_and(|e| EXTENSIONS.contains(&e)) {
-            return Err(CliError::file(
-                path,
-                "unknown output format (name the file .tsv, .ivecs or .npy)",
-            ));
-        }
-        let folder = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        if !folder.is_dir() {
-            let problem = if folder.exists() {
-                "is not a folder"
-            } else {
-                "does not exist"
-            };
-            return Err(CliError::file(
-                path,
-                format!("folder {} {problem}", folder.display()),
-            ));
-        }
-        // Creating (and at once deleting) a file beside the output is the only reliable test of
-        // write permission; it fails here rather than after hours of work.
-        probe_write(folder).map_err(|e| {
-            CliError::file(
-                path,
-                format!("cannot write in folder {}: {e}", folder.display()),
-            )
-        })?;
-        for written in written_files(path) {
+        let files = voisin_io::result_files(path, range)?;
+        for written in &files {
             for input in inputs {
-                if same_file(&written, input) {
+                if same_file(written, input) {
                     let problem = if written == path {
                         "is an input of this command; results would overwrite it".to_string()
                     } else {
@@ -99,6 +64,7 @@ impl Target {
                 }
             }
         }
+        voisin_io::check_outputs(&files)?;
         Ok(Target::File(path.to_path_buf()))
     }
 
@@ -132,73 +98,9 @@ fn write_stdout(answer: &Answer) -> Result<(), CliError> {
     }
 }
 
-/// Every file voisin-io writes for an output path: `.ivecs` has its distances in a `.fvecs`
-/// beside it; `.npy` writes `<stem>.indices.npy`, `<stem>.distances.npy` and for range results
-/// `<stem>.offsets.npy`, the stem being the path without `.npy` and without a trailing
-/// `.indices`, `.distances` or `.offsets` (voisin-io's `write` module documents this layout).
-fn written_files(path: &Path) -> Vec<PathBuf> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let lower = name.to_ascii_lowercase();
-    if lower.ends_with(".ivecs") {
-        return vec![path.to_path_buf(), path.with_extension("fvecs")];
-    }
-    if !lower.ends_with(".npy") {
-        return vec![path.to_path_buf()];
-    }
-    let mut stem = &name[..name.len() - 4];
-    for part in [".indices", ".distances", ".offsets"] {
-        if let Some(s) = stem.strip_suffix(part) {
-            stem = s;
-            break;
-        }
-    }
-    ["indices", "distances", "offsets"]
-        .iter()
-        .map(|part| path.with_file_name(format!("{stem}.{part}.npy")))
-        .collect()
-}
-
-/// Creates and removes a uniquely named empty file in `folder`.
-fn probe_write(folder: &Path) -> std::io::Result<()> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let probe = folder.join(format!(".voisin-probe-{}-{nanos}", std::process::id()));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)?;
-    std::fs::remove_file(&probe)
-}
-
 fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn written_files_follow_voisin_io_naming() {
-        let p = |s: &str| PathBuf::from(s);
-        assert_eq!(written_files(&p("d/r.tsv")), vec![p("d/r.tsv")]);
-        assert_eq!(
-            written_files(&p("d/r.ivecs")),
-            vec![p("d/r.ivecs"), p("d/r.fvecs")]
-        );
-        let npy = vec![
-            p("d/r.indices.npy"),
-            p("d/r.distances.npy"),
-            p("d/r.offsets.npy"),
-        ];
-        assert_eq!(written_files(&p("d/r.npy")), npy);
-        assert_eq!(written_files(&p("d/r.indices.npy")), npy);
     }
 }

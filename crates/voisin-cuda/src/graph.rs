@@ -6,6 +6,7 @@
 
 use cudarc::driver::CudaView;
 use rayon::prelude::*;
+use voisin::graph::{Share, TileOwner};
 use voisin::{Error, Result};
 
 use crate::context::{dev, Gpu};
@@ -19,9 +20,6 @@ use crate::tile;
 /// Tile pairs queued ahead of the device: enough to keep it busy (each pair is milliseconds of
 /// work), few enough that the host never waits inside a launch on a full queue.
 const IN_FLIGHT: usize = 4;
-
-/// Which tile pairs (I, J), I ≤ J, of the triangle a caller computes.
-pub type TileOwner<'a> = dyn Fn(usize, usize) -> bool + Sync + 'a;
 
 /// The tile edge of the symmetric schedule for `n` items and lists of `kp` under `budget`:
 /// square tiles within the budget, one buffer or two when the column candidates go through a
@@ -256,7 +254,7 @@ impl Lists {
             .enumerate()
             .for_each_init(Vec::new, |buf, (r, ((keys, ids), complete))| {
                 let lists = parts.iter().map(|p| (p.entries(r), p.complete[r]));
-                *complete = shard::merge_lists_into(lists, width, buf);
+                *complete = shard::merge_candidates_into(lists, width, buf);
                 for (slot, &(k, i)) in buf.iter().enumerate() {
                     keys[slot] = k;
                     ids[slot] = i;
@@ -382,40 +380,25 @@ impl PartialGraph {
     }
 }
 
-/// A cyclic deal of the tile pairs (I, J), I ≤ J, of an `nt`-tile triangle over `parts`
-/// callers: pair number p in row-major order goes to part p mod `parts`. Neighbouring pairs
-/// cost the same, so every part gets the same work within one pair. The owner test of `part`.
-pub fn cyclic_share(nt: usize, parts: usize, part: usize) -> impl Fn(usize, usize) -> bool + Sync {
-    move |i, j| {
-        let index = i * nt - i * i.saturating_sub(1) / 2 + (j - i);
-        index % parts == part
+/// The core's view of a share, so that drivers over processes merge and send it without
+/// knowing what it holds.
+impl Share for PartialGraph {
+    fn merge(parts: Vec<Self>) -> Result<Self> {
+        PartialGraph::merge(parts)
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        PartialGraph::to_bytes(self)
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        PartialGraph::from_bytes(bytes)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every tile pair of the triangle goes to exactly one part, and the counts differ by one
-    /// at most.
-    #[test]
-    fn cyclic_shares_cover_the_triangle_once_and_evenly() {
-        for nt in 1..30 {
-            for parts in 1..6 {
-                let owners: Vec<_> = (0..parts).map(|g| cyclic_share(nt, parts, g)).collect();
-                let mut counts = vec![0usize; parts];
-                for i in 0..nt {
-                    for j in i..nt {
-                        let who: Vec<usize> = (0..parts).filter(|&g| owners[g](i, j)).collect();
-                        assert_eq!(who.len(), 1, "nt={nt} parts={parts} ({i},{j})");
-                        counts[who[0]] += 1;
-                    }
-                }
-                let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
-                assert!(hi - lo <= 1, "{counts:?}");
-            }
-        }
-    }
 
     #[test]
     fn shares_survive_bytes_and_merge() {

@@ -41,7 +41,7 @@
 //! [`PartialGraph::merge`] and [`CudaEngine::graph_finish`] split one graph between processes
 //! (e.g. MPI ranks, one GPU each). A graph's set must still fit on each GPU. Long graph builds
 //! keep finished row passes in the core's checkpoint format (`passes`,
-//! [`voisin::cpu::checkpoint::GraphCheckpoints`]) and resume after a crash.
+//! [`Engine::graph_checkpointed`]) and resume after a crash.
 
 mod context;
 mod device_set;
@@ -72,11 +72,14 @@ use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 pub use context::{device_count, gpu_available};
 pub use fused::Fusion;
-pub use graph::{cyclic_share, PartialGraph, TileOwner};
+pub use graph::PartialGraph;
 pub use multi::MultiGpu;
-pub use passes::{pass_alignment, pass_steps, pass_tile_edge, PassStep};
+// The graph schedule lives in the core; re-exported at the paths callers used before.
 pub use prepare::Precision;
 pub use select::Select;
+pub use voisin::graph::{
+    cyclic_share, pass_alignment, pass_steps, pass_tile_edge, PassStep, TileOwner,
+};
 
 use context::Gpu;
 use device_set::DeviceSet;
@@ -438,6 +441,22 @@ impl Engine for CudaEngine {
         let rows = self.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
         trace("graph: prove, widen, exact re-rank", &mut tr);
         Ok(to_result(rows, k, metric, stats))
+    }
+
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &voisin::graph::checkpoint::CheckpointOptions,
+    ) -> Result<KnnResult> {
+        passes::build(
+            std::slice::from_ref(self),
+            data,
+            k,
+            metric,
+            Some(checkpoint),
+        )
     }
 }
 

@@ -3,9 +3,10 @@
 //!
 //! k-NN and range search shard the base over the GPUs (contiguous ranges; every GPU gets all
 //! queries) and merge the per-GPU candidate lists with `shard::merge`, then prove, widen and
-//! re-rank once; widening passes and exact keys run on the GPU that holds the rows. The graph
-//! deals the tile pairs (I, J), I ≤ J, of one triangle schedule cyclically over the GPUs (every
-//! GPU holds the whole set), merges the partial lists and finishes on the first GPU.
+//! re-rank once; widening passes and exact keys run on the GPU that holds the rows. The graph is
+//! the GPU graph driver's (passes.rs): the tile pairs (I, J), I ≤ J, of one triangle schedule
+//! dealt cyclically over the GPUs (every GPU holds the whole set), the partial lists merged and
+//! finished on the first GPU.
 //!
 //! Owns the per-GPU threads and the routing of work; the tiling, selection and proof are the
 //! single-GPU engine's. The same device may be listed twice (e.g. `--gpus 0,0`): two engines
@@ -16,15 +17,15 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeRequest, RangeResult};
+use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 use crate::context::Gpu;
 use crate::device_set::DeviceSet;
 use crate::exact::{self, Sides};
-use crate::graph::cyclic_share;
 use crate::knn::{self, Raw};
 use crate::prepare::{vectors, Plan};
-use crate::{range, shard, to_result, CudaEngine, CudaOptions, PartialGraph};
+use crate::{range, shard, to_result, CudaEngine, CudaOptions};
 
 /// The engine over several GPUs.
 pub struct MultiGpu {
@@ -340,55 +341,16 @@ impl Engine for MultiGpu {
     }
 
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
-        let (data, k, metric) = (req.data(), req.k(), req.metric());
-        if matches!(data, Dataset::Strings(_)) {
-            return self.engines[0].graph_request(req);
-        }
-        let mut tr = Instant::now();
-        let set = vectors(data, metric)?;
-        crate::trace("multi graph: input checks", &mut tr);
-        let mut stats = self.stats();
-        let n = set.len();
-        if k == 0 {
-            return Ok(to_result(vec![vec![]; n], k, metric, stats));
-        }
-        let plan = self.engines[0].plan(metric, set);
-        let gpus = self.engines.len();
-        // One triangle for all GPUs: the smallest edge any of them can hold.
-        let edges = self.each(gpus, |_, e, gpu| e.graph_edge(gpu, n, k))?;
-        let edge = edges.into_iter().min().unwrap_or(1).max(1);
-        let t = Instant::now();
-        let mut edge = edge;
-        let mut parts = loop {
-            let nt = n.div_ceil(edge);
-            let got = self.each(gpus, |g, e, gpu| {
-                let t = Instant::now();
-                let ddev = DeviceSet::new(gpu, &plan, set)?;
-                ddev.check(set, 0)?;
-                let upload = t.elapsed();
-                let part =
-                    e.graph_lists(gpu, &plan, &ddev, set, k, edge, &cyclic_share(nt, gpus, g))?;
-                // Only the first GPU's copy is needed after this (to finish).
-                Ok((part, (g == 0).then_some(ddev), upload))
-            });
-            match got {
-                // Every GPU must use the same edge: all retry with a smaller one.
-                Err(e) if crate::context::is_oom(&e) && edge > 64 => edge /= 2,
-                r => break r?,
-            }
-        };
-        stats.transfer += parts.iter().map(|p| p.2).max().unwrap_or_default();
-        let ddev = parts[0].1.take().expect("kept above");
-        crate::trace("multi graph: shares on the GPUs", &mut tr);
-        let part = PartialGraph::merge(parts.into_iter().map(|p| p.0).collect())?;
-        crate::trace("multi graph: merge of the shares", &mut tr);
-        stats.compute += t.elapsed().saturating_sub(stats.transfer);
-        let first = &self.engines[0];
-        let gpu = first.lock()?;
-        let rows = first.graph_prove(&gpu, &plan, &ddev, set, metric, part, &mut stats)?;
-        crate::trace("multi graph: proof and re-rank", &mut tr);
-        let r = to_result(rows, k, metric, stats);
-        crate::trace("multi graph: result", &mut tr);
-        Ok(r)
+        crate::passes::build(&self.engines, req.data(), req.k(), req.metric(), None)
+    }
+
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<KnnResult> {
+        crate::passes::build(&self.engines, data, k, metric, Some(checkpoint))
     }
 }

@@ -9,8 +9,6 @@
 //! cut at the smallest barrier of the incomplete lists (items of other shards above that cut
 //! could hide smaller left-out ones) and then at `cap` entries.
 
-use std::ops::Range;
-
 use rayon::prelude::*;
 
 use crate::knn::Raw;
@@ -25,20 +23,8 @@ impl Raw {
     }
 }
 
-/// `n` items in `parts` contiguous, nearly equal ranges (earlier ranges one larger); empty
-/// ranges when `parts > n`.
-pub(crate) fn split(n: usize, parts: usize) -> Vec<Range<usize>> {
-    let parts = parts.max(1);
-    let (q, r) = (n / parts, n % parts);
-    let mut at = 0;
-    (0..parts)
-        .map(|p| {
-            let len = q + usize::from(p < r);
-            at += len;
-            at - len..at
-        })
-        .collect()
-}
+/// `n` items in `parts` contiguous, nearly equal ranges: the graph schedule's one split.
+pub(crate) use voisin::graph::split;
 
 /// Shifts a shard's local item indices to global ones.
 pub(crate) fn offset(raws: &mut [Raw], by: usize) {
@@ -53,20 +39,20 @@ pub(crate) fn offset(raws: &mut [Raw], by: usize) {
 /// Merges one query's (or item's) lists from several shards, indices already global and the
 /// shards disjoint: each list is its entries and whether it is complete. The result is sorted
 /// by (key, index), at most `cap` long.
-pub(crate) fn merge_lists<L, E>(lists: L, cap: usize) -> Raw
+pub(crate) fn merge_candidates<L, E>(lists: L, cap: usize) -> Raw
 where
     L: IntoIterator<Item = (E, bool)>,
     E: IntoIterator<Item = (f32, u32)>,
 {
     let mut cands = Vec::new();
-    let complete = merge_lists_into(lists, cap, &mut cands);
+    let complete = merge_candidates_into(lists, cap, &mut cands);
     Raw { cands, complete }
 }
 
-/// [`merge_lists`] into a caller's buffer (cleared first), returning whether the merged list
+/// [`merge_candidates`] into a caller's buffer (cleared first), returning whether the merged list
 /// is complete: a merge of millions of graph items reuses one buffer per thread instead of
 /// allocating one list per item.
-pub(crate) fn merge_lists_into<L, E>(lists: L, cap: usize, cands: &mut Vec<(f32, u32)>) -> bool
+pub(crate) fn merge_candidates_into<L, E>(lists: L, cap: usize, cands: &mut Vec<(f32, u32)>) -> bool
 where
     L: IntoIterator<Item = (E, bool)>,
     E: IntoIterator<Item = (f32, u32)>,
@@ -109,7 +95,7 @@ pub(crate) fn merge(parts: &[Vec<Raw>], cap: usize) -> Vec<Raw> {
     (0..nq)
         .into_par_iter()
         .map(|q| {
-            merge_lists(
+            merge_candidates(
                 parts
                     .iter()
                     .map(|p| (p[q].cands.iter().copied(), p[q].complete)),
@@ -123,22 +109,6 @@ pub(crate) fn merge(parts: &[Vec<Raw>], cap: usize) -> Vec<Raw> {
 mod tests {
     use super::*;
     use rand::prelude::*;
-
-    #[test]
-    fn split_covers_everything_in_order() {
-        for n in 0..40 {
-            for parts in 1..9 {
-                let s = split(n, parts);
-                assert_eq!(s.len(), parts);
-                assert_eq!(s[0].start, 0);
-                assert_eq!(s[parts - 1].end, n);
-                for w in s.windows(2) {
-                    assert_eq!(w[0].end, w[1].start);
-                    assert!(w[0].len() >= w[1].len() && w[0].len() <= w[1].len() + 1);
-                }
-            }
-        }
-    }
 
     /// What one shard's device would return for one query: the `kp` smallest of its items
     /// (ties at the cut broken arbitrarily), complete when it kept all.
@@ -173,7 +143,7 @@ mod tests {
                     shard_list(&mut rng, &keys[r.clone()], kp)
                 })
                 .collect();
-            let m = merge_lists(
+            let m = merge_candidates(
                 lists.iter().map(|r| (r.cands.iter().copied(), r.complete)),
                 cap,
             );

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use common::{adversarial, normal, seed};
 use rand::prelude::*;
-use voisin::cpu::checkpoint::{CheckpointOptions, GraphCheckpoints};
 use voisin::cpu::{CpuEngine, CpuOptions};
-use voisin::{Dataset, Engine, Error, KnnResult, Metric, StringSet};
+use voisin::graph::checkpoint::{CheckpointOptions, GraphCheckpoints};
+use voisin::{Dataset, Error, KnnResult, Metric, StringSet};
 use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, Select};
 
 /// A small tile budget: several triangle tiles per pass.

@@ -8,7 +8,6 @@
 //! allocation), then checks the structure's ids and ranges, so a bad file is an error, never a
 //! panic. This module owns the byte layout only.
 
-use std::io::Write;
 use std::path::Path;
 
 use voisin::{Error, Metric, Result, StringSet};
@@ -61,25 +60,11 @@ pub fn to_bytes(index: &DatasetIndex) -> Result<Vec<u8>> {
     Ok(w.0)
 }
 
-/// Writes the index to `path` through a temporary file in the same folder and a rename, so a
-/// failure never leaves a partial index under the final name.
+/// Writes the index to `path` through voisin's output commit (`voisin::commit`: checked target,
+/// temporary file, rename), so a failure never leaves a partial index under the final name.
 pub fn save(index: &DatasetIndex, path: &Path) -> Result<()> {
     let bytes = to_bytes(index)?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::invalid("the output path names no file"))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    Ok(written?)
+    Ok(voisin::commit::write_file(path, &bytes)?)
 }
 
 /// Reads an index file (see the module doc for what is checked).

@@ -130,6 +130,41 @@ impl<S: Space> ListOfClusters<S> {
         self.build_evals
     }
 
+    /// A checksum catches accidents, not forgeries: every stored distance is computed again (one
+    /// evaluation per member, as the build made them, so equal bit for bit), each cluster's
+    /// members must be in (distance, index) order and its covering radius must be its largest
+    /// member distance, which the search's pruning relies on.
+    fn check_distances(&self) -> Result<(), String> {
+        for (i, c) in self.clusters.iter().enumerate() {
+            let center = self.space.item(c.center as usize);
+            let mut prev: Option<(f64, u32)> = None;
+            for j in c.start..c.end {
+                let x = self.members[j];
+                let d = self
+                    .space
+                    .to_distance(self.space.key(center, self.space.item(x as usize)));
+                if d.to_bits() != self.member_dist[j].to_bits() {
+                    return Err(format!(
+                        "cluster {i}: item {x} is stored at distance {} from its center but is at {d}",
+                        self.member_dist[j]
+                    ));
+                }
+                if prev.is_some_and(|(pd, px)| pd.total_cmp(&d).then(px.cmp(&x)).is_ge()) {
+                    return Err(format!("cluster {i}: members are not in order"));
+                }
+                prev = Some((d, x));
+            }
+            let radius = prev.map_or(0.0, |(d, _)| d);
+            if radius.to_bits() != c.radius.to_bits() {
+                return Err(format!(
+                    "cluster {i}: covering radius {} is not its largest member distance {radius}",
+                    c.radius
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that every item is a center or a member exactly once and that the clusters are
     /// laid out consistently; used on indexes read from files.
     pub fn check(&self) -> Result<(), String> {
@@ -152,6 +187,7 @@ impl<S: Space> ListOfClusters<S> {
         if at != self.members.len() || self.member_dist.len() != self.members.len() {
             return Err("member lists are inconsistent".into());
         }
+        self.check_distances()?;
         if !tally.complete() {
             return Err("some items belong to no cluster".into());
         }
@@ -199,5 +235,35 @@ impl<S: Space> MetricIndex for ListOfClusters<S> {
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::space::VectorSpace;
+    use voisin::{Metric, VectorSet};
+
+    /// Forged structures that pass the layout checks (issue 14): zero radii, a stored distance
+    /// that is not the real one, members out of order.
+    #[test]
+    fn check_recomputes_distances_and_radii() {
+        let vals: Vec<f32> = (0..40).map(|i| ((i * 7) % 13) as f32).collect();
+        let set = VectorSet::from_f32(20, 2, vals).unwrap();
+        let space = VectorSpace::new(&set, Metric::Euclidean).unwrap();
+        let mut lc = ListOfClusters::build(space, 5);
+        assert_eq!(lc.check(), Ok(()));
+        let c = lc.clusters.iter().position(|c| c.radius > 0.0).unwrap();
+        let (start, end) = (lc.clusters[c].start, lc.clusters[c].end);
+        let radius = lc.clusters[c].radius;
+        lc.clusters[c].radius = 0.0;
+        assert!(lc.check().unwrap_err().contains("covering radius"));
+        lc.clusters[c].radius = radius;
+        lc.member_dist[start] += 0.5;
+        assert!(lc.check().unwrap_err().contains("stored at distance"));
+        lc.member_dist[start] -= 0.5;
+        lc.members[start..end].reverse();
+        lc.member_dist[start..end].reverse();
+        assert!(lc.check().is_err());
     }
 }

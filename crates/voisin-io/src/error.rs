@@ -69,6 +69,17 @@ impl fmt::Display for IoError {
 
 impl std::error::Error for IoError {}
 
+impl From<voisin::commit::CommitError> for IoError {
+    fn from(e: voisin::commit::CommitError) -> Self {
+        let message = one_line(e.message);
+        IoError {
+            path: e.path,
+            message,
+            user: e.user,
+        }
+    }
+}
+
 /// A parser's complaint about a file's contents, before the path is known. Always a user error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Problem(pub String);
@@ -119,16 +130,7 @@ fn describe_io(err: &io::Error) -> String {
     }
 }
 
-/// Missing files, permissions and wrong kinds of paths are the user's to fix; anything else
-/// (disk full, hardware, interrupted) is not.
+/// The CLI's exit-code table for OS errors lives in the core crate, next to its own errors.
 fn is_user_io_error(err: &io::Error) -> bool {
-    use io::ErrorKind::*;
-    if matches!(
-        err.kind(),
-        NotFound | PermissionDenied | AlreadyExists | InvalidInput | InvalidData | UnexpectedEof
-    ) {
-        return true;
-    }
-    // EISDIR, ENOTDIR, EROFS (same numbers on Linux and the BSDs): the path itself is wrong.
-    cfg!(unix) && matches!(err.raw_os_error(), Some(20 | 21 | 30))
+    voisin::error::is_user_io_error(err)
 }

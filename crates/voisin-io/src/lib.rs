@@ -52,7 +52,8 @@ use voisin::Dataset;
 pub use checks::{default_metric, read_checked};
 pub use error::IoError;
 pub use write::{
-    write_knn, write_knn_tsv, write_range, write_range_tsv, write_strings, write_vectors,
+    check_outputs, result_files, write_knn, write_knn_tsv, write_range, write_range_tsv,
+    write_strings, write_vectors,
 };
 
 use error::Parsed;

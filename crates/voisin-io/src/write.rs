@@ -17,16 +17,18 @@
 //!   `(n_queries, k)`; range arrays are flat, with `<stem>.offsets.npy` (int64, `n_queries + 1`
 //!   entries, CSR) saying that query `q` owns entries `offsets[q]..offsets[q + 1]`.
 //!
-//! Every output goes to a temporary file in its destination folder and is renamed into place only
-//! after all files of the output were written and synced, so a failure never leaves a partial
-//! file (if the rename of the second file of a pair fails, the first is removed again). This
-//! module must not parse inputs.
+//! Every output goes through `voisin::commit::OutputSet`: all its files are checked before the
+//! work ([`check_outputs`] with [`result_files`]), written to temporary files in their
+//! destination folder and renamed into place only after all were written and synced, with the
+//! previous result restored if a rename fails; only regular files are ever replaced, and a
+//! companion file (`res.fvecs`) only when the named one (`res.ivecs`) exists too. This module
+//! must not parse inputs.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use voisin::commit::OutputSet;
 use voisin::data::{StringSet, VectorData, VectorSet};
 use voisin::engine::{KnnResult, RangeResult};
 
@@ -140,58 +142,81 @@ pub fn write_range(path: &Path, res: &RangeResult) -> Result<(), IoError> {
 /// One output file: where it goes and how to fill it.
 type Body<'a> = Box<dyn Fn(&mut dyn Write) -> io::Result<()> + 'a>;
 
-fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
-    match extension(path).as_str() {
-        "tsv" => write_files(vec![(
-            path.to_path_buf(),
-            Box::new(|w: &mut dyn Write| tsv(w, Ok(*rows))),
-        )]),
-        "ivecs" => {
-            check_i32(path, rows)?;
-            let ids: Body = Box::new(|w| texmex_rows(w, rows, |ids, _| to_i32(ids)));
-            let ds: Body = Box::new(|w| texmex_rows(w, rows, |_, ds| ds.to_vec()));
-            write_files(vec![
-                (path.to_path_buf(), ids),
-                (path.with_extension("fvecs"), ds),
-            ])
-        }
+/// The files a result written to `path` consists of, the named one first (see the module
+/// documentation); `range` results in `.npy` also have offsets. Unknown extensions are refused.
+pub fn result_files(path: &Path, range: bool) -> Result<Vec<PathBuf>, IoError> {
+    Ok(match extension(path).as_str() {
+        "tsv" => vec![path.to_path_buf()],
+        "ivecs" => vec![path.to_path_buf(), path.with_extension("fvecs")],
         "npy" => {
             let stem = npy_stem(path);
+            let parts: &[&str] = if range {
+                &["indices.npy", "distances.npy", "offsets.npy"]
+            } else {
+                &["indices.npy", "distances.npy"]
+            };
+            parts.iter().map(|p| with_suffix(&stem, p)).collect()
+        }
+        ext => {
+            return Err(IoError::user(
+                path,
+                format!(
+                    "unknown output format '.{ext}' (known: .tsv, .ivecs with a .fvecs beside \
+                     it, .npy)"
+                ),
+            ))
+        }
+    })
+}
+
+/// Checks every file an output will consist of before any work (voisin's commit rules: folder
+/// writable, name usable, nothing there but an earlier result of voisin; see
+/// `voisin::commit`), so that a long run never ends in an unwritable path.
+pub fn check_outputs(files: &[PathBuf]) -> Result<(), IoError> {
+    OutputSet::new(files.to_vec())
+        .map(drop)
+        .map_err(IoError::from)
+}
+
+fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
+    let names = result_files(path, rows.shape.is_err())?;
+    let bodies: Vec<Body> = match extension(path).as_str() {
+        "tsv" => vec![Box::new(|w: &mut dyn Write| tsv(w, Ok(*rows)))],
+        "ivecs" => {
+            check_i32(path, rows)?;
+            vec![
+                Box::new(|w| texmex_rows(w, rows, |ids, _| to_i32(ids))),
+                Box::new(|w| texmex_rows(w, rows, |_, ds| ds.to_vec())),
+            ]
+        }
+        _ => {
             let shape: Vec<usize> = match rows.shape {
                 Ok(k) => vec![rows.n, k],
                 Err(_) => vec![rows.indices.len()],
             };
-            let ids: Body = Box::new(|w| {
-                w.write_all(&encode_header("<i8", &shape))?;
-                let wide: Vec<i64> = rows.indices.iter().map(|&i| i64::from(i)).collect();
-                write_le(w, &wide)
-            });
-            let ds: Body = Box::new(|w| {
-                w.write_all(&encode_header("<f4", &shape))?;
-                write_le(w, rows.distances)
-            });
-            let mut files = vec![
-                (with_suffix(&stem, "indices.npy"), ids),
-                (with_suffix(&stem, "distances.npy"), ds),
+            let shape2 = shape.clone();
+            let mut bodies: Vec<Body> = vec![
+                Box::new(move |w| {
+                    w.write_all(&encode_header("<i8", &shape))?;
+                    let wide: Vec<i64> = rows.indices.iter().map(|&i| i64::from(i)).collect();
+                    write_le(w, &wide)
+                }),
+                Box::new(move |w| {
+                    w.write_all(&encode_header("<f4", &shape2))?;
+                    write_le(w, rows.distances)
+                }),
             ];
             if let Err(offsets) = rows.shape {
-                let offs: Body = Box::new(move |w| {
+                bodies.push(Box::new(move |w| {
                     w.write_all(&encode_header("<i8", &[offsets.len()]))?;
                     let wide: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
                     write_le(w, &wide)
-                });
-                files.push((with_suffix(&stem, "offsets.npy"), offs));
+                }));
             }
-            write_files(files)
+            bodies
         }
-        ext => Err(IoError::user(
-            path,
-            format!(
-                "unknown output format '.{ext}' (known: .tsv, .ivecs with a .fvecs beside it, \
-                 .npy)"
-            ),
-        )),
-    }
+    };
+    write_files(names.into_iter().zip(bodies).collect())
 }
 
 /// `.ivecs` stores i32: refuse indices and row lengths that do not fit before writing anything.
@@ -268,48 +293,15 @@ fn write_le<T: Elem>(w: &mut dyn Write, vals: &[T]) -> io::Result<()> {
     }
 }
 
-/// Writes each body to a temporary file beside its destination, then renames them all into
-/// place. A failure before the renames leaves nothing behind; a failed rename removes the files
-/// already renamed.
+/// Writes each body to a temporary file beside its destination, then commits them all or none
+/// (`voisin::commit::OutputSet`: checked targets, backups of replaced files, folder lock).
 fn write_files(files: Vec<(PathBuf, Body<'_>)>) -> Result<(), IoError> {
-    let mut done = Vec::with_capacity(files.len());
-    for (path, body) in &files {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let tmp = tempfile::Builder::new()
-            .prefix(".voisin-")
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(|e| {
-                IoError::from_io(
-                    path,
-                    &format!("cannot create a file in {}", dir.display()),
-                    &e,
-                )
-            })?;
-        fill(tmp.as_file(), body).map_err(|e| IoError::from_io(path, "cannot write", &e))?;
-        done.push((tmp, path));
+    let (names, bodies): (Vec<PathBuf>, Vec<Body>) = files.into_iter().unzip();
+    let mut set = OutputSet::new(names)?;
+    for (i, body) in bodies.into_iter().enumerate() {
+        set.write(i, |w| body(w))?;
     }
-    let mut placed: Vec<&Path> = Vec::with_capacity(done.len());
-    for (tmp, path) in done {
-        if let Err(e) = tmp.persist(path) {
-            for p in placed {
-                let _ = std::fs::remove_file(p);
-            }
-            return Err(IoError::from_io(path, "cannot rename into place", &e.error));
-        }
-        placed.push(path);
-    }
-    Ok(())
-}
-
-fn fill(file: &File, body: &Body<'_>) -> io::Result<()> {
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    body(&mut w)?;
-    w.flush()?;
-    file.sync_all()
+    Ok(set.commit()?)
 }
 
 /// Writes a vector set; the extension picks the format: `.fvecs` and `.fbin` (f32; f16, bf16

@@ -34,15 +34,6 @@ fn tsv_of_knn(res: &KnnResult) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn knn_tsv_exact_layout() {
     assert_eq!(

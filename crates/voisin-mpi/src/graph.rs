@@ -11,7 +11,7 @@
 //! tile row I its owner may save them. Without a checkpoint all tiles form one round (one
 //! exchange); with one, about [`CHECKPOINT_ROUNDS`] rounds, each ending with the owners saving
 //! their finished blocks as pass files of the core's checkpoint format
-//! ([`voisin::cpu::checkpoint`], one block per pass; rank 0 writes the manifest first).
+//! ([`voisin::graph::checkpoint`], one block per pass; rank 0 writes the manifest first).
 //!
 //! Resuming: rank 0 reads and checks every pass file, so a damaged or foreign checkpoint is
 //! refused with one message, and tells every rank which blocks are done. Tiles between two done
@@ -20,7 +20,8 @@
 //! usual. The layout comes from the manifest, so a build may resume with another rank count.
 //!
 //! Departures from the seed, and why:
-//! - Tiles are dealt round-robin in row-major order with one counter across rounds, rather than
+//! - Tiles are dealt round-robin in row-major order with one counter across rounds
+//!   ([`voisin::graph::deal`], the rule every driver uses), rather than
 //!   "column J to rank J mod Q": the seed's rule gives rank Q−1 up to ~1.6× the tiles of rank
 //!   0; round-robin keeps the counts within one per round, and the counter rotates the extras.
 //! - Lists carry exact f64 keys (sent as two u32 words), so the owner merges them with
@@ -38,8 +39,8 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use voisin::cpu::checkpoint::{Checkpoint, CheckpointOptions, Job, Layout};
-use voisin::cpu::{merge_lists, PassRows, PassStore};
+use voisin::graph::checkpoint::{Checkpoint, CheckpointOptions, Job, Layout};
+use voisin::graph::{deal, merge_lists, triangle, PassRows, PassStore};
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
@@ -101,10 +102,8 @@ impl Plan {
     /// the first round (only its open side is used); tiles between done blocks are left out.
     pub fn rounds(&self, done: &[bool], rounds: usize) -> Vec<Round> {
         let nb = self.blocks.len();
-        let mut first: Vec<(usize, usize)> = (0..nb)
-            .flat_map(|i| (i..nb).map(move |j| (i, j)))
-            .filter(|&(i, j)| done[i] != done[j])
-            .collect();
+        let mut first: Vec<(usize, usize)> =
+            triangle(nb).filter(|&(i, j)| done[i] != done[j]).collect();
         let row_tiles = |i: usize| -> Vec<(usize, usize)> {
             (i..nb).filter(|&j| !done[j]).map(|j| (i, j)).collect()
         };
@@ -165,11 +164,12 @@ pub fn local(
     done: &[bool],
     (rank, size, dealt): (usize, usize, usize),
 ) -> Result<BlockLists> {
+    let dealt_to_me = deal(size, rank);
     let mine: Vec<(Range<usize>, Range<usize>)> = round
         .tiles
         .iter()
         .enumerate()
-        .filter(|(t, _)| (dealt + t) % size == rank)
+        .filter(|(t, _)| dealt_to_me(dealt + t))
         .map(|(_, &(i, j))| (plan.blocks[i].clone(), plan.blocks[j].clone()))
         .collect();
     let block_rows = plan.blocks[0].len();

@@ -11,8 +11,10 @@
 //! over ranks; each tile is computed once by a [`worker::TileWorker`] (the CPU engine's
 //! [`voisin::cpu::CpuEngine::tile_lists`]) and yields the exact lists of the rows of I among J
 //! and of the rows of J among I, which are sent to the rank owning that row block, merged
-//! there, optionally checkpointed, and gathered by rank 0. [`knn`] shards the base set over
-//! ranks and merges every rank's k-lists at rank 0.
+//! there, optionally checkpointed, and gathered by rank 0. GPU ranks use [`gathered`] instead:
+//! cyclic shares of the triangle through the core's [`voisin::graph::TileGraph`] seam, merged
+//! and finished at rank 0. [`knn`] shards the base set over ranks and merges every rank's
+//! k-lists at rank 0.
 //!
 //! Exactness: every k-list a rank produces is the exact top-k of its share, on the exact f64
 //! keys the reference uses, ordered by (key, index); merging lists of disjoint shares keeps
@@ -26,6 +28,7 @@
 //! formats come from `voisin` and `voisin-io`.
 
 pub mod comm;
+pub mod gathered;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod graph;

@@ -1,5 +1,5 @@
-//! Contiguous item ranges of a data set as data sets of their own, for running the CPU engine on
-//! one block or shard.
+//! Contiguous item ranges of a data set as data sets of their own, for running an engine on
+//! one shard ([`split`] cuts them).
 //!
 //! Copies the rows: the core has no borrowed sub-set view. A block is a small part of the input,
 //! so the copy costs far less than the distances computed on it.
@@ -23,34 +23,13 @@ pub fn slice(data: &Dataset, range: Range<usize>) -> Dataset {
     }
 }
 
-/// `n` items cut into `parts` contiguous ranges whose lengths differ by at most one.
-pub fn split(n: usize, parts: usize) -> Vec<Range<usize>> {
-    let parts = parts.max(1);
-    (0..parts)
-        .map(|p| n * p / parts..n * (p + 1) / parts)
-        .collect()
-}
+/// `n` items cut into `parts` contiguous ranges whose lengths differ by at most one: the graph
+/// schedule's one split (earlier ranges the longer ones).
+pub use voisin::graph::split;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn split_covers_everything_once_and_evenly() {
-        for n in 0..40 {
-            for parts in 1..9 {
-                let r = split(n, parts);
-                assert_eq!(r.len(), parts);
-                assert_eq!(r[0].start, 0);
-                assert_eq!(r[parts - 1].end, n);
-                for w in r.windows(2) {
-                    assert_eq!(w[0].end, w[1].start);
-                }
-                let (lo, hi) = (n / parts, n.div_ceil(parts));
-                assert!(r.iter().all(|x| x.len() == lo || x.len() == hi));
-            }
-        }
-    }
 
     #[test]
     fn slice_keeps_rows() {

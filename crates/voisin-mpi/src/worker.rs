@@ -1,13 +1,14 @@
-//! What a rank does with its tiles of the graph, behind a trait so that the distribution in
-//! [`crate::graph`] does not depend on the device: the CPU engine implements it here; a GPU
-//! engine can implement it by returning the same exact lists (for instance tile by tile,
-//! merged with [`voisin::cpu::merge_lists`]).
+//! What a CPU rank does with its tiles of the graph in [`crate::graph`] (exact lists sent to
+//! the owners of row blocks): the CPU engine's batch scan, behind a trait so that tests can
+//! wrap it (count the pairs measured). GPU ranks do not use it: they compute shares through
+//! the core's graph seam ([`voisin::graph::TileGraph`], driver [`crate::gathered`]).
 //!
 //! This module must not distribute; it only computes the lists of the tiles it is given.
 
 use std::ops::Range;
 
-use voisin::cpu::{CpuEngine, RangeLists};
+use voisin::cpu::CpuEngine;
+use voisin::graph::RangeLists;
 use voisin::{Dataset, Metric, Result};
 
 /// Computes the lists of a rank's tiles of the k-NN graph of `data`.
@@ -17,7 +18,7 @@ pub trait TileWorker {
     /// never its own neighbour, a tile of a range with itself pairing its items with each
     /// other. One entry per distinct range, by start. Lists hold exact keys (the metric's
     /// ranking keys, as [`voisin::reference`] computes them) sorted by (key, index), so lists
-    /// over disjoint items merge exactly with [`voisin::cpu::merge_lists`].
+    /// over disjoint items merge exactly with [`voisin::graph::merge_lists`].
     fn tiles(
         &self,
         data: &Dataset,

@@ -7,8 +7,8 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use voisin::cpu::checkpoint::{CheckpointOptions, GraphCheckpoints};
 use voisin::cpu::{CpuEngine, CpuOptions, RangeLists};
+use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::reference;
 use voisin::{Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};
 use voisin_mpi::comm::{Failed, Threads};
@@ -525,4 +525,74 @@ fn checkpoints_move_between_the_engine_and_ranks() {
         .graph_checkpointed(&data, 5, &m, &ckpt(&dir2, true))
         .unwrap_err();
     assert!(err.to_string().contains("another block size"), "{err}");
+}
+
+/// The gathered-shares driver (the GPU ranks' one) over the CPU engine's side of the graph
+/// seam: every rank count gives the reference graph, and its checkpoints (the single-process
+/// layout) resume on the CPU engine and the other way round.
+#[test]
+fn gathered_shares_over_the_cpu_engine() {
+    use voisin_mpi::gathered;
+    let gathered_run = |data: &Dataset, k, m: &Metric, size, cp: Option<&CheckpointOptions>| {
+        let e = engine();
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = Threads::world(size)
+                .into_iter()
+                .map(|comm| {
+                    let e = &e;
+                    s.spawn(move || gathered::graph(&comm, e, data, k, m, cp))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        let mut results = results.into_iter();
+        let first = results.next().unwrap();
+        for other in results {
+            match (&first, other) {
+                (Ok(_), Ok(None)) => {}
+                (Err(a), Err(b)) => assert_eq!(a.code, b.code),
+                (a, b) => panic!("ranks disagree: {a:?} / {b:?}"),
+            }
+        }
+        first.map(|r| r.expect("rank 0 holds the result"))
+    };
+    for (n, k, metric) in [
+        (700, 6, Metric::Euclidean),
+        (41, 40, Metric::Cityblock),
+        (2, 5, Metric::Cosine),
+    ] {
+        let data = tied(n, 3, n as u64);
+        let expected = reference::graph(&data, k, &metric).unwrap();
+        for size in 1..=3 {
+            let got = gathered_run(&data, k, &metric, size, None).unwrap();
+            same(&expected, &got, &format!("n {n} k {k} ranks {size}"));
+        }
+    }
+    let (n, k, m) = (1300, 5, Metric::Euclidean);
+    let data = tied(n, 3, 5);
+    let expected = reference::graph(&data, k, &m).unwrap();
+    let opts = |dir: &Path, resume: bool, stop_after: Option<usize>| CheckpointOptions {
+        dir: dir.to_path_buf(),
+        resume,
+        pass_rows: Some(512),
+        stop_after,
+    };
+    // Killed on the CPU engine after one pass, resumed by ranks; and the other way round.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a");
+    assert!(engine()
+        .graph_checkpointed(&data, k, &m, &opts(&dir, false, Some(1)))
+        .is_err());
+    let got = gathered_run(&data, k, &m, 2, Some(&opts(&dir, true, None))).unwrap();
+    same(&expected, &got, "cpu engine, resumed by 2 ranks");
+    assert_eq!(pass_files(&dir).len(), 3);
+    let dir = tmp.path().join("b");
+    assert!(gathered_run(&data, k, &m, 3, Some(&opts(&dir, false, Some(2)))).is_err());
+    let got = engine()
+        .graph_checkpointed(&data, k, &m, &opts(&dir, true, None))
+        .unwrap();
+    same(&expected, &got, "3 ranks, resumed by the cpu engine");
 }

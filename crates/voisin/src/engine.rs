@@ -399,6 +399,27 @@ pub trait Engine: Send + Sync {
         self.graph_request(&GraphRequest::new(data, k, metric)?)
     }
 
+    /// The k-NN graph, like [`Engine::graph`], with finished row passes kept in
+    /// `checkpoint.dir` ([`crate::graph::checkpoint`]): a build that was killed continues with
+    /// `resume` and returns exactly what an uninterrupted build returns. A checkpoint written by
+    /// one engine (CPU, one GPU or several) resumes on any other. A checkpoint of another
+    /// input, metric or k, or a damaged one, is refused as invalid input. Engines that do not
+    /// keep checkpoints refuse the request with a clear error (this default).
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &crate::graph::checkpoint::CheckpointOptions,
+    ) -> Result<KnnResult> {
+        let _ = (data, k, metric);
+        Err(Error::invalid(format!(
+            "{}: engine {} does not keep graph checkpoints",
+            checkpoint.dir.display(),
+            self.name()
+        )))
+    }
+
     /// `base` prepared for many searches under `metric` (the metric must apply to it). By
     /// default the engine and the base are kept and each search runs afresh; engines with
     /// something to keep (norms, a resident device copy) override it.

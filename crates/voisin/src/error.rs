@@ -33,11 +33,44 @@ impl Error {
 
     /// True for errors caused by the caller's input (CLI exit code 2).
     pub fn is_user_error(&self) -> bool {
-        matches!(self, Error::InvalidInput(_))
+        match self {
+            Error::InvalidInput(_) => true,
+            Error::Io(e) => is_user_io_error(e),
+            Error::Device(_) | Error::Cancelled => false,
+        }
     }
 
     /// True when the caller cancelled the work (the CLI treats it as an interrupt).
     pub fn is_cancelled(&self) -> bool {
         matches!(self, Error::Cancelled)
     }
+}
+
+/// The one table of exit codes for operating-system errors: the path the user gave is at fault
+/// (exit code 2) when it is missing, forbidden, of the wrong kind (folder, not a folder, read-only
+/// file system), a symbolic-link loop or too long; anything else (full disk or quota, file size
+/// limit, hardware, interrupted) is the machine's (exit code 1), for every command alike.
+pub fn is_user_io_error(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    if matches!(
+        err.kind(),
+        NotFound
+            | PermissionDenied
+            | AlreadyExists
+            | InvalidInput
+            | InvalidData
+            | UnexpectedEof
+            | NotADirectory
+            | IsADirectory
+            | ReadOnlyFilesystem
+            | InvalidFilename
+    ) {
+        return true;
+    }
+    // The same by number, for errors re-wrapped without their kind, and ELOOP, whose kind is
+    // not stable.
+    matches!(
+        err.raw_os_error(),
+        Some(libc::ENOTDIR | libc::EISDIR | libc::EROFS | libc::ENAMETOOLONG | libc::ELOOP)
+    )
 }

@@ -2,9 +2,11 @@
 //! strings.
 //!
 //! This crate holds everything that does not depend on a device: data sets ([`data`]), metrics
-//! ([`metric`]), k-selection ([`select`]), the engine seam ([`engine::Engine`]) and the CPU
-//! engine ([`cpu::CpuEngine`]), plus an f64 brute-force [`mod@reference`] for tests. GPU and
-//! distributed engines live in their own crates and implement the same trait.
+//! ([`metric`]), k-selection ([`select`]), the engine seam ([`engine::Engine`]), the k-NN
+//! graph's engine-agnostic parts ([`mod@graph`]: schedule, exact lists and their merge,
+//! checkpoints, the [`graph::TileGraph`] seam) and the CPU engine ([`cpu::CpuEngine`]), plus an
+//! f64 brute-force [`mod@reference`] for tests. GPU and distributed engines live in their own
+//! crates and implement the same traits.
 //!
 //! ```
 //! use voisin::{cpu::CpuEngine, data::VectorSet, engine::Engine, metric::Metric};
@@ -15,10 +17,12 @@
 //! assert_eq!(res.indices, vec![1, 0]);
 //! ```
 
+pub mod commit;
 pub mod cpu;
 pub mod data;
 pub mod engine;
 pub mod error;
+pub mod graph;
 pub mod metric;
 pub mod reference;
 pub mod select;

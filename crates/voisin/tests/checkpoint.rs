@@ -6,8 +6,8 @@ use std::fs;
 use std::path::Path;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use voisin::cpu::checkpoint::{CheckpointOptions, GraphCheckpoints};
 use voisin::cpu::CpuEngine;
+use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::reference::compare_knn;
 use voisin::{reference, Dataset, Engine, Error, KnnResult, Metric, StringSet, VectorSet};
 

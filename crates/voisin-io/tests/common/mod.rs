@@ -77,3 +77,13 @@ pub fn le<T: bytemuck::Pod>(words: &[T]) -> Vec<u8> {
     };
     bytemuck::cast_slice(words).to_vec()
 }
+
+/// The entries of a folder, sorted: what a writer left behind.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}

@@ -32,53 +32,9 @@ use super::search::{admits, candidate_bytes, rerank, scan_row, scan_tile, SCAN_C
 use super::tiles::{Bound, TileSource};
 use crate::engine::KnnResult;
 use crate::error::{Error, Result};
+use crate::graph::{List, PassRows, PassStore, RangeLists, TileLists};
 use crate::metric::Metric;
 use crate::select::Candidates;
-
-/// One row's (exact key, index) pairs in result order.
-type List = Vec<(f64, u32)>;
-
-/// Final rows of one pass: for each row, its k (exact key, index) pairs in result order.
-pub type PassRows = Vec<List>;
-
-/// The exact lists of one tile (items `rows` against items `cols`), each sorted by
-/// (key, index) and holding at most k entries. Lists of one item from tiles over disjoint
-/// sets of other items merge exactly with [`merge_lists`].
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TileLists {
-    /// For each item of `rows`, in order: its nearest items of `cols`, itself excluded.
-    pub rows: Vec<Vec<(f64, u32)>>,
-    /// For each item of `cols`, in order: its nearest items of `rows`. Empty for a diagonal
-    /// tile (`rows == cols`), whose row lists already are its column lists.
-    pub cols: Vec<Vec<(f64, u32)>>,
-}
-
-/// Keeps finished passes between runs. Pass `p` covers rows `rows.0..rows.1`.
-pub trait PassStore {
-    /// Row blocks per pass this store's files were laid out with, if it is bound to one.
-    fn blocks_per_pass(&self) -> Option<usize>;
-    /// The rows of pass `p` when an earlier run finished it.
-    fn load(&mut self, p: usize, rows: (usize, usize)) -> Result<Option<PassRows>>;
-    /// Called once a pass is final.
-    fn save(&mut self, p: usize, rows: (usize, usize), done: &PassRows) -> Result<()>;
-}
-
-/// No checkpoints: nothing is loaded or kept.
-pub struct NoStore;
-
-impl PassStore for NoStore {
-    fn blocks_per_pass(&self) -> Option<usize> {
-        None
-    }
-
-    fn load(&mut self, _: usize, _: (usize, usize)) -> Result<Option<PassRows>> {
-        Ok(None)
-    }
-
-    fn save(&mut self, _: usize, _: (usize, usize), _: &PassRows) -> Result<()> {
-        Ok(())
-    }
-}
 
 /// Most row blocks one pass may hold: their candidates must fit in half the memory budget.
 pub fn max_blocks_per_pass(n: usize, k: usize, memory_budget: usize) -> usize {
@@ -145,10 +101,6 @@ pub fn graph<S: TileSource>(
     }
     Ok(KnnResult::from_rows(rows, k, metric))
 }
-
-/// Merges two lists sorted by (key, index) over disjoint items, keeping the first `k`: the
-/// selection's merge, under the same total order as the exact re-rank.
-pub use crate::select::merge_sorted as merge_lists;
 
 /// Tiles of a pass over row blocks `p0..p1` that feed its own candidates: its own blocks pair
 /// symmetrically (I ≤ J), and every own block pairs with every finished block outside it
@@ -280,9 +232,6 @@ fn accumulators(
         .map(|&(a, b)| Mutex::new((a..b).map(|_| Candidates::new(k)).collect()))
         .collect()
 }
-
-/// Lists of the items of some ranges: per distinct range, by start, one list per item.
-pub type RangeLists = Vec<(Range<usize>, Vec<Vec<(f64, u32)>>)>;
 
 /// Exact lists for a batch of tiles (pairs of item ranges): each item's `k` nearest among the
 /// items the tiles pair it with. A tile of a range with itself pairs its items with each other
@@ -546,7 +495,6 @@ mod tests {
 
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
-    use crate::cpu::checkpoint::GraphCheckpoints;
     use crate::cpu::{CpuEngine, CpuOptions};
     use crate::metric::exact::item_key;
     use crate::{reference, Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};
@@ -641,7 +589,7 @@ mod tests {
         let blocks: Vec<Range<usize>> = cuts.windows(2).map(|w| w[0]..w[1]).collect();
         let mut rows: Vec<Vec<(f64, u32)>> = vec![Vec::new(); n];
         let mut merge = |item: usize, list: &[(f64, u32)]| {
-            rows[item] = super::merge_lists(&rows[item], list, kk);
+            rows[item] = crate::graph::merge_lists(&rows[item], list, kk);
         };
         for (i, bi) in blocks.iter().enumerate() {
             for bj in &blocks[i..] {
@@ -768,21 +716,21 @@ mod tests {
     fn merge_orders_like_the_rerank() {
         let a = [(-0.0, 5), (1.0, 1), (2.0, 0)];
         let b = [(0.0, 2), (1.0, 0), (f64::INFINITY, 9)];
-        let got = super::merge_lists(&a, &b, 5);
+        let got = crate::graph::merge_lists(&a, &b, 5);
         let mut want: Vec<(f64, u32)> = a.iter().chain(&b).copied().collect();
         want.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
         want.truncate(5);
         let bits = |v: &[(f64, u32)]| v.iter().map(|e| (e.0.to_bits(), e.1)).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&want));
-        assert_eq!(super::merge_lists(&a, &[], 2), a[..2].to_vec());
-        assert!(super::merge_lists(&[], &[], 3).is_empty());
+        assert_eq!(crate::graph::merge_lists(&a, &[], 2), a[..2].to_vec());
+        assert!(crate::graph::merge_lists(&[], &[], 3).is_empty());
     }
 
     /// Passes (from a small memory budget or from checkpoints) measure every pair once, and
     /// give the bytes of a one-pass build.
     #[test]
     fn passes_measure_each_pair_once() {
-        use crate::cpu::checkpoint::CheckpointOptions;
+        use crate::graph::checkpoint::CheckpointOptions;
         let n = 1700;
         let data = tied(n, 4, 21);
         let m = Metric::Euclidean;

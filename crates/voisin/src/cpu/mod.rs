@@ -15,10 +15,10 @@
 //! - [`search`]: k-NN and range drivers.
 //! - [`graph`]: the symmetric k-NN graph driver, and tiles of it for distributed drivers
 //!   ([`CpuEngine::cross_tile`], [`CpuEngine::tile_lists`]).
-//! - [`checkpoint`]: finished graph passes kept on disk, for resumable builds.
+//! - [`checkpoint`]: re-export of [`crate::graph::checkpoint`] (finished graph passes kept on
+//!   disk), at the path callers used before the graph's engine-agnostic parts moved there.
 //! - [`plan`]: tile sizes, work splitting, progress.
 
-pub mod checkpoint;
 mod graph;
 mod items;
 mod plan;
@@ -34,9 +34,10 @@ use crate::engine::{
     RangeRequest, RangeResult, Stats,
 };
 use crate::error::{Error, Result};
+pub use crate::graph::checkpoint;
+use crate::graph::checkpoint::{Checkpoint, CheckpointOptions, Job};
+pub use crate::graph::{merge_lists, NoStore, PassRows, PassStore, RangeLists, TileLists};
 use crate::metric::Metric;
-use checkpoint::{Checkpoint, CheckpointOptions, GraphCheckpoints, Job};
-pub use graph::{merge_lists, PassRows, PassStore, RangeLists, TileLists};
 
 /// Default memory budget for working buffers: 1 GiB.
 pub const DEFAULT_MEMORY_BUDGET: usize = 1 << 30;
@@ -250,9 +251,7 @@ impl Engine for CpuEngine {
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
         self.graph_with(req, None)
     }
-}
 
-impl GraphCheckpoints for CpuEngine {
     fn graph_checkpointed(
         &self,
         data: &Dataset,
@@ -339,7 +338,7 @@ impl CpuEngine {
                 let job = self.pool.install(|| Job::describe(data, metric, k));
                 Box::new(Checkpoint::open(opts, &job, k, n, max_blocks)?)
             }
-            None => Box::new(graph::NoStore),
+            None => Box::new(NoStore),
         };
         let mut res = self.with_source(data, data, metric, |d| {
             let blocks_per_pass = store.blocks_per_pass().unwrap_or(max_blocks);

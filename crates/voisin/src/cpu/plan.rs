@@ -11,7 +11,8 @@ use crate::error::Result;
 pub const QUERY_BLOCK: usize = 256;
 pub const BASE_TILE: usize = 1024;
 /// Square tiles of the graph (rows and columns come from the same set).
-pub const GRAPH_TILE: usize = 512;
+/// The graph's block, which is also the checkpoint layout's.
+pub const GRAPH_TILE: usize = crate::graph::BLOCK_ROWS;
 
 /// Shared state of one engine call.
 pub struct Ctx {

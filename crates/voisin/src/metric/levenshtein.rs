@@ -25,6 +25,9 @@ const W: usize = 64;
 #[derive(Clone, Debug)]
 pub struct Pattern {
     len: usize,
+    /// The pattern itself: an equal text is answered 0 without a scan (a 1 MiB line compared
+    /// with its duplicate would otherwise cost a full bit-parallel pass).
+    chars: Vec<char>,
     /// Blocks of 64 pattern characters (0 for the empty pattern).
     blocks: usize,
     /// `ascii[c · blocks + b]`: bit i set when pattern char `64·b + i` is the ASCII char `c`.
@@ -60,6 +63,7 @@ impl Pattern {
         }
         Pattern {
             len: pattern.len(),
+            chars: pattern.to_vec(),
             blocks,
             ascii,
             other,
@@ -119,6 +123,9 @@ impl Pattern {
         let (m, n) = (self.len, text.len());
         if m == 0 {
             return (n <= max).then_some(n);
+        }
+        if text == self.chars.as_slice() {
+            return Some(0);
         }
         if self.blocks == 1 {
             self.run_single(text, max)
@@ -499,5 +506,18 @@ mod tests {
         assert_eq!(distance(&s("日本語"), &s("日本")), 1);
         assert_eq!(bounded(&s("kitten"), &s("sitting"), 2), None);
         assert_eq!(bounded(&s("abc"), &s("abcdef"), 2), None);
+    }
+
+    /// Equal strings are answered without a scan; a one-character change still is scanned.
+    #[test]
+    fn equal_texts_short_circuit() {
+        let long: Vec<char> = "ab€d".chars().cycle().take(1 << 16).collect();
+        let p = Pattern::new(&long);
+        assert_eq!(p.distance(&long), 0);
+        assert_eq!(p.bounded(&long, 0), Some(0));
+        let mut other = long.clone();
+        other[40_000] = 'z';
+        assert_eq!(p.bounded(&other, 3), Some(1));
+        assert_eq!(p.bounded(&other, 0), None);
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Owns the directory layout and the file formats; the graph drivers (the CPU engine's
 //! `graph`, voisin-cuda's GPU passes, voisin-mpi's ranks) decide what a pass is and must not
-//! know about files. Engines that checkpoint implement [`GraphCheckpoints`].
+//! know about files. Engines that checkpoint implement
+//! [`crate::Engine::graph_checkpointed`].
 //!
 //! - `DIR/manifest`: text, one `key value` per line: format version, the job (n, dim, element
 //!   type, metric, k and a CRC-32 of every data byte, so another input, metric or k is refused)
@@ -29,13 +30,12 @@
 //! small next to a graph build, which reads every row many times.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::graph::{PassRows, PassStore};
-use super::plan::GRAPH_TILE;
+use super::lists::{PassRows, PassStore};
+use super::schedule::BLOCK_ROWS as GRAPH_TILE;
 use crate::data::{Dataset, VectorData};
 use crate::error::{Error, Result};
 use crate::metric::Metric;
@@ -78,28 +78,16 @@ impl CheckpointOptions {
     }
 }
 
-/// Engines that build the k-NN graph with checkpoints in this module's format: the CPU engine,
-/// and the CUDA engines (one GPU or several), which compute the same passes on the device. A
-/// checkpoint written by one resumes on any other, and every one ends with the bytes of an
-/// uninterrupted build.
-pub trait GraphCheckpoints: crate::Engine {
-    /// The k-NN graph, like [`crate::Engine::graph`], with finished row passes kept in
-    /// `checkpoint.dir`: a build that was killed continues with `resume` and returns exactly
-    /// what an uninterrupted build returns. A checkpoint of another input, metric or k, or a
-    /// damaged one, is refused as invalid input.
-    fn graph_checkpointed(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        checkpoint: &CheckpointOptions,
-    ) -> Result<crate::KnnResult>;
-}
+/// Checkpointed graph builds are on the engine seam ([`crate::Engine::graph_checkpointed`]);
+/// the name that side trait had is kept for callers that import it.
+pub use crate::Engine as GraphCheckpoints;
 
 /// What a checkpoint is for: the fields a resumed run must match, in manifest order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
     fields: Vec<(&'static str, String)>,
+    /// Items in the data: neighbour ids read back must be below it.
+    n: usize,
 }
 
 impl Job {
@@ -118,6 +106,7 @@ impl Job {
                 ("k", k.to_string()),
                 ("data_crc32", format!("{:08x}", data_crc(data))),
             ],
+            n: data.len(),
         }
     }
 }
@@ -167,6 +156,7 @@ impl Layout {
 /// An open checkpoint directory: the pass store of one graph build.
 pub struct Checkpoint {
     dir: PathBuf,
+    n: usize,
     k: usize,
     layout: Layout,
     /// CRC-32 of the manifest, repeated in every pass file.
@@ -279,6 +269,7 @@ impl Checkpoint {
         };
         Ok(Checkpoint {
             dir: dir.clone(),
+            n: job.n,
             k,
             layout,
             job_crc: crc32fast::hash(text.as_bytes()),
@@ -468,6 +459,20 @@ impl Checkpoint {
             .chunks_exact(8)
             .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
         let flat: Vec<(f64, u32)> = keys.zip(idx).collect();
+        // A checksum catches accidents, not forgeries: every entry must be a real neighbour.
+        for (row, list) in (r0..).zip(flat.chunks(k.max(1))) {
+            for (j, &(key, id)) in list.iter().enumerate() {
+                if id as usize >= self.n || key.is_nan() {
+                    return Err(corrupt(&format!(
+                        "row {row} holds neighbour {id} with key {key}, impossible for {} items",
+                        self.n
+                    )));
+                }
+                if j > 0 && list[j - 1] >= (key, id) {
+                    return Err(corrupt(&format!("row {row} is not in order")));
+                }
+            }
+        }
         Ok(Some(flat.chunks(k.max(1)).map(<[_]>::to_vec).collect()))
     }
 }
@@ -491,22 +496,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Writes `path` through a synced temporary file and a rename.
+/// Writes `path` through a synced temporary file and a rename (the crate's one commit path).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = fs::File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| io_err(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| io_err(path, e))?;
-    // The rename itself must reach the disk too, or a power cut may lose a finished pass.
-    #[cfg(unix)]
-    if let Some(dir) = path.parent() {
-        fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io_err(dir, e))?;
-    }
-    Ok(())
+    Ok(crate::commit::write_file(path, bytes)?)
 }
 
 fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {

@@ -1,0 +1,250 @@
+//! The seam between a graph driver and the engine that measures tiles: [`TileGraph`]. A driver
+//! (voisin-mpi's gathered ranks, or any other that deals tile pairs) picks one tile edge for
+//! every backend, deals the pairs of the triangle ([`super::schedule`]), has each backend
+//! compute its pairs into a [`Share`], merges the shares, and asks one backend for the final
+//! rows. The CPU engine implements it here ([`CpuShare`]: exact lists); the CUDA engine in
+//! voisin-cuda (approximate lists with a proof contract, finished on the device).
+
+use std::ops::Range;
+
+use super::lists::{merge_lists, List, PassRows, Share};
+use super::schedule::{TileOwner, BLOCK_ROWS};
+use crate::cpu::CpuEngine;
+use crate::data::Dataset;
+use crate::engine::{check_k, check_metric, Engine, KnnResult};
+use crate::error::{Error, Result};
+use crate::metric::Metric;
+
+/// An engine that computes dealt tile pairs of the k-NN graph and finishes rows from merged
+/// shares. Every backend of one build must use the same `edge` (the smallest of their
+/// [`TileGraph::tile_edge`]s); tile I covers items `I·edge .. min((I+1)·edge, n)`.
+pub trait TileGraph: Engine {
+    /// What one backend's tile pairs yield; shares of disjoint pairs merge.
+    type Share: Share;
+
+    /// The largest tile edge this backend takes for the graph of `data` with lists of `k`.
+    fn tile_edge(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<usize>;
+
+    /// The lists of the tile pairs (I, J), I ≤ J, of edge `edge` that `owns` accepts, for
+    /// neighbour lists of `k` (capped at n − 1).
+    fn share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        edge: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<Self::Share>;
+
+    /// The final rows `rows` (exact keys, sorted by (key, index), k each) from a merged share
+    /// in which those rows have met every other item.
+    fn finish(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        share: &Self::Share,
+        rows: Range<usize>,
+    ) -> Result<PassRows>;
+
+    /// The whole graph from a merged share that covers the whole triangle: by default every
+    /// row through [`TileGraph::finish`]; an engine may finish in place and report its stats.
+    fn finish_all(&self, data: &Dataset, metric: &Metric, share: Self::Share) -> Result<KnnResult> {
+        let rows = self.finish(data, metric, &share, 0..data.len())?;
+        let k = rows.first().map_or(0, Vec::len);
+        Ok(KnnResult::from_rows(rows, k, metric))
+    }
+}
+
+/// The CPU engine's share: for every item, its exact list among the items its dealt tile pairs
+/// paired it with (empty when none), merged with [`merge_lists`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuShare {
+    /// Neighbours per row (already capped at n − 1).
+    pub k: usize,
+    /// One list per item of the set.
+    pub lists: Vec<List>,
+}
+
+impl Share for CpuShare {
+    fn merge(parts: Vec<Self>) -> Result<Self> {
+        let mut parts = parts.into_iter();
+        let mut out = parts
+            .next()
+            .ok_or_else(|| Error::invalid("no graph shares to merge"))?;
+        for p in parts {
+            if p.k != out.k || p.lists.len() != out.lists.len() {
+                return Err(Error::invalid("graph shares differ in size or k"));
+            }
+            for (row, list) in out.lists.iter_mut().zip(&p.lists) {
+                *row = merge_lists(row, list, out.k);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Little-endian: n and k as u64, then per item its length (u32) and entries (index u32,
+    /// key f64).
+    fn to_bytes(&self) -> Vec<u8> {
+        let entries: usize = self.lists.iter().map(Vec::len).sum();
+        let mut out = Vec::with_capacity(16 + 4 * self.lists.len() + 12 * entries);
+        for v in [self.lists.len(), self.k] {
+            out.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+        for list in &self.lists {
+            out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            for &(key, i) in list {
+                out.extend_from_slice(&i.to_le_bytes());
+                out.extend_from_slice(&key.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    fn from_bytes(b: &[u8]) -> Result<Self> {
+        let bad = || Error::invalid("graph share: truncated or malformed bytes");
+        let mut rest = b;
+        let mut take = |len: usize| -> Result<u64> {
+            if rest.len() < len {
+                return Err(bad());
+            }
+            let (head, tail) = rest.split_at(len);
+            rest = tail;
+            let mut w = [0u8; 8];
+            w[..len].copy_from_slice(head);
+            Ok(u64::from_le_bytes(w))
+        };
+        let (n, k) = (take(8)? as usize, take(8)? as usize);
+        let mut lists = Vec::with_capacity(n.min(b.len() / 4));
+        for _ in 0..n {
+            let len = take(4)? as usize;
+            if len > k {
+                return Err(bad());
+            }
+            let mut list = List::with_capacity(len);
+            for _ in 0..len {
+                let i = take(4)? as u32;
+                list.push((f64::from_bits(take(8)?), i));
+            }
+            lists.push(list);
+        }
+        if !rest.is_empty() {
+            return Err(bad());
+        }
+        Ok(CpuShare { k, lists })
+    }
+}
+
+impl TileGraph for CpuEngine {
+    type Share = CpuShare;
+
+    /// The single-process graph's block.
+    fn tile_edge(&self, _: &Dataset, _: usize, _: &Metric) -> Result<usize> {
+        Ok(BLOCK_ROWS)
+    }
+
+    /// One batch scan per tile row: an item's candidates from all its pairs of that row are
+    /// re-ranked together.
+    fn share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        edge: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<CpuShare> {
+        check_metric(data, metric)?;
+        check_k(k)?;
+        if edge == 0 {
+            return Err(Error::invalid("graph tile edge must be at least 1"));
+        }
+        let n = data.len();
+        let k = k.min(n.saturating_sub(1));
+        let mut lists = vec![List::new(); n];
+        if k == 0 {
+            return Ok(CpuShare { k, lists });
+        }
+        let nt = n.div_ceil(edge);
+        let tile = |t: usize| t * edge..((t + 1) * edge).min(n);
+        for i in 0..nt {
+            let tiles: Vec<(Range<usize>, Range<usize>)> = (i..nt)
+                .filter(|&j| owns(i, j))
+                .map(|j| (tile(i), tile(j)))
+                .collect();
+            if tiles.is_empty() {
+                continue;
+            }
+            for (range, got) in self.tile_lists(data, &tiles, k, metric)? {
+                for (row, list) in lists[range].iter_mut().zip(&got) {
+                    *row = merge_lists(row, list, k);
+                }
+            }
+        }
+        Ok(CpuShare { k, lists })
+    }
+
+    fn finish(
+        &self,
+        data: &Dataset,
+        _: &Metric,
+        share: &CpuShare,
+        rows: Range<usize>,
+    ) -> Result<PassRows> {
+        if share.lists.len() != data.len() || rows.end > data.len() {
+            return Err(Error::invalid("graph share does not match the data"));
+        }
+        let done = share.lists[rows].to_vec();
+        if done.iter().any(|r| r.len() != share.k) {
+            return Err(Error::device(
+                "graph rows ended with missing neighbours (bug)",
+            ));
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::cyclic_share;
+    use crate::{reference, VectorSet};
+
+    /// Shares dealt over parts, sent as bytes and merged give the reference graph.
+    #[test]
+    fn dealt_cpu_shares_merge_to_the_graph() {
+        let e = CpuEngine::new(crate::cpu::CpuOptions {
+            threads: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
+        let n = 300;
+        let v: Vec<f32> = (0..n * 3).map(|i| ((i * 37) % 11) as f32).collect();
+        let data: Dataset = VectorSet::from_f32(n, 3, v).unwrap().into();
+        let m = Metric::Euclidean;
+        for (k, edge, parts) in [(5, 64, 3), (1, 300, 1), (299, 50, 4), (7, 1, 2)] {
+            let nt = n.div_ceil(edge);
+            let shares = (0..parts)
+                .map(|p| {
+                    let s = e.share(&data, k, &m, edge, &cyclic_share(nt, parts, p))?;
+                    CpuShare::from_bytes(&s.to_bytes())
+                })
+                .collect::<Result<Vec<_>>>()
+                .unwrap();
+            let merged = CpuShare::merge(shares).unwrap();
+            let rows = e.finish(&data, &m, &merged, 0..n).unwrap();
+            let want = reference::graph(&data, k, &m).unwrap();
+            let got = crate::KnnResult::from_rows(rows, merged.k, &m);
+            assert_eq!(got.indices, want.indices, "k {k} edge {edge}");
+            let bits =
+                |r: &crate::KnnResult| r.distances.iter().map(|d| d.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "k {k} edge {edge}");
+        }
+        let bytes = CpuShare {
+            k: 1,
+            lists: vec![vec![(0.5, 1)], vec![]],
+        }
+        .to_bytes();
+        for cut in 0..bytes.len() {
+            assert!(CpuShare::from_bytes(&bytes[..cut]).is_err(), "cut {cut}");
+        }
+    }
+}

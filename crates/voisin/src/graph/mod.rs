@@ -1,0 +1,25 @@
+//! The k-NN graph's engine-agnostic parts, shared by every driver (the CPU engine, the CUDA
+//! engines on one GPU or several, MPI ranks):
+//!
+//! - [`schedule`]: row blocks, shards, the triangle of tile pairs, dealing to N parts, and the
+//!   shares of a build in passes.
+//! - [`lists`]: exact neighbour lists, their merge, pass stores, and the [`Share`] a backend's
+//!   part of a build merges and travels as.
+//! - [`backend`]: the [`TileGraph`] seam between a driver and the engine that measures tiles,
+//!   and the CPU engine's side of it.
+//! - [`checkpoint`]: finished passes kept on disk (the `VOISINCP` format), for resumable builds.
+//!
+//! The engines own how a tile is measured; this module owns what a build is made of, so that
+//! CPU, GPU and distributed builds deal work and keep checkpoints the same way.
+
+pub mod backend;
+pub mod checkpoint;
+pub mod lists;
+pub mod schedule;
+
+pub use backend::{CpuShare, TileGraph};
+pub use lists::{merge_lists, List, NoStore, PassRows, PassStore, RangeLists, Share, TileLists};
+pub use schedule::{
+    cyclic_share, deal, pass_alignment, pass_steps, pass_tile_edge, split, triangle,
+    triangle_index, PassStep, TileOwner, BLOCK_ROWS,
+};
