@@ -152,16 +152,14 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         DeviceChoice::Cpu => on_cpu(),
         DeviceChoice::Cuda => open_gpu().and_then(|e| on_gpu(&e)),
         // Under auto a GPU that does not start is no error, and what the GPU does not
-        // answer (cover trees, strings, other metrics) is refused as invalid input before any
-        // search: the CPU answers those.
-        DeviceChoice::Auto => match voisin_cuda::gpu_available()
-            .then(|| open_gpu().ok())
-            .flatten()
+        // search (cover trees, strings, other metrics, sizes past its limits) goes to the CPU;
+        // errors of a search the GPU supports are real and reported.
+        DeviceChoice::Auto => match (voisin_cuda::gpu_available()
+            && voisin_cuda::index::supports(&index, &queries))
+        .then(|| open_gpu().ok())
+        .flatten()
         {
-            Some(engine) => match on_gpu(&engine) {
-                Err(Error::InvalidInput(_)) => on_cpu(),
-                other => other,
-            },
+            Some(engine) => on_gpu(&engine),
             None => on_cpu(),
         },
     }

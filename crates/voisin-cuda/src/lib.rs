@@ -70,7 +70,7 @@ use std::time::Instant;
 /// The smallest working set: one query row against a 16384-item tile plus lists.
 const MIN_BUDGET: usize = 1 << 20;
 
-use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, RangeRequest, RangeResult};
+use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeRequest, RangeResult};
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 pub use context::{device_count, gpu_available};
@@ -286,6 +286,19 @@ fn to_result(rows: Vec<Vec<(f64, u32)>>, k: usize, metric: &Metric, stats: Stats
 impl Engine for CudaEngine {
     fn name(&self) -> String {
         format!("cuda:{}", self.device)
+    }
+
+    /// Vectors under the built-in vector metrics, strings under levenshtein; user metrics run
+    /// on the CPU.
+    /// Vectors under the built-in vector metrics (unless they hold f64 values that f32 cannot
+    /// hold: the tiles, the bounds and the re-rank here work on f32 values), and strings under
+    /// levenshtein.
+    fn supports(&self, data: &Dataset, metric: &Metric, _op: Op) -> bool {
+        match (data, metric) {
+            (_, Metric::Custom(_)) => false,
+            (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && v.is_f32_exact(),
+            (Dataset::Strings(_), m) => *m == Metric::Levenshtein,
+        }
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {

@@ -16,7 +16,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, RangeRequest, RangeResult};
+use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeRequest, RangeResult};
 use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
@@ -233,6 +233,10 @@ impl Engine for MultiGpu {
     fn name(&self) -> String {
         let ids: Vec<String> = self.engines.iter().map(|e| e.device.to_string()).collect();
         format!("cuda:{}", ids.join(","))
+    }
+
+    fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        self.engines[0].supports(data, metric, op)
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {

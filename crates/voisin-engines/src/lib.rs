@@ -18,10 +18,11 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use voisin::cpu::checkpoint::GraphCheckpoints;
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
-use voisin::engine::{Cancel, GraphRequest, KnnRequest, ProgressFn, RangeRequest};
+use voisin::engine::{Cancel, GraphRequest, KnnRequest, Op, ProgressFn, RangeRequest};
 use voisin::{Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result};
 use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, Precision, Select};
 
@@ -130,6 +131,12 @@ pub fn open(device: Device, config: &EngineConfig) -> Result<Box<dyn Engine>> {
     }
 }
 
+/// [`open`], shared: the form [`Engine::prepare`] takes, for callers that keep prepared bases
+/// (the Python bindings).
+pub fn open_shared(device: Device, config: &EngineConfig) -> Result<Arc<dyn Engine>> {
+    open(device, config).map(Arc::from)
+}
+
 /// The engine of a checkpointed graph under `metric`: the GPUs under [`Device::Cuda`], and
 /// under auto when one starts and the metric is one the GPU passes take (vectors); the CPU
 /// engine otherwise. Every one writes and resumes the same checkpoints.
@@ -226,15 +233,9 @@ struct Routed {
 }
 
 impl Routed {
-    /// The GPU takes vectors under built-in metrics, and strings under levenshtein.
-    fn pick(&self, data: &Dataset, metric: &Metric) -> &dyn Engine {
-        let gpu_can = match (data, metric) {
-            (_, Metric::Custom(_)) => false,
-            (Dataset::Vectors(_), m) => *m != Metric::Levenshtein,
-            (Dataset::Strings(_), Metric::Levenshtein) => true,
-            (Dataset::Strings(_), _) => false,
-        };
-        if gpu_can {
+    /// The GPU takes what it supports, the CPU the rest.
+    fn pick(&self, sets: &[&Dataset], metric: &Metric, op: Op) -> &dyn Engine {
+        if sets.iter().all(|d| self.gpu.supports(d, metric, op)) {
             self.gpu.as_ref()
         } else {
             self.cpu.as_ref()
@@ -247,16 +248,23 @@ impl Engine for Routed {
         format!("auto: {} / {}", self.gpu.name(), self.cpu.name())
     }
 
+    fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        self.gpu.supports(data, metric, op) || self.cpu.supports(data, metric, op)
+    }
+
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
-        self.pick(req.base(), req.metric()).knn_request(req)
+        self.pick(&[req.base(), req.queries()], req.metric(), Op::Knn)
+            .knn_request(req)
     }
 
     fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
-        self.pick(req.base(), req.metric()).range_request(req)
+        self.pick(&[req.base(), req.queries()], req.metric(), Op::Range)
+            .range_request(req)
     }
 
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
-        self.pick(req.data(), req.metric()).graph_request(req)
+        self.pick(&[req.data()], req.metric(), Op::Graph)
+            .graph_request(req)
     }
 }
 
@@ -295,6 +303,16 @@ mod tests {
             ..Default::default()
         };
         assert!(open(Device::Cpu, &zero).err().unwrap().is_user_error());
+    }
+
+    #[test]
+    fn the_cpu_supports_what_its_metric_applies_to() {
+        let cpu = open(Device::Cpu, &EngineConfig::default()).unwrap();
+        let vectors = Dataset::Vectors(voisin::VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap());
+        for op in [Op::Knn, Op::Range, Op::Graph] {
+            assert!(cpu.supports(&vectors, &Metric::Euclidean, op));
+            assert!(!cpu.supports(&vectors, &Metric::Levenshtein, op));
+        }
     }
 
     #[test]

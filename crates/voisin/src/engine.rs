@@ -294,11 +294,74 @@ impl<'a> GraphRequest<'a> {
     }
 }
 
+/// A base set prepared once and searched many times ("fit once, query many"), made by
+/// [`Engine::prepare`]. It owns what it needs (the engine and the base, and whatever the
+/// engine keeps about the base), so it can live anywhere, a Python object included. Results
+/// are those of the engine's `knn`/`range` on the same base, byte for byte.
+pub trait Prepared: Send + Sync + 'static {
+    /// For each query, its k nearest base items.
+    fn knn(&self, queries: &Dataset, k: usize) -> Result<KnnResult>;
+
+    /// For each query, every base item within `radius`.
+    fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult>;
+
+    /// Items of the base.
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The metric the base was prepared for.
+    fn metric(&self) -> &Metric;
+}
+
+/// The prepared base of an engine without its own: the engine and the base, searched afresh.
+struct Kept<E: ?Sized> {
+    engine: Arc<E>,
+    base: Arc<Dataset>,
+    metric: Metric,
+}
+
+impl<E: Engine + ?Sized + 'static> Prepared for Kept<E> {
+    fn knn(&self, queries: &Dataset, k: usize) -> Result<KnnResult> {
+        self.engine.knn(&self.base, queries, k, &self.metric)
+    }
+
+    fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult> {
+        self.engine.range(&self.base, queries, radius, &self.metric)
+    }
+
+    fn len(&self) -> usize {
+        self.base.len()
+    }
+
+    fn metric(&self) -> &Metric {
+        &self.metric
+    }
+}
+
+/// What a request asks for, for [`Engine::supports`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Knn,
+    Range,
+    Graph,
+}
+
 /// The interface every engine implements: the checked requests; the familiar `knn`, `range`
 /// and `graph` check their arguments into a request and pass it on.
 pub trait Engine: Send + Sync {
     /// Short name for messages and `--stats`, e.g. "cpu" or "cuda:0".
     fn name(&self) -> String;
+
+    /// Whether this engine answers `op` on `data` under `metric`: the one answer to "can this
+    /// device run this?" (routers and front ends ask it instead of keeping their own rules).
+    /// By default, whenever the metric applies to the data.
+    fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        let _ = op;
+        check_metric(data, metric).is_ok()
+    }
 
     /// For each query, its k nearest base items.
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult>;
@@ -355,6 +418,21 @@ pub trait Engine: Send + Sync {
             checkpoint.dir.display(),
             self.name()
         )))
+    }
+
+    /// `base` prepared for many searches under `metric` (the metric must apply to it). By
+    /// default the engine and the base are kept and each search runs afresh; engines with
+    /// something to keep (norms, a resident device copy) override it.
+    fn prepare(self: Arc<Self>, base: Arc<Dataset>, metric: &Metric) -> Result<Box<dyn Prepared>>
+    where
+        Self: 'static,
+    {
+        check_metric(&base, metric)?;
+        Ok(Box::new(Kept {
+            engine: self,
+            base,
+            metric: metric.clone(),
+        }))
     }
 }
 

@@ -52,19 +52,27 @@ pub struct GpuLc<'e>(Searcher<'e, Lc>);
 
 impl<'e> GpuLc<'e> {
     /// Uploads `lc` to the engine's GPU.
-    pub fn new(engine: &'e CudaEngine, lc: &ListOfClusters<VectorSpace>) -> Result<Self> {
+    /// The GPU's limits (metric, dimension, size): an index within them is searched here.
+    pub(crate) fn check(lc: &ListOfClusters<VectorSpace>) -> Result<()> {
         let space = lc.space();
-        let metric = space.metric();
-        metric_code(metric)?;
+        metric_code(space.metric())?;
         let (d, n) = (space.dim(), space.values().len() / space.dim());
         check_dim("List of Clusters", d, SEARCH_STATIC_SMEM)?;
-        let (clusters, members, member_dist) = lc.parts();
-        let (nc, nm) = (clusters.len(), members.len());
         if n > i32::MAX as usize {
             return Err(Error::invalid(
                 "the GPU List of Clusters holds at most 2^31 - 1 items",
             ));
         }
+        Ok(())
+    }
+
+    pub fn new(engine: &'e CudaEngine, lc: &ListOfClusters<VectorSpace>) -> Result<Self> {
+        Self::check(lc)?;
+        let space = lc.space();
+        let metric = space.metric();
+        let (d, n) = (space.dim(), space.values().len() / space.dim());
+        let (clusters, members, member_dist) = lc.parts();
+        let (nc, nm) = (clusters.len(), members.len());
         let mut cbeg: Vec<u32> = Vec::with_capacity(nc + 1);
         for (j, c) in clusters.iter().enumerate() {
             let next = clusters.get(j + 1).map_or(nm, |c| c.start);

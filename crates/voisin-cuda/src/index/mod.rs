@@ -59,6 +59,19 @@ pub fn knn(
     }
 }
 
+/// Whether the GPU searches `index` for `queries` (what `voisin index query --device auto`
+/// asks before it chooses the GPU): List of Clusters or SSS over vectors under euclidean,
+/// cityblock or chebyshev, within the kernels' limits, and vector queries. What it supports
+/// goes to the GPU, whose errors are then real; the rest to the CPU.
+pub fn supports(index: &DatasetIndex, queries: &Dataset) -> bool {
+    queries.as_vectors().is_some()
+        && match index {
+            DatasetIndex::Vectors(Index::Lc(lc)) => GpuLc::check(lc).is_ok(),
+            DatasetIndex::Vectors(Index::Sss(sss)) => GpuSss::check(sss).is_ok(),
+            _ => false,
+        }
+}
+
 enum Copy<'e> {
     Lc(GpuLc<'e>),
     Sss(GpuSss<'e>),

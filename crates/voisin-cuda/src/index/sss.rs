@@ -57,21 +57,31 @@ impl IndexArgs for Table {
 pub struct GpuSss<'e>(Searcher<'e, Table>);
 
 impl<'e> GpuSss<'e> {
-    /// Uploads `sss` to the engine's GPU (at most 64 pivots).
-    pub fn new(engine: &'e CudaEngine, sss: &Sss<VectorSpace>) -> Result<Self> {
+    /// The GPU's limits (metric, dimension, pivots, size): an index within them is searched
+    /// here.
+    pub(crate) fn check(sss: &Sss<VectorSpace>) -> Result<()> {
         let space = sss.space();
-        let metric = space.metric();
-        metric_code(metric)?;
+        metric_code(space.metric())?;
         let (d, n) = (space.dim(), space.values().len() / space.dim());
         check_dim("SSS index", d, SEARCH_STATIC_SMEM)?;
-        let (pivots, order, table) = sss.parts();
-        let np = pivots.len();
+        let np = sss.parts().0.len();
         if np > MAX_PIVOTS || n > i32::MAX as usize {
             return Err(Error::invalid(format!(
                 "the GPU SSS index takes at most {MAX_PIVOTS} pivots and 2^31 - 1 items, not \
                  {np} pivots over {n} items"
             )));
         }
+        Ok(())
+    }
+
+    /// Uploads `sss` to the engine's GPU (at most 64 pivots).
+    pub fn new(engine: &'e CudaEngine, sss: &Sss<VectorSpace>) -> Result<Self> {
+        Self::check(sss)?;
+        let space = sss.space();
+        let metric = space.metric();
+        let (d, n) = (space.dim(), space.values().len() / space.dim());
+        let (pivots, order, table) = sss.parts();
+        let np = pivots.len();
         let mut tab = vec![0f64; (np * n).max(1)];
         if n > 0 {
             tab.par_chunks_mut(n).enumerate().for_each(|(p, col)| {
