@@ -260,14 +260,6 @@ type KnnArrays = (usize, usize, Vec<f64>, Vec<i64>);
 /// CSR offsets, indices and distances of a range search.
 type RangeArrays = (Vec<i64>, Vec<i64>, Vec<f64>);
 
-/// Runs `f`, recording how long it took in `slot`.
-fn timed<T>(slot: &AtomicU64, f: impl FnOnce() -> T) -> T {
-    let start = Instant::now();
-    let out = f();
-    slot.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    out
-}
-
 fn knn_arrays(r: voisin::KnnResult) -> KnnArrays {
     let d = r.distances.iter().map(|&x| f64::from(x)).collect();
     let i = r.indices.iter().map(|&x| i64::from(x)).collect();
@@ -282,6 +274,31 @@ fn knn_out<'py>(py: Python<'py>, (n, k, d, i): KnnArrays) -> PyResult<KnnOut<'py
 }
 
 impl Index {
+    /// One request: checks the queries against the base, times the engine call `ask`, and
+    /// converts its result with `convert`, all on the worker thread (see [`Index::run`]).
+    fn request<R, T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        progress: Option<&Bound<'_, PyAny>>,
+        queries: Option<Dataset>,
+        ask: impl FnOnce(&dyn Engine, &Dataset, Option<&Dataset>, &Metric) -> voisin::Result<R>
+            + Send
+            + 'static,
+        convert: impl FnOnce(R) -> T + Send + 'static,
+    ) -> PyResult<T> {
+        let (engine, base, metric) = (self.engine.clone(), self.data.clone(), self.metric.clone());
+        let clock = self.last_call.clone();
+        self.run(py, progress, move || {
+            if let Some(q) = &queries {
+                voisin::engine::check_pair(&base, q, &metric)?;
+            }
+            let start = Instant::now();
+            let answer = ask(engine.as_ref(), &base, queries.as_ref(), &metric);
+            clock.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            answer.map(convert)
+        })
+    }
+
     /// Runs `job` on a worker thread; see the module documentation.
     fn run<T: Send + 'static>(
         &self,
@@ -374,7 +391,14 @@ impl Index {
             memory_budget: memory,
             progress: Some(progress_fn),
         };
-        let engine = engine::open(&config, &data, &metric).map_err(py_err)?;
+        let engine = catch_unwind(AssertUnwindSafe(|| engine::open(&config, &data, &metric)))
+            .map_err(|p| {
+                PyRuntimeError::new_err(format!(
+                    "voisin internal error: {}",
+                    panic_message(p.as_ref())
+                ))
+            })?
+            .map_err(py_err)?;
         Ok(Index {
             data: Arc::new(data),
             metric,
@@ -425,12 +449,13 @@ impl Index {
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<KnnOut<'py>> {
         let queries = dataset("queries", queries)?;
-        let (engine, base, metric) = (self.engine.clone(), self.data.clone(), self.metric.clone());
-        let clock = self.last_call.clone();
-        let arrays = self.run(py, progress, move || {
-            voisin::engine::check_pair(&base, &queries, &metric)?;
-            timed(&clock, || engine.knn(&base, &queries, k, &metric)).map(knn_arrays)
-        })?;
+        let arrays = self.request(
+            py,
+            progress,
+            Some(queries),
+            move |e, base, q, m| e.knn(base, q.unwrap_or(base), k, m),
+            knn_arrays,
+        )?;
         knn_out(py, arrays)
     }
 
@@ -442,11 +467,13 @@ impl Index {
         k: usize,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<KnnOut<'py>> {
-        let (engine, base, metric) = (self.engine.clone(), self.data.clone(), self.metric.clone());
-        let clock = self.last_call.clone();
-        let arrays = self.run(py, progress, move || {
-            timed(&clock, || engine.graph(&base, k, &metric)).map(knn_arrays)
-        })?;
+        let arrays = self.request(
+            py,
+            progress,
+            None,
+            move |e, base, _, m| e.graph(base, k, m),
+            knn_arrays,
+        )?;
         knn_out(py, arrays)
     }
 
@@ -461,17 +488,19 @@ impl Index {
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<RangeOut<'py>> {
         let queries = dataset("queries", queries)?;
-        let (engine, base, metric) = (self.engine.clone(), self.data.clone(), self.metric.clone());
-        let clock = self.last_call.clone();
-        let (o, i, d): RangeArrays = self.run(py, progress, move || {
-            voisin::engine::check_pair(&base, &queries, &metric)?;
-            let r = timed(&clock, || engine.range(&base, &queries, radius, &metric))?;
-            Ok((
-                r.offsets.iter().map(|&x| x as i64).collect(),
-                r.indices.iter().map(|&x| i64::from(x)).collect(),
-                r.distances.iter().map(|&x| f64::from(x)).collect(),
-            ))
-        })?;
+        let (o, i, d): RangeArrays = self.request(
+            py,
+            progress,
+            Some(queries),
+            move |e, base, q, m| e.range(base, q.unwrap_or(base), radius, m),
+            |r| {
+                (
+                    r.offsets.iter().map(|&x| x as i64).collect(),
+                    r.indices.iter().map(|&x| i64::from(x)).collect(),
+                    r.distances.iter().map(|&x| f64::from(x)).collect(),
+                )
+            },
+        )?;
         Ok((
             PyArray1::from_vec(py, o),
             PyArray1::from_vec(py, i),

@@ -51,6 +51,16 @@ _STRING_METRICS = ("levenshtein", "edit")
 class _Neighbors(BaseEstimator):
     """What the three estimators share: fitting, k-NN and radius queries."""
 
+    def _set_common(self, metric: Any, p: float, device: str, precision: str,
+                    n_jobs: Optional[int], progress: Any) -> None:
+        """Stores the parameters every estimator takes (called by each ``__init__``)."""
+        self.metric = metric
+        self.p = p
+        self.device = device
+        self.precision = precision
+        self.n_jobs = n_jobs
+        self.progress = progress
+
     def _takes_strings(self, X: Any) -> bool:
         m = self.metric
         return (isinstance(m, str) and m.lower() in _STRING_METRICS) or is_strings(X)
@@ -347,15 +357,50 @@ class NearestNeighbors(_Neighbors):
                  n_jobs: Optional[int] = None, progress: Any = False):
         self.n_neighbors = n_neighbors
         self.radius = radius
-        self.metric = metric
-        self.p = p
-        self.device = device
-        self.precision = precision
-        self.n_jobs = n_jobs
-        self.progress = progress
+        self._set_common(metric, p, device, precision, n_jobs, progress)
 
 
-class KNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Neighbors):
+class _GraphTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Neighbors):
+    """What the two transformers share: one output feature per fitted sample."""
+
+    def fit(self, X: Any, y: Any = None) -> "_GraphTransformer":
+        """Fit the transformer from the training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of str
+            Training data.
+        y : Ignored
+            Not used.
+
+        Returns
+        -------
+        self
+            The fitted transformer.
+        """
+        super().fit(X)
+        self._n_features_out = self.n_samples_fit_
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """Fit to X, then transform X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training set.
+        y : Ignored
+            Not used.
+
+        Returns
+        -------
+        Xt : sparse matrix of shape (n_samples, n_samples)
+            As :meth:`transform`.
+        """
+        return self.fit(X).transform(X)
+
+
+class KNeighborsTransformer(_GraphTransformer):
     __doc__ = (
         """Transform X into a (weighted) graph of its k nearest neighbours.
 
@@ -387,17 +432,7 @@ class KNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _
                  n_jobs: Optional[int] = None, progress: Any = False):
         self.mode = mode
         self.n_neighbors = n_neighbors
-        self.metric = metric
-        self.p = p
-        self.device = device
-        self.precision = precision
-        self.n_jobs = n_jobs
-        self.progress = progress
-
-    def fit(self, X: Any, y: Any = None) -> "KNeighborsTransformer":
-        super().fit(X)
-        self._n_features_out = self.n_samples_fit_
-        return self
+        self._set_common(metric, p, device, precision, n_jobs, progress)
 
     def transform(self, X: Any) -> Any:
         """The k-neighbours graph of the points of X against the fitted points.
@@ -417,25 +452,7 @@ class KNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _
         add_one = self.mode == "distance"
         return self.kneighbors_graph(X, mode=self.mode, n_neighbors=self.n_neighbors + add_one)
 
-    def fit_transform(self, X: Any, y: Any = None) -> Any:
-        """Fit to X, then transform X.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training set.
-        y : Ignored
-            Not used.
-
-        Returns
-        -------
-        Xt : sparse matrix of shape (n_samples, n_samples)
-            As :meth:`transform`.
-        """
-        return self.fit(X).transform(X)
-
-
-class RadiusNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Neighbors):
+class RadiusNeighborsTransformer(_GraphTransformer):
     __doc__ = (
         """Transform X into a (weighted) graph of its neighbours within a radius.
 
@@ -456,17 +473,7 @@ class RadiusNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMix
                  n_jobs: Optional[int] = None, progress: Any = False):
         self.mode = mode
         self.radius = radius
-        self.metric = metric
-        self.p = p
-        self.device = device
-        self.precision = precision
-        self.n_jobs = n_jobs
-        self.progress = progress
-
-    def fit(self, X: Any, y: Any = None) -> "RadiusNeighborsTransformer":
-        super().fit(X)
-        self._n_features_out = self.n_samples_fit_
-        return self
+        self._set_common(metric, p, device, precision, n_jobs, progress)
 
     def transform(self, X: Any) -> Any:
         """The radius-neighbours graph of the points of X against the fitted points.
@@ -483,20 +490,3 @@ class RadiusNeighborsTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMix
         """
         check_is_fitted(self)
         return self.radius_neighbors_graph(X, mode=self.mode, sort_results=True)
-
-    def fit_transform(self, X: Any, y: Any = None) -> Any:
-        """Fit to X, then transform X.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training set.
-        y : Ignored
-            Not used.
-
-        Returns
-        -------
-        Xt : sparse matrix of shape (n_samples, n_samples)
-            As :meth:`transform`.
-        """
-        return self.fit(X).transform(X)
