@@ -4,12 +4,12 @@
 1. ``voisin.knn`` on a 1M x 128 base, 10k queries, k = 10: wall time of the Python call
    (input checks, conversion, engine, result arrays) against the engine's own time for the
    same call (``Index.last_call_seconds``, measured around ``Engine::knn`` in Rust).
-2. A fitted 1M x 128 base (``voisin.NearestNeighbors``) answering batches of 100 and 1,000
+2. A fitted 1M x 128 base (the native index a fitted ``voisin.NearestNeighbors`` holds) answering batches of 100 and 1,000
    queries (k = 10), against PyTorch ``addmm`` + ``topk`` (fp32, TF32 off) on the same base
    resident on the GPU. Both sides take host queries and return host results; torch's time
    with queries already on the GPU is shown too.
 
-Random normal float32 data, fixed seed; medians. Install the wheel built on the development
+Random normal float32 data, fixed seed; medians. Needs NumPy (and torch for the peer) only. Install the wheel built on the development
 machine with ``pip install --no-index --target DIR voisin-*.whl`` and run with
 ``PYTHONPATH=DIR python3 bench/py_bench.py``. Prints a Markdown table for bench/RESULTS.md.
 """
@@ -68,8 +68,18 @@ def main():
     rows.append(("", "engine (Rust, same call)", engine, ""))
 
     # 2. fitted base, small batches
-    nn = voisin.NearestNeighbors(n_neighbors=a.k, metric="euclidean", device=a.device,
-                                 precision=a.precision).fit(base)
+    # what a fitted voisin.NearestNeighbors holds and calls (used directly, so that the
+    # device needs only NumPy besides torch)
+    fitted = _voisin.Index(base, "euclidean", a.device, a.precision)
+
+    class nn:  # noqa: N801 - stands in for the fitted estimator
+        @staticmethod
+        def kneighbors(q):
+            return fitted.knn(q, a.k)
+
+        @staticmethod
+        def _native():
+            return fitted
     peer = None
     if not a.no_torch:
         import torch

@@ -10,7 +10,15 @@ index, identical on every device.
 
 from ._voisin import __version__
 from ._functions import cuda_available, knn, knn_graph, range_search
-from ._estimators import KNeighborsTransformer, NearestNeighbors, RadiusNeighborsTransformer
+try:  # the estimators need scikit-learn (and scipy); the functions only NumPy
+    from ._estimators import KNeighborsTransformer, NearestNeighbors, RadiusNeighborsTransformer
+except ImportError as _missing:  # pragma: no cover - scikit-learn is a dependency
+    _why = str(_missing)
+
+    def _needs_sklearn(*args, **kwargs):
+        raise ImportError(f"voisin's estimators need scikit-learn: {_why}")
+
+    KNeighborsTransformer = NearestNeighbors = RadiusNeighborsTransformer = _needs_sklearn
 
 __all__ = [
     "knn",

@@ -6,7 +6,6 @@ import math
 from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
-import scipy.sparse
 
 from . import _voisin
 from ._inputs import items
@@ -163,7 +162,7 @@ def knn_graph(
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
-) -> Union[Tuple[np.ndarray, np.ndarray], scipy.sparse.csr_matrix]:
+) -> Union[Tuple[np.ndarray, np.ndarray], "scipy.sparse.csr_matrix"]:
     """The exact k-nearest-neighbour graph of a set: each item's k nearest other items.
 
     Parameters
@@ -229,7 +228,7 @@ def range_search(
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
-) -> Union[scipy.sparse.csr_matrix, Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+) -> Union["scipy.sparse.csr_matrix", Tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every base item within ``radius`` of each query.
 
     Parameters
@@ -267,11 +266,15 @@ def range_search(
         offsets, ind, dist = idx.range(items(queries, "queries", spec), float(radius), cb)
     if output == "arrays":
         return offsets, ind, dist
+    import scipy.sparse
+
     return scipy.sparse.csr_matrix((dist, ind, offsets), shape=(len(offsets) - 1, len(idx)))
 
 
-def csr_rows(dist: np.ndarray, ind: np.ndarray, n_cols: int) -> scipy.sparse.csr_matrix:
+def csr_rows(dist: np.ndarray, ind: np.ndarray, n_cols: int) -> "scipy.sparse.csr_matrix":
     """Equal-length rows (in their order) as a CSR matrix, explicit zeros kept."""
+    import scipy.sparse
+
     n, k = ind.shape
     indptr = np.arange(0, n * k + 1, k) if k else np.zeros(n + 1, dtype=np.int64)
     return scipy.sparse.csr_matrix((dist.ravel(), ind.ravel(), indptr), shape=(n, n_cols))

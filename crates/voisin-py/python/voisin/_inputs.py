@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any, List, Union
 
+import sys
+
 import numpy as np
-import scipy.sparse
 
 from . import _voisin
 
@@ -56,7 +57,8 @@ def strings(X: Any, what: str) -> List[str]:
 
 def vectors(X: Any, what: str) -> np.ndarray:
     """A 2-D array of a dtype the extension reads, or a clear ``ValueError``/``TypeError``."""
-    if scipy.sparse.issparse(X):
+    sparse = sys.modules.get("scipy.sparse")  # a sparse matrix means scipy is loaded
+    if sparse is not None and sparse.issparse(X):
         raise TypeError(f"{what}: sparse matrices are not supported; pass a dense array")
     if not isinstance(X, np.ndarray):
         try:
