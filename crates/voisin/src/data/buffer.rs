@@ -1,11 +1,25 @@
-//! A read-only slice of plain values that is either owned or a window into a memory-mapped file,
-//! so that a 20 GB `.fbin` is searched in place instead of being copied into RAM.
+//! A read-only slice of plain values that is either owned, a window into a memory-mapped file
+//! (so that a 20 GB `.fbin` is searched in place instead of being copied into RAM), or memory
+//! owned by someone else (a NumPy array handed over by the Python bindings without a copy).
 
 use bytemuck::Pod;
 use memmap2::Mmap;
+use std::fmt;
 use std::sync::Arc;
 
-/// Owned values or a typed window into a shared memory map.
+/// Values that live in memory another owner keeps alive and unchanged for as long as this
+/// handle exists (e.g. a NumPy array held by a reference).
+pub trait SharedSlice<T>: Send + Sync {
+    fn as_slice(&self) -> &[T];
+}
+
+impl<T> fmt::Debug for dyn SharedSlice<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SharedSlice({} values)", self.as_slice().len())
+    }
+}
+
+/// Owned values, a typed window into a shared memory map, or values owned elsewhere.
 #[derive(Clone, Debug)]
 pub enum Buffer<T: Pod> {
     Owned(Vec<T>),
@@ -16,6 +30,8 @@ pub enum Buffer<T: Pod> {
         /// Number of values.
         len: usize,
     },
+    /// Borrowed from another owner without a copy.
+    Shared(Arc<dyn SharedSlice<T>>),
 }
 
 impl<T: Pod> Buffer<T> {
@@ -41,6 +57,7 @@ impl<T: Pod> Buffer<T> {
                 let bytes = &map[*offset..*offset + *len * std::mem::size_of::<T>()];
                 bytemuck::cast_slice(bytes)
             }
+            Buffer::Shared(s) => s.as_slice(),
         }
     }
 
@@ -48,6 +65,7 @@ impl<T: Pod> Buffer<T> {
         match self {
             Buffer::Owned(v) => v.len(),
             Buffer::Mapped { len, .. } => *len,
+            Buffer::Shared(s) => s.as_slice().len(),
         }
     }
 
@@ -63,5 +81,28 @@ impl<T: Pod> Buffer<T> {
 impl<T: Pod> From<Vec<T>> for Buffer<T> {
     fn from(v: Vec<T>) -> Self {
         Buffer::Owned(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Held(Vec<f32>);
+
+    impl SharedSlice<f32> for Held {
+        fn as_slice(&self) -> &[f32] {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn shared_values_are_read_in_place() {
+        let held = Arc::new(Held(vec![1.0, 2.0, 3.0]));
+        let b = Buffer::Shared(held.clone());
+        assert_eq!(b.as_slice().as_ptr(), held.0.as_ptr());
+        assert_eq!(b.len(), 3);
+        assert!(!b.is_mapped());
+        assert_eq!(format!("{b:?}"), "Shared(SharedSlice(3 values))");
     }
 }

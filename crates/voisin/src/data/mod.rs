@@ -17,7 +17,7 @@
 mod buffer;
 mod strings;
 
-pub use buffer::Buffer;
+pub use buffer::{Buffer, SharedSlice};
 pub use strings::StringSet;
 
 use half::{bf16, f16};

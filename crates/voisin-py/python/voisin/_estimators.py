@@ -1,0 +1,492 @@
+"""scikit-learn estimators with scikit-learn's contracts, answered by voisin.
+
+``NearestNeighbors`` follows :class:`sklearn.neighbors.NearestNeighbors`,
+``KNeighborsTransformer`` and ``RadiusNeighborsTransformer`` their scikit-learn namesakes:
+``X=None`` asks for each fitted item's neighbours without itself (from the symmetric graph
+for ``kneighbors``), the transformers include each item itself, plus one extra neighbour in
+``mode="distance"``, and return CSR rows sorted by distance. A fitted estimator keeps its
+native index (and, on a GPU, its base in device memory) between calls; pickling keeps the data
+and rebuilds the index on first use.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Optional
+
+import numpy as np
+import scipy.sparse
+from sklearn.base import BaseEstimator, TransformerMixin
+
+try:  # scikit-learn >= 1.2
+    from sklearn.base import ClassNamePrefixFeaturesOutMixin
+except ImportError:  # pragma: no cover
+    ClassNamePrefixFeaturesOutMixin = object  # type: ignore
+from sklearn.utils.validation import check_is_fitted
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils.validation import validate_data as _validate_data
+except ImportError:  # pragma: no cover - older scikit-learn
+
+    def _validate_data(est: Any, X: Any, **kw: Any) -> Any:
+        return est._validate_data(X, **kw)
+
+
+try:  # scikit-learn >= 1.9 returns the configured sparse interface
+    from sklearn.utils._sparse import _align_api_if_sparse
+except ImportError:  # pragma: no cover
+
+    def _align_api_if_sparse(X: Any) -> Any:
+        return X
+
+
+from ._functions import _Progress, csr_rows, index, metric_spec
+from ._inputs import is_strings, strings, vectors
+
+__all__ = ["NearestNeighbors", "KNeighborsTransformer", "RadiusNeighborsTransformer"]
+
+_STRING_METRICS = ("levenshtein", "edit")
+
+
+class _Neighbors(BaseEstimator):
+    """What the three estimators share: fitting, k-NN and radius queries."""
+
+    def _set_common(self, metric: Any, p: float, device: str, precision: str,
+                    n_jobs: Optional[int], progress: Any) -> None:
+        """Stores the parameters every estimator takes (called by each ``__init__``)."""
+        self.metric = metric
+        self.p = p
+        self.device = device
+        self.precision = precision
+        self.n_jobs = n_jobs
+        self.progress = progress
+
+    def _takes_strings(self, X: Any) -> bool:
+        m = self.metric
+        return (isinstance(m, str) and m.lower() in _STRING_METRICS) or is_strings(X)
+
+    def _check_params(self) -> None:
+        if not (callable(self.metric) or isinstance(self.metric, str)):
+            raise TypeError("metric must be a str or a callable")
+        if getattr(self, "mode", "connectivity") not in ("connectivity", "distance"):
+            raise ValueError(
+                'Unsupported mode, must be one of "connectivity", or "distance" but got '
+                f'"{self.mode}" instead'
+            )
+
+    def fit(self, X: Any, y: Any = None) -> "_Neighbors":
+        """Fit the nearest neighbours estimator from the training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of str
+            Training data (strings take ``metric="levenshtein"`` or a callable).
+        y : Ignored
+            Not used, present for API consistency by convention.
+
+        Returns
+        -------
+        self
+            The fitted estimator.
+        """
+        self._check_params()
+        if self._takes_strings(X):
+            data = strings(X, "X")
+        else:
+            X = _validate_data(self, X, accept_sparse=False, ensure_all_finite=False,
+                               dtype=None if _is_numeric(X) else "numeric")
+            data = vectors(X, "X")
+        self._fit_X = data
+        self.n_samples_fit_ = len(data)
+        self.effective_metric_ = metric_spec(self.metric, self.p)
+        self.effective_metric_params_ = {}
+        self._index = self._build_index()
+        return self
+
+    def _build_index(self) -> Any:
+        return index(self._fit_X, self.metric, p=self.p, device=self.device,
+                     precision=self.precision, n_jobs=self.n_jobs, memory=None)
+
+    def _native(self) -> Any:
+        idx = getattr(self, "_index", None)
+        if idx is None:
+            idx = self._index = self._build_index()
+        return idx
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else dict(self.__dict__)
+        state = dict(state)
+        state.pop("_index", None)
+        return state
+
+    def _queries(self, X: Any) -> Any:
+        if isinstance(self._fit_X, list):
+            return strings(X, "X")
+        X = _validate_data(self, X, accept_sparse=False, ensure_all_finite=False, reset=False,
+                           dtype=None if _is_numeric(X) else "numeric")
+        return vectors(X, "X")
+
+    def kneighbors(self, X: Any = None, n_neighbors: Optional[int] = None,
+                   return_distance: bool = True) -> Any:
+        """Find the k nearest neighbours of points.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), or None
+            The query points. If None, the neighbours of each fitted point are returned, the
+            point itself excluded (duplicates of it are other points and may be returned).
+        n_neighbors : int, optional
+            Number of neighbours per query (default: the ``n_neighbors`` parameter).
+        return_distance : bool, default=True
+            Whether to return the distances.
+
+        Returns
+        -------
+        neigh_dist : ndarray of shape (n_queries, n_neighbors), float64
+            Distances, ascending (only when ``return_distance``).
+        neigh_ind : ndarray of shape (n_queries, n_neighbors), int64
+            Indices of the nearest fitted points; ties go to the smaller index.
+        """
+        check_is_fitted(self)
+        if n_neighbors is None:
+            n_neighbors = self.n_neighbors
+        elif n_neighbors <= 0:
+            raise ValueError("Expected n_neighbors > 0. Got %d" % n_neighbors)
+        elif not isinstance(n_neighbors, numbers.Integral):
+            raise TypeError(
+                "n_neighbors does not take %s value, enter integer value" % type(n_neighbors)
+            )
+        n_fit = self.n_samples_fit_
+        query_is_train = X is None
+        if not query_is_train:
+            X = self._queries(X)
+        wanted = n_neighbors + 1 if query_is_train else n_neighbors
+        if wanted > n_fit:
+            n_samples = n_fit if query_is_train else len(X)
+            raise ValueError(
+                "Expected n_neighbors <= n_samples_fit, but n_neighbors = %d, n_samples_fit = "
+                "%d, n_samples = %d" % (wanted, n_fit, n_samples)
+            )
+        with _Progress(getattr(self, "progress", False), "voisin kneighbors") as cb:
+            if query_is_train:
+                dist, ind = self._native().graph(int(n_neighbors), cb)
+            else:
+                dist, ind = self._native().knn(X, int(n_neighbors), cb)
+        return (dist, ind) if return_distance else ind
+
+    def kneighbors_graph(self, X: Any = None, n_neighbors: Optional[int] = None,
+                         mode: str = "connectivity") -> Any:
+        """The (weighted) graph of k-neighbours of points in X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), or None
+            The query points; None means the fitted points, each without itself.
+        n_neighbors : int, optional
+            Neighbours per row (default: the ``n_neighbors`` parameter).
+        mode : {"connectivity", "distance"}, default="connectivity"
+            Ones, or the distances, as the matrix values.
+
+        Returns
+        -------
+        A : sparse matrix of shape (n_queries, n_samples_fit)
+            CSR, each row's entries in order of distance; explicit zeros kept.
+        """
+        check_is_fitted(self)
+        if n_neighbors is None:
+            n_neighbors = self.n_neighbors
+        if mode not in ("connectivity", "distance"):
+            raise ValueError(
+                'Unsupported mode, must be one of "connectivity", or "distance" but got '
+                f'"{mode}" instead'
+            )
+        dist, ind = self.kneighbors(X, n_neighbors, return_distance=True)
+        if mode == "connectivity":
+            dist = np.ones(dist.shape)
+        return _align_api_if_sparse(csr_rows(dist, ind, self.n_samples_fit_))
+
+    def _range(self, X: Any, radius: Optional[float]) -> Any:
+        check_is_fitted(self)
+        if radius is None:
+            radius = self.radius
+        query_is_train = X is None
+        queries = self._fit_X if query_is_train else self._queries(X)
+        with _Progress(getattr(self, "progress", False), "voisin radius") as cb:
+            offsets, ind, dist = self._native().range(queries, float(radius), cb)
+        if query_is_train:
+            rows = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+            keep = ind != rows
+            ind, dist = ind[keep], dist[keep]
+            offsets = np.concatenate([[0], np.cumsum(np.bincount(rows[keep],
+                                                                  minlength=len(offsets) - 1))])
+        return offsets.astype(np.int64), ind, dist
+
+    def radius_neighbors(self, X: Any = None, radius: Optional[float] = None,
+                         return_distance: bool = True, sort_results: bool = False) -> Any:
+        """Find the neighbours within a given radius of points.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), or None
+            The query points; None means the fitted points, each without itself.
+        radius : float, optional
+            Inclusive limit (default: the ``radius`` parameter).
+        return_distance : bool, default=True
+            Whether to return the distances.
+        sort_results : bool, default=False
+            Accepted for scikit-learn's API: results are always sorted by distance, then
+            index. Requires ``return_distance=True``, as in scikit-learn.
+
+        Returns
+        -------
+        neigh_dist : ndarray of shape (n_queries,) of arrays
+            Distances of each query's neighbours (only when ``return_distance``).
+        neigh_ind : ndarray of shape (n_queries,) of arrays
+            Indices of each query's neighbours.
+        """
+        if sort_results and not return_distance:
+            raise ValueError("return_distance must be True if sort_results is True.")
+        offsets, ind, dist = self._range(X, radius)
+        n = len(offsets) - 1
+        neigh_ind = np.empty(n, dtype=object)
+        neigh_ind[:] = np.split(ind, offsets[1:-1]) if n else []
+        if not return_distance:
+            return neigh_ind
+        neigh_dist = np.empty(n, dtype=object)
+        neigh_dist[:] = np.split(dist, offsets[1:-1]) if n else []
+        return neigh_dist, neigh_ind
+
+    def radius_neighbors_graph(self, X: Any = None, radius: Optional[float] = None,
+                               mode: str = "connectivity", sort_results: bool = False) -> Any:
+        """The (weighted) graph of neighbours within a radius of points in X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), or None
+            The query points; None means the fitted points, each without itself.
+        radius : float, optional
+            Inclusive limit (default: the ``radius`` parameter).
+        mode : {"connectivity", "distance"}, default="connectivity"
+            Ones, or the distances, as the matrix values.
+        sort_results : bool, default=False
+            Accepted for scikit-learn's API: rows are always sorted by distance.
+
+        Returns
+        -------
+        A : sparse matrix of shape (n_queries, n_samples_fit)
+            CSR; explicit zeros kept.
+        """
+        if mode not in ("connectivity", "distance"):
+            raise ValueError(
+                'Unsupported mode, must be one of "connectivity", or "distance" but got '
+                f'"{mode}" instead'
+            )
+        offsets, ind, dist = self._range(X, radius)
+        if mode == "connectivity":
+            dist = np.ones(len(ind))
+        A = scipy.sparse.csr_matrix((dist, ind, offsets),
+                                    shape=(len(offsets) - 1, self.n_samples_fit_))
+        return _align_api_if_sparse(A)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        tags.input_tags.allow_nan = False
+        return tags
+
+    def _more_tags(self) -> dict:  # scikit-learn < 1.6
+        return {"allow_nan": False}
+
+
+def _is_numeric(X: Any) -> bool:
+    return isinstance(X, np.ndarray) and X.dtype.kind in "fiub"
+
+
+_COMMON_DOC = """
+    metric : str or callable, default="minkowski"
+        ``minkowski`` with ``p`` (``p=2`` is ``euclidean``, 1 ``cityblock``, inf
+        ``chebyshev``), ``euclidean``, ``sqeuclidean``, ``cosine``, ``correlation``,
+        ``inner_product``, ``cityblock``/``manhattan``, ``chebyshev``, ``levenshtein`` (X a
+        list of str), or a callable ``f(a, b) -> float`` (CPU only).
+    p : float, default=2
+        Order of ``minkowski``.
+    device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
+        ``auto`` uses an NVIDIA GPU when one is usable, the CPU otherwise.
+    precision : {"fp32", "tf32"}, default="fp32"
+        GPU arithmetic of the candidate filter; answers are exact either way.
+    n_jobs : int, optional
+        CPU threads (default: every core).
+    progress : bool or callable, default=False
+        ``True`` shows a tqdm bar during long calls; a callable receives ``(done, total)``.
+"""
+
+
+class NearestNeighbors(_Neighbors):
+    __doc__ = (
+        """Exact unsupervised nearest neighbours (scikit-learn's ``NearestNeighbors`` API).
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+        Number of neighbours for :meth:`kneighbors` queries.
+    radius : float, default=1.0
+        Range of :meth:`radius_neighbors` queries."""
+        + _COMMON_DOC
+        + """
+    Attributes
+    ----------
+    n_samples_fit_ : int
+        Number of fitted samples.
+    n_features_in_ : int
+        Number of features seen during fit (vectors only).
+    effective_metric_ : str or callable
+        voisin's name of the metric used.
+
+    Examples
+    --------
+    >>> import numpy as np, voisin
+    >>> X = np.array([[0, 0], [0, 1], [5, 5]], dtype=np.float32)
+    >>> nn = voisin.NearestNeighbors(n_neighbors=1, device="cpu").fit(X)
+    >>> nn.kneighbors(return_distance=False).ravel().tolist()
+    [1, 0, 1]
+    """
+    )
+
+    def __init__(self, *, n_neighbors: int = 5, radius: float = 1.0, metric: Any = "minkowski",
+                 p: float = 2, device: str = "auto", precision: str = "fp32",
+                 n_jobs: Optional[int] = None, progress: Any = False):
+        self.n_neighbors = n_neighbors
+        self.radius = radius
+        self._set_common(metric, p, device, precision, n_jobs, progress)
+
+
+class _GraphTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Neighbors):
+    """What the two transformers share: one output feature per fitted sample."""
+
+    def fit(self, X: Any, y: Any = None) -> "_GraphTransformer":
+        """Fit the transformer from the training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of str
+            Training data.
+        y : Ignored
+            Not used.
+
+        Returns
+        -------
+        self
+            The fitted transformer.
+        """
+        super().fit(X)
+        self._n_features_out = self.n_samples_fit_
+        return self
+
+    def fit_transform(self, X: Any, y: Any = None) -> Any:
+        """Fit to X, then transform X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training set.
+        y : Ignored
+            Not used.
+
+        Returns
+        -------
+        Xt : sparse matrix of shape (n_samples, n_samples)
+            As :meth:`transform`.
+        """
+        return self.fit(X).transform(X)
+
+
+class KNeighborsTransformer(_GraphTransformer):
+    __doc__ = (
+        """Transform X into a (weighted) graph of its k nearest neighbours.
+
+    scikit-learn's ``KNeighborsTransformer`` contract: each row holds the point itself (a
+    query equal to a fitted point is at distance 0) and, in ``mode="distance"``, one more
+    neighbour than ``n_neighbors``, so that estimators taking ``metric="precomputed"`` with
+    ``n_neighbors`` neighbours (TSNE, Isomap, UMAP, scanpy) find enough of them.
+
+    Parameters
+    ----------
+    mode : {"distance", "connectivity"}, default="distance"
+        Distances, or ones, as the matrix values.
+    n_neighbors : int, default=5
+        Neighbours per sample (one more in distance mode)."""
+        + _COMMON_DOC
+        + """
+    Examples
+    --------
+    >>> import numpy as np, voisin
+    >>> X = np.random.default_rng(0).normal(size=(100, 8)).astype(np.float32)
+    >>> G = voisin.KNeighborsTransformer(n_neighbors=5, device="cpu").fit_transform(X)
+    >>> G.shape, G.getnnz(axis=1).max()
+    ((100, 100), 6)
+    """
+    )
+
+    def __init__(self, *, mode: str = "distance", n_neighbors: int = 5, metric: Any = "minkowski",
+                 p: float = 2, device: str = "auto", precision: str = "fp32",
+                 n_jobs: Optional[int] = None, progress: Any = False):
+        self.mode = mode
+        self.n_neighbors = n_neighbors
+        self._set_common(metric, p, device, precision, n_jobs, progress)
+
+    def transform(self, X: Any) -> Any:
+        """The k-neighbours graph of the points of X against the fitted points.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_transform, n_features)
+            Sample data.
+
+        Returns
+        -------
+        Xt : sparse matrix of shape (n_samples_transform, n_samples_fit)
+            CSR; ``n_neighbors`` entries per row (``n_neighbors + 1`` in distance mode),
+            sorted by distance, the diagonal explicit.
+        """
+        check_is_fitted(self)
+        add_one = self.mode == "distance"
+        return self.kneighbors_graph(X, mode=self.mode, n_neighbors=self.n_neighbors + add_one)
+
+class RadiusNeighborsTransformer(_GraphTransformer):
+    __doc__ = (
+        """Transform X into a (weighted) graph of its neighbours within a radius.
+
+    scikit-learn's ``RadiusNeighborsTransformer`` contract: each row holds every fitted point
+    within ``radius`` (the point itself included), sorted by distance.
+
+    Parameters
+    ----------
+    mode : {"distance", "connectivity"}, default="distance"
+        Distances, or ones, as the matrix values.
+    radius : float, default=1.0
+        Inclusive radius of the neighbourhoods."""
+        + _COMMON_DOC
+    )
+
+    def __init__(self, *, mode: str = "distance", radius: float = 1.0, metric: Any = "minkowski",
+                 p: float = 2, device: str = "auto", precision: str = "fp32",
+                 n_jobs: Optional[int] = None, progress: Any = False):
+        self.mode = mode
+        self.radius = radius
+        self._set_common(metric, p, device, precision, n_jobs, progress)
+
+    def transform(self, X: Any) -> Any:
+        """The radius-neighbours graph of the points of X against the fitted points.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_transform, n_features)
+            Sample data.
+
+        Returns
+        -------
+        Xt : sparse matrix of shape (n_samples_transform, n_samples_fit)
+            CSR, rows sorted by distance, the diagonal explicit.
+        """
+        check_is_fitted(self)
+        return self.radius_neighbors_graph(X, mode=self.mode, sort_results=True)

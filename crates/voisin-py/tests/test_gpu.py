@@ -1,0 +1,43 @@
+"""GPU tests: run on a machine with a CUDA GPU (skipped elsewhere by conftest.py)."""
+
+import numpy as np
+import pytest
+
+import voisin
+
+pytestmark = pytest.mark.gpu
+
+METRICS = ["euclidean", "sqeuclidean", "cosine", "correlation", "inner_product", "cityblock",
+           "chebyshev", "minkowski:3"]
+
+
+@pytest.mark.parametrize("metric", METRICS)
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_cuda_equals_cpu(rng, metric, precision):
+    base = rng.normal(size=(5000, 64)).astype(np.float32)
+    queries = rng.normal(size=(300, 64)).astype(np.float32)
+    for f in (lambda dev: voisin.knn(base, queries, 10, metric=metric, device=dev,
+                                     precision=precision),
+              lambda dev: voisin.knn_graph(base[:2000], 10, metric=metric, device=dev,
+                                           precision=precision)):
+        gd, gi = f("cuda")
+        cd, ci = f("cpu")
+        np.testing.assert_array_equal(gi, ci)
+        np.testing.assert_allclose(gd, cd, rtol=1e-6, atol=1e-6)
+
+
+def test_auto_picks_the_gpu_and_a_fitted_base_answers_batches(rng):
+    base = rng.normal(size=(20000, 128)).astype(np.float32)
+    nn = voisin.NearestNeighbors(n_neighbors=10).fit(base)
+    assert nn._native().device.startswith("cuda")
+    cpu = voisin.NearestNeighbors(n_neighbors=10, device="cpu").fit(base)
+    for _ in range(3):
+        q = rng.normal(size=(100, 128)).astype(np.float32)
+        np.testing.assert_array_equal(nn.kneighbors(q)[1], cpu.kneighbors(q)[1])
+
+
+def test_levenshtein_range_on_the_gpu():
+    words = ["kitten", "sitting", "mitten", "bitten", "kitchen", "written"] * 50
+    g = voisin.range_search(words, ["kitten"], 2, metric="levenshtein", device="cuda")
+    c = voisin.range_search(words, ["kitten"], 2, metric="levenshtein", device="cpu")
+    assert (g != c).nnz == 0
