@@ -21,13 +21,15 @@ use std::time::{Duration, Instant};
 
 use half::f16;
 use numpy::{Element, PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyKeyboardInterrupt, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 use rayon::prelude::*;
 
 use voisin::data::{Buffer, SharedSlice, VectorData};
-use voisin::engine::ProgressFn;
+use voisin::engine::{Cancel, ProgressFn};
 use voisin::metric::CustomMetric;
 use voisin::{Dataset, Engine, Metric, StringSet, VectorSet};
 
@@ -39,6 +41,8 @@ fn py_err(e: voisin::Error) -> PyErr {
         voisin::Error::InvalidInput(m) => PyValueError::new_err(m),
         voisin::Error::Device(m) => PyRuntimeError::new_err(m),
         voisin::Error::Io(e) => PyOSError::new_err(e.to_string()),
+        voisin::Error::OutOfMemory(m) => PyMemoryError::new_err(m),
+        voisin::Error::Cancelled => PyKeyboardInterrupt::new_err("cancelled"),
     }
 }
 
@@ -113,7 +117,7 @@ fn check_finite(what: &str, v: &VectorSet) -> PyResult<()> {
     }
 }
 
-/// A data set from what the Python half hands over: a 2-D float32/float16/uint8 array or a
+/// A data set from what the Python half hands over: a 2-D float32/float16/uint8/float64 array or a
 /// list of `str`.
 fn dataset(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dataset> {
     if let Ok(list) = obj.cast::<PyList>() {
@@ -134,9 +138,12 @@ fn dataset(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dataset> {
         vector_rows(a, VectorData::F16)?
     } else if let Ok(a) = obj.cast::<PyArray2<u8>>() {
         vector_rows(a, VectorData::U8)?
+    } else if let Ok(a) = obj.cast::<PyArray2<f64>>() {
+        // f32 storage when every value is an f32 number, else f64, answered exactly.
+        vector_rows(a, VectorData::compact_buffer)?
     } else {
         return Err(PyTypeError::new_err(format!(
-            "{what}: expected a 2-D float32, float16 or uint8 array or a list of str"
+            "{what}: expected a 2-D float32, float16, uint8 or float64 array or a list of str"
         )));
     };
     check_finite(what, &set)?;
@@ -197,6 +204,7 @@ fn metric(obj: &Bound<'_, PyAny>) -> PyResult<(Metric, Option<MetricError>)> {
         error: error.clone(),
     });
     let strings = vectors.clone();
+    let wide = vectors.clone();
     let custom = CustomMetric {
         name,
         vectors: Some(Arc::new(move |a: &[f32], b: &[f32]| {
@@ -204,6 +212,14 @@ fn metric(obj: &Bound<'_, PyAny>) -> PyResult<(Metric, Option<MetricError>)> {
                 let a = PyArray1::from_iter(py, a.iter().map(|&x| f64::from(x)));
                 let b = PyArray1::from_iter(py, b.iter().map(|&x| f64::from(x)));
                 vectors.func.bind(py).call1((a, b))
+            })
+        })),
+        // The stored values themselves: f64 data reaches the function unrounded.
+        vectors_f64: Some(Arc::new(move |a: &[f64], b: &[f64]| {
+            wide.call(|py| {
+                let a = PyArray1::from_slice(py, a);
+                let b = PyArray1::from_slice(py, b);
+                wide.func.bind(py).call1((a, b))
             })
         })),
         strings: Some(Arc::new(move |a: &[char], b: &[char]| {
@@ -244,6 +260,8 @@ struct Index {
     metric_error: Option<MetricError>,
     /// Nanoseconds the engine took for the last request (for benchmarks).
     last_call: Arc<AtomicU64>,
+    /// The engine's cancellation token, set on Ctrl-C.
+    cancel: Cancel,
 }
 
 /// (distances, indices) arrays handed to Python.
@@ -308,6 +326,7 @@ impl Index {
     ) -> PyResult<T> {
         self.progress.done.store(0, Ordering::Relaxed);
         self.progress.total.store(0, Ordering::Relaxed);
+        self.cancel.reset();
         if let Some(slot) = &self.metric_error {
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
@@ -350,9 +369,17 @@ impl Index {
                         ))),
                     };
                 }
-                // Ctrl-C: the exception is raised now. Until engines take a cancellation token
-                // the worker finishes in the background and its answer is dropped.
-                Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+                // Ctrl-C: the engine is told to stop (it looks at the token between tiles and
+                // query blocks), given a moment to do so, and the exception is raised.
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(interrupt) = py.check_signals() {
+                        self.cancel.cancel();
+                        py.detach(move || {
+                            let _ = rx.recv_timeout(Duration::from_secs(2));
+                        });
+                        return Err(interrupt);
+                    }
+                }
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(PyRuntimeError::new_err(
                         "voisin internal error: the worker ended without an answer",
@@ -390,6 +417,7 @@ impl Index {
             threads,
             memory_budget: memory,
             progress: Some(progress_fn),
+            cancel: Cancel::new(),
         };
         let engine = catch_unwind(AssertUnwindSafe(|| engine::open(&config, &data, &metric)))
             .map_err(|p| {
@@ -406,6 +434,7 @@ impl Index {
             progress,
             metric_error,
             last_call: Arc::new(AtomicU64::new(0)),
+            cancel: config.cancel.clone(),
         })
     }
 
@@ -519,9 +548,8 @@ fn cuda_available() -> bool {
 fn _voisin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
-    // float64 arrays are answered for their own values once voisin has f64 storage; until then
-    // the Python half converts only exactly representable ones.
-    m.add("EXACT_FLOAT64", false)?;
+    // float64 arrays (and integers past 2^24) are answered for their own values (f64 storage).
+    m.add("EXACT_FLOAT64", true)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -22,10 +22,9 @@ X = np.arange(40, dtype=np.float32).reshape(10, 4)
         (np.array([[1.0, np.nan]]), np.zeros((1, 2)), ValueError,
          r"base: row 0, column 1 holds NaN \(counting from 0\)"),
         (X, np.where(X > 38, np.inf, X), ValueError, "queries: row 9, column 3 holds inf"),
-        (np.array([[0.1, 0.5]]), X[:, :2], ValueError,
-         "base: value 0.1 at row 0, column 0 has no exact f32 form: it would be rounded"),
-        (np.array([[1 << 25]]), np.zeros((1, 1), np.float32), ValueError,
-         "base: value 33554432 at row 0, column 0 has no exact f32 form: its magnitude"),
+        (np.array([[(1 << 53) + 1]]), np.zeros((1, 1), np.float32), ValueError,
+         "base: value 9007199254740993 at row 0, column 0 has no exact float64 form: its "
+         "magnitude"),
         (scipy.sparse.csr_matrix(X), X, TypeError, "base: sparse matrices are not supported"),
         (["ab", 3], ["a"], TypeError, "base: item 1 is int, not str"),
         (X, ["ab"], ValueError, "metric euclidean does not apply to strings"),

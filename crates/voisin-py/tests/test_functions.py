@@ -194,3 +194,33 @@ def test_keyboard_interrupt_within_a_second(rng):
 
 def test_cuda_available_is_a_bool():
     assert isinstance(voisin.cuda_available(), bool)
+
+
+
+def _direct(base, queries, metric):
+    """float64 distances from the differences themselves (no dot-product trick, which loses
+    digits far from the origin)."""
+    diff = np.asarray(queries, np.float64)[:, None, :] - np.asarray(base, np.float64)[None]
+    D = {"euclidean": np.sqrt((diff**2).sum(-1)), "cityblock": np.abs(diff).sum(-1),
+         "chebyshev": np.abs(diff).max(-1)}[metric]
+    return D
+
+
+def test_float64_and_wide_integers_are_answered_for_their_own_values(rng):
+    """float64 values f32 cannot hold (rows that differ only below f32 precision, far from the
+    origin) and integers past 2^24 are stored as f64 and ranked on their own values, where
+    rounding to float32 would tie them (and the tie would go to the smaller index)."""
+    base = 1e4 + rng.normal(size=(60, 5))
+    base[1] = base[0] - 1e-9  # equal in float32, apart in float64
+    queries = np.vstack([base[1], base[:7] + 1e-7 * rng.normal(size=(7, 5))])
+    for metric in ("euclidean", "cityblock", "chebyshev"):
+        d, i = voisin.knn(base, queries, 6, metric=metric, device="cpu")
+        assert i[0, :2].tolist() == [1, 0] and d[0, 0] == 0.0
+        D = _direct(base, queries, metric)
+        assert_knn(d, i, D, D, 6)
+    wide = rng.integers(-(1 << 40), 1 << 40, size=(50, 3))
+    wide[3] = wide[2] - 1  # one apart, beyond float32's 2^24
+    d, i = voisin.knn(wide, wide[3:8], 4, device="cpu")
+    assert i[0, :2].tolist() == [3, 2] and d[0, 1] == 1.0
+    D = _direct(wide, wide[3:8], "euclidean")
+    assert_knn(d, i, D, D, 4)

@@ -157,6 +157,12 @@ impl Cancel {
         self.0.load(Ordering::Relaxed)
     }
 
+    /// Clears the flag, for a caller that reuses one engine (and its token) after a cancelled
+    /// call: the Python bindings, after Ctrl-C.
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+
     /// `Err(Error::Cancelled)` once the token is set.
     pub fn check(&self) -> Result<()> {
         if self.is_cancelled() {

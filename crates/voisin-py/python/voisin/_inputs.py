@@ -21,6 +21,7 @@ Items = Union[np.ndarray, List[str]]
 
 _NATIVE = (np.float32, np.float16, np.uint8)
 _INT_LIMIT = 1 << 24
+_F64_INT_LIMIT = 1 << 53
 
 
 def _first_bad(bad: np.ndarray) -> tuple:
@@ -78,7 +79,7 @@ def vectors(X: Any, what: str) -> np.ndarray:
     if kind in "cOUSVMm" or kind not in "fiub":
         raise TypeError(
             f"{what}: unsupported dtype {X.dtype} (supported: float32, float16, uint8; also "
-            "float64, bool and integers when every value converts to float32 exactly)"
+            "float64, bool and integers up to 2^53, answered exactly for their own values)"
         )
     if not X.dtype.isnative:
         X = X.astype(X.dtype.newbyteorder("="))
@@ -88,6 +89,17 @@ def vectors(X: Any, what: str) -> np.ndarray:
         return X.astype(np.uint8)
     if kind in "iu":
         big = np.abs(X.astype(np.float64)) > _INT_LIMIT
+        if big.any() and getattr(_voisin, "EXACT_FLOAT64", False):
+            # float64 holds every integer up to 2^53: stored as f64, answered exactly.
+            huge = (X > _F64_INT_LIMIT) | (X < -_F64_INT_LIMIT)
+            if not huge.any():
+                return np.ascontiguousarray(X, dtype=np.float64)
+            r, c = _first_bad(huge)
+            raise ValueError(
+                f"{what}: value {X[r, c].item()} at row {r}, column {c} has no exact float64 "
+                "form: its magnitude exceeds 2^53 = 9007199254740992, beyond which float64 "
+                "cannot hold every integer"
+            )
         if big.any():
             r, c = _first_bad(big)
             raise ValueError(
@@ -96,7 +108,7 @@ def vectors(X: Any, what: str) -> np.ndarray:
             )
         return X.astype(np.float32)
     # float64 (and wider floats)
-    if getattr(_voisin, "EXACT_FLOAT64", False):  # pragma: no cover - once f64 storage lands
+    if getattr(_voisin, "EXACT_FLOAT64", False):
         return np.ascontiguousarray(X, dtype=np.float64)
     X32 = X.astype(np.float32)
     with np.errstate(invalid="ignore"):
