@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer for the GPU benchmark (SPEC §5): matmul + topk in strict fp32, chunked, on the
+"""PyTorch peer for the GPU benchmark (bench/RESULTS.md): matmul + topk in strict fp32, chunked, on the
 .fbin data that crates/voisin-cuda/examples/gpu_bench.rs wrote, in the same run.
 
 Times are end to end like voisin's: host arrays in (upload included), host indices out.

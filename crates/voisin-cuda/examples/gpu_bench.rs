@@ -1,4 +1,4 @@
-//! GPU benchmark of the CUDA engine on the standard workloads (SPEC §5): search 1M×128 base,
+//! GPU benchmark of the CUDA engine on the standard workloads (bench/RESULTS.md): search 1M×128 base,
 //! 10k queries, k=10 and k=1000; graph 1M×128, k=10. Random normal f32 from a fixed seed,
 //! written once as .fbin under the data directory so that bench/gpu/torch_peer.py measures the
 //! same data in the same run. Prints one JSON line per case (end-to-end seconds, host arrays in,

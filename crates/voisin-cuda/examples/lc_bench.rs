@@ -1,4 +1,4 @@
-//! GPU List of Clusters (and SSS pivot table) against the GPU brute force, in one run on the same data (SPEC §5: LC
+//! GPU List of Clusters (and SSS pivot table) against the GPU brute force, in one run on the same data (bench/RESULTS.md: LC
 //! range search over 1M clustered 20-d vectors at 0.01 / 0.1 / 1 % selectivity, Barrientos'
 //! setting), with results returned to the host and checked identical.
 //!

@@ -1,4 +1,4 @@
-//! Multi-GPU benchmark (issue 4): k-NN graph 2M×128, k=10, and k-NN search 4M×128 base, 10k
+//! Multi-GPU benchmark (docs/design/multi-gpu.md): k-NN graph 2M×128, k=10, and k-NN search 4M×128 base, 10k
 //! queries, k=10, on 1, 2 and 4 GPUs of the same machine in the same run (counts above the
 //! machine's GPUs are skipped). Random normal f32 from fixed seeds, made in parallel in memory.
 //! Times are end to end per engine call (host arrays in, exact results out); search is the

@@ -1,4 +1,4 @@
-//! Fused distance + selection for small candidate lists (SPEC §3): the dot products of a query
+//! Fused distance + selection for small candidate lists (docs/design/fused-selection.md): the dot products of a query
 //! block against the base are computed in registers and filtered against each query's threshold
 //! in the same kernel (kernels/select/fused_filter.cu), so the distance tile never touches device
 //! memory; the few survivors are merged into the running lists.

@@ -1,4 +1,4 @@
-//! k-NN graph (self-join) on the device with the symmetric tiling of seed 000 §3.2: only tiles
+//! k-NN graph (self-join) on the device with the symmetric tiling of [Dashti13] §3.2 (docs/references.md): only tiles
 //! (I, J) with I ≤ J are computed; each gives row candidates to the items of I and, through a
 //! transposed copy, column candidates to the items of J. Self pairs are skipped in the kernel.
 //!

@@ -34,7 +34,7 @@
 //! Strings under levenshtein: range search runs a bit-parallel kernel (`strings`); k-NN and
 //! graphs on strings run it with increasing radii. Custom metrics are not on this engine.
 //!
-//! Scale (SPEC §2): a search base that does not fit in the GPU's free memory (or under
+//! Scale (docs/design/streaming.md, oom-shrinking.md, multi-gpu.md): a search base that does not fit in the GPU's free memory (or under
 //! [`CudaOptions::device_memory`]) is streamed through in shards (`stream`), with exact keys
 //! on the host; an allocation that fails halves the working set and goes on. [`MultiGpu`]
 //! runs on several GPUs of one host (`multi`, `shard`); [`CudaEngine::graph_tiles`],

@@ -1,4 +1,4 @@
-//! Several GPUs of one host behind voisin's `Engine` trait (SPEC §2, seed 003 §5.1): one host
+//! Several GPUs of one host behind voisin's `Engine` trait (docs/design/multi-gpu.md; [Barrientos13] §5.1): one host
 //! thread per GPU, each driving its own [`CudaEngine`].
 //!
 //! k-NN and range search shard the base over the GPUs (contiguous ranges; every GPU gets all

@@ -1,4 +1,4 @@
-//! k-NN graphs on several GPUs, and checkpointed ones on one GPU or several (SPEC §6): the one
+//! k-NN graphs on several GPUs, and checkpointed ones on one GPU or several (docs/design/checkpoints.md): the one
 //! in-process driver of the GPU graph over engines. Checkpointed, the rows are cut into the
 //! passes of the core's checkpoint format ([`voisin::graph::checkpoint`]: same manifest, same pass files,
 //! same refusal of a damaged or foreign checkpoint), each pass is computed on the device and

@@ -1,4 +1,4 @@
-//! Bases larger than the GPU's free memory (SPEC §2, seed 003 §5.2): the base goes through the
+//! Bases larger than the GPU's free memory (docs/design/streaming.md; [Barrientos13] §5.2): the base goes through the
 //! device in shards of rows, straight from the host set through page-locked staging buffers.
 //!
 //! Two streams overlap the transfer of shard s + 1 with the work on shard s: a loader thread

@@ -10,7 +10,7 @@
 //! - [`Device::Auto`] is the CUDA engine when the driver, NVRTC and cuBLAS load and a device
 //!   exists, with the requests it does not handle (user metrics, strings under another metric)
 //!   routed to the CPU engine; the CPU engine alone otherwise. A GPU that fails to start under
-//!   auto is no error (SPEC §6).
+//!   auto is no error (README "Command line").
 //! - [`Device::Cpu`] is the CPU engine.
 //!
 //! Errors are [`voisin::Error`]: invalid input (exit 2 in the CLI) for bad options such as zero

@@ -1,8 +1,8 @@
-//! Cover tree (seed 004), in compressed form: a node is an item at its highest level, its
+//! Cover tree ([SharmaJoshi], docs/references.md), in compressed form: a node is an item at its highest level, its
 //! children sit at lower levels, and its copy at every level below is implicit (nesting).
 //!
 //! Construction ([`build`]) goes down one level at a time over the whole set, in parallel, in the
-//! breadth-first manner of seed 004, and keeps all three invariants
+//! breadth-first manner of [SharmaJoshi], and keeps all three invariants
 //! ([`CoverTree::check_invariants`]): covering (a child at level j is within bʲ⁺¹ of its parent),
 //! nesting (implicit), and full separation (any two nodes present at level j, that is with levels
 //! ≥ j, are more than bʲ apart, cousins included), plus each node's stored reach (the largest

@@ -1,4 +1,4 @@
-//! List of Clusters (seed 003 §2.5): the set cut into clusters of a fixed size, each a center,
+//! List of Clusters ([Barrientos13] §2.2.5, docs/references.md): the set cut into clusters of a fixed size, each a center,
 //! its covering radius and its members, in construction order.
 //!
 //! Construction: the first center is item 0; its cluster is the m − 1 items nearest to it among

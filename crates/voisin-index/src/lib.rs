@@ -1,4 +1,4 @@
-//! Metric-space indexes for voisin (SPEC §1, §3; seeds 003 and 004): List of Clusters, SSS
+//! Metric-space indexes for voisin ([Barrientos13], [SharmaJoshi]; docs/references.md): List of Clusters, SSS
 //! pivots and a cover tree, answering exact range and k-NN queries under any true metric.
 //!
 //! - [`space`]: the [`Space`] trait (items, exact keys, distances) and its adapters for vector

@@ -1,4 +1,4 @@
-//! Sparse Spatial Selection pivots (seed 003 §2.3): a pivot table over the whole set.
+//! Sparse Spatial Selection pivots ([Barrientos13] §2.2.3, docs/references.md): a pivot table over the whole set.
 //!
 //! Pivot selection: M estimates the largest distance between two items (a double sweep from
 //! item 0, which gives a value between M/2 and M); item 0 is the first pivot, and scanning the

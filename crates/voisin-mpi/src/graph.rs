@@ -1,4 +1,4 @@
-//! Distributed k-NN graph (seed 000 §3.2.2): the items are cut into row blocks; the tiles of the
+//! Distributed k-NN graph ([Dashti13] §3.2.2, docs/references.md): the items are cut into row blocks; the tiles of the
 //! upper triangle of the distance matrix (block I against block J, I ≤ J) are dealt over ranks;
 //! each tile is computed once and yields the exact lists of the rows of I among J and of the
 //! rows of J among I. A rank hands all its tiles of a round to its [`TileWorker`] at once (the

@@ -2,7 +2,7 @@
 //! and checkpoint passes all go through an [`OutputSet`], and every temporary file lives in one
 //! process-wide registry so that a signal can remove them.
 //!
-//! The rules (SPEC §4, §6; the README's "Output files" section says the same to users):
+//! The rules (the README's "Output files" section says the same to users):
 //! - **Checked first.** [`OutputSet::new`] checks every target before any work: the folder exists
 //!   and a file can be created in it, the name is not too long and does not end in `/`, and the
 //!   target is absent or a regular file. Anything else (a folder, a symbolic link, a device node

@@ -1,4 +1,4 @@
-// List of Clusters search (seed 003 §4.1.2 range, §4.2.2 increasing-radius k-NN): one block per
+// List of Clusters search ([Barrientos13] §4.1.2 range, §4.2.2 increasing-radius k-NN): one block per
 // query, the query in shared memory, the centers scanned in tiles of LC_TILE with the covering
 // radius and early-stop rules, the members of every cluster that may hold an answer scanned by one
 // warp each. A tile's surviving clusters go to a shared list of LC_TILE entries, so the number of

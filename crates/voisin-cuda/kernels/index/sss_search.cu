@@ -1,4 +1,4 @@
-// SSS pivot table search (seed 003 §4.1.3 range, §4.2.3 k-NN): one block per query, the query
+// SSS pivot table search ([Barrientos13] §4.1.3 range, §4.2.3 k-NN): one block per query, the query
 // and its distances to the pivots in shared memory. The table's rows are sorted by the distance
 // to the first pivot, so that pivot's test leaves one contiguous run of rows (two binary
 // searches); every thread then takes rows of the run in turn, tests the other pivots and

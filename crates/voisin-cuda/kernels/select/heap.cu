@@ -1,4 +1,4 @@
-// Heap select (seed 002; seed 003 §3.2): one warp per tile row, each lane a max-heap of `kp`
+// Heap select ([BarrientosHeap] §5.2; [Barrientos13] §4.2.1.2): one warp per tile row, each lane a max-heap of `kp`
 // entries in shared memory, merged at the end of the tile into the row's running list (the same
 // sorted rows x kp lists as select_block, so both kernels share fill_lists and merge_into_list).
 //

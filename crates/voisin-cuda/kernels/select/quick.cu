@@ -1,4 +1,4 @@
-// Quick select (seed 000 §3.4): one block per tile row keeps an unsorted running list of the row's
+// Quick select ([Dashti13] §3.4, docs/references.md): one block per tile row keeps an unsorted running list of the row's
 // kp smallest keys. Values below the list's worst key are appended to a shared-memory buffer
 // behind the list; a full buffer is cut back to kp entries by quick-select, whose partitions are
 // written with warp ballots (each warp takes its slots with one atomic, each lane its offset from

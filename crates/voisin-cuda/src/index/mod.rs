@@ -1,4 +1,4 @@
-//! Metric indexes searched on the GPU (SPEC §3; seed 003 ch. 4): a device copy of an index that
+//! Metric indexes searched on the GPU (docs/design/gpu-metric-indexes.md; [Barrientos13] ch. 4): a device copy of an index that
 //! `voisin-index` built on the CPU, answering exact range and k-NN queries with one block per
 //! query.
 //!

@@ -3,7 +3,7 @@
 //! power of two, so the sort runs in place), sized from the first batch's counts; a query that
 //! found more answers than its slots hold is run again with room for all of them; a second
 //! kernel sorts every row by (key, index) and packs it into the CSR output; k-NN grows each
-//! query's radius on the device (increasing radius, seed 003 §4.2.2).
+//! query's radius on the device (increasing radius, [Barrientos13] §4.2.2).
 //!
 //! An index only uploads its structure and pushes its own kernel arguments ([`IndexArgs`]);
 //! its kernel takes the shared tail of arguments that [`Searcher`] pushes after them.

@@ -1,4 +1,4 @@
-//! Cover-tree construction, one level at a time over the whole set (seed 004's breadth-first
+//! Cover-tree construction, one level at a time over the whole set ([SharmaJoshi]'s breadth-first
 //! scheme), keeping the full separation invariant: every two nodes present at level j (a node is
 //! present at its own level and all below) are more than bʲ apart, not only siblings.
 //!

@@ -1,6 +1,6 @@
 //! The k-NN graph (self-join) with symmetry: only tiles with I ≤ J are computed, and each
 //! tile feeds both the row items' candidates (from J) and the column items' candidates (from I),
-//! as in seed 000 §3.2. Each unordered pair is measured once; the item itself is skipped;
+//! as in [Dashti13] §3.2. Each unordered pair is measured once; the item itself is skipped;
 //! exact duplicates are kept.
 //!
 //! When the candidates of all n rows would not fit in half the memory budget, rows are done in

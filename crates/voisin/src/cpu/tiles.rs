@@ -2,7 +2,7 @@
 //!
 //! A tile is the block of keys between a run of query rows and a run of base rows, written
 //! row-major into a caller's buffer. The GEMM metrics go through one matrix product plus norms
-//! (seed 000 §3.2.1) on rows prepared per metric (centred for euclidean, normalised for cosine,
+//! ([Dashti13] §3.2.1, docs/references.md) on rows prepared per metric (centred for euclidean, normalised for cosine,
 //! centred and normalised per row for correlation); the others through the direct kernels of
 //! [`crate::metric::simd`]. Every tile comes with a [`Bound`] so that selection can keep every
 //! item that may be among the exact k nearest. This module must not select; it only measures.
@@ -439,7 +439,7 @@ fn minkowski_widening(p: f64, delta: f64) -> (f64, f64) {
 }
 
 /// γ for a length-d dot product with FMA or blocked summation, doubled for the norm terms and
-/// the final additions; see the derivation in bench/NOTES.md.
+/// the final additions; see docs/design/cpu-tile-bound.md.
 fn gamma(d: usize) -> f64 {
     2.0 * (d as f64 + 8.0) * simd::U32
 }

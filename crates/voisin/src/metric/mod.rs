@@ -153,7 +153,7 @@ impl Metric {
         }
     }
 
-    /// Metrics computed through matrix products with norms (seed 000 §3.2.1).
+    /// Metrics computed through matrix products with norms ([Dashti13] §3.2.1, docs/references.md).
     pub fn is_gemm(&self) -> bool {
         matches!(
             self,
