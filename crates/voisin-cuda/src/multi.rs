@@ -341,7 +341,15 @@ impl Engine for MultiGpu {
     }
 
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
-        crate::passes::build(&self.engines, req.data(), req.k(), req.metric(), None)
+        // The request has checked k and capped it at n - 1 (0 for one item); the driver checks
+        // the k it is given again, so it gets at least 1 and caps it the same way.
+        crate::passes::build(
+            &self.engines,
+            req.data(),
+            req.k().max(1),
+            req.metric(),
+            None,
+        )
     }
 
     fn graph_checkpointed(

@@ -78,7 +78,9 @@ fn exact_distances_are_written_as_f64() {
     let back = read(&dir.path().join("r.npz:distances")).unwrap();
     let back = back.as_vectors().expect("vectors");
     assert!(matches!(back.data(), voisin::data::VectorData::F64(_)));
-    let values: Vec<f64> = (0..back.len()).flat_map(|r| back.row_f64(r).to_vec()).collect();
+    let values: Vec<f64> = (0..back.len())
+        .flat_map(|r| back.row_f64(r).to_vec())
+        .collect();
     assert_eq!(values, exact);
     let e = write_knn_with(&dir.path().join("r.ivecs"), &knn(), &opts).unwrap_err();
     assert!(e.message().contains("use .npz"), "{}", e.message());
