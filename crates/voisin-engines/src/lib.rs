@@ -252,6 +252,10 @@ impl Engine for Routed {
         self.gpu.supports(data, metric, op) || self.cpu.supports(data, metric, op)
     }
 
+    fn answering(&self, data: &Dataset, metric: &Metric, op: Op) -> String {
+        self.pick(&[data], metric, op).name()
+    }
+
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
         self.pick(&[req.base(), req.queries()], req.metric(), Op::Knn)
             .knn_request(req)
@@ -312,6 +316,7 @@ mod tests {
         for op in [Op::Knn, Op::Range, Op::Graph] {
             assert!(cpu.supports(&vectors, &Metric::Euclidean, op));
             assert!(!cpu.supports(&vectors, &Metric::Levenshtein, op));
+            assert_eq!(cpu.answering(&vectors, &Metric::Euclidean, op), cpu.name());
         }
     }
 

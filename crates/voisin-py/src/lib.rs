@@ -449,10 +449,12 @@ impl Index {
         self.data.as_vectors().map(|v| v.dim())
     }
 
-    /// The engine that answers, e.g. "cpu (2 threads)" or "cuda:0".
+    /// The engine that answers over this base, e.g. "cpu (2 threads)" or "cuda:0" (under
+    /// device="auto", the one the auto engine picks for it).
     #[getter]
     fn device(&self) -> String {
-        self.engine.name()
+        self.engine
+            .answering(&self.data, &self.metric, voisin::engine::Op::Knn)
     }
 
     /// Seconds the engine itself took for the last request (input checks and result

@@ -369,6 +369,13 @@ pub trait Engine: Send + Sync {
         check_metric(data, metric).is_ok()
     }
 
+    /// The name of the engine that answers `op` on `data` under `metric`: this one's, unless it
+    /// routes requests to other engines (the auto engine names the one it picks).
+    fn answering(&self, data: &Dataset, metric: &Metric, op: Op) -> String {
+        let _ = (data, metric, op);
+        self.name()
+    }
+
     /// For each query, its k nearest base items.
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult>;
 
