@@ -47,6 +47,10 @@ pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Ar
             }
         },
     };
+    // A user metric is a closure of this process: the CPU engine runs it, whatever the machine.
+    if device == Device::Cuda && matches!(metric, Metric::Custom(_)) {
+        return Err(cpu_only(metric, data));
+    }
     let factory = voisin_engines::EngineConfig {
         threads: config.threads,
         memory_budget: config.memory_budget,
@@ -60,10 +64,14 @@ pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Ar
     // f64 values f32 cannot hold get the CUDA engine's own refusal, which names them.
     let f32_values = data.as_vectors().is_none_or(|v| v.is_f32_exact());
     if device == Device::Cuda && f32_values && !engine.supports(data, metric, Op::Knn) {
-        return Err(Error::invalid(format!(
-            "metric {metric} over {} runs on the CPU only (device='cpu' or 'auto')",
-            data.describe()
-        )));
+        return Err(cpu_only(metric, data));
     }
     Ok(engine)
+}
+
+fn cpu_only(metric: &Metric, data: &Dataset) -> Error {
+    Error::invalid(format!(
+        "metric {metric} over {} runs on the CPU only (device='cpu' or 'auto')",
+        data.describe()
+    ))
 }

@@ -370,12 +370,12 @@ impl Index {
                     };
                 }
                 // Ctrl-C: the engine is told to stop (it looks at the token between tiles and
-                // query blocks), given a moment to do so, and the exception is raised.
+                // query blocks), given a quarter of a second to do so, and the exception is raised.
                 Err(RecvTimeoutError::Timeout) => {
                     if let Err(interrupt) = py.check_signals() {
                         self.cancel.cancel();
                         py.detach(move || {
-                            let _ = rx.recv_timeout(Duration::from_secs(2));
+                            let _ = rx.recv_timeout(Duration::from_millis(250));
                         });
                         return Err(interrupt);
                     }

@@ -219,7 +219,8 @@ def test_float64_and_wide_integers_are_answered_for_their_own_values(rng):
         D = _direct(base, queries, metric)
         assert_knn(d, i, D, D, 6)
     wide = rng.integers(-(1 << 40), 1 << 40, size=(50, 3))
-    wide[3] = wide[2] - 1  # one apart, beyond float32's 2^24
+    wide[3] = wide[2]
+    wide[3, 0] -= 1  # one apart in one coordinate, beyond float32's 2^24
     d, i = voisin.knn(wide, wide[3:8], 4, device="cpu")
     assert i[0, :2].tolist() == [3, 2] and d[0, 1] == 1.0
     D = _direct(wide, wide[3:8], "euclidean")
