@@ -92,7 +92,7 @@ pub(crate) struct Gpu {
     /// Uploads behind the work on `stream` (see `upload_into`).
     copy: Arc<CudaStream>,
     pub blas: CudaBlas,
-    pub k: Kernels,
+    pub k: Arc<Kernels>,
     pub name: String,
     /// Two page-locked staging buffers for uploads, allocated at first use, each with the event
     /// of the last copy that read it.
@@ -103,6 +103,26 @@ pub(crate) struct Gpu {
 
 /// Values per staging buffer (64 MiB).
 pub(crate) const STAGE: usize = 16 << 20;
+
+/// Staging buffers of engines that ended, by device ordinal, for the next engine on that device:
+/// page-locking (and unlocking) 128 MiB of host memory per engine was paid by every one-shot
+/// call that opens a fresh engine. At most two are kept per device.
+static SPARE_STAGING: Mutex<Vec<(usize, PinnedHostSlice<f32>)>> = Mutex::new(Vec::new());
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        let staging = std::mem::take(self.staging.get_mut().unwrap_or_else(|p| p.into_inner()));
+        let device = self.ctx.ordinal();
+        let mut spare = SPARE_STAGING.lock().unwrap_or_else(|p| p.into_inner());
+        for (buf, done) in staging {
+            // A buffer goes back only once the copy that last read it is over.
+            let idle = done.is_none_or(|e| e.synchronize().is_ok());
+            if idle && spare.iter().filter(|(d, _)| *d == device).count() < 2 {
+                spare.push((device, buf));
+            }
+        }
+    }
+}
 
 impl Gpu {
     pub fn open(device: usize) -> Result<Self> {
@@ -142,7 +162,7 @@ impl Gpu {
             .result()
             .map_err(dev("setting cuBLAS math mode"))?;
         }
-        let k = Kernels::load(&ctx)?;
+        let k = crate::kernels::shared(&ctx)?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         Ok(Gpu {
             ctx,
@@ -319,10 +339,19 @@ impl Gpu {
         staging: &mut Vec<(PinnedHostSlice<f32>, Option<CudaEvent>)>,
     ) -> Result<()> {
         while staging.len() < 2 {
-            // Plain (not write-combined) pages: downloads read them back on the host.
-            // SAFETY: every use writes the part it reads.
-            let b = unsafe { self.ctx.alloc_pinned_with_flags::<f32>(STAGE, 0) }
-                .map_err(dev("allocating pinned memory"))?;
+            let device = self.ctx.ordinal();
+            let spare = {
+                let mut spare = SPARE_STAGING.lock().unwrap_or_else(|p| p.into_inner());
+                let at = spare.iter().position(|(d, _)| *d == device);
+                at.map(|i| spare.swap_remove(i).1)
+            };
+            let b = match spare {
+                Some(b) => b,
+                // Plain (not write-combined) pages: downloads read them back on the host.
+                // SAFETY: every use writes the part it reads.
+                None => unsafe { self.ctx.alloc_pinned_with_flags::<f32>(STAGE, 0) }
+                    .map_err(dev("allocating pinned memory"))?,
+            };
             staging.push((b, None));
         }
         Ok(())

@@ -8,7 +8,7 @@
 //! a host compiler and `-I kernels` (the CPU simulation, kernel-sim/).
 
 use std::ffi::{c_char, CString};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
@@ -115,6 +115,23 @@ pub(crate) fn root_source() -> String {
         .filter(|(name, _)| cfg!(feature = "bench-variants") || !BENCH_ONLY.contains(name))
         .map(|(name, _)| format!("#include \"{name}\"\n"))
         .collect()
+}
+
+/// The kernels loaded on `ctx`'s device, shared by every engine of the process on it: each
+/// engine loading its own module paid the driver's (lazy) loading of every kernel again at its
+/// first launches, which a one-shot call (a fresh engine per call, as the Python functions
+/// make) saw as part of its time. Engines on one device share its primary context, so one
+/// module serves them all.
+pub(crate) fn shared(ctx: &Arc<CudaContext>) -> Result<Arc<Kernels>> {
+    static LOADED: Mutex<Vec<(usize, Arc<Kernels>)>> = Mutex::new(Vec::new());
+    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    let device = ctx.ordinal();
+    if let Some((_, k)) = loaded.iter().find(|(d, _)| *d == device) {
+        return Ok(k.clone());
+    }
+    let k = Arc::new(Kernels::load(ctx)?);
+    loaded.push((device, k.clone()));
+    Ok(k)
 }
 
 /// The NVRTC output, shared by every context of the process.
