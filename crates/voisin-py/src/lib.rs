@@ -329,7 +329,11 @@ impl Index {
                     } else {
                         Ok(())
                     })
-                    .and_then(|()| queries.as_ref().map_or(Ok(()), |q| check_finite("queries", q)));
+                    .and_then(|()| {
+                        queries
+                            .as_ref()
+                            .map_or(Ok(()), |q| check_finite("queries", q))
+                    });
                     if found.is_err() {
                         cancel.cancel();
                     }
@@ -344,9 +348,7 @@ impl Index {
                         clock.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
                         answer
                     });
-                let values = scan
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                let values = scan.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 values?;
                 if scan_base {
                     checked.store(true, Ordering::Release);
