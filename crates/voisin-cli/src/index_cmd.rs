@@ -51,6 +51,7 @@ fn kind(arg: IndexKindArg) -> Kind {
         IndexKindArg::Lc => Kind::Lc,
         IndexKindArg::Sss => Kind::Sss,
         IndexKindArg::Cover => Kind::Cover,
+        IndexKindArg::Kd => Kind::Kd,
     }
 }
 

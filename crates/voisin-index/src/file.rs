@@ -13,6 +13,7 @@ use std::path::Path;
 use voisin::{Error, Metric, Result, StringSet};
 
 use crate::cover::{CoverTree, Node};
+use crate::kd::KdTree;
 use crate::lc::{Cluster, ListOfClusters};
 use crate::space::{Space, StringSpace, VectorSpace};
 use crate::sss::Sss;
@@ -100,6 +101,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<DatasetIndex> {
         1 => Kind::Lc,
         2 => Kind::Sss,
         3 => Kind::Cover,
+        4 => Kind::Kd,
         k => return Err(bad(format!("unknown index kind code {k}"))),
     };
     let items = r.u8()?;
@@ -155,6 +157,7 @@ fn kind_code(kind: Kind) -> u8 {
         Kind::Lc => 1,
         Kind::Sss => 2,
         Kind::Cover => 3,
+        Kind::Kd => 4,
     }
 }
 
@@ -195,6 +198,8 @@ fn write_structure<S: Space>(w: &mut Writer, index: &Index<S>) {
             w.u32s(children);
             w.u32s(dups);
         }
+        // The tree is a function of the items, rebuilt when read (kd.rs).
+        Index::Kd(_) => {}
     }
 }
 
@@ -249,6 +254,14 @@ fn read_structure<S: Space>(r: &mut Reader<'_>, space: S, kind: Kind) -> Result<
             let tree = CoverTree::from_parts(space, base, nodes, children, dups);
             tree.check_layout().map_err(structure)?;
             Index::Cover(tree)
+        }
+        Kind::Kd => {
+            if space.box_order().is_none() {
+                return Err(structure(
+                    "a kd index needs vectors under a coordinate-wise metric".into(),
+                ));
+            }
+            Index::Kd(KdTree::build(space))
         }
     };
     Ok(index)
