@@ -230,7 +230,7 @@ fn main() {
         let g = match &index {
             Index::Lc(lc) => Gpu::Lc(GpuLc::new(e, lc).unwrap()),
             Index::Sss(sss) => Gpu::Sss(GpuSss::new(e, sss).unwrap()),
-            Index::Cover(_) => panic!("the cover tree has no GPU search"),
+            Index::Cover(_) | Index::Kd(_) => panic!("the cover and k-d trees have no GPU search"),
         };
         let upload = t.elapsed().as_secs_f64();
         for (i, (&s, &r)) in a.sels.iter().zip(&rs).enumerate() {
