@@ -226,22 +226,8 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         precision: run.precision,
         gpus: run.gpus.clone(),
     };
-    // The Engine trait has no checkpoints: the engines that keep them are built here.
-    let checkpointing = match task.checkpoint() {
-        Some(_) => Some(
-            voisin_engines::open_checkpointing(run.device.into(), &config, &metric)
-                .map_err(|e| CliError::core(e, None))?,
-        ),
-        None => None,
-    };
-    let selected;
-    let engine: &dyn Engine = match &checkpointing {
-        Some(e) => e.as_ref(),
-        None => {
-            selected = device::select(run.device, &config)?;
-            selected.as_ref()
-        }
-    };
+    let engine = device::select(run.device, &config)?;
+    let engine: &dyn Engine = engine.as_ref();
 
     let base = load::load(task.base(), Role::Base, &metric, global)?;
     let queries = match task.query() {
@@ -277,9 +263,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
             Task::Graph {
                 checkpoint: Some(c),
                 ..
-            } => checkpointing
-                .as_ref()
-                .expect("engine built for --checkpoint")
+            } => engine
                 .graph_checkpointed(&base, task.engine_k(), &metric, c)
                 .map(Answer::Knn),
             Task::Graph { .. } => engine

@@ -353,6 +353,8 @@ pub enum Op {
     Knn,
     Range,
     Graph,
+    /// A graph with checkpoints ([`Engine::graph_checkpointed`]).
+    GraphCheckpointed,
 }
 
 /// The interface every engine implements: the checked requests; the familiar `knn`, `range`
@@ -363,10 +365,11 @@ pub trait Engine: Send + Sync {
 
     /// Whether this engine answers `op` on `data` under `metric`: the one answer to "can this
     /// device run this?" (routers and front ends ask it instead of keeping their own rules).
-    /// By default, whenever the metric applies to the data.
+    /// A request it does not support is refused as invalid input, never answered wrongly.
+    /// By default, whenever the metric applies to the data, checkpointed graphs excepted (the
+    /// default [`Engine::graph_checkpointed`] refuses them).
     fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
-        let _ = op;
-        check_metric(data, metric).is_ok()
+        op != Op::GraphCheckpointed && check_metric(data, metric).is_ok()
     }
 
     /// The name of the engine that answers `op` on `data` under `metric`: this one's, unless it
