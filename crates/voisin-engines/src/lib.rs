@@ -16,6 +16,22 @@
 //!
 //! Errors are [`voisin::Error`]: invalid input (exit 2 in the CLI) for bad options such as zero
 //! threads, device errors (exit 1) for a missing GPU or driver.
+//!
+//! Where each part of the engine seam lives:
+//!
+//! | what | where |
+//! |---|---|
+//! | the trait, requests and their checks, results, `supports`, `Prepared`, `Cancel` | `voisin::engine` |
+//! | the CPU engine | `voisin::cpu` |
+//! | the engines on one GPU and on several | `voisin_cuda::{CudaEngine, MultiGpu}` |
+//! | what each engine supports | its own `Engine::supports` |
+//! | device choice, options, the auto engine's routing | here ([`open`]) |
+//! | checkpoint format and the graph's schedule | `voisin::graph` |
+//! | one engine per MPI rank | here ([`cpu`], [`cuda_on`]), driven by `voisin-mpi` |
+//! | every engine held to the reference | `tests/conformance` of this crate |
+//!
+//! The front ends call [`open`] (the CLI), [`open_shared`] (the Python bindings, which keep
+//! prepared bases) or [`cpu`] / [`cuda_on`] (the MPI ranks).
 
 use std::fmt;
 use std::str::FromStr;
