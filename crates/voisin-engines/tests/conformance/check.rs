@@ -83,32 +83,53 @@ pub fn refused<T>(got: Result<T>, what: &str) {
     }
 }
 
-/// A result compared with the reference's.
+/// A result compared with the reference's, row by row.
 pub trait Answer {
-    fn same(&self, want: &Self, tol: f32, what: &str);
-}
+    /// What must match before the rows are compared: queries and k, or the row offsets.
+    fn shape(&self) -> Vec<usize>;
 
-impl Answer for KnnResult {
+    fn rows(&self) -> usize;
+
+    fn row(&self, q: usize) -> (&[u32], &[f32]);
+
     fn same(&self, want: &Self, tol: f32, what: &str) {
         assert_eq!(
-            (self.n_queries, self.k),
-            (want.n_queries, want.k),
-            "{what}: queries and k"
+            self.shape(),
+            want.shape(),
+            "{what}: queries and k, or results per query"
         );
-        for q in 0..want.n_queries {
+        for q in 0..want.rows() {
             let ((gi, gd), (wi, wd)) = (self.row(q), want.row(q));
             same_row(q, gi, gd, wi, wd, tol, what);
         }
     }
 }
 
+impl Answer for KnnResult {
+    fn shape(&self) -> Vec<usize> {
+        vec![self.n_queries, self.k]
+    }
+
+    fn rows(&self) -> usize {
+        self.n_queries
+    }
+
+    fn row(&self, q: usize) -> (&[u32], &[f32]) {
+        KnnResult::row(self, q)
+    }
+}
+
 impl Answer for RangeResult {
-    fn same(&self, want: &Self, tol: f32, what: &str) {
-        assert_eq!(self.offsets, want.offsets, "{what}: results per query");
-        for q in 0..want.n_queries() {
-            let ((gi, gd), (wi, wd)) = (self.row(q), want.row(q));
-            same_row(q, gi, gd, wi, wd, tol, what);
-        }
+    fn shape(&self) -> Vec<usize> {
+        self.offsets.clone()
+    }
+
+    fn rows(&self) -> usize {
+        self.n_queries()
+    }
+
+    fn row(&self, q: usize) -> (&[u32], &[f32]) {
+        RangeResult::row(self, q)
     }
 }
 
@@ -152,43 +173,38 @@ pub fn knn_graph_range(
     ks: &[usize],
     what: &str,
 ) {
+    let pair: &[&Dataset] = &[base, queries];
     for &k in ks {
         let want = reference::knn(base, queries, k, metric);
-        for o in engines {
-            let got = o.engine.knn(base, queries, k, metric);
-            o.judge(
-                &[base, queries],
-                metric,
-                Op::Knn,
-                got,
-                &want,
-                &format!("{what} knn k={k}"),
-            );
-        }
+        let what_k = format!("{what} knn k={k}");
+        each(engines, pair, metric, Op::Knn, &want, &what_k, |e| {
+            e.knn(base, queries, k, metric)
+        });
         let want = reference::graph(base, k, metric);
-        for o in engines {
-            let got = o.engine.graph(base, k, metric);
-            o.judge(
-                &[base],
-                metric,
-                Op::Graph,
-                got,
-                &want,
-                &format!("{what} graph k={k}"),
-            );
-        }
+        let what_k = format!("{what} graph k={k}");
+        each(engines, &[base], metric, Op::Graph, &want, &what_k, |e| {
+            e.graph(base, k, metric)
+        });
     }
     let r = radius(base, queries, metric);
     let want = reference::range(base, queries, r, metric);
+    let what_r = format!("{what} range r={r}");
+    each(engines, pair, metric, Op::Range, &want, &what_r, |e| {
+        e.range(base, queries, r, metric)
+    });
+}
+
+/// Every engine's answer to one request (`call`), judged against `want`.
+fn each<T: Answer>(
+    engines: &[Opened],
+    sets: &[&Dataset],
+    metric: &Metric,
+    op: Op,
+    want: &Result<T>,
+    what: &str,
+    call: impl Fn(&dyn Engine) -> Result<T>,
+) {
     for o in engines {
-        let got = o.engine.range(base, queries, r, metric);
-        o.judge(
-            &[base, queries],
-            metric,
-            Op::Range,
-            got,
-            &want,
-            &format!("{what} range r={r}"),
-        );
+        o.judge(sets, metric, op, call(o.engine.as_ref()), want, what);
     }
 }

@@ -110,34 +110,29 @@ pub fn element_types(rng: &mut StdRng, n: usize, d: usize) -> Vec<(&'static str,
     ]
 }
 
-/// Short words over a small alphabet (accents and CJK included): many ties, duplicates and
+/// Words of zero to four syllables (accents and CJK included): many ties, duplicates and
 /// empty words.
 pub fn words(rng: &mut StdRng, n: usize) -> Dataset {
-    let alphabet: Vec<char> = "abcdeé漢".chars().collect();
-    StringSet::from_strings((0..n).map(|_| {
-        let len = rng.gen_range(0..9);
-        (0..len)
-            .map(|_| alphabet[rng.gen_range(0..alphabet.len())])
-            .collect::<String>()
-    }))
-    .unwrap()
-    .into()
+    const SYLLABLES: [&str; 6] = ["ka", "é", "漢", "ab", "ba", "x"];
+    let word = |rng: &mut StdRng| -> String {
+        let syllables = rng.gen_range(0..5);
+        (0..syllables)
+            .map(|_| *SYLLABLES.choose(rng).unwrap())
+            .collect()
+    };
+    let all: Vec<String> = (0..n).map(|_| word(rng)).collect();
+    StringSet::from_strings(all).unwrap().into()
 }
 
-/// Canberra distance, not built in: a user metric over f32 or f64 rows.
-fn canberra<T: Copy + Into<f64>>(a: &[T], b: &[T]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| {
-            let (x, y): (f64, f64) = (x.into(), y.into());
-            let den = x.abs() + y.abs();
-            if den == 0.0 {
-                0.0
-            } else {
-                (x - y).abs() / den
-            }
-        })
-        .sum::<f64>()
+/// A user metric, not built in: Σ|a − b| / (1 + Σ|a + b|), over f32 or f64 rows.
+fn damped_bray_curtis<T: Copy + Into<f64>>(a: &[T], b: &[T]) -> f64 {
+    let (mut apart, mut together) = (0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y): (f64, f64) = (x.into(), y.into());
+        apart += (x - y).abs();
+        together += (x + y).abs();
+    }
+    apart / (1.0 + together)
 }
 
 /// Every built-in vector metric, and user metrics over f32 rows and over f64 rows.
@@ -147,12 +142,12 @@ pub fn vector_metrics() -> Vec<Metric> {
         .filter(|m| *m != Metric::Levenshtein)
         .collect();
     all.push(Metric::Custom(CustomMetric::for_vectors(
-        "canberra",
-        canberra::<f32>,
+        "bray-curtis",
+        damped_bray_curtis::<f32>,
     )));
     all.push(Metric::Custom(CustomMetric::for_vectors_f64(
-        "canberra64",
-        canberra::<f64>,
+        "bray-curtis-f64",
+        damped_bray_curtis::<f64>,
     )));
     all
 }

@@ -89,31 +89,40 @@ fn prepared_one(o: &Opened, base: &Arc<Dataset>, batches: &[Dataset], metric: &M
     let prepared = prepared.unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(prepared.len(), base.len(), "{what}");
     assert_eq!(prepared.metric(), metric, "{what}");
+    let tol = |op| o.tolerance(base, metric, op);
     for queries in batches {
         let what = format!("{what}, {} queries", queries.len());
         for k in [1, 7, base.len() + 3] {
-            let got = prepared
-                .knn(queries, k)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let fresh = o.engine.knn(base, queries, k, metric).unwrap();
-            got.same(&fresh, 0.0, &format!("{what} k={k} against the engine"));
-            let want = reference::knn(base, queries, k, metric).unwrap();
-            let tol = o.tolerance(base, metric, Op::Knn);
-            got.same(&want, tol, &format!("{what} k={k}"));
+            alike(
+                prepared.knn(queries, k),
+                o.engine.knn(base, queries, k, metric),
+                reference::knn(base, queries, k, metric),
+                tol(Op::Knn),
+                &format!("{what} k={k}"),
+            );
         }
         let r = radius(base, &batches[batches.len() - 1], metric);
-        let got = prepared
-            .range(queries, r)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let fresh = o.engine.range(base, queries, r, metric).unwrap();
-        got.same(&fresh, 0.0, &format!("{what} r={r} against the engine"));
-        let want = reference::range(base, queries, r, metric).unwrap();
-        got.same(
-            &want,
-            o.tolerance(base, metric, Op::Range),
+        alike(
+            prepared.range(queries, r),
+            o.engine.range(base, queries, r, metric),
+            reference::range(base, queries, r, metric),
+            tol(Op::Range),
             &format!("{what} r={r}"),
         );
     }
+}
+
+/// A prepared base's answer: byte for byte the engine's afresh, and the reference's.
+fn alike<T: Answer>(
+    got: voisin::Result<T>,
+    fresh: voisin::Result<T>,
+    want: voisin::Result<T>,
+    tol: f32,
+    what: &str,
+) {
+    let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    got.same(&fresh.unwrap(), 0.0, &format!("{what} against the engine"));
+    got.same(&want.unwrap(), tol, what);
 }
 
 /// A cancelled token ends every call, on vectors and on strings, with `Error::Cancelled`;
