@@ -51,8 +51,8 @@ pub fn strings(subjects: &[Subject]) {
     }
 }
 
-/// k at and beyond the items available, k = 0, empty queries, one and two items, one
-/// dimension, and requests that are invalid as made (dimensions or kinds that do not match,
+/// k at and beyond the items available, k = 0, empty queries, an empty base, one and two
+/// items, one dimension, and requests that are invalid as made (dimensions or kinds that do not match,
 /// metrics that do not apply, bad radii).
 pub fn edge_shapes(subjects: &[Subject]) {
     let engines = open_default(subjects);
@@ -71,6 +71,7 @@ pub fn edge_shapes(subjects: &[Subject]) {
             "k at the edges",
         );
         knn_graph_range(&engines, &base, &none, &metric, &[1, n + 1], "no queries");
+        knn_graph_range(&engines, &none, &queries, &metric, &[1, 3], "empty base");
         for rows in [1, 2] {
             let tiny = data::vectors(rows, d, data::normal(&mut rng, rows, d));
             knn_graph_range(&engines, &tiny, &queries, &metric, &[1, 3], "tiny base");
