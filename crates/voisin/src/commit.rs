@@ -26,6 +26,11 @@
 //!   (see [`set_bus_message`]), removes the temporary files and exits with code 2. SIGXFSZ is
 //!   ignored so that a write past the file size limit fails like a full disk.
 //!
+//! - **Inputs.** Regular files and pipes (FIFOs, `<(zcat x.fvecs.gz)`) are read; a FIFO is
+//!   opened without waiting for a writer, so one that has none reads as empty instead of
+//!   hanging ([`open_input`]). Device nodes and sockets are refused as bad input
+//!   ([`unreadable_kind`]): `/dev/zero` would never end.
+//!
 //! This module is Unix-only, as is the rest of the workspace.
 
 use std::ffi::{c_char, c_int, CString};
@@ -336,9 +341,22 @@ fn check_target(path: &Path) -> Result<bool, CommitError> {
         Err(e) => return Err(CommitError::io(path, "cannot use this path", &e)),
     };
     let t = meta.file_type();
-    let kind = if t.is_file() {
+    if t.is_file() {
         return Ok(true);
-    } else if t.is_dir() {
+    }
+    let kind = kind_name(t);
+    Err(CommitError::user(
+        path,
+        format!(
+            "cannot rename into place: is {kind}; voisin writes only regular files and \
+             never replaces anything else"
+        ),
+    ))
+}
+
+/// What a file that is not a regular file is, for messages ("a folder", "a FIFO", ...).
+fn kind_name(t: fs::FileType) -> &'static str {
+    if t.is_dir() {
         "a folder"
     } else if t.is_symlink() {
         "a symbolic link"
@@ -352,14 +370,40 @@ fn check_target(path: &Path) -> Result<bool, CommitError> {
         "a socket"
     } else {
         "not a regular file"
-    };
-    Err(CommitError::user(
-        path,
+    }
+}
+
+/// Why `path` cannot be an input (a device node or a socket, links followed), as a message for
+/// the user; `None` for regular files, pipes, folders (callers say that themselves) and paths
+/// that cannot be looked at (opening them reports why).
+pub fn unreadable_kind(path: &Path) -> Option<String> {
+    let t = fs::metadata(path).ok()?.file_type();
+    let special = t.is_char_device() || t.is_block_device() || t.is_socket();
+    special.then(|| {
         format!(
-            "cannot rename into place: is {kind}; voisin writes only regular files and \
-             never replaces anything else"
-        ),
-    ))
+            "is {}; voisin reads regular files and pipes (give other data through a pipe or \
+             standard input)",
+            kind_name(t)
+        )
+    })
+}
+
+/// Opens an input for reading without blocking on a FIFO that has no writer (it then reads as
+/// empty); reads are blocking as usual afterwards.
+pub fn open_input(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns; only the status flags change.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(file)
 }
 
 /// The folder exists, and with `probe` a file can be created in it (creating one is the only
