@@ -71,13 +71,10 @@ pub fn save(index: &DatasetIndex, path: &Path) -> Result<()> {
 
 /// Reads an index file (see the module doc for what is checked).
 pub fn load(path: &Path) -> Result<DatasetIndex> {
-    use std::io::Read;
     if let Some(why) = voisin::commit::unreadable_kind(path) {
         return Err(Error::invalid(why));
     }
-    let mut bytes = Vec::new();
-    voisin::commit::open_input(path)?.read_to_end(&mut bytes)?;
-    from_bytes(&bytes)
+    from_bytes(&std::fs::read(path)?)
 }
 
 /// Parses index bytes.

@@ -301,14 +301,13 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
     .map_err(|p| p.at(path))
 }
 
-/// Opens an input by voisin's rule for non-regular files (`voisin::commit::open_input`):
-/// devices and sockets refused, a FIFO without a writer read as empty rather than waited for.
-/// `what` leads the message of a failure to open.
+/// Opens an input by voisin's rule for non-regular files (`voisin::commit::unreadable_kind`):
+/// devices and sockets refused, pipes read. `what` leads the message of a failure to open.
 fn open_input(path: &Path, what: &str) -> Result<File, IoError> {
     if let Some(why) = voisin::commit::unreadable_kind(path) {
         return Err(IoError::user(path, why));
     }
-    voisin::commit::open_input(path).map_err(|e| IoError::from_io(path, what, &e))
+    File::open(path).map_err(|e| IoError::from_io(path, what, &e))
 }
 
 /// The whole file; `len` is the expected size (0 when unknown), reserved up front.

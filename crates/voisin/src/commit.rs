@@ -26,9 +26,8 @@
 //!   (see [`set_bus_message`]), removes the temporary files and exits with code 2. SIGXFSZ is
 //!   ignored so that a write past the file size limit fails like a full disk.
 //!
-//! - **Inputs.** Regular files and pipes (FIFOs, `<(zcat x.fvecs.gz)`) are read; a FIFO is
-//!   opened without waiting for a writer, so one that has none reads as empty instead of
-//!   hanging ([`open_input`]). Device nodes and sockets are refused as bad input
+//! - **Inputs.** Regular files and pipes (FIFOs, `<(zcat x.fvecs.gz)`) are read; a FIFO waits
+//!   for its writer, as with any Unix tool. Device nodes and sockets are refused as bad input
 //!   ([`unreadable_kind`]): `/dev/zero` would never end.
 //!
 //! This module is Unix-only, as is the rest of the workspace.
@@ -386,24 +385,6 @@ pub fn unreadable_kind(path: &Path) -> Option<String> {
             kind_name(t)
         )
     })
-}
-
-/// Opens an input for reading without blocking on a FIFO that has no writer (it then reads as
-/// empty); reads are blocking as usual afterwards.
-pub fn open_input(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on a descriptor this function owns; only the status flags change.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(file)
 }
 
 /// The folder exists, and with `probe` a file can be created in it (creating one is the only
