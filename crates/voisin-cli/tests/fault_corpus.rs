@@ -248,376 +248,325 @@ fn concurrent_input(e: &Env) -> bool {
     true
 }
 
+/// A case run once that must fail with `code` and an error line holding `needles`.
+const fn fails(
+    name: &'static str,
+    setup: fn(&Env) -> bool,
+    args: &'static str,
+    code: i32,
+    needles: &'static [&'static str],
+) -> Case {
+    Case {
+        name,
+        setup,
+        args,
+        how: How::Plain,
+        expect: Expect::Fail(code, needles),
+        may_add: "",
+    }
+}
+
+/// A case run once that must succeed and write `files`.
+const fn works(
+    name: &'static str,
+    setup: fn(&Env) -> bool,
+    args: &'static str,
+    files: &'static [&'static str],
+) -> Case {
+    Case {
+        name,
+        setup,
+        args,
+        how: How::Plain,
+        expect: Expect::Ok(files),
+        may_add: "",
+    }
+}
+
 const CASES: &[Case] = &[
     // --- class 1: multi-file outputs ---
-    Case {
-        name: "range .npy whose offsets companion became a folder keeps the earlier result",
-        setup: |e| {
-            e.ok("range --base base.fvecs --query q.fvecs --radius 1 --out r.npy");
-            std::fs::remove_file(e.path("r.offsets.npy")).unwrap();
-            std::fs::create_dir(e.path("r.offsets.npy")).unwrap();
-            true
-        },
-        args: "range --base base.fvecs --query q.fvecs --radius 2 --out r.npy",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["r.offsets.npy", "is a folder"]),
-        may_add: "",
+    fails(
+        "range .npy whose offsets companion became a folder keeps the earlier result",
+        |e| {
+        e.ok("range --base base.fvecs --query q.fvecs --radius 1 --out r.npy");
+        std::fs::remove_file(e.path("r.offsets.npy")).unwrap();
+        std::fs::create_dir(e.path("r.offsets.npy")).unwrap();
+        true
     },
-    Case {
-        name: "a companion name too long for the file system",
-        setup: nothing,
-        args: "graph --input base.fvecs -k 2 --out xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.npy",
-        how: How::Plain,
-        expect: Expect::Fail(2, &[".indices.npy", "too long"]),
-        may_add: "",
+        "range --base base.fvecs --query q.fvecs --radius 2 --out r.npy",
+        2, &["r.offsets.npy", "is a folder"],
+    ),
+    fails(
+        "a companion name too long for the file system",
+        nothing,
+        "graph --input base.fvecs -k 2 --out xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.npy",
+        2, &[".indices.npy", "too long"],
+    ),
+    fails(
+        "a .csr.npz target that is a folder",
+        |e| std::fs::create_dir(e.path("g.csr.npz")).is_ok(),
+        "graph --input base.fvecs -k 2 --out g.csr.npz",
+        2, &["g.csr.npz", "is a folder"],
+    ),
+    fails(
+        "a knn .npz target that is a folder with an earlier result beside it",
+        |e| {
+        e.ok("knn --base base.fvecs --query q.fvecs -k 2 --out r.npy");
+        std::fs::create_dir(e.path("r.npz")).is_ok()
     },
-    Case {
-        name: "a .csr.npz target that is a folder",
-        setup: |e| std::fs::create_dir(e.path("g.csr.npz")).is_ok(),
-        args: "graph --input base.fvecs -k 2 --out g.csr.npz",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["g.csr.npz", "is a folder"]),
-        may_add: "",
-    },
-    Case {
-        name: "a knn .npz target that is a folder with an earlier result beside it",
-        setup: |e| {
-            e.ok("knn --base base.fvecs --query q.fvecs -k 2 --out r.npy");
-            std::fs::create_dir(e.path("r.npz")).is_ok()
-        },
-        args: "knn --base base.fvecs --query q.fvecs -k 3 --out r.npz",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["r.npz", "is a folder"]),
-        may_add: "",
-    },
+        "knn --base base.fvecs --query q.fvecs -k 3 --out r.npz",
+        2, &["r.npz", "is a folder"],
+    ),
     // --- class 2: device nodes, FIFOs, links, read and written ---
-    Case {
-        name: "an input that is a character device",
-        setup: |e| e.node("zero.fvecs"),
-        args: "graph --input zero.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, DEVICE),
-        may_add: "",
+    fails(
+        "an input that is a character device",
+        |e| e.node("zero.fvecs"),
+        "graph --input zero.fvecs -k 2",
+        2, DEVICE,
+    ),
+    fails(
+        "queries that are a character device",
+        |e| e.node("zero.fvecs"),
+        "knn --base base.fvecs --query zero.fvecs -k 2",
+        2, DEVICE,
+    ),
+    fails(
+        "an index that is a character device",
+        |e| e.node("zero.vidx"),
+        "index query --index zero.vidx --query q.fvecs -k 2",
+        2, DEVICE,
+    ),
+    fails(
+        "an index built from a character device",
+        |e| e.node("zero.fvecs"),
+        "index build --input zero.fvecs --kind lc --out i.vidx",
+        2, DEVICE,
+    ),
+    fails(
+        "a checkpoint folder that is a character device",
+        |e| e.node("zero.ck"),
+        "graph --input base.fvecs -k 2 --checkpoint zero.ck",
+        2, &["zero.ck"],
+    ),
+    fails(
+        "an .npz output that is a character device",
+        |e| e.node("zero.npz"),
+        "graph --input base.fvecs -k 2 --out zero.npz",
+        2, DEVICE,
+    ),
+    fails(
+        "an input FIFO whose writer sends nothing",
+        |e| e.fifo_sending("f.fvecs", b""),
+        "graph --input f.fvecs -k 2",
+        2, &["f.fvecs"],
+    ),
+    fails(
+        "a query FIFO whose writer sends a cut row",
+        |e| e.fifo_sending("f.fvecs", b"\x04\x00\x00\x00\x00\x00\x80\x3f"),
+        "knn --base base.fvecs --query f.fvecs -k 2",
+        2, &["f.fvecs"],
+    ),
+    fails(
+        "an index FIFO whose writer sends no index",
+        |e| e.fifo_sending("f.vidx", b"VOISINIX but not really"),
+        "index query --index f.vidx --query q.fvecs -k 2",
+        2, &["f.vidx"],
+    ),
+    fails(
+        "an .npz output that is a FIFO",
+        |e| e.fifo("f.npz"),
+        "graph --input base.fvecs -k 2 --out f.npz",
+        2, &["f.npz", "FIFO"],
+    ),
+    fails(
+        "an index output that is a FIFO",
+        |e| e.fifo("f.vidx"),
+        "index build --input base.fvecs --kind sss --out f.vidx",
+        2, &["f.vidx", "FIFO"],
+    ),
+    fails(
+        "an index output that is a link to an earlier index",
+        |e| {
+        e.ok("index build --input base.fvecs --kind lc --out real.vidx");
+        e.link("real.vidx", "l.vidx")
     },
-    Case {
-        name: "queries that are a character device",
-        setup: |e| e.node("zero.fvecs"),
-        args: "knn --base base.fvecs --query zero.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, DEVICE),
-        may_add: "",
+        "index build --input base.fvecs --kind cover --out l.vidx",
+        2, &["l.vidx", "symbolic link"],
+    ),
+    fails(
+        "a .csr.npz output that is a link",
+        |e| {
+        e.s.raw("real", b"someone's data");
+        e.link("real", "g.csr.npz")
     },
-    Case {
-        name: "an index that is a character device",
-        setup: |e| e.node("zero.vidx"),
-        args: "index query --index zero.vidx --query q.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, DEVICE),
-        may_add: "",
+        "graph --input base.fvecs -k 2 --out g.csr.npz",
+        2, &["g.csr.npz", "symbolic link"],
+    ),
+    fails(
+        "a range offsets companion that is a link",
+        |e| {
+        e.ok("range --base base.fvecs --query q.fvecs --radius 1 --out r.npy");
+        std::fs::remove_file(e.path("r.offsets.npy")).unwrap();
+        e.s.raw("real", b"someone's data");
+        e.link("real", "r.offsets.npy")
     },
-    Case {
-        name: "an index built from a character device",
-        setup: |e| e.node("zero.fvecs"),
-        args: "index build --input zero.fvecs --kind lc --out i.vidx",
-        how: How::Plain,
-        expect: Expect::Fail(2, DEVICE),
-        may_add: "",
+        "range --base base.fvecs --query q.fvecs --radius 2 --out r.npy",
+        2, &["r.offsets.npy", "symbolic link"],
+    ),
+    fails(
+        "a dangling link as input",
+        |e| e.link("gone.fvecs", "l.fvecs"),
+        "graph --input l.fvecs -k 2",
+        2, &["l.fvecs", "No such file"],
+    ),
+    fails(
+        "an index path in a link loop",
+        |e| e.link("loop.vidx", "loop.vidx"),
+        "index query --index loop.vidx --query q.fvecs -k 2",
+        2, &["loop.vidx"],
+    ),
+    works(
+        "an output through a linked folder is written (the rule is about the target)",
+        |e| {
+        std::fs::create_dir(e.path("real")).unwrap();
+        e.link("real", "via")
     },
-    Case {
-        name: "a checkpoint folder that is a character device",
-        setup: |e| e.node("zero.ck"),
-        args: "graph --input base.fvecs -k 2 --checkpoint zero.ck",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["zero.ck"]),
-        may_add: "",
-    },
-    Case {
-        name: "an .npz output that is a character device",
-        setup: |e| e.node("zero.npz"),
-        args: "graph --input base.fvecs -k 2 --out zero.npz",
-        how: How::Plain,
-        expect: Expect::Fail(2, DEVICE),
-        may_add: "",
-    },
-    Case {
-        name: "an input FIFO whose writer sends nothing",
-        setup: |e| e.fifo_sending("f.fvecs", b""),
-        args: "graph --input f.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["f.fvecs"]),
-        may_add: "",
-    },
-    Case {
-        name: "a query FIFO whose writer sends a cut row",
-        setup: |e| e.fifo_sending("f.fvecs", b"\x04\x00\x00\x00\x00\x00\x80\x3f"),
-        args: "knn --base base.fvecs --query f.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["f.fvecs"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index FIFO whose writer sends no index",
-        setup: |e| e.fifo_sending("f.vidx", b"VOISINIX but not really"),
-        args: "index query --index f.vidx --query q.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["f.vidx"]),
-        may_add: "",
-    },
-    Case {
-        name: "an .npz output that is a FIFO",
-        setup: |e| e.fifo("f.npz"),
-        args: "graph --input base.fvecs -k 2 --out f.npz",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["f.npz", "FIFO"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index output that is a FIFO",
-        setup: |e| e.fifo("f.vidx"),
-        args: "index build --input base.fvecs --kind sss --out f.vidx",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["f.vidx", "FIFO"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index output that is a link to an earlier index",
-        setup: |e| {
-            e.ok("index build --input base.fvecs --kind lc --out real.vidx");
-            e.link("real.vidx", "l.vidx")
-        },
-        args: "index build --input base.fvecs --kind cover --out l.vidx",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["l.vidx", "symbolic link"]),
-        may_add: "",
-    },
-    Case {
-        name: "a .csr.npz output that is a link",
-        setup: |e| {
-            e.s.raw("real", b"someone's data");
-            e.link("real", "g.csr.npz")
-        },
-        args: "graph --input base.fvecs -k 2 --out g.csr.npz",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["g.csr.npz", "symbolic link"]),
-        may_add: "",
-    },
-    Case {
-        name: "a range offsets companion that is a link",
-        setup: |e| {
-            e.ok("range --base base.fvecs --query q.fvecs --radius 1 --out r.npy");
-            std::fs::remove_file(e.path("r.offsets.npy")).unwrap();
-            e.s.raw("real", b"someone's data");
-            e.link("real", "r.offsets.npy")
-        },
-        args: "range --base base.fvecs --query q.fvecs --radius 2 --out r.npy",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["r.offsets.npy", "symbolic link"]),
-        may_add: "",
-    },
-    Case {
-        name: "a dangling link as input",
-        setup: |e| e.link("gone.fvecs", "l.fvecs"),
-        args: "graph --input l.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["l.fvecs", "No such file"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index path in a link loop",
-        setup: |e| e.link("loop.vidx", "loop.vidx"),
-        args: "index query --index loop.vidx --query q.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["loop.vidx"]),
-        may_add: "",
-    },
-    Case {
-        name: "an output through a linked folder is written (the rule is about the target)",
-        setup: |e| {
-            std::fs::create_dir(e.path("real")).unwrap();
-            e.link("real", "via")
-        },
-        args: "graph --input base.fvecs -k 2 --out via/g.ivecs",
-        how: How::Plain,
-        expect: Expect::Ok(&["real/g.ivecs", "real/g.fvecs"]),
-        may_add: "",
-    },
-    Case {
-        name: "an input through a link is read",
-        setup: |e| e.link("base.fvecs", "l.fvecs"),
-        args: "graph --input l.fvecs -k 2 --out g.npy",
-        how: How::Plain,
-        expect: Expect::Ok(&["g.indices.npy", "g.distances.npy"]),
-        may_add: "",
-    },
+        "graph --input base.fvecs -k 2 --out via/g.ivecs",
+        &["real/g.ivecs", "real/g.fvecs"],
+    ),
+    works(
+        "an input through a link is read",
+        |e| e.link("base.fvecs", "l.fvecs"),
+        "graph --input l.fvecs -k 2 --out g.npy",
+        &["g.indices.npy", "g.distances.npy"],
+    ),
     // --- class 7: paths that cannot work, read-only places, full disks ---
-    Case {
-        name: "an index output name too long",
-        setup: nothing,
-        args: "index build --input base.fvecs --kind lc --out iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii.vidx",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["iiii", "too long"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index name too long",
-        setup: nothing,
-        args: "index query --index iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii.vidx --query q.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["iiii", "too long"]),
-        may_add: "",
-    },
-    Case {
-        name: "a query name too long",
-        setup: nothing,
-        args: "knn --base base.fvecs -k 2 --query qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq.fvecs",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["qqqq", "too long"]),
-        may_add: "",
-    },
-    Case {
-        name: "an input path through a file",
-        setup: nothing,
-        args: "graph --input base.fvecs/x.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["base.fvecs/x.fvecs", "Not a directory"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index output path through a file",
-        setup: nothing,
-        args: "index build --input base.fvecs --kind lc --out base.fvecs/i.vidx",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["base.fvecs/i.vidx", "is not a folder"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index path through a file",
-        setup: nothing,
-        args: "index query --index base.fvecs/i.vidx --query q.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["base.fvecs/i.vidx"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index output ending in '/'",
-        setup: nothing,
-        args: "index build --input base.fvecs --kind lc --out i.vidx/",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["i.vidx/", "ends in '/'"]),
-        may_add: "",
-    },
-    Case {
-        name: "an index output in a missing folder",
-        setup: nothing,
-        args: "index build --input base.fvecs --kind lc --out nowhere/i.vidx",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["nowhere/i.vidx", "does not exist"]),
-        may_add: "",
-    },
-    Case {
-        name: "knn into a read-only file system",
-        setup: Env::read_only,
-        args: "knn --base base.fvecs --query q.fvecs -k 2 --out ro/r.ivecs",
-        how: How::Plain,
-        expect: Expect::Fail(2, RO),
-        may_add: "",
-    },
-    Case {
-        name: "graph .npy into a read-only file system",
-        setup: Env::read_only,
-        args: "graph --input base.fvecs -k 2 --out ro/g.npy",
-        how: How::Plain,
-        expect: Expect::Fail(2, RO),
-        may_add: "",
-    },
-    Case {
-        name: "range .tsv into a read-only file system",
-        setup: Env::read_only,
-        args: "range --base base.fvecs --query q.fvecs --radius 1 --out ro/r.tsv",
-        how: How::Plain,
-        expect: Expect::Fail(2, RO),
-        may_add: "",
-    },
-    Case {
-        name: "an index into a read-only file system",
-        setup: Env::read_only,
-        args: "index build --input base.fvecs --kind lc --out ro/i.vidx",
-        how: How::Plain,
-        expect: Expect::Fail(2, RO),
-        may_add: "",
-    },
-    Case {
-        name: "a checkpoint folder on a read-only file system",
-        setup: Env::read_only,
-        args: "graph --input base.fvecs -k 2 --checkpoint ro/ck",
-        how: How::Plain,
-        expect: Expect::Fail(2, RO),
-        may_add: "",
-    },
-    Case {
-        name: "a full disk under graph .ivecs",
-        setup: |e| e.full_disk_with("g.ivecs"),
-        args: "graph --input big.fvecs -k 5 --out small/g.ivecs",
-        how: How::Plain,
-        expect: Expect::Fail(1, FULL),
-        may_add: "",
-    },
-    Case {
-        name: "a full disk under graph .npy",
-        setup: |e| e.full_disk_with("g.npy"),
-        args: "graph --input big.fvecs -k 5 --out small/g.npy",
-        how: How::Plain,
-        expect: Expect::Fail(1, FULL),
-        may_add: "",
-    },
-    Case {
-        name: "a full disk under graph .npz",
-        setup: |e| e.full_disk_with("g.npz"),
-        args: "graph --input big.fvecs -k 5 --out small/g.npz",
-        how: How::Plain,
-        expect: Expect::Fail(1, FULL),
-        may_add: "",
-    },
-    Case {
-        name: "a full disk under graph .csr.npz",
-        setup: |e| e.full_disk_with("g.csr.npz"),
-        args: "graph --input big.fvecs -k 5 --out small/g.csr.npz",
-        how: How::Plain,
-        expect: Expect::Fail(1, FULL),
-        may_add: "",
-    },
-    Case {
-        name: "a full disk under graph .tsv",
-        setup: |e| e.full_disk_with("g.tsv"),
-        args: "graph --input big.fvecs -k 5 --out small/g.tsv",
-        how: How::Plain,
-        expect: Expect::Fail(1, FULL),
-        may_add: "",
-    },
-    Case {
-        name: "a full disk under knn .ivecs",
-        setup: |e| e.full_disk_with("g.ivecs"),
-        args: "knn --base big.fvecs --query big.fvecs -k 5 --out small/g.ivecs",
-        how: How::Plain,
-        expect: Expect::Fail(1, FULL),
-        may_add: "",
-    },
-    Case {
-        name: "a full disk under range .npy (three files)",
-        setup: |e| e.full_disk_with("g.npy"),
-        args: "range --base big.fvecs --query big.fvecs --radius 0.5 --out small/r.npy",
-        how: How::Plain,
-        expect: Expect::Fail(1, FULL),
-        may_add: "",
-    },
-    Case {
-        name: "a full disk under index build",
-        setup: |e| e.full_disk_with("i.vidx"),
-        args: "index build --input big.fvecs --kind lc --out small/i.vidx",
-        how: How::Plain,
-        expect: Expect::Fail(1, FULL),
-        may_add: "",
-    },
+    fails(
+        "an index output name too long",
+        nothing,
+        "index build --input base.fvecs --kind lc --out iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii.vidx",
+        2, &["iiii", "too long"],
+    ),
+    fails(
+        "an index name too long",
+        nothing,
+        "index query --index iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii.vidx --query q.fvecs -k 2",
+        2, &["iiii", "too long"],
+    ),
+    fails(
+        "a query name too long",
+        nothing,
+        "knn --base base.fvecs -k 2 --query qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq.fvecs",
+        2, &["qqqq", "too long"],
+    ),
+    fails(
+        "an input path through a file",
+        nothing,
+        "graph --input base.fvecs/x.fvecs -k 2",
+        2, &["base.fvecs/x.fvecs", "Not a directory"],
+    ),
+    fails(
+        "an index output path through a file",
+        nothing,
+        "index build --input base.fvecs --kind lc --out base.fvecs/i.vidx",
+        2, &["base.fvecs/i.vidx", "is not a folder"],
+    ),
+    fails(
+        "an index path through a file",
+        nothing,
+        "index query --index base.fvecs/i.vidx --query q.fvecs -k 2",
+        2, &["base.fvecs/i.vidx"],
+    ),
+    fails(
+        "an index output ending in '/'",
+        nothing,
+        "index build --input base.fvecs --kind lc --out i.vidx/",
+        2, &["i.vidx/", "ends in '/'"],
+    ),
+    fails(
+        "an index output in a missing folder",
+        nothing,
+        "index build --input base.fvecs --kind lc --out nowhere/i.vidx",
+        2, &["nowhere/i.vidx", "does not exist"],
+    ),
+    fails(
+        "knn into a read-only file system",
+        Env::read_only,
+        "knn --base base.fvecs --query q.fvecs -k 2 --out ro/r.ivecs",
+        2, RO,
+    ),
+    fails(
+        "graph .npy into a read-only file system",
+        Env::read_only,
+        "graph --input base.fvecs -k 2 --out ro/g.npy",
+        2, RO,
+    ),
+    fails(
+        "range .tsv into a read-only file system",
+        Env::read_only,
+        "range --base base.fvecs --query q.fvecs --radius 1 --out ro/r.tsv",
+        2, RO,
+    ),
+    fails(
+        "an index into a read-only file system",
+        Env::read_only,
+        "index build --input base.fvecs --kind lc --out ro/i.vidx",
+        2, RO,
+    ),
+    fails(
+        "a checkpoint folder on a read-only file system",
+        Env::read_only,
+        "graph --input base.fvecs -k 2 --checkpoint ro/ck",
+        2, RO,
+    ),
+    fails(
+        "a full disk under graph .ivecs",
+        |e| e.full_disk_with("g.ivecs"),
+        "graph --input big.fvecs -k 5 --out small/g.ivecs",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under graph .npy",
+        |e| e.full_disk_with("g.npy"),
+        "graph --input big.fvecs -k 5 --out small/g.npy",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under graph .npz",
+        |e| e.full_disk_with("g.npz"),
+        "graph --input big.fvecs -k 5 --out small/g.npz",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under graph .csr.npz",
+        |e| e.full_disk_with("g.csr.npz"),
+        "graph --input big.fvecs -k 5 --out small/g.csr.npz",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under graph .tsv",
+        |e| e.full_disk_with("g.tsv"),
+        "graph --input big.fvecs -k 5 --out small/g.tsv",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under knn .ivecs",
+        |e| e.full_disk_with("g.ivecs"),
+        "knn --base big.fvecs --query big.fvecs -k 5 --out small/g.ivecs",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under range .npy (three files)",
+        |e| e.full_disk_with("g.npy"),
+        "range --base big.fvecs --query big.fvecs --radius 0.5 --out small/r.npy",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under index build",
+        |e| e.full_disk_with("i.vidx"),
+        "index build --input big.fvecs --kind lc --out small/i.vidx",
+        1, FULL,
+    ),
     Case {
         name: "a full disk under checkpoint passes",
         setup: |e| e.full_disk_with(""),
@@ -770,172 +719,167 @@ const CASES: &[Case] = &[
         may_add: "",
     },
     // --- class 8: forged files ---
-    Case {
-        name: "an LC index whose last member distance lies",
-        setup: |e| e.forged_index("lc", |len| len - 12, 12345.0),
-        args: "index query --index i.vidx --query q.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["i.vidx", "inconsistent"]),
-        may_add: "",
+    fails(
+        "an LC index whose last member distance lies",
+        |e| e.forged_index("lc", |len| len - 12, 12345.0),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx", "inconsistent"],
+    ),
+    fails(
+        "an SSS index whose last table entry lies",
+        |e| e.forged_index("sss", |len| len - 12, 12345.0),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx", "inconsistent"],
+    ),
+    // The structure: base (f64), node count (u64), then the root: item, level, parent
+    // (u32 each), parent distance and reach (f64).
+    fails(
+        "a cover tree whose root reach is 0",
+        |e| e.forged_index("cover", |_| structure_start() + 8 + 8 + 12 + 8, 0.0),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx", "inconsistent"],
+    ),
+    fails(
+        "an .npy whose shape claims fewer rows than it holds",
+        |e| {
+        let mut v = npy_header("<f4", false, &[3, 4]);
+        v.extend(std::iter::repeat_n(0u8, 5 * 4 * 4));
+        e.s.raw("lie.npy", &v);
+        true
     },
-    Case {
-        name: "an SSS index whose last table entry lies",
-        setup: |e| e.forged_index("sss", |len| len - 12, 12345.0),
-        args: "index query --index i.vidx --query q.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["i.vidx", "inconsistent"]),
-        may_add: "",
+        "graph --input lie.npy -k 2",
+        2, &["lie.npy"],
+    ),
+    fails(
+        "an .npy whose dtype claims wider values than it holds",
+        |e| {
+        let mut v = npy_header("<f8", false, &[5, 4]);
+        v.extend(std::iter::repeat_n(0u8, 5 * 4 * 4));
+        e.s.raw("lie.npy", &v);
+        true
     },
-    Case {
-        name: "a cover tree whose root reach is 0",
-        // The structure: base (f64), node count (u64), then the root: item, level, parent
-        // (u32 each), parent distance and reach (f64).
-        setup: |e| e.forged_index("cover", |_| structure_start() + 8 + 8 + 12 + 8, 0.0),
-        args: "index query --index i.vidx --query q.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["i.vidx", "inconsistent"]),
-        may_add: "",
+        "graph --input lie.npy -k 2",
+        2, &["lie.npy"],
+    ),
+    fails(
+        "an .npz whose member claims more rows than it holds",
+        |e| {
+        e.ok("graph --input base.fvecs -k 2 --out g.npz");
+        let mut v = std::fs::read(e.path("g.npz")).unwrap();
+        // The first member's shape, (30, 2), becomes (90, 2) in place: same length.
+        let at = v.windows(7).position(|w| w == b"(30, 2)").unwrap();
+        v[at + 1..at + 3].copy_from_slice(b"90");
+        e.s.raw("lie.npz", &v);
+        true
     },
-    Case {
-        name: "an .npy whose shape claims fewer rows than it holds",
-        setup: |e| {
-            let mut v = npy_header("<f4", false, &[3, 4]);
-            v.extend(std::iter::repeat_n(0u8, 5 * 4 * 4));
-            e.s.raw("lie.npy", &v);
-            true
-        },
-        args: "graph --input lie.npy -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["lie.npy"]),
-        may_add: "",
+        "graph --input lie.npz -k 2",
+        2, &["lie.npz"],
+    ),
+    fails(
+        "an .fvecs whose first row claims 2^30 values",
+        |e| {
+        let mut v = fvecs(&normal_rows(3, 4, 9));
+        v[..4].copy_from_slice(&(1i32 << 30).to_le_bytes());
+        e.s.raw("lie.fvecs", &v);
+        true
     },
-    Case {
-        name: "an .npy whose dtype claims wider values than it holds",
-        setup: |e| {
-            let mut v = npy_header("<f8", false, &[5, 4]);
-            v.extend(std::iter::repeat_n(0u8, 5 * 4 * 4));
-            e.s.raw("lie.npy", &v);
-            true
-        },
-        args: "graph --input lie.npy -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["lie.npy"]),
-        may_add: "",
+        "graph --input lie.fvecs -k 2",
+        2, &["lie.fvecs"],
+    ),
+    fails(
+        "an .fbin whose rows times dimension overflow",
+        |e| {
+        let mut v = fbin(&normal_rows(3, 4, 9));
+        v[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        v[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        e.s.raw("lie.fbin", &v);
+        true
     },
-    Case {
-        name: "an .npz whose member claims more rows than it holds",
-        setup: |e| {
-            e.ok("graph --input base.fvecs -k 2 --out g.npz");
-            let mut v = std::fs::read(e.path("g.npz")).unwrap();
-            // The first member's shape, (30, 2), becomes (90, 2) in place: same length.
-            let at = v.windows(7).position(|w| w == b"(30, 2)").unwrap();
-            v[at + 1..at + 3].copy_from_slice(b"90");
-            e.s.raw("lie.npz", &v);
-            true
-        },
-        args: "graph --input lie.npz -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["lie.npz"]),
-        may_add: "",
+        "graph --input lie.fbin -k 2",
+        2, &["lie.fbin"],
+    ),
+    fails(
+        "a .bvecs whose second row claims another dimension",
+        |e| {
+        let mut v = bvecs(&[vec![1, 2, 3, 4], vec![5, 6, 7, 8], vec![9, 9, 9, 9]]);
+        v[8..12].copy_from_slice(&3i32.to_le_bytes());
+        e.s.raw("lie.bvecs", &v);
+        true
     },
-    Case {
-        name: "an .fvecs whose first row claims 2^30 values",
-        setup: |e| {
-            let mut v = fvecs(&normal_rows(3, 4, 9));
-            v[..4].copy_from_slice(&(1i32 << 30).to_le_bytes());
-            e.s.raw("lie.fvecs", &v);
-            true
-        },
-        args: "graph --input lie.fvecs -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["lie.fvecs"]),
-        may_add: "",
+        "graph --input lie.bvecs -k 1",
+        2, &["lie.bvecs"],
+    ),
+    fails(
+        "an HDF5 file cut in half",
+        |e| e.fixture("ann.hdf5", "cut.hdf5", |v| v.truncate(v.len() / 2)),
+        "graph --input cut.hdf5 -k 2",
+        2, &["cut.hdf5"],
+    ),
+    fails(
+        "a Parquet footer whose length lies",
+        |e| {
+        e.fixture("columns.parquet", "lie.parquet", |v| {
+            let n = v.len();
+            v[n - 8..n - 4].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+        })
     },
-    Case {
-        name: "an .fbin whose rows times dimension overflow",
-        setup: |e| {
-            let mut v = fbin(&normal_rows(3, 4, 9));
-            v[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-            v[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
-            e.s.raw("lie.fbin", &v);
-            true
-        },
-        args: "graph --input lie.fbin -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["lie.fbin"]),
-        may_add: "",
+        "graph --input lie.parquet -k 2",
+        2, &["lie.parquet"],
+    ),
+    fails(
+        "an HDF5 train that is an external link",
+        |e| {
+        e.fixture("ann.hdf5", "ann.hdf5", |_| {});
+        e.fixture("external.hdf5", "external.hdf5", |_| {})
     },
-    Case {
-        name: "a .bvecs whose second row claims another dimension",
-        setup: |e| {
-            let mut v = bvecs(&[vec![1, 2, 3, 4], vec![5, 6, 7, 8], vec![9, 9, 9, 9]]);
-            v[8..12].copy_from_slice(&3i32.to_le_bytes());
-            e.s.raw("lie.bvecs", &v);
-            true
-        },
-        args: "graph --input lie.bvecs -k 1",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["lie.bvecs"]),
-        may_add: "",
-    },
-    Case {
-        name: "an HDF5 file cut in half",
-        setup: |e| e.fixture("ann.hdf5", "cut.hdf5", |v| v.truncate(v.len() / 2)),
-        args: "graph --input cut.hdf5 -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["cut.hdf5"]),
-        may_add: "",
-    },
-    Case {
-        name: "a Parquet footer whose length lies",
-        setup: |e| {
-            e.fixture("columns.parquet", "lie.parquet", |v| {
-                let n = v.len();
-                v[n - 8..n - 4].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
-            })
-        },
-        args: "graph --input lie.parquet -k 2",
-        how: How::Plain,
-        expect: Expect::Fail(2, &["lie.parquet"]),
-        may_add: "",
-    },
-    // --- classes 4 and 9: metrics and strings that made runs wrong or slow ---
-    Case {
-        name: "minkowski:1e300 gives chebyshev's distances, finite",
-        setup: nothing,
-        args: "graph --input base.fvecs -k 3 --metric minkowski:1e300 --out m.tsv",
-        how: How::Plain,
-        expect: Expect::Ok(&["m.tsv"]),
-        may_add: "",
-    },
-    Case {
-        name: "a 1 MiB line in a text input under levenshtein",
-        setup: |e| {
-            let mut text: String = "lorem ipsum dolor sit amet "
-                .chars()
-                .cycle()
-                .take(1 << 20)
-                .collect();
-            text.push('\n');
-            // Short lines of the long line's letters (so each is a subsequence of it).
-            let letters: Vec<char> = "loremipsudta".chars().collect();
-            for mut i in 0..2000usize {
-                let mut w = String::from("sit ");
-                while i > 0 || w.len() == 4 {
-                    w.push(letters[i % letters.len()]);
-                    i /= letters.len();
-                }
-                text.push_str(&w);
-                text.push('\n');
+        "graph --input external.hdf5 -k 2",
+        2, &["external.hdf5", "external link"],
+    ),
+    // --- classes 4 and 9: metrics, strings and links that made runs wrong or slow ---
+    works(
+        "an HDF5 train that is a soft link (old group format)",
+        |e| e.fixture("soft_v1.hdf5", "soft.hdf5", |_| {}),
+        "knn --base soft.hdf5 --query soft.hdf5 -k 2 --out s.tsv",
+        &["s.tsv"],
+    ),
+    works(
+        "an HDF5 train that is a soft link (new group format)",
+        |e| e.fixture("soft_v2.h5", "soft.h5", |_| {}),
+        "graph --input soft.h5 -k 2 --out s.npy",
+        &["s.indices.npy", "s.distances.npy"],
+    ),
+    works(
+        "minkowski:1e300 gives chebyshev's distances, finite",
+        nothing,
+        "graph --input base.fvecs -k 3 --metric minkowski:1e300 --out m.tsv",
+        &["m.tsv"],
+    ),
+    works(
+        "a 1 MiB line in a text input under levenshtein",
+        |e| {
+        let mut text: String = "lorem ipsum dolor sit amet "
+            .chars()
+            .cycle()
+            .take(1 << 20)
+            .collect();
+        text.push('\n');
+        // Short lines of the long line's letters (so each is a subsequence of it).
+        let letters: Vec<char> = "loremipsudta".chars().collect();
+        for mut i in 0..2000usize {
+            let mut w = String::from("sit ");
+            while i > 0 || w.len() == 4 {
+                w.push(letters[i % letters.len()]);
+                i /= letters.len();
             }
-            e.s.raw("long.txt", text.as_bytes());
-            true
-        },
-        args: "graph --input long.txt -k 2 --threads 2 --out l.tsv",
-        how: How::Plain,
-        expect: Expect::Ok(&["l.tsv"]),
-        may_add: "",
+            text.push_str(&w);
+            text.push('\n');
+        }
+        e.s.raw("long.txt", text.as_bytes());
+        true
     },
+        "graph --input long.txt -k 2 --threads 2 --out l.tsv",
+        &["l.tsv"],
+    ),
 ];
 
 /// Polls `dir` until a temporary output (`.voisin-*.tmp`, not a probe) holds bytes, or `child`
