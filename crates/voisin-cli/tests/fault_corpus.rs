@@ -3,17 +3,19 @@
 //! Inventory of the classes: cases in faults.rs (and the crate tests named) before this
 //! file, and the cases this file adds.
 //!
-//! | class | before | here |
+//! | class | before (faults.rs) | here |
 //! |---|---|---|
-//! | 1 multi-file outputs replaced or lost | 6 (companion in the way, replaced whole) + commit/io unit tests | 4 (offsets companion a folder, a companion name too long, csr.npz/npz over folders) |
-//! | 2 targets not owned: devices, links, FIFOs, sockets, foreign companions | 44 as outputs | 18 (device nodes, FIFOs and links as inputs, queries, indexes, checkpoints and .npz outputs; links that must work) + voisin-io tests/hdf5_links.rs (soft and external links inside HDF5) |
-//! | 3 concurrent writers, two resumes | 4 rounds of one .ivecs, 2 in-use checkpoint | 5 (.npy, range .npy, index files, two new checkpoints, two resumes) |
-//! | 4 minkowski:P of large P | 0 | voisin tests/minkowski_orders.rs (3 tests), 2 CLI cases here |
+//! | 1 multi-file outputs replaced or lost | 6 (a companion in the way, replaced whole) + commit/io unit tests | 4 (range offsets a folder, a companion name too long, .csr.npz and .npz targets that are folders) |
+//! | 2 targets not owned: devices, links, FIFOs, sockets, foreign companions | 48, all as outputs | 18 (device nodes as input, queries, index, index build input, checkpoint, .npz output; FIFOs as input, queries, index, .npz and index outputs; links: index and .csr.npz outputs, range offsets, dangling input, looping index, and two that must work) |
+//! | 3 concurrent writers, two resumes | 1 (.ivecs, 4 rounds) + 2 (checkpoint in use) | 5 (.npy, range .npy, index files, two new checkpoints, two resumes) |
+//! | 4 minkowski:P of large P | 0 | 1 + a test below; voisin tests/minkowski_orders.rs (3 tests) |
 //! | 5 mapped input truncated (SIGBUS) | 1 | 0 |
-//! | 6 signals leave temporaries | 4 (graph mid-compute, checkpoint) | 7 (knn, range, index build, checkpoint mid-compute; .tsv/.npz/.npy mid-write) |
-//! | 7 exit codes: names too long, paths through files, read-only places, full disks | 32 | 27 (full tmpfs for 9 outputs, file size limit for 3 formats, read-only mounts for 5 commands, names and paths for index files and queries) |
-//! | 8 forged files under a valid checksum | 5 checkpoint passes, LC unit test | 12 (LC/SSS/cover index files, npy/npz/fvecs/fbin/bvecs/hdf5/parquet headers that lie) + voisin-index tests/forged.rs |
-//! | 9 smaller (threads, umask, long lines, hdf5 links, resume race) | 5 | 2 (a 1 MiB line under levenshtein; large minkowski) |
+//! | 6 signals leave temporaries | 4 (graph mid-compute, checkpoint) | 7 (knn, range, index build, checkpoint mid-compute; .tsv, .npz, .npy mid-write) |
+//! | 7 exit codes: names, paths through files, read-only places, full disks | 30 | 25 (names and paths of index files and queries 8, read-only mounts 5, full tmpfs under 9 outputs, file size limit under 3 formats) |
+//! | 8 forged files under a valid checksum | 5 checkpoint passes (+ LC unit test) | 12 (LC, SSS, cover index files; npy, npz, fvecs, fbin, bvecs, hdf5 cut, parquet footer, hdf5 external link) + voisin-index tests/forged.rs |
+//! | 9 smaller: threads, umask, long lines, hdf5 soft links, resume race | 3 | 3 (a 1 MiB line under levenshtein, HDF5 soft links in both group formats) + voisin-io tests/hdf5_links.rs |
+//!
+//! 75 cases in all (the table below), run by [`run_case`].
 //!
 //! Each case: the documented exit code (README's table), exactly one error line naming the file
 //! and no panic text, nothing on standard output, no temporary file (`.voisin-*`) left in the
