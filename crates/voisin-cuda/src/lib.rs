@@ -292,10 +292,12 @@ impl Engine for CudaEngine {
     /// on the CPU.
     /// Vectors under the built-in vector metrics (unless they hold f64 values that f32 cannot
     /// hold: the tiles, the bounds and the re-rank here work on f32 values), and strings under
-    /// levenshtein.
+    /// levenshtein. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
+    /// the fp32 power tiles here cannot bound: the CPU answers them.
     fn supports(&self, data: &Dataset, metric: &Metric, _op: Op) -> bool {
         match (data, metric) {
             (_, Metric::Custom(_)) => false,
+            (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => false,
             (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && v.is_f32_exact(),
             (Dataset::Strings(_), m) => *m == Metric::Levenshtein,
         }

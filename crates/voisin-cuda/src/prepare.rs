@@ -144,6 +144,10 @@ pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a Vect
             "custom metric {} runs on the CPU engine only",
             c.name
         ))),
+        // Their key is the distance, which the fp32 power tiles here cannot bound.
+        (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => Err(Error::invalid(
+            format!("{metric} (an order above 8) runs on the CPU engine only"),
+        )),
         // The GPU tiles' bounds and the device finish assume the f32 rows are the values.
         (Dataset::Vectors(v), _) => v.require_f32_exact("the cuda engine's tiles").map(|_| v),
     }

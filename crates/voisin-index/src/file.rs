@@ -5,8 +5,10 @@
 //! kind, the metric's name (u32 length + UTF-8), the items, the structure, and a CRC-32 of every
 //! byte before it. Reading checks magic, version and checksum first, then parses with every length
 //! field bounded by the bytes actually left (a corrupted length can never ask for a huge
-//! allocation), then checks the structure's ids and ranges, so a bad file is an error, never a
-//! panic. This module owns the byte layout only.
+//! allocation), then checks the structure's ids and ranges and measures again the distances the
+//! search prunes with (LC member distances and radii, the SSS pivot table, cover tree parent
+//! distances, duplicates and reaches), so a bad or forged file is an error, never a panic or a
+//! wrong answer. This module owns the byte layout only.
 
 use std::path::Path;
 
@@ -70,6 +72,9 @@ pub fn save(index: &DatasetIndex, path: &Path) -> Result<()> {
 
 /// Reads an index file (see the module doc for what is checked).
 pub fn load(path: &Path) -> Result<DatasetIndex> {
+    if let Some(why) = voisin::commit::unreadable_kind(path) {
+        return Err(Error::invalid(why));
+    }
     from_bytes(&std::fs::read(path)?)
 }
 
@@ -253,6 +258,7 @@ fn read_structure<S: Space>(r: &mut Reader<'_>, space: S, kind: Kind) -> Result<
             let dups = r.u32s()?;
             let tree = CoverTree::from_parts(space, base, nodes, children, dups);
             tree.check_layout().map_err(structure)?;
+            tree.check_distances().map_err(structure)?;
             Index::Cover(tree)
         }
         Kind::Kd => {
