@@ -12,9 +12,9 @@ use voisin::data::VectorSet;
 use voisin::metric::exact::vector_key;
 use voisin::{Metric, Result};
 
-use crate::abi;
-use crate::context::{dev, Gpu};
-use crate::device_set::DeviceSet;
+use crate::ops::device_set::DeviceSet;
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
 
 /// Pairs per launch: bounds the index and key buffers (64M pairs: 1 GiB of keys and indices).
 const CHUNK: usize = 1 << 26;

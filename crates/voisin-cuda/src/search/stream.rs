@@ -8,7 +8,7 @@
 //! at once (the one in work, raw and prepared, and the next one's raw rows).
 //!
 //! Owns the shard schedule and its memory arithmetic; what is computed per shard and how the
-//! shards' answers merge belong to the callers (lib.rs, shard.rs). Raw rows are not kept after
+//! shards' answers merge belong to the callers (engine, shard.rs). Raw rows are not kept after
 //! a shard, so exact keys of a streamed base are computed on the host.
 
 use std::ops::Range;
@@ -19,13 +19,17 @@ use std::time::Instant;
 use cudarc::driver::{CudaEvent, CudaSlice, DevicePtrMut};
 use rayon::prelude::*;
 use voisin::data::VectorSet;
-use voisin::{Error, Metric, Result, Stats};
+use voisin::{Error, Metric, RangeResult, Result, Stats};
 
-use crate::context::{dev, Gpu};
-use crate::device_set::DeviceSet;
-use crate::knn::{Budget, Raw};
-use crate::prepare::Plan;
-use crate::{exact, range, shard, CudaEngine, Select};
+use crate::numerics::plan::Plan;
+use crate::ops::device_set::DeviceSet;
+use crate::ops::{exact, range, Budget};
+use crate::options::Select;
+use crate::runtime::context::{dev, Gpu};
+use crate::runtime::probe::Phases;
+use crate::search::finish::{finish, CandidateSource};
+use crate::search::knn::{self, Raw};
+use crate::search::{shard, Ctx};
 
 /// Values per staging chunk (16 MiB): small enough to pin quickly, large enough for full DMA
 /// speed.
@@ -156,153 +160,167 @@ pub(crate) fn for_each_shard(
     })
 }
 
-impl CudaEngine {
-    /// Whether base and queries fit on the device with room for the working set.
-    pub(crate) fn fits(&self, gpu: &Gpu, b: &VectorSet, q: &VectorSet, kp: usize) -> Result<bool> {
-        let need = resident_bytes(b.len(), b.dim())
-            + resident_bytes(q.len(), q.dim())
-            + working_bytes(q.len(), kp);
-        Ok(need <= gpu.free_memory()?)
-    }
+/// Whether base and queries fit on the device with room for the working set.
+pub(crate) fn fits(gpu: &Gpu, b: &VectorSet, q: &VectorSet, kp: usize) -> Result<bool> {
+    let need = resident_bytes(b.len(), b.dim())
+        + resident_bytes(q.len(), q.dim())
+        + working_bytes(q.len(), kp);
+    Ok(need <= gpu.free_memory()?)
+}
 
-    /// A graph's set must fit (its tiles pair every item with every other; not streamed yet).
-    pub(crate) fn graph_fits(&self, gpu: &Gpu, set: &VectorSet, k: usize) -> Result<()> {
-        let kp = crate::knn::first_list(k).max(crate::select::COLS_KP);
-        let need = resident_bytes(set.len(), set.dim()) + working_bytes(set.len(), kp);
-        let free = gpu.free_memory()?;
-        if need > free {
-            return Err(Error::device(format!(
-                "cuda: a k-NN graph of this set needs about {} MiB of device memory, {} MiB are \
-                 free (graphs larger than the GPU are not streamed yet; use --device cpu)",
-                need >> 20,
-                free >> 20
-            )));
-        }
+/// A graph's set must fit (its tiles pair every item with every other; not streamed yet).
+pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize) -> Result<()> {
+    let kp = knn::first_list(k).max(crate::ops::select::COLS_KP);
+    let need = resident_bytes(set.len(), set.dim()) + working_bytes(set.len(), kp);
+    let free = gpu.free_memory()?;
+    if need > free {
+        return Err(Error::device(format!(
+            "cuda: a k-NN graph of this set needs about {} MiB of device memory, {} MiB are \
+             free (graphs larger than the GPU are not streamed yet; use --device cpu)",
+            need >> 20,
+            free >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// Rows per shard once the queries (already uploaded) leave what they leave.
+fn rows_per_shard(ctx: &Ctx<'_>, queries: usize, kp: usize) -> Result<usize> {
+    let free = ctx.gpu.free_memory()?;
+    shard_rows(
+        free.saturating_sub(working_bytes(queries, kp)),
+        ctx.plan.dim,
+    )
+}
+
+/// One pass of k-NN candidates over the streamed base for the queries on the device;
+/// raises `max_norm` to the largest prepared base norm seen.
+fn streamed_candidates(
+    ctx: &Ctx<'_>,
+    bset: &VectorSet,
+    qdev: &DeviceSet,
+    kp: usize,
+    sel: Select,
+    max_norm: &mut f64,
+) -> Result<Vec<Raw>> {
+    let rows = rows_per_shard(ctx, qdev.n, kp)?;
+    // Measured before the shards arrive (measuring synchronises the whole context, the
+    // loader's stream too); the shards take at most half of the memory seen here.
+    let bytes = ctx.budget()?.bytes;
+    let mut acc: Vec<Raw> = (0..qdev.n).map(|_| Raw::done()).collect();
+    for_each_shard(ctx.gpu, ctx.plan, bset, rows, |base, r| {
+        ctx.check_cancel()?;
+        *max_norm = max_norm.max(base.max_norm());
+        let mut raws = ctx.shrinking(Budget { bytes }, |b| {
+            knn::candidates(ctx, base, qdev, kp, sel, b)
+        })?;
+        shard::offset(&mut raws, r.start);
+        acc = shard::merge(&[std::mem::take(&mut acc), raws], kp);
+        ctx.counters.streamed.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    })?;
+    Ok(acc)
+}
+
+/// k-NN search over a base streamed in shards; exact keys on the host.
+pub(crate) fn knn(
+    ctx: &Ctx<'_>,
+    metric: &Metric,
+    bset: &VectorSet,
+    qset: &VectorSet,
+    k: usize,
+    stats: &mut Stats,
+) -> Result<Vec<Vec<(f64, u32)>>> {
+    let t = Instant::now();
+    let qdev = DeviceSet::new(ctx.gpu, ctx.plan, qset)?;
+    let kp = knn::first_list(k);
+    let mut max_norm = 0.0;
+    let raws = streamed_candidates(ctx, bset, &qdev, kp, ctx.select(), &mut max_norm)?;
+    // Transfers overlap the work: all of it counts as compute.
+    stats.compute += t.elapsed();
+    stats.distance_evals += (bset.len() * qset.len()) as u64;
+    let mut src = Streamed {
+        ctx,
+        metric,
+        bset,
+        qset,
+        qnorm: qdev.norm(),
+        max_norm,
+    };
+    finish(ctx.plan, &mut src, k, kp, raws, stats)
+}
+
+/// The queries of a streamed search: wider lists from the base streamed again, exact keys on
+/// the host (a streamed base keeps no raw rows on the device).
+struct Streamed<'a> {
+    ctx: &'a Ctx<'a>,
+    metric: &'a Metric,
+    bset: &'a VectorSet,
+    qset: &'a VectorSet,
+    qnorm: &'a [f64],
+    max_norm: f64,
+}
+
+impl CandidateSource for Streamed<'_> {
+    fn base_len(&self) -> usize {
+        self.bset.len()
     }
 
-    /// Rows per shard once the queries (already uploaded) leave what they leave.
-    fn rows_per_shard(&self, gpu: &Gpu, plan: &Plan, queries: usize, kp: usize) -> Result<usize> {
-        let free = gpu.free_memory()?;
-        shard_rows(free.saturating_sub(working_bytes(queries, kp)), plan.dim)
+    fn norms(&self) -> (&[f64], f64) {
+        (self.qnorm, self.max_norm)
     }
 
-    /// One pass of k-NN candidates over the streamed base for the queries on the device;
-    /// raises `max_norm` to the largest prepared base norm seen.
-    #[allow(clippy::too_many_arguments)]
-    fn streamed_candidates(
-        &self,
-        gpu: &Gpu,
-        plan: &Plan,
-        bset: &VectorSet,
-        qdev: &DeviceSet,
-        kp: usize,
-        sel: Select,
-        max_norm: &mut f64,
-    ) -> Result<Vec<Raw>> {
-        let rows = self.rows_per_shard(gpu, plan, qdev.n, kp)?;
-        // Measured before the shards arrive (measuring synchronises the whole context, the
-        // loader's stream too); the shards take at most half of the memory seen here.
-        let bytes = self.budget(gpu)?.bytes;
-        let mut acc: Vec<Raw> = (0..qdev.n).map(|_| Raw::done()).collect();
-        for_each_shard(gpu, plan, bset, rows, |base, r| {
-            self.check_cancel()?;
-            *max_norm = max_norm.max(base.max_norm());
-            let mut raws = self.shrinking(Budget { bytes }, |b| {
-                crate::knn::candidates(gpu, plan, base, qdev, kp, sel, b)
-            })?;
-            shard::offset(&mut raws, r.start);
-            acc = shard::merge(&[std::mem::take(&mut acc), raws], kp);
-            self.streamed.fetch_add(1, Ordering::Relaxed);
-            Ok(())
+    fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
+        let ctx = self.ctx;
+        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, self.qset, ids)?;
+        let mut seen = 0.0;
+        streamed_candidates(ctx, self.bset, &sub, kp, ctx.widen_select(), &mut seen)
+    }
+
+    fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
+        Ok(exact::host_keys(self.metric, self.bset, self.qset, pairs))
+    }
+
+    fn phases(&self) -> Phases {
+        self.ctx.gpu.phases()
+    }
+}
+
+/// Range search over a base streamed in shards; each shard is filtered with its own norm
+/// bound, exact keys on the host.
+pub(crate) fn range(
+    ctx: &Ctx<'_>,
+    metric: &Metric,
+    bset: &VectorSet,
+    qset: &VectorSet,
+    radius: f64,
+    mut stats: Stats,
+) -> Result<RangeResult> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
+    let t = Instant::now();
+    let qdev = DeviceSet::new(gpu, plan, qset)?;
+    let rows = rows_per_shard(ctx, qset.len(), 1)?;
+    let bytes = ctx.budget()?.bytes;
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); qset.len()];
+    for_each_shard(gpu, plan, bset, rows, |base, r| {
+        ctx.check_cancel()?;
+        let thr = range::thresholds(plan, metric, radius, qdev.norm(), base.max_norm());
+        let (offsets, ids) = ctx.shrinking(Budget { bytes }, |b| {
+            range::candidates(gpu, plan, base, &qdev, &thr, b)
         })?;
-        Ok(acc)
-    }
-
-    /// k-NN search over a base streamed in shards; exact keys on the host.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn knn_streamed(
-        &self,
-        gpu: &Gpu,
-        plan: &Plan,
-        metric: &Metric,
-        bset: &VectorSet,
-        qset: &VectorSet,
-        k: usize,
-        stats: &mut Stats,
-    ) -> Result<Vec<Vec<(f64, u32)>>> {
-        let t = Instant::now();
-        let qdev = DeviceSet::new(gpu, plan, qset)?;
-        let kp = crate::knn::first_list(k);
-        let mut max_norm = 0.0;
-        let raws =
-            self.streamed_candidates(gpu, plan, bset, &qdev, kp, self.opts.select, &mut max_norm)?;
-        // Transfers overlap the work: all of it counts as compute.
-        stats.compute += t.elapsed();
-        stats.distance_evals += (bset.len() * qset.len()) as u64;
-        let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
-            let sub = DeviceSet::gather(gpu, plan, qset, ids)?;
-            let mut seen = 0.0;
-            self.streamed_candidates(gpu, plan, bset, &sub, kp, self.widen_select(), &mut seen)
-        };
-        let mut exact_fn = |pairs: &[[u32; 2]]| Ok(exact::host_keys(metric, bset, qset, pairs));
-        crate::knn::finish(
-            plan,
-            qdev.norm(),
-            max_norm,
-            k,
-            raws,
-            &|_| None,
-            bset.len(),
-            kp,
-            &mut redo,
-            &mut exact_fn,
-            stats,
-        )
-    }
-
-    /// Range search over a base streamed in shards; each shard is filtered with its own norm
-    /// bound, exact keys on the host.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn range_streamed(
-        &self,
-        gpu: &Gpu,
-        plan: &Plan,
-        metric: &Metric,
-        bset: &VectorSet,
-        qset: &VectorSet,
-        radius: f64,
-        stats: &mut Stats,
-    ) -> Result<Vec<Vec<(f64, u32)>>> {
-        let t = Instant::now();
-        let qdev = DeviceSet::new(gpu, plan, qset)?;
-        let rows = self.rows_per_shard(gpu, plan, qset.len(), 1)?;
-        let bytes = self.budget(gpu)?.bytes;
-        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); qset.len()];
-        for_each_shard(gpu, plan, bset, rows, |base, r| {
-            self.check_cancel()?;
-            let thr = range::thresholds(plan, metric, radius, qdev.norm(), base.max_norm());
-            let (offsets, ids) = self.shrinking(Budget { bytes }, |b| {
-                range::candidates(gpu, plan, base, &qdev, &thr, b)
-            })?;
-            let start = r.start as u32;
-            lists.par_iter_mut().enumerate().for_each(|(q, l)| {
-                l.extend(ids[offsets[q]..offsets[q + 1]].iter().map(|&i| i + start))
-            });
-            self.streamed.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        })?;
-        stats.compute += t.elapsed();
-        stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
-        let t = Instant::now();
-        let (offsets, ids) = range::csr(&lists);
-        let pairs = range::pairs(&offsets, &ids);
-        let keys = exact::host_keys(metric, bset, qset, &pairs);
-        stats.exact_evals += pairs.len() as u64;
-        let rows = range::exact_rows(metric, radius, &offsets, &ids, &keys);
-        stats.select += t.elapsed();
-        Ok(rows)
-    }
+        let start = r.start as u32;
+        lists.par_iter_mut().enumerate().for_each(|(q, l)| {
+            l.extend(ids[offsets[q]..offsets[q + 1]].iter().map(|&i| i + start))
+        });
+        ctx.counters.streamed.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    })?;
+    stats.compute += t.elapsed();
+    stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
+    let t = Instant::now();
+    let (offsets, ids) = super::range::csr(&lists);
+    let keys = |pairs: &[[u32; 2]]| Ok(exact::host_keys(metric, bset, qset, pairs));
+    super::range::finish(metric, radius, &offsets, &ids, keys, t, stats)
 }
 
 #[cfg(test)]

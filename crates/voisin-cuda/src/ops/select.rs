@@ -7,23 +7,16 @@
 //! at least the largest one kept. `bench_tile` (feature bench-variants) times one kernel on a
 //! synthetic tile for `examples/select_bench.rs`.
 
-use std::str::FromStr;
-
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
 use voisin::{Error, Result};
 
-use crate::abi;
-use crate::context::{dev, Gpu};
-use crate::prepare::TileKey;
+use crate::numerics::plan::TileKey;
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
 
-/// Largest list the block-select kernel keeps per row (shared memory: 2 × kp × 8 bytes).
-pub const BLOCK_MAX_K: usize = 2048;
-/// Largest list of the heap kernel: every lane of its warp holds a heap of the full list size
-/// (33 × kp × 8 bytes of shared memory per row, 68 KiB at 256).
-pub const HEAP_MAX_K: usize = 256;
-/// Largest list of the quick-select kernel (two arrays of kp + 2048 entries in shared memory).
-pub const QUICK_MAX_K: usize = 4096;
+pub use crate::options::{list_size, Select, BLOCK_MAX_K, HEAP_MAX_K, QUICK_MAX_K};
+
 const THREADS: u32 = 256;
 /// Values per thread between barriers in select_block.
 const SB_GROUP: usize = abi::ROW_GROUP;
@@ -32,133 +25,6 @@ const SB_GROUP: usize = abi::ROW_GROUP;
 const QUICK_THREADS: u32 = 256;
 #[cfg(feature = "bench-variants")]
 const QS_GROUP: usize = abi::ROW_GROUP;
-
-/// Which selection kernel produces candidates.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Select {
-    /// Block select while the list fits (k up to about 1800), radix select beyond.
-    #[default]
-    Auto,
-    /// Per-row block select with a threshold filter and bitonic merges (kernels/select/block.cu).
-    Block,
-    /// Per-row radix select over whole rows, any k up to n (kernels/select/radix.cu).
-    Radix,
-    /// Per-lane max-heaps with a warp-shared gate, one warp per row (kernels/select/heap.cu);
-    /// lists up to [`HEAP_MAX_K`].
-    Heap,
-    /// Threshold filter plus warp-ballot quick-select, one block per row
-    /// (kernels/select/quick.cu); lists up to [`QUICK_MAX_K`].
-    Quick,
-}
-
-impl FromStr for Select {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Select::ALL
-            .into_iter()
-            .find(|v| v.name() == s.to_ascii_lowercase())
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "unknown selection '{s}' (known: auto, block, radix, heap, quick)"
-                ))
-            })
-    }
-}
-
-impl std::fmt::Display for Select {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Select {
-    /// Every value, `Auto` first.
-    pub const ALL: [Select; 5] = [
-        Select::Auto,
-        Select::Block,
-        Select::Radix,
-        Select::Heap,
-        Select::Quick,
-    ];
-
-    /// The name `--select` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Select::Auto => "auto",
-            Select::Block => "block",
-            Select::Radix => "radix",
-            Select::Heap => "heap",
-            Select::Quick => "quick",
-        }
-    }
-
-    /// The largest list (candidates per query) the variant keeps; `None`: any.
-    pub fn max_list(self) -> Option<usize> {
-        match self {
-            Select::Auto | Select::Radix => None,
-            Select::Block => Some(BLOCK_MAX_K),
-            Select::Heap => Some(HEAP_MAX_K),
-            Select::Quick => Some(QUICK_MAX_K),
-        }
-    }
-
-    /// The largest k the variant accepts (its list of k plus the margin fits); `None`: any.
-    pub fn max_k(self) -> Option<usize> {
-        let max = self.max_list()?;
-        (1..=max).rev().find(|&k| self.width(list_size(k)) <= max)
-    }
-
-    /// The variant that runs for a list of `kp` entries.
-    pub(crate) fn resolve(self, kp: usize) -> Result<Select> {
-        match self {
-            Select::Auto if kp <= BLOCK_MAX_K => Ok(Select::Block),
-            Select::Auto => Ok(Select::Radix),
-            s => match s.max_list() {
-                Some(max) if s.width(kp) > max => Err(Error::invalid(format!(
-                    "{s} selection keeps at most {max} candidates per query (k too large); \
-                     use --select radix or auto"
-                ))),
-                _ => Ok(s),
-            },
-        }
-    }
-
-    /// Whether this build has the variant's kernel: heap and quick are benchmark variants,
-    /// built with the `bench-variants` feature only.
-    pub fn built(self) -> bool {
-        cfg!(feature = "bench-variants") || !matches!(self, Select::Heap | Select::Quick)
-    }
-
-    /// The error for a variant this build does not have.
-    pub fn not_built(self) -> Error {
-        Error::invalid(format!(
-            "--select {self} is a benchmark variant not built into this binary (build \
-             voisin-cuda with the bench-variants feature)"
-        ))
-    }
-
-    /// Whether the kernel selects over whole rows (one tile spans the base) instead of keeping
-    /// running lists across tiles.
-    pub(crate) fn whole_rows(self) -> bool {
-        self == Select::Radix
-    }
-
-    /// The list width in memory for a wanted list of `kp`: block and heap lists are merged with
-    /// bitonic networks and are sized to a power of two; radix and quick keep exactly `kp` (at
-    /// k=1000 that is 1125 entries instead of 2048: half the download and the host sort).
-    pub fn width(self, kp: usize) -> usize {
-        match self {
-            Select::Radix | Select::Quick => kp,
-            _ => kp.next_power_of_two(),
-        }
-    }
-}
-
-/// The candidate list size for k: k plus a margin, so that the f32 bound rarely forces a
-/// widening pass. Variants that need a power of two round it up ([`Select::width`]).
-pub fn list_size(k: usize) -> usize {
-    k + (k / 8).max(8)
-}
 
 /// Where the tile's rows and columns sit in the global index space, and how values become keys.
 #[derive(Clone, Copy)]

@@ -13,8 +13,8 @@ use cudarc::driver::{
 };
 use voisin::{Error, Result};
 
-use crate::kernels::Kernels;
-use crate::probe::{NoProbe, Phases, Probe};
+use crate::runtime::kernels::Kernels;
+use crate::runtime::probe::{NoProbe, Phases, Probe};
 
 /// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
 /// (cudarc panics when a library is missing, so presence is checked before anything is called).

@@ -116,7 +116,7 @@ pub(crate) fn header() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::SOURCES;
+    use crate::runtime::kernels::SOURCES;
 
     #[test]
     fn header_defines_every_entry_once() {

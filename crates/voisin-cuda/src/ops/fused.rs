@@ -8,44 +8,15 @@
 //! tile pass over the first base items, so the lists keep block select's contract: every item
 //! left out has an approximate key at least the largest one kept.
 
-use std::str::FromStr;
-
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaFunction, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
-use voisin::{Error, Result};
+use voisin::Result;
 
-use crate::abi;
-use crate::context::{dev, Gpu};
-use crate::prepare::{Plan, Precision, TileKind, K_CHUNK};
-use crate::tile::Block;
-
-/// Whether k-NN candidate passes fuse distances and selection (set in `CudaOptions`; no CLI
-/// flag yet, gpu_bench has `-fused` variants).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Fusion {
-    /// Fused where it is measured faster than tiles through memory: nowhere yet
-    /// (bench/NOTES.md, "Fused": the fused kernels lost to cuBLAS + block select on the H100).
-    #[default]
-    Auto,
-    /// Never: every tile goes through device memory.
-    Off,
-    /// Whenever the pass allows it (GEMM metric, small list, base large enough).
-    On,
-}
-
-impl FromStr for Fusion {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(Fusion::Auto),
-            "off" => Ok(Fusion::Off),
-            "on" => Ok(Fusion::On),
-            _ => Err(Error::invalid(format!(
-                "unknown fusion '{s}' (known: auto, off, on)"
-            ))),
-        }
-    }
-}
+use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
+use crate::ops::tile::Block;
+use crate::options::{Fusion, Precision};
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
 
 /// Largest list the fused pass serves (the merge sorts list + buffer in FZ_MERGE slots).
 pub(crate) const MAX_KP: usize = 256;
@@ -66,8 +37,8 @@ const GRANULE: usize = abi::FZ_BN;
 
 /// The fused plan for a pass with lists of `kp` over `nb` base items, or None when it must not
 /// (or need not) be fused.
-pub(crate) fn plan_for(plan: &Plan, kp: usize, nb: usize) -> Option<FusedPlan> {
-    let wanted = match plan.fusion {
+pub(crate) fn plan_for(plan: &Plan, fusion: Fusion, kp: usize, nb: usize) -> Option<FusedPlan> {
+    let wanted = match fusion {
         Fusion::Off => false,
         Fusion::On => true,
         Fusion::Auto => false,
@@ -157,7 +128,7 @@ fn kernels(gpu: &Gpu) -> Result<FusedKernels<'_>> {
 
 #[cfg(not(feature = "bench-variants"))]
 fn kernels(_: &Gpu) -> Result<FusedKernels<'_>> {
-    Err(Error::invalid(
+    Err(voisin::Error::invalid(
         "fused k-NN passes (Fusion::On) are a benchmark variant not built into this binary \
          (build voisin-cuda with the bench-variants feature)",
     ))
@@ -203,7 +174,24 @@ pub(crate) fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Precision;
     use voisin::{Metric, VectorSet};
+
+    /// A plan with the engine's choices, as the engine hands them to a pass.
+    trait WithEngine {
+        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Plan, Fusion);
+    }
+
+    impl WithEngine for Plan {
+        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Plan, Fusion) {
+            (self.with_precision(precision), fusion)
+        }
+    }
+
+    /// [`super::plan_for`] of such a plan.
+    fn plan_for(p: &(Plan, Fusion), kp: usize, nb: usize) -> Option<FusedPlan> {
+        super::plan_for(&p.0, p.1, kp, nb)
+    }
 
     #[test]
     fn fusion_names() {

@@ -10,8 +10,9 @@ use cudarc::cublas::{result as blas, Gemm, GemmConfig};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::context::{dev, Gpu};
-use crate::prepare::{Plan, Precision, TileKind, K_CHUNK};
+use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
+use crate::options::Precision;
+use crate::runtime::context::{dev, Gpu};
 
 /// A block of transformed rows on the device.
 pub(crate) struct Block<'a> {

@@ -10,8 +10,8 @@ use voisin::data::{Dataset, VectorSet};
 use voisin::metric::simd::U32;
 use voisin::{Error, Metric, Result};
 
-use crate::abi;
-use crate::fused::Fusion;
+use crate::options::Precision;
+use crate::runtime::abi;
 
 /// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/abi.rs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,34 +25,6 @@ pub(crate) enum TileKey {
     OneMinus = abi::KEY_ONE_MINUS,
     /// The tile holds the key (distance/vector_tile.cu).
     Direct = abi::KEY_DIRECT,
-}
-
-/// Arithmetic of the GEMM tiles (`--precision`).
-///
-/// Either way results are exact: the precision only changes how wide the approximate pass's
-/// error bound is, and so how many candidates the exact re-rank sees (or how often a query is
-/// widened). SIMT metrics (cityblock, chebyshev, minkowski) always run in fp32.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Precision {
-    /// Strict fp32 products (cuBLAS sgemm on the SIMT cores).
-    #[default]
-    Fp32,
-    /// TF32 tensor-core products with fp32 accumulation: inputs keep 10 explicit mantissa
-    /// bits, about 2^-10 relative error each, covered by a wider bound.
-    Tf32,
-}
-
-impl std::str::FromStr for Precision {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "fp32" => Ok(Precision::Fp32),
-            "tf32" => Ok(Precision::Tf32),
-            _ => Err(Error::invalid(format!(
-                "unknown precision '{s}' (known: fp32, tf32)"
-            ))),
-        }
-    }
 }
 
 /// Which tile kernel computes the values.
@@ -108,8 +80,6 @@ pub(crate) struct Plan {
     input: f64,
     /// Absolute error per unit of norm from inputs flushed to zero (TF32).
     flush: f64,
-    /// Whether k-NN passes may fuse distances and selection (fused.rs decides per pass).
-    pub fusion: Fusion,
 }
 
 /// Inner dimensions per GEMM call. A longer product is summed chunk by chunk (one cuBLAS call
@@ -227,15 +197,6 @@ impl Plan {
             precision: Precision::Fp32,
             input: 0.0,
             flush: 0.0,
-            fusion: Fusion::Off,
-        }
-    }
-
-    /// The plan with the engine's choices: GEMM arithmetic and fusion.
-    pub fn with_engine(self, precision: Precision, fusion: Fusion) -> Plan {
-        Plan {
-            fusion,
-            ..self.with_precision(precision)
         }
     }
 
