@@ -167,21 +167,32 @@ impl Reranked {
 /// Status of a row the kernel left to the host.
 pub(crate) const NOT_DONE: u32 = abi::RR_NOT_DONE;
 
-/// Proves and re-ranks sorted lists on the device (kernels/finish/rerank.cu): `val`/`idx` hold
-/// `abs.len()` lists of `width` entries (a power of two) for the queries `q_off..`, `abs` their
-/// bounds; the answers go to `out` from row `at` on. Queued on the engine's stream.
-#[allow(clippy::too_many_arguments)]
+/// Sorted candidate lists of consecutive queries on the device: `width` entries per query (a
+/// power of two), the first for query `q_off`.
+pub(crate) struct SortedLists<'a> {
+    pub val: &'a CudaView<'a, f32>,
+    pub idx: &'a CudaView<'a, u32>,
+    pub width: usize,
+    pub q_off: usize,
+}
+
+/// Proves and re-ranks sorted lists on the device (kernels/finish/rerank.cu): `lists` holds
+/// `abs.len()` lists, `abs` their queries' bounds; the answers go to `out` from row `at` on.
+/// Queued on the engine's stream.
 pub(crate) fn rerank(
     gpu: &Gpu,
     job: &Rerank<'_>,
-    val: &CudaView<'_, f32>,
-    idx: &CudaView<'_, u32>,
-    width: usize,
-    q_off: usize,
+    lists: SortedLists<'_>,
     abs: &[f64],
     out: &mut Reranked,
     at: usize,
 ) -> Result<()> {
+    let SortedLists {
+        val,
+        idx,
+        width,
+        q_off,
+    } = lists;
     let rows = abs.len();
     debug_assert!(width.is_power_of_two() && val.len() == rows * width);
     debug_assert!(out.status.len() >= at + rows && out.ids.len() >= (at + rows) * job.k);

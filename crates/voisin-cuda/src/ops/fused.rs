@@ -9,10 +9,11 @@
 //! left out has an approximate key at least the largest one kept.
 
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaFunction, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
+use crate::ops::select::ListsOut;
 use crate::ops::tile::Block;
 use crate::options::{Fusion, Precision};
 use crate::runtime::abi;
@@ -57,21 +58,33 @@ pub(crate) fn plan_for(plan: &Plan, fusion: Fusion, kp: usize, nb: usize) -> Opt
     (nb >= 4 * first).then_some(FusedPlan { first, cap })
 }
 
-/// Appends to `buf_*` (rows × cap) every pair of `q` × `b` whose key is at most the query's
-/// threshold `thr[r * thr_stride]`, counting per query in `count` (zeroed by the caller).
-#[allow(clippy::too_many_arguments)]
+/// The candidates the fused filter lets through, per query of a block: how many (`count`,
+/// which may pass `cap`) and the first `cap` of them (`val`, `idx`: rows × cap).
+pub(crate) struct Survivors {
+    pub count: CudaSlice<u32>,
+    pub val: CudaSlice<f32>,
+    pub idx: CudaSlice<u32>,
+    pub cap: usize,
+}
+
+/// Each query's threshold: `values[r * stride]` for query r.
+#[derive(Clone, Copy)]
+pub(crate) struct Thresholds<'a> {
+    pub values: &'a CudaView<'a, f32>,
+    pub stride: usize,
+}
+
+/// Appends to `out` every pair of `q` × `b` whose key is at most the query's threshold,
+/// counting per query (the first `q.n` counts, zeroed by the caller); `b`'s items are numbered
+/// from `col_off`.
 pub(crate) fn filter(
     gpu: &Gpu,
     plan: &Plan,
     q: &Block<'_>,
     b: &Block<'_>,
     col_off: u32,
-    thr: &CudaView<'_, f32>,
-    thr_stride: usize,
-    count: &mut CudaViewMut<'_, u32>,
-    buf_val: &mut CudaViewMut<'_, f32>,
-    buf_idx: &mut CudaViewMut<'_, u32>,
-    cap: usize,
+    thr: Thresholds<'_>,
+    out: &mut Survivors,
 ) -> Result<()> {
     // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
     // for fp32, two for TF32); each loops over the tile pairs.
@@ -91,7 +104,10 @@ pub(crate) fn filter(
         shared_mem_bytes: 0,
     };
     let (nq, nb, d, mode) = (q.n as i32, b.n as i32, plan.dim as i32, plan.key as i32);
-    let (stride, cap) = (thr_stride as i32, cap as i32);
+    let (stride, cap) = (thr.stride as i32, out.cap as i32);
+    let mut count = out.count.slice_mut(..q.n);
+    let mut buf_val = out.val.slice_mut(..);
+    let mut buf_idx = out.idx.slice_mut(..);
     let mut l = gpu.stream.launch_builder(kernel);
     l.arg(&q.rows)
         .arg(&nq)
@@ -102,11 +118,11 @@ pub(crate) fn filter(
         .arg(&q.sqnorm)
         .arg(&b.sqnorm)
         .arg(&col_off)
-        .arg(thr)
+        .arg(thr.values)
         .arg(&stride)
-        .arg(count)
-        .arg(buf_val)
-        .arg(buf_idx)
+        .arg(&mut count)
+        .arg(&mut buf_val)
+        .arg(&mut buf_idx)
         .arg(&cap);
     // SAFETY: matches fused_filter_* in kernels/select/fused_filter.cu; q and b hold n × dim rows,
     // thr holds (q.n − 1) · thr_stride + 1 values, count q.n, the buffers q.n × cap.
@@ -134,21 +150,21 @@ fn kernels(_: &Gpu) -> Result<FusedKernels<'_>> {
     ))
 }
 
-/// Merges each row's buffered candidates into its sorted list (rows × kp); rows whose count
-/// passed `cap` are left alone for the caller to redo.
-#[allow(clippy::too_many_arguments)]
+/// Merges each of the first `rows` rows' survivors into its sorted list (rows × kp, kp =
+/// `lists.width`); rows whose count passed the cap are left alone for the caller to redo.
 pub(crate) fn merge(
     gpu: &Gpu,
     rows: usize,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-    kp: usize,
-    count: &CudaView<'_, u32>,
-    buf_val: &CudaView<'_, f32>,
-    buf_idx: &CudaView<'_, u32>,
-    cap: usize,
+    lists: ListsOut<'_, '_>,
+    from: &Survivors,
 ) -> Result<()> {
+    let (kp, cap) = (lists.width, from.cap);
     debug_assert!(kp + cap <= MERGE_SLOTS);
+    let (count, buf_val, buf_idx) = (
+        from.count.slice(..rows),
+        from.val.slice(..),
+        from.idx.slice(..),
+    );
     let cfg = LaunchConfig {
         grid_dim: (rows as u32, 1, 1),
         block_dim: (512, 1, 1),
@@ -157,12 +173,12 @@ pub(crate) fn merge(
     let (kp, cap) = (kp as i32, cap as i32);
     let (_, _, fused_merge) = kernels(gpu)?;
     let mut l = gpu.stream.launch_builder(fused_merge);
-    l.arg(val)
-        .arg(idx)
+    l.arg(lists.val)
+        .arg(lists.idx)
         .arg(&kp)
-        .arg(count)
-        .arg(buf_val)
-        .arg(buf_idx)
+        .arg(&count)
+        .arg(&buf_val)
+        .arg(&buf_idx)
         .arg(&cap);
     // SAFETY: matches fused_merge in kernels/select/fused_filter.cu; lists rows × kp, buffers
     // rows × cap, count rows.

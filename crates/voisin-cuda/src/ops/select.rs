@@ -38,6 +38,23 @@ pub(crate) struct TileAt {
     pub exclude_self: bool,
 }
 
+/// A tile to select from: its values, where it sits ([`TileAt`]), and the f32 squared norms of
+/// its rows (`rn`) and columns (`cn`) for the L2 key.
+#[derive(Clone, Copy)]
+pub(crate) struct TileIn<'a> {
+    pub values: &'a CudaView<'a, f32>,
+    pub at: TileAt,
+    pub rn: &'a CudaView<'a, f32>,
+    pub cn: &'a CudaView<'a, f32>,
+}
+
+/// The lists a selection writes: `val` and `idx`, `width` entries per row.
+pub(crate) struct ListsOut<'a, 'v> {
+    pub val: &'a mut CudaViewMut<'v, f32>,
+    pub idx: &'a mut CudaViewMut<'v, u32>,
+    pub width: usize,
+}
+
 /// A tile's scalar kernel arguments, held while a launch borrows them.
 struct TileScalars {
     ld: i64,
@@ -65,14 +82,9 @@ impl TileAt {
 
 /// Pushes the ten arguments every selection kernel starts with, in their order: tile, ld,
 /// rows, cols, key mode, row norms, column norms, row offset, column offset, self exclusion.
-fn push_tile<'a>(
-    l: &mut LaunchArgs<'a>,
-    tile: &'a CudaView<'_, f32>,
-    s: &'a TileScalars,
-    rn: &'a CudaView<'_, f32>,
-    cn: &'a CudaView<'_, f32>,
-) {
-    l.arg(tile)
+fn push_tile<'a>(l: &mut LaunchArgs<'a>, tile: &TileIn<'a>, s: &'a TileScalars) {
+    let (values, rn, cn) = (tile.values, tile.rn, tile.cn);
+    l.arg(values)
         .arg(&s.ld)
         .arg(&s.rows)
         .arg(&s.cols)
@@ -151,57 +163,28 @@ pub(crate) fn download_lists(
     ))
 }
 
-/// Selects over one tile with the (resolved) variant `mode`: running lists of `width` entries
-/// per row (`fill_lists` first) or, for whole-row variants, `width` keys per row written fresh.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run(
-    gpu: &Gpu,
-    mode: Select,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
-    width: usize,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-) -> Result<()> {
+/// Selects over one tile with the (resolved) variant `mode`: running lists of `out.width`
+/// entries per row (`fill_lists` first) or, for whole-row variants, `out.width` keys per row
+/// written fresh.
+pub(crate) fn run(gpu: &Gpu, mode: Select, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Result<()> {
     match mode {
-        Select::Radix => radix(gpu, tile, at, rn, cn, width, val, idx),
+        Select::Radix => radix(gpu, tile, out),
         Select::Auto => Err(Error::device(
             "cuda: selection mode not resolved (internal error)",
         )),
-        m => running(gpu, m, tile, at, rn, cn, val, idx, width),
+        m => running(gpu, m, tile, out),
     }
 }
 
-/// Merges the tile's rows into their running lists (rows × kp, sorted) with block select.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn block(
-    gpu: &Gpu,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-    kp: usize,
-) -> Result<()> {
-    running(gpu, Select::Block, tile, at, rn, cn, val, idx, kp)
+/// Merges the tile's rows into their running lists (rows × `out.width`, sorted) with block
+/// select.
+pub(crate) fn block(gpu: &Gpu, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Result<()> {
+    running(gpu, Select::Block, tile, out)
 }
 
 /// Launches a running-list kernel (block, heap, quick): one block per row, lists rows × kp.
-#[allow(clippy::too_many_arguments)]
-fn running(
-    gpu: &Gpu,
-    mode: Select,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-    kp: usize,
-) -> Result<()> {
+fn running(gpu: &Gpu, mode: Select, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Result<()> {
+    let (at, kp) = (tile.at, out.width);
     debug_assert!(mode.width(kp) == kp && mode.max_list().is_some_and(|m| kp <= m));
     // (kernel, threads, dynamic shared bytes, the kernel's last argument if it takes one)
     let (f, threads, shared, extra) = match mode {
@@ -238,8 +221,8 @@ fn running(
     let kp = kp as i32;
     let extra = extra.map(|e| e as i32);
     let mut l = gpu.stream.launch_builder(f);
-    push_tile(&mut l, tile, &s, rn, cn);
-    l.arg(val).arg(idx).arg(&kp);
+    push_tile(&mut l, &tile, &s);
+    l.arg(out.val).arg(out.idx).arg(&kp);
     if let Some(e) = &extra {
         l.arg(e);
     }
@@ -257,13 +240,11 @@ pub(crate) const COLS_KP: usize = abi::SC_KP;
 /// column candidates read in place, without a transpose.
 pub(crate) fn cols(
     gpu: &Gpu,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
+    tile: TileIn<'_>,
     val: &mut CudaViewMut<'_, f32>,
     idx: &mut CudaViewMut<'_, u32>,
 ) -> Result<()> {
+    let at = tile.at;
     let cfg = LaunchConfig {
         grid_dim: (at.cols.div_ceil(32) as u32, 1, 1),
         block_dim: (256, 1, 1),
@@ -271,7 +252,7 @@ pub(crate) fn cols(
     };
     let s = at.scalars();
     let mut l = gpu.stream.launch_builder(&gpu.k.select_cols);
-    push_tile(&mut l, tile, &s, rn, cn);
+    push_tile(&mut l, &tile, &s);
     l.arg(val).arg(idx);
     // SAFETY: matches kernels/select/cols.cu; lists hold cols × COLS_KP.
     unsafe { l.launch(cfg) }
@@ -279,18 +260,9 @@ pub(crate) fn cols(
         .map_err(dev("select_cols"))
 }
 
-/// Writes each row's k smallest keys (any order) to out (rows × k).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn radix(
-    gpu: &Gpu,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
-    k: usize,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-) -> Result<()> {
+/// Writes each row's k = `out.width` smallest keys (any order) to `out` (rows × k).
+pub(crate) fn radix(gpu: &Gpu, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Result<()> {
+    let (at, k) = (tile.at, out.width);
     let cfg = LaunchConfig {
         grid_dim: (at.rows as u32, 1, 1),
         block_dim: (512, 1, 1),
@@ -299,8 +271,8 @@ pub(crate) fn radix(
     let s = at.scalars();
     let k = k as i32;
     let mut l = gpu.stream.launch_builder(&gpu.k.select_radix);
-    push_tile(&mut l, tile, &s, rn, cn);
-    l.arg(&k).arg(val).arg(idx);
+    push_tile(&mut l, &tile, &s);
+    l.arg(&k).arg(out.val).arg(out.idx);
     // SAFETY: matches select_radix in kernels/select/radix.cu; out holds rows × k.
     unsafe { l.launch(cfg) }
         .map(|_| ())
@@ -442,7 +414,18 @@ pub fn bench_tile(
             for j in 1..=WARM_TILES {
                 let tile = data.slice(j * cols..(j + rows) * cols);
                 let (mut v, mut i) = (sv.slice_mut(..), si.slice_mut(..));
-                run(&gpu, mode, &tile, at, &nv, &nv, width, &mut v, &mut i)?;
+                let tile = TileIn {
+                    values: &tile,
+                    at,
+                    rn: &nv,
+                    cn: &nv,
+                };
+                let out = ListsOut {
+                    val: &mut v,
+                    idx: &mut i,
+                    width,
+                };
+                run(&gpu, mode, tile, out)?;
             }
         }
         let (mut cold, mut warm) = (Vec::new(), Vec::new());
@@ -461,7 +444,18 @@ pub fn bench_tile(
                 }
                 let t0 = ev()?;
                 let (mut v, mut i) = (lv.slice_mut(..), li.slice_mut(..));
-                run(&gpu, mode, &tile_a, at, &nv, &nv, width, &mut v, &mut i)?;
+                let tile = TileIn {
+                    values: &tile_a,
+                    at,
+                    rn: &nv,
+                    cn: &nv,
+                };
+                let out = ListsOut {
+                    val: &mut v,
+                    idx: &mut i,
+                    width,
+                };
+                run(&gpu, mode, tile, out)?;
                 let t1 = ev()?;
                 let us = t0.elapsed_ms(&t1).map_err(dev("timing"))? as f64 * 1e3;
                 if warm_start { &mut warm } else { &mut cold }.push(us);

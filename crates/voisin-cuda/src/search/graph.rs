@@ -11,7 +11,7 @@ use voisin::{Error, Metric, Result, Stats, VectorSet};
 
 use crate::numerics::plan::Plan;
 use crate::ops::device_set::DeviceSet;
-use crate::ops::select::{self, Select, TileAt};
+use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
 use crate::ops::{exact, tile, Budget};
 use crate::runtime::context::{dev, Gpu};
 use crate::runtime::probe::Phases;
@@ -283,15 +283,20 @@ pub(crate) fn symmetric_candidates(
                 exclude_self: true,
             };
             let view: CudaView<'_, f32> = tile_buf.slice(..);
+            let rows_in = TileIn {
+                values: &view,
+                at: rows_at,
+                rn: &bi.sqnorm,
+                cn: &bj.sqnorm,
+            };
             select::block(
                 gpu,
-                &view,
-                rows_at,
-                &bi.sqnorm,
-                &bj.sqnorm,
-                &mut lv.slice_mut(i0 * kp..i1 * kp),
-                &mut li.slice_mut(i0 * kp..i1 * kp),
-                kp,
+                rows_in,
+                ListsOut {
+                    val: &mut lv.slice_mut(i0 * kp..i1 * kp),
+                    idx: &mut li.slice_mut(i0 * kp..i1 * kp),
+                    width: kp,
+                },
             )?;
             mark(it, 1, &mut since)?;
             if jt != it && kp == select::COLS_KP {
@@ -301,10 +306,10 @@ pub(crate) fn symmetric_candidates(
                 };
                 select::cols(
                     gpu,
-                    &view,
-                    cols_at,
-                    &bi.sqnorm,
-                    &bj.sqnorm,
+                    TileIn {
+                        at: cols_at,
+                        ..rows_in
+                    },
                     &mut lv.slice_mut(j0 * kp..j1 * kp),
                     &mut li.slice_mut(j0 * kp..j1 * kp),
                 )?;
@@ -321,15 +326,20 @@ pub(crate) fn symmetric_candidates(
                     col_off: i0 as u32,
                     exclude_self: true,
                 };
+                let trans_view = trans.slice(..);
                 select::block(
                     gpu,
-                    &trans.slice(..),
-                    cols_at,
-                    &bj.sqnorm,
-                    &bi.sqnorm,
-                    &mut lv.slice_mut(j0 * kp..j1 * kp),
-                    &mut li.slice_mut(j0 * kp..j1 * kp),
-                    kp,
+                    TileIn {
+                        values: &trans_view,
+                        at: cols_at,
+                        rn: &bj.sqnorm,
+                        cn: &bi.sqnorm,
+                    },
+                    ListsOut {
+                        val: &mut lv.slice_mut(j0 * kp..j1 * kp),
+                        idx: &mut li.slice_mut(j0 * kp..j1 * kp),
+                        width: kp,
+                    },
                 )?;
                 mark(it, 1, &mut since)?;
             }

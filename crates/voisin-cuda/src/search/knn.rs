@@ -15,7 +15,7 @@ use voisin::{KnnResult, Result, Stats};
 
 use crate::numerics::plan::{BoundParts, Plan};
 use crate::ops::device_set::DeviceSet;
-use crate::ops::select::{self, list_size, Select, TileAt};
+use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
 use crate::ops::{exact, fused, tile, Budget};
 use crate::options::Precision;
 use crate::runtime::context::{dev, Gpu};
@@ -159,9 +159,12 @@ fn passes(
     let mut lv = alloc(q_tile * width)?;
     let mut li = alloc_u32(q_tile * width)?;
     let fused_cap = fusing.map_or(0, |f| f.cap);
-    let mut count = alloc_u32(if fusing.is_some() { q_tile } else { 0 })?;
-    let mut buf_val = alloc(q_tile * fused_cap)?;
-    let mut buf_idx = alloc_u32(q_tile * fused_cap)?;
+    let mut survivors = fused::Survivors {
+        count: alloc_u32(if fusing.is_some() { q_tile } else { 0 })?,
+        val: alloc(q_tile * fused_cap)?,
+        idx: alloc_u32(q_tile * fused_cap)?,
+        cap: fused_cap,
+    };
     ta.mark("candidates: buffers");
     let pass = |tile_buf: &mut CudaSlice<f32>,
                 lv: &mut CudaSlice<f32>,
@@ -196,9 +199,18 @@ fn passes(
                 exclude_self: false,
             };
             let t: CudaView<'_, f32> = tile_buf.slice(..);
-            select::run(
-                gpu, mode, &t, at, &qb.sqnorm, &bb.sqnorm, width, &mut v, &mut i,
-            )?;
+            let tile = TileIn {
+                values: &t,
+                at,
+                rn: &qb.sqnorm,
+                cn: &bb.sqnorm,
+            };
+            let out = ListsOut {
+                val: &mut v,
+                idx: &mut i,
+                width,
+            };
+            select::run(gpu, mode, tile, out)?;
         }
         Ok(())
     };
@@ -212,36 +224,24 @@ fn passes(
             Some(f) => {
                 pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
                 stream
-                    .memset_zeros(&mut count.slice_mut(..qn))
+                    .memset_zeros(&mut survivors.count.slice_mut(..qn))
                     .map_err(dev("clearing counters"))?;
                 let qb = qdev.block(q0, q1, d);
                 base.ensure(gpu, nb)?;
                 let rest = base.block(f.first, nb, d);
-                fused::filter(
-                    gpu,
-                    plan,
-                    &qb,
-                    &rest,
-                    f.first as u32,
-                    &lv.slice(kp - 1..),
-                    kp,
-                    &mut count.slice_mut(..qn),
-                    &mut buf_val.slice_mut(..),
-                    &mut buf_idx.slice_mut(..),
-                    f.cap,
-                )?;
-                fused::merge(
-                    gpu,
-                    qn,
-                    &mut lv.slice_mut(..qn * kp),
-                    &mut li.slice_mut(..qn * kp),
-                    kp,
-                    &count.slice(..qn),
-                    &buf_val.slice(..),
-                    &buf_idx.slice(..),
-                    f.cap,
-                )?;
-                let counts = gpu.download(&count.slice(..qn))?;
+                let last = lv.slice(kp - 1..);
+                let thr = fused::Thresholds {
+                    values: &last,
+                    stride: kp,
+                };
+                fused::filter(gpu, plan, &qb, &rest, f.first as u32, thr, &mut survivors)?;
+                let lists = ListsOut {
+                    val: &mut lv.slice_mut(..qn * kp),
+                    idx: &mut li.slice_mut(..qn * kp),
+                    width: kp,
+                };
+                fused::merge(gpu, qn, lists, &survivors)?;
+                let counts = gpu.download(&survivors.count.slice(..qn))?;
                 let over: Vec<usize> = (0..qn).filter(|&r| counts[r] as usize > f.cap).collect();
                 if let (Some(&lo), Some(&hi)) = (over.first(), over.last()) {
                     // Rare (a threshold from unrepresentative first items): the span of the
@@ -360,9 +360,13 @@ fn device_answers(
                     None if whole => (exact::Reranked::new(gpu, nq, k)?, l.q0),
                     None => (exact::Reranked::new(gpu, l.qn, k)?, 0),
                 };
-                exact::rerank(
-                    gpu, &job, &l.val, &l.idx, l.width, l.q0, &abs[rows], &mut out, at,
-                )?;
+                let lists = exact::SortedLists {
+                    val: &l.val,
+                    idx: &l.idx,
+                    width: l.width,
+                    q_off: l.q0,
+                };
+                exact::rerank(gpu, &job, lists, &abs[rows], &mut out, at)?;
                 let status = gpu.download(&out.status.slice(at..at + l.qn))?;
                 tr.mark("device finish: prove and re-rank");
                 if whole {
