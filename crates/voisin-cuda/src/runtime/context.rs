@@ -8,13 +8,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use rayon::prelude::*;
 
 use cudarc::cublas::{sys as blas_sys, CudaBlas};
-use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, DevicePtr, PinnedHostSlice,
-};
+use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr};
 use voisin::{Error, Result};
 
 use crate::runtime::kernels::Kernels;
 use crate::runtime::probe::{NoProbe, Phases, Probe};
+use crate::runtime::staging::Staging;
 
 /// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
 /// (cudarc panics when a library is missing, so presence is checked before anything is called).
@@ -94,9 +93,8 @@ pub(crate) struct Gpu {
     pub blas: CudaBlas,
     pub k: Kernels,
     pub name: String,
-    /// Two page-locked staging buffers for uploads, allocated at first use, each with the event
-    /// of the last copy that read it.
-    staging: Mutex<Vec<(PinnedHostSlice<f32>, Option<CudaEvent>)>>,
+    /// Page-locked staging for uploads and downloads (`staging.rs`), allocated at first use.
+    staging: Mutex<Option<Staging>>,
     /// Where phase timings go (`probe.rs`); none by default.
     probe: RwLock<Arc<dyn Probe>>,
 }
@@ -151,7 +149,7 @@ impl Gpu {
             blas,
             k,
             name,
-            staging: Mutex::new(Vec::new()),
+            staging: Mutex::new(None),
             probe: RwLock::new(Arc::new(NoProbe)),
         })
     }
@@ -211,45 +209,12 @@ impl Gpu {
             dst.len() >= src.len(),
             "upload past the end of a device buffer"
         );
-        let mut staging = self
-            .staging
-            .lock()
-            .map_err(|_| Error::device("cuda: staging lock"))?;
-        self.ensure_staging(&mut staging)?;
+        let mut staging = self.staging()?;
+        let staging = staging.as_mut().expect("allocated by staging()");
         let (base, _guard) = dst.device_ptr(&self.stream);
-        for (c, part) in src.chunks(STAGE).enumerate() {
-            // The least recently used buffer first, also across calls: a set uploaded a stage
-            // at a time behind its tiles then keeps two stages in flight, not one.
-            staging.rotate_left(1);
-            let (buf, done) = &mut staging[1];
-            // The copy that last read this buffer must finish before the host refills it.
-            // (cudarc records its own per-buffer events only in multi-stream mode, which this
-            // single-stream engine does not use; without this wait a refill raced the DMA.)
-            if let Some(e) = done.take() {
-                e.synchronize().map_err(dev("waiting for a copy"))?;
-            }
-            let host = buf.as_mut_slice().map_err(dev("waiting for a copy"))?;
-            host[..part.len()]
-                .par_chunks_mut(1 << 16)
-                .zip(part.par_chunks(1 << 16))
-                .for_each(|(h, p)| h.copy_from_slice(p));
-            // SAFETY: `host[..len]` is page-locked memory of this context, the destination
-            // range lies inside `dst` (asserted above), and the buffer is not refilled before
-            // the event recorded after this copy has passed.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    base + (c * STAGE * 4) as u64,
-                    &host[..part.len()],
-                    stream.cu_stream(),
-                )
-            }
-            .map_err(dev("copying to the device"))?;
-            *done = Some(
-                stream
-                    .record_event(None)
-                    .map_err(dev("recording an event"))?,
-            );
-        }
+        // SAFETY: `dst` is device memory of this context holding at least `src.len()` values
+        // (asserted above); slices are freed on the engine's stream only, after these copies.
+        unsafe { staging.upload(src, base, stream, "copying to the device") }?;
         if behind {
             self.stream
                 .join(&self.copy)
@@ -276,15 +241,11 @@ impl Gpu {
         // SAFETY: T is plain data whose size is a multiple of 4 bytes.
         let view: CudaView<'_, f32> = unsafe { src.transmute::<f32>(words) }
             .ok_or_else(|| Error::device("cuda: cannot view a buffer as words"))?;
-        let mut staging = self
-            .staging
-            .lock()
-            .map_err(|_| Error::device("cuda: staging lock"))?;
-        self.ensure_staging(&mut staging)?;
-        let (buf, done) = &mut staging[0];
-        if let Some(e) = done.take() {
-            e.synchronize().map_err(dev("waiting for a copy"))?;
-        }
+        let mut staging = self.staging()?;
+        let buf = staging
+            .as_mut()
+            .expect("allocated by staging()")
+            .for_download()?;
         for (c, part) in flat.chunks_mut(STAGE).enumerate() {
             let len = part.len();
             let chunk = view.slice(c * STAGE..c * STAGE + len);
@@ -314,18 +275,17 @@ impl Gpu {
         Ok(out)
     }
 
-    fn ensure_staging(
-        &self,
-        staging: &mut Vec<(PinnedHostSlice<f32>, Option<CudaEvent>)>,
-    ) -> Result<()> {
-        while staging.len() < 2 {
-            // Plain (not write-combined) pages: downloads read them back on the host.
-            // SAFETY: every use writes the part it reads.
-            let b = unsafe { self.ctx.alloc_pinned_with_flags::<f32>(STAGE, 0) }
-                .map_err(dev("allocating pinned memory"))?;
-            staging.push((b, None));
+    /// The staging buffers, allocated at the first call (plain pages: downloads read them back
+    /// on the host).
+    fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>> {
+        let mut staging = self
+            .staging
+            .lock()
+            .map_err(|_| Error::device("cuda: staging lock"))?;
+        if staging.is_none() {
+            *staging = Some(Staging::plain(&self.ctx, STAGE)?);
         }
-        Ok(())
+        Ok(staging)
     }
 
     /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size.

@@ -9,3 +9,4 @@ pub(crate) mod abi;
 pub(crate) mod context;
 pub(crate) mod kernels;
 pub mod probe;
+pub(crate) mod staging;

@@ -27,6 +27,7 @@ use crate::ops::{exact, range, Budget};
 use crate::options::Select;
 use crate::runtime::context::{dev, Gpu};
 use crate::runtime::probe::Phases;
+use crate::runtime::staging::Staging;
 use crate::search::finish::{finish, CandidateSource};
 use crate::search::knn::{self, Raw};
 use crate::search::{shard, Ctx};
@@ -93,44 +94,19 @@ pub(crate) fn for_each_shard(
         s.spawn(move || {
             let load = || -> Result<()> {
                 ctx.bind_to_thread().map_err(dev("binding the context"))?;
-                let mut staging = Vec::with_capacity(2);
-                for _ in 0..2 {
-                    // SAFETY: every use writes the part it copies.
-                    let b = unsafe { ctx.alloc_pinned::<f32>(CHUNK) }
-                        .map_err(dev("allocating pinned memory"))?;
-                    staging.push((b, None::<CudaEvent>));
-                }
-                let mut turn = 0;
+                // Uploads only: write-combined pages.
+                let mut staging = Staging::write_combined(&ctx, CHUNK)?;
                 for r in ranges {
                     let src = set.rows_f32(r.start, r.end);
                     // SAFETY: filled below before the engine's stream reads it (event).
                     let mut dst = unsafe { copy.alloc::<f32>(src.len().max(1)) }
                         .map_err(dev("allocating a shard"))?;
-                    for (c, part) in src.chunks(CHUNK).enumerate() {
-                        let (buf, done) = &mut staging[turn % 2];
-                        turn += 1;
-                        // The copy that last read this buffer must be done before the refill.
-                        if let Some(e) = done.take() {
-                            e.synchronize().map_err(dev("waiting for a copy"))?;
-                        }
-                        let host = buf.as_mut_slice().map_err(dev("waiting for a copy"))?;
-                        host[..part.len()]
-                            .par_chunks_mut(1 << 16)
-                            .zip(part.par_chunks(1 << 16))
-                            .for_each(|(h, p)| h.copy_from_slice(p));
-                        let mut view = dst.slice_mut(c * CHUNK..c * CHUNK + part.len());
-                        let (ptr, _guard) = view.device_ptr_mut(&copy);
-                        // SAFETY: page-locked source of part.len() values, destination of as
-                        // many; the buffer is not refilled before the event below completes.
-                        unsafe {
-                            cudarc::driver::result::memcpy_htod_async(
-                                ptr,
-                                &host[..part.len()],
-                                copy.cu_stream(),
-                            )
-                        }
-                        .map_err(dev("copying a shard"))?;
-                        *done = Some(copy.record_event(None).map_err(dev("recording an event"))?);
+                    {
+                        let (ptr, _guard) = dst.device_ptr_mut(&copy);
+                        // SAFETY: `dst` holds src.len() values of this context and lives until
+                        // the engine's stream, ordered after the copies by `ready`, is done
+                        // with it.
+                        unsafe { staging.upload(&src, ptr, &copy, "copying a shard") }?;
                     }
                     let ready = copy.record_event(None).map_err(dev("recording an event"))?;
                     if tx.send(Ok((dst, ready, r.clone()))).is_err() {
