@@ -2,7 +2,7 @@
 //!
 //! Owns choosing a variant, its list-size limits and launching its kernel over one tile
 //! (`run` is the one dispatch the algorithm files call); the tiling itself belongs to the
-//! algorithm files (knn.rs, graph.rs), and proving the lists to knn.rs. Every variant keeps the
+//! search files (search/knn.rs, search/graph.rs), and proving the lists to search/finish.rs. Every variant keeps the
 //! same contract: per row some smallest approximate keys such that every item left out has a key
 //! at least the largest one kept. `bench_tile` (feature bench-variants) times one kernel on a
 //! synthetic tile for `examples/select_bench.rs`.
@@ -344,6 +344,7 @@ pub fn bench_tile(
     reps: usize,
 ) -> Result<Vec<Result<TileTiming>>> {
     use cudarc::driver::sys::CUevent_flags;
+    use cudarc::driver::CudaSlice;
     use rayon::prelude::*;
     let gpu = Gpu::open(device)?;
     // rows + WARM_TILES random rows: tile j is rows j.., so each tile's row r is different data.
@@ -408,24 +409,30 @@ pub fn bench_tile(
         let mut li = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
         let mut sv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
         let mut si = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
+        // One selection over `values` into the lists `val`/`idx`.
+        let select = |values: &CudaView<'_, f32>,
+                      val: &mut CudaSlice<f32>,
+                      idx: &mut CudaSlice<u32>|
+         -> Result<()> {
+            let (mut v, mut i) = (val.slice_mut(..), idx.slice_mut(..));
+            let tile = TileIn {
+                values,
+                at,
+                rn: &nv,
+                cn: &nv,
+            };
+            let out = ListsOut {
+                val: &mut v,
+                idx: &mut i,
+                width,
+            };
+            run(&gpu, mode, tile, out)
+        };
         // Lists after the warm-up tiles, saved once: each warm run starts from them.
         if !mode.whole_rows() {
             fill_lists(&gpu, &mut sv.slice_mut(..), &mut si.slice_mut(..))?;
             for j in 1..=WARM_TILES {
-                let tile = data.slice(j * cols..(j + rows) * cols);
-                let (mut v, mut i) = (sv.slice_mut(..), si.slice_mut(..));
-                let tile = TileIn {
-                    values: &tile,
-                    at,
-                    rn: &nv,
-                    cn: &nv,
-                };
-                let out = ListsOut {
-                    val: &mut v,
-                    idx: &mut i,
-                    width,
-                };
-                run(&gpu, mode, tile, out)?;
+                select(&data.slice(j * cols..(j + rows) * cols), &mut sv, &mut si)?;
             }
         }
         let (mut cold, mut warm) = (Vec::new(), Vec::new());
@@ -443,19 +450,7 @@ pub fn bench_tile(
                     }
                 }
                 let t0 = ev()?;
-                let (mut v, mut i) = (lv.slice_mut(..), li.slice_mut(..));
-                let tile = TileIn {
-                    values: &tile_a,
-                    at,
-                    rn: &nv,
-                    cn: &nv,
-                };
-                let out = ListsOut {
-                    val: &mut v,
-                    idx: &mut i,
-                    width,
-                };
-                run(&gpu, mode, tile, out)?;
+                select(&tile_a, &mut lv, &mut li)?;
                 let t1 = ev()?;
                 let us = t0.elapsed_ms(&t1).map_err(dev("timing"))? as f64 * 1e3;
                 if warm_start { &mut warm } else { &mut cold }.push(us);
