@@ -11,7 +11,8 @@
 //!
 //! - `options`: [`CudaOptions`] and its knobs ([`Select`], [`Precision`], [`Fusion`]); a leaf.
 //! - `runtime/`: the device as a resource: `context` (loading CUDA, the GPU's context, streams,
-//!   cuBLAS, pinned staging, the typed out-of-memory error), `kernels` (the one registry, NVRTC),
+//!   cuBLAS, uploads and downloads, the typed out-of-memory error), `staging` (the one pinned
+//!   staging), `kernels` (the one registry, NVRTC),
 //!   `abi` (the one host↔kernel table of codes and sizes), [`probe`] (phase timings).
 //! - `numerics/`: `plan`, the per-metric plan that owns every device-facing fact about a metric
 //!   (key mode, tile kind, row transforms, the error bound and its parts).
@@ -52,7 +53,7 @@
 //! [`PartialGraph::merge`] and [`CudaEngine::graph_finish`] split one graph between processes
 //! (e.g. MPI ranks, one GPU each). A graph's set must still fit on each GPU. Long graph builds
 //! keep finished row passes in the core's checkpoint format (`passes`,
-//! [`Engine::graph_checkpointed`]) and resume after a crash.
+//! [`voisin::Engine::graph_checkpointed`]) and resume after a crash.
 
 mod engine;
 pub mod index;

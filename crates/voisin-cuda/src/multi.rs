@@ -4,7 +4,7 @@
 //! k-NN and range search shard the base over the GPUs (contiguous ranges; every GPU gets all
 //! queries) and merge the per-GPU candidate lists with `shard::merge`, then prove, widen and
 //! re-rank once; widening passes and exact keys run on the GPU that holds the rows. The graph is
-//! the GPU graph driver's (passes.rs): the tile pairs (I, J), I ≤ J, of one triangle schedule
+//! the GPU graph driver's (engine/passes.rs): the tile pairs (I, J), I ≤ J, of one triangle schedule
 //! dealt cyclically over the GPUs (every GPU holds the whole set), the partial lists merged and
 //! finished on the first GPU.
 //!

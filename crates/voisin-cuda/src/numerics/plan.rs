@@ -13,7 +13,7 @@ use voisin::{Error, Metric, Result};
 use crate::options::Precision;
 use crate::runtime::abi;
 
-/// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/abi.rs.
+/// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/runtime/abi.rs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(i32)]
 pub(crate) enum TileKey {

@@ -4,7 +4,7 @@
 //! correctly rounded operations, so the keys are bit-identical to
 //! [`voisin::metric::exact::vector_key`]; minkowski needs `powf`, whose rounding differs between
 //! libm and CUDA, so its keys are computed on the host. [`rerank`] launches kernels/finish/rerank.cu,
-//! the k-NN finish on the device (knn.rs decides when), which calls the same `exact_key`.
+//! the k-NN finish on the device (search/knn.rs decides when), which calls the same `exact_key`.
 
 use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
@@ -132,7 +132,7 @@ pub(crate) struct Rerank<'a> {
     pub code: i32,
     pub form: i32,
     pub k: usize,
-    /// The plan's bound: relative part and absolute slack (prepare.rs `BoundParts`).
+    /// The plan's bound: relative part and absolute slack (numerics/plan.rs `BoundParts`).
     pub rel: f64,
     pub tiny: f64,
 }

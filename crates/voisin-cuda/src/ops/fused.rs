@@ -4,7 +4,7 @@
 //! memory; the few survivors are merged into the running lists.
 //!
 //! Owns the choice of whether a pass can be fused ([`Fusion`], [`plan_for`]) and the launchers;
-//! the tiling of the search and the proof belong to knn.rs. The threshold comes from an ordinary
+//! the tiling of the search and the proof belong to search/knn.rs. The threshold comes from an ordinary
 //! tile pass over the first base items, so the lists keep block select's contract: every item
 //! left out has an approximate key at least the largest one kept.
 

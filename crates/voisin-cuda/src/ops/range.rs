@@ -2,7 +2,7 @@
 //! approximate key may be within the radius, then fill their indices into CSR slots. Membership
 //! is decided on the host on exact keys, so the result equals the CPU engine's.
 //!
-//! Owns the two-pass schedule; the filter threshold comes from prepare.rs's bound.
+//! Owns the two-pass schedule; the filter threshold comes from the plan's bound (numerics/plan.rs).
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::{Metric, Result};

@@ -126,7 +126,7 @@ impl Gpu {
         unsafe { ctx.disable_event_tracking() };
         let copy = ctx.new_stream().map_err(dev("creating the copy stream"))?;
         let blas = CudaBlas::new(stream.clone()).map_err(dev("creating the cuBLAS handle"))?;
-        // Strict fp32: the error bounds of src/prepare.rs assume IEEE single products. The default
+        // Strict fp32: the error bounds of src/numerics/plan.rs assume IEEE single products. The default
         // math mode never uses TF32 for sgemm (only CUBLAS_TF32_TENSOR_OP_MATH would), and the
         // NVIDIA_TF32_OVERRIDE variable can only disable TF32; set it explicitly so a changed
         // library default cannot slip tensor-core rounding in. (Pedantic mode was avoided: it

@@ -4,7 +4,7 @@
 //! Sources live in `kernels/`, in folders by role (`select/`, `distance/`, `finish/`, `index/`,
 //! `strings/`); what several kernels share is in headers (`common/*.cuh`, `index/space.cuh`)
 //! that each source includes by name. NVRTC gets every file as a named in-memory header, plus
-//! the generated `common/abi.cuh` (src/abi.rs), so the same sources also compile from disk with
+//! the generated `common/abi.cuh` (src/runtime/abi.rs), so the same sources also compile from disk with
 //! a host compiler and `-I kernels` (the CPU simulation, kernel-sim/).
 
 use std::ffi::{c_char, CString};

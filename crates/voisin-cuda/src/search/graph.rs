@@ -2,7 +2,7 @@
 //! (I, J) with I ≤ J are computed; each gives row candidates to the items of I and, through a
 //! transposed copy, column candidates to the items of J. Self pairs are skipped in the kernel.
 //!
-//! Owns the triangle schedule; proving and re-ranking are knn.rs's `finish`.
+//! Owns the triangle schedule and the graph's rows as a candidate source; proving and re-ranking are search/finish.rs's.
 
 use cudarc::driver::CudaView;
 use rayon::prelude::*;
