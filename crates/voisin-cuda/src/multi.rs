@@ -21,7 +21,7 @@ use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 use crate::engine::{on_each, passes, to_result, CudaEngine};
-use crate::numerics::plan::{vectors, Plan};
+use crate::numerics::plan::{device_code, vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::range;
@@ -170,7 +170,7 @@ impl MultiGpu {
         shards: &[Shard],
         pairs: &[[u32; 2]],
     ) -> Result<Vec<f64>> {
-        if exact::device_code(metric).is_none() {
+        if device_code(metric).is_none() {
             return Ok(exact::host_keys(metric, bset, qset, pairs));
         }
         let owner = |b: u32| shards.partition_point(|s| s.rows.end <= b as usize);

@@ -19,7 +19,7 @@ use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 use crate::numerics::plan::{check_finite, vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
-use crate::ops::{range, Budget, MIN_BUDGET};
+use crate::ops::{range, Budget};
 use crate::options::CudaOptions;
 use crate::runtime::context::{self, Gpu};
 use crate::runtime::probe;
@@ -136,13 +136,7 @@ impl CudaEngine {
 
     /// The working-set budget on `gpu` now (see [`Ctx::budget`]).
     pub(crate) fn budget(&self, gpu: &Gpu) -> Result<Budget> {
-        Ok(Budget {
-            bytes: self
-                .opts
-                .tile_bytes
-                .min(gpu.free_memory()? / 4)
-                .max(MIN_BUDGET),
-        })
+        Budget::measure(gpu, self.opts.tile_bytes)
     }
 
     /// The statistics of a call, naming the device.

@@ -27,6 +27,35 @@ pub(crate) enum TileKey {
     Direct = abi::KEY_DIRECT,
 }
 
+/// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.
+pub(crate) fn device_code(metric: &Metric) -> Option<i32> {
+    match metric {
+        Metric::Euclidean | Metric::SqEuclidean => Some(abi::EX_SQEUCLIDEAN),
+        Metric::InnerProduct => Some(abi::EX_INNER_PRODUCT),
+        Metric::Cosine => Some(abi::EX_COSINE),
+        Metric::Correlation => Some(abi::EX_CORRELATION),
+        Metric::Cityblock => Some(abi::EX_CITYBLOCK),
+        Metric::Chebyshev => Some(abi::EX_CHEBYSHEV),
+        _ => None,
+    }
+}
+
+/// How the rerank kernel turns an exact key into the reported distance
+/// ([`Metric::key_to_distance`], then f32): `abi::RR_KEY` the key, `RR_NEGATED` its negation,
+/// `RR_SQRT` the square root of `max(key, 0)` (rr_distance in kernels/finish/rerank.cu). `None` where the kernel does not apply.
+pub(crate) fn distance_form(metric: &Metric) -> Option<i32> {
+    match metric {
+        Metric::SqEuclidean
+        | Metric::Cosine
+        | Metric::Correlation
+        | Metric::Cityblock
+        | Metric::Chebyshev => Some(abi::RR_KEY),
+        Metric::InnerProduct => Some(abi::RR_NEGATED),
+        Metric::Euclidean => Some(abi::RR_SQRT),
+        _ => None,
+    }
+}
+
 /// Which tile kernel computes the values.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum TileKind {
@@ -67,6 +96,10 @@ pub(crate) struct Plan {
     pub centre_rows: bool,
     /// Scale rows to unit norm (cosine, correlation).
     pub unit: bool,
+    /// The exact kernels' code for the metric ([`device_code`]; `None`: exact keys on the host).
+    pub exact_code: Option<i32>,
+    /// How the rerank kernel reports an exact key ([`distance_form`]).
+    pub distance_form: Option<i32>,
     /// Relative part of the bound (SIMT metrics).
     rel: f64,
     /// Absolute slack for underflow and rounding of the final subtraction.
@@ -191,6 +224,8 @@ impl Plan {
             shift,
             centre_rows: *metric == Metric::Correlation,
             unit: key == TileKey::OneMinus,
+            exact_code: device_code(metric),
+            distance_form: distance_form(metric),
             rel,
             tiny,
             gamma,

@@ -12,6 +12,7 @@ use voisin::data::VectorSet;
 use voisin::metric::exact::vector_key;
 use voisin::{Metric, Result};
 
+use crate::numerics::plan::device_code;
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
@@ -25,35 +26,6 @@ pub(crate) struct Sides<'a> {
     pub qset: &'a VectorSet,
     pub bdev: &'a DeviceSet<'a>,
     pub qdev: &'a DeviceSet<'a>,
-}
-
-/// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.
-pub(crate) fn device_code(metric: &Metric) -> Option<i32> {
-    match metric {
-        Metric::Euclidean | Metric::SqEuclidean => Some(abi::EX_SQEUCLIDEAN),
-        Metric::InnerProduct => Some(abi::EX_INNER_PRODUCT),
-        Metric::Cosine => Some(abi::EX_COSINE),
-        Metric::Correlation => Some(abi::EX_CORRELATION),
-        Metric::Cityblock => Some(abi::EX_CITYBLOCK),
-        Metric::Chebyshev => Some(abi::EX_CHEBYSHEV),
-        _ => None,
-    }
-}
-
-/// How the rerank kernel turns an exact key into the reported distance
-/// ([`Metric::key_to_distance`], then f32): `abi::RR_KEY` the key, `RR_NEGATED` its negation,
-/// `RR_SQRT` the square root of `max(key, 0)` (rr_distance in kernels/finish/rerank.cu). `None` where the kernel does not apply.
-pub(crate) fn distance_form(metric: &Metric) -> Option<i32> {
-    match metric {
-        Metric::SqEuclidean
-        | Metric::Cosine
-        | Metric::Correlation
-        | Metric::Cityblock
-        | Metric::Chebyshev => Some(abi::RR_KEY),
-        Metric::InnerProduct => Some(abi::RR_NEGATED),
-        Metric::Euclidean => Some(abi::RR_SQRT),
-        _ => None,
-    }
 }
 
 /// The start value of Rust's f64 `Sum`, which the kernels must use to match bit for bit.
@@ -248,6 +220,7 @@ pub(crate) fn rerank(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numerics::plan::distance_form;
 
     /// kernels/finish/rerank.cu's rr_distance, written the same way.
     fn kernel_distance(key: f64, form: i32) -> f32 {

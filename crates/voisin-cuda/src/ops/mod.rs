@@ -13,11 +13,25 @@ pub(crate) mod range;
 pub mod select;
 pub(crate) mod tile;
 
+use voisin::Result;
+
+use crate::runtime::context::Gpu;
+
 /// Working-set limits of one pass.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Budget {
     /// Bytes for distance tiles and candidate lists.
     pub bytes: usize,
+}
+
+impl Budget {
+    /// The budget on `gpu` now: `tile_bytes`, at most a quarter of the free memory, at least
+    /// [`MIN_BUDGET`] (measuring synchronises the context).
+    pub fn measure(gpu: &Gpu, tile_bytes: usize) -> Result<Budget> {
+        Ok(Budget {
+            bytes: tile_bytes.min(gpu.free_memory()? / 4).max(MIN_BUDGET),
+        })
+    }
 }
 
 /// The smallest working set: one query row against a 16384-item tile plus lists.

@@ -61,7 +61,7 @@ abi_table! {
     /// Sum of absolute differences to the power p.
     VT_MINKOWSKI: i32 = 2;
 
-    // Metrics of the exact f64 key (`exact::device_code`, `index::schedule::metric_code`,
+    // Metrics of the exact f64 key (`numerics::plan::device_code`, `index::schedule::metric_code`,
     // common/exact.cuh `exact_key_of`).
     /// Squared euclidean (also euclidean's key).
     EX_SQEUCLIDEAN: i32 = 0;
@@ -76,7 +76,7 @@ abi_table! {
     /// Chebyshev.
     EX_CHEBYSHEV: i32 = 5;
 
-    // How an exact key becomes the reported distance (`exact::distance_form`, finish/rerank.cu).
+    // How an exact key becomes the reported distance (`numerics::plan::distance_form`, finish/rerank.cu).
     /// The key itself.
     RR_KEY: i32 = 0;
     /// Its negation.

@@ -307,7 +307,6 @@ fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
 /// proof fails come back as host lists for [`finish`].
 fn device_answers(
     ctx: &Ctx<'_>,
-    metric: &voisin::Metric,
     sides: &exact::Sides<'_>,
     k: usize,
     kp: usize,
@@ -319,7 +318,7 @@ fn device_answers(
     // The queries' bounds need the base's largest norm, known once the first block's tiles
     // have brought every base row up (the base may be uploaded behind them).
     let mut abs: Option<Vec<f64>> = None;
-    let codes = exact::device_code(metric).zip(exact::distance_form(metric));
+    let codes = plan.exact_code.zip(plan.distance_form);
     // Answers stay on the device until the end where they fit in half the working set (80 MB
     // at 10k × 1000): one download straight into the result, no per-block copies.
     let whole = nq * k * 8 <= budget.bytes / 2;
@@ -433,7 +432,7 @@ pub(crate) fn search(
     let t = Instant::now();
     let mut tr = ctx.gpu.phases();
     let (nq, nb) = (sides.qset.len(), sides.bset.len());
-    let mut a = ctx.shrinking(budget, |b| device_answers(ctx, metric, sides, k, kp, b))?;
+    let mut a = ctx.shrinking(budget, |b| device_answers(ctx, sides, k, kp, b))?;
     stats.compute += t.elapsed();
     stats.distance_evals += (nb * nq) as u64;
     stats.exact_evals += a.exact_evals;

@@ -48,13 +48,7 @@ impl<'a> Ctx<'a> {
     /// The working-set budget now: the option's bytes, at most a quarter of the free memory
     /// (measuring it synchronises the context).
     pub fn budget(&self) -> Result<Budget> {
-        Ok(Budget {
-            bytes: self
-                .opts
-                .tile_bytes
-                .min(self.gpu.free_memory()? / 4)
-                .max(MIN_BUDGET),
-        })
+        Budget::measure(self.gpu, self.opts.tile_bytes)
     }
 
     /// The selection the engine was asked for.
