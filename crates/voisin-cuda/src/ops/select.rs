@@ -5,7 +5,7 @@
 //! search files (search/knn.rs, search/graph.rs), and proving the lists to search/finish.rs. Every variant keeps the
 //! same contract: per row some smallest approximate keys such that every item left out has a key
 //! at least the largest one kept. `bench_tile` (feature bench-variants) times one kernel on a
-//! synthetic tile for `examples/select_bench.rs`.
+//! synthetic tile for `select_bench` (crates/voisin-bench).
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
@@ -333,7 +333,7 @@ pub const WARM_TILES: usize = 15;
 /// Times each (variant, k) of `cases` selecting k (with the search's list size) from one
 /// `rows × cols` tile of uniform random keys on device `device`, `reps` times (median); a
 /// variant that refuses the k gives its error. For the selection micro-benchmark
-/// (examples/select_bench.rs); the search itself never calls it, so it is built with the
+/// (select_bench in crates/voisin-bench); the search itself never calls it, so it is built with the
 /// `bench-variants` feature only.
 #[cfg(feature = "bench-variants")]
 pub fn bench_tile(
