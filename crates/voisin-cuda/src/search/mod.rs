@@ -1,7 +1,7 @@
 //! Searches over data on the device: k-NN of a resident base (`knn`), the graph's triangle
 //! schedule and shares (`graph`), bases streamed in shards (`stream`), the merge of shards'
-//! candidate lists (`shard`), and the one prove-widen-re-rank step over a [`finish::CandidateSource`]
-//! (`finish`) that every search ends with.
+//! candidate lists (`shard`), the one range tail (`range`), and the one prove-widen-re-rank step
+//! over a [`finish::CandidateSource`] (`finish`) that every k-NN search ends with.
 //!
 //! A search runs in a [`Ctx`]: one GPU, the plan of the metric, the engine's options and its
 //! counters. Reads `ops`, `numerics`, `runtime`; never the engine (`engine`) above it.
