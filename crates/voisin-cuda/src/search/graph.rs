@@ -2,20 +2,22 @@
 //! (I, J) with I ≤ J are computed; each gives row candidates to the items of I and, through a
 //! transposed copy, column candidates to the items of J. Self pairs are skipped in the kernel.
 //!
-//! Owns the triangle schedule; proving and re-ranking are knn.rs's `finish`.
+//! Owns the triangle schedule and the graph's rows as a candidate source; proving and re-ranking are search/finish.rs's.
 
 use cudarc::driver::CudaView;
 use rayon::prelude::*;
 use voisin::graph::{Share, TileOwner};
-use voisin::{Error, Result};
+use voisin::{Error, Metric, Result, Stats, VectorSet};
 
-use crate::context::{dev, Gpu};
-use crate::device_set::DeviceSet;
-use crate::knn::{Budget, Raw};
-use crate::prepare::Plan;
-use crate::select::{self, TileAt};
-use crate::shard;
-use crate::tile;
+use crate::numerics::plan::Plan;
+use crate::ops::device_set::DeviceSet;
+use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
+use crate::ops::{exact, tile, Budget};
+use crate::runtime::context::{dev, Gpu};
+use crate::runtime::probe::Phases;
+use crate::search::finish::{finish, CandidateSource};
+use crate::search::knn::{self, Raw};
+use crate::search::{shard, Ctx};
 
 /// Tile pairs queued ahead of the device: enough to keep it busy (each pair is milliseconds of
 /// work), few enough that the host never waits inside a launch on a full queue.
@@ -31,6 +33,178 @@ pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
         t /= 2;
     }
     t
+}
+
+/// The graph's tile edge for `n` items and `k` under a budget.
+pub(crate) fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
+    let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
+    tile_edge(n, kp, budget)
+}
+
+/// Candidate lists of the tile pairs of edge `tile` that `owns` accepts, on a set already on
+/// this GPU (`ddev`, the rows of `set`).
+pub(crate) fn lists(
+    ctx: &Ctx<'_>,
+    ddev: &DeviceSet,
+    set: &VectorSet,
+    k: usize,
+    tile: usize,
+    owns: &TileOwner<'_>,
+) -> Result<PartialGraph> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
+    let n = set.len();
+    // The set against itself: self pairs sit among the lists.
+    let budget = ctx.budget()?;
+    let kp = knn::pilot_list(ctx, ddev, set, k, true, &budget)?;
+    let nt = n.div_ceil(tile);
+    let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
+    // The symmetric schedule needs the block kernel's running lists; radix selection works
+    // on whole rows, so it runs tile rows of the set against the whole set.
+    let (lists, evals) = match ctx.select().resolve(kp)? {
+        Select::Block => {
+            let evals = (0..nt)
+                .flat_map(|i| (i..nt).map(move |j| (i, j)))
+                .filter(|&(i, j)| owns(i, j))
+                .map(|(i, j)| (size(i) * size(j)) as u64 / if i == j { 2 } else { 1 })
+                .sum();
+            // Small lists are padded to the column kernel's size so the column candidates
+            // are read in place (kernels/select_cols.cu) instead of through a transpose.
+            let kp = Select::Block.width(kp).max(select::COLS_KP);
+            let lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns)?;
+            (lists, evals)
+        }
+        sel => {
+            // The self pair takes a slot: whole-row lists get one more; running lists keep
+            // kp, whose margin over k (at least 8) already covers it.
+            let kp = if sel.whole_rows() {
+                (kp + 1).min(n)
+            } else {
+                kp
+            };
+            let mut lists = Lists::done(n, kp);
+            let mut evals = 0;
+            for it in (0..nt).filter(|&it| owns(it, it)) {
+                let rows = it * tile..it * tile + size(it);
+                let sub = DeviceSet::range(gpu, plan, set, rows.clone())?;
+                let raws = ctx.shrinking(ctx.budget()?, |b| {
+                    knn::candidates(ctx, ddev, &sub, kp, sel, b)
+                })?;
+                evals += (rows.len() * n) as u64;
+                for (r, raw) in rows.zip(raws) {
+                    lists.set(r, raw);
+                }
+            }
+            (lists, evals)
+        }
+    };
+    Ok(PartialGraph::new(n, k, lists, evals))
+}
+
+/// The graph's prove-widen-re-rank step on a set already on this GPU: the rows of every item
+/// from a share that covers the whole triangle.
+pub(crate) fn prove(
+    ctx: &Ctx<'_>,
+    ddev: &DeviceSet,
+    set: &VectorSet,
+    metric: &Metric,
+    part: PartialGraph,
+    stats: &mut Stats,
+) -> Result<Vec<Vec<(f64, u32)>>> {
+    stats.distance_evals += part.distance_evals;
+    let (k, kp) = (part.k, part.lists.width);
+    let rows = GraphRows {
+        first: 0,
+        k,
+        width: kp,
+    };
+    prove_rows(ctx, ddev, set, metric, rows, part.into_raws(), stats)
+}
+
+/// Which rows of a graph [`prove_rows`] finishes: from item `first` on, `k` each, from
+/// candidate lists of `width` slots.
+#[derive(Clone, Copy)]
+pub(crate) struct GraphRows {
+    pub first: usize,
+    pub k: usize,
+    pub width: usize,
+}
+
+/// Proves, widens and re-ranks the candidates `raws` of the items `rows.first..` of a graph,
+/// each list covering every other item (a whole share of the triangle or a finished pass of
+/// one): their final rows. Widening starts from the lists' own size (the pilot's choice, padded
+/// as the selection needed): no second pilot.
+pub(crate) fn prove_rows(
+    ctx: &Ctx<'_>,
+    ddev: &DeviceSet,
+    set: &VectorSet,
+    metric: &Metric,
+    rows: GraphRows,
+    raws: Vec<Raw>,
+    stats: &mut Stats,
+) -> Result<Vec<Vec<(f64, u32)>>> {
+    let first = rows.first;
+    let sides = exact::Sides {
+        bset: set,
+        qset: set,
+        bdev: ddev,
+        qdev: ddev,
+    };
+    let mut src = RowsOfGraph {
+        ctx,
+        metric,
+        sides: &sides,
+        qnorm: &ddev.norm()[first..first + raws.len()],
+        first,
+    };
+    finish(ctx.plan, &mut src, rows.k, rows.width, raws, stats)
+}
+
+/// The rows `first..` of a graph whose set is on this GPU: wider lists against the whole set,
+/// exact keys on this GPU, each row's own item dropped.
+struct RowsOfGraph<'a> {
+    ctx: &'a Ctx<'a>,
+    metric: &'a Metric,
+    sides: &'a exact::Sides<'a>,
+    qnorm: &'a [f64],
+    first: usize,
+}
+
+impl CandidateSource for RowsOfGraph<'_> {
+    fn base_len(&self) -> usize {
+        self.sides.bset.len()
+    }
+
+    fn norms(&self) -> (&[f64], f64) {
+        (self.qnorm, self.sides.bdev.max_norm())
+    }
+
+    fn self_first(&self) -> Option<usize> {
+        Some(self.first)
+    }
+
+    fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
+        let ctx = self.ctx;
+        let items: Vec<usize> = ids.iter().map(|&q| q + self.first).collect();
+        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, self.sides.qset, &items)?;
+        ctx.shrinking(ctx.budget()?, |b| {
+            knn::candidates(ctx, self.sides.bdev, &sub, kp, ctx.widen_select(), b)
+        })
+    }
+
+    fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
+        if self.first == 0 {
+            return exact::keys(self.ctx.gpu, self.metric, self.sides, pairs);
+        }
+        let shifted: Vec<[u32; 2]> = pairs
+            .iter()
+            .map(|&[q, b]| [q + self.first as u32, b])
+            .collect();
+        exact::keys(self.ctx.gpu, self.metric, self.sides, &shifted)
+    }
+
+    fn phases(&self) -> Phases {
+        self.ctx.gpu.phases()
+    }
 }
 
 /// Block-select candidates (`kp` per item, self excluded) for every item of `data`, from the
@@ -64,9 +238,11 @@ pub(crate) fn symmetric_candidates(
     select::fill_lists(gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
     let mut tile_buf = alloc(t * t)?;
     let mut trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
-    // With VOISIN_CUDA_TRACE, the first row of tiles is timed step by step (synchronising
-    // after each kernel) to split the graph's time between sgemm, selection and transpose.
-    let probe = std::env::var_os("VOISIN_CUDA_TRACE").is_some();
+    // Under a probe that asks for it, the first row of tiles is timed step by step
+    // (synchronising after each kernel) to split the graph's time between sgemm, selection and
+    // transpose; otherwise nothing waits.
+    let phases = gpu.phases();
+    let probe = phases.synchronised_steps();
     let mut spent = [0f64; 4];
     let mut mark = |it: usize, slot: usize, since: &mut std::time::Instant| -> Result<()> {
         if probe && it == 0 {
@@ -107,15 +283,20 @@ pub(crate) fn symmetric_candidates(
                 exclude_self: true,
             };
             let view: CudaView<'_, f32> = tile_buf.slice(..);
+            let rows_in = TileIn {
+                values: &view,
+                at: rows_at,
+                rn: &bi.sqnorm,
+                cn: &bj.sqnorm,
+            };
             select::block(
                 gpu,
-                &view,
-                rows_at,
-                &bi.sqnorm,
-                &bj.sqnorm,
-                &mut lv.slice_mut(i0 * kp..i1 * kp),
-                &mut li.slice_mut(i0 * kp..i1 * kp),
-                kp,
+                rows_in,
+                ListsOut {
+                    val: &mut lv.slice_mut(i0 * kp..i1 * kp),
+                    idx: &mut li.slice_mut(i0 * kp..i1 * kp),
+                    width: kp,
+                },
             )?;
             mark(it, 1, &mut since)?;
             if jt != it && kp == select::COLS_KP {
@@ -125,10 +306,10 @@ pub(crate) fn symmetric_candidates(
                 };
                 select::cols(
                     gpu,
-                    &view,
-                    cols_at,
-                    &bi.sqnorm,
-                    &bj.sqnorm,
+                    TileIn {
+                        at: cols_at,
+                        ..rows_in
+                    },
                     &mut lv.slice_mut(j0 * kp..j1 * kp),
                     &mut li.slice_mut(j0 * kp..j1 * kp),
                 )?;
@@ -145,28 +326,33 @@ pub(crate) fn symmetric_candidates(
                     col_off: i0 as u32,
                     exclude_self: true,
                 };
+                let trans_view = trans.slice(..);
                 select::block(
                     gpu,
-                    &trans.slice(..),
-                    cols_at,
-                    &bj.sqnorm,
-                    &bi.sqnorm,
-                    &mut lv.slice_mut(j0 * kp..j1 * kp),
-                    &mut li.slice_mut(j0 * kp..j1 * kp),
-                    kp,
+                    TileIn {
+                        values: &trans_view,
+                        at: cols_at,
+                        rn: &bj.sqnorm,
+                        cn: &bi.sqnorm,
+                    },
+                    ListsOut {
+                        val: &mut lv.slice_mut(j0 * kp..j1 * kp),
+                        idx: &mut li.slice_mut(j0 * kp..j1 * kp),
+                        width: kp,
+                    },
                 )?;
                 mark(it, 1, &mut since)?;
             }
         }
     }
     if probe {
-        eprintln!(
-            "[voisin-cuda] graph first tile row ({nt} tiles of {t}): sgemm {:.1} ms, select \
-             {:.1} ms, transpose {:.1} ms",
+        phases.note(format_args!(
+            "graph first tile row ({nt} tiles of {t}): sgemm {:.1} ms, select {:.1} ms, \
+             transpose {:.1} ms",
             spent[0] * 1e3,
             spent[1] * 1e3,
             spent[2] * 1e3
-        );
+        ));
     }
     let mut keys = gpu.download(&lv.slice(..))?;
     let mut ids = gpu.download(&li.slice(..))?;

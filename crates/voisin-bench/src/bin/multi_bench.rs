@@ -19,6 +19,7 @@ use rand::prelude::*;
 use rand_distr::StandardNormal;
 use rayon::prelude::*;
 use voisin::{Dataset, Engine, KnnResult, Metric, VectorSet};
+use voisin_cuda::probe::StderrProbe;
 use voisin_cuda::{cyclic_share, CudaEngine, MultiGpu, PartialGraph};
 
 struct Args {
@@ -176,6 +177,13 @@ fn main() {
     for &g in &counts {
         let devices: Vec<usize> = (0..g).map(|d| if a.one_device { 0 } else { d }).collect();
         let engine = MultiGpu::new(&devices).expect("CUDA GPUs");
+        // Phase timings on stderr, as scripts/gpu-check asks with VOISIN_CUDA_TRACE.
+        if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
+            for e in engine.engines() {
+                e.set_probe(std::sync::Arc::new(StderrProbe))
+                    .expect("the GPU");
+            }
+        }
         // Warm-up: module load and cuBLAS initialisation on every GPU stay out of the numbers.
         engine.knn(&small, &small, 10, &m).unwrap();
         engine.graph(&small, 10, &m).unwrap();

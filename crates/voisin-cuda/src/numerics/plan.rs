@@ -10,10 +10,10 @@ use voisin::data::{Dataset, VectorSet};
 use voisin::metric::simd::U32;
 use voisin::{Error, Metric, Result};
 
-use crate::abi;
-use crate::fused::Fusion;
+use crate::options::Precision;
+use crate::runtime::abi;
 
-/// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/abi.rs.
+/// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/runtime/abi.rs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(i32)]
 pub(crate) enum TileKey {
@@ -27,31 +27,32 @@ pub(crate) enum TileKey {
     Direct = abi::KEY_DIRECT,
 }
 
-/// Arithmetic of the GEMM tiles (`--precision`).
-///
-/// Either way results are exact: the precision only changes how wide the approximate pass's
-/// error bound is, and so how many candidates the exact re-rank sees (or how often a query is
-/// widened). SIMT metrics (cityblock, chebyshev, minkowski) always run in fp32.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Precision {
-    /// Strict fp32 products (cuBLAS sgemm on the SIMT cores).
-    #[default]
-    Fp32,
-    /// TF32 tensor-core products with fp32 accumulation: inputs keep 10 explicit mantissa
-    /// bits, about 2^-10 relative error each, covered by a wider bound.
-    Tf32,
+/// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.
+pub(crate) fn device_code(metric: &Metric) -> Option<i32> {
+    match metric {
+        Metric::Euclidean | Metric::SqEuclidean => Some(abi::EX_SQEUCLIDEAN),
+        Metric::InnerProduct => Some(abi::EX_INNER_PRODUCT),
+        Metric::Cosine => Some(abi::EX_COSINE),
+        Metric::Correlation => Some(abi::EX_CORRELATION),
+        Metric::Cityblock => Some(abi::EX_CITYBLOCK),
+        Metric::Chebyshev => Some(abi::EX_CHEBYSHEV),
+        _ => None,
+    }
 }
 
-impl std::str::FromStr for Precision {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "fp32" => Ok(Precision::Fp32),
-            "tf32" => Ok(Precision::Tf32),
-            _ => Err(Error::invalid(format!(
-                "unknown precision '{s}' (known: fp32, tf32)"
-            ))),
-        }
+/// How the rerank kernel turns an exact key into the reported distance
+/// ([`Metric::key_to_distance`], then f32): `abi::RR_KEY` the key, `RR_NEGATED` its negation,
+/// `RR_SQRT` the square root of `max(key, 0)` (rr_distance in kernels/finish/rerank.cu). `None` where the kernel does not apply.
+pub(crate) fn distance_form(metric: &Metric) -> Option<i32> {
+    match metric {
+        Metric::SqEuclidean
+        | Metric::Cosine
+        | Metric::Correlation
+        | Metric::Cityblock
+        | Metric::Chebyshev => Some(abi::RR_KEY),
+        Metric::InnerProduct => Some(abi::RR_NEGATED),
+        Metric::Euclidean => Some(abi::RR_SQRT),
+        _ => None,
     }
 }
 
@@ -95,6 +96,10 @@ pub(crate) struct Plan {
     pub centre_rows: bool,
     /// Scale rows to unit norm (cosine, correlation).
     pub unit: bool,
+    /// The exact kernels' code for the metric ([`device_code`]; `None`: exact keys on the host).
+    pub exact_code: Option<i32>,
+    /// How the rerank kernel reports an exact key ([`distance_form`]).
+    pub distance_form: Option<i32>,
     /// Relative part of the bound (SIMT metrics).
     rel: f64,
     /// Absolute slack for underflow and rounding of the final subtraction.
@@ -108,8 +113,6 @@ pub(crate) struct Plan {
     input: f64,
     /// Absolute error per unit of norm from inputs flushed to zero (TF32).
     flush: f64,
-    /// Whether k-NN passes may fuse distances and selection (fused.rs decides per pass).
-    pub fusion: Fusion,
 }
 
 /// Inner dimensions per GEMM call. A longer product is summed chunk by chunk (one cuBLAS call
@@ -225,21 +228,14 @@ impl Plan {
             shift,
             centre_rows: *metric == Metric::Correlation,
             unit: key == TileKey::OneMinus,
+            exact_code: device_code(metric),
+            distance_form: distance_form(metric),
             rel,
             tiny,
             gamma,
             precision: Precision::Fp32,
             input: 0.0,
             flush: 0.0,
-            fusion: Fusion::Off,
-        }
-    }
-
-    /// The plan with the engine's choices: GEMM arithmetic and fusion.
-    pub fn with_engine(self, precision: Precision, fusion: Fusion) -> Plan {
-        Plan {
-            fusion,
-            ..self.with_precision(precision)
         }
     }
 

@@ -10,8 +10,9 @@ use cudarc::cublas::{result as blas, Gemm, GemmConfig};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::context::{dev, Gpu};
-use crate::prepare::{Plan, Precision, TileKind, K_CHUNK};
+use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
+use crate::options::Precision;
+use crate::runtime::context::{dev, Gpu};
 
 /// A block of transformed rows on the device.
 pub(crate) struct Block<'a> {
@@ -35,7 +36,7 @@ pub(crate) fn compute(
             debug_assert!(b.rows.len() >= b.n * d && q.rows.len() >= q.n * d);
             debug_assert!(out.len() >= (q.n.saturating_sub(1)) * ld + b.n);
             // Chunks of the inner dimension, the later ones added into the tile: the error
-            // bound of prepare.rs (`accumulation_length`) counts on this order.
+            // bound of numerics/plan.rs (`accumulation_length`) counts on this order.
             for (c, k0) in (0..d).step_by(K_CHUNK).enumerate() {
                 let len = K_CHUNK.min(d - k0);
                 // Row-major Q (q.n × d) and B (b.n × d) are column-major d × n matrices. The
@@ -91,7 +92,7 @@ pub(crate) fn compute(
 }
 
 /// The same product as sgemm on TF32 tensor cores (fp32 in and out, fp32 accumulation); the
-/// conversion's error is in the plan's bound (prepare.rs `Plan::with_precision`).
+/// conversion's error is in the plan's bound (numerics/plan.rs `Plan::with_precision`).
 fn tf32_gemm(
     gpu: &Gpu,
     cfg: GemmConfig<f32>,

@@ -4,7 +4,7 @@
 //! Sources live in `kernels/`, in folders by role (`select/`, `distance/`, `finish/`, `index/`,
 //! `strings/`); what several kernels share is in headers (`common/*.cuh`, `index/space.cuh`)
 //! that each source includes by name. NVRTC gets every file as a named in-memory header, plus
-//! the generated `common/abi.cuh` (src/abi.rs), so the same sources also compile from disk with
+//! the generated `common/abi.cuh` (src/runtime/abi.rs), so the same sources also compile from disk with
 //! a host compiler and `-I kernels` (the CPU simulation, kernel-sim/).
 
 use std::ffi::{c_char, CString};
@@ -14,84 +14,90 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use voisin::{Error, Result};
 
-use crate::abi;
-use crate::context::dev;
+use crate::runtime::abi;
+use crate::runtime::context::dev;
 
 /// Every kernel source and header, by its path under `kernels/`.
 pub(crate) const SOURCES: &[(&str, &str)] = &[
     (
         "common/keys.cuh",
-        include_str!("../kernels/common/keys.cuh"),
+        include_str!("../../kernels/common/keys.cuh"),
     ),
     (
         "common/loads.cuh",
-        include_str!("../kernels/common/loads.cuh"),
+        include_str!("../../kernels/common/loads.cuh"),
     ),
     (
         "common/bitonic.cuh",
-        include_str!("../kernels/common/bitonic.cuh"),
+        include_str!("../../kernels/common/bitonic.cuh"),
     ),
     (
         "common/exact.cuh",
-        include_str!("../kernels/common/exact.cuh"),
+        include_str!("../../kernels/common/exact.cuh"),
     ),
     (
         "index/space.cuh",
-        include_str!("../kernels/index/space.cuh"),
+        include_str!("../../kernels/index/space.cuh"),
     ),
     (
         "select/block.cu",
-        include_str!("../kernels/select/block.cu"),
+        include_str!("../../kernels/select/block.cu"),
     ),
-    ("select/cols.cu", include_str!("../kernels/select/cols.cu")),
+    (
+        "select/cols.cu",
+        include_str!("../../kernels/select/cols.cu"),
+    ),
     (
         "select/radix.cu",
-        include_str!("../kernels/select/radix.cu"),
+        include_str!("../../kernels/select/radix.cu"),
     ),
-    ("select/heap.cu", include_str!("../kernels/select/heap.cu")),
+    (
+        "select/heap.cu",
+        include_str!("../../kernels/select/heap.cu"),
+    ),
     (
         "select/quick.cu",
-        include_str!("../kernels/select/quick.cu"),
+        include_str!("../../kernels/select/quick.cu"),
     ),
     (
         "select/fused_filter.cu",
-        include_str!("../kernels/select/fused_filter.cu"),
+        include_str!("../../kernels/select/fused_filter.cu"),
     ),
     (
         "distance/vector_tile.cu",
-        include_str!("../kernels/distance/vector_tile.cu"),
+        include_str!("../../kernels/distance/vector_tile.cu"),
     ),
     (
         "distance/transpose.cu",
-        include_str!("../kernels/distance/transpose.cu"),
+        include_str!("../../kernels/distance/transpose.cu"),
     ),
     (
         "distance/prepare.cu",
-        include_str!("../kernels/distance/prepare.cu"),
+        include_str!("../../kernels/distance/prepare.cu"),
     ),
     (
         "finish/range.cu",
-        include_str!("../kernels/finish/range.cu"),
+        include_str!("../../kernels/finish/range.cu"),
     ),
     (
         "finish/exact.cu",
-        include_str!("../kernels/finish/exact.cu"),
+        include_str!("../../kernels/finish/exact.cu"),
     ),
     (
         "finish/rerank.cu",
-        include_str!("../kernels/finish/rerank.cu"),
+        include_str!("../../kernels/finish/rerank.cu"),
     ),
     (
         "index/lc_search.cu",
-        include_str!("../kernels/index/lc_search.cu"),
+        include_str!("../../kernels/index/lc_search.cu"),
     ),
     (
         "index/sss_search.cu",
-        include_str!("../kernels/index/sss_search.cu"),
+        include_str!("../../kernels/index/sss_search.cu"),
     ),
     (
         "strings/levenshtein.cu",
-        include_str!("../kernels/strings/levenshtein.cu"),
+        include_str!("../../kernels/strings/levenshtein.cu"),
     ),
 ];
 

@@ -4,7 +4,7 @@
 //! correctly rounded operations, so the keys are bit-identical to
 //! [`voisin::metric::exact::vector_key`]; minkowski needs `powf`, whose rounding differs between
 //! libm and CUDA, so its keys are computed on the host. [`rerank`] launches kernels/finish/rerank.cu,
-//! the k-NN finish on the device (knn.rs decides when), which calls the same `exact_key`.
+//! the k-NN finish on the device (search/knn.rs decides when), which calls the same `exact_key`.
 
 use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
@@ -12,9 +12,10 @@ use voisin::data::VectorSet;
 use voisin::metric::exact::vector_key;
 use voisin::{Metric, Result};
 
-use crate::abi;
-use crate::context::{dev, Gpu};
-use crate::device_set::DeviceSet;
+use crate::numerics::plan::device_code;
+use crate::ops::device_set::DeviceSet;
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
 
 /// Pairs per launch: bounds the index and key buffers (64M pairs: 1 GiB of keys and indices).
 const CHUNK: usize = 1 << 26;
@@ -25,35 +26,6 @@ pub(crate) struct Sides<'a> {
     pub qset: &'a VectorSet,
     pub bdev: &'a DeviceSet<'a>,
     pub qdev: &'a DeviceSet<'a>,
-}
-
-/// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.
-pub(crate) fn device_code(metric: &Metric) -> Option<i32> {
-    match metric {
-        Metric::Euclidean | Metric::SqEuclidean => Some(abi::EX_SQEUCLIDEAN),
-        Metric::InnerProduct => Some(abi::EX_INNER_PRODUCT),
-        Metric::Cosine => Some(abi::EX_COSINE),
-        Metric::Correlation => Some(abi::EX_CORRELATION),
-        Metric::Cityblock => Some(abi::EX_CITYBLOCK),
-        Metric::Chebyshev => Some(abi::EX_CHEBYSHEV),
-        _ => None,
-    }
-}
-
-/// How the rerank kernel turns an exact key into the reported distance
-/// ([`Metric::key_to_distance`], then f32): `abi::RR_KEY` the key, `RR_NEGATED` its negation,
-/// `RR_SQRT` the square root of `max(key, 0)` (rr_distance in kernels/finish/rerank.cu). `None` where the kernel does not apply.
-pub(crate) fn distance_form(metric: &Metric) -> Option<i32> {
-    match metric {
-        Metric::SqEuclidean
-        | Metric::Cosine
-        | Metric::Correlation
-        | Metric::Cityblock
-        | Metric::Chebyshev => Some(abi::RR_KEY),
-        Metric::InnerProduct => Some(abi::RR_NEGATED),
-        Metric::Euclidean => Some(abi::RR_SQRT),
-        _ => None,
-    }
 }
 
 /// The start value of Rust's f64 `Sum`, which the kernels must use to match bit for bit.
@@ -132,7 +104,7 @@ pub(crate) struct Rerank<'a> {
     pub code: i32,
     pub form: i32,
     pub k: usize,
-    /// The plan's bound: relative part and absolute slack (prepare.rs `BoundParts`).
+    /// The plan's bound: relative part and absolute slack (numerics/plan.rs `BoundParts`).
     pub rel: f64,
     pub tiny: f64,
 }
@@ -167,21 +139,32 @@ impl Reranked {
 /// Status of a row the kernel left to the host.
 pub(crate) const NOT_DONE: u32 = abi::RR_NOT_DONE;
 
-/// Proves and re-ranks sorted lists on the device (kernels/finish/rerank.cu): `val`/`idx` hold
-/// `abs.len()` lists of `width` entries (a power of two) for the queries `q_off..`, `abs` their
-/// bounds; the answers go to `out` from row `at` on. Queued on the engine's stream.
-#[allow(clippy::too_many_arguments)]
+/// Sorted candidate lists of consecutive queries on the device: `width` entries per query (a
+/// power of two), the first for query `q_off`.
+pub(crate) struct SortedLists<'a> {
+    pub val: &'a CudaView<'a, f32>,
+    pub idx: &'a CudaView<'a, u32>,
+    pub width: usize,
+    pub q_off: usize,
+}
+
+/// Proves and re-ranks sorted lists on the device (kernels/finish/rerank.cu): `lists` holds
+/// `abs.len()` lists, `abs` their queries' bounds; the answers go to `out` from row `at` on.
+/// Queued on the engine's stream.
 pub(crate) fn rerank(
     gpu: &Gpu,
     job: &Rerank<'_>,
-    val: &CudaView<'_, f32>,
-    idx: &CudaView<'_, u32>,
-    width: usize,
-    q_off: usize,
+    lists: SortedLists<'_>,
     abs: &[f64],
     out: &mut Reranked,
     at: usize,
 ) -> Result<()> {
+    let SortedLists {
+        val,
+        idx,
+        width,
+        q_off,
+    } = lists;
     let rows = abs.len();
     debug_assert!(width.is_power_of_two() && val.len() == rows * width);
     debug_assert!(out.status.len() >= at + rows && out.ids.len() >= (at + rows) * job.k);
@@ -237,6 +220,7 @@ pub(crate) fn rerank(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numerics::plan::distance_form;
 
     /// kernels/finish/rerank.cu's rr_distance, written the same way.
     fn kernel_distance(key: f64, form: i32) -> f32 {

@@ -8,13 +8,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use rayon::prelude::*;
 
 use cudarc::cublas::{sys as blas_sys, CudaBlas};
-use cudarc::driver::{
-    sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, DevicePtr, PinnedHostSlice,
-};
+use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr};
 use voisin::{Error, Result};
 
-use crate::kernels::Kernels;
-use crate::probe::{NoProbe, Phases, Probe};
+use crate::runtime::kernels::Kernels;
+use crate::runtime::probe::{NoProbe, Phases, Probe};
+use crate::runtime::staging::Staging;
 
 /// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
 /// (cudarc panics when a library is missing, so presence is checked before anything is called).
@@ -94,9 +93,8 @@ pub(crate) struct Gpu {
     pub blas: CudaBlas,
     pub k: Arc<Kernels>,
     pub name: String,
-    /// Two page-locked staging buffers for uploads, allocated at first use, each with the event
-    /// of the last copy that read it.
-    staging: Mutex<Vec<(PinnedHostSlice<f32>, Option<CudaEvent>)>>,
+    /// Page-locked staging for uploads and downloads (`staging.rs`), allocated at first use.
+    staging: Mutex<Option<Staging>>,
     /// Where phase timings go (`probe.rs`); none by default.
     probe: RwLock<Arc<dyn Probe>>,
 }
@@ -104,22 +102,22 @@ pub(crate) struct Gpu {
 /// Values per staging buffer (64 MiB).
 pub(crate) const STAGE: usize = 16 << 20;
 
-/// Staging buffers of engines that ended, by device ordinal, for the next engine on that device:
+/// Staging of engines that ended, by device ordinal, for the next engine on that device:
 /// page-locking (and unlocking) 128 MiB of host memory per engine was paid by every one-shot
-/// call that opens a fresh engine. At most two are kept per device.
-static SPARE_STAGING: Mutex<Vec<(usize, PinnedHostSlice<f32>)>> = Mutex::new(Vec::new());
+/// call that opens a fresh engine (the Python functions). One is kept per device.
+static SPARE_STAGING: Mutex<Vec<(usize, Staging)>> = Mutex::new(Vec::new());
 
 impl Drop for Gpu {
     fn drop(&mut self) {
-        let staging = std::mem::take(self.staging.get_mut().unwrap_or_else(|p| p.into_inner()));
+        let staging = self.staging.get_mut().unwrap_or_else(|p| p.into_inner());
+        let Some(mut staging) = staging.take() else {
+            return;
+        };
         let device = self.ctx.ordinal();
         let mut spare = SPARE_STAGING.lock().unwrap_or_else(|p| p.into_inner());
-        for (buf, done) in staging {
-            // A buffer goes back only once the copy that last read it is over.
-            let idle = done.is_none_or(|e| e.synchronize().is_ok());
-            if idle && spare.iter().filter(|(d, _)| *d == device).count() < 2 {
-                spare.push((device, buf));
-            }
+        // It goes back only once the copies that last read its buffers are over.
+        if staging.settle() && !spare.iter().any(|(d, _)| *d == device) {
+            spare.push((device, staging));
         }
     }
 }
@@ -148,7 +146,7 @@ impl Gpu {
         unsafe { ctx.disable_event_tracking() };
         let copy = ctx.new_stream().map_err(dev("creating the copy stream"))?;
         let blas = CudaBlas::new(stream.clone()).map_err(dev("creating the cuBLAS handle"))?;
-        // Strict fp32: the error bounds of src/prepare.rs assume IEEE single products. The default
+        // Strict fp32: the error bounds of src/numerics/plan.rs assume IEEE single products. The default
         // math mode never uses TF32 for sgemm (only CUBLAS_TF32_TENSOR_OP_MATH would), and the
         // NVIDIA_TF32_OVERRIDE variable can only disable TF32; set it explicitly so a changed
         // library default cannot slip tensor-core rounding in. (Pedantic mode was avoided: it
@@ -162,7 +160,7 @@ impl Gpu {
             .result()
             .map_err(dev("setting cuBLAS math mode"))?;
         }
-        let k = crate::kernels::shared(&ctx)?;
+        let k = crate::runtime::kernels::shared(&ctx)?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         Ok(Gpu {
             ctx,
@@ -171,7 +169,7 @@ impl Gpu {
             blas,
             k,
             name,
-            staging: Mutex::new(Vec::new()),
+            staging: Mutex::new(None),
             probe: RwLock::new(Arc::new(NoProbe)),
         })
     }
@@ -231,45 +229,12 @@ impl Gpu {
             dst.len() >= src.len(),
             "upload past the end of a device buffer"
         );
-        let mut staging = self
-            .staging
-            .lock()
-            .map_err(|_| Error::device("cuda: staging lock"))?;
-        self.ensure_staging(&mut staging)?;
+        let mut staging = self.staging()?;
+        let staging = staging.as_mut().expect("allocated by staging()");
         let (base, _guard) = dst.device_ptr(&self.stream);
-        for (c, part) in src.chunks(STAGE).enumerate() {
-            // The least recently used buffer first, also across calls: a set uploaded a stage
-            // at a time behind its tiles then keeps two stages in flight, not one.
-            staging.rotate_left(1);
-            let (buf, done) = &mut staging[1];
-            // The copy that last read this buffer must finish before the host refills it.
-            // (cudarc records its own per-buffer events only in multi-stream mode, which this
-            // single-stream engine does not use; without this wait a refill raced the DMA.)
-            if let Some(e) = done.take() {
-                e.synchronize().map_err(dev("waiting for a copy"))?;
-            }
-            let host = buf.as_mut_slice().map_err(dev("waiting for a copy"))?;
-            host[..part.len()]
-                .par_chunks_mut(1 << 16)
-                .zip(part.par_chunks(1 << 16))
-                .for_each(|(h, p)| h.copy_from_slice(p));
-            // SAFETY: `host[..len]` is page-locked memory of this context, the destination
-            // range lies inside `dst` (asserted above), and the buffer is not refilled before
-            // the event recorded after this copy has passed.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    base + (c * STAGE * 4) as u64,
-                    &host[..part.len()],
-                    stream.cu_stream(),
-                )
-            }
-            .map_err(dev("copying to the device"))?;
-            *done = Some(
-                stream
-                    .record_event(None)
-                    .map_err(dev("recording an event"))?,
-            );
-        }
+        // SAFETY: `dst` is device memory of this context holding at least `src.len()` values
+        // (asserted above); slices are freed on the engine's stream only, after these copies.
+        unsafe { staging.upload(src, base, stream, "copying to the device") }?;
         if behind {
             self.stream
                 .join(&self.copy)
@@ -296,15 +261,11 @@ impl Gpu {
         // SAFETY: T is plain data whose size is a multiple of 4 bytes.
         let view: CudaView<'_, f32> = unsafe { src.transmute::<f32>(words) }
             .ok_or_else(|| Error::device("cuda: cannot view a buffer as words"))?;
-        let mut staging = self
-            .staging
-            .lock()
-            .map_err(|_| Error::device("cuda: staging lock"))?;
-        self.ensure_staging(&mut staging)?;
-        let (buf, done) = &mut staging[0];
-        if let Some(e) = done.take() {
-            e.synchronize().map_err(dev("waiting for a copy"))?;
-        }
+        let mut staging = self.staging()?;
+        let buf = staging
+            .as_mut()
+            .expect("allocated by staging()")
+            .for_download()?;
         for (c, part) in flat.chunks_mut(STAGE).enumerate() {
             let len = part.len();
             let chunk = view.slice(c * STAGE..c * STAGE + len);
@@ -334,27 +295,26 @@ impl Gpu {
         Ok(out)
     }
 
-    fn ensure_staging(
-        &self,
-        staging: &mut Vec<(PinnedHostSlice<f32>, Option<CudaEvent>)>,
-    ) -> Result<()> {
-        while staging.len() < 2 {
+    /// The staging buffers, allocated at the first call (plain pages: downloads read them back
+    /// on the host).
+    fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>> {
+        let mut staging = self
+            .staging
+            .lock()
+            .map_err(|_| Error::device("cuda: staging lock"))?;
+        if staging.is_none() {
             let device = self.ctx.ordinal();
             let spare = {
                 let mut spare = SPARE_STAGING.lock().unwrap_or_else(|p| p.into_inner());
                 let at = spare.iter().position(|(d, _)| *d == device);
                 at.map(|i| spare.swap_remove(i).1)
             };
-            let b = match spare {
-                Some(b) => b,
-                // Plain (not write-combined) pages: downloads read them back on the host.
-                // SAFETY: every use writes the part it reads.
-                None => unsafe { self.ctx.alloc_pinned_with_flags::<f32>(STAGE, 0) }
-                    .map_err(dev("allocating pinned memory"))?,
-            };
-            staging.push((b, None));
+            *staging = Some(match spare {
+                Some(s) => s,
+                None => Staging::plain(&self.ctx, STAGE)?,
+            });
         }
-        Ok(())
+        Ok(staging)
     }
 
     /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size.

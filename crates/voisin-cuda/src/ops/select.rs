@@ -2,28 +2,21 @@
 //!
 //! Owns choosing a variant, its list-size limits and launching its kernel over one tile
 //! (`run` is the one dispatch the algorithm files call); the tiling itself belongs to the
-//! algorithm files (knn.rs, graph.rs), and proving the lists to knn.rs. Every variant keeps the
+//! search files (search/knn.rs, search/graph.rs), and proving the lists to search/finish.rs. Every variant keeps the
 //! same contract: per row some smallest approximate keys such that every item left out has a key
 //! at least the largest one kept. `bench_tile` (feature bench-variants) times one kernel on a
-//! synthetic tile for `examples/select_bench.rs`.
-
-use std::str::FromStr;
+//! synthetic tile for `select_bench` (crates/voisin-bench).
 
 use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
 use voisin::{Error, Result};
 
-use crate::abi;
-use crate::context::{dev, Gpu};
-use crate::prepare::TileKey;
+use crate::numerics::plan::TileKey;
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
 
-/// Largest list the block-select kernel keeps per row (shared memory: 2 × kp × 8 bytes).
-pub const BLOCK_MAX_K: usize = 2048;
-/// Largest list of the heap kernel: every lane of its warp holds a heap of the full list size
-/// (33 × kp × 8 bytes of shared memory per row, 68 KiB at 256).
-pub const HEAP_MAX_K: usize = 256;
-/// Largest list of the quick-select kernel (two arrays of kp + 2048 entries in shared memory).
-pub const QUICK_MAX_K: usize = 4096;
+pub use crate::options::{list_size, Select, BLOCK_MAX_K, HEAP_MAX_K, QUICK_MAX_K};
+
 const THREADS: u32 = 256;
 /// Values per thread between barriers in select_block.
 const SB_GROUP: usize = abi::ROW_GROUP;
@@ -32,133 +25,6 @@ const SB_GROUP: usize = abi::ROW_GROUP;
 const QUICK_THREADS: u32 = 256;
 #[cfg(feature = "bench-variants")]
 const QS_GROUP: usize = abi::ROW_GROUP;
-
-/// Which selection kernel produces candidates.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Select {
-    /// Block select while the list fits (k up to about 1800), radix select beyond.
-    #[default]
-    Auto,
-    /// Per-row block select with a threshold filter and bitonic merges (kernels/select/block.cu).
-    Block,
-    /// Per-row radix select over whole rows, any k up to n (kernels/select/radix.cu).
-    Radix,
-    /// Per-lane max-heaps with a warp-shared gate, one warp per row (kernels/select/heap.cu);
-    /// lists up to [`HEAP_MAX_K`].
-    Heap,
-    /// Threshold filter plus warp-ballot quick-select, one block per row
-    /// (kernels/select/quick.cu); lists up to [`QUICK_MAX_K`].
-    Quick,
-}
-
-impl FromStr for Select {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Select::ALL
-            .into_iter()
-            .find(|v| v.name() == s.to_ascii_lowercase())
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "unknown selection '{s}' (known: auto, block, radix, heap, quick)"
-                ))
-            })
-    }
-}
-
-impl std::fmt::Display for Select {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Select {
-    /// Every value, `Auto` first.
-    pub const ALL: [Select; 5] = [
-        Select::Auto,
-        Select::Block,
-        Select::Radix,
-        Select::Heap,
-        Select::Quick,
-    ];
-
-    /// The name `--select` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Select::Auto => "auto",
-            Select::Block => "block",
-            Select::Radix => "radix",
-            Select::Heap => "heap",
-            Select::Quick => "quick",
-        }
-    }
-
-    /// The largest list (candidates per query) the variant keeps; `None`: any.
-    pub fn max_list(self) -> Option<usize> {
-        match self {
-            Select::Auto | Select::Radix => None,
-            Select::Block => Some(BLOCK_MAX_K),
-            Select::Heap => Some(HEAP_MAX_K),
-            Select::Quick => Some(QUICK_MAX_K),
-        }
-    }
-
-    /// The largest k the variant accepts (its list of k plus the margin fits); `None`: any.
-    pub fn max_k(self) -> Option<usize> {
-        let max = self.max_list()?;
-        (1..=max).rev().find(|&k| self.width(list_size(k)) <= max)
-    }
-
-    /// The variant that runs for a list of `kp` entries.
-    pub(crate) fn resolve(self, kp: usize) -> Result<Select> {
-        match self {
-            Select::Auto if kp <= BLOCK_MAX_K => Ok(Select::Block),
-            Select::Auto => Ok(Select::Radix),
-            s => match s.max_list() {
-                Some(max) if s.width(kp) > max => Err(Error::invalid(format!(
-                    "{s} selection keeps at most {max} candidates per query (k too large); \
-                     use --select radix or auto"
-                ))),
-                _ => Ok(s),
-            },
-        }
-    }
-
-    /// Whether this build has the variant's kernel: heap and quick are benchmark variants,
-    /// built with the `bench-variants` feature only.
-    pub fn built(self) -> bool {
-        cfg!(feature = "bench-variants") || !matches!(self, Select::Heap | Select::Quick)
-    }
-
-    /// The error for a variant this build does not have.
-    pub fn not_built(self) -> Error {
-        Error::invalid(format!(
-            "--select {self} is a benchmark variant not built into this binary (build \
-             voisin-cuda with the bench-variants feature)"
-        ))
-    }
-
-    /// Whether the kernel selects over whole rows (one tile spans the base) instead of keeping
-    /// running lists across tiles.
-    pub(crate) fn whole_rows(self) -> bool {
-        self == Select::Radix
-    }
-
-    /// The list width in memory for a wanted list of `kp`: block and heap lists are merged with
-    /// bitonic networks and are sized to a power of two; radix and quick keep exactly `kp` (at
-    /// k=1000 that is 1125 entries instead of 2048: half the download and the host sort).
-    pub fn width(self, kp: usize) -> usize {
-        match self {
-            Select::Radix | Select::Quick => kp,
-            _ => kp.next_power_of_two(),
-        }
-    }
-}
-
-/// The candidate list size for k: k plus a margin, so that the f32 bound rarely forces a
-/// widening pass. Variants that need a power of two round it up ([`Select::width`]).
-pub fn list_size(k: usize) -> usize {
-    k + (k / 8).max(8)
-}
 
 /// Where the tile's rows and columns sit in the global index space, and how values become keys.
 #[derive(Clone, Copy)]
@@ -170,6 +36,23 @@ pub(crate) struct TileAt {
     pub row_off: u32,
     pub col_off: u32,
     pub exclude_self: bool,
+}
+
+/// A tile to select from: its values, where it sits ([`TileAt`]), and the f32 squared norms of
+/// its rows (`rn`) and columns (`cn`) for the L2 key.
+#[derive(Clone, Copy)]
+pub(crate) struct TileIn<'a> {
+    pub values: &'a CudaView<'a, f32>,
+    pub at: TileAt,
+    pub rn: &'a CudaView<'a, f32>,
+    pub cn: &'a CudaView<'a, f32>,
+}
+
+/// The lists a selection writes: `val` and `idx`, `width` entries per row.
+pub(crate) struct ListsOut<'a, 'v> {
+    pub val: &'a mut CudaViewMut<'v, f32>,
+    pub idx: &'a mut CudaViewMut<'v, u32>,
+    pub width: usize,
 }
 
 /// A tile's scalar kernel arguments, held while a launch borrows them.
@@ -199,14 +82,9 @@ impl TileAt {
 
 /// Pushes the ten arguments every selection kernel starts with, in their order: tile, ld,
 /// rows, cols, key mode, row norms, column norms, row offset, column offset, self exclusion.
-fn push_tile<'a>(
-    l: &mut LaunchArgs<'a>,
-    tile: &'a CudaView<'_, f32>,
-    s: &'a TileScalars,
-    rn: &'a CudaView<'_, f32>,
-    cn: &'a CudaView<'_, f32>,
-) {
-    l.arg(tile)
+fn push_tile<'a>(l: &mut LaunchArgs<'a>, tile: &TileIn<'a>, s: &'a TileScalars) {
+    let (values, rn, cn) = (tile.values, tile.rn, tile.cn);
+    l.arg(values)
         .arg(&s.ld)
         .arg(&s.rows)
         .arg(&s.cols)
@@ -285,57 +163,28 @@ pub(crate) fn download_lists(
     ))
 }
 
-/// Selects over one tile with the (resolved) variant `mode`: running lists of `width` entries
-/// per row (`fill_lists` first) or, for whole-row variants, `width` keys per row written fresh.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run(
-    gpu: &Gpu,
-    mode: Select,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
-    width: usize,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-) -> Result<()> {
+/// Selects over one tile with the (resolved) variant `mode`: running lists of `out.width`
+/// entries per row (`fill_lists` first) or, for whole-row variants, `out.width` keys per row
+/// written fresh.
+pub(crate) fn run(gpu: &Gpu, mode: Select, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Result<()> {
     match mode {
-        Select::Radix => radix(gpu, tile, at, rn, cn, width, val, idx),
+        Select::Radix => radix(gpu, tile, out),
         Select::Auto => Err(Error::device(
             "cuda: selection mode not resolved (internal error)",
         )),
-        m => running(gpu, m, tile, at, rn, cn, val, idx, width),
+        m => running(gpu, m, tile, out),
     }
 }
 
-/// Merges the tile's rows into their running lists (rows × kp, sorted) with block select.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn block(
-    gpu: &Gpu,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-    kp: usize,
-) -> Result<()> {
-    running(gpu, Select::Block, tile, at, rn, cn, val, idx, kp)
+/// Merges the tile's rows into their running lists (rows × `out.width`, sorted) with block
+/// select.
+pub(crate) fn block(gpu: &Gpu, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Result<()> {
+    running(gpu, Select::Block, tile, out)
 }
 
 /// Launches a running-list kernel (block, heap, quick): one block per row, lists rows × kp.
-#[allow(clippy::too_many_arguments)]
-fn running(
-    gpu: &Gpu,
-    mode: Select,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-    kp: usize,
-) -> Result<()> {
+fn running(gpu: &Gpu, mode: Select, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Result<()> {
+    let (at, kp) = (tile.at, out.width);
     debug_assert!(mode.width(kp) == kp && mode.max_list().is_some_and(|m| kp <= m));
     // (kernel, threads, dynamic shared bytes, the kernel's last argument if it takes one)
     let (f, threads, shared, extra) = match mode {
@@ -372,8 +221,8 @@ fn running(
     let kp = kp as i32;
     let extra = extra.map(|e| e as i32);
     let mut l = gpu.stream.launch_builder(f);
-    push_tile(&mut l, tile, &s, rn, cn);
-    l.arg(val).arg(idx).arg(&kp);
+    push_tile(&mut l, &tile, &s);
+    l.arg(out.val).arg(out.idx).arg(&kp);
     if let Some(e) = &extra {
         l.arg(e);
     }
@@ -391,13 +240,11 @@ pub(crate) const COLS_KP: usize = abi::SC_KP;
 /// column candidates read in place, without a transpose.
 pub(crate) fn cols(
     gpu: &Gpu,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
+    tile: TileIn<'_>,
     val: &mut CudaViewMut<'_, f32>,
     idx: &mut CudaViewMut<'_, u32>,
 ) -> Result<()> {
+    let at = tile.at;
     let cfg = LaunchConfig {
         grid_dim: (at.cols.div_ceil(32) as u32, 1, 1),
         block_dim: (256, 1, 1),
@@ -405,7 +252,7 @@ pub(crate) fn cols(
     };
     let s = at.scalars();
     let mut l = gpu.stream.launch_builder(&gpu.k.select_cols);
-    push_tile(&mut l, tile, &s, rn, cn);
+    push_tile(&mut l, &tile, &s);
     l.arg(val).arg(idx);
     // SAFETY: matches kernels/select/cols.cu; lists hold cols × COLS_KP.
     unsafe { l.launch(cfg) }
@@ -413,18 +260,9 @@ pub(crate) fn cols(
         .map_err(dev("select_cols"))
 }
 
-/// Writes each row's k smallest keys (any order) to out (rows × k).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn radix(
-    gpu: &Gpu,
-    tile: &CudaView<'_, f32>,
-    at: TileAt,
-    rn: &CudaView<'_, f32>,
-    cn: &CudaView<'_, f32>,
-    k: usize,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-) -> Result<()> {
+/// Writes each row's k = `out.width` smallest keys (any order) to `out` (rows × k).
+pub(crate) fn radix(gpu: &Gpu, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Result<()> {
+    let (at, k) = (tile.at, out.width);
     let cfg = LaunchConfig {
         grid_dim: (at.rows as u32, 1, 1),
         block_dim: (512, 1, 1),
@@ -433,8 +271,8 @@ pub(crate) fn radix(
     let s = at.scalars();
     let k = k as i32;
     let mut l = gpu.stream.launch_builder(&gpu.k.select_radix);
-    push_tile(&mut l, tile, &s, rn, cn);
-    l.arg(&k).arg(val).arg(idx);
+    push_tile(&mut l, &tile, &s);
+    l.arg(&k).arg(out.val).arg(out.idx);
     // SAFETY: matches select_radix in kernels/select/radix.cu; out holds rows × k.
     unsafe { l.launch(cfg) }
         .map(|_| ())
@@ -495,7 +333,7 @@ pub const WARM_TILES: usize = 15;
 /// Times each (variant, k) of `cases` selecting k (with the search's list size) from one
 /// `rows × cols` tile of uniform random keys on device `device`, `reps` times (median); a
 /// variant that refuses the k gives its error. For the selection micro-benchmark
-/// (examples/select_bench.rs); the search itself never calls it, so it is built with the
+/// (select_bench in crates/voisin-bench); the search itself never calls it, so it is built with the
 /// `bench-variants` feature only.
 #[cfg(feature = "bench-variants")]
 pub fn bench_tile(
@@ -506,6 +344,7 @@ pub fn bench_tile(
     reps: usize,
 ) -> Result<Vec<Result<TileTiming>>> {
     use cudarc::driver::sys::CUevent_flags;
+    use cudarc::driver::CudaSlice;
     use rayon::prelude::*;
     let gpu = Gpu::open(device)?;
     // rows + WARM_TILES random rows: tile j is rows j.., so each tile's row r is different data.
@@ -570,13 +409,30 @@ pub fn bench_tile(
         let mut li = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
         let mut sv = s.alloc_zeros::<f32>(n).map_err(dev("allocating"))?;
         let mut si = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
+        // One selection over `values` into the lists `val`/`idx`.
+        let select = |values: &CudaView<'_, f32>,
+                      val: &mut CudaSlice<f32>,
+                      idx: &mut CudaSlice<u32>|
+         -> Result<()> {
+            let (mut v, mut i) = (val.slice_mut(..), idx.slice_mut(..));
+            let tile = TileIn {
+                values,
+                at,
+                rn: &nv,
+                cn: &nv,
+            };
+            let out = ListsOut {
+                val: &mut v,
+                idx: &mut i,
+                width,
+            };
+            run(&gpu, mode, tile, out)
+        };
         // Lists after the warm-up tiles, saved once: each warm run starts from them.
         if !mode.whole_rows() {
             fill_lists(&gpu, &mut sv.slice_mut(..), &mut si.slice_mut(..))?;
             for j in 1..=WARM_TILES {
-                let tile = data.slice(j * cols..(j + rows) * cols);
-                let (mut v, mut i) = (sv.slice_mut(..), si.slice_mut(..));
-                run(&gpu, mode, &tile, at, &nv, &nv, width, &mut v, &mut i)?;
+                select(&data.slice(j * cols..(j + rows) * cols), &mut sv, &mut si)?;
             }
         }
         let (mut cold, mut warm) = (Vec::new(), Vec::new());
@@ -594,8 +450,7 @@ pub fn bench_tile(
                     }
                 }
                 let t0 = ev()?;
-                let (mut v, mut i) = (lv.slice_mut(..), li.slice_mut(..));
-                run(&gpu, mode, &tile_a, at, &nv, &nv, width, &mut v, &mut i)?;
+                select(&tile_a, &mut lv, &mut li)?;
                 let t1 = ev()?;
                 let us = t0.elapsed_ms(&t1).map_err(dev("timing"))? as f64 * 1e3;
                 if warm_start { &mut warm } else { &mut cold }.push(us);

@@ -1,14 +1,11 @@
-//! k-NN search: tiles of queries against tiles of the base, candidates selected on the device,
-//! then proved and re-ranked exactly: on the device for sorted lists ([`search`],
-//! kernels/finish/rerank.cu), on the host otherwise ([`finish`], which graph.rs shares).
+//! k-NN search of a resident base: tiles of queries against tiles of the base, candidates
+//! selected on the device, then proved and re-ranked exactly: on the device for sorted lists
+//! ([`search`], kernels/finish/rerank.cu), on the host otherwise (`finish.rs`, over the
+//! [`Resident`] source). Also the list pilot ([`pilot_list`]) and the candidate passes every
+//! other search reuses ([`candidates`]).
 //!
-//! Owns the query/base tiling of the search and the prove-widen-re-rank step. The device returns,
-//! per query, some `K ≥ k` smallest approximate keys. Every item left out has an approximate key
-//! at least the largest one kept (the *barrier*), so when `lower(barrier) > upper(k-th kept)` no
-//! left-out item can be among the k nearest, whatever the tie-break; otherwise that query is
-//! redone with a wider list (always on the host). Survivors are re-ranked on exact f64 keys with
-//! ties broken by index, which makes the result identical to the CPU engine's. Must not touch the
-//! plan's numerics (prepare.rs) or the selection kernels (select.rs).
+//! Owns the query/base tiling of the search. Must not touch the plan's numerics
+//! (numerics/plan.rs) or the selection kernels (ops/select.rs).
 
 use std::time::Instant;
 
@@ -16,12 +13,15 @@ use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
 use voisin::{KnnResult, Result, Stats};
 
-use crate::context::{dev, Gpu};
-use crate::device_set::DeviceSet;
-use crate::prepare::{BoundParts, Plan, Precision};
-use crate::select::{self, list_size, Select, TileAt};
-use crate::tile;
-use crate::{exact, fused, CudaEngine};
+use crate::numerics::plan::{BoundParts, Plan};
+use crate::ops::device_set::DeviceSet;
+use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
+use crate::ops::{exact, fused, tile, Budget};
+use crate::options::Precision;
+use crate::runtime::context::{dev, Gpu};
+use crate::runtime::probe::Phases;
+use crate::search::finish::{finish, CandidateSource};
+use crate::search::Ctx;
 
 /// What the device selected for one query.
 pub(crate) struct Raw {
@@ -29,12 +29,6 @@ pub(crate) struct Raw {
     pub cands: Vec<(f32, u32)>,
     /// Every eligible item is among `cands`: nothing to prove.
     pub complete: bool,
-}
-
-/// Working-set limits of one pass.
-pub(crate) struct Budget {
-    /// Bytes for distance tiles and candidate lists.
-    pub bytes: usize,
 }
 
 /// The finished lists of one block of queries, still on the device.
@@ -55,8 +49,7 @@ pub(crate) struct BlockLists<'a> {
 /// Candidates for every row of `queries` against the whole base (self pairs not excluded), as
 /// per-query host lists.
 pub(crate) fn candidates(
-    gpu: &Gpu,
-    plan: &Plan,
+    ctx: &Ctx<'_>,
     base: &DeviceSet,
     qdev: &DeviceSet,
     kp: usize,
@@ -65,8 +58,8 @@ pub(crate) fn candidates(
 ) -> Result<Vec<Raw>> {
     let nb = base.n;
     let mut out = Vec::with_capacity(qdev.n);
-    passes(gpu, plan, base, qdev, kp, sel, budget, |l| {
-        out.par_extend(host_lists(gpu, &l, nb, 0..l.qn)?);
+    passes(ctx, base, qdev, kp, sel, budget, |l| {
+        out.par_extend(host_lists(ctx.gpu, &l, nb, 0..l.qn)?);
         Ok(())
     })?;
     Ok(out)
@@ -118,10 +111,8 @@ fn host_lists(
 /// each query's threshold, one fused kernel filters the rest of the base against it without
 /// writing tiles, and the survivors are merged into the lists. Queries whose survivors overflow
 /// their buffer are redone here with ordinary tiles.
-#[allow(clippy::too_many_arguments)]
 fn passes(
-    gpu: &Gpu,
-    plan: &Plan,
+    ctx: &Ctx<'_>,
     base: &DeviceSet,
     qdev: &DeviceSet,
     kp: usize,
@@ -129,6 +120,7 @@ fn passes(
     budget: &Budget,
     mut each: impl FnMut(BlockLists<'_>) -> Result<()>,
 ) -> Result<()> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
     let (d, nb, nq) = (plan.dim, base.n, qdev.n);
     if nq == 0 {
         return base.complete(gpu);
@@ -151,7 +143,7 @@ fn passes(
             let b_tile = nb.min(bmax);
             // The fused merge keeps block-select lists (sorted, threshold at the end).
             if mode == Select::Block {
-                fusing = fused::plan_for(plan, kp, nb);
+                fusing = fused::plan_for(plan, ctx.opts.fusion, kp, nb);
             }
             let buffers = fusing.map_or(0, |f| f.cap * 8 + 4);
             let per_query = b_tile * 4 + kp * 8 + buffers;
@@ -167,9 +159,12 @@ fn passes(
     let mut lv = alloc(q_tile * width)?;
     let mut li = alloc_u32(q_tile * width)?;
     let fused_cap = fusing.map_or(0, |f| f.cap);
-    let mut count = alloc_u32(if fusing.is_some() { q_tile } else { 0 })?;
-    let mut buf_val = alloc(q_tile * fused_cap)?;
-    let mut buf_idx = alloc_u32(q_tile * fused_cap)?;
+    let mut survivors = fused::Survivors {
+        count: alloc_u32(if fusing.is_some() { q_tile } else { 0 })?,
+        val: alloc(q_tile * fused_cap)?,
+        idx: alloc_u32(q_tile * fused_cap)?,
+        cap: fused_cap,
+    };
     ta.mark("candidates: buffers");
     let pass = |tile_buf: &mut CudaSlice<f32>,
                 lv: &mut CudaSlice<f32>,
@@ -204,9 +199,18 @@ fn passes(
                 exclude_self: false,
             };
             let t: CudaView<'_, f32> = tile_buf.slice(..);
-            select::run(
-                gpu, mode, &t, at, &qb.sqnorm, &bb.sqnorm, width, &mut v, &mut i,
-            )?;
+            let tile = TileIn {
+                values: &t,
+                at,
+                rn: &qb.sqnorm,
+                cn: &bb.sqnorm,
+            };
+            let out = ListsOut {
+                val: &mut v,
+                idx: &mut i,
+                width,
+            };
+            select::run(gpu, mode, tile, out)?;
         }
         Ok(())
     };
@@ -220,36 +224,24 @@ fn passes(
             Some(f) => {
                 pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
                 stream
-                    .memset_zeros(&mut count.slice_mut(..qn))
+                    .memset_zeros(&mut survivors.count.slice_mut(..qn))
                     .map_err(dev("clearing counters"))?;
                 let qb = qdev.block(q0, q1, d);
                 base.ensure(gpu, nb)?;
                 let rest = base.block(f.first, nb, d);
-                fused::filter(
-                    gpu,
-                    plan,
-                    &qb,
-                    &rest,
-                    f.first as u32,
-                    &lv.slice(kp - 1..),
-                    kp,
-                    &mut count.slice_mut(..qn),
-                    &mut buf_val.slice_mut(..),
-                    &mut buf_idx.slice_mut(..),
-                    f.cap,
-                )?;
-                fused::merge(
-                    gpu,
-                    qn,
-                    &mut lv.slice_mut(..qn * kp),
-                    &mut li.slice_mut(..qn * kp),
-                    kp,
-                    &count.slice(..qn),
-                    &buf_val.slice(..),
-                    &buf_idx.slice(..),
-                    f.cap,
-                )?;
-                let counts = gpu.download(&count.slice(..qn))?;
+                let last = lv.slice(kp - 1..);
+                let thr = fused::Thresholds {
+                    values: &last,
+                    stride: kp,
+                };
+                fused::filter(gpu, plan, &qb, &rest, f.first as u32, thr, &mut survivors)?;
+                let lists = ListsOut {
+                    val: &mut lv.slice_mut(..qn * kp),
+                    idx: &mut li.slice_mut(..qn * kp),
+                    width: kp,
+                };
+                fused::merge(gpu, qn, lists, &survivors)?;
+                let counts = gpu.download(&survivors.count.slice(..qn))?;
                 let over: Vec<usize> = (0..qn).filter(|&r| counts[r] as usize > f.cap).collect();
                 if let (Some(&lo), Some(&hi)) = (over.first(), over.last()) {
                     // Rare (a threshold from unrepresentative first items): the span of the
@@ -313,23 +305,20 @@ fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
 /// re-ranked by kernels/finish/rerank.cu and only the k answers per query come back. Lists the kernel
 /// cannot take (unsorted selections, metrics without exact keys on the device) and queries whose
 /// proof fails come back as host lists for [`finish`].
-#[allow(clippy::too_many_arguments)]
 fn device_answers(
-    gpu: &Gpu,
-    plan: &Plan,
-    metric: &voisin::Metric,
+    ctx: &Ctx<'_>,
     sides: &exact::Sides<'_>,
     k: usize,
     kp: usize,
-    sel: Select,
     budget: &Budget,
 ) -> Result<Answers> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
     let (nq, nb) = (sides.qdev.n, sides.bdev.n);
     let bound = BoundParts::of(plan);
     // The queries' bounds need the base's largest norm, known once the first block's tiles
     // have brought every base row up (the base may be uploaded behind them).
     let mut abs: Option<Vec<f64>> = None;
-    let codes = exact::device_code(metric).zip(exact::distance_form(metric));
+    let codes = plan.exact_code.zip(plan.distance_form);
     // Answers stay on the device until the end where they fit in half the working set (80 MB
     // at 10k × 1000): one download straight into the result, no per-block copies.
     let whole = nq * k * 8 <= budget.bytes / 2;
@@ -342,7 +331,7 @@ fn device_answers(
         raws: Vec::new(),
         exact_evals: 0,
     };
-    passes(gpu, plan, sides.bdev, sides.qdev, kp, sel, budget, |l| {
+    passes(ctx, sides.bdev, sides.qdev, kp, ctx.select(), budget, |l| {
         let mut tr = gpu.phases();
         let abs = abs.get_or_insert_with(|| {
             let base_norm = sides.bdev.max_norm();
@@ -370,9 +359,13 @@ fn device_answers(
                     None if whole => (exact::Reranked::new(gpu, nq, k)?, l.q0),
                     None => (exact::Reranked::new(gpu, l.qn, k)?, 0),
                 };
-                exact::rerank(
-                    gpu, &job, &l.val, &l.idx, l.width, l.q0, &abs[rows], &mut out, at,
-                )?;
+                let lists = exact::SortedLists {
+                    val: &l.val,
+                    idx: &l.idx,
+                    width: l.width,
+                    q_off: l.q0,
+                };
+                exact::rerank(gpu, &job, lists, &abs[rows], &mut out, at)?;
                 let status = gpu.download(&out.status.slice(at..at + l.qn))?;
                 tr.mark("device finish: prove and re-rank");
                 if whole {
@@ -427,11 +420,8 @@ fn device_answers(
 /// k-NN of every query of `sides` (base and queries resident on this GPU): candidate passes,
 /// the device finish where it applies, the host's prove-widen-re-rank for the rest, assembled
 /// into the flat result. `kp` is the first list size (the pilot's).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn search(
-    engine: &CudaEngine,
-    gpu: &Gpu,
-    plan: &Plan,
+    ctx: &Ctx<'_>,
     metric: &voisin::Metric,
     sides: &exact::Sides<'_>,
     k: usize,
@@ -440,11 +430,9 @@ pub(crate) fn search(
     stats: &mut Stats,
 ) -> Result<KnnResult> {
     let t = Instant::now();
-    let mut tr = gpu.phases();
+    let mut tr = ctx.gpu.phases();
     let (nq, nb) = (sides.qset.len(), sides.bset.len());
-    let mut a = engine.shrinking(budget, |b| {
-        device_answers(gpu, plan, metric, sides, k, kp, engine.opts.select, b)
-    })?;
+    let mut a = ctx.shrinking(budget, |b| device_answers(ctx, sides, k, kp, b))?;
     stats.compute += t.elapsed();
     stats.distance_evals += (nb * nq) as u64;
     stats.exact_evals += a.exact_evals;
@@ -453,38 +441,26 @@ pub(crate) fn search(
         "{} of {nq} queries left to the host finish",
         a.open.len()
     ));
-    engine
+    ctx.counters
         .host_finished
         .fetch_add(a.open.len(), std::sync::atomic::Ordering::Relaxed);
     if !a.open.is_empty() {
         // The host finish sees the open queries as 0..open.len(); ids map back on every call.
         let open = std::mem::take(&mut a.open);
         let qnorm: Vec<f64> = open.iter().map(|&q| sides.qdev.norm()[q]).collect();
-        let mut redo = |ids: &[usize], kp: usize| -> Result<Vec<Raw>> {
-            let ids: Vec<usize> = ids.iter().map(|&i| open[i]).collect();
-            let sub = DeviceSet::gather(gpu, plan, sides.qset, &ids)?;
-            engine.shrinking(engine.budget(gpu)?, |b| {
-                candidates(gpu, plan, sides.bdev, &sub, kp, engine.widen_select(), b)
-            })
-        };
-        let mut exact_fn = |pairs: &[[u32; 2]]| {
-            let pairs: Vec<[u32; 2]> = pairs
-                .iter()
-                .map(|&[q, b]| [open[q as usize] as u32, b])
-                .collect();
-            exact::keys(gpu, metric, sides, &pairs)
+        let mut src = Resident {
+            ctx,
+            metric,
+            sides,
+            open: &open,
+            qnorm,
         };
         let rows = finish(
-            plan,
-            &qnorm,
-            sides.bdev.max_norm(),
+            ctx.plan,
+            &mut src,
             k,
-            std::mem::take(&mut a.raws),
-            &|_| None,
-            nb,
             kp,
-            &mut redo,
-            &mut exact_fn,
+            std::mem::take(&mut a.raws),
             stats,
         )?;
         for (&q, row) in open.iter().zip(rows) {
@@ -505,153 +481,45 @@ pub(crate) fn search(
     })
 }
 
-/// Recomputes candidates for the listed queries with a larger list size.
-pub(crate) type RedoFn<'a> = dyn FnMut(&[usize], usize) -> Result<Vec<Raw>> + 'a;
+/// The queries of a resident search that the device did not finish (`open`, numbered 0.. in the
+/// finish): wider lists from the resident base, exact keys on this GPU.
+struct Resident<'a> {
+    ctx: &'a Ctx<'a>,
+    metric: &'a voisin::Metric,
+    sides: &'a exact::Sides<'a>,
+    open: &'a [usize],
+    qnorm: Vec<f64>,
+}
 
-/// Computes exact keys of [query, base index] pairs, in order.
-pub(crate) type ExactFn<'a> = dyn FnMut(&[[u32; 2]]) -> Result<Vec<f64>> + 'a;
+impl CandidateSource for Resident<'_> {
+    fn base_len(&self) -> usize {
+        self.sides.bset.len()
+    }
 
-/// Proves, widens and re-ranks.
-///
-/// `raws[q]` are the device's candidates for query `q`; `self_of(q)` names an index to drop
-/// (graph); `n_total` is the number of base items; `kp` the list size used; `redo(ids, kp)`
-/// recomputes candidates for some queries with a larger list; `exact` gives exact keys.
-/// Returns per query its `k` nearest as (exact key, index), sorted.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn finish(
-    plan: &Plan,
-    qnorm: &[f64],
-    base_max_norm: f64,
-    k: usize,
-    mut raws: Vec<Raw>,
-    self_of: &(dyn Fn(usize) -> Option<u32> + Sync),
-    n_total: usize,
-    mut kp: usize,
-    redo: &mut RedoFn<'_>,
-    exact: &mut ExactFn<'_>,
-    stats: &mut Stats,
-) -> Result<Vec<Vec<(f64, u32)>>> {
-    let nq = raws.len();
-    let abs: Vec<f64> = (0..nq)
-        .map(|q| plan.abs_bound(qnorm[q], base_max_norm))
-        .collect();
-    // Sort each query's candidates, drop its self pair, and see whether the bound proves them.
-    let check = |q: usize, raw: &mut Raw| -> bool {
-        // Only the order of approximate keys matters here (ties are settled on exact keys);
-        // block-select lists arrive sorted, radix output does not.
-        if !raw.cands.windows(2).all(|w| w[0].0 <= w[1].0) {
-            raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-        }
-        let barrier = raw.cands.last().map(|c| c.0);
-        if let Some(s) = self_of(q) {
-            raw.cands.retain(|c| c.1 != s);
-        }
-        if raw.complete {
-            return true;
-        }
-        match barrier {
-            Some(b) if raw.cands.len() >= k => {
-                plan.lower(b, abs[q]) > plan.upper(raw.cands[k - 1].0, abs[q])
-            }
-            _ => false,
-        }
-    };
-    let mut tr = Instant::now();
-    let mut failing: Vec<usize> = raws
-        .par_iter_mut()
-        .enumerate()
-        .filter_map(|(q, r)| (!check(q, r)).then_some(q))
-        .collect();
-    if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
-        eprintln!(
-            "[voisin-cuda] {} of {nq} queries need a wider list",
-            failing.len()
-        );
+    fn norms(&self) -> (&[f64], f64) {
+        (&self.qnorm, self.sides.bdev.max_norm())
     }
-    crate::trace("finish: sort and prove", &mut tr);
-    let n_pow = n_total.next_power_of_two().max(1);
-    while !failing.is_empty() {
-        // Widen fourfold (or to everything): each retry costs a pass over the base for those
-        // queries only, and ties wide enough to need it are rare outside adversarial data.
-        kp = (kp * 4).min(n_pow);
-        let again = redo(&failing, kp)?;
-        let mut still = Vec::new();
-        for (q, mut raw) in failing.iter().copied().zip(again) {
-            if !check(q, &mut raw) {
-                still.push(q);
-            }
-            raws[q] = raw;
-        }
-        if !still.is_empty() && kp >= n_pow {
-            return Err(voisin::Error::device(
-                "cuda: candidate widening did not converge (internal error)",
-            ));
-        }
-        failing = still;
-    }
-    let t = Instant::now();
-    // Only candidates whose interval reaches the k-th upper bound can be among the k nearest.
-    let keep: Vec<usize> = raws
-        .par_iter()
-        .enumerate()
-        .map(|(q, raw)| {
-            let kk = k.min(raw.cands.len());
-            if kk == 0 {
-                return 0;
-            }
-            let thr = plan.upper(raw.cands[kk - 1].0, abs[q]);
-            raw.cands
-                .iter()
-                .take_while(|c| plan.lower(c.0, abs[q]) <= thr)
-                .count()
+
+    fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
+        let ctx = self.ctx;
+        let ids: Vec<usize> = ids.iter().map(|&i| self.open[i]).collect();
+        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, self.sides.qset, &ids)?;
+        ctx.shrinking(ctx.budget()?, |b| {
+            candidates(ctx, self.sides.bdev, &sub, kp, ctx.widen_select(), b)
         })
-        .collect();
-    let mut pairs = vec![[0u32; 2]; keep.iter().sum()];
-    {
-        // Disjoint per-query slices, filled in parallel.
-        let mut rest = &mut pairs[..];
-        let mut parts = Vec::with_capacity(nq);
-        for &n in &keep {
-            let (a, b) = rest.split_at_mut(n);
-            parts.push(a);
-            rest = b;
-        }
-        parts
-            .into_par_iter()
-            .zip(raws.par_iter())
-            .enumerate()
-            .for_each(|(q, (part, raw))| {
-                for (p, c) in part.iter_mut().zip(&raw.cands) {
-                    *p = [q as u32, c.1];
-                }
-            });
     }
-    crate::trace("finish: widen, filter, list pairs", &mut tr);
-    let keys = exact(&pairs)?;
-    crate::trace("finish: exact keys", &mut tr);
-    stats.exact_evals += keys.len() as u64;
-    let mut rows: Vec<&[f64]> = Vec::with_capacity(nq);
-    let mut at = 0;
-    for &n in &keep {
-        rows.push(&keys[at..at + n]);
-        at += n;
+
+    fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
+        let pairs: Vec<[u32; 2]> = pairs
+            .iter()
+            .map(|&[q, b]| [self.open[q as usize] as u32, b])
+            .collect();
+        exact::keys(self.ctx.gpu, self.metric, self.sides, &pairs)
     }
-    let out = rows
-        .into_par_iter()
-        .zip(raws.par_iter())
-        .map(|(ks, raw)| {
-            let mut row: Vec<(f64, u32)> =
-                ks.iter().zip(&raw.cands).map(|(&k, c)| (k, c.1)).collect();
-            row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            row.truncate(k);
-            row
-        })
-        .collect();
-    crate::trace("finish: final sort", &mut tr);
-    // One list per item of a graph: freed in parallel (serially ~0.1 s at 2M items).
-    raws.into_par_iter().for_each(drop);
-    stats.select += t.elapsed();
-    Ok(out)
+
+    fn phases(&self) -> Phases {
+        self.ctx.gpu.phases()
+    }
 }
 
 /// The first list size to try for k.
@@ -689,17 +557,15 @@ const PILOT_MAX: usize = 16384;
 /// for them (16× more while some query's proof is still out of sight), and finds how long a
 /// list would have proved each; the pass then starts with that length plus a quarter. It only
 /// ever raises the list, and never past what the forced selection `sel` keeps.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn pilot_list(
-    gpu: &Gpu,
-    plan: &Plan,
+    ctx: &Ctx<'_>,
     base: &DeviceSet,
     queries: &voisin::VectorSet,
     k: usize,
     self_pairs: bool,
-    sel: Select,
     budget: &Budget,
 ) -> Result<usize> {
+    let (gpu, plan, sel) = (ctx.gpu, ctx.plan, ctx.select());
     let kp = first_list(k);
     let wanted = plan.dim >= PILOT_DIM
         || (plan.precision == Precision::Tf32
@@ -724,7 +590,7 @@ pub(crate) fn pilot_list(
         if seen <= kp {
             return Ok(kp);
         }
-        let raws = candidates(gpu, plan, base, &sub, seen, Select::Auto, budget)?;
+        let raws = candidates(ctx, base, &sub, seen, Select::Auto, budget)?;
         tr.mark("pilot: candidates");
         let mut need = Some(kp);
         for (j, mut raw) in raws.into_iter().enumerate() {

@@ -2,17 +2,16 @@
 //! approximate key may be within the radius, then fill their indices into CSR slots. Membership
 //! is decided on the host on exact keys, so the result equals the CPU engine's.
 //!
-//! Owns the two-pass schedule; the filter threshold comes from prepare.rs's bound.
+//! Owns the two-pass schedule; the filter threshold comes from the plan's bound (numerics/plan.rs).
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
-use rayon::prelude::*;
 use voisin::{Metric, Result};
 
-use crate::context::{dev, Gpu};
-use crate::device_set::DeviceSet;
-use crate::knn::Budget;
-use crate::prepare::Plan;
-use crate::tile;
+use crate::numerics::plan::Plan;
+use crate::ops::device_set::DeviceSet;
+use crate::ops::tile;
+use crate::ops::Budget;
+use crate::runtime::context::{dev, Gpu};
 
 /// Candidate indices per query (CSR offsets and indices) whose exact key may be ≤ the query's
 /// threshold on approximate keys `thr`.
@@ -136,51 +135,5 @@ pub(crate) fn thresholds(
     qnorm
         .iter()
         .map(|&qn| plan.approx_threshold(rkey, plan.abs_bound(qn, base_max_norm)))
-        .collect()
-}
-
-/// Per-query candidate lists as CSR offsets and indices.
-pub(crate) fn csr(lists: &[Vec<u32>]) -> (Vec<usize>, Vec<u32>) {
-    let mut offsets = Vec::with_capacity(lists.len() + 1);
-    offsets.push(0);
-    for l in lists {
-        offsets.push(offsets.last().copied().unwrap_or(0) + l.len());
-    }
-    (offsets, lists.concat())
-}
-
-/// The [query, base index] pairs of CSR candidates.
-pub(crate) fn pairs(offsets: &[usize], ids: &[u32]) -> Vec<[u32; 2]> {
-    (0..offsets.len().saturating_sub(1))
-        .flat_map(|q| {
-            ids[offsets[q]..offsets[q + 1]]
-                .iter()
-                .map(move |&i| [q as u32, i])
-        })
-        .collect()
-}
-
-/// Per query, the candidates whose exact key (`keys`, in CSR order) is within the radius,
-/// sorted by (key, index).
-pub(crate) fn exact_rows(
-    metric: &Metric,
-    radius: f64,
-    offsets: &[usize],
-    ids: &[u32],
-    keys: &[f64],
-) -> Vec<Vec<(f64, u32)>> {
-    (0..offsets.len().saturating_sub(1))
-        .into_par_iter()
-        .map(|q| {
-            let r = offsets[q]..offsets[q + 1];
-            let mut row: Vec<(f64, u32)> = keys[r.clone()]
-                .iter()
-                .zip(&ids[r])
-                .map(|(&key, &i)| (key, i))
-                .filter(|&(key, _)| metric.within(metric.key_to_distance(key), radius))
-                .collect();
-            row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            row
-        })
         .collect()
 }

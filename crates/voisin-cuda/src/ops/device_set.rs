@@ -15,9 +15,9 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::data::VectorSet;
 use voisin::{Error, Result};
 
-use crate::context::{dev, Gpu, STAGE};
-use crate::prepare::Plan;
-use crate::tile::Block;
+use crate::numerics::plan::Plan;
+use crate::ops::tile::Block;
+use crate::runtime::context::{dev, Gpu, STAGE};
 
 pub(crate) struct DeviceSet<'s> {
     /// The rows as given (converted to f32 exactly), for exact keys.
@@ -229,7 +229,7 @@ impl<'s> DeviceSet<'s> {
     /// `set`'s rows from `first` on (after [`DeviceSet::complete`]).
     pub fn check(&self, set: &VectorSet, first: usize) -> Result<()> {
         let rows: Vec<usize> = self.norms().suspect.iter().map(|&r| r + first).collect();
-        crate::prepare::first_non_finite(set, &rows)
+        crate::numerics::plan::first_non_finite(set, &rows)
     }
 
     /// Rows `a..b` as a tile operand.

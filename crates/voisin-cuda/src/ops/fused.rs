@@ -4,48 +4,20 @@
 //! memory; the few survivors are merged into the running lists.
 //!
 //! Owns the choice of whether a pass can be fused ([`Fusion`], [`plan_for`]) and the launchers;
-//! the tiling of the search and the proof belong to knn.rs. The threshold comes from an ordinary
+//! the tiling of the search and the proof belong to search/knn.rs. The threshold comes from an ordinary
 //! tile pass over the first base items, so the lists keep block select's contract: every item
 //! left out has an approximate key at least the largest one kept.
 
-use std::str::FromStr;
-
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaFunction, CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
-use voisin::{Error, Result};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use voisin::Result;
 
-use crate::abi;
-use crate::context::{dev, Gpu};
-use crate::prepare::{Plan, Precision, TileKind, K_CHUNK};
-use crate::tile::Block;
-
-/// Whether k-NN candidate passes fuse distances and selection (set in `CudaOptions`; no CLI
-/// flag yet, gpu_bench has `-fused` variants).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Fusion {
-    /// Fused where it is measured faster than tiles through memory: nowhere yet
-    /// (bench/NOTES.md, "Fused": the fused kernels lost to cuBLAS + block select on the H100).
-    #[default]
-    Auto,
-    /// Never: every tile goes through device memory.
-    Off,
-    /// Whenever the pass allows it (GEMM metric, small list, base large enough).
-    On,
-}
-
-impl FromStr for Fusion {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(Fusion::Auto),
-            "off" => Ok(Fusion::Off),
-            "on" => Ok(Fusion::On),
-            _ => Err(Error::invalid(format!(
-                "unknown fusion '{s}' (known: auto, off, on)"
-            ))),
-        }
-    }
-}
+use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
+use crate::ops::select::ListsOut;
+use crate::ops::tile::Block;
+use crate::options::{Fusion, Precision};
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
 
 /// Largest list the fused pass serves (the merge sorts list + buffer in FZ_MERGE slots).
 pub(crate) const MAX_KP: usize = 256;
@@ -66,8 +38,8 @@ const GRANULE: usize = abi::FZ_BN;
 
 /// The fused plan for a pass with lists of `kp` over `nb` base items, or None when it must not
 /// (or need not) be fused.
-pub(crate) fn plan_for(plan: &Plan, kp: usize, nb: usize) -> Option<FusedPlan> {
-    let wanted = match plan.fusion {
+pub(crate) fn plan_for(plan: &Plan, fusion: Fusion, kp: usize, nb: usize) -> Option<FusedPlan> {
+    let wanted = match fusion {
         Fusion::Off => false,
         Fusion::On => true,
         Fusion::Auto => false,
@@ -86,21 +58,33 @@ pub(crate) fn plan_for(plan: &Plan, kp: usize, nb: usize) -> Option<FusedPlan> {
     (nb >= 4 * first).then_some(FusedPlan { first, cap })
 }
 
-/// Appends to `buf_*` (rows × cap) every pair of `q` × `b` whose key is at most the query's
-/// threshold `thr[r * thr_stride]`, counting per query in `count` (zeroed by the caller).
-#[allow(clippy::too_many_arguments)]
+/// The candidates the fused filter lets through, per query of a block: how many (`count`,
+/// which may pass `cap`) and the first `cap` of them (`val`, `idx`: rows × cap).
+pub(crate) struct Survivors {
+    pub count: CudaSlice<u32>,
+    pub val: CudaSlice<f32>,
+    pub idx: CudaSlice<u32>,
+    pub cap: usize,
+}
+
+/// Each query's threshold: `values[r * stride]` for query r.
+#[derive(Clone, Copy)]
+pub(crate) struct Thresholds<'a> {
+    pub values: &'a CudaView<'a, f32>,
+    pub stride: usize,
+}
+
+/// Appends to `out` every pair of `q` × `b` whose key is at most the query's threshold,
+/// counting per query (the first `q.n` counts, zeroed by the caller); `b`'s items are numbered
+/// from `col_off`.
 pub(crate) fn filter(
     gpu: &Gpu,
     plan: &Plan,
     q: &Block<'_>,
     b: &Block<'_>,
     col_off: u32,
-    thr: &CudaView<'_, f32>,
-    thr_stride: usize,
-    count: &mut CudaViewMut<'_, u32>,
-    buf_val: &mut CudaViewMut<'_, f32>,
-    buf_idx: &mut CudaViewMut<'_, u32>,
-    cap: usize,
+    thr: Thresholds<'_>,
+    out: &mut Survivors,
 ) -> Result<()> {
     // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
     // for fp32, two for TF32); each loops over the tile pairs.
@@ -120,7 +104,10 @@ pub(crate) fn filter(
         shared_mem_bytes: 0,
     };
     let (nq, nb, d, mode) = (q.n as i32, b.n as i32, plan.dim as i32, plan.key as i32);
-    let (stride, cap) = (thr_stride as i32, cap as i32);
+    let (stride, cap) = (thr.stride as i32, out.cap as i32);
+    let mut count = out.count.slice_mut(..q.n);
+    let mut buf_val = out.val.slice_mut(..);
+    let mut buf_idx = out.idx.slice_mut(..);
     let mut l = gpu.stream.launch_builder(kernel);
     l.arg(&q.rows)
         .arg(&nq)
@@ -131,11 +118,11 @@ pub(crate) fn filter(
         .arg(&q.sqnorm)
         .arg(&b.sqnorm)
         .arg(&col_off)
-        .arg(thr)
+        .arg(thr.values)
         .arg(&stride)
-        .arg(count)
-        .arg(buf_val)
-        .arg(buf_idx)
+        .arg(&mut count)
+        .arg(&mut buf_val)
+        .arg(&mut buf_idx)
         .arg(&cap);
     // SAFETY: matches fused_filter_* in kernels/select/fused_filter.cu; q and b hold n × dim rows,
     // thr holds (q.n − 1) · thr_stride + 1 values, count q.n, the buffers q.n × cap.
@@ -157,27 +144,27 @@ fn kernels(gpu: &Gpu) -> Result<FusedKernels<'_>> {
 
 #[cfg(not(feature = "bench-variants"))]
 fn kernels(_: &Gpu) -> Result<FusedKernels<'_>> {
-    Err(Error::invalid(
+    Err(voisin::Error::invalid(
         "fused k-NN passes (Fusion::On) are a benchmark variant not built into this binary \
          (build voisin-cuda with the bench-variants feature)",
     ))
 }
 
-/// Merges each row's buffered candidates into its sorted list (rows × kp); rows whose count
-/// passed `cap` are left alone for the caller to redo.
-#[allow(clippy::too_many_arguments)]
+/// Merges each of the first `rows` rows' survivors into its sorted list (rows × kp, kp =
+/// `lists.width`); rows whose count passed the cap are left alone for the caller to redo.
 pub(crate) fn merge(
     gpu: &Gpu,
     rows: usize,
-    val: &mut CudaViewMut<'_, f32>,
-    idx: &mut CudaViewMut<'_, u32>,
-    kp: usize,
-    count: &CudaView<'_, u32>,
-    buf_val: &CudaView<'_, f32>,
-    buf_idx: &CudaView<'_, u32>,
-    cap: usize,
+    lists: ListsOut<'_, '_>,
+    from: &Survivors,
 ) -> Result<()> {
+    let (kp, cap) = (lists.width, from.cap);
     debug_assert!(kp + cap <= MERGE_SLOTS);
+    let (count, buf_val, buf_idx) = (
+        from.count.slice(..rows),
+        from.val.slice(..),
+        from.idx.slice(..),
+    );
     let cfg = LaunchConfig {
         grid_dim: (rows as u32, 1, 1),
         block_dim: (512, 1, 1),
@@ -186,12 +173,12 @@ pub(crate) fn merge(
     let (kp, cap) = (kp as i32, cap as i32);
     let (_, _, fused_merge) = kernels(gpu)?;
     let mut l = gpu.stream.launch_builder(fused_merge);
-    l.arg(val)
-        .arg(idx)
+    l.arg(lists.val)
+        .arg(lists.idx)
         .arg(&kp)
-        .arg(count)
-        .arg(buf_val)
-        .arg(buf_idx)
+        .arg(&count)
+        .arg(&buf_val)
+        .arg(&buf_idx)
         .arg(&cap);
     // SAFETY: matches fused_merge in kernels/select/fused_filter.cu; lists rows × kp, buffers
     // rows × cap, count rows.
@@ -203,7 +190,24 @@ pub(crate) fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Precision;
     use voisin::{Metric, VectorSet};
+
+    /// A plan with the engine's choices, as the engine hands them to a pass.
+    trait WithEngine {
+        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Plan, Fusion);
+    }
+
+    impl WithEngine for Plan {
+        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Plan, Fusion) {
+            (self.with_precision(precision), fusion)
+        }
+    }
+
+    /// [`super::plan_for`] of such a plan.
+    fn plan_for(p: &(Plan, Fusion), kp: usize, nb: usize) -> Option<FusedPlan> {
+        super::plan_for(&p.0, p.1, kp, nb)
+    }
 
     #[test]
     fn fusion_names() {

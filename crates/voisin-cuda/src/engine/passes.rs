@@ -38,6 +38,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use rayon::prelude::*;
+use voisin::engine::GraphRequest;
 use voisin::graph::checkpoint::{Checkpoint, CheckpointOptions, Job};
 use voisin::graph::{
     cyclic_share, pass_alignment, pass_steps, pass_tile_edge, PassRows, PassStore, TileGraph,
@@ -45,11 +46,12 @@ use voisin::graph::{
 };
 use voisin::{Dataset, Engine, Error, KnnResult, Metric, Result, Stats};
 
-use crate::device_set::DeviceSet;
-use crate::graph::Lists;
-use crate::knn::Raw;
-use crate::multi::on_each;
-use crate::{context, graph_input, to_result, CudaEngine, GraphRows, PartialGraph};
+use super::{graph_input, on_each, to_result, trace, CudaEngine};
+use crate::numerics::plan::vectors;
+use crate::ops::device_set::DeviceSet;
+use crate::runtime::context;
+use crate::search::graph::{self, GraphRows, Lists, PartialGraph};
+use crate::search::knn::Raw;
 
 /// Which tile pairs a share computes, by the passes of their row and column tiles.
 type PassPairs<'a> = dyn Fn(usize, usize) -> bool + Sync + 'a;
@@ -59,22 +61,21 @@ type PassPairs<'a> = dyn Fn(usize, usize) -> bool + Sync + 'a;
 /// one, a single pass at the GPUs' common tile edge.
 pub(crate) fn build(
     engines: &[CudaEngine],
-    data: &Dataset,
-    k: usize,
-    metric: &Metric,
+    req: &GraphRequest<'_>,
     checkpoint: Option<&CheckpointOptions>,
 ) -> Result<KnnResult> {
+    let (data, k, metric) = (req.data(), req.k(), req.metric());
     if matches!(data, Dataset::Strings(_)) {
         return match checkpoint {
             // The string kernel's work is small next to its transfers: one GPU.
-            None => engines[0].graph(data, k, metric),
+            None => engines[0].graph_request(req),
             Some(_) => Err(Error::invalid(
                 "checkpointed graphs on the GPU take vectors; build this one with --device cpu",
             )),
         };
     }
     let mut tr = Instant::now();
-    let (set, k) = graph_input(data, k, metric)?;
+    let set = vectors(data, metric)?;
     let n = set.len();
     let mut stats = Stats {
         device: engines
@@ -126,7 +127,7 @@ pub(crate) fn build(
     if done.iter().all(|&d| d) {
         return Ok(to_result(rows, k, metric, stats));
     }
-    crate::trace("graph on GPUs: input checks and schedule", &mut tr);
+    trace("graph on GPUs: input checks and schedule", &mut tr);
 
     let first = &engines[0];
     let plan = first.plan(metric, set);
@@ -137,7 +138,7 @@ pub(crate) fn build(
         Ok(ddev)
     })?;
     stats.transfer += upload.elapsed();
-    crate::trace("graph on GPUs: upload and prepare", &mut tr);
+    trace("graph on GPUs: upload and prepare", &mut tr);
     let pass_of = |item: usize| item / rpp;
     // One share: the tile pairs (I, J), I ≤ J, whose passes `pairs` accepts, dealt over the GPUs.
     let share = |pairs: &PassPairs<'_>,
@@ -153,7 +154,7 @@ pub(crate) fn build(
                 let dealt = cyclic_share(nt, gpus, g);
                 let owns =
                     |i: usize, j: usize| pairs(pass_of(i * edge), pass_of(j * edge)) && dealt(i, j);
-                e.graph_lists(gpu, &plan, &ddevs[g], set, k, edge, &owns)
+                graph::lists(&e.ctx(gpu, &plan), &ddevs[g], set, k, edge, &owns)
             });
             match got {
                 // Every GPU must use the same edge: all retry with a smaller one, which still
@@ -176,7 +177,7 @@ pub(crate) fn build(
         )?;
         let merged = PartialGraph::merge(running.take().into_iter().chain([mine]).collect())?;
         let Some(p) = step.proves else {
-            crate::trace("graph on GPUs: catch-up with finished passes", &mut tr);
+            trace("graph on GPUs: catch-up with finished passes", &mut tr);
             running = Some(merged);
             continue;
         };
@@ -188,7 +189,14 @@ pub(crate) fn build(
         let gpu = first.lock()?;
         let finished = if range == (0..n) {
             // One pass of every row: its lists are proved as they are, without a copy.
-            first.graph_prove(&gpu, &plan, &ddevs[0], set, metric, merged, &mut stats)?
+            graph::prove(
+                &first.ctx(&gpu, &plan),
+                &ddevs[0],
+                set,
+                metric,
+                merged,
+                &mut stats,
+            )?
         } else {
             let raws = pass_raws(&merged.lists, range.clone());
             let rows_of = GraphRows {
@@ -197,12 +205,18 @@ pub(crate) fn build(
                 width: merged.lists.width,
             };
             running = Some(merged);
-            first.prove_rows(
-                &gpu, &plan, &ddevs[0], set, metric, rows_of, raws, &mut stats,
+            graph::prove_rows(
+                &first.ctx(&gpu, &plan),
+                &ddevs[0],
+                set,
+                metric,
+                rows_of,
+                raws,
+                &mut stats,
             )?
         };
         drop(gpu);
-        crate::trace(&format!("graph on GPUs: pass {p} proved"), &mut tr);
+        trace(&format!("graph on GPUs: pass {p} proved"), &mut tr);
         first.check_cancel()?;
         if let Some(cp) = &mut cp {
             cp.save(p, (range.start, range.end), &finished)?;
@@ -280,7 +294,15 @@ impl CudaEngine {
             width: part.lists.width,
         };
         let mut stats = Stats::default();
-        self.prove_rows(&gpu, &plan, &ddev, set, metric, which, raws, &mut stats)
+        graph::prove_rows(
+            &self.ctx(&gpu, &plan),
+            &ddev,
+            set,
+            metric,
+            which,
+            raws,
+            &mut stats,
+        )
     }
 }
 
