@@ -252,6 +252,11 @@ impl Engine for Routed {
         self.pick(&[data], metric, op).name()
     }
 
+    fn refuses_non_finite(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        self.pick(&[data], metric, op)
+            .refuses_non_finite(data, metric, op)
+    }
+
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
         self.pick(&[req.base(), req.queries()], req.metric(), Op::Knn)
             .knn_request(req)

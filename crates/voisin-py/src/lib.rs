@@ -29,7 +29,7 @@ use pyo3::types::{PyList, PyString};
 use rayon::prelude::*;
 
 use voisin::data::{Buffer, SharedSlice, VectorData};
-use voisin::engine::{Cancel, ProgressFn};
+use voisin::engine::{Cancel, Op, ProgressFn};
 use voisin::metric::CustomMetric;
 use voisin::{Dataset, Engine, Metric, StringSet, VectorSet};
 
@@ -300,15 +300,19 @@ impl Index {
     /// One request: checks the queries against the base, times the engine call `ask`, and
     /// converts its result with `convert`, all on the worker thread (see [`Index::run`]).
     ///
-    /// The scan for NaN and infinities (of the queries, and of the base while it is not
-    /// checked) runs on its own thread beside the engine's call, so that a one-shot call does
-    /// not read a large base once more before the work starts. A value it finds stops the
-    /// engine through the cancellation token, and its error is the answer.
+    /// NaN and infinities (in the queries, and in the base while it is not checked) are
+    /// refused with their position. An engine that refuses them itself (the GPU's norms show
+    /// them at no cost) is trusted with that, and the values are scanned only after such a
+    /// refusal, to name the first one. Otherwise the scan runs on its own thread beside the
+    /// engine's call, so that a one-shot call does not read a large base once more before the
+    /// work starts; a value it finds stops the engine through the cancellation token, and its
+    /// error is the answer.
     fn request<R, T: Send + 'static>(
         &self,
         py: Python<'_>,
         progress: Option<&Bound<'_, PyAny>>,
         queries: Option<Dataset>,
+        op: Op,
         ask: impl FnOnce(&dyn Engine, &Dataset, Option<&Dataset>, &Metric) -> voisin::Result<R>
             + Send
             + 'static,
@@ -322,24 +326,20 @@ impl Index {
         );
         self.run(py, progress, move || {
             let scan_base = !checked.load(Ordering::Acquire);
-            std::thread::scope(|s| {
-                let scan = s.spawn(|| {
-                    let found = (if scan_base {
-                        check_finite("base", &base)
-                    } else {
-                        Ok(())
-                    })
-                    .and_then(|()| {
-                        queries
-                            .as_ref()
-                            .map_or(Ok(()), |q| check_finite("queries", q))
-                    });
-                    if found.is_err() {
-                        cancel.cancel();
-                    }
-                    found
-                });
-                let answer = queries
+            let scan = || {
+                (if scan_base {
+                    check_finite("base", &base)
+                } else {
+                    Ok(())
+                })
+                .and_then(|()| {
+                    queries
+                        .as_ref()
+                        .map_or(Ok(()), |q| check_finite("queries", q))
+                })
+            };
+            let call = || {
+                queries
                     .as_ref()
                     .map_or(Ok(()), |q| voisin::engine::check_pair(&base, q, &metric))
                     .and_then(|()| {
@@ -347,14 +347,37 @@ impl Index {
                         let answer = ask(engine.as_ref(), &base, queries.as_ref(), &metric);
                         clock.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
                         answer
-                    });
-                let values = scan.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                values?;
-                if scan_base {
-                    checked.store(true, Ordering::Release);
+                    })
+            };
+            let engine_refuses = [Some(&*base), queries.as_ref()]
+                .into_iter()
+                .flatten()
+                .all(|d| engine.refuses_non_finite(d, &metric, op));
+            let answer = if engine_refuses {
+                let answer = call();
+                if let Err(voisin::Error::InvalidInput(_)) = &answer {
+                    scan()?;
                 }
-                answer.map(convert)
-            })
+                answer
+            } else {
+                std::thread::scope(|s| {
+                    let side = s.spawn(|| {
+                        let found = scan();
+                        if found.is_err() {
+                            cancel.cancel();
+                        }
+                        found
+                    });
+                    let answer = call();
+                    side.join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+                    answer
+                })
+            };
+            if answer.is_ok() && scan_base {
+                checked.store(true, Ordering::Release);
+            }
+            answer.map(convert)
         })
     }
 
@@ -501,8 +524,7 @@ impl Index {
     /// device="auto", the one the auto engine picks for it).
     #[getter]
     fn device(&self) -> String {
-        self.engine
-            .answering(&self.data, &self.metric, voisin::engine::Op::Knn)
+        self.engine.answering(&self.data, &self.metric, Op::Knn)
     }
 
     /// Seconds the engine itself took for the last request (input checks and result
@@ -532,6 +554,7 @@ impl Index {
             py,
             progress,
             Some(queries),
+            Op::Knn,
             move |e, base, q, m| e.knn(base, q.unwrap_or(base), k, m),
             knn_arrays,
         )?;
@@ -550,6 +573,7 @@ impl Index {
             py,
             progress,
             None,
+            Op::Graph,
             move |e, base, _, m| e.graph(base, k, m),
             knn_arrays,
         )?;
@@ -571,6 +595,7 @@ impl Index {
             py,
             progress,
             Some(queries),
+            Op::Range,
             move |e, base, q, m| e.range(base, q.unwrap_or(base), radius, m),
             |r| {
                 (

@@ -393,6 +393,16 @@ pub trait Engine: Send + Sync {
         self.name()
     }
 
+    /// Whether this engine refuses NaN and infinite values in vectors of `data` itself, with
+    /// an [`Error::InvalidInput`], when it answers `op` under `metric`; a front end that
+    /// refuses them too then need not read the data once more before the work (it can find the
+    /// value's position after such a refusal). False by default: the CPU engine answers over
+    /// them (the CLI's `--allow-nan`).
+    fn refuses_non_finite(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        let _ = (data, metric, op);
+        false
+    }
+
     /// For each query, its k nearest base items.
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult>;
 

@@ -238,6 +238,12 @@ impl Engine for CudaEngine {
         }
     }
 
+    /// Vectors' norms show NaN and infinities as the tiles are prepared, and the paths that
+    /// stream a set scan it: every vector request here refuses them.
+    fn refuses_non_finite(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        matches!(data, Dataset::Vectors(_)) && self.supports(data, metric, op)
+    }
+
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
         let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
         self.check_cancel()?;
