@@ -264,6 +264,8 @@ impl Engine for MultiGpu {
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
         let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
+        // The engines share the configuration's token; the first looks at it for all.
+        self.engines[0].check_cancel()?;
         if matches!(base, Dataset::Strings(_)) {
             // Strings run on one GPU (see `range`).
             return self.engines[0].knn_request(req);
@@ -284,6 +286,7 @@ impl Engine for MultiGpu {
         let kp = knn::first_list(k);
         let raws = self.search(&plan, &shards, qset, None, kp, false);
         tr.mark("multi knn: candidates from every shard, merged");
+        self.engines[0].check_cancel()?;
         // The shards' norms exist once their rows are up (the search did that); NaN and
         // infinite values are named before anything else is reported.
         self.each(shards.len(), |g, _, gpu| shards[g].bdev.complete(gpu))?;
@@ -312,6 +315,7 @@ impl Engine for MultiGpu {
     fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
         let (base, queries, radius, metric) =
             (req.base(), req.queries(), req.radius(), req.metric());
+        self.engines[0].check_cancel()?;
         if matches!(base, Dataset::Strings(_)) {
             // The string kernel's work is small next to its transfers: one GPU.
             return self.engines[0].range_request(req);
