@@ -65,6 +65,71 @@ pub struct CpuShare {
     pub lists: Vec<List>,
 }
 
+impl CpuShare {
+    /// The lists of the items of `rows` as bytes (the CPU's partial lists in a checkpoint),
+    /// little-endian: per item in order, its length (u32) and entries (index u32, key f64).
+    pub fn rows_to_bytes(&self, rows: &[Range<usize>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for list in rows.iter().flat_map(|r| &self.lists[r.clone()]) {
+            out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            for &(key, i) in list {
+                out.extend_from_slice(&i.to_le_bytes());
+                out.extend_from_slice(&key.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// A share of `n` items whose items of `rows` hold what [`CpuShare::rows_to_bytes`] wrote,
+    /// the others nothing. Every list is checked as a real one: at most `k` entries, other
+    /// items only, keys not NaN, sorted by (key, index) without repeats.
+    pub fn rows_from_bytes(n: usize, k: usize, rows: &[Range<usize>], b: &[u8]) -> Result<Self> {
+        let bad = |what: String| Error::invalid(format!("partial lists: {what}"));
+        let mut lists = vec![List::new(); n];
+        let mut rest = b;
+        let mut take = |len: usize| -> Result<u64> {
+            if rest.len() < len {
+                return Err(bad("truncated".into()));
+            }
+            let (head, tail) = rest.split_at(len);
+            rest = tail;
+            let mut w = [0u8; 8];
+            w[..len].copy_from_slice(head);
+            Ok(u64::from_le_bytes(w))
+        };
+        for row in rows.iter().flat_map(Range::clone) {
+            if row >= n {
+                return Err(bad(format!("row {row} is outside the {n} items")));
+            }
+            let len = take(4)? as usize;
+            if len > k {
+                return Err(bad(format!(
+                    "row {row} holds {len} entries, more than k = {k}"
+                )));
+            }
+            let list = &mut lists[row];
+            for _ in 0..len {
+                let i = take(4)? as u32;
+                let key = f64::from_bits(take(8)?);
+                if i as usize >= n || i as usize == row || key.is_nan() {
+                    return Err(bad(format!("row {row} holds neighbour {i} with key {key}")));
+                }
+                if list
+                    .last()
+                    .is_some_and(|&last| !super::lists::ordered(last, (key, i)))
+                {
+                    return Err(bad(format!("row {row} is not in order")));
+                }
+                list.push((key, i));
+            }
+        }
+        if !rest.is_empty() {
+            return Err(bad("trailing bytes".into()));
+        }
+        Ok(CpuShare { k, lists })
+    }
+}
+
 impl Share for CpuShare {
     fn merge(parts: Vec<Self>) -> Result<Self> {
         let mut parts = parts.into_iter();
