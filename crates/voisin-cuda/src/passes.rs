@@ -164,6 +164,19 @@ impl Backend for GpuBuild<'_> {
         Ok(part)
     }
 
+    /// Running lists read back from a checkpoint may have another width than this run's
+    /// shares (the pilot chose another list size): they are cut or padded to it first.
+    fn absorb(&self, running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+        *running = Some(match running.take() {
+            Some(r) if r.lists.width != mine.lists.width => {
+                PartialGraph::merge(vec![rewidth(r, mine.lists.width), mine])?
+            }
+            Some(r) => PartialGraph::merge(vec![r, mine])?,
+            None => mine,
+        });
+        Ok(())
+    }
+
     fn finish(&self, share: &PartialGraph, rows: Range<usize>) -> Result<PassRows> {
         let gpu = self.engine.lock()?;
         let raws = pass_raws(&share.lists, rows.clone());
@@ -357,6 +370,24 @@ impl CudaEngine {
         let mut stats = Stats::default();
         self.prove_rows(&gpu, &plan, &ddev, set, metric, which, raws, &mut stats)
     }
+}
+
+/// `part` with `width` slots per item: each list keeps its `width` smallest keys and stays
+/// complete only if it lost none, so the lists' contract (an item left out has a key at least
+/// the list's largest) still holds.
+fn rewidth(part: PartialGraph, width: usize) -> PartialGraph {
+    let n = part.n;
+    let mut lists = Lists::done(n, width);
+    for (r, mut raw) in pass_raws(&part.lists, 0..n).into_iter().enumerate() {
+        if raw.cands.len() > width {
+            raw.cands
+                .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            raw.cands.truncate(width);
+            raw.complete = false;
+        }
+        lists.set(r, raw);
+    }
+    PartialGraph::new(n, part.k, lists, part.distance_evals)
 }
 
 /// The candidate lists of the items `rows`, for the proof.

@@ -13,6 +13,17 @@
 //! - `DIR/pass-NNNN.bin`: one finished pass, little-endian: magic, version, pass number, first
 //!   and end row, k, the CRC-32 of the manifest (a pass of another job is refused), the indices
 //!   (u32) and exact keys (f64) of its rows, and a CRC-32 of all that.
+//! - `DIR/partial.bin` (written after each pass file, by the core's driver): the running lists
+//!   of the rows still open, which the finished passes handed on, so that a resumed build does
+//!   not measure the pairs between finished and open rows again. Little-endian: magic
+//!   `VOISINPL`, version, the CRC-32 of the manifest, the pass count, the lengths of the kind
+//!   and of the lists; the kind (what the lists are: the CPU's exact k-lists, or a GPU's
+//!   approximate lists under its numeric plan), one flag per pass (the first passes, whose
+//!   pairs with every open row the lists hold), the lists (the backend's bytes), and a CRC-32
+//!   of all that. A file of another kind, or one that covers a pass whose file is gone, is
+//!   not used (the build does the catch-up, as for a checkpoint without one); a damaged file
+//!   or one of another run is refused. The manifest and pass formats are those of format 1,
+//!   unchanged, so checkpoints of older versions resume, and older versions resume these.
 //!
 //! Every file is written to a temporary name, synced and renamed, so a kill leaves either the
 //! old state or the new file, never half of one. Results are exact whatever the layout, but a
@@ -66,7 +77,8 @@ pub struct CheckpointOptions {
     pub resume: bool,
     /// Rows per pass (rounded up to whole blocks of 512 rows, and capped by the memory budget);
     /// `None` saves progress every 1/16 of the rows. Passes cost no extra distance
-    /// evaluations; a resumed build measures again the pairs between finished and open rows.
+    /// evaluations; a resumed build starts from the open rows' saved lists (or, without them,
+    /// measures again the pairs between finished and open rows).
     pub pass_rows: Option<usize>,
     /// Stop with an error once this run has saved this many passes: a kill at a known point,
     /// for tests of resuming (the CLI's hidden `--stop-after-passes`).

@@ -62,6 +62,13 @@ pub trait Backend: Sync {
     ) -> Result<()> {
         let _ = open;
         let mine = self.share(edge, owns)?;
+        self.absorb(running, mine)
+    }
+
+    /// Merges a share into the running lists (none yet: `None`). By default [`Share::merge`];
+    /// a backend whose running lists may have come from a checkpoint in another shape (a GPU's
+    /// list width) makes them fit first.
+    fn absorb(&self, running: &mut Option<Self::Share>, mine: Self::Share) -> Result<()> {
         *running = Some(match running.take() {
             Some(r) => Self::Share::merge(vec![r, mine])?,
             None => mine,
@@ -303,14 +310,7 @@ fn extend<B: Backend>(
                     })
                     .collect::<Result<Vec<_>>>()
             });
-            shares.and_then(|shares| {
-                let mine = B::Share::merge(shares)?;
-                *running = Some(match running.take() {
-                    Some(r) => B::Share::merge(vec![r, mine])?,
-                    None => mine,
-                });
-                Ok(())
-            })
+            shares.and_then(|shares| backends[0].absorb(running, B::Share::merge(shares)?))
         };
         match got {
             Err(e) if edge > MIN_RETRY_EDGE && backends[0].retry_smaller(&e) => *t = edge / 2,
