@@ -164,17 +164,8 @@ impl Backend for GpuBuild<'_> {
         Ok(part)
     }
 
-    /// Running lists read back from a checkpoint may have another width than this run's
-    /// shares (the pilot chose another list size): they are cut or padded to it first.
     fn absorb(&self, running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
-        *running = Some(match running.take() {
-            Some(r) if r.lists.width != mine.lists.width => {
-                PartialGraph::merge(vec![rewidth(r, mine.lists.width), mine])?
-            }
-            Some(r) => PartialGraph::merge(vec![r, mine])?,
-            None => mine,
-        });
-        Ok(())
+        absorb(running, mine)
     }
 
     fn finish(&self, share: &PartialGraph, rows: Range<usize>) -> Result<PassRows> {
@@ -228,77 +219,106 @@ impl Backend for GpuBuild<'_> {
         self.engine.check_cancel()
     }
 
-    /// Approximate lists whose contract holds under the numeric plan that computed them.
     fn partial_kind(&self) -> String {
-        format!("cuda approximate lists 1; {:?}", self.plan)
+        lists_kind(self.plan)
     }
 
-    /// Little-endian: the slots per item (u64), then per item in order its slots' keys (f32),
-    /// indices (u32, `u32::MAX` for an empty slot) and complete flag (one byte).
     fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
-        let l = &share.lists;
-        let w = l.width;
-        let items: usize = rows.iter().map(|r| r.len()).sum();
-        let mut out = Vec::with_capacity(8 + items * (8 * w + 1));
-        out.extend_from_slice(&(w as u64).to_le_bytes());
-        for r in rows.iter().flat_map(Range::clone) {
-            out.extend(
-                l.keys[r * w..(r + 1) * w]
-                    .iter()
-                    .flat_map(|k| k.to_le_bytes()),
-            );
-            out.extend(
-                l.ids[r * w..(r + 1) * w]
-                    .iter()
-                    .flat_map(|i| i.to_le_bytes()),
-            );
-            out.push(u8::from(l.complete[r]));
-        }
-        out
+        lists_bytes(share, rows)
     }
 
     fn partial_share(&self, rows: &[Range<usize>], b: &[u8]) -> Result<PartialGraph> {
-        let n = self.set.len();
-        let bad = |what: String| Error::invalid(format!("partial lists: {what}"));
-        let w = b
-            .get(..8)
-            .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")) as usize)
-            .ok_or_else(|| bad("truncated".into()))?;
-        let items: usize = rows.iter().map(|r| r.len()).sum();
-        let per = w.checked_mul(8).and_then(|x| x.checked_add(1));
-        if w == 0 || per.and_then(|p| p.checked_mul(items)) != Some(b.len() - 8) {
-            return Err(bad("wrong size".into()));
-        }
-        let per = per.expect("checked");
-        let mut lists = Lists::done(n, w);
-        let word = |c: &[u8]| -> [u8; 4] { c.try_into().expect("4 bytes") };
-        for (r, item) in rows
-            .iter()
-            .flat_map(Range::clone)
-            .zip(b[8..].chunks_exact(per))
-        {
-            if r >= n {
-                return Err(bad(format!("row {r} is outside the {n} items")));
-            }
-            let (keys, rest) = item.split_at(4 * w);
-            let (ids, flag) = rest.split_at(4 * w);
-            for (slot, (key, id)) in keys.chunks_exact(4).zip(ids.chunks_exact(4)).enumerate() {
-                let (key, id) = (f32::from_le_bytes(word(key)), u32::from_le_bytes(word(id)));
-                // Whole-row lists (radix selection) hold the item itself.
-                if key.is_nan() || !((id as usize) < n || id == u32::MAX) {
-                    return Err(bad(format!("row {r} holds neighbour {id} with key {key}")));
-                }
-                lists.keys[r * w + slot] = key;
-                lists.ids[r * w + slot] = id;
-            }
-            lists.complete[r] = match flag[0] {
-                0 => false,
-                1 => true,
-                f => return Err(bad(format!("row {r} has completeness flag {f}"))),
-            };
-        }
-        Ok(PartialGraph::new(n, self.k, lists, 0))
+        lists_from_bytes(self.set.len(), self.k, rows, b)
     }
+}
+
+/// What a GPU's running lists are when a checkpoint keeps them: approximate lists whose
+/// contract holds under the numeric plan that computed them (so only a build under the same
+/// plan takes them back).
+fn lists_kind(plan: &Plan) -> String {
+    format!("cuda approximate lists 1; {plan:?}")
+}
+
+/// Little-endian: the slots per item (u64), then per item of `rows` in order its slots' keys
+/// (f32), indices (u32, `u32::MAX` for an empty slot) and complete flag (one byte).
+fn lists_bytes(share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
+    let l = &share.lists;
+    let w = l.width;
+    let items: usize = rows.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(8 + items * (8 * w + 1));
+    out.extend_from_slice(&(w as u64).to_le_bytes());
+    for r in rows.iter().flat_map(Range::clone) {
+        out.extend(
+            l.keys[r * w..(r + 1) * w]
+                .iter()
+                .flat_map(|k| k.to_le_bytes()),
+        );
+        out.extend(
+            l.ids[r * w..(r + 1) * w]
+                .iter()
+                .flat_map(|i| i.to_le_bytes()),
+        );
+        out.push(u8::from(l.complete[r]));
+    }
+    out
+}
+
+/// A share of `n` items and lists of `k` whose items of `rows` hold what [`lists_bytes`] wrote,
+/// the others nothing; every slot checked (an index below n or empty, a key not NaN).
+fn lists_from_bytes(n: usize, k: usize, rows: &[Range<usize>], b: &[u8]) -> Result<PartialGraph> {
+    let bad = |what: String| Error::invalid(format!("partial lists: {what}"));
+    let w = b
+        .get(..8)
+        .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")) as usize)
+        .ok_or_else(|| bad("truncated".into()))?;
+    let items: usize = rows.iter().map(|r| r.len()).sum();
+    let per = w.checked_mul(8).and_then(|x| x.checked_add(1));
+    if w == 0 || per.and_then(|p| p.checked_mul(items)) != Some(b.len() - 8) {
+        return Err(bad("wrong size".into()));
+    }
+    let per = per.expect("checked");
+    let mut lists = Lists::done(n, w);
+    let word = |c: &[u8]| -> [u8; 4] { c.try_into().expect("4 bytes") };
+    for (r, item) in rows
+        .iter()
+        .flat_map(Range::clone)
+        .zip(b[8..].chunks_exact(per))
+    {
+        if r >= n {
+            return Err(bad(format!("row {r} is outside the {n} items")));
+        }
+        let (keys, rest) = item.split_at(4 * w);
+        let (ids, flag) = rest.split_at(4 * w);
+        for (slot, (key, id)) in keys.chunks_exact(4).zip(ids.chunks_exact(4)).enumerate() {
+            let (key, id) = (f32::from_le_bytes(word(key)), u32::from_le_bytes(word(id)));
+            // Whole-row lists (radix selection) hold the item itself.
+            if key.is_nan() || !((id as usize) < n || id == u32::MAX) {
+                return Err(bad(format!("row {r} holds neighbour {id} with key {key}")));
+            }
+            lists.keys[r * w + slot] = key;
+            lists.ids[r * w + slot] = id;
+        }
+        lists.complete[r] = match flag[0] {
+            0 => false,
+            1 => true,
+            f => return Err(bad(format!("row {r} has completeness flag {f}"))),
+        };
+    }
+    Ok(PartialGraph::new(n, k, lists, 0))
+}
+
+/// Merges a share into the running lists. Running lists read back from a checkpoint may have
+/// another width than this run's shares (the pilot chose another list size): they are cut or
+/// padded to it first.
+fn absorb(running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+    *running = Some(match running.take() {
+        Some(r) if r.lists.width != mine.lists.width => {
+            PartialGraph::merge(vec![rewidth(r, mine.lists.width), mine])?
+        }
+        Some(r) => PartialGraph::merge(vec![r, mine])?,
+        None => mine,
+    });
+    Ok(())
 }
 
 /// The CUDA engine's side of the core's graph seam: shares of dealt tile pairs
@@ -339,6 +359,30 @@ impl TileGraph for CudaEngine {
         share: PartialGraph,
     ) -> Result<KnnResult> {
         self.graph_finish(data, metric, share)
+    }
+
+    fn partial_kind(&self, data: &Dataset, metric: &Metric) -> Result<Option<String>> {
+        let (set, _) = graph_input(data, 1, metric)?;
+        Ok(Some(lists_kind(&self.plan(metric, set))))
+    }
+
+    fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
+        lists_bytes(share, rows)
+    }
+
+    fn partial_share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        rows: &[Range<usize>],
+        bytes: &[u8],
+    ) -> Result<PartialGraph> {
+        let n = data.len();
+        lists_from_bytes(n, k.min(n.saturating_sub(1)), rows, bytes)
+    }
+
+    fn absorb(&self, running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+        absorb(running, mine)
     }
 }
 

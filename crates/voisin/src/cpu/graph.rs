@@ -35,6 +35,7 @@ use super::plan::{ranges, Ctx, GRAPH_TILE};
 use super::search::{admits, candidate_bytes, rerank, scan_row, scan_tile, SCAN_CHUNK};
 use super::tiles::{Bound, TileSource};
 use crate::error::{Error, Result};
+use crate::graph::backend::EXACT_LISTS;
 use crate::graph::driver::Backend;
 use crate::graph::{triangle, CpuShare, List, PassRows, RangeLists, TileLists, TileOwner};
 use crate::select::Candidates;
@@ -54,9 +55,6 @@ pub struct CpuBuild<'a, S> {
     pub n: usize,
     pub k: usize,
 }
-
-/// What the CPU's partial lists in a checkpoint hold.
-const EXACT_LISTS: &str = "exact k-lists";
 
 impl<S: TileSource> Backend for CpuBuild<'_, S> {
     type Share = CpuShare;

@@ -46,6 +46,42 @@ pub trait TileGraph: Engine {
         rows: Range<usize>,
     ) -> Result<PassRows>;
 
+    /// What this engine's running lists mean when a checkpoint keeps them
+    /// ([`crate::graph::driver::Backend::partial_kind`]) for the graph of `data` under
+    /// `metric`; `None` when it keeps none (a resumed build then does the catch-up).
+    fn partial_kind(&self, data: &Dataset, metric: &Metric) -> Result<Option<String>> {
+        let _ = (data, metric);
+        Ok(None)
+    }
+
+    /// The lists of the items of `rows` in `share`, as bytes for a checkpoint's partial file.
+    fn partial_bytes(&self, share: &Self::Share, rows: &[Range<usize>]) -> Vec<u8> {
+        let _ = (share, rows);
+        Vec::new()
+    }
+
+    /// A share of the graph of `data` with lists of `k` (capped at n − 1) whose items of `rows`
+    /// hold what [`TileGraph::partial_bytes`] wrote and whose other items hold nothing.
+    fn partial_share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        rows: &[Range<usize>],
+        bytes: &[u8],
+    ) -> Result<Self::Share> {
+        let _ = (data, k, rows, bytes);
+        Err(Error::invalid(format!(
+            "partial lists: engine {} keeps none",
+            self.name()
+        )))
+    }
+
+    /// Merges a share into the running lists, as
+    /// [`crate::graph::driver::Backend::absorb`] does.
+    fn absorb(&self, running: &mut Option<Self::Share>, mine: Self::Share) -> Result<()> {
+        merge_into(running, mine)
+    }
+
     /// The whole graph from a merged share that covers the whole triangle: by default every
     /// row through [`TileGraph::finish`]; an engine may finish in place and report its stats.
     fn finish_all(&self, data: &Dataset, metric: &Metric, share: Self::Share) -> Result<KnnResult> {
@@ -54,6 +90,18 @@ pub trait TileGraph: Engine {
         Ok(KnnResult::from_rows(rows, k, metric))
     }
 }
+
+/// Merges `mine` into `running` (none yet: `None`) with [`Share::merge`].
+pub fn merge_into<S: Share>(running: &mut Option<S>, mine: S) -> Result<()> {
+    *running = Some(match running.take() {
+        Some(r) => S::merge(vec![r, mine])?,
+        None => mine,
+    });
+    Ok(())
+}
+
+/// What the CPU's partial lists in a checkpoint hold, whichever driver wrote them.
+pub const EXACT_LISTS: &str = "exact k-lists";
 
 /// The CPU engine's share: for every item, its exact list among the items its dealt tile pairs
 /// paired it with (empty when none), merged with [`merge_lists`].
@@ -245,6 +293,25 @@ impl TileGraph for CpuEngine {
             }
         }
         Ok(CpuShare { k, lists })
+    }
+
+    fn partial_kind(&self, _: &Dataset, _: &Metric) -> Result<Option<String>> {
+        Ok(Some(EXACT_LISTS.into()))
+    }
+
+    fn partial_bytes(&self, share: &CpuShare, rows: &[Range<usize>]) -> Vec<u8> {
+        share.rows_to_bytes(rows)
+    }
+
+    fn partial_share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        rows: &[Range<usize>],
+        bytes: &[u8],
+    ) -> Result<CpuShare> {
+        let n = data.len();
+        CpuShare::rows_from_bytes(n, k.min(n.saturating_sub(1)), rows, bytes)
     }
 
     fn finish(

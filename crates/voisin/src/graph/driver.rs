@@ -28,10 +28,11 @@
 
 use std::ops::Range;
 
+use super::backend::merge_into;
 use super::checkpoint::{Checkpoint, CheckpointOptions, Job};
 use super::lists::{PassRows, Share};
 use super::schedule::{
-    cyclic_share, pass_alignment, pass_steps_after, pass_tile_edge, TileOwner, BLOCK_ROWS,
+    cyclic_share, pass_alignment, pass_steps_after, pass_tile_edge, PassStep, TileOwner, BLOCK_ROWS,
 };
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -69,11 +70,7 @@ pub trait Backend: Sync {
     /// a backend whose running lists may have come from a checkpoint in another shape (a GPU's
     /// list width) makes them fit first.
     fn absorb(&self, running: &mut Option<Self::Share>, mine: Self::Share) -> Result<()> {
-        *running = Some(match running.take() {
-            Some(r) => Self::Share::merge(vec![r, mine])?,
-            None => mine,
-        });
-        Ok(())
+        merge_into(running, mine)
     }
 
     /// The final rows `rows` (exact keys, sorted by (key, index), k each) from a merged share
@@ -131,51 +128,10 @@ pub struct Build<'a> {
 /// backends that `open` returns (called only when there is work left; the first one finishes
 /// rows), with finished passes and partial lists kept in `b.checkpoint` when given.
 pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -> Result<PassRows> {
-    let (n, k) = (b.data.len(), b.k);
-    let edge = b.edge.max(1);
-    let mut cp = match b.checkpoint {
-        Some(opts) => {
-            let job = Job::describe(b.data, b.metric, k);
-            let max_blocks = b.max_pass_rows / BLOCK_ROWS;
-            Some(Checkpoint::open_for(
-                opts,
-                &job,
-                k,
-                n,
-                pass_alignment(edge),
-                max_blocks,
-            )?)
-        }
-        None => None,
-    };
-    if k == 0 {
-        return Ok(vec![Vec::new(); n]);
-    }
-    let (passes, loaded) = match &cp {
-        Some(cp) => (cp.passes(n), cp.load_all(n)?),
-        None => {
-            let rpp = b.max_pass_rows.clamp(1, n.max(1));
-            let passes: Vec<Range<usize>> =
-                (0..n).step_by(rpp).map(|a| a..(a + rpp).min(n)).collect();
-            let none = vec![None; passes.len()];
-            (passes, none)
-        }
-    };
-    let rpp = passes.first().map_or(1, |r| r.len()).max(1);
-    // One pass without a checkpoint takes the backends' edge as it is; otherwise tiles must
-    // not straddle passes.
-    let mut t = if cp.is_none() && passes.len() == 1 {
-        edge
-    } else {
-        pass_tile_edge(pass_alignment(edge), rpp, passes.len())
-    };
-    let done: Vec<bool> = loaded.iter().map(Option::is_some).collect();
-    let mut rows: PassRows = Vec::with_capacity(n);
-    for (got, r) in loaded.into_iter().zip(&passes) {
-        rows.extend(got.unwrap_or_else(|| vec![Vec::new(); r.len()]));
-    }
-    if done.iter().all(|&d| d) {
-        return Ok(rows);
+    let n = b.data.len();
+    let mut passes = Passes::open(b.data, b.metric, b.k, b.edge, b.max_pass_rows, b.checkpoint)?;
+    if b.k == 0 || passes.all_done() {
+        return Ok(passes.into_rows());
     }
     let mut backends = open()?;
     if backends.is_empty() {
@@ -184,89 +140,216 @@ pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -
         ));
     }
     let kind = backends[0].partial_kind();
-    let open_rows = |covered: &[bool]| -> Vec<Range<usize>> {
-        (0..passes.len())
-            .filter(|&p| !covered[p])
-            .map(|p| passes[p].clone())
-            .collect()
-    };
-    let mut covered = vec![false; passes.len()];
-    let mut running = None;
-    if let Some(cp) = &cp {
-        if let Some((saved, bytes)) = cp.load_partial(&done, &kind)? {
-            let share = backends[0]
-                .partial_share(&open_rows(&saved), &bytes)
-                .map_err(|e| Error::invalid(format!("{}: {e}", cp.partial_path().display())))?;
-            running = Some(share);
-            covered = saved;
-        }
-    }
-    let steps = pass_steps_after(&done, &covered);
+    let mut running = passes.resume(&kind, |rows, bytes| backends[0].partial_share(rows, bytes))?;
+    let mut t = passes.tile_edge(b.edge);
+    let steps = passes.steps();
+    let rpp = passes.rows_per_pass();
     let pass_of = |item: usize| item / rpp;
     let tiles: u64 = steps
         .iter()
-        .map(|s| {
+        .map(|&s| {
             let nt = n.div_ceil(t);
             super::schedule::triangle(nt)
-                .filter(|&(i, j)| s.takes_after(&done, &covered, pass_of(i * t), pass_of(j * t)))
+                .filter(|&(i, j)| passes.takes(s, pass_of(i * t), pass_of(j * t)))
                 .count() as u64
         })
         .sum();
     backends[0].expect_tiles(tiles);
-    // Rows whose lists are read later: those of open passes.
-    let mut proved = done.clone();
-    for (s, step) in steps.iter().enumerate() {
-        let takes = |pi: usize, pj: usize| step.takes_after(&done, &covered, pi, pj);
+    for (s, &step) in steps.iter().enumerate() {
         extend(
             &backends,
             &mut running,
             &mut t,
             n,
-            &|i, j| takes(pass_of(i), pass_of(j)),
-            &|item| !done[pass_of(item)],
+            &|i, j| passes.takes(step, pass_of(i), pass_of(j)),
+            // Rows whose lists are read later: those of open passes.
+            &|item| !passes.done[pass_of(item)],
         )?;
         let Some(p) = step.proves else {
             continue;
         };
-        let last = s + 1 == steps.len();
-        if last {
+        if s + 1 == steps.len() {
             // The other backends are not needed for the last rows (a GPU frees its copy).
             backends.truncate(1);
         }
-        let range = passes[p].clone();
+        let range = passes.passes[p].clone();
         let first = &backends[0];
+        let missing = || Error::device("graph pass without lists (bug)");
         let finished = if range == (0..n) {
-            let all = running
-                .take()
-                .ok_or_else(|| Error::device("graph pass without lists (bug)"))?;
-            first.finish_all(all, n)?
+            first.finish_all(running.take().ok_or_else(missing)?, n)?
         } else {
-            let all = running
-                .as_ref()
-                .ok_or_else(|| Error::device("graph pass without lists (bug)"))?;
-            first.finish(all, range.clone())?
+            first.finish(running.as_ref().ok_or_else(missing)?, range)?
         };
         first.check_cancel()?;
-        proved[p] = true;
-        if let Some(cp) = &mut cp {
-            // The open rows' lists hold the pairs with every finished pass once those are the
-            // first ones (passes prove in order; a resumed build with a pass missing below a
-            // finished one saves lists again once it has proved the gap).
-            let open = open_rows(&proved);
-            let first_open = proved.iter().take_while(|&&d| d).count();
-            let prefix = proved[first_open..].iter().all(|&d| !d);
-            let partial = match (&running, open.is_empty() || !prefix) {
-                (Some(all), false) => Some(first.partial_bytes(all, &open)),
+        passes.finished(p, finished, running.as_ref(), &kind, |share, rows| {
+            first.partial_bytes(share, rows)
+        })?;
+    }
+    Ok(passes.into_rows())
+}
+
+/// A build's passes and what is known of them: the layout, the checkpoint when there is one,
+/// the rows of finished passes, and which passes the running lists cover. The one place where
+/// a build opens, reads and writes its checkpoint: the in-process driver ([`build`]) and
+/// voisin-mpi's gathered ranks (rank 0) both go through it.
+pub struct Passes {
+    cp: Option<Checkpoint>,
+    /// The rows of each pass.
+    pub passes: Vec<Range<usize>>,
+    /// The passes finished when the build started.
+    pub done: Vec<bool>,
+    /// The finished passes whose pairs with every open row the running lists already hold
+    /// (from a checkpoint's partial lists): the first ones.
+    pub covered: Vec<bool>,
+    /// The passes finished so far.
+    proved: Vec<bool>,
+    rows: PassRows,
+}
+
+impl Passes {
+    /// The passes of a graph of `data` with `k` neighbours a row (already capped) on backends
+    /// whose common tile edge is `edge`: a checkpoint's layout (opened or started in
+    /// `checkpoint`, its finished passes read and checked), or passes of `max_pass_rows` rows.
+    pub fn open(
+        data: &Dataset,
+        metric: &Metric,
+        k: usize,
+        edge: usize,
+        max_pass_rows: usize,
+        checkpoint: Option<&CheckpointOptions>,
+    ) -> Result<Passes> {
+        let n = data.len();
+        let cp = match checkpoint {
+            Some(opts) => {
+                let job = Job::describe(data, metric, k);
+                let (align, max_blocks) = (pass_alignment(edge.max(1)), max_pass_rows / BLOCK_ROWS);
+                Some(Checkpoint::open_for(opts, &job, k, n, align, max_blocks)?)
+            }
+            None => None,
+        };
+        let (passes, loaded) = match &cp {
+            Some(cp) if k > 0 => (cp.passes(n), cp.load_all(n)?),
+            _ => {
+                let rpp = max_pass_rows.clamp(1, n.max(1));
+                let passes: Vec<Range<usize>> =
+                    (0..n).step_by(rpp).map(|a| a..(a + rpp).min(n)).collect();
+                let none = vec![None; passes.len()];
+                (passes, none)
+            }
+        };
+        let done: Vec<bool> = loaded.iter().map(Option::is_some).collect();
+        let mut rows: PassRows = Vec::with_capacity(n);
+        for (got, r) in loaded.into_iter().zip(&passes) {
+            rows.extend(got.unwrap_or_else(|| vec![Vec::new(); r.len()]));
+        }
+        Ok(Passes {
+            cp,
+            covered: vec![false; passes.len()],
+            proved: done.clone(),
+            done,
+            passes,
+            rows,
+        })
+    }
+
+    /// Rows per pass (the last pass may hold fewer).
+    pub fn rows_per_pass(&self) -> usize {
+        self.passes.first().map_or(1, |r| r.len()).max(1)
+    }
+
+    /// Whether every pass is finished.
+    pub fn all_done(&self) -> bool {
+        self.done.iter().all(|&d| d)
+    }
+
+    /// The tile edge of the build for backends whose common edge is `edge`: as it is for one
+    /// pass without a checkpoint; otherwise a power of two that divides the pass size, so that
+    /// no tile straddles two passes.
+    pub fn tile_edge(&self, edge: usize) -> usize {
+        let edge = edge.max(1);
+        if self.cp.is_none() && self.passes.len() == 1 {
+            edge
+        } else {
+            pass_tile_edge(
+                pass_alignment(edge),
+                self.rows_per_pass(),
+                self.passes.len(),
+            )
+        }
+    }
+
+    /// The rows of every pass that `covered` does not name.
+    fn open_rows(&self, covered: &[bool]) -> Vec<Range<usize>> {
+        (0..self.passes.len())
+            .filter(|&p| !covered[p])
+            .map(|p| self.passes[p].clone())
+            .collect()
+    }
+
+    /// The running lists the checkpoint keeps beside its passes, when they are of `kind` and
+    /// still valid, read with `decode` (the rows they hold, their bytes); then the build skips
+    /// the catch-up of the passes they cover. `None` (the catch-up) otherwise.
+    pub fn resume<S>(
+        &mut self,
+        kind: &str,
+        decode: impl FnOnce(&[Range<usize>], &[u8]) -> Result<S>,
+    ) -> Result<Option<S>> {
+        let Some(cp) = &self.cp else {
+            return Ok(None);
+        };
+        let Some((covered, bytes)) = cp.load_partial(&self.done, kind)? else {
+            return Ok(None);
+        };
+        let share = decode(&self.open_rows(&covered), &bytes)
+            .map_err(|e| Error::invalid(format!("{}: {e}", cp.partial_path().display())))?;
+        self.covered = covered;
+        Ok(Some(share))
+    }
+
+    /// The shares of the build, in order ([`pass_steps_after`]).
+    pub fn steps(&self) -> Vec<PassStep> {
+        pass_steps_after(&self.done, &self.covered)
+    }
+
+    /// Whether `step` takes the tile pairs of row pass `pi` and column pass `pj`.
+    pub fn takes(&self, step: PassStep, pi: usize, pj: usize) -> bool {
+        step.takes_after(&self.done, &self.covered, pi, pj)
+    }
+
+    /// Pass `p` is final with `rows`: kept, and saved when there is a checkpoint, with the
+    /// running lists of the rows still open (`running`, as bytes of `kind` from `encode`) when
+    /// they hold the pairs with every finished pass, i.e. the finished passes are the first
+    /// ones (passes prove in order; a build resumed with a pass missing below a finished one
+    /// saves lists again once it has proved the gap).
+    pub fn finished<S>(
+        &mut self,
+        p: usize,
+        rows: PassRows,
+        running: Option<&S>,
+        kind: &str,
+        encode: impl FnOnce(&S, &[Range<usize>]) -> Vec<u8>,
+    ) -> Result<()> {
+        self.proved[p] = true;
+        let range = self.passes[p].clone();
+        let first_open = self.proved.iter().take_while(|&&d| d).count();
+        let in_order = self.proved[first_open..].iter().all(|&d| !d);
+        let open = self.open_rows(&self.proved);
+        if let Some(cp) = &mut self.cp {
+            let bytes = match running {
+                Some(all) if in_order && !open.is_empty() => Some(encode(all, &open)),
                 _ => None,
             };
-            let partial = partial
-                .as_ref()
-                .map(|bytes| (&proved[..], kind.as_str(), &bytes[..]));
-            cp.commit(p, (range.start, range.end), &finished, partial)?;
+            let partial = bytes.as_deref().map(|b| (&self.proved[..], kind, b));
+            cp.commit(p, (range.start, range.end), &rows, partial)?;
         }
-        rows.splice(range, finished);
+        self.rows.splice(range, rows);
+        Ok(())
     }
-    Ok(rows)
+
+    /// Every row: finished passes' final rows, empty rows for the others.
+    pub fn into_rows(self) -> PassRows {
+        self.rows
+    }
 }
 
 /// Adds the pairs of items `pairs` accepts (by item, at tile corners) to `running`: one backend
