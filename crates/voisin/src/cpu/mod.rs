@@ -13,7 +13,8 @@
 //! - [`tiles`]: key tiles and their error bounds for vector metrics.
 //! - [`items`]: key tiles for strings and user metrics.
 //! - [`search`]: k-NN and range drivers.
-//! - [`graph`]: the symmetric k-NN graph driver, and tiles of it for distributed drivers
+//! - [`graph`]: the symmetric k-NN graph scan, as the CPU backend of the core's one graph
+//!   driver ([`crate::graph::driver`]), and tiles of it for distributed drivers
 //!   ([`CpuEngine::cross_tile`], [`CpuEngine::tile_lists`]).
 //! - [`checkpoint`]: re-export of [`crate::graph::checkpoint`] (finished graph passes kept on
 //!   disk), at the path callers used before the graph's engine-agnostic parts moved there.

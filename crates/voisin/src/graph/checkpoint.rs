@@ -196,8 +196,7 @@ impl Checkpoint {
         n: usize,
         max_blocks: usize,
     ) -> Result<Self> {
-        let wanted = Self::wanted_blocks(opts, n);
-        Self::open_blocks(opts, job, k, wanted.clamp(1, max_blocks.max(1)))
+        Self::open_for(opts, job, k, n, GRAPH_TILE, max_blocks)
     }
 
     /// Opens `opts.dir` for `job` like [`Checkpoint::open`], for a driver whose work comes in
