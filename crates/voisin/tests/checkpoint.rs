@@ -375,3 +375,66 @@ fn damaged_and_foreign_partial_lists_are_refused() {
         }
     );
 }
+
+/// Partial lists with a valid checksum but an impossible entry (a neighbour out of range, the
+/// row itself, a NaN key, a list out of order or longer than k) are refused: checksums catch
+/// accidents, not forgeries.
+#[test]
+fn forged_partial_lists_are_refused() {
+    let engine = CpuEngine::default();
+    let m = Metric::Euclidean;
+    let x = data(13, 1500, 4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    engine
+        .graph_checkpointed(&x, 3, &m, &with_stop(&dir, false, Some(1)))
+        .unwrap_err();
+    let partial = dir.join("partial.bin");
+    let good = fs::read(&partial).unwrap();
+    let word = |at: usize| u32::from_le_bytes(good[at..at + 4].try_into().unwrap()) as usize;
+    // Header: magic, version, manifest CRC, passes, kind length (u32 each after the magic),
+    // lists length (u64); then the kind, the pass flags and the lists: the first open row (512)
+    // is its length, then (index, key) entries.
+    let lists = 32 + word(20) + word(16);
+    assert_eq!(word(lists), 3);
+    let entry = lists + 4;
+    let forge = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = good[..good.len() - 4].to_vec();
+        edit(&mut b);
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        fs::write(&partial, &b).unwrap();
+        invalid_message(engine.graph_checkpointed(&x, 3, &m, &opts(&dir, true, 512)))
+    };
+    let put = |b: &mut Vec<u8>, at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+    for (what, edit) in [
+        (
+            "out of range",
+            &(|b: &mut Vec<u8>| put(b, entry, &1500u32.to_le_bytes())) as &dyn Fn(&mut Vec<u8>),
+        ),
+        ("itself", &|b: &mut Vec<u8>| {
+            put(b, entry, &512u32.to_le_bytes())
+        }),
+        ("NaN", &|b: &mut Vec<u8>| {
+            put(b, entry + 4, &f64::NAN.to_le_bytes())
+        }),
+        ("order", &|b: &mut Vec<u8>| {
+            put(b, entry + 4, &1e300f64.to_le_bytes())
+        }),
+        ("longer than k", &|b: &mut Vec<u8>| {
+            put(b, lists, &4u32.to_le_bytes())
+        }),
+        ("pass flags", &|b: &mut Vec<u8>| b[32 + word(20)] = 7),
+    ] {
+        let msg = forge(edit);
+        assert!(
+            msg.contains("partial.bin") && !msg.contains('\n'),
+            "{what}: {msg}"
+        );
+    }
+    fs::write(&partial, &good).unwrap();
+    let got = engine
+        .graph_checkpointed(&x, 3, &m, &opts(&dir, true, 512))
+        .unwrap();
+    assert_same(&engine.graph(&x, 3, &m).unwrap(), &got);
+}
