@@ -823,6 +823,97 @@ mod tests {
         same(&reference::graph(&data, 6, &m).unwrap(), &one, "reference");
     }
 
+    /// The core driver over several backends (as over several GPUs): tile pairs dealt over
+    /// them and their shares merged, a backend out of memory retried by all with half the
+    /// edge, checkpointed or not, stopped and resumed from partial lists: the reference graph.
+    #[test]
+    fn the_driver_deals_over_several_backends() {
+        use super::CpuBuild;
+        use crate::cpu::plan::Ctx;
+        use crate::cpu::tiles::{TileMaker, TileSource};
+        use crate::error::{Error, Result};
+        use crate::graph::checkpoint::CheckpointOptions;
+        use crate::graph::driver::{build, Backend, Build};
+        use crate::graph::{CpuShare, PassRows, TileOwner};
+
+        /// Out of memory above an edge of 256.
+        struct Picky<'a, S>(CpuBuild<'a, S>);
+        impl<S: TileSource> Backend for Picky<'_, S> {
+            type Share = CpuShare;
+            fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<CpuShare> {
+                match edge > 256 {
+                    true => Err(Error::OutOfMemory(format!("edge {edge}"))),
+                    false => self.0.share(edge, owns),
+                }
+            }
+            fn finish(&self, share: &CpuShare, rows: Range<usize>) -> Result<PassRows> {
+                self.0.finish(share, rows)
+            }
+            fn retry_smaller(&self, e: &Error) -> bool {
+                matches!(e, Error::OutOfMemory(_))
+            }
+            fn partial_kind(&self) -> String {
+                self.0.partial_kind()
+            }
+            fn partial_bytes(&self, share: &CpuShare, rows: &[Range<usize>]) -> Vec<u8> {
+                self.0.partial_bytes(share, rows)
+            }
+            fn partial_share(&self, rows: &[Range<usize>], bytes: &[u8]) -> Result<CpuShare> {
+                self.0.partial_share(rows, bytes)
+            }
+        }
+
+        let (n, k, m) = (1500, 7, Metric::Euclidean);
+        let data = tied(n, 3, 40);
+        let want = reference::graph(&data, k, &m).unwrap();
+        let v = data.as_vectors().unwrap();
+        let src = TileMaker::new(&m, v, v);
+        let ctx = Ctx::new(2, 1 << 30, None);
+        let tmp = tempfile::tempdir().unwrap();
+        let ckpt = |name: &str, resume: bool, stop_after: Option<usize>| CheckpointOptions {
+            pass_rows: Some(512),
+            stop_after,
+            ..CheckpointOptions::new(tmp.path().join(name), resume)
+        };
+        let run = |parts: usize, checkpoint: Option<&CheckpointOptions>| {
+            let b = Build {
+                data: &data,
+                metric: &m,
+                k,
+                edge: 1024,
+                max_pass_rows: usize::MAX,
+                checkpoint,
+            };
+            build(&b, || {
+                Ok((0..parts)
+                    .map(|_| {
+                        Picky(CpuBuild {
+                            src: &src,
+                            ctx: &ctx,
+                            n,
+                            k,
+                        })
+                    })
+                    .collect())
+            })
+            .map(|rows| KnnResult::from_rows(rows, k, &m))
+        };
+        for parts in [1, 3] {
+            same(
+                &want,
+                &run(parts, None).unwrap(),
+                &format!("{parts} backends"),
+            );
+            let name = format!("c{parts}");
+            let full = run(parts, Some(&ckpt(&name, false, None))).unwrap();
+            same(&want, &full, &format!("{parts} backends, checkpointed"));
+            let name = format!("s{parts}");
+            assert!(run(parts, Some(&ckpt(&name, false, Some(1)))).is_err());
+            let resumed = run(parts, Some(&ckpt(&name, true, None))).unwrap();
+            same(&want, &resumed, &format!("{parts} backends, resumed"));
+        }
+    }
+
     #[test]
     fn batches_of_tiles_match_brute_force() {
         let e = engine(2);
