@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch peer for the GPU benchmark (bench/RESULTS.md): matmul + topk in strict fp32, chunked, on the
-.fbin data that crates/voisin-cuda/examples/gpu_bench.rs wrote, in the same run.
+.fbin data that crates/voisin-bench/src/bin/gpu_bench.rs wrote, in the same run.
 
 Times are end to end like voisin's: host arrays in (upload included), host indices out.
 Also measures the sgemm ceiling (8192^3 fp32, TF32 off) and the device copy bandwidth, then

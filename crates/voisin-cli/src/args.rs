@@ -95,6 +95,9 @@ pub enum IndexKindArg {
     Sss,
     /// Cover tree.
     Cover,
+    /// k-d tree: vectors under euclidean, cityblock, chebyshev or minkowski:P (the file keeps
+    /// the items; the tree is rebuilt when it is read).
+    Kd,
 }
 
 #[derive(Debug, Args)]
@@ -251,8 +254,9 @@ pub struct RunOpts {
     #[arg(long, value_enum, value_name = "T", default_value_t = DistanceType::F32)]
     pub distances: DistanceType,
 
-    /// Engine: auto, brute, or a metric index built for this run on the CPU (lc, sss, cover);
-    /// auto indexes strings and low-dimensional vectors (--stats says what it chose and why).
+    /// Engine: auto, brute, or an index built for this run on the CPU (lc, sss, cover, or kd for
+    /// vectors under euclidean/cityblock/chebyshev/minkowski); auto indexes strings and
+    /// low-dimensional vectors (--stats says what it chose and why).
     #[arg(long, value_name = "E", default_value = "auto", value_parser = parse_engine)]
     pub engine: EngineChoice,
 }

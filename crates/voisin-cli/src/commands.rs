@@ -14,56 +14,52 @@ use voisin_index::auto::{self, Decision, EngineChoice, Workload};
 use voisin_index::{DatasetIndex, Params};
 use voisin_io::Role;
 
-use crate::args::{Cli, Command, DeviceChoice, DistanceType, GlobalOpts, RunOpts};
+use crate::args::{DeviceChoice, DistanceType, GlobalOpts, GraphArgs, KnnArgs, RangeArgs, RunOpts};
 use crate::device::{self, EngineConfig};
 use crate::error::CliError;
 use crate::load;
+use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
 use crate::shape;
 use crate::stats::{secs, RunStats, Times};
 
-pub fn run(cli: Cli) -> Result<(), CliError> {
-    let global = &cli.global;
-    match cli.command {
-        Command::Knn(a) => execute(
-            Task::Knn {
-                base: a.sets.base,
-                query: a.sets.query,
-                k: a.k,
-            },
-            &a.run,
-            global,
-        ),
-        Command::Graph(a) => execute(
-            Task::Graph {
-                input: a.input,
-                k: a.k,
-                include_self: a.include_self,
-                pairs: a.pairs,
-                checkpoint: a.checkpoint.map(|dir| CheckpointOptions {
-                    dir,
-                    resume: a.resume,
-                    pass_rows: a.checkpoint_rows,
-                    stop_after: a.stop_after_passes,
-                }),
-            },
-            &a.run,
-            global,
-        ),
-        Command::Range(a) => execute(
-            Task::Range {
-                base: a.sets.base,
-                query: a.sets.query,
-                radius: a.radius,
-                pairs: a.pairs,
-            },
-            &a.run,
-            global,
-        ),
-        Command::Demo => crate::demo::run(global),
-        Command::Index(c) => crate::index_cmd::run(c, global),
-    }
+/// `voisin knn`.
+pub fn knn(a: KnnArgs, global: &GlobalOpts) -> Result<(), CliError> {
+    let task = Task::Knn {
+        base: a.sets.base,
+        query: a.sets.query,
+        k: a.k,
+    };
+    execute(task, &a.run, global)
+}
+
+/// `voisin graph`.
+pub fn graph(a: GraphArgs, global: &GlobalOpts) -> Result<(), CliError> {
+    let task = Task::Graph {
+        input: a.input,
+        k: a.k,
+        include_self: a.include_self,
+        pairs: a.pairs,
+        checkpoint: a.checkpoint.map(|dir| CheckpointOptions {
+            dir,
+            resume: a.resume,
+            pass_rows: a.checkpoint_rows,
+            stop_after: a.stop_after_passes,
+        }),
+    };
+    execute(task, &a.run, global)
+}
+
+/// `voisin range`.
+pub fn range(a: RangeArgs, global: &GlobalOpts) -> Result<(), CliError> {
+    let task = Task::Range {
+        base: a.sets.base,
+        query: a.sets.query,
+        radius: a.radius,
+        pairs: a.pairs,
+    };
+    execute(task, &a.run, global)
 }
 
 enum Task {
@@ -191,19 +187,6 @@ fn lock_checkpoint(dir: &Path) -> Result<std::fs::File, CliError> {
     Ok(lock)
 }
 
-/// Levenshtein for text input (a .txt file, or - with --format txt), euclidean otherwise.
-pub fn default_metric(path: &Path, format: Option<voisin_io::Format>) -> Metric {
-    if path == Path::new("-") {
-        if format == Some(voisin_io::Format::Txt) {
-            Metric::Levenshtein
-        } else {
-            Metric::Euclidean
-        }
-    } else {
-        voisin_io::default_metric(path)
-    }
-}
-
 fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
     let metric = choose_metric(run.metric.as_ref(), task.base(), global.format)?;
@@ -226,22 +209,8 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         precision: run.precision,
         gpus: run.gpus.clone(),
     };
-    // The Engine trait has no checkpoints: the engines that keep them are built here.
-    let checkpointing = match task.checkpoint() {
-        Some(_) => Some(
-            voisin_engines::open_checkpointing(run.device.into(), &config, &metric)
-                .map_err(|e| CliError::core(e, None))?,
-        ),
-        None => None,
-    };
-    let selected;
-    let engine: &dyn Engine = match &checkpointing {
-        Some(e) => e.as_ref(),
-        None => {
-            selected = device::select(run.device, &config)?;
-            selected.as_ref()
-        }
-    };
+    let engine = device::select(run.device, &config)?;
+    let engine: &dyn Engine = engine.as_ref();
 
     let base = load::load(task.base(), Role::Base, &metric, global)?;
     let queries = match task.query() {
@@ -260,7 +229,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     let mut build_time = None;
     let answer = match decision.engine {
         auto::Engine::Index(kind) => {
-            let pool = crate::index_cmd::thread_pool(global.threads)?;
+            let pool = device::thread_pool(global.threads)?;
             pool.install(|| {
                 let tb = Instant::now();
                 let index = DatasetIndex::build(&base, metric.clone(), kind, &Params::default())?;
@@ -277,9 +246,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
             Task::Graph {
                 checkpoint: Some(c),
                 ..
-            } => checkpointing
-                .as_ref()
-                .expect("engine built for --checkpoint")
+            } => engine
                 .graph_checkpointed(&base, task.engine_k(), &metric, c)
                 .map(Answer::Knn),
             Task::Graph { .. } => engine
@@ -374,44 +341,6 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         let _ = writeln!(std::io::stderr(), "{line}");
     }
     Ok(())
-}
-
-/// `--metric`, else what an ann-benchmarks HDF5 file declares in its `distance` attribute, else
-/// the default for the input. A `--metric` that contradicts the file's attribute is an error.
-pub fn choose_metric(
-    given: Option<&Metric>,
-    base: &Path,
-    format: Option<voisin_io::Format>,
-) -> Result<Metric, CliError> {
-    let declared = if base == Path::new("-") {
-        None
-    } else {
-        voisin_io::declared_metric(base)?
-    };
-    let Some(name) = declared else {
-        return Ok(given
-            .cloned()
-            .unwrap_or_else(|| default_metric(base, format)));
-    };
-    let parsed = name.parse::<Metric>();
-    match (given, parsed) {
-        (Some(m), Ok(d)) if m.name() != d.name() => Err(CliError::file(
-            base,
-            format!(
-                "declares distance '{name}' in its 'distance' attribute but --metric {} was \
-                 given; drop --metric to use the file's",
-                m.name()
-            ),
-        )),
-        (Some(m), _) => Ok(m.clone()),
-        (None, Ok(d)) => Ok(d),
-        (None, Err(_)) => Err(CliError::file(
-            base,
-            format!(
-                "declares distance '{name}', which voisin does not offer; choose one with --metric"
-            ),
-        )),
-    }
 }
 
 /// A fixed index runs on the CPU, without checkpoints, under a true metric: checked before any

@@ -1,7 +1,9 @@
-//! `--device` for the CLI: the choice and options go to the engine factory
-//! (`voisin-engines`), whose errors become the CLI's one-line errors with their exit codes.
+//! Where the work runs: `--device` and the engine options go to the engine factory
+//! (`voisin-engines`), whose errors become the CLI's one-line errors with their exit codes;
+//! `--threads` also sizes the worker pool of the CPU work the engines do not run themselves
+//! (the metric indexes).
 
-use voisin::Engine;
+use voisin::{Engine, Error};
 pub use voisin_engines::EngineConfig;
 
 use crate::args::DeviceChoice;
@@ -20,6 +22,21 @@ impl From<DeviceChoice> for voisin_engines::Device {
 /// The engine for a `--device` choice.
 pub fn select(choice: DeviceChoice, config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
     voisin_engines::open(choice.into(), config).map_err(|e| CliError::core(e, None))
+}
+
+/// The worker threads of CPU work the engines do not run themselves (the metric indexes):
+/// `--threads`, every core by default; zero is a user error.
+pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
+    if threads == Some(0) {
+        return Err(CliError::core(
+            Error::invalid("--threads must be at least 1"),
+            None,
+        ));
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        .build()
+        .map_err(|e| CliError::internal(format!("cannot start worker threads: {e}")))
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@ use voisin_io::Role;
 use crate::args::{
     DeviceChoice, GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs,
 };
-use crate::commands::choose_metric;
+use crate::device::thread_pool;
 use crate::error::CliError;
 use crate::load;
+use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
 use crate::stats::{secs, RunStats, Times};
 
@@ -33,24 +34,12 @@ pub fn run(command: IndexCommand, global: &GlobalOpts) -> Result<(), CliError> {
     })
 }
 
-pub(crate) fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
-    if threads == Some(0) {
-        return Err(CliError::core(
-            Error::invalid("--threads must be at least 1"),
-            None,
-        ));
-    }
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
-        .build()
-        .map_err(|e| CliError::internal(format!("cannot start worker threads: {e}")))
-}
-
 fn kind(arg: IndexKindArg) -> Kind {
     match arg {
         IndexKindArg::Lc => Kind::Lc,
         IndexKindArg::Sss => Kind::Sss,
         IndexKindArg::Cover => Kind::Cover,
+        IndexKindArg::Kd => Kind::Kd,
     }
 }
 

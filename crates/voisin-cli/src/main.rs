@@ -1,8 +1,15 @@
 //! The `voisin` command line: knn, graph, range, demo and index.
 //!
 //! This binary owns argument parsing, device choice, input checks, output targets, `--stats` and
-//! the progress bar. Reading and writing files is voisin-io's job and all search is done by the
-//! engines of the core crate (and later the GPU crates) through the `Engine` trait.
+//! the progress bar. Reading and writing files is voisin-io's job; brute-force search is done by
+//! the engines the factory (`voisin-engines`: CPU, CUDA, several GPUs, auto) opens, through the
+//! `Engine` trait, and index search by voisin-index.
+//!
+//! Modules: `args` (the command line), this file (dispatch of every subcommand, error lines),
+//! `error` (the error and its exit code), `commands` (knn, graph and range), `index_cmd` (index
+//! build and query), `demo`, `device` (engines and worker threads), `metric_choice`, `load`
+//! (inputs and their checks), `output` (where results go), `shape` (what a result becomes
+//! before it is written), `progress`, `stats` (`--stats`) and `size` (`--memory`).
 //!
 //! Exit codes: 0 success, 2 bad input or usage, 1 internal or device failure. Every error is one
 //! line on standard error, `voisin: error: <file>: <problem>`.
@@ -14,6 +21,7 @@ mod device;
 mod error;
 mod index_cmd;
 mod load;
+mod metric_choice;
 mod output;
 mod progress;
 mod shape;
@@ -30,7 +38,7 @@ fn main() {
     // input is one error line, not a crash (voisin::commit documents the policy).
     voisin::commit::exit_on_signals();
     let code = match args::Cli::try_parse() {
-        Ok(cli) => match commands::run(cli) {
+        Ok(cli) => match run(cli) {
             Ok(()) => 0,
             Err(e) => {
                 report(&e.to_string());
@@ -40,6 +48,18 @@ fn main() {
         Err(e) => clap_error(e),
     };
     std::process::exit(code);
+}
+
+/// Every subcommand.
+fn run(cli: args::Cli) -> Result<(), error::CliError> {
+    let global = &cli.global;
+    match cli.command {
+        args::Command::Knn(a) => commands::knn(a, global),
+        args::Command::Graph(a) => commands::graph(a, global),
+        args::Command::Range(a) => commands::range(a, global),
+        args::Command::Demo => demo::run(global),
+        args::Command::Index(c) => index_cmd::run(c, global),
+    }
 }
 
 fn report(message: &str) {

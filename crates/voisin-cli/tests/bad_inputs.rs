@@ -647,8 +647,13 @@ fn graph_engine(engine: &'static str, extra: &[&'static str]) -> Vec<&'static st
 #[test]
 fn unknown_engine() {
     let s = scratch();
-    let args = graph_engine("kd", &[]);
-    expect_bad(&s, &args, "", &["'kd'", "auto, brute, lc, sss, cover"]);
+    let args = graph_engine("balltree", &[]);
+    expect_bad(
+        &s,
+        &args,
+        "",
+        &["'balltree'", "auto, brute, lc, sss, cover, kd"],
+    );
 }
 
 #[test]

@@ -6,41 +6,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, FileTypeExt};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::faults::*;
 use common::*;
-
-/// Every file of a folder (recursively one level: entries of sub-folders too) with its bytes
-/// (`None` for what is not a regular file), to compare before and after a failed run.
-fn snapshot(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
-    let mut all = BTreeMap::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name().to_string_lossy().into_owned();
-        let t = e.file_type().unwrap();
-        all.insert(
-            name.clone(),
-            t.is_file().then(|| std::fs::read(e.path()).unwrap()),
-        );
-        if t.is_dir() {
-            for (sub, bytes) in snapshot(&e.path()) {
-                all.insert(format!("{name}/{sub}"), bytes);
-            }
-        }
-    }
-    all
-}
-
-fn temporaries(dir: &Path) -> Vec<String> {
-    snapshot(dir)
-        .into_keys()
-        .filter(|n| n.contains(".voisin-"))
-        .collect()
-}
 
 /// Asserts a clean failure: `code`, one line holding every needle, nothing printed, and the
 /// folder exactly as before.
@@ -49,18 +21,6 @@ fn expect_fail(s: &Scratch, args: &[&str], code: i32, needles: &[&str]) {
     let out = s.run(args);
     check_fail(&out, args, code, needles);
     assert_eq!(snapshot(s.dir.path()), before, "files changed: {args:?}");
-}
-
-fn check_fail(out: &Output, args: &[&str], code: i32, needles: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {err:?}");
-    assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
-    assert!(err.starts_with("voisin: error: "), "{err:?}");
-    for n in needles {
-        assert!(err.contains(n), "{err:?} does not say {n:?}");
-    }
-    assert!(!err.contains("panicked"), "{err:?}");
-    assert!(out.stdout.is_empty(), "printed results: {}", stdout(out));
 }
 
 /// A folder with `base.fvecs` (30 x 4) and `q.fvecs` (5 x 4).
@@ -410,28 +370,6 @@ fn too_many_threads_is_refused() {
 
 // --- a full disk: exit 1 for every command, the earlier result intact ---
 
-/// Runs voisin under a file size limit (RLIMIT_FSIZE), which fails writes the way a full disk
-/// does; voisin ignores SIGXFSZ so the write reports the error.
-fn run_limited(s: &Scratch, bytes: u64, args: &[&str]) -> Output {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_voisin"));
-    cmd.args(args).current_dir(s.dir.path());
-    // SAFETY: setrlimit is async-signal-safe and touches only the child about to exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    cmd.output().expect("voisin runs")
-}
-
 #[test]
 fn a_full_disk_is_exit_1_for_every_command() {
     let mut all = commands("r.ivecs");
@@ -481,25 +419,6 @@ fn a_full_tmpfs_is_exit_1() {
 }
 
 // --- signals ---
-
-fn spawn(s: &Scratch, args: &[&str]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_voisin"))
-        .args(args)
-        .current_dir(s.dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Runs voisin, sends `sig` after `ms` milliseconds, and waits for it.
-fn killed(s: &Scratch, args: &[&str], ms: u64, sig: i32) -> Output {
-    let child = spawn(s, args);
-    std::thread::sleep(Duration::from_millis(ms));
-    // SAFETY: signals a child this test started and has not reaped.
-    unsafe { libc::kill(child.id() as i32, sig) };
-    child.wait_with_output().unwrap()
-}
 
 #[test]
 fn sigterm_and_sigint_remove_temporaries_and_exit_128_plus_signal() {
@@ -655,21 +574,6 @@ fn a_truncated_mapped_input_is_one_error_line() {
 }
 
 // --- forged checkpoint passes with a valid checksum ---
-
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
 
 #[test]
 fn forged_checkpoint_passes_are_refused() {

@@ -41,9 +41,10 @@ fn check_answers(
     input: &str,
     query: &str,
     metric: &Metric,
+    kinds: &[&str],
 ) {
     let name = metric.name();
-    for kind in KINDS {
+    for &kind in kinds {
         let idx = format!("{kind}.vidx");
         let out = s.run(&[
             "index", "build", "--input", input, "--kind", kind, "--metric", &name, "--out", &idx,
@@ -92,7 +93,15 @@ fn words_under_levenshtein_equal_the_reference() {
     s.raw("q.txt", format!("{}\n", q.join("\n")).as_bytes());
     let base: Dataset = StringSet::from_strings(&w).unwrap().into();
     let queries: Dataset = StringSet::from_strings(&q).unwrap().into();
-    check_answers(&s, &base, &queries, "w.txt", "q.txt", &Metric::Levenshtein);
+    check_answers(
+        &s,
+        &base,
+        &queries,
+        "w.txt",
+        "q.txt",
+        &Metric::Levenshtein,
+        &KINDS,
+    );
 }
 
 #[test]
@@ -108,7 +117,17 @@ fn vectors_equal_the_reference() {
             .into()
     };
     for metric in [Metric::Euclidean, Metric::Cityblock] {
-        check_answers(&s, &set(&b), &set(&q), "b.fvecs", "q.fvecs", &metric);
+        // The k-d tree takes vectors only.
+        let kinds = [&KINDS[..], &["kd"]].concat();
+        check_answers(
+            &s,
+            &set(&b),
+            &set(&q),
+            "b.fvecs",
+            "q.fvecs",
+            &metric,
+            &kinds,
+        );
     }
 }
 
@@ -333,13 +352,19 @@ fn every_engine_answers_as_brute_force() {
         let (brute_stats, brute) = with("brute");
         assert_eq!(brute_stats["engine"], "brute", "{args:?}");
         assert!(!brute.is_empty());
-        for engine in ["auto", "lc", "sss", "cover"] {
+        // The k-d tree takes the vectors (its build measures no distance).
+        let vectors = args.iter().any(|a| a.ends_with(".fvecs"));
+        let kd: &[&str] = if vectors { &["kd"] } else { &[] };
+        for &engine in [&["auto", "lc", "sss", "cover"][..], kd].concat().iter() {
             let (st, got) = with(engine);
             assert!(
                 got == brute,
                 "{args:?} --engine {engine} differs from brute force"
             );
-            if engine != "auto" {
+            if engine == "kd" {
+                assert_eq!(st["engine"], engine, "{args:?}");
+                assert_eq!(st["index_build_evals"].as_u64().unwrap(), 0, "{st}");
+            } else if engine != "auto" {
                 assert_eq!(st["engine"], engine, "{args:?}");
                 assert!(st["index_build_evals"].as_u64().unwrap() > 0, "{st}");
             }
@@ -349,7 +374,7 @@ fn every_engine_answers_as_brute_force() {
     let mut a = runs[3].clone();
     a.extend(["--device", "cpu", "--stats"]);
     let st = stats_of(&s.run(&a));
-    assert_eq!(st["engine"], "cover", "{st}");
+    assert_eq!(st["engine"], "kd", "{st}");
     assert!(
         st["engine_reason"]
             .as_str()

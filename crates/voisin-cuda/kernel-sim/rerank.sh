@@ -4,7 +4,7 @@
 # with many equal keys around the k-th, whole-base lists and lists that do not prove.
 # usage: VOISIN_ABI_DIR=<dir holding common/abi.cuh> crates/voisin-cuda/kernel-sim/rerank.sh   (needs g++ with C++20)
 # The kernels include their headers by name (kernels/common/*.cuh); common/abi.cuh is generated
-# by src/abi.rs: the crate's test `kernel_simulation` writes it to $VOISIN_ABI_DIR and runs this
+# by src/runtime/abi.rs: the crate's test `kernel_simulation` writes it to $VOISIN_ABI_DIR and runs this
 # script (cargo test -p voisin-cuda kernel_simulation).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); tmp=$(mktemp -d)

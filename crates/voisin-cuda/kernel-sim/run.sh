@@ -5,7 +5,7 @@
 # goes to what only a GPU can show. It cannot show warp-level or memory-model races.
 # usage: VOISIN_ABI_DIR=<dir holding common/abi.cuh> crates/voisin-cuda/kernel-sim/run.sh   (needs g++ with C++20)
 # The kernels include their headers by name (kernels/common/*.cuh); common/abi.cuh is generated
-# by src/abi.rs: the crate's test `kernel_simulation` writes it to $VOISIN_ABI_DIR and runs this
+# by src/runtime/abi.rs: the crate's test `kernel_simulation` writes it to $VOISIN_ABI_DIR and runs this
 # script (cargo test -p voisin-cuda kernel_simulation).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); tmp=$(mktemp -d)

@@ -3,7 +3,7 @@
 # run.sh, against plain sorts, with random and duplicate-heavy tiles over several tiles per pass.
 # usage: VOISIN_ABI_DIR=<dir holding common/abi.cuh> crates/voisin-cuda/kernel-sim/select_variants.sh   (needs g++ with C++20)
 # The kernels include their headers by name (kernels/common/*.cuh); common/abi.cuh is generated
-# by src/abi.rs: the crate's test `kernel_simulation` writes it to $VOISIN_ABI_DIR and runs this
+# by src/runtime/abi.rs: the crate's test `kernel_simulation` writes it to $VOISIN_ABI_DIR and runs this
 # script (cargo test -p voisin-cuda kernel_simulation).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); tmp=$(mktemp -d)

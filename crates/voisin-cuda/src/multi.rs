@@ -4,7 +4,7 @@
 //! k-NN and range search shard the base over the GPUs (contiguous ranges; every GPU gets all
 //! queries) and merge the per-GPU candidate lists with `shard::merge`, then prove, widen and
 //! re-rank once; widening passes and exact keys run on the GPU that holds the rows. The graph is
-//! the GPU graph driver's (passes.rs): the tile pairs (I, J), I ≤ J, of one triangle schedule
+//! the GPU graph driver's (engine/passes.rs): the tile pairs (I, J), I ≤ J, of one triangle schedule
 //! dealt cyclically over the GPUs (every GPU holds the whole set), the partial lists merged and
 //! finished on the first GPU.
 //!
@@ -20,12 +20,17 @@ use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeReque
 use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
-use crate::context::Gpu;
-use crate::device_set::DeviceSet;
-use crate::exact::{self, Sides};
-use crate::knn::{self, Raw};
-use crate::prepare::{vectors, Plan};
-use crate::{range, shard, to_result, CudaEngine, CudaOptions};
+use crate::engine::{on_each, passes, to_result, CudaEngine};
+use crate::numerics::plan::{device_code, vectors, Plan};
+use crate::ops::device_set::DeviceSet;
+use crate::ops::exact::{self, Sides};
+use crate::ops::range;
+use crate::options::CudaOptions;
+use crate::runtime::context::Gpu;
+use crate::runtime::probe::Phases;
+use crate::search::finish::{finish, CandidateSource};
+use crate::search::knn::{self, Raw};
+use crate::search::shard;
 
 /// The engine over several GPUs.
 pub struct MultiGpu {
@@ -66,9 +71,17 @@ impl MultiGpu {
     pub fn describe(&self) -> String {
         self.engines
             .iter()
-            .map(|e| format!("cuda:{} ({})", e.device, e.device_name()))
+            .map(|e| format!("cuda:{} ({})", e.ordinal(), e.device_name()))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// Times phases for the first GPU's probe.
+    fn phases(&self) -> Phases {
+        match self.engines[0].lock() {
+            Ok(gpu) => gpu.phases(),
+            Err(_) => Phases::start(std::sync::Arc::new(crate::runtime::probe::NoProbe)),
+        }
     }
 
     fn stats(&self) -> Stats {
@@ -128,17 +141,18 @@ impl MultiGpu {
     ) -> Result<Vec<Raw>> {
         let parts = self.each(shards.len(), |g, e, gpu| {
             let s = &shards[g];
-            let budget = e.budget(gpu)?;
+            let ctx = e.ctx(gpu, plan);
+            let budget = ctx.budget()?;
             let sel = if widen {
-                e.widen_select()
+                ctx.widen_select()
             } else {
-                e.opts.select
+                ctx.select()
             };
             let mut raws = match ids {
-                None => knn::candidates(gpu, plan, &s.bdev, &s.qdev, kp, sel, &budget)?,
+                None => knn::candidates(&ctx, &s.bdev, &s.qdev, kp, sel, &budget)?,
                 Some(ids) => {
                     let sub = DeviceSet::gather(gpu, plan, qset, ids)?;
-                    knn::candidates(gpu, plan, &s.bdev, &sub, kp, sel, &budget)?
+                    knn::candidates(&ctx, &s.bdev, &sub, kp, sel, &budget)?
                 }
             };
             shard::offset(&mut raws, s.rows.start);
@@ -156,7 +170,7 @@ impl MultiGpu {
         shards: &[Shard],
         pairs: &[[u32; 2]],
     ) -> Result<Vec<f64>> {
-        if exact::device_code(metric).is_none() {
+        if device_code(metric).is_none() {
             return Ok(exact::host_keys(metric, bset, qset, pairs));
         }
         let owner = |b: u32| shards.partition_point(|s| s.rows.end <= b as usize);
@@ -187,6 +201,42 @@ impl MultiGpu {
     }
 }
 
+/// The queries of a search sharded over the GPUs: wider lists from every shard, merged; exact
+/// keys on the GPU that holds each row.
+struct Sharded<'a> {
+    multi: &'a MultiGpu,
+    plan: &'a Plan,
+    metric: &'a Metric,
+    bset: &'a VectorSet,
+    qset: &'a VectorSet,
+    shards: &'a [Shard<'a>],
+    max_norm: f64,
+}
+
+impl CandidateSource for Sharded<'_> {
+    fn base_len(&self) -> usize {
+        self.bset.len()
+    }
+
+    fn norms(&self) -> (&[f64], f64) {
+        (self.shards[0].qdev.norm(), self.max_norm)
+    }
+
+    fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
+        self.multi
+            .search(self.plan, self.shards, self.qset, Some(ids), kp, true)
+    }
+
+    fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
+        self.multi
+            .exact(self.metric, self.bset, self.qset, self.shards, pairs)
+    }
+
+    fn phases(&self) -> Phases {
+        self.multi.phases()
+    }
+}
+
 /// The error for the first NaN or infinite value, base rows before queries as on one GPU.
 fn check_shards(shards: &[Shard], bset: &VectorSet, qset: &VectorSet) -> Result<()> {
     for s in shards {
@@ -198,40 +248,13 @@ fn check_shards(shards: &[Shard], bset: &VectorSet, qset: &VectorSet) -> Result<
     }
 }
 
-/// Runs `f` on every engine of `engines` at once, one host thread each holding its GPU; the
-/// results in engine order.
-pub(crate) fn on_each<T: Send>(
-    engines: &[CudaEngine],
-    f: impl Fn(usize, &CudaEngine, &Gpu) -> Result<T> + Sync,
-) -> Result<Vec<T>> {
-    let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = engines
-            .iter()
-            .enumerate()
-            .map(|(g, e)| {
-                s.spawn(move || {
-                    let mut t = Instant::now();
-                    let gpu = e.lock()?;
-                    let r = f(g, e, &gpu);
-                    crate::trace(&format!("GPU thread {g} (cuda:{})", e.device), &mut t);
-                    r
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::device("cuda: a GPU thread panicked")))
-            })
-            .collect()
-    })
-}
-
 impl Engine for MultiGpu {
     fn name(&self) -> String {
-        let ids: Vec<String> = self.engines.iter().map(|e| e.device.to_string()).collect();
+        let ids: Vec<String> = self
+            .engines
+            .iter()
+            .map(|e| e.ordinal().to_string())
+            .collect();
         format!("cuda:{}", ids.join(","))
     }
 
@@ -245,22 +268,22 @@ impl Engine for MultiGpu {
             // Strings run on one GPU (see `range`).
             return self.engines[0].knn_request(req);
         }
-        let mut tr = Instant::now();
+        let mut tr = self.phases();
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
-        crate::trace("multi knn: input checks", &mut tr);
+        tr.mark("multi knn: input checks");
         let mut stats = self.stats();
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
         let t = Instant::now();
         let plan = self.engines[0].plan(metric, bset);
-        crate::trace("multi knn: plan", &mut tr);
+        tr.mark("multi knn: plan");
         let shards = self.shards(&plan, bset, qset, true)?;
-        crate::trace("multi knn: queries uploaded", &mut tr);
+        tr.mark("multi knn: queries uploaded");
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
         let kp = knn::first_list(k);
         let raws = self.search(&plan, &shards, qset, None, kp, false);
-        crate::trace("multi knn: candidates from every shard, merged", &mut tr);
+        tr.mark("multi knn: candidates from every shard, merged");
         // The shards' norms exist once their rows are up (the search did that); NaN and
         // infinite values are named before anything else is reported.
         self.each(shards.len(), |g, _, gpu| shards[g].bdev.complete(gpu))?;
@@ -269,26 +292,20 @@ impl Engine for MultiGpu {
         stats.compute += t.elapsed().saturating_sub(stats.transfer);
         stats.distance_evals += (bset.len() * qset.len()) as u64;
         let max_norm = shards.iter().map(|s| s.bdev.max_norm()).fold(0.0, f64::max);
-        let mut redo =
-            |ids: &[usize], kp: usize| self.search(&plan, &shards, qset, Some(ids), kp, true);
-        let mut exact_fn = |pairs: &[[u32; 2]]| self.exact(metric, bset, qset, &shards, pairs);
-        let rows = knn::finish(
-            &plan,
-            shards[0].qdev.norm(),
+        let mut src = Sharded {
+            multi: self,
+            plan: &plan,
+            metric,
+            bset,
+            qset,
+            shards: &shards,
             max_norm,
-            k,
-            raws,
-            &|_| None,
-            bset.len(),
-            kp,
-            &mut redo,
-            &mut exact_fn,
-            &mut stats,
-        )?;
-        crate::trace("multi knn: proof and re-rank", &mut tr);
+        };
+        let rows = finish(&plan, &mut src, k, kp, raws, &mut stats)?;
+        tr.mark("multi knn: proof and re-rank");
         let r = to_result(rows, k, metric, stats);
         drop(shards);
-        crate::trace("multi knn: result, shards freed", &mut tr);
+        tr.mark("multi knn: result, shards freed");
         Ok(r)
     }
 
@@ -328,28 +345,13 @@ impl Engine for MultiGpu {
                     .collect()
             })
             .collect();
-        let (offsets, ids) = range::csr(&lists);
-        let pairs = range::pairs(&offsets, &ids);
-        let keys = self.exact(metric, bset, qset, &shards, &pairs)?;
-        let rows = range::exact_rows(metric, radius, &offsets, &ids, &keys);
-        stats.select += t.elapsed();
-        stats.exact_evals += pairs.len() as u64;
-        Ok(RangeResult {
-            stats,
-            ..RangeResult::from_rows(rows, metric)
-        })
+        let (offsets, ids) = crate::search::range::csr(&lists);
+        let keys = |pairs: &[[u32; 2]]| self.exact(metric, bset, qset, &shards, pairs);
+        crate::search::range::finish(metric, radius, &offsets, &ids, keys, t, stats)
     }
 
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
-        // The request has checked k and capped it at n - 1 (0 for one item); the driver checks
-        // the k it is given again, so it gets at least 1 and caps it the same way.
-        crate::passes::build(
-            &self.engines,
-            req.data(),
-            req.k().max(1),
-            req.metric(),
-            None,
-        )
+        passes::build(&self.engines, req, None)
     }
 
     fn graph_checkpointed(
@@ -359,6 +361,10 @@ impl Engine for MultiGpu {
         metric: &Metric,
         checkpoint: &CheckpointOptions,
     ) -> Result<KnnResult> {
-        crate::passes::build(&self.engines, data, k, metric, Some(checkpoint))
+        passes::build(
+            &self.engines,
+            &GraphRequest::new(data, k, metric)?,
+            Some(checkpoint),
+        )
     }
 }

@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use voisin::metric::levenshtein::Pattern;
 use voisin::{Error, KnnResult, RangeResult, Result, Stats, StringSet};
 
-use crate::abi;
-use crate::context::{dev, Gpu};
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
 
 /// Pattern chars per machine word: the longest query the kernel takes.
 const W: usize = abi::LEV_W;

@@ -8,21 +8,38 @@
 //! - [`Device::Cuda`] is the CUDA engine on the GPUs of [`EngineConfig::gpus`] (GPU 0 by
 //!   default; several make a [`MultiGpu`]) or a device error.
 //! - [`Device::Auto`] is the CUDA engine when the driver, NVRTC and cuBLAS load and a device
-//!   exists, with the requests it does not handle (user metrics, strings under another metric)
-//!   routed to the CPU engine; the CPU engine alone otherwise. A GPU that fails to start under
-//!   auto is no error (README "Command line").
+//!   exists, with every request it does not [`Engine::supports`] (user metrics, f64 values f32
+//!   does not hold, checkpointed graphs of strings) routed to the CPU engine, checkpointed
+//!   graphs included; the CPU engine alone otherwise. A GPU that fails to start under auto is
+//!   no error (README "Command line").
 //! - [`Device::Cpu`] is the CPU engine.
 //!
 //! Errors are [`voisin::Error`]: invalid input (exit 2 in the CLI) for bad options such as zero
 //! threads, device errors (exit 1) for a missing GPU or driver.
+//!
+//! Where each part of the engine seam lives:
+//!
+//! | what | where |
+//! |---|---|
+//! | the trait, requests and their checks, results, `supports`, `Prepared`, `Cancel` | `voisin::engine` |
+//! | the CPU engine | `voisin::cpu` |
+//! | the engines on one GPU and on several | `voisin_cuda::{CudaEngine, MultiGpu}` |
+//! | what each engine supports | its own `Engine::supports` |
+//! | device choice, options, the auto engine's routing | here ([`open`]) |
+//! | checkpoint format and the graph's schedule | `voisin::graph` |
+//! | one engine per MPI rank | here ([`cpu`], [`cuda_on`]), driven by `voisin-mpi` |
+//! | every engine held to the reference | `tests/conformance` of this crate |
+//!
+//! The front ends call [`open`] (the CLI), [`open_shared`] (the Python bindings, which keep
+//! prepared bases) or [`cpu`] / [`cuda_on`] (the MPI ranks).
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use voisin::cpu::checkpoint::GraphCheckpoints;
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::{Cancel, GraphRequest, KnnRequest, Op, ProgressFn, RangeRequest};
+use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result};
 use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, Precision, Select};
 
@@ -137,27 +154,6 @@ pub fn open_shared(device: Device, config: &EngineConfig) -> Result<Arc<dyn Engi
     open(device, config).map(Arc::from)
 }
 
-/// The engine of a checkpointed graph under `metric`: the GPUs under [`Device::Cuda`], and
-/// under auto when one starts and the metric is one the GPU passes take (vectors); the CPU
-/// engine otherwise. Every one writes and resumes the same checkpoints.
-pub fn open_checkpointing(
-    device: Device,
-    config: &EngineConfig,
-    metric: &Metric,
-) -> Result<Box<dyn GraphCheckpoints>> {
-    let vectors = !matches!(metric, Metric::Levenshtein | Metric::Custom(_));
-    match device {
-        Device::Cuda => return cuda(config),
-        Device::Auto if vectors && voisin_cuda::gpu_available() => {
-            if let Ok(gpu) = cuda(config) {
-                return Ok(gpu);
-            }
-        }
-        _ => {}
-    }
-    Ok(Box::new(cpu(config)?))
-}
-
 /// The CPU engine of `config`.
 pub fn cpu(config: &EngineConfig) -> Result<CpuEngine> {
     CpuEngine::new(CpuOptions {
@@ -216,8 +212,8 @@ pub fn gpu_ordinals(gpus: Option<&Gpus>) -> Result<Vec<usize>> {
 }
 
 /// The CUDA engine on the GPUs of `config` (GPU 0 by default); a missing driver or device is
-/// a device error. It also builds checkpointed graphs.
-pub fn cuda(config: &EngineConfig) -> Result<Box<dyn GraphCheckpoints>> {
+/// a device error.
+pub fn cuda(config: &EngineConfig) -> Result<Box<dyn Engine>> {
     let devices = gpu_ordinals(config.gpus.as_ref())?;
     let opts = cuda_options(config);
     Ok(match devices[..] {
@@ -256,6 +252,11 @@ impl Engine for Routed {
         self.pick(&[data], metric, op).name()
     }
 
+    fn refuses_non_finite(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        self.pick(&[data], metric, op)
+            .refuses_non_finite(data, metric, op)
+    }
+
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
         self.pick(&[req.base(), req.queries()], req.metric(), Op::Knn)
             .knn_request(req)
@@ -269,6 +270,17 @@ impl Engine for Routed {
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
         self.pick(&[req.data()], req.metric(), Op::Graph)
             .graph_request(req)
+    }
+
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<KnnResult> {
+        self.pick(&[data], metric, Op::GraphCheckpointed)
+            .graph_checkpointed(data, k, metric, checkpoint)
     }
 }
 
@@ -330,7 +342,116 @@ mod tests {
         assert!(auto.name().starts_with("cpu"), "{}", auto.name());
         let err = open(Device::Cuda, &config).err().unwrap();
         assert!(matches!(err, Error::Device(_)), "{err}");
-        let ckpt = open_checkpointing(Device::Auto, &config, &Metric::Euclidean).unwrap();
-        assert!(ckpt.name().starts_with("cpu"), "{}", ckpt.name());
+    }
+
+    /// A stand-in for the GPU engine, for routing tests on machines without one: it supports
+    /// what the CUDA engine supports (f32 vectors under the built-in vector metrics, strings
+    /// under levenshtein except checkpointed) and answers nothing, naming itself in the error.
+    struct NoGpu;
+
+    impl NoGpu {
+        fn refuse<T>(&self) -> Result<T> {
+            Err(Error::device("no-gpu was asked"))
+        }
+    }
+
+    impl Engine for NoGpu {
+        fn name(&self) -> String {
+            "no-gpu".into()
+        }
+
+        fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+            match (data, metric) {
+                (_, Metric::Custom(_)) => false,
+                (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && v.is_f32_exact(),
+                (Dataset::Strings(_), m) => {
+                    *m == Metric::Levenshtein && op != Op::GraphCheckpointed
+                }
+            }
+        }
+
+        fn knn_request(&self, _: &KnnRequest<'_>) -> Result<KnnResult> {
+            self.refuse()
+        }
+
+        fn range_request(&self, _: &RangeRequest<'_>) -> Result<RangeResult> {
+            self.refuse()
+        }
+
+        fn graph_request(&self, _: &GraphRequest<'_>) -> Result<KnnResult> {
+            self.refuse()
+        }
+
+        fn graph_checkpointed(
+            &self,
+            _: &Dataset,
+            _: usize,
+            _: &Metric,
+            _: &CheckpointOptions,
+        ) -> Result<KnnResult> {
+            self.refuse()
+        }
+    }
+
+    fn routed() -> Routed {
+        let one = EngineConfig {
+            threads: Some(1),
+            ..Default::default()
+        };
+        Routed {
+            gpu: Box::new(NoGpu),
+            cpu: Box::new(cpu(&one).unwrap()),
+        }
+    }
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("voisin-engines-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn auto_routes_checkpointed_graphs_the_gpu_cannot_build_to_the_cpu() {
+        let auto = routed();
+        let m = Metric::Euclidean;
+        // f64 values f32 does not hold: the GPU refuses them, the CPU answers.
+        let values: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i) * 1e-9).collect();
+        let wide = Dataset::Vectors(voisin::VectorSet::from_f64(20, 2, values).unwrap());
+        assert_eq!(
+            auto.answering(&wide, &m, Op::GraphCheckpointed),
+            "cpu (1 thread)"
+        );
+        let dir = scratch("f64");
+        let got = auto
+            .graph_checkpointed(&wide, 3, &m, &CheckpointOptions::new(&dir, false))
+            .unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(got.indices, auto.cpu.graph(&wide, 3, &m).unwrap().indices);
+        // Strings under levenshtein: the GPU builds their graph, the CPU their checkpointed one.
+        let words = Dataset::Strings(voisin::StringSet::from_strings(["ab", "b", "abc"]).unwrap());
+        let lev = Metric::Levenshtein;
+        assert_eq!(auto.answering(&words, &lev, Op::Graph), "no-gpu");
+        assert_eq!(
+            auto.answering(&words, &lev, Op::GraphCheckpointed),
+            "cpu (1 thread)"
+        );
+        let dir = scratch("words");
+        auto.graph_checkpointed(&words, 1, &lev, &CheckpointOptions::new(&dir, false))
+            .unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        // What the GPU supports goes to the GPU, checkpointed or not.
+        let narrow =
+            Dataset::Vectors(voisin::VectorSet::from_f32(3, 1, vec![0.0, 1.0, 3.0]).unwrap());
+        assert_eq!(auto.answering(&narrow, &m, Op::GraphCheckpointed), "no-gpu");
+        let dir = scratch("f32");
+        let err = auto
+            .graph_checkpointed(&narrow, 1, &m, &CheckpointOptions::new(&dir, false))
+            .unwrap_err();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(
+            err.to_string(),
+            Error::device("no-gpu was asked").to_string()
+        );
     }
 }

@@ -188,18 +188,7 @@ impl<S: Space> CoverTree<S> {
                 }
             }
             // Reach: every descendant (and duplicate) within the stored reach, and it is attained.
-            let mut stack = vec![id as u32];
-            let mut far = 0.0f64;
-            while let Some(x) = stack.pop() {
-                let nx = &self.nodes[x as usize];
-                if x as usize != id {
-                    far = far.max(dist(s, node.item, nx.item));
-                }
-                for &dup in &self.dups[nx.d0..nx.d1] {
-                    far = far.max(dist(s, node.item, dup));
-                }
-                stack.extend(&self.children[nx.c0..nx.c1]);
-            }
+            let far = self.farthest_below(id);
             if far != node.reach {
                 return Err(format!(
                     "node {id}: reach is {} but the farthest descendant is {far} away",
@@ -208,6 +197,73 @@ impl<S: Space> CoverTree<S> {
             }
         }
         self.check_separation()
+    }
+
+    /// The largest distance from node `id`'s item to any item below it (its duplicates and
+    /// every descendant with theirs): what its reach must be. One evaluation per item below.
+    fn farthest_below(&self, id: usize) -> f64 {
+        let s = &self.space;
+        let item = self.nodes[id].item;
+        let mut stack = vec![id as u32];
+        let mut far = 0.0f64;
+        while let Some(x) = stack.pop() {
+            let nx = &self.nodes[x as usize];
+            if x as usize != id {
+                far = far.max(dist(s, item, nx.item));
+            }
+            for &dup in &self.dups[nx.d0..nx.d1] {
+                far = far.max(dist(s, item, dup));
+            }
+            stack.extend(&self.children[nx.c0..nx.c1]);
+        }
+        far
+    }
+
+    /// Re-measures what the search prunes with, for trees read from files (a checksum catches
+    /// accidents, not a forged file; issue 14): every duplicate at distance 0 from its node,
+    /// every stored parent distance, and every reach equal to the farthest item below its node.
+    /// Each item is measured from each of its ancestors: n times the depth of the tree
+    /// evaluations (tens per item for real trees), far below the construction's. Call after
+    /// [`CoverTree::check_layout`], which rules out cycles.
+    pub fn check_distances(&self) -> Result<(), String> {
+        let s = &self.space;
+        let check = |id: usize| -> Result<(), String> {
+            let node = &self.nodes[id];
+            if !(node.reach >= 0.0 && node.reach.is_finite()) {
+                return Err(format!("node {id}: reach {} is not a distance", node.reach));
+            }
+            for &dup in &self.dups[node.d0..node.d1] {
+                let d = dist(s, node.item, dup);
+                if d != 0.0 {
+                    return Err(format!(
+                        "node {id}: duplicate {dup} is at distance {d}, not 0"
+                    ));
+                }
+            }
+            for &c in &self.children[node.c0..node.c1] {
+                let child = &self.nodes[c as usize];
+                let d = dist(s, node.item, child.item);
+                if d != child.parent_dist {
+                    return Err(format!(
+                        "node {c}: stored parent distance {} but its parent is at {d}",
+                        child.parent_dist
+                    ));
+                }
+            }
+            let far = self.farthest_below(id);
+            if far != node.reach {
+                return Err(format!(
+                    "node {id}: reach is {} but the farthest item below it is {far} away",
+                    node.reach
+                ));
+            }
+            Ok(())
+        };
+        let errors: Vec<String> = (0..self.nodes.len())
+            .into_par_iter()
+            .filter_map(|id| check(id).err())
+            .collect();
+        errors.into_iter().next().map_or(Ok(()), Err)
     }
 
     /// Full separation: two nodes both present at level j (a node is present at its own level

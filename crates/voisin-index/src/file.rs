@@ -5,14 +5,17 @@
 //! kind, the metric's name (u32 length + UTF-8), the items, the structure, and a CRC-32 of every
 //! byte before it. Reading checks magic, version and checksum first, then parses with every length
 //! field bounded by the bytes actually left (a corrupted length can never ask for a huge
-//! allocation), then checks the structure's ids and ranges, so a bad file is an error, never a
-//! panic. This module owns the byte layout only.
+//! allocation), then checks the structure's ids and ranges and measures again the distances the
+//! search prunes with (LC member distances and radii, the SSS pivot table, cover tree parent
+//! distances, duplicates and reaches), so a bad or forged file is an error, never a panic or a
+//! wrong answer. This module owns the byte layout only.
 
 use std::path::Path;
 
 use voisin::{Error, Metric, Result, StringSet};
 
 use crate::cover::{CoverTree, Node};
+use crate::kd::KdTree;
 use crate::lc::{Cluster, ListOfClusters};
 use crate::space::{Space, StringSpace, VectorSpace};
 use crate::sss::Sss;
@@ -69,6 +72,9 @@ pub fn save(index: &DatasetIndex, path: &Path) -> Result<()> {
 
 /// Reads an index file (see the module doc for what is checked).
 pub fn load(path: &Path) -> Result<DatasetIndex> {
+    if let Some(why) = voisin::commit::unreadable_kind(path) {
+        return Err(Error::invalid(why));
+    }
     from_bytes(&std::fs::read(path)?)
 }
 
@@ -100,6 +106,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<DatasetIndex> {
         1 => Kind::Lc,
         2 => Kind::Sss,
         3 => Kind::Cover,
+        4 => Kind::Kd,
         k => return Err(bad(format!("unknown index kind code {k}"))),
     };
     let items = r.u8()?;
@@ -155,6 +162,7 @@ fn kind_code(kind: Kind) -> u8 {
         Kind::Lc => 1,
         Kind::Sss => 2,
         Kind::Cover => 3,
+        Kind::Kd => 4,
     }
 }
 
@@ -195,6 +203,8 @@ fn write_structure<S: Space>(w: &mut Writer, index: &Index<S>) {
             w.u32s(children);
             w.u32s(dups);
         }
+        // The tree is a function of the items, rebuilt when read (kd.rs).
+        Index::Kd(_) => {}
     }
 }
 
@@ -248,7 +258,16 @@ fn read_structure<S: Space>(r: &mut Reader<'_>, space: S, kind: Kind) -> Result<
             let dups = r.u32s()?;
             let tree = CoverTree::from_parts(space, base, nodes, children, dups);
             tree.check_layout().map_err(structure)?;
+            tree.check_distances().map_err(structure)?;
             Index::Cover(tree)
+        }
+        Kind::Kd => {
+            if space.box_order().is_none() {
+                return Err(structure(
+                    "a kd index needs vectors under a coordinate-wise metric".into(),
+                ));
+            }
+            Index::Kd(KdTree::build(space))
         }
     };
     Ok(index)

@@ -3,7 +3,8 @@
 //!
 //! - [`space`]: the [`Space`] trait (items, exact keys, distances) and its adapters for vector
 //!   sets, string sets and user distances.
-//! - [`lc`], [`sss`], [`cover`]: the three structures; each only walks itself for one query.
+//! - [`lc`], [`sss`], [`cover`]: the three metric-space structures; each only walks itself for
+//!   one query. [`kd`]: a k-d tree for low-dimensional vectors under a coordinate-wise metric.
 //! - [`search`]: probes that count distance evaluations, range and k-NN collectors, the parallel
 //!   loop over queries and the result types of the core crate.
 //! - [`file`]: the self-contained index file (items, structure, checksum).
@@ -27,6 +28,7 @@
 pub mod auto;
 pub mod cover;
 pub mod file;
+pub mod kd;
 pub mod lc;
 pub mod search;
 pub mod space;
@@ -38,6 +40,7 @@ use std::str::FromStr;
 use voisin::{Dataset, Error, KnnResult, Metric, RangeResult, Result};
 
 pub use cover::CoverTree;
+pub use kd::KdTree;
 pub use lc::ListOfClusters;
 pub use search::MetricIndex;
 pub use space::{Space, StringSpace, UserSpace, VectorSpace};
@@ -49,16 +52,22 @@ pub enum Kind {
     Lc,
     Sss,
     Cover,
+    /// The k-d tree: vectors under cityblock, euclidean, chebyshev or minkowski:P only.
+    Kd,
 }
 
 impl Kind {
+    /// The metric-space structures, which take every true metric (strings included).
     pub const ALL: [Kind; 3] = [Kind::Lc, Kind::Sss, Kind::Cover];
+    /// Every structure.
+    pub const EVERY: [Kind; 4] = [Kind::Lc, Kind::Sss, Kind::Cover, Kind::Kd];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::Lc => "lc",
             Kind::Sss => "sss",
             Kind::Cover => "cover",
+            Kind::Kd => "kd",
         }
     }
 }
@@ -73,11 +82,13 @@ impl FromStr for Kind {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        Kind::ALL
+        Kind::EVERY
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                Error::invalid(format!("unknown index kind '{s}' (known: lc, sss, cover)"))
+                Error::invalid(format!(
+                    "unknown index kind '{s}' (known: lc, sss, cover, kd)"
+                ))
             })
     }
 }
@@ -128,11 +139,12 @@ impl Params {
     }
 }
 
-/// Any of the three structures over one space.
+/// Any of the structures over one space.
 pub enum Index<S: Space> {
     Lc(ListOfClusters<S>),
     Sss(Sss<S>),
     Cover(CoverTree<S>),
+    Kd(KdTree<S>),
 }
 
 impl<S: Space> Index<S> {
@@ -142,6 +154,7 @@ impl<S: Space> Index<S> {
             Kind::Lc => Index::Lc(ListOfClusters::build(space, params.cluster_size)),
             Kind::Sss => Index::Sss(Sss::build(space, params.alpha, params.max_pivots)),
             Kind::Cover => Index::Cover(CoverTree::build(space, params.base)),
+            Kind::Kd => Index::Kd(KdTree::build(space)),
         }
     }
 
@@ -150,6 +163,7 @@ impl<S: Space> Index<S> {
             Index::Lc(_) => Kind::Lc,
             Index::Sss(_) => Kind::Sss,
             Index::Cover(_) => Kind::Cover,
+            Index::Kd(_) => Kind::Kd,
         }
     }
 
@@ -159,6 +173,7 @@ impl<S: Space> Index<S> {
             Index::Lc(i) => i.build_evals(),
             Index::Sss(i) => i.build_evals(),
             Index::Cover(i) => i.build_evals(),
+            Index::Kd(_) => 0,
         }
     }
 
@@ -167,6 +182,7 @@ impl<S: Space> Index<S> {
             Index::Lc(i) => i,
             Index::Sss(i) => i,
             Index::Cover(i) => i,
+            Index::Kd(i) => i,
         }
     }
 }
@@ -194,6 +210,7 @@ impl DatasetIndex {
     /// Checks the metric and parameters, then builds.
     pub fn build(data: &Dataset, metric: Metric, kind: Kind, params: &Params) -> Result<Self> {
         params.check()?;
+        check_kind(data, &metric, kind)?;
         Ok(match data {
             Dataset::Vectors(v) => {
                 DatasetIndex::Vectors(Index::build(VectorSpace::new(v, metric)?, kind, params))
@@ -362,6 +379,22 @@ fn vector_rows<'a>(
     }
     q.require_f32_exact("metric indexes")?;
     Ok(q.rows_f32(0, q.len()))
+}
+
+/// The k-d tree needs coordinates and a coordinate-wise metric.
+pub fn check_kind(data: &Dataset, metric: &Metric, kind: Kind) -> Result<()> {
+    let boxes = matches!(
+        metric,
+        Metric::Cityblock | Metric::Euclidean | Metric::Chebyshev | Metric::Minkowski(_)
+    );
+    if kind == Kind::Kd && !(boxes && matches!(data, Dataset::Vectors(_))) {
+        return Err(Error::invalid(format!(
+            "the kd index takes vectors under euclidean, cityblock, chebyshev or minkowski:P, \
+             not {} under {metric} (use lc, sss or cover)",
+            data.describe()
+        )));
+    }
+    Ok(())
 }
 
 fn kind_mismatch(index: &DatasetIndex) -> Error {

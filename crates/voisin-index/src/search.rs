@@ -44,6 +44,11 @@ impl<'a, S: Space + ?Sized> Probe<'a, S> {
         }
     }
 
+    /// The query.
+    pub fn query(&self) -> &'a S::Item {
+        self.query
+    }
+
     /// Distance evaluations made so far.
     pub fn evals(&self) -> u64 {
         self.evals.get()

@@ -51,6 +51,18 @@ pub trait Space: Send + Sync {
         FLOAT_SLACK * scale.abs()
     }
 
+    /// The order p of a coordinate-wise metric over vectors — the distance is (Σ|aᵢ−bᵢ|ᵖ)^(1/p):
+    /// 1 for cityblock, 2 for euclidean, infinity for chebyshev — so that a bounding box bounds
+    /// the distance to everything inside it (the k-d tree). `None` for other spaces.
+    fn box_order(&self) -> Option<f64> {
+        None
+    }
+
+    /// An item's coordinates, in spaces with a [`Space::box_order`].
+    fn coords<'a>(&self, _item: &'a Self::Item) -> Option<&'a [f32]> {
+        None
+    }
+
     /// Whether a region whose distance lower bound is `bound` lies outside radius `radius`
     /// beyond doubt; `scale` is the size of the distances the bound was computed from.
     fn beyond(&self, bound: f64, radius: f64, scale: f64) -> bool {
@@ -143,6 +155,20 @@ impl Space for VectorSpace {
 
     fn to_distance(&self, key: f64) -> f64 {
         self.metric.key_to_distance(key)
+    }
+
+    fn box_order(&self) -> Option<f64> {
+        match self.metric {
+            Metric::Cityblock => Some(1.0),
+            Metric::Euclidean => Some(2.0),
+            Metric::Chebyshev => Some(f64::INFINITY),
+            Metric::Minkowski(p) if p >= 1.0 => Some(p),
+            _ => None,
+        }
+    }
+
+    fn coords<'a>(&self, item: &'a [f32]) -> Option<&'a [f32]> {
+        Some(item)
     }
 }
 

@@ -145,7 +145,35 @@ impl<S: Space> Sss<S> {
         if self.first.windows(2).any(|w| w[0].is_nan() || w[0] > w[1]) {
             return Err("table rows are not sorted by the first pivot".into());
         }
-        Ok(())
+        self.check_distances()
+    }
+
+    /// Re-measures every table entry (a checksum catches accidents, not a forged file; issue
+    /// 14): the search prunes with them, so a wrong one loses neighbours. n × pivots
+    /// evaluations, the table's own cost at construction.
+    fn check_distances(&self) -> Result<(), String> {
+        let np = self.pivots.len();
+        if np == 0 {
+            return Ok(());
+        }
+        let space = &self.space;
+        let errors: Vec<String> = self
+            .order
+            .par_iter()
+            .zip(self.table.par_chunks(np))
+            .filter_map(|(&x, row)| {
+                self.pivots.iter().zip(row).find_map(|(&p, &stored)| {
+                    let d = space
+                        .to_distance(space.key(space.item(x as usize), space.item(p as usize)));
+                    (d.to_bits() != stored.to_bits()).then(|| {
+                        format!(
+                            "item {x} is stored at distance {stored} from pivot {p} but is at {d}"
+                        )
+                    })
+                })
+            })
+            .collect();
+        errors.into_iter().next().map_or(Ok(()), Err)
     }
 }
 

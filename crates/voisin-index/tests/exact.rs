@@ -1,4 +1,4 @@
-//! Every index × {range, k-NN, k-NN graph} equals the f64 brute-force reference exactly (rel_tol 0): vectors
+//! Every index (the k-d tree where it applies) × {range, k-NN, k-NN graph} equals the f64 brute-force reference exactly (rel_tol 0): vectors
 //! under every true metric (integer grids with ties and duplicates, continuous data, dims 1, 3,
 //! 127), words under levenshtein, and user metrics both through `Metric::Custom` and a bare
 //! `UserSpace`. Cover trees are checked for their invariants after every build.
@@ -12,7 +12,11 @@ use voisin::{Dataset, Metric};
 use voisin_index::{search, DatasetIndex, Index, Kind, MetricIndex, Params, Space, UserSpace};
 
 fn check_all(base: &Dataset, queries: &Dataset, metric: &Metric, radii: &[f64], label: &str) {
-    for (kind, params) in configs(base.len()) {
+    // The k-d tree where it applies (vectors under a coordinate-wise metric).
+    let kd = voisin_index::check_kind(base, metric, Kind::Kd)
+        .is_ok()
+        .then(|| (Kind::Kd, Params::default()));
+    for (kind, params) in configs(base.len()).into_iter().chain(kd) {
         let index = DatasetIndex::build(base, metric.clone(), kind, &params).unwrap();
         if let DatasetIndex::Vectors(Index::Cover(t)) = &index {
             t.check_invariants()

@@ -256,7 +256,8 @@ pub fn declared_metric(path: &Path) -> Result<Option<String>, IoError> {
     if Format::from_path(path)? != Format::Hdf5 {
         return Ok(None);
     }
-    let bytes = std::fs::read(path).map_err(|e| IoError::from_io(path, "cannot read", &e))?;
+    let file = open_input(path, "cannot read")?;
+    let bytes = read_all(file, 0, path)?;
     formats::hdf5::distance_attribute(Arc::new(bytes)).map_err(|p| p.at(path))
 }
 
@@ -266,7 +267,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
     let (file_path, member) = split_member(path);
     let member = member.as_deref();
     let path = file_path.as_path();
-    let file = File::open(path).map_err(|e| IoError::from_io(path, "cannot open", &e))?;
+    let file = open_input(path, "cannot open")?;
     let meta = file
         .metadata()
         .map_err(|e| IoError::from_io(path, "cannot read", &e))?;
@@ -298,6 +299,15 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
         Arc::clone(&bytes) as SharedBytes
     })
     .map_err(|p| p.at(path))
+}
+
+/// Opens an input by voisin's rule for non-regular files (`voisin::commit::unreadable_kind`):
+/// devices and sockets refused, pipes read. `what` leads the message of a failure to open.
+fn open_input(path: &Path, what: &str) -> Result<File, IoError> {
+    if let Some(why) = voisin::commit::unreadable_kind(path) {
+        return Err(IoError::user(path, why));
+    }
+    File::open(path).map_err(|e| IoError::from_io(path, what, &e))
 }
 
 /// The whole file; `len` is the expected size (0 when unknown), reserved up front.

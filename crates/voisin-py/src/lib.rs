@@ -14,7 +14,7 @@ mod engine;
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ use pyo3::types::{PyList, PyString};
 use rayon::prelude::*;
 
 use voisin::data::{Buffer, SharedSlice, VectorData};
-use voisin::engine::{Cancel, ProgressFn};
+use voisin::engine::{Cancel, Op, ProgressFn};
 use voisin::metric::CustomMetric;
 use voisin::{Dataset, Engine, Metric, StringSet, VectorSet};
 
@@ -98,8 +98,11 @@ fn first<T: Sync>(values: &[T], bad: impl Fn(&T) -> bool + Sync) -> Option<usize
 }
 
 /// Refuses NaN and infinite values with their position (the CLI's message, less its file name
-/// and its `--allow-nan` hint).
-fn check_finite(what: &str, v: &VectorSet) -> PyResult<()> {
+/// and its `--allow-nan` hint). Strings pass.
+fn check_finite(what: &str, data: &Dataset) -> voisin::Result<()> {
+    let Some(v) = data.as_vectors() else {
+        return Ok(());
+    };
     let pos = match v.data() {
         VectorData::F32(b) => first(b.as_slice(), |x| !x.is_finite()),
         VectorData::F16(b) => first(b.as_slice(), |x| !x.is_finite()),
@@ -110,7 +113,7 @@ fn check_finite(what: &str, v: &VectorSet) -> PyResult<()> {
         Some(p) => {
             let (row, col) = (p / v.dim(), p % v.dim());
             let value = v.row_f32(row)[col];
-            Err(PyValueError::new_err(format!(
+            Err(voisin::Error::invalid(format!(
                 "{what}: row {row}, column {col} holds {value} (counting from 0)"
             )))
         }
@@ -118,7 +121,7 @@ fn check_finite(what: &str, v: &VectorSet) -> PyResult<()> {
 }
 
 /// A data set from what the Python half hands over: a 2-D float32/float16/uint8/float64 array or a
-/// list of `str`.
+/// list of `str`. Its values are not yet checked for NaN and infinities ([`check_finite`]).
 fn dataset(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dataset> {
     if let Ok(list) = obj.cast::<PyList>() {
         let mut set = StringSet::new();
@@ -146,7 +149,6 @@ fn dataset(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dataset> {
             "{what}: expected a 2-D float32, float16, uint8 or float64 array or a list of str"
         )));
     };
-    check_finite(what, &set)?;
     Ok(set.into())
 }
 
@@ -262,6 +264,9 @@ struct Index {
     last_call: Arc<AtomicU64>,
     /// The engine's cancellation token, set on Ctrl-C.
     cancel: Cancel,
+    /// Whether the base's values are known to be finite: scanned when the index is built, or,
+    /// for a one-shot call (`check=False`), beside its first request.
+    base_checked: Arc<AtomicBool>,
 }
 
 /// (distances, indices) arrays handed to Python.
@@ -294,25 +299,84 @@ fn knn_out<'py>(py: Python<'py>, (n, k, d, i): KnnArrays) -> PyResult<KnnOut<'py
 impl Index {
     /// One request: checks the queries against the base, times the engine call `ask`, and
     /// converts its result with `convert`, all on the worker thread (see [`Index::run`]).
+    ///
+    /// NaN and infinities (in the queries, and in the base while it is not checked) are
+    /// refused with their position. An engine that refuses them itself (the GPU's norms show
+    /// them at no cost) is trusted with that, and the values are scanned only after such a
+    /// refusal, to name the first one. Otherwise the scan runs on its own thread beside the
+    /// engine's call, so that a one-shot call does not read a large base once more before the
+    /// work starts; a value it finds stops the engine through the cancellation token, and its
+    /// error is the answer.
     fn request<R, T: Send + 'static>(
         &self,
         py: Python<'_>,
         progress: Option<&Bound<'_, PyAny>>,
         queries: Option<Dataset>,
+        op: Op,
         ask: impl FnOnce(&dyn Engine, &Dataset, Option<&Dataset>, &Metric) -> voisin::Result<R>
             + Send
             + 'static,
         convert: impl FnOnce(R) -> T + Send + 'static,
     ) -> PyResult<T> {
         let (engine, base, metric) = (self.engine.clone(), self.data.clone(), self.metric.clone());
-        let clock = self.last_call.clone();
+        let (clock, checked, cancel) = (
+            self.last_call.clone(),
+            self.base_checked.clone(),
+            self.cancel.clone(),
+        );
         self.run(py, progress, move || {
-            if let Some(q) = &queries {
-                voisin::engine::check_pair(&base, q, &metric)?;
+            let scan_base = !checked.load(Ordering::Acquire);
+            let scan = || {
+                (if scan_base {
+                    check_finite("base", &base)
+                } else {
+                    Ok(())
+                })
+                .and_then(|()| {
+                    queries
+                        .as_ref()
+                        .map_or(Ok(()), |q| check_finite("queries", q))
+                })
+            };
+            let call = || {
+                queries
+                    .as_ref()
+                    .map_or(Ok(()), |q| voisin::engine::check_pair(&base, q, &metric))
+                    .and_then(|()| {
+                        let start = Instant::now();
+                        let answer = ask(engine.as_ref(), &base, queries.as_ref(), &metric);
+                        clock.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        answer
+                    })
+            };
+            let engine_refuses = [Some(&*base), queries.as_ref()]
+                .into_iter()
+                .flatten()
+                .all(|d| engine.refuses_non_finite(d, &metric, op));
+            let answer = if engine_refuses {
+                let answer = call();
+                if let Err(voisin::Error::InvalidInput(_)) = &answer {
+                    scan()?;
+                }
+                answer
+            } else {
+                std::thread::scope(|s| {
+                    let side = s.spawn(|| {
+                        let found = scan();
+                        if found.is_err() {
+                            cancel.cancel();
+                        }
+                        found
+                    });
+                    let answer = call();
+                    side.join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+                    answer
+                })
+            };
+            if answer.is_ok() && scan_base {
+                checked.store(true, Ordering::Release);
             }
-            let start = Instant::now();
-            let answer = ask(engine.as_ref(), &base, queries.as_ref(), &metric);
-            clock.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
             answer.map(convert)
         })
     }
@@ -392,8 +456,10 @@ impl Index {
 
 #[pymethods]
 impl Index {
+    /// `check=False` defers the scan of the base for NaN and infinities to the first request,
+    /// where it runs beside the engine (for one-shot calls; a fitted base is checked here).
     #[new]
-    #[pyo3(signature = (data, metric_spec, device = "auto", precision = "fp32", threads = None, memory = None))]
+    #[pyo3(signature = (data, metric_spec, device = "auto", precision = "fp32", threads = None, memory = None, check = true))]
     fn new(
         data: &Bound<'_, PyAny>,
         metric_spec: &Bound<'_, PyAny>,
@@ -401,8 +467,12 @@ impl Index {
         precision: &str,
         threads: Option<usize>,
         memory: Option<usize>,
+        check: bool,
     ) -> PyResult<Self> {
         let data = dataset("base", data)?;
+        if check {
+            check_finite("base", &data).map_err(py_err)?;
+        }
         let (metric, metric_error) = metric(metric_spec)?;
         voisin::engine::check_metric(&data, &metric).map_err(py_err)?;
         let progress = Arc::new(Progress::default());
@@ -435,6 +505,7 @@ impl Index {
             metric_error,
             last_call: Arc::new(AtomicU64::new(0)),
             cancel: config.cancel.clone(),
+            base_checked: Arc::new(AtomicBool::new(check)),
         })
     }
 
@@ -453,8 +524,7 @@ impl Index {
     /// device="auto", the one the auto engine picks for it).
     #[getter]
     fn device(&self) -> String {
-        self.engine
-            .answering(&self.data, &self.metric, voisin::engine::Op::Knn)
+        self.engine.answering(&self.data, &self.metric, Op::Knn)
     }
 
     /// Seconds the engine itself took for the last request (input checks and result
@@ -484,6 +554,7 @@ impl Index {
             py,
             progress,
             Some(queries),
+            Op::Knn,
             move |e, base, q, m| e.knn(base, q.unwrap_or(base), k, m),
             knn_arrays,
         )?;
@@ -502,6 +573,7 @@ impl Index {
             py,
             progress,
             None,
+            Op::Graph,
             move |e, base, _, m| e.graph(base, k, m),
             knn_arrays,
         )?;
@@ -523,6 +595,7 @@ impl Index {
             py,
             progress,
             Some(queries),
+            Op::Range,
             move |e, base, q, m| e.range(base, q.unwrap_or(base), radius, m),
             |r| {
                 (

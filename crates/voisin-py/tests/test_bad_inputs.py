@@ -72,3 +72,34 @@ def test_cuda_without_a_gpu_is_a_runtime_error():
 def test_callable_metric_on_the_gpu_is_refused():
     with pytest.raises(ValueError, match="runs on the CPU only"):
         voisin.knn(X, X, 1, metric=lambda a, b: 0.0, device="cuda")
+
+
+# One-shot calls scan the base beside the engine's work (see Index.request); the base's error
+# still comes first, and an index whose base is unchecked keeps refusing it.
+B = X.copy()
+B[7, 2] = np.nan
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: voisin.knn(B, np.where(X > 38, np.inf, X), 1, device="cpu"),
+        lambda: voisin.knn_graph(B, 2, device="cpu"),
+        lambda: voisin.range_search(B, X, 1.0, device="cpu"),
+        lambda: voisin.NearestNeighbors(n_neighbors=1, device="cpu").fit(B),
+    ],
+)
+def test_bad_base_reported_first(call):
+    with pytest.raises(ValueError, match=r"^base: row 7, column 2 holds NaN \(counting from 0\)$"):
+        call()
+
+
+def test_unchecked_base_keeps_being_refused():
+    idx = voisin._voisin.Index(B, "euclidean", "cpu", "fp32", None, None, False)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="base: row 7, column 2 holds NaN"):
+            idx.knn(X, 1)
+    good = voisin._voisin.Index(X, "euclidean", "cpu", "fp32", None, None, False)
+    for _ in range(2):
+        _, i = good.knn(X, 1)
+        assert (i.ravel() == np.arange(10)).all()

@@ -41,3 +41,27 @@ def test_levenshtein_range_on_the_gpu():
     g = voisin.range_search(words, ["kitten"], 2, metric="levenshtein", device="cuda")
     c = voisin.range_search(words, ["kitten"], 2, metric="levenshtein", device="cpu")
     assert (g != c).nnz == 0
+
+
+@pytest.mark.parametrize("device", ["cuda", "auto"])
+def test_non_finite_values_named_as_on_the_cpu(rng, device):
+    # The GPU refuses them itself (no scan before the work); the error still names the first.
+    base = rng.normal(size=(3000, 16)).astype(np.float32)
+    queries = rng.normal(size=(40, 16)).astype(np.float32)
+    bad_base, bad_queries = base.copy(), queries.copy()
+    bad_base[1234, 5] = np.nan
+    bad_queries[17, 3] = np.inf
+    calls = [
+        (lambda: voisin.knn(bad_base, queries, 5, device=device), "base: row 1234, column 5"),
+        (lambda: voisin.knn(base, bad_queries, 5, device=device), "queries: row 17, column 3"),
+        (lambda: voisin.knn(bad_base, bad_queries, 5, device=device), "base: row 1234"),
+        (lambda: voisin.knn_graph(bad_base, 5, device=device), "base: row 1234, column 5"),
+        (lambda: voisin.range_search(base, bad_queries, 1.0, device=device), "queries: row 17"),
+    ]
+    for call, match in calls:
+        with pytest.raises(ValueError, match=match):
+            call()
+    idx = voisin._voisin.Index(bad_base, "euclidean", device, "fp32", None, None, False)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="base: row 1234, column 5 holds NaN"):
+            idx.knn(queries, 3)

@@ -26,6 +26,10 @@
 //!   (see [`set_bus_message`]), removes the temporary files and exits with code 2. SIGXFSZ is
 //!   ignored so that a write past the file size limit fails like a full disk.
 //!
+//! - **Inputs.** Regular files and pipes (FIFOs, `<(zcat x.fvecs.gz)`) are read; a FIFO waits
+//!   for its writer, as with any Unix tool. Device nodes and sockets are refused as bad input
+//!   ([`unreadable_kind`]): `/dev/zero` would never end.
+//!
 //! This module is Unix-only, as is the rest of the workspace.
 
 use std::ffi::{c_char, c_int, CString};
@@ -336,9 +340,22 @@ fn check_target(path: &Path) -> Result<bool, CommitError> {
         Err(e) => return Err(CommitError::io(path, "cannot use this path", &e)),
     };
     let t = meta.file_type();
-    let kind = if t.is_file() {
+    if t.is_file() {
         return Ok(true);
-    } else if t.is_dir() {
+    }
+    let kind = kind_name(t);
+    Err(CommitError::user(
+        path,
+        format!(
+            "cannot rename into place: is {kind}; voisin writes only regular files and \
+             never replaces anything else"
+        ),
+    ))
+}
+
+/// What a file that is not a regular file is, for messages ("a folder", "a FIFO", ...).
+fn kind_name(t: fs::FileType) -> &'static str {
+    if t.is_dir() {
         "a folder"
     } else if t.is_symlink() {
         "a symbolic link"
@@ -352,14 +369,22 @@ fn check_target(path: &Path) -> Result<bool, CommitError> {
         "a socket"
     } else {
         "not a regular file"
-    };
-    Err(CommitError::user(
-        path,
+    }
+}
+
+/// Why `path` cannot be an input (a device node or a socket, links followed), as a message for
+/// the user; `None` for regular files, pipes, folders (callers say that themselves) and paths
+/// that cannot be looked at (opening them reports why).
+pub fn unreadable_kind(path: &Path) -> Option<String> {
+    let t = fs::metadata(path).ok()?.file_type();
+    let special = t.is_char_device() || t.is_block_device() || t.is_socket();
+    special.then(|| {
         format!(
-            "cannot rename into place: is {kind}; voisin writes only regular files and \
-             never replaces anything else"
-        ),
-    ))
+            "is {}; voisin reads regular files and pipes (give other data through a pipe or \
+             standard input)",
+            kind_name(t)
+        )
+    })
 }
 
 /// The folder exists, and with `probe` a file can be created in it (creating one is the only

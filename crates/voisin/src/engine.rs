@@ -1,8 +1,22 @@
-//! The engine seam: one trait that the CPU, CUDA, multi-GPU and MPI engines implement, the
-//! result types they return, and the request checks they all share.
+//! The engine seam: the [`Engine`] trait, the result types engines return, and the request
+//! checks they all share.
 //!
-//! Callers (the CLI, the Python bindings) hold a `Box<dyn Engine>` and never learn which device
-//! answers. Results are identical across engines: exact keys, ties broken by the smaller index.
+//! - Implemented by the CPU engine ([`crate::cpu::CpuEngine`]), voisin-cuda's `CudaEngine`
+//!   (one GPU) and `MultiGpu` (several), and the auto engine of the factory crate
+//!   `voisin-engines` (a GPU for what it supports, the CPU for the rest). The MPI ranks do not
+//!   implement it: each rank runs one of these engines (or its graph tiles) on its share.
+//! - Requests ([`KnnRequest`], [`RangeRequest`], [`GraphRequest`]) are checked once when made
+//!   (kinds, dimensions, metric, k, radius); engines receive them checked.
+//! - [`Engine::supports`] is the one answer to "can this engine run this?" (per data, metric and
+//!   [`Op`]); what an engine does not support it refuses as invalid input.
+//! - Checkpointed graphs ([`Engine::graph_checkpointed`], format in
+//!   [`crate::graph::checkpoint`]), prepared bases ([`Engine::prepare`], [`Prepared`]: fit once,
+//!   query many) and cancellation ([`Cancel`]) are on the same seam.
+//!
+//! Callers (the CLI, the MPI binary, the Python bindings) open engines through `voisin-engines`,
+//! hold a `dyn Engine` and never learn which device answers. Results are identical across
+//! engines: exact keys, ties broken by the smaller index. `voisin-engines/tests/conformance`
+//! holds every engine to that through this trait.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -353,6 +367,8 @@ pub enum Op {
     Knn,
     Range,
     Graph,
+    /// A graph with checkpoints ([`Engine::graph_checkpointed`]).
+    GraphCheckpointed,
 }
 
 /// The interface every engine implements: the checked requests; the familiar `knn`, `range`
@@ -363,10 +379,11 @@ pub trait Engine: Send + Sync {
 
     /// Whether this engine answers `op` on `data` under `metric`: the one answer to "can this
     /// device run this?" (routers and front ends ask it instead of keeping their own rules).
-    /// By default, whenever the metric applies to the data.
+    /// A request it does not support is refused as invalid input, never answered wrongly.
+    /// By default, whenever the metric applies to the data, checkpointed graphs excepted (the
+    /// default [`Engine::graph_checkpointed`] refuses them).
     fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
-        let _ = op;
-        check_metric(data, metric).is_ok()
+        op != Op::GraphCheckpointed && check_metric(data, metric).is_ok()
     }
 
     /// The name of the engine that answers `op` on `data` under `metric`: this one's, unless it
@@ -374,6 +391,16 @@ pub trait Engine: Send + Sync {
     fn answering(&self, data: &Dataset, metric: &Metric, op: Op) -> String {
         let _ = (data, metric, op);
         self.name()
+    }
+
+    /// Whether this engine refuses NaN and infinite values in vectors of `data` itself, with
+    /// an [`Error::InvalidInput`], when it answers `op` under `metric`; a front end that
+    /// refuses them too then need not read the data once more before the work (it can find the
+    /// value's position after such a refusal). False by default: the CPU engine answers over
+    /// them (the CLI's `--allow-nan`).
+    fn refuses_non_finite(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        let _ = (data, metric, op);
+        false
     }
 
     /// For each query, its k nearest base items.

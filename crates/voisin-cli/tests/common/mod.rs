@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod faults;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

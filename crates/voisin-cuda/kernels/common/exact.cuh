@@ -27,7 +27,7 @@ __device__ double ex_mean(Row a, int d, double zero) {
 }
 
 // The exact key of base row `a` against query row `b` (vector_key's argument order); `metric`
-// is an EX_* code (src/abi.rs).
+// is an EX_* code (src/runtime/abi.rs).
 template <class A, class B>
 __device__ __forceinline__ double exact_key_of(A a, B b, int d, int metric, double zero) {
     double r;

@@ -2,7 +2,7 @@
 //
 // Tiles hold either dot products from cuBLAS (GEMM metrics) or distances from vector_tile.cu;
 // // the selection and range kernels turn them into keys on the fly, so no separate epilogue pass
-// reads and rewrites the tile. The modes KEY_* and NO_INDEX come from src/abi.rs (`TileKey`):
+// reads and rewrites the tile. The modes KEY_* and NO_INDEX come from src/runtime/abi.rs (`TileKey`):
 // KEY_L2 |r|^2 + |c|^2 - 2 r.c (euclidean, sqeuclidean, on centred data), KEY_NEG_DOT -r.c
 // (inner_product), KEY_ONE_MINUS 1 - r.c (cosine, correlation, on unit rows), KEY_DIRECT the
 // tile already holds the key (cityblock, chebyshev, minkowski).

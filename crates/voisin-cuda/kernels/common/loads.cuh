@@ -5,7 +5,7 @@
 
 static_assert(ROW_GROUP == 4, "a row group is one float4");
 
-// Loads LOADS groups of ROW_GROUP (src/abi.rs; one float4) consecutive values of `row` into `v`:
+// Loads LOADS groups of ROW_GROUP (src/runtime/abi.rs; one float4) consecutive values of `row` into `v`:
 // group j of thread `t` of `threads` starts at column start + (j * threads + t) * ROW_GROUP.
 // Rows are read as float4 when the row stride `vec` allows it; columns past `cols` read as 0
 // (callers skip them by column). All loads are issued before any is used: ncu showed the

@@ -1,11 +1,11 @@
 // Distance tiles for the metrics that are not matrix products (cityblock, chebyshev, minkowski):
 // out[r][c] = key(q_r, b_c) in f32. Plain SIMT tiling: a 16x16 block computes 64x64 outputs, each
 // thread a 4x4 micro-tile, with 32-dimension slices of both sides staged in shared memory.
-// The host bounds the f32 error relative to the value (see src/prepare.rs).
+// The host bounds the f32 error relative to the value (see src/numerics/plan.rs).
 
 #include "common/abi.cuh"
 
-// `kind` is VT_CITYBLOCK, VT_CHEBYSHEV or VT_MINKOWSKI (src/abi.rs).
+// `kind` is VT_CITYBLOCK, VT_CHEBYSHEV or VT_MINKOWSKI (src/runtime/abi.rs).
 
 __device__ __forceinline__ float vt_term(int kind, float a, float b, float p) {
     float d = fabsf(a - b);

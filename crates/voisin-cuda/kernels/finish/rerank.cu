@@ -1,4 +1,4 @@
-// k-NN finish on the device (src/knn.rs `search`): one block per query proves its sorted
+// k-NN finish on the device (src/search/knn.rs `search`): one block per query proves its sorted
 // candidate list with the f32 error bound, re-ranks the candidates that may be among the k
 // nearest on exact f64 keys (`exact_key` of common/exact.cuh, so bit-identical to the CPU engine), sorts
 // them by (key, index) and writes the k nearest as reported distances and ids. Only those cross
@@ -12,7 +12,7 @@
 #include "common/exact.cuh"
 #include "common/keys.cuh"
 
-// RR_NOT_DONE and the distance forms RR_* come from src/abi.rs.
+// RR_NOT_DONE and the distance forms RR_* come from src/runtime/abi.rs.
 
 __device__ __forceinline__ double rr_lower(float v, double abs, double rel, double tiny) {
     double x = (double)v;

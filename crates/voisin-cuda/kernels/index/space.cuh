@@ -15,7 +15,7 @@
 
 // The exact key of query `q` and the item at `x` of a dimension-major table of row `stride`
 // (x - q instead of q - x changes no bit: the differences are only squared or taken absolute).
-// `metric` is the EX_* code of exact_key_of (src/abi.rs): EX_SQEUCLIDEAN for euclidean (the key
+// `metric` is the EX_* code of exact_key_of (src/runtime/abi.rs): EX_SQEUCLIDEAN for euclidean (the key
 // is the squared distance), EX_CITYBLOCK or EX_CHEBYSHEV.
 __device__ __forceinline__ double lc_key(int metric, const float* q, const float* x,
                                          long long stride, int d, double zero) {

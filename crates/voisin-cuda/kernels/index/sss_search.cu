@@ -14,7 +14,7 @@
 
 #include "index/space.cuh"
 
-// SSS_MAX_PIVOTS (src/abi.rs): pivots per table at most.
+// SSS_MAX_PIVOTS (src/runtime/abi.rs): pivots per table at most.
 
 struct SssShared {
     unsigned long long count;

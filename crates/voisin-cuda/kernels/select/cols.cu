@@ -12,7 +12,7 @@
 #define SC_COLS 32
 #define SC_WARPS 8
 #define SC_GROUP 4   // rows per warp loaded before the first is used
-// SC_KP (src/abi.rs): the list size, fixed: shared memory is sized for it.
+// SC_KP (src/runtime/abi.rs): the list size, fixed: shared memory is sized for it.
 #define SC_NB 64     // buffer per column: room for SC_WARPS * SC_GROUP inserts above SC_KP
 
 // One warp sorts column `col`'s buffer and merges it into the column's list (both in shared

@@ -1,4 +1,4 @@
-// Fused distance + threshold filter for small candidate lists (src/fused.rs): each block computes
+// Fused distance + threshold filter for small candidate lists (src/ops/fused.rs): each block computes
 // a 128 x 128 tile of dot products (queries x base items) in registers, forms the keys in the
 // epilogue (tile_key, common/keys.cuh) and appends only the pairs whose key is at most the query's
 // threshold to that query's candidate buffer. The tile never goes to device memory.
@@ -18,7 +18,7 @@
 #include "common/bitonic.cuh"
 #include "common/keys.cuh"
 
-// FZ_BN (base items per tile) and FZ_MERGE (shared slots of fused_merge) come from src/abi.rs.
+// FZ_BN (base items per tile) and FZ_MERGE (shared slots of fused_merge) come from src/runtime/abi.rs.
 #define FZ_BM 128
 #define FZ_BK 32
 // Row stride of the row-major shared slabs (rows x 32 dims): 36 = 4 mod 32 keeps the fragment

@@ -8,7 +8,7 @@ use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
 use super::schedule::{
     check_dim, dimension_major, median_positive, metric_code, upload, IndexArgs, Searcher,
 };
-use crate::CudaEngine;
+use crate::engine::CudaEngine;
 
 /// Static shared memory of lc_search (the tile's cluster list).
 const SEARCH_STATIC_SMEM: usize = 16 + 8 + 1024 * 12;

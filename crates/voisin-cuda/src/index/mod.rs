@@ -27,7 +27,7 @@ pub use sss::GpuSss;
 use voisin::{Dataset, Error, KnnResult, RangeResult, Result, VectorSet};
 use voisin_index::{DatasetIndex, Index};
 
-use crate::CudaEngine;
+use crate::engine::CudaEngine;
 
 /// Every indexed item within `radius` of each query, answered on the GPU by a device copy of
 /// `index` (what `voisin index query --device cuda` needs): List of Clusters or SSS over vectors

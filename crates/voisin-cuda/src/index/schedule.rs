@@ -17,10 +17,10 @@ use rayon::prelude::*;
 use voisin::engine::check_k;
 use voisin::{Error, KnnResult, Metric, RangeResult, Result, VectorSet};
 
-use crate::abi;
-use crate::context::{dev, Gpu};
-use crate::kernels::Kernels;
-use crate::CudaEngine;
+use crate::engine::CudaEngine;
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
+use crate::runtime::kernels::Kernels;
 
 /// Threads per query block.
 const THREADS: u32 = 256;

@@ -9,8 +9,8 @@ use voisin_index::{MetricIndex, Sss, VectorSpace};
 use super::schedule::{
     check_dim, dimension_major, median_positive, metric_code, upload, IndexArgs, Searcher,
 };
-use crate::abi;
-use crate::CudaEngine;
+use crate::engine::CudaEngine;
+use crate::runtime::abi;
 
 /// Static shared memory of sss_search (counters, the query's pivot distances and keys).
 const SEARCH_STATIC_SMEM: usize = 32 + 2 * 8 * MAX_PIVOTS;

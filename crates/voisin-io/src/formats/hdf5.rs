@@ -15,6 +15,7 @@ use hdf5_pure::{DType, FormatError, Layout};
 use voisin::data::{Buffer, VectorData};
 use voisin::Dataset;
 
+use super::hdf5_links::{self, Link};
 use super::{exact, vectors};
 use crate::error::{bail, Parsed, Problem};
 use crate::Role;
@@ -80,19 +81,25 @@ fn parse_unguarded(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Par
     if file_len == 0 {
         bail!("file is empty");
     }
-    let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
     let name = role.hdf5_name();
-    let mut names = file.root().datasets().map_err(lib_err)?;
-    names.sort();
-    if !names.iter().any(|n| n == name) {
-        let found = if names.is_empty() {
-            "none".to_string()
-        } else {
-            names.join(", ")
-        };
-        bail!("no dataset '{name}' (found: {found})");
-    }
-    let ds = file.dataset(name).map_err(lib_err)?;
+    let target = linked_path((*bytes).as_ref(), name)?;
+    let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
+    let ds = match target {
+        Some(path) => file.dataset(&path).map_err(lib_err)?,
+        None => {
+            let mut names = file.root().datasets().map_err(lib_err)?;
+            names.sort();
+            if !names.iter().any(|n| n == name) {
+                let found = if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                };
+                bail!("no dataset '{name}' (found: {found})");
+            }
+            file.dataset(name).map_err(lib_err)?
+        }
+    };
     let shape = ds.shape().map_err(lib_err)?;
     let (n, d) = match shape[..] {
         [n, d] => (n, d),
@@ -132,6 +139,31 @@ fn parse_unguarded(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Par
         ),
     };
     vectors(n, d, data).map_err(|p| Problem(format!("dataset '{name}': {}", p.0)))
+}
+
+/// The path of the dataset the root name `name` links to (itself for a hard link), following
+/// soft links within the file; `None` when the root group could not be read here (the library
+/// then looks). An external link, or soft links in a loop, are refused.
+fn linked_path(bytes: &[u8], name: &str) -> Parsed<Option<String>> {
+    let mut at = name.to_string();
+    for _ in 0..16 {
+        match hdf5_links::root_link(bytes, &at) {
+            None if at == name => return Ok(None),
+            None | Some(Link::Hard) => return Ok(Some(at)),
+            Some(Link::External(file, path)) => bail!(
+                "dataset '{name}' is an external link to '{path}' in {file}; voisin reads one \
+                 file (copy that dataset into this one)"
+            ),
+            Some(Link::Soft(path)) => {
+                // A soft link names a path; one below the root is left to the library.
+                match path.trim_start_matches('/') {
+                    p if p.contains('/') => return Ok(Some(path)),
+                    p => at = p.to_string(),
+                }
+            }
+        }
+    }
+    bail!("dataset '{name}' is a soft link in a loop")
 }
 
 /// Bounds everything the library would allocate from declared sizes (the extent, the chunk

@@ -10,6 +10,7 @@ pub(crate) mod bin;
 pub(crate) mod csv;
 pub(crate) mod fvecs;
 pub(crate) mod hdf5;
+mod hdf5_links;
 pub(crate) mod npy;
 pub(crate) mod npz;
 pub(crate) mod parquet;

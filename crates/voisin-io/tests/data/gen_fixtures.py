@@ -44,6 +44,18 @@ with h5py.File("odd.h5", "w") as f:
     f.create_dataset("train", data=np.zeros((2, 3, 4), dtype=np.float32))
     f.create_dataset("test", data=np.full((2, 2), 0.1, dtype=np.float64))
 
+# `train` as a soft link within the file (old and new group formats, with a loop beside it),
+# and as an external link.
+for path, libver in [("soft_v1.hdf5", "earliest"), ("soft_v2.h5", "latest")]:
+    with h5py.File(path, "w", libver=libver) as f:
+        f.create_dataset("data/base", data=values(20, 5).astype(np.float32))
+        f.create_dataset("test", data=values(3, 5).astype(np.float32))
+        f["train"] = h5py.SoftLink("/data/base")
+        f["loop"] = h5py.SoftLink("/loop")
+with h5py.File("external.hdf5", "w") as f:
+    f["train"] = h5py.ExternalLink("ann.hdf5", "/train")
+    f.create_dataset("test", data=values(3, 5).astype(np.float32))
+
 # .npy written by NumPy itself.
 v = values(5, 3)
 np.save("c_f32.npy", v.astype(np.float32))

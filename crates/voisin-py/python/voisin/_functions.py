@@ -76,11 +76,14 @@ def index(
     precision: str = "fp32",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
+    check: bool = True,
 ) -> "_voisin.Index":
-    """The native index over ``base`` (checked and converted)."""
+    """The native index over ``base`` (checked and converted). ``check=False`` (one-shot calls)
+    scans the base for NaN and infinities beside the first request instead of before it."""
     spec = metric_spec(metric, p)
     threads = None if n_jobs is None or n_jobs < 0 else int(n_jobs)
-    return _voisin.Index(items(base, "base", spec), spec, device, precision, threads, memory)
+    return _voisin.Index(items(base, "base", spec), spec, device, precision, threads, memory,
+                         check)
 
 
 def knn(
@@ -143,7 +146,7 @@ def knn(
     """
     _check_k(k)
     idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory)
+                memory=memory, check=False)
     spec = metric_spec(metric, p)
     with _Progress(progress, "voisin knn") as cb:
         return idx.knn(items(queries, "queries", spec), int(k), cb)
@@ -199,7 +202,7 @@ def knn_graph(
     if output not in ("arrays", "csr"):
         raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
     idx = index(X, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory)
+                memory=memory, check=False)
     others = int(k) - 1 if include_self else int(k)
     n = len(idx)
     if others > 0 and n > 1:
@@ -260,7 +263,7 @@ def range_search(
     if output not in ("arrays", "csr"):
         raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
     idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory)
+                memory=memory, check=False)
     spec = metric_spec(metric, p)
     with _Progress(progress, "voisin range") as cb:
         offsets, ind, dist = idx.range(items(queries, "queries", spec), float(radius), cb)

@@ -22,6 +22,7 @@ class Index:
         precision: str = "fp32",
         threads: Optional[int] = None,
         memory: Optional[int] = None,
+        check: bool = True,
     ) -> None: ...
     def __len__(self) -> int: ...
     @property

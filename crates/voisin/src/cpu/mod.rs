@@ -31,7 +31,7 @@ use std::time::Instant;
 
 use crate::data::Dataset;
 use crate::engine::{
-    check_k, check_metric, Cancel, Engine, GraphRequest, KnnRequest, KnnResult, ProgressFn,
+    check_k, check_metric, Cancel, Engine, GraphRequest, KnnRequest, KnnResult, Op, ProgressFn,
     RangeRequest, RangeResult, Stats,
 };
 use crate::error::{Error, Result};
@@ -247,6 +247,11 @@ impl<S: tiles::TileSource> Driver for Source<S> {
 impl Engine for CpuEngine {
     fn name(&self) -> String {
         device_name(self.threads())
+    }
+
+    /// Whatever the metric applies to, checkpointed graphs included.
+    fn supports(&self, data: &Dataset, metric: &Metric, _op: Op) -> bool {
+        check_metric(data, metric).is_ok()
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {

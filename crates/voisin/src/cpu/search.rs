@@ -207,6 +207,10 @@ pub fn knn<S: TileSource>(
     k: usize,
     ctx: &Ctx,
 ) -> KnnResult {
+    if n_base == 0 {
+        // No base segment to walk: one empty row per query.
+        return KnnResult::from_rows(vec![Vec::new(); n_queries], 0, metric);
+    }
     let mut all_rows: Vec<Vec<(f64, u32)>> = Vec::with_capacity(n_queries);
     ctx.add_total((n_base * n_queries) as u64);
     let segs_per_query = work_items(ctx, QUERY_BLOCK, n_base).len();

@@ -26,7 +26,16 @@
 //!   blocks' largest `2‖e‖/‖x̃‖` (infinite when a row rounds to zero but is not zero).
 //! - cityblock: β = ρ₁; chebyshev: β = ρ∞.
 //! - minkowski p (key ‖a‖ₚᵖ): `|‖a‖ₚ − ‖ã‖ₚ| ≤ Δ = ρ₁` and, by convexity, for any t > 0,
-//!   `|‖a‖ₚᵖ − ‖ã‖ₚᵖ| ≤ ((1 + t)^(p−1) − 1)·‖ã‖ₚᵖ + (1 + 1/t)^(p−1)·Δᵖ`; t = 2⁻¹⁶.
+//!   `|‖a‖ₚᵖ − ‖ã‖ₚᵖ| ≤ ((1 + t)^(p−1) − 1)·‖ã‖ₚᵖ + (1 + 1/t)^(p−1)·Δᵖ`; t = 2⁻¹⁶. Orders above
+//!   [`MINKOWSKI_POWER_KEY_MAX`](crate::metric::MINKOWSKI_POWER_KEY_MAX) (key ‖a‖ₚ itself): β = ρ₁.
+//!
+//! # Large minkowski orders
+//!
+//! Above [`MINKOWSKI_POWER_KEY_MAX`](crate::metric::MINKOWSKI_POWER_KEY_MAX) the key is the distance ‖a‖ₚ, and the tile holds chebyshev
+//! keys ‖a‖∞ instead (a p-th power of f32 differences overflows or vanishes): since
+//! `‖a‖∞ ≤ ‖a‖ₚ ≤ d^(1/p)·‖a‖∞`, the chebyshev bound widened by the factor c = d^(1/p) covers
+//! the exact key (relative part `c − 1 + c·rel`, absolute part `c·abs`), and c tends to 1 as p
+//! grows, so the candidates are as few as chebyshev's.
 //!
 //! Norms of the f32 rows are themselves f32 results; they are enlarged by γ before use.
 //! Rows whose values leave f32's normal range are not tiled at all: the engine measures such
@@ -89,7 +98,9 @@ impl Bound {
     /// Scans compare `v <= limit` in f32; NaN keys fail `v > limit` and are kept.
     #[inline]
     pub fn limit(&self, threshold: f64) -> f32 {
-        if threshold == f64::INFINITY {
+        // With rel ≥ 1 every non-negative key may be below any threshold (a large minkowski
+        // order over many dimensions widens that far).
+        if threshold == f64::INFINITY || self.rel >= 1.0 {
             return f32::INFINITY;
         }
         // v - rel|v| - abs <= t  is implied for all v <= l with l solving the worst case.
@@ -338,7 +349,9 @@ impl<'a> TileMaker<'a> {
             }
             (Plan::Cosine { .. }, _) => (0.0, eq.unit + eb.unit),
             (Plan::Direct, Metric::Chebyshev) => (0.0, eq.linf + eb.linf),
-            (Plan::Direct, Metric::Minkowski(p)) => minkowski_widening(*p, eq.l1 + eb.l1),
+            (Plan::Direct, Metric::Minkowski(p)) if self.metric.is_minkowski_power_sum() => {
+                minkowski_widening(*p, eq.l1 + eb.l1)
+            }
             (Plan::Direct, _) => (0.0, eq.l1 + eb.l1),
         };
         bound.widen(alpha, beta)
@@ -394,14 +407,28 @@ impl<'a> TileMaker<'a> {
         let kernel = match self.metric {
             Metric::Cityblock => simd::Kernel::L1,
             Metric::Chebyshev => simd::Kernel::Linf,
-            Metric::Minkowski(p) => simd::Kernel::MinkowskiPow(*p),
+            Metric::Minkowski(p) if self.metric.is_minkowski_power_sum() => {
+                simd::Kernel::MinkowskiPow(*p)
+            }
+            // Large orders: chebyshev keys, widened below (module doc).
+            Metric::Minkowski(_) => simd::Kernel::Linf,
             m => unreachable!("direct kernel for {m}"),
         };
         simd::Isa::current().block(kernel, &q.rows, &b.rows, d, keys);
         // The kernels' bounds are affine in |v| for finite v: split into rel and abs parts.
         let abs = kernel.error_bound(0.0, d, 0.0);
         let rel = kernel.error_bound(1.0, d, 0.0) - abs;
-        Bound { rel, abs }
+        match self.metric {
+            Metric::Minkowski(p) if !self.metric.is_minkowski_power_sum() => {
+                let c_minus_1 = ((d as f64).ln() / p).exp_m1() * (1.0 + 1e-9);
+                let c = 1.0 + c_minus_1;
+                Bound {
+                    rel: c_minus_1 + c * rel,
+                    abs: c * abs,
+                }
+            }
+            _ => Bound { rel, abs },
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! terms do not cancel): far below f32 resolution. Every engine reports these same values,
 //! which makes results identical across engines and devices.
 
-use super::{levenshtein, Metric};
+use super::{levenshtein, Metric, MINKOWSKI_POWER_KEY_MAX};
 use crate::data::{Dataset, ElemType, VectorSet};
 
 /// Exact key between two vectors for a built-in vector metric (see the module doc of
@@ -19,6 +19,7 @@ pub fn vector_key<T: Copy + Into<f64>>(metric: &Metric, a: &[T], b: &[T]) -> f64
         Metric::InnerProduct => -pairs.map(|(x, y)| x * y).sum::<f64>(),
         Metric::Cityblock => pairs.map(|(x, y)| (x - y).abs()).sum(),
         Metric::Chebyshev => pairs.map(|(x, y)| (x - y).abs()).fold(0.0, f64::max),
+        Metric::Minkowski(p) if *p > MINKOWSKI_POWER_KEY_MAX => scaled_minkowski(a, b, *p),
         Metric::Minkowski(p) => pairs.map(|(x, y)| (x - y).abs().powf(*p)).sum(),
         Metric::Cosine => cosine_distance(a, b, 0.0, 0.0),
         Metric::Correlation => cosine_distance(a, b, mean(a), mean(b)),
@@ -26,6 +27,19 @@ pub fn vector_key<T: Copy + Into<f64>>(metric: &Metric, a: &[T], b: &[T]) -> f64
             panic!("vector_key called with metric {metric}")
         }
     }
+}
+
+/// The minkowski distance of a large order p: with m the largest |a_i − b_i|,
+/// `m · (Σ (|a_i − b_i| / m)^p)^(1/p)`. Every term is at most 1 and the sum is between 1 and the
+/// dimension, so nothing overflows or vanishes whatever p is (the power sum itself would).
+fn scaled_minkowski<T: Copy + Into<f64>>(a: &[T], b: &[T], p: f64) -> f64 {
+    let diffs = || a.iter().zip(b).map(|(&x, &y)| (x.into() - y.into()).abs());
+    let m = diffs().fold(0.0, f64::max);
+    if m == 0.0 || !m.is_finite() {
+        return m;
+    }
+    let s: f64 = diffs().map(|t| (t / m).powf(p)).sum();
+    m * s.powf(1.0 / p)
 }
 
 /// Exact key between two strings: the edit distance.

@@ -1,8 +1,8 @@
 //! Metrics: their names, properties and distance functions.
 //!
 //! Every metric is ranked through a *key* that grows with distance (smaller key = closer):
-//! `euclidean` ranks by the squared distance, `minkowski` by the p-th power sum, and
-//! `inner_product` by the negated dot product. Engines select on keys and convert the final keys
+//! `euclidean` ranks by the squared distance, `minkowski` by the p-th power sum (by the distance
+//! itself above [`MINKOWSKI_POWER_KEY_MAX`]), and `inner_product` by the negated dot product. Engines select on keys and convert the final keys
 //! to the metric's own value with [`Metric::key_to_distance`]. This module owns the definitions;
 //! engines own the tiling and selection.
 //!
@@ -20,6 +20,14 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+
+/// The largest minkowski order ranked by the p-th power sum Σ|a−b|^p. Above it the sum leaves
+/// f64's range for ordinary data (2^p overflows at p = 1024, and differences of f32 values reach
+/// 2^128, so p > 8 may already overflow), so larger orders rank by the distance itself, computed
+/// with the differences divided by the largest one before the power ([`exact::vector_key`]):
+/// finite for every order, and equal to chebyshev's value when p is so large that only the
+/// largest differences count.
+pub const MINKOWSKI_POWER_KEY_MAX: f64 = 8.0;
 
 /// A distance function over items of type `T`, for metrics the library does not know.
 /// Closures `Fn(&T, &T) -> f64` implement it. Only the CPU engine and the metric indexes use it.
@@ -174,12 +182,18 @@ impl Metric {
         }
     }
 
+    /// Whether the key is the p-th power sum of minkowski (false for large orders, whose key is
+    /// the distance: see [`MINKOWSKI_POWER_KEY_MAX`]) or of any other metric.
+    pub fn is_minkowski_power_sum(&self) -> bool {
+        matches!(self, Metric::Minkowski(p) if *p <= MINKOWSKI_POWER_KEY_MAX)
+    }
+
     /// Converts a key (what engines rank by) to the metric's reported value.
     pub fn key_to_distance(&self, key: f64) -> f64 {
         match self {
             Metric::Euclidean => key.max(0.0).sqrt(),
             Metric::InnerProduct => -key,
-            Metric::Minkowski(p) => key.max(0.0).powf(1.0 / p),
+            Metric::Minkowski(p) if self.is_minkowski_power_sum() => key.max(0.0).powf(1.0 / p),
             _ => key,
         }
     }
@@ -215,7 +229,7 @@ impl Metric {
         match self {
             Metric::Euclidean => radius * radius,
             Metric::InnerProduct => -radius,
-            Metric::Minkowski(p) => radius.powf(*p),
+            Metric::Minkowski(p) if self.is_minkowski_power_sum() => radius.powf(*p),
             _ => radius,
         }
     }

@@ -1,0 +1,1071 @@
+//! The second fault and bad-input corpus of issue 14, one table of cases run by one function.
+//!
+//! Inventory of the issue's classes: cases in faults.rs (and the crate tests named) before this
+//! file, and the cases this file adds.
+//!
+//! | class | before (faults.rs) | here |
+//! |---|---|---|
+//! | 1 multi-file outputs replaced or lost | 6 (a companion in the way, replaced whole) + commit/io unit tests | 4 (range offsets a folder, a companion name too long, .csr.npz and .npz targets that are folders) |
+//! | 2 targets not owned: devices, links, FIFOs, sockets, foreign companions | 48, all as outputs | 18 (device nodes as input, queries, index, index build input, checkpoint, .npz output; FIFOs as input, queries, index, .npz and index outputs; links: index and .csr.npz outputs, range offsets, dangling input, looping index, and two that must work) |
+//! | 3 concurrent writers, two resumes | 1 (.ivecs, 4 rounds) + 2 (checkpoint in use) | 5 (.npy, range .npy, index files, two new checkpoints, two resumes) |
+//! | 4 minkowski:P of large P | 0 | 1 + a test below; voisin tests/minkowski_orders.rs (3 tests) |
+//! | 5 mapped input truncated (SIGBUS) | 1 | 0 |
+//! | 6 signals leave temporaries | 4 (graph mid-compute, checkpoint) | 7 (knn, range, index build, checkpoint mid-compute; .tsv, .npz, .npy mid-write) |
+//! | 7 exit codes: names, paths through files, read-only places, full disks | 30 | 25 (names and paths of index files and queries 8, read-only mounts 5, full tmpfs under 9 outputs, file size limit under 3 formats) |
+//! | 8 forged files under a valid checksum | 5 checkpoint passes (+ LC unit test) | 12 (LC, SSS, cover index files; npy, npz, fvecs, fbin, bvecs, hdf5 cut, parquet footer, hdf5 external link) + voisin-index tests/forged.rs |
+//! | 9 smaller: threads, umask, long lines, hdf5 soft links, resume race | 3 | 3 (a 1 MiB line under levenshtein, HDF5 soft links in both group formats) + voisin-io tests/hdf5_links.rs |
+//!
+//! 75 cases in all (the table below), run by [`run_case`].
+//!
+//! Each case: the documented exit code (README's table), exactly one error line naming the file
+//! and no panic text, nothing on standard output, no temporary file (`.voisin-*`) left in the
+//! folder, and every earlier file byte-identical. Cases that need root (mount, mknod) print a
+//! reason and pass where they cannot run.
+
+mod common;
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::faults::*;
+use common::*;
+
+/// What a case runs and how.
+#[derive(Clone, Copy)]
+enum How {
+    /// The arguments, once.
+    Plain,
+    /// Under a file size limit of this many bytes.
+    Limited(u64),
+    /// Signal `sig` after `ms` milliseconds (mid-compute).
+    SignalAfter(i32, u64),
+    /// Signal `sig` as soon as a temporary output file holds bytes (mid-write).
+    SignalWhileWriting(i32),
+    /// These arguments and `other` at the same time, to the same outputs.
+    Together(&'static str),
+}
+
+/// What must come of it.
+#[derive(Clone, Copy)]
+enum Expect {
+    /// The exit code and words of the one error line; the folder unchanged.
+    Fail(i32, &'static [&'static str]),
+    /// Success, and these files exist afterwards.
+    Ok(&'static [&'static str]),
+    /// Ended by the signal of [`How`]; the folder unchanged.
+    Signalled,
+    /// Both runs of [`How::Together`] succeed, or one is refused with this line, and the
+    /// outputs equal those of one of the two runs made alone.
+    OneWins(&'static [&'static str]),
+}
+
+struct Case {
+    name: &'static str,
+    /// Prepares the folder; `false` when the environment cannot (printed as skipped).
+    setup: fn(&Env) -> bool,
+    args: &'static str,
+    how: How,
+    expect: Expect,
+    /// Paths (prefixes) a failed run may add: checkpoint passes written before the fault.
+    may_add: &'static str,
+}
+
+/// A case's folder and the mounts to undo before it is removed.
+struct Env {
+    s: Scratch,
+    mounts: std::cell::RefCell<Vec<PathBuf>>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for m in self.mounts.borrow().iter().rev() {
+            let _ = Command::new("umount").arg(m).status();
+        }
+    }
+}
+
+impl Env {
+    fn new() -> Env {
+        let s = Scratch::new();
+        s.raw("base.fvecs", &fvecs(&normal_rows(30, 4, 1)));
+        s.raw("q.fvecs", &fvecs(&normal_rows(5, 4, 2)));
+        Env {
+            s,
+            mounts: Default::default(),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.s.path(name)
+    }
+
+    /// Runs voisin, which must succeed (making an earlier result).
+    fn ok(&self, args: &str) {
+        let out = self.s.run(&words(args));
+        assert_eq!(out.status.code(), Some(0), "{args}: {}", stderr(&out));
+    }
+
+    /// A tmpfs at `name` with mount options `opts`; false where mounting needs root.
+    fn mount(&self, name: &str, opts: &str) -> bool {
+        let dir = self.path(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
+            .arg(&dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|st| st.success());
+        if ok {
+            self.mounts.borrow_mut().push(dir);
+        }
+        ok
+    }
+
+    /// A small tmpfs at `small/` (64 KiB) holding an earlier graph result in `out`.
+    fn full_disk_with(&self, out: &str) -> bool {
+        if !self.mount("small", "size=64k") {
+            return false;
+        }
+        self.s.raw("big.fvecs", &fvecs(&normal_rows(3000, 4, 3)));
+        if out.ends_with(".vidx") {
+            self.ok(&format!(
+                "index build --input base.fvecs --kind lc --out small/{out}"
+            ));
+        } else if !out.is_empty() {
+            self.ok(&format!("graph --input base.fvecs -k 1 --out small/{out}"));
+        }
+        true
+    }
+
+    /// A read-only tmpfs at `ro/`.
+    fn read_only(&self) -> bool {
+        self.mount("ro", "ro,size=16k")
+    }
+
+    /// A device node (`/dev/zero`'s numbers) at `name`; false where that needs root.
+    fn node(&self, name: &str) -> bool {
+        Command::new("mknod")
+            .arg(self.path(name))
+            .args(["c", "1", "5"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|st| st.success())
+    }
+
+    fn fifo(&self, name: &str) -> bool {
+        Command::new("mkfifo")
+            .arg(self.path(name))
+            .status()
+            .is_ok_and(|st| st.success())
+    }
+
+    /// A FIFO whose writer (a thread, waiting for the reader) sends `bytes` and closes it.
+    fn fifo_sending(&self, name: &str, bytes: &'static [u8]) -> bool {
+        if !self.fifo(name) {
+            return false;
+        }
+        let path = self.path(name);
+        std::thread::spawn(move || std::fs::write(path, bytes));
+        true
+    }
+
+    fn link(&self, target: &str, name: &str) -> bool {
+        symlink(target, self.path(name)).is_ok()
+    }
+
+    /// Builds an index of `base.fvecs` and changes the f64 at `at(len)` of the file to `value`,
+    /// with the checksum made valid again.
+    fn forged_index(&self, kind: &str, at: fn(usize) -> usize, value: f64) -> bool {
+        self.ok(&format!(
+            "index build --input base.fvecs --kind {kind} --out i.vidx"
+        ));
+        let mut v = std::fs::read(self.path("i.vidx")).unwrap();
+        let o = at(v.len());
+        v[o..o + 8].copy_from_slice(&value.to_le_bytes());
+        reseal(&mut v);
+        self.s.raw("i.vidx", &v);
+        true
+    }
+
+    /// A copy of one of voisin-io's test files with `edit` applied.
+    fn fixture(&self, name: &str, as_name: &str, edit: fn(&mut Vec<u8>)) -> bool {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../voisin-io/tests/data");
+        let mut v = std::fs::read(dir.join(name)).unwrap();
+        edit(&mut v);
+        self.s.raw(as_name, &v);
+        true
+    }
+}
+
+/// Recomputes the trailing CRC-32 of a voisin file.
+fn reseal(v: &mut [u8]) {
+    let n = v.len();
+    let crc = crc32(&v[..n - 4]);
+    v[n - 4..].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// Where the structure of a `base.fvecs` (30 x 4, euclidean) index starts.
+fn structure_start() -> usize {
+    8 + 4 + 1 + 1 + 4 + "euclidean".len() + 8 + 8 + 30 * 4 * 4
+}
+
+/// Signals and the exit codes they give.
+const TERM: i32 = libc::SIGTERM;
+const INT: i32 = libc::SIGINT;
+const HUP: i32 = libc::SIGHUP;
+
+const FULL: &[&str] = &["No space left on device", "small/"];
+const RO: &[&str] = &["ro/", "Read-only file system"];
+const DEVICE: &[&str] = &["zero.", "character device"];
+
+fn nothing(_: &Env) -> bool {
+    true
+}
+
+/// An input big enough that a graph or knn runs for a second or more on one thread.
+fn slow_input(e: &Env) -> bool {
+    e.s.raw("big.fvecs", &fvecs(&normal_rows(12000, 64, 4)));
+    e.s.raw("bq.fvecs", &fvecs(&normal_rows(3000, 64, 5)));
+    e.ok("graph --input base.fvecs -k 2 --out g.ivecs");
+    true
+}
+
+/// An input whose result files take a while to write.
+fn wide_output(e: &Env) -> bool {
+    e.s.raw("mid.fvecs", &fvecs(&normal_rows(4000, 4, 6)));
+    e.ok("graph --input base.fvecs -k 2 --out g.tsv");
+    e.ok("graph --input base.fvecs -k 2 --out g.npz");
+    e.ok("graph --input base.fvecs -k 2 --out g.npy");
+    true
+}
+
+fn concurrent_input(e: &Env) -> bool {
+    e.s.raw("mid.fvecs", &fvecs(&normal_rows(1500, 16, 7)));
+    true
+}
+
+/// A case run once that must fail with `code` and an error line holding `needles`.
+const fn fails(
+    name: &'static str,
+    setup: fn(&Env) -> bool,
+    args: &'static str,
+    code: i32,
+    needles: &'static [&'static str],
+) -> Case {
+    Case {
+        name,
+        setup,
+        args,
+        how: How::Plain,
+        expect: Expect::Fail(code, needles),
+        may_add: "",
+    }
+}
+
+/// A case run once that must succeed and write `files`.
+const fn works(
+    name: &'static str,
+    setup: fn(&Env) -> bool,
+    args: &'static str,
+    files: &'static [&'static str],
+) -> Case {
+    Case {
+        name,
+        setup,
+        args,
+        how: How::Plain,
+        expect: Expect::Ok(files),
+        may_add: "",
+    }
+}
+
+const CASES: &[Case] = &[
+    // --- class 1: multi-file outputs ---
+    fails(
+        "range .npy whose offsets companion became a folder keeps the earlier result",
+        |e| {
+        e.ok("range --base base.fvecs --query q.fvecs --radius 1 --out r.npy");
+        std::fs::remove_file(e.path("r.offsets.npy")).unwrap();
+        std::fs::create_dir(e.path("r.offsets.npy")).unwrap();
+        true
+    },
+        "range --base base.fvecs --query q.fvecs --radius 2 --out r.npy",
+        2, &["r.offsets.npy", "is a folder"],
+    ),
+    fails(
+        "a companion name too long for the file system",
+        nothing,
+        "graph --input base.fvecs -k 2 --out xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.npy",
+        2, &[".indices.npy", "too long"],
+    ),
+    fails(
+        "a .csr.npz target that is a folder",
+        |e| std::fs::create_dir(e.path("g.csr.npz")).is_ok(),
+        "graph --input base.fvecs -k 2 --out g.csr.npz",
+        2, &["g.csr.npz", "is a folder"],
+    ),
+    fails(
+        "a knn .npz target that is a folder with an earlier result beside it",
+        |e| {
+        e.ok("knn --base base.fvecs --query q.fvecs -k 2 --out r.npy");
+        std::fs::create_dir(e.path("r.npz")).is_ok()
+    },
+        "knn --base base.fvecs --query q.fvecs -k 3 --out r.npz",
+        2, &["r.npz", "is a folder"],
+    ),
+    // --- class 2: device nodes, FIFOs, links, read and written ---
+    fails(
+        "an input that is a character device",
+        |e| e.node("zero.fvecs"),
+        "graph --input zero.fvecs -k 2",
+        2, DEVICE,
+    ),
+    fails(
+        "queries that are a character device",
+        |e| e.node("zero.fvecs"),
+        "knn --base base.fvecs --query zero.fvecs -k 2",
+        2, DEVICE,
+    ),
+    fails(
+        "an index that is a character device",
+        |e| e.node("zero.vidx"),
+        "index query --index zero.vidx --query q.fvecs -k 2",
+        2, DEVICE,
+    ),
+    fails(
+        "an index built from a character device",
+        |e| e.node("zero.fvecs"),
+        "index build --input zero.fvecs --kind lc --out i.vidx",
+        2, DEVICE,
+    ),
+    fails(
+        "a checkpoint folder that is a character device",
+        |e| e.node("zero.ck"),
+        "graph --input base.fvecs -k 2 --checkpoint zero.ck",
+        2, &["zero.ck"],
+    ),
+    fails(
+        "an .npz output that is a character device",
+        |e| e.node("zero.npz"),
+        "graph --input base.fvecs -k 2 --out zero.npz",
+        2, DEVICE,
+    ),
+    fails(
+        "an input FIFO whose writer sends nothing",
+        |e| e.fifo_sending("f.fvecs", b""),
+        "graph --input f.fvecs -k 2",
+        2, &["f.fvecs"],
+    ),
+    fails(
+        "a query FIFO whose writer sends a cut row",
+        |e| e.fifo_sending("f.fvecs", b"\x04\x00\x00\x00\x00\x00\x80\x3f"),
+        "knn --base base.fvecs --query f.fvecs -k 2",
+        2, &["f.fvecs"],
+    ),
+    fails(
+        "an index FIFO whose writer sends no index",
+        |e| e.fifo_sending("f.vidx", b"VOISINIX but not really"),
+        "index query --index f.vidx --query q.fvecs -k 2",
+        2, &["f.vidx"],
+    ),
+    fails(
+        "an .npz output that is a FIFO",
+        |e| e.fifo("f.npz"),
+        "graph --input base.fvecs -k 2 --out f.npz",
+        2, &["f.npz", "FIFO"],
+    ),
+    fails(
+        "an index output that is a FIFO",
+        |e| e.fifo("f.vidx"),
+        "index build --input base.fvecs --kind sss --out f.vidx",
+        2, &["f.vidx", "FIFO"],
+    ),
+    fails(
+        "an index output that is a link to an earlier index",
+        |e| {
+        e.ok("index build --input base.fvecs --kind lc --out real.vidx");
+        e.link("real.vidx", "l.vidx")
+    },
+        "index build --input base.fvecs --kind cover --out l.vidx",
+        2, &["l.vidx", "symbolic link"],
+    ),
+    fails(
+        "a .csr.npz output that is a link",
+        |e| {
+        e.s.raw("real", b"someone's data");
+        e.link("real", "g.csr.npz")
+    },
+        "graph --input base.fvecs -k 2 --out g.csr.npz",
+        2, &["g.csr.npz", "symbolic link"],
+    ),
+    fails(
+        "a range offsets companion that is a link",
+        |e| {
+        e.ok("range --base base.fvecs --query q.fvecs --radius 1 --out r.npy");
+        std::fs::remove_file(e.path("r.offsets.npy")).unwrap();
+        e.s.raw("real", b"someone's data");
+        e.link("real", "r.offsets.npy")
+    },
+        "range --base base.fvecs --query q.fvecs --radius 2 --out r.npy",
+        2, &["r.offsets.npy", "symbolic link"],
+    ),
+    fails(
+        "a dangling link as input",
+        |e| e.link("gone.fvecs", "l.fvecs"),
+        "graph --input l.fvecs -k 2",
+        2, &["l.fvecs", "No such file"],
+    ),
+    fails(
+        "an index path in a link loop",
+        |e| e.link("loop.vidx", "loop.vidx"),
+        "index query --index loop.vidx --query q.fvecs -k 2",
+        2, &["loop.vidx"],
+    ),
+    works(
+        "an output through a linked folder is written (the rule is about the target)",
+        |e| {
+        std::fs::create_dir(e.path("real")).unwrap();
+        e.link("real", "via")
+    },
+        "graph --input base.fvecs -k 2 --out via/g.ivecs",
+        &["real/g.ivecs", "real/g.fvecs"],
+    ),
+    works(
+        "an input through a link is read",
+        |e| e.link("base.fvecs", "l.fvecs"),
+        "graph --input l.fvecs -k 2 --out g.npy",
+        &["g.indices.npy", "g.distances.npy"],
+    ),
+    // --- class 7: paths that cannot work, read-only places, full disks ---
+    fails(
+        "an index output name too long",
+        nothing,
+        "index build --input base.fvecs --kind lc --out iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii.vidx",
+        2, &["iiii", "too long"],
+    ),
+    fails(
+        "an index name too long",
+        nothing,
+        "index query --index iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii.vidx --query q.fvecs -k 2",
+        2, &["iiii", "too long"],
+    ),
+    fails(
+        "a query name too long",
+        nothing,
+        "knn --base base.fvecs -k 2 --query qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq.fvecs",
+        2, &["qqqq", "too long"],
+    ),
+    fails(
+        "an input path through a file",
+        nothing,
+        "graph --input base.fvecs/x.fvecs -k 2",
+        2, &["base.fvecs/x.fvecs", "Not a directory"],
+    ),
+    fails(
+        "an index output path through a file",
+        nothing,
+        "index build --input base.fvecs --kind lc --out base.fvecs/i.vidx",
+        2, &["base.fvecs/i.vidx", "is not a folder"],
+    ),
+    fails(
+        "an index path through a file",
+        nothing,
+        "index query --index base.fvecs/i.vidx --query q.fvecs -k 2",
+        2, &["base.fvecs/i.vidx"],
+    ),
+    fails(
+        "an index output ending in '/'",
+        nothing,
+        "index build --input base.fvecs --kind lc --out i.vidx/",
+        2, &["i.vidx/", "ends in '/'"],
+    ),
+    fails(
+        "an index output in a missing folder",
+        nothing,
+        "index build --input base.fvecs --kind lc --out nowhere/i.vidx",
+        2, &["nowhere/i.vidx", "does not exist"],
+    ),
+    fails(
+        "knn into a read-only file system",
+        Env::read_only,
+        "knn --base base.fvecs --query q.fvecs -k 2 --out ro/r.ivecs",
+        2, RO,
+    ),
+    fails(
+        "graph .npy into a read-only file system",
+        Env::read_only,
+        "graph --input base.fvecs -k 2 --out ro/g.npy",
+        2, RO,
+    ),
+    fails(
+        "range .tsv into a read-only file system",
+        Env::read_only,
+        "range --base base.fvecs --query q.fvecs --radius 1 --out ro/r.tsv",
+        2, RO,
+    ),
+    fails(
+        "an index into a read-only file system",
+        Env::read_only,
+        "index build --input base.fvecs --kind lc --out ro/i.vidx",
+        2, RO,
+    ),
+    fails(
+        "a checkpoint folder on a read-only file system",
+        Env::read_only,
+        "graph --input base.fvecs -k 2 --checkpoint ro/ck",
+        2, RO,
+    ),
+    fails(
+        "a full disk under graph .ivecs",
+        |e| e.full_disk_with("g.ivecs"),
+        "graph --input big.fvecs -k 5 --out small/g.ivecs",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under graph .npy",
+        |e| e.full_disk_with("g.npy"),
+        "graph --input big.fvecs -k 5 --out small/g.npy",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under graph .npz",
+        |e| e.full_disk_with("g.npz"),
+        "graph --input big.fvecs -k 5 --out small/g.npz",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under graph .csr.npz",
+        |e| e.full_disk_with("g.csr.npz"),
+        "graph --input big.fvecs -k 5 --out small/g.csr.npz",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under graph .tsv",
+        |e| e.full_disk_with("g.tsv"),
+        "graph --input big.fvecs -k 5 --out small/g.tsv",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under knn .ivecs",
+        |e| e.full_disk_with("g.ivecs"),
+        "knn --base big.fvecs --query big.fvecs -k 5 --out small/g.ivecs",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under range .npy (three files)",
+        |e| e.full_disk_with("g.npy"),
+        "range --base big.fvecs --query big.fvecs --radius 0.5 --out small/r.npy",
+        1, FULL,
+    ),
+    fails(
+        "a full disk under index build",
+        |e| e.full_disk_with("i.vidx"),
+        "index build --input big.fvecs --kind lc --out small/i.vidx",
+        1, FULL,
+    ),
+    Case {
+        name: "a full disk under checkpoint passes",
+        setup: |e| e.full_disk_with(""),
+        args: "graph --input big.fvecs -k 5 --checkpoint small/ck --checkpoint-rows 1024",
+        how: How::Plain,
+        expect: Expect::Fail(1, FULL),
+        may_add: "small/ck",
+    },
+    Case {
+        name: "a file size limit under .npz",
+        setup: |e| {
+            e.ok("graph --input base.fvecs -k 2 --out g.npz");
+            true
+        },
+        args: "graph --input base.fvecs -k 3 --out g.npz",
+        how: How::Limited(64),
+        expect: Expect::Fail(1, &["g.npz", "File too large"]),
+        may_add: "",
+    },
+    Case {
+        name: "a file size limit under .csr.npz",
+        setup: |e| {
+            e.ok("graph --input base.fvecs -k 2 --out g.csr.npz");
+            true
+        },
+        args: "graph --input base.fvecs -k 3 --out g.csr.npz",
+        how: How::Limited(64),
+        expect: Expect::Fail(1, &["g.csr.npz", "File too large"]),
+        may_add: "",
+    },
+    Case {
+        name: "a file size limit under .tsv",
+        setup: |e| {
+            e.ok("graph --input base.fvecs -k 2 --out g.tsv");
+            true
+        },
+        args: "graph --input base.fvecs -k 3 --out g.tsv",
+        how: How::Limited(64),
+        expect: Expect::Fail(1, &["g.tsv", "File too large"]),
+        may_add: "",
+    },
+    // --- class 6: signals mid-compute and mid-write ---
+    Case {
+        name: "SIGTERM during knn",
+        setup: slow_input,
+        args: "knn --base big.fvecs --query bq.fvecs -k 10 --threads 1 --out g.ivecs",
+        how: How::SignalAfter(TERM, 300),
+        expect: Expect::Signalled,
+        may_add: "",
+    },
+    Case {
+        name: "SIGINT during range",
+        setup: slow_input,
+        args: "range --base big.fvecs --query big.fvecs --radius 3 --threads 1 --out r.npy",
+        how: How::SignalAfter(INT, 300),
+        expect: Expect::Signalled,
+        may_add: "",
+    },
+    Case {
+        name: "SIGHUP during index build",
+        setup: slow_input,
+        args: "index build --input big.fvecs --kind cover --threads 1 --out g.vidx",
+        how: How::SignalAfter(HUP, 300),
+        expect: Expect::Signalled,
+        may_add: "",
+    },
+    Case {
+        name: "SIGINT during a checkpointed graph",
+        setup: slow_input,
+        args: "graph --input big.fvecs -k 5 --threads 1 --checkpoint ck --checkpoint-rows 512",
+        how: How::SignalAfter(INT, 500),
+        expect: Expect::Signalled,
+        may_add: "ck",
+    },
+    Case {
+        name: "SIGTERM while a .tsv is written",
+        setup: wide_output,
+        args: "graph --input mid.fvecs -k 40 --out g.tsv",
+        how: How::SignalWhileWriting(TERM),
+        expect: Expect::Signalled,
+        may_add: "",
+    },
+    Case {
+        name: "SIGINT while an .npz is written",
+        setup: wide_output,
+        args: "graph --input mid.fvecs -k 40 --out g.npz",
+        how: How::SignalWhileWriting(INT),
+        expect: Expect::Signalled,
+        may_add: "",
+    },
+    Case {
+        name: "SIGHUP while .npy files are written",
+        setup: wide_output,
+        args: "graph --input mid.fvecs -k 40 --out g.npy",
+        how: How::SignalWhileWriting(HUP),
+        expect: Expect::Signalled,
+        may_add: "",
+    },
+    // --- class 3: concurrent writers ---
+    Case {
+        name: "two graphs to one .npy",
+        setup: concurrent_input,
+        args: "graph --input mid.fvecs -k 3 --out c.npy",
+        how: How::Together("graph --input mid.fvecs -k 4 --out c.npy"),
+        expect: Expect::OneWins(&[]),
+        may_add: "",
+    },
+    Case {
+        name: "two ranges to one .npy (three files)",
+        setup: concurrent_input,
+        args: "range --base mid.fvecs --query mid.fvecs --radius 0.5 --out c.npy",
+        how: How::Together("range --base mid.fvecs --query mid.fvecs --radius 0.8 --out c.npy"),
+        expect: Expect::OneWins(&[]),
+        may_add: "",
+    },
+    Case {
+        name: "two index builds to one file",
+        setup: concurrent_input,
+        args: "index build --input mid.fvecs --kind lc --out c.vidx",
+        how: How::Together("index build --input mid.fvecs --kind sss --out c.vidx"),
+        expect: Expect::OneWins(&[]),
+        may_add: "",
+    },
+    Case {
+        name: "two checkpointed graphs on one new folder",
+        setup: concurrent_input,
+        args: "graph --input mid.fvecs -k 3 --checkpoint ck --checkpoint-rows 256 --out c.ivecs",
+        how: How::Together(
+            "graph --input mid.fvecs -k 3 --checkpoint ck --checkpoint-rows 256 --out c.ivecs",
+        ),
+        expect: Expect::OneWins(&["ck"]),
+        may_add: "",
+    },
+    Case {
+        name: "two resumes of one checkpoint",
+        setup: |e| {
+            concurrent_input(e);
+            let out = e.s.run(&words(
+                "graph --input mid.fvecs -k 3 --checkpoint ck --checkpoint-rows 256 \
+                 --stop-after-passes 2",
+            ));
+            assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+            true
+        },
+        args: "graph --input mid.fvecs -k 3 --checkpoint ck --checkpoint-rows 256 --resume --out c.ivecs",
+        how: How::Together(
+            "graph --input mid.fvecs -k 3 --checkpoint ck --checkpoint-rows 256 --resume --out c.ivecs",
+        ),
+        expect: Expect::OneWins(&["ck"]),
+        may_add: "",
+    },
+    // --- class 8: forged files ---
+    fails(
+        "an LC index whose last member distance lies",
+        |e| e.forged_index("lc", |len| len - 12, 12345.0),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx", "inconsistent"],
+    ),
+    fails(
+        "an SSS index whose last table entry lies",
+        |e| e.forged_index("sss", |len| len - 12, 12345.0),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx", "inconsistent"],
+    ),
+    // The structure: base (f64), node count (u64), then the root: item, level, parent
+    // (u32 each), parent distance and reach (f64).
+    fails(
+        "a cover tree whose root reach is 0",
+        |e| e.forged_index("cover", |_| structure_start() + 8 + 8 + 12 + 8, 0.0),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx", "inconsistent"],
+    ),
+    fails(
+        "an .npy whose shape claims fewer rows than it holds",
+        |e| {
+        let mut v = npy_header("<f4", false, &[3, 4]);
+        v.extend(std::iter::repeat_n(0u8, 5 * 4 * 4));
+        e.s.raw("lie.npy", &v);
+        true
+    },
+        "graph --input lie.npy -k 2",
+        2, &["lie.npy"],
+    ),
+    fails(
+        "an .npy whose dtype claims wider values than it holds",
+        |e| {
+        let mut v = npy_header("<f8", false, &[5, 4]);
+        v.extend(std::iter::repeat_n(0u8, 5 * 4 * 4));
+        e.s.raw("lie.npy", &v);
+        true
+    },
+        "graph --input lie.npy -k 2",
+        2, &["lie.npy"],
+    ),
+    fails(
+        "an .npz whose member claims more rows than it holds",
+        |e| {
+        e.ok("graph --input base.fvecs -k 2 --out g.npz");
+        let mut v = std::fs::read(e.path("g.npz")).unwrap();
+        // The first member's shape, (30, 2), becomes (90, 2) in place: same length.
+        let at = v.windows(7).position(|w| w == b"(30, 2)").unwrap();
+        v[at + 1..at + 3].copy_from_slice(b"90");
+        e.s.raw("lie.npz", &v);
+        true
+    },
+        "graph --input lie.npz -k 2",
+        2, &["lie.npz"],
+    ),
+    fails(
+        "an .fvecs whose first row claims 2^30 values",
+        |e| {
+        let mut v = fvecs(&normal_rows(3, 4, 9));
+        v[..4].copy_from_slice(&(1i32 << 30).to_le_bytes());
+        e.s.raw("lie.fvecs", &v);
+        true
+    },
+        "graph --input lie.fvecs -k 2",
+        2, &["lie.fvecs"],
+    ),
+    fails(
+        "an .fbin whose rows times dimension overflow",
+        |e| {
+        let mut v = fbin(&normal_rows(3, 4, 9));
+        v[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        v[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        e.s.raw("lie.fbin", &v);
+        true
+    },
+        "graph --input lie.fbin -k 2",
+        2, &["lie.fbin"],
+    ),
+    fails(
+        "a .bvecs whose second row claims another dimension",
+        |e| {
+        let mut v = bvecs(&[vec![1, 2, 3, 4], vec![5, 6, 7, 8], vec![9, 9, 9, 9]]);
+        v[8..12].copy_from_slice(&3i32.to_le_bytes());
+        e.s.raw("lie.bvecs", &v);
+        true
+    },
+        "graph --input lie.bvecs -k 1",
+        2, &["lie.bvecs"],
+    ),
+    fails(
+        "an HDF5 file cut in half",
+        |e| e.fixture("ann.hdf5", "cut.hdf5", |v| v.truncate(v.len() / 2)),
+        "graph --input cut.hdf5 -k 2",
+        2, &["cut.hdf5"],
+    ),
+    fails(
+        "a Parquet footer whose length lies",
+        |e| {
+        e.fixture("columns.parquet", "lie.parquet", |v| {
+            let n = v.len();
+            v[n - 8..n - 4].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+        })
+    },
+        "graph --input lie.parquet -k 2",
+        2, &["lie.parquet"],
+    ),
+    fails(
+        "an HDF5 train that is an external link",
+        |e| {
+        e.fixture("ann.hdf5", "ann.hdf5", |_| {});
+        e.fixture("external.hdf5", "external.hdf5", |_| {})
+    },
+        "graph --input external.hdf5 -k 2",
+        2, &["external.hdf5", "external link"],
+    ),
+    // --- classes 4 and 9: metrics, strings and links that made runs wrong or slow ---
+    works(
+        "an HDF5 train that is a soft link (old group format)",
+        |e| e.fixture("soft_v1.hdf5", "soft.hdf5", |_| {}),
+        "knn --base soft.hdf5 --query soft.hdf5 -k 2 --out s.tsv",
+        &["s.tsv"],
+    ),
+    works(
+        "an HDF5 train that is a soft link (new group format)",
+        |e| e.fixture("soft_v2.h5", "soft.h5", |_| {}),
+        "graph --input soft.h5 -k 2 --out s.npy",
+        &["s.indices.npy", "s.distances.npy"],
+    ),
+    works(
+        "minkowski:1e300 gives chebyshev's distances, finite",
+        nothing,
+        "graph --input base.fvecs -k 3 --metric minkowski:1e300 --out m.tsv",
+        &["m.tsv"],
+    ),
+    works(
+        "a 1 MiB line in a text input under levenshtein",
+        |e| {
+        let mut text: String = "lorem ipsum dolor sit amet "
+            .chars()
+            .cycle()
+            .take(1 << 20)
+            .collect();
+        text.push('\n');
+        // Short lines of the long line's letters (so each is a subsequence of it).
+        let letters: Vec<char> = "loremipsudta".chars().collect();
+        for mut i in 0..2000usize {
+            let mut w = String::from("sit ");
+            while i > 0 || w.len() == 4 {
+                w.push(letters[i % letters.len()]);
+                i /= letters.len();
+            }
+            text.push_str(&w);
+            text.push('\n');
+        }
+        e.s.raw("long.txt", text.as_bytes());
+        true
+    },
+        "graph --input long.txt -k 2 --threads 2 --out l.tsv",
+        &["l.tsv"],
+    ),
+];
+
+/// Polls `dir` until a temporary output (`.voisin-*.tmp`, not a probe) holds bytes, or `child`
+/// ends; true when one was seen.
+fn wait_for_temporary(dir: &Path, child: &mut std::process::Child) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let writing = name.starts_with(".voisin-")
+                && name.ends_with(".tmp")
+                && !name.ends_with("probe.tmp");
+            if writing && e.metadata().is_ok_and(|m| m.len() > 0) {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    false
+}
+
+/// The files a run wrote (everything that was not there before), with their bytes.
+fn outputs(
+    dir: &Path,
+    before: &std::collections::BTreeMap<String, Option<Vec<u8>>>,
+) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+    snapshot(dir)
+        .into_iter()
+        .filter(|(k, _)| !before.contains_key(k) && !k.starts_with("ck"))
+        .collect()
+}
+
+/// Runs one case and checks it; returns false when it was skipped.
+fn run_case(c: &Case) -> bool {
+    let e = Env::new();
+    if !(c.setup)(&e) {
+        eprintln!("skipped: {}: needs root (mount or mknod)", c.name);
+        return false;
+    }
+    let dir = e.s.dir.path();
+    let args = words(c.args);
+    let before = snapshot(dir);
+    let (out, sig) = match c.how {
+        How::Plain => (e.s.run(&args), None),
+        How::Limited(bytes) => (run_limited(&e.s, bytes, &args), None),
+        How::SignalAfter(sig, ms) => (killed(&e.s, &args, ms, sig), Some(sig)),
+        How::SignalWhileWriting(sig) => {
+            let mut child = spawn(&e.s, &args);
+            let seen = wait_for_temporary(dir, &mut child);
+            if seen {
+                // SAFETY: signals a child this test started and has not reaped.
+                unsafe { libc::kill(child.id() as i32, sig) };
+            }
+            (child.wait_with_output().unwrap(), Some(sig))
+        }
+        How::Together(other) => {
+            let second = words(other);
+            // Each run alone first, in a folder of its own, for the outputs to compare with.
+            let alone: Vec<_> = [&args, &second]
+                .iter()
+                .map(|a| {
+                    let solo = Env::new();
+                    (c.setup)(&solo);
+                    let b = snapshot(solo.s.dir.path());
+                    let out = solo.s.run(a);
+                    assert_eq!(out.status.code(), Some(0), "{}: {}", c.name, stderr(&out));
+                    outputs(solo.s.dir.path(), &b)
+                })
+                .collect();
+            let (a, b) = (spawn(&e.s, &args), spawn(&e.s, &second));
+            let outs = [a, b].map(|ch| ch.wait_with_output().unwrap());
+            let Expect::OneWins(refusal) = c.expect else {
+                panic!("{}: Together needs OneWins", c.name)
+            };
+            for out in &outs {
+                if out.status.code() != Some(0) {
+                    check_fail(out, &args, 2, refusal);
+                }
+            }
+            assert!(
+                outs.iter().any(|o| o.status.code() == Some(0)),
+                "{}: both failed",
+                c.name
+            );
+            let got = outputs(dir, &before);
+            assert!(
+                alone.contains(&got),
+                "{}: the outputs are of neither run alone: {:?}",
+                c.name,
+                got.keys().collect::<Vec<_>>()
+            );
+            assert!(
+                temporaries(dir).is_empty(),
+                "{}: {:?}",
+                c.name,
+                temporaries(dir)
+            );
+            return true;
+        }
+    };
+    let left = temporaries(dir);
+    assert!(left.is_empty(), "{}: left {left:?}", c.name);
+    match c.expect {
+        Expect::Fail(code, needles) => {
+            check_fail(&out, &args, code, needles);
+            let mut after = snapshot(dir);
+            if !c.may_add.is_empty() {
+                after.retain(|k, _| before.contains_key(k) || !k.starts_with(c.may_add));
+            }
+            assert_eq!(after, before, "{}: files changed", c.name);
+        }
+        Expect::Signalled => {
+            let sig = sig.expect("a signal case");
+            if out.status.code() == Some(0) {
+                eprintln!("skipped: {}: the run ended before the signal", c.name);
+                return false;
+            }
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(128 + sig), "{}: {err}", c.name);
+            assert!(!err.contains("panicked"), "{}: {err}", c.name);
+            let mut after = snapshot(dir);
+            if !c.may_add.is_empty() {
+                after.retain(|k, _| before.contains_key(k) || !k.starts_with(c.may_add));
+            }
+            assert_eq!(after, before, "{}: files changed", c.name);
+        }
+        Expect::Ok(files) => {
+            assert_eq!(out.status.code(), Some(0), "{}: {}", c.name, stderr(&out));
+            for f in files {
+                assert!(e.path(f).is_file(), "{}: no {f}", c.name);
+            }
+        }
+        Expect::OneWins(_) => unreachable!("only with How::Together"),
+    }
+    true
+}
+
+/// Runs the cases whose names `pick` accepts (all of them across the tests below).
+fn run_cases(pick: impl Fn(&Case) -> bool) -> usize {
+    CASES
+        .iter()
+        .filter(|c| pick(c))
+        .filter(|c| run_case(c))
+        .count()
+}
+
+fn is_signal(c: &Case) -> bool {
+    matches!(c.how, How::SignalAfter(..) | How::SignalWhileWriting(_))
+}
+
+fn is_together(c: &Case) -> bool {
+    matches!(c.how, How::Together(_))
+}
+
+#[test]
+fn the_corpus_holds_sixty_cases() {
+    assert!(CASES.len() >= 60, "{} cases", CASES.len());
+}
+
+#[test]
+fn files_paths_and_disks() {
+    let ran = run_cases(|c| !is_signal(c) && !is_together(c));
+    eprintln!("{ran} cases ran");
+}
+
+#[test]
+fn signals() {
+    run_cases(is_signal);
+}
+
+#[test]
+fn concurrent_writers() {
+    run_cases(is_together);
+}
+
+/// The case of `minkowski:1e300` names chebyshev's neighbours at chebyshev's distances.
+#[test]
+fn minkowski_of_a_huge_order_is_chebyshev() {
+    let e = Env::new();
+    e.ok("graph --input base.fvecs -k 3 --metric minkowski:1e300 --out m.tsv");
+    e.ok("graph --input base.fvecs -k 3 --metric chebyshev --out c.tsv");
+    let read = |f: &str| std::fs::read_to_string(e.path(f)).unwrap();
+    assert_eq!(read("m.tsv"), read("c.tsv"));
+}

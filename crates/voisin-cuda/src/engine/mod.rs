@@ -1,0 +1,484 @@
+//! The engine on one GPU: [`CudaEngine`], the core's `Engine` seam over it, and its entry points
+//! beside the seam (graph shares for ranks, checkpointed graphs in `passes`).
+//!
+//! Owns the GPU (behind a lock: calls are serialised on its stream), the options, the
+//! diagnostics counters and the choice of road per request: strings to `strings`, a base that
+//! does not fit to `search::stream`, the rest to `search::knn`, `search::graph` and the range
+//! filter. The crate-level per-device API ([`CudaEngine::lock`], [`CudaEngine::ctx`],
+//! [`CudaEngine::plan`], ...) is what `multi` and `index` compose engines through.
+
+pub(crate) mod passes;
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeRequest, RangeResult};
+use voisin::graph::TileOwner;
+use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
+
+use crate::numerics::plan::{check_finite, vectors, Plan};
+use crate::ops::device_set::DeviceSet;
+use crate::ops::exact::{self, Sides};
+use crate::ops::{range, Budget};
+use crate::options::CudaOptions;
+use crate::runtime::context::{self, Gpu};
+use crate::runtime::probe;
+use crate::search::graph::{self, Lists, PartialGraph};
+use crate::search::{knn, stream, Counters, Ctx};
+use crate::strings;
+
+/// The engine on one GPU. Calls are serialised on the device's stream.
+pub struct CudaEngine {
+    gpu: Mutex<Gpu>,
+    device: usize,
+    opts: CudaOptions,
+    /// The levenshtein kernel, loaded at the first string range search.
+    lev: std::sync::OnceLock<cudarc::driver::CudaFunction>,
+    /// Free memory held back under `device_memory`.
+    _ballast: Option<cudarc::driver::CudaSlice<u8>>,
+    /// Shrinks, streamed shards and host finishes, for diagnostics.
+    counters: Counters,
+}
+
+impl CudaEngine {
+    /// Opens GPU `device` with default options; a clear [`Error::Device`] when CUDA, the device,
+    /// or the kernels' compilation is missing.
+    pub fn new(device: usize) -> Result<Self> {
+        Self::with_options(device, CudaOptions::default())
+    }
+
+    /// Sends the timings of the engine's phases to `probe` from now on (none by default).
+    pub fn set_probe(&self, probe: std::sync::Arc<dyn probe::Probe>) -> Result<()> {
+        self.lock()?.set_probe(probe);
+        Ok(())
+    }
+
+    pub fn with_options(device: usize, opts: CudaOptions) -> Result<Self> {
+        let gpu = Gpu::open(device)?;
+        let ballast = match opts.device_memory {
+            Some(cap) => gpu.ballast(cap)?,
+            None => None,
+        };
+        Ok(CudaEngine {
+            gpu: Mutex::new(gpu),
+            device,
+            opts,
+            lev: std::sync::OnceLock::new(),
+            _ballast: ballast,
+            counters: Counters::default(),
+        })
+    }
+
+    /// How many base shards this engine has streamed through the GPU because the base did not
+    /// fit (diagnostics).
+    pub fn streamed_shards(&self) -> usize {
+        self.counters
+            .streamed
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many k-NN queries (of a resident base) this engine finished on the host instead of
+    /// the device: lists that did not prove at once, selections whose lists are unsorted, metrics
+    /// without exact keys on the device (diagnostics; the results do not depend on it).
+    pub fn host_finished(&self) -> usize {
+        self.counters
+            .host_finished
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many times an allocation failure made this engine halve its working set and retry
+    /// (diagnostics; the results do not depend on it).
+    pub fn shrinks(&self) -> usize {
+        self.counters
+            .shrinks
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `Err(Error::Cancelled)` once the caller set [`CudaOptions::cancel`]; looked at when a
+    /// call starts, between streamed shards and checkpointed passes, and before a result is
+    /// returned.
+    pub(crate) fn check_cancel(&self) -> Result<()> {
+        voisin::engine::check_cancel(self.opts.cancel.as_ref())
+    }
+
+    /// The GPU's name, e.g. "NVIDIA H100 80GB HBM3".
+    pub fn device_name(&self) -> String {
+        self.lock().map(|g| g.name.clone()).unwrap_or_default()
+    }
+
+    /// The device ordinal this engine runs on.
+    pub(crate) fn ordinal(&self) -> usize {
+        self.device
+    }
+
+    /// The GPU, made current on the calling thread: the engine may be called from any thread
+    /// (cuBLAS, unlike cudarc's own calls, does not bind the context itself).
+    pub(crate) fn lock(&self) -> Result<std::sync::MutexGuard<'_, Gpu>> {
+        let gpu = self
+            .gpu
+            .lock()
+            .map_err(|_| Error::device("cuda: an earlier call panicked while holding the GPU"))?;
+        gpu.ctx
+            .bind_to_thread()
+            .map_err(context::dev("binding the context"))?;
+        Ok(gpu)
+    }
+
+    /// A search on `gpu` (this engine's, locked) under `plan` with this engine's options.
+    pub(crate) fn ctx<'a>(&'a self, gpu: &'a Gpu, plan: &'a Plan) -> Ctx<'a> {
+        Ctx {
+            gpu,
+            plan,
+            opts: &self.opts,
+            counters: &self.counters,
+        }
+    }
+
+    /// The working-set budget on `gpu` now (see [`Ctx::budget`]).
+    pub(crate) fn budget(&self, gpu: &Gpu) -> Result<Budget> {
+        Budget::measure(gpu, self.opts.tile_bytes)
+    }
+
+    /// The statistics of a call, naming the device.
+    pub(crate) fn stats(&self, gpu: &Gpu) -> Stats {
+        Stats {
+            device: format!("cuda:{} ({})", self.device, gpu.name),
+            ..Default::default()
+        }
+    }
+
+    /// The per-metric plan of a search under this engine's options.
+    pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Plan {
+        Plan::new(metric, set).with_precision(self.opts.precision)
+    }
+
+    /// The levenshtein kernel, loaded at the first search on strings.
+    fn lev_kernel(&self, gpu: &Gpu) -> Result<&cudarc::driver::CudaFunction> {
+        if self.lev.get().is_none() {
+            // Calls are serialised on the GPU lock, so only one thread loads it.
+            let _ = self.lev.set(strings::kernel(gpu)?);
+        }
+        Ok(self.lev.get().expect("set above"))
+    }
+}
+
+/// Phase timings on stderr when `VOISIN_CUDA_TRACE` is set, for the graph driver of `passes`
+/// (every other phase goes to the GPU's probe).
+fn trace(what: &str, since: &mut Instant) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("VOISIN_CUDA_TRACE").is_some()) {
+        eprintln!(
+            "[voisin-cuda] {what}: {:.1} ms",
+            since.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    *since = Instant::now();
+}
+
+/// A k-NN result from rows of (exact key, index).
+pub(crate) fn to_result(
+    rows: Vec<Vec<(f64, u32)>>,
+    k: usize,
+    metric: &Metric,
+    stats: Stats,
+) -> KnnResult {
+    KnnResult {
+        stats,
+        ..KnnResult::from_rows(rows, k, metric)
+    }
+}
+
+/// Runs `f` on every engine of `engines` at once, one host thread each holding its GPU; the
+/// results in engine order.
+pub(crate) fn on_each<T: Send>(
+    engines: &[CudaEngine],
+    f: impl Fn(usize, &CudaEngine, &Gpu) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = engines
+            .iter()
+            .enumerate()
+            .map(|(g, e)| {
+                s.spawn(move || {
+                    let gpu = e.lock()?;
+                    let mut tr = gpu.phases();
+                    let r = f(g, e, &gpu);
+                    tr.mark(&format!("GPU thread {g} (cuda:{})", e.device));
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::device("cuda: a GPU thread panicked")))
+            })
+            .collect()
+    })
+}
+
+impl Engine for CudaEngine {
+    fn name(&self) -> String {
+        format!("cuda:{}", self.device)
+    }
+
+    /// Vectors under the built-in vector metrics (unless they hold f64 values that f32 cannot
+    /// hold: the tiles, the bounds and the re-rank here work on f32 values), and strings under
+    /// levenshtein except checkpointed graphs (the GPU passes take vectors); user metrics run
+    /// on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
+    /// the fp32 power tiles here cannot bound: the CPU answers them.
+    fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        match (data, metric) {
+            (_, Metric::Custom(_)) => false,
+            (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => false,
+            (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && v.is_f32_exact(),
+            (Dataset::Strings(_), m) => *m == Metric::Levenshtein && op != Op::GraphCheckpointed,
+        }
+    }
+
+    /// Vectors' norms show NaN and infinities as the tiles are prepared, and the paths that
+    /// stream a set scan it: every vector request here refuses them.
+    fn refuses_non_finite(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
+        matches!(data, Dataset::Vectors(_)) && self.supports(data, metric, op)
+    }
+
+    fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
+        self.check_cancel()?;
+        if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
+            (base, queries, metric)
+        {
+            let gpu = self.lock()?;
+            let lev = self.lev_kernel(&gpu)?;
+            return strings::knn(&gpu, lev, b, q, k, false, self.stats(&gpu));
+        }
+        let tr0 = Instant::now();
+        let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
+        let input_checks = tr0.elapsed();
+        // Transfer counts from the end of the input checks.
+        let tr0 = Instant::now();
+        let gpu = self.lock()?;
+        let mut tr = gpu.phases();
+        tr.report("knn: input checks", input_checks);
+        let mut stats = self.stats(&gpu);
+        if k == 0 || qset.is_empty() {
+            return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
+        }
+        let plan = self.plan(metric, bset);
+        let ctx = self.ctx(&gpu, &plan);
+        let kp = knn::first_list(k);
+        if !stream::fits(&gpu, bset, qset, kp)? {
+            check_finite(bset)?;
+            check_finite(qset)?;
+            let rows = stream::knn(&ctx, metric, bset, qset, k, &mut stats)?;
+            return Ok(to_result(rows, k, metric, stats));
+        }
+        let budget = ctx.budget()?;
+        // The base goes up behind the first query block's tiles (device_set.rs), so its upload
+        // counts as compute; the queries are uploaded whole.
+        let bdev = DeviceSet::behind(&gpu, &plan, bset, 0..bset.len())?;
+        let qdev = DeviceSet::new(&gpu, &plan, qset)?;
+        stats.transfer += tr0.elapsed();
+        let t = Instant::now();
+        tr.mark("knn: upload and prepare");
+        let kp = knn::pilot_list(&ctx, &bdev, qset, k, false, &budget)?;
+        tr.mark("knn: pilot");
+        stats.compute += t.elapsed();
+        let sides = Sides {
+            bset,
+            qset,
+            bdev: &bdev,
+            qdev: &qdev,
+        };
+        let res = knn::search(&ctx, metric, &sides, k, kp, budget, &mut stats);
+        tr.mark("knn: search");
+        // NaN and infinite values show in the norms, which the base has only once it is all up:
+        // checked after the search (a bounded pass; its result or error is then discarded),
+        // base before queries.
+        bdev.complete(&gpu)?;
+        bdev.check(bset, 0)?;
+        qdev.check(qset, 0)?;
+        self.check_cancel()?;
+        res
+    }
+
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        let (base, queries, radius, metric) =
+            (req.base(), req.queries(), req.radius(), req.metric());
+        self.check_cancel()?;
+        if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
+            (base, queries, metric)
+        {
+            let gpu = self.lock()?;
+            let lev = self.lev_kernel(&gpu)?;
+            return strings::range(&gpu, lev, b, q, radius, self.stats(&gpu));
+        }
+        let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
+        let gpu = self.lock()?;
+        let mut stats = self.stats(&gpu);
+        let t = Instant::now();
+        let plan = self.plan(metric, bset);
+        let ctx = self.ctx(&gpu, &plan);
+        if !stream::fits(&gpu, bset, qset, 1)? {
+            check_finite(bset)?;
+            check_finite(qset)?;
+            return stream::range(&ctx, metric, bset, qset, radius, stats);
+        }
+        let bdev = DeviceSet::new(&gpu, &plan, bset)?;
+        let qdev = DeviceSet::new(&gpu, &plan, qset)?;
+        bdev.check(bset, 0)?;
+        qdev.check(qset, 0)?;
+        let thr = range::thresholds(&plan, metric, radius, qdev.norm(), bdev.max_norm());
+        let budget = ctx.budget()?;
+        let (offsets, ids) = ctx.shrinking(budget, |b| {
+            range::candidates(&gpu, &plan, &bdev, &qdev, &thr, b)
+        })?;
+        stats.compute += t.elapsed();
+        stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
+        let t = Instant::now();
+        let sides = Sides {
+            bset,
+            qset,
+            bdev: &bdev,
+            qdev: &qdev,
+        };
+        let keys = |pairs: &[[u32; 2]]| {
+            let keys = exact::keys(&gpu, metric, &sides, pairs);
+            // The GPU's work is done: its lock goes before the host's membership test.
+            drop(gpu);
+            keys
+        };
+        crate::search::range::finish(metric, radius, &offsets, &ids, keys, t, stats)
+    }
+
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        let (data, k, metric) = (req.data(), req.k(), req.metric());
+        self.check_cancel()?;
+        if let (Dataset::Strings(s), Metric::Levenshtein) = (data, metric) {
+            let gpu = self.lock()?;
+            let lev = self.lev_kernel(&gpu)?;
+            return strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu));
+        }
+        let set = vectors(data, metric)?;
+        self.check_cancel()?;
+        let gpu = self.lock()?;
+        let mut stats = self.stats(&gpu);
+        if k == 0 {
+            return Ok(to_result(vec![vec![]; set.len()], k, metric, stats));
+        }
+        let tr0 = Instant::now();
+        let mut tr = gpu.phases();
+        let plan = self.plan(metric, set);
+        let ctx = self.ctx(&gpu, &plan);
+        stream::graph_fits(&gpu, set, k)?;
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        ddev.check(set, 0)?;
+        // Uploads and row preparation count as transfer; compute starts after them.
+        stats.transfer += tr0.elapsed();
+        tr.mark("graph: upload and prepare");
+        let t = Instant::now();
+        let part = ctx.shrinking(ctx.budget()?, |b| {
+            let edge = graph::edge_for(set.len(), k, b);
+            graph::lists(&ctx, &ddev, set, k, edge, &|_, _| true)
+        })?;
+        stats.compute += t.elapsed();
+        tr.mark("graph: device candidates");
+        self.check_cancel()?;
+        let rows = graph::prove(&ctx, &ddev, set, metric, part, &mut stats)?;
+        tr.mark("graph: prove, widen, exact re-rank");
+        Ok(to_result(rows, k, metric, stats))
+    }
+
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &voisin::graph::checkpoint::CheckpointOptions,
+    ) -> Result<KnnResult> {
+        passes::build(
+            std::slice::from_ref(self),
+            &GraphRequest::new(data, k, metric)?,
+            Some(checkpoint),
+        )
+    }
+}
+
+/// The vectors of a graph's input and the k that applies (at most n − 1), for the graph's
+/// entry points beside the seam (tiles, finish, rows), which take loose arguments.
+fn graph_input<'a>(data: &'a Dataset, k: usize, metric: &Metric) -> Result<(&'a VectorSet, usize)> {
+    let req = GraphRequest::new(data, k, metric)?;
+    Ok((vectors(data, metric)?, req.k()))
+}
+
+impl CudaEngine {
+    /// The tile edge of the graph's triangle schedule for `n` items on this GPU. Callers that
+    /// split one graph must use one edge (the smallest of theirs).
+    pub fn graph_tile_edge(&self, n: usize, k: usize) -> Result<usize> {
+        let gpu = self.lock()?;
+        self.graph_edge(&gpu, n, k)
+    }
+
+    fn graph_edge(&self, gpu: &Gpu, n: usize, k: usize) -> Result<usize> {
+        Ok(graph::edge_for(n, k, &self.budget(gpu)?))
+    }
+
+    /// This GPU's share of the k-NN graph of `data`: the tile pairs (I, J), I ≤ J, of edge `tile`
+    /// for which `owns(I, J)` holds (tile I covers items I·tile up to (I+1)·tile). For an MPI
+    /// rank: deal the pairs (e.g. cyclically by their row-major index), run this on each rank,
+    /// gather the shares at one rank, [`PartialGraph::merge`] them and call
+    /// [`CudaEngine::graph_finish`] there. With the radix selection (k above ~1800) a tile row I
+    /// is computed whole by the owner of (I, I).
+    pub fn graph_tiles(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        tile: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<PartialGraph> {
+        let (set, k) = graph_input(data, k, metric)?;
+        if tile == 0 {
+            return Err(Error::invalid("graph tile edge must be at least 1"));
+        }
+        let gpu = self.lock()?;
+        if k == 0 {
+            return Ok(PartialGraph::new(
+                set.len(),
+                k,
+                Lists::done(set.len(), 0),
+                0,
+            ));
+        }
+        let plan = self.plan(metric, set);
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        ddev.check(set, 0)?;
+        graph::lists(&self.ctx(&gpu, &plan), &ddev, set, k, tile, owns)
+    }
+
+    /// Proves, widens and re-ranks a merged share that covers the whole triangle: the graph,
+    /// identical to every engine's.
+    pub fn graph_finish(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        part: PartialGraph,
+    ) -> Result<KnnResult> {
+        let (set, k) = graph_input(data, part.k, metric)?;
+        if part.n != set.len() || part.lists.complete.len() != set.len() || k != part.k {
+            return Err(Error::invalid("graph share does not match the data"));
+        }
+        let gpu = self.lock()?;
+        let mut stats = self.stats(&gpu);
+        if k == 0 {
+            return Ok(to_result(vec![vec![]; set.len()], k, metric, stats));
+        }
+        let plan = self.plan(metric, set);
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        ddev.check(set, 0)?;
+        let rows = graph::prove(&self.ctx(&gpu, &plan), &ddev, set, metric, part, &mut stats)?;
+        Ok(to_result(rows, k, metric, stats))
+    }
+}

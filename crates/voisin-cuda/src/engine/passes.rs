@@ -1,0 +1,456 @@
+//! k-NN graphs on several GPUs, and checkpointed ones on one GPU or several
+//! (docs/design/checkpoints.md): the CUDA engines' side of the core's one graph driver
+//! ([`voisin::graph::driver`]), which lays the rows out in passes (the core's checkpoint
+//! format: same manifest, same pass files, same refusal of a damaged or foreign checkpoint),
+//! deals each share's tile pairs over the GPUs, merges the shares on the host, and saves a pass
+//! as soon as its rows are final, with the open rows' running lists beside it. A checkpoint of
+//! the CPU engine resumes here and the other way round: pass files hold exact keys, which
+//! every engine computes bit for bit alike.
+//!
+//! One backend per GPU ([`GpuBuild`]), holding the whole set on its device for the build: a
+//! share is the triangle schedule of `graph` (tile pairs (I, J), I ≤ J) restricted to the pairs
+//! the driver deals it, as approximate lists with a proof contract ([`PartialGraph`]); the first
+//! GPU proves, widens and re-ranks a pass's rows exactly (`CudaEngine::prove_rows`) once its
+//! share is merged. Tile edges divide the pass size, so no tile straddles two passes (a fresh
+//! checkpoint's passes are whole tiles, see
+//! [`voisin::graph::checkpoint::Checkpoint::open_aligned`]); when a GPU runs out of memory,
+//! every GPU retries the share with half the edge.
+//!
+//! Resuming: the running lists saved beside the passes are the GPU's own approximate lists
+//! (their kind names the numeric plan, so only a GPU build of the same plan takes them back);
+//! without them (a checkpoint of the CPU engine or of an older version) the driver measures
+//! the pairs between finished and open passes again (one catch-up share).
+//!
+//! Without a checkpoint (`MultiGpu::graph`) the build is one pass of every row: one share of the
+//! whole triangle at the GPUs' common tile edge, then the proof.
+//!
+//! Several processes (voisin-mpi's GPU ranks) follow the same schedule
+//! ([`voisin::graph::pass_steps`]) through [`CudaEngine::graph_tiles`] and
+//! [`CudaEngine::graph_rows`].
+//!
+//! Memory: the running share holds `width` candidates (8 bytes each) per item on the host, the
+//! same lists a one-shot multi-GPU graph merges once.
+//!
+//! Owns the GPUs' side of a build; the order of the work is the core driver's, the tiles,
+//! selection and proof are the engine's, the files are the core's.
+
+use std::ops::Range;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use voisin::engine::GraphRequest;
+use voisin::graph::checkpoint::CheckpointOptions;
+use voisin::graph::driver::{self, Backend};
+use voisin::graph::{PassRows, TileGraph, TileOwner};
+use voisin::{Dataset, Engine, Error, KnnResult, Metric, Result, Stats, VectorSet};
+
+use super::{graph_input, on_each, to_result, trace, CudaEngine};
+use crate::numerics::plan::{vectors, Plan};
+use crate::ops::device_set::DeviceSet;
+use crate::runtime::context;
+use crate::search::graph::{self, GraphRows, Lists, PartialGraph};
+use crate::search::knn::Raw;
+
+/// The graph of `data` on `engines` (one or more GPUs holding the whole set), with finished
+/// passes kept in `checkpoint` when given (a checkpointed build takes vectors only); without
+/// one, a single pass at the GPUs' common tile edge.
+pub(crate) fn build(
+    engines: &[CudaEngine],
+    req: &GraphRequest<'_>,
+    checkpoint: Option<&CheckpointOptions>,
+) -> Result<KnnResult> {
+    let (data, k, metric) = (req.data(), req.k(), req.metric());
+    if matches!(data, Dataset::Strings(_)) {
+        return match checkpoint {
+            // The string kernel's work is small next to its transfers: one GPU.
+            None => engines[0].graph_request(req),
+            Some(_) => Err(Error::invalid(
+                "checkpointed graphs on the GPU take vectors; build this one with --device cpu",
+            )),
+        };
+    }
+    let mut tr = Instant::now();
+    let set = vectors(data, metric)?;
+    let n = set.len();
+    let stats = Mutex::new(Stats {
+        device: engines
+            .iter()
+            .map(|e| format!("cuda:{} ({})", e.device, e.device_name()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        ..Stats::default()
+    });
+    let done = |rows: PassRows, stats: Mutex<Stats>| {
+        let stats = stats.into_inner().unwrap_or_else(|e| e.into_inner());
+        Ok(to_result(rows, k, metric, stats))
+    };
+    if k == 0 && checkpoint.is_none() {
+        return done(vec![Vec::new(); n], stats);
+    }
+    // One triangle for all GPUs: the smallest edge any of them can hold.
+    let edges = on_each(engines, |_, e, gpu| e.graph_edge(gpu, n, k))?;
+    let edge = edges.into_iter().min().unwrap_or(1).max(1);
+    let plan = engines[0].plan(metric, set);
+    let job = driver::Build {
+        data,
+        metric,
+        k,
+        edge,
+        max_pass_rows: usize::MAX,
+        checkpoint,
+    };
+    let rows = driver::build(&job, || {
+        trace("graph on GPUs: input checks and schedule", &mut tr);
+        let upload = Instant::now();
+        let ddevs = on_each(engines, |_, _, gpu| {
+            let ddev = DeviceSet::new(gpu, &plan, set)?;
+            ddev.check(set, 0)?;
+            Ok(ddev)
+        })?;
+        lock(&stats).transfer += upload.elapsed();
+        trace("graph on GPUs: upload and prepare", &mut tr);
+        Ok(engines
+            .iter()
+            .zip(ddevs)
+            .enumerate()
+            .map(|(g, (engine, ddev))| GpuBuild {
+                engine,
+                plan: &plan,
+                set,
+                ddev,
+                metric,
+                k,
+                first: g == 0,
+                stats: &stats,
+            })
+            .collect())
+    })?;
+    done(rows, stats)
+}
+
+fn lock(stats: &Mutex<Stats>) -> std::sync::MutexGuard<'_, Stats> {
+    stats.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One GPU's side of a graph build for the core's driver: the set on its device for the whole
+/// build, shares of dealt tile pairs, and (on the first GPU) the proof of finished rows.
+pub(crate) struct GpuBuild<'a> {
+    engine: &'a CudaEngine,
+    plan: &'a Plan,
+    set: &'a VectorSet,
+    ddev: DeviceSet<'a>,
+    metric: &'a Metric,
+    k: usize,
+    /// The first GPU's share time is the build's compute time (the GPUs run at once).
+    first: bool,
+    stats: &'a Mutex<Stats>,
+}
+
+impl Backend for GpuBuild<'_> {
+    type Share = PartialGraph;
+
+    fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<PartialGraph> {
+        let started = Instant::now();
+        let gpu = self.engine.lock()?;
+        let part = graph::lists(
+            &self.engine.ctx(&gpu, self.plan),
+            &self.ddev,
+            self.set,
+            self.k,
+            edge,
+            owns,
+        )?;
+        let mut stats = lock(self.stats);
+        stats.distance_evals += part.distance_evals;
+        if self.first {
+            stats.compute += started.elapsed();
+        }
+        Ok(part)
+    }
+
+    fn absorb(&self, running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+        absorb(running, mine)
+    }
+
+    fn finish(&self, share: &PartialGraph, rows: Range<usize>) -> Result<PassRows> {
+        let gpu = self.engine.lock()?;
+        let raws = pass_raws(&share.lists, rows.clone());
+        let which = GraphRows {
+            first: rows.start,
+            k: self.k,
+            width: share.lists.width,
+        };
+        let mut stats = lock(self.stats);
+        graph::prove_rows(
+            &self.engine.ctx(&gpu, self.plan),
+            &self.ddev,
+            self.set,
+            self.metric,
+            which,
+            raws,
+            &mut stats,
+        )
+    }
+
+    /// One pass of every row: its lists are proved as they are, without a copy.
+    fn finish_all(&self, mut share: PartialGraph, _: usize) -> Result<PassRows> {
+        // Counted when the shares were computed.
+        share.distance_evals = 0;
+        let gpu = self.engine.lock()?;
+        let mut stats = lock(self.stats);
+        graph::prove(
+            &self.engine.ctx(&gpu, self.plan),
+            &self.ddev,
+            self.set,
+            self.metric,
+            share,
+            &mut stats,
+        )
+    }
+
+    fn retry_smaller(&self, e: &Error) -> bool {
+        context::is_oom(e)
+    }
+
+    fn check_cancel(&self) -> Result<()> {
+        self.engine.check_cancel()
+    }
+
+    fn partial_kind(&self) -> String {
+        lists_kind(self.plan)
+    }
+
+    fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
+        lists_bytes(share, rows)
+    }
+
+    fn partial_share(&self, rows: &[Range<usize>], b: &[u8]) -> Result<PartialGraph> {
+        lists_from_bytes(self.set.len(), self.k, rows, b)
+    }
+}
+
+/// What a GPU's running lists are when a checkpoint keeps them: approximate lists whose
+/// contract holds under the numeric plan that computed them (so only a build under the same
+/// plan takes them back).
+fn lists_kind(plan: &Plan) -> String {
+    format!("cuda approximate lists 1; {plan:?}")
+}
+
+/// Little-endian: the slots per item (u64), then per item of `rows` in order its slots' keys
+/// (f32), indices (u32, `u32::MAX` for an empty slot) and complete flag (one byte).
+fn lists_bytes(share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
+    let l = &share.lists;
+    let w = l.width;
+    let items: usize = rows.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(8 + items * (8 * w + 1));
+    out.extend_from_slice(&(w as u64).to_le_bytes());
+    for r in rows.iter().flat_map(Range::clone) {
+        out.extend(
+            l.keys[r * w..(r + 1) * w]
+                .iter()
+                .flat_map(|k| k.to_le_bytes()),
+        );
+        out.extend(
+            l.ids[r * w..(r + 1) * w]
+                .iter()
+                .flat_map(|i| i.to_le_bytes()),
+        );
+        out.push(u8::from(l.complete[r]));
+    }
+    out
+}
+
+/// A share of `n` items and lists of `k` whose items of `rows` hold what [`lists_bytes`] wrote,
+/// the others nothing; every slot checked (an index below n or empty, a key not NaN).
+fn lists_from_bytes(n: usize, k: usize, rows: &[Range<usize>], b: &[u8]) -> Result<PartialGraph> {
+    let bad = |what: String| Error::invalid(format!("partial lists: {what}"));
+    let w = b
+        .get(..8)
+        .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")) as usize)
+        .ok_or_else(|| bad("truncated".into()))?;
+    let items: usize = rows.iter().map(|r| r.len()).sum();
+    let per = w.checked_mul(8).and_then(|x| x.checked_add(1));
+    if w == 0 || per.and_then(|p| p.checked_mul(items)) != Some(b.len() - 8) {
+        return Err(bad("wrong size".into()));
+    }
+    let per = per.expect("checked");
+    let mut lists = Lists::done(n, w);
+    let word = |c: &[u8]| -> [u8; 4] { c.try_into().expect("4 bytes") };
+    for (r, item) in rows
+        .iter()
+        .flat_map(Range::clone)
+        .zip(b[8..].chunks_exact(per))
+    {
+        if r >= n {
+            return Err(bad(format!("row {r} is outside the {n} items")));
+        }
+        let (keys, rest) = item.split_at(4 * w);
+        let (ids, flag) = rest.split_at(4 * w);
+        for (slot, (key, id)) in keys.chunks_exact(4).zip(ids.chunks_exact(4)).enumerate() {
+            let (key, id) = (f32::from_le_bytes(word(key)), u32::from_le_bytes(word(id)));
+            // Whole-row lists (radix selection) hold the item itself.
+            if key.is_nan() || !((id as usize) < n || id == u32::MAX) {
+                return Err(bad(format!("row {r} holds neighbour {id} with key {key}")));
+            }
+            lists.keys[r * w + slot] = key;
+            lists.ids[r * w + slot] = id;
+        }
+        lists.complete[r] = match flag[0] {
+            0 => false,
+            1 => true,
+            f => return Err(bad(format!("row {r} has completeness flag {f}"))),
+        };
+    }
+    Ok(PartialGraph::new(n, k, lists, 0))
+}
+
+/// Merges a share into the running lists. Running lists read back from a checkpoint may have
+/// another width than this run's shares (the pilot chose another list size): they are cut or
+/// padded to it first.
+fn absorb(running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+    *running = Some(match running.take() {
+        Some(r) if r.lists.width != mine.lists.width => {
+            PartialGraph::merge(vec![rewidth(r, mine.lists.width), mine])?
+        }
+        Some(r) => PartialGraph::merge(vec![r, mine])?,
+        None => mine,
+    });
+    Ok(())
+}
+
+/// The CUDA engine's side of the core's graph seam: shares of dealt tile pairs
+/// ([`CudaEngine::graph_tiles`]), finished per pass ([`CudaEngine::graph_rows`]) or whole
+/// ([`CudaEngine::graph_finish`]).
+impl TileGraph for CudaEngine {
+    type Share = PartialGraph;
+
+    fn tile_edge(&self, data: &Dataset, k: usize, _: &Metric) -> Result<usize> {
+        self.graph_tile_edge(data.len(), k)
+    }
+
+    fn share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        edge: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<PartialGraph> {
+        self.graph_tiles(data, k, metric, edge, owns)
+    }
+
+    fn finish(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        share: &PartialGraph,
+        rows: Range<usize>,
+    ) -> Result<PassRows> {
+        self.graph_rows(data, metric, share, rows)
+    }
+
+    fn finish_all(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        share: PartialGraph,
+    ) -> Result<KnnResult> {
+        self.graph_finish(data, metric, share)
+    }
+
+    fn partial_kind(&self, data: &Dataset, metric: &Metric) -> Result<Option<String>> {
+        Ok(Some(lists_kind(&self.plan(metric, vectors(data, metric)?))))
+    }
+
+    fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
+        lists_bytes(share, rows)
+    }
+
+    fn partial_share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        rows: &[Range<usize>],
+        bytes: &[u8],
+    ) -> Result<PartialGraph> {
+        let n = data.len();
+        lists_from_bytes(n, k.min(n.saturating_sub(1)), rows, bytes)
+    }
+
+    fn absorb(&self, running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+        absorb(running, mine)
+    }
+}
+
+impl CudaEngine {
+    /// The final rows `rows` of the graph of `data` from a merged share (`part`) in which those
+    /// rows have met every other item: the rows of one pass of a checkpointed build whose
+    /// shares ([`voisin::graph::pass_steps`], [`CudaEngine::graph_tiles`]) were computed elsewhere (other
+    /// processes) and merged with [`PartialGraph::merge`]. Exact keys, sorted by (key, index).
+    pub fn graph_rows(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        part: &PartialGraph,
+        rows: Range<usize>,
+    ) -> Result<Vec<Vec<(f64, u32)>>> {
+        let (set, k) = graph_input(data, part.k, metric)?;
+        if part.n != set.len() || k != part.k || rows.end > set.len() {
+            return Err(Error::invalid("graph share does not match the data"));
+        }
+        let gpu = self.lock()?;
+        let plan = self.plan(metric, set);
+        let ddev = DeviceSet::new(&gpu, &plan, set)?;
+        let raws = pass_raws(&part.lists, rows.clone());
+        let which = GraphRows {
+            first: rows.start,
+            k,
+            width: part.lists.width,
+        };
+        let mut stats = Stats::default();
+        graph::prove_rows(
+            &self.ctx(&gpu, &plan),
+            &ddev,
+            set,
+            metric,
+            which,
+            raws,
+            &mut stats,
+        )
+    }
+}
+
+/// `part` with `width` slots per item: each list keeps its `width` smallest keys and stays
+/// complete only if it lost none, so the lists' contract (an item left out has a key at least
+/// the list's largest) still holds.
+fn rewidth(part: PartialGraph, width: usize) -> PartialGraph {
+    let n = part.n;
+    let mut lists = Lists::done(n, width);
+    for (r, mut raw) in pass_raws(&part.lists, 0..n).into_iter().enumerate() {
+        if raw.cands.len() > width {
+            raw.cands
+                .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            raw.cands.truncate(width);
+            raw.complete = false;
+        }
+        lists.set(r, raw);
+    }
+    PartialGraph::new(n, part.k, lists, part.distance_evals)
+}
+
+/// The candidate lists of the items `rows`, for the proof.
+fn pass_raws(lists: &Lists, rows: Range<usize>) -> Vec<Raw> {
+    let w = lists.width;
+    rows.into_par_iter()
+        .map(|r| Raw {
+            cands: lists.keys[r * w..(r + 1) * w]
+                .iter()
+                .zip(&lists.ids[r * w..(r + 1) * w])
+                .filter(|e| *e.1 != u32::MAX)
+                .map(|(&key, &i)| (key, i))
+                .collect(),
+            complete: lists.complete[r],
+        })
+        .collect()
+}

@@ -1,0 +1,531 @@
+//! Per-metric preparation on the host: which tile the GPU computes, how its values become keys,
+//! how the f32 rows are transformed first, and the error bound that makes the f32 pass safe.
+//!
+//! Owns the numerics of the approximate pass; never touches the device. Every approximate key `v`
+//! of query `q` satisfies `lower(q, v) <= exact <= upper(q, v)` where the exact key is
+//! [`voisin::metric::exact::vector_key`] on the untransformed rows.
+
+use rayon::prelude::*;
+use voisin::data::{Dataset, VectorSet};
+use voisin::metric::simd::U32;
+use voisin::{Error, Metric, Result};
+
+use crate::options::Precision;
+use crate::runtime::abi;
+
+/// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/runtime/abi.rs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub(crate) enum TileKey {
+    /// ‖r‖² + ‖c‖² − 2 r·c on rows centred on the base mean.
+    L2 = abi::KEY_L2,
+    /// −r·c.
+    NegDot = abi::KEY_NEG_DOT,
+    /// 1 − r·c on unit rows.
+    OneMinus = abi::KEY_ONE_MINUS,
+    /// The tile holds the key (distance/vector_tile.cu).
+    Direct = abi::KEY_DIRECT,
+}
+
+/// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.
+pub(crate) fn device_code(metric: &Metric) -> Option<i32> {
+    match metric {
+        Metric::Euclidean | Metric::SqEuclidean => Some(abi::EX_SQEUCLIDEAN),
+        Metric::InnerProduct => Some(abi::EX_INNER_PRODUCT),
+        Metric::Cosine => Some(abi::EX_COSINE),
+        Metric::Correlation => Some(abi::EX_CORRELATION),
+        Metric::Cityblock => Some(abi::EX_CITYBLOCK),
+        Metric::Chebyshev => Some(abi::EX_CHEBYSHEV),
+        _ => None,
+    }
+}
+
+/// How the rerank kernel turns an exact key into the reported distance
+/// ([`Metric::key_to_distance`], then f32): `abi::RR_KEY` the key, `RR_NEGATED` its negation,
+/// `RR_SQRT` the square root of `max(key, 0)` (rr_distance in kernels/finish/rerank.cu). `None` where the kernel does not apply.
+pub(crate) fn distance_form(metric: &Metric) -> Option<i32> {
+    match metric {
+        Metric::SqEuclidean
+        | Metric::Cosine
+        | Metric::Correlation
+        | Metric::Cityblock
+        | Metric::Chebyshev => Some(abi::RR_KEY),
+        Metric::InnerProduct => Some(abi::RR_NEGATED),
+        Metric::Euclidean => Some(abi::RR_SQRT),
+        _ => None,
+    }
+}
+
+/// Which tile kernel computes the values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum TileKind {
+    /// cuBLAS sgemm of the two row blocks.
+    Gemm,
+    /// distance/vector_tile.cu with its kind (`abi::VT_*`) and p.
+    Simt(i32, f32),
+}
+
+/// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
+/// and `upper` likewise, which is `Plan::lower/upper` operation for operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BoundParts {
+    pub rel: f64,
+    pub tiny: f64,
+}
+
+impl BoundParts {
+    /// The plan's relative part and slack.
+    pub fn of(plan: &Plan) -> Self {
+        BoundParts {
+            rel: plan.rel,
+            tiny: plan.tiny,
+        }
+    }
+}
+
+/// The plan for one metric over one dimension.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub key: TileKey,
+    pub tile: TileKind,
+    pub dim: usize,
+    /// Subtracted from every row before the GEMM (euclidean: an estimate of the base mean;
+    /// any translation keeps distances, a central one keeps the norms and so the bound small).
+    pub shift: Option<Vec<f32>>,
+    /// Subtract each row's own mean first (correlation).
+    pub centre_rows: bool,
+    /// Scale rows to unit norm (cosine, correlation).
+    pub unit: bool,
+    /// The exact kernels' code for the metric ([`device_code`]; `None`: exact keys on the host).
+    pub exact_code: Option<i32>,
+    /// How the rerank kernel reports an exact key ([`distance_form`]).
+    pub distance_form: Option<i32>,
+    /// Relative part of the bound (SIMT metrics).
+    rel: f64,
+    /// Absolute slack for underflow and rounding of the final subtraction.
+    tiny: f64,
+    /// γ of the GEMM bound (see [`Plan::abs_bound`]).
+    gamma: f64,
+    /// Arithmetic of the GEMM tiles.
+    pub precision: Precision,
+    /// Relative error of one product of converted inputs (0 for fp32 inputs), see
+    /// [`Plan::with_precision`].
+    input: f64,
+    /// Absolute error per unit of norm from inputs flushed to zero (TF32).
+    flush: f64,
+}
+
+/// Inner dimensions per GEMM call. A longer product is summed chunk by chunk (one cuBLAS call
+/// per chunk, the later ones adding into the tile with beta = 1), so that whatever order cuBLAS
+/// sums a chunk in, a product passes through at most `accumulation_length(d)` roundings instead
+/// of d. At d = 15876 that makes the bound ~7.7× tighter, which is what lets TF32 (and fp32
+/// with short lists) work on wide data; each extra chunk costs one read and write of the tile.
+pub(crate) const K_CHUNK: usize = 2048;
+
+/// The most roundings a product meets on its way into a d-dimensional GEMM value: a chunk's
+/// sum in any order (at most K_CHUNK) plus one addition per further chunk.
+pub(crate) fn accumulation_length(d: usize) -> usize {
+    if d <= K_CHUNK {
+        d
+    } else {
+        K_CHUNK + d.div_ceil(K_CHUNK)
+    }
+}
+
+/// The vectors of a data set, or a clear error for what this engine does not handle.
+///
+/// Values are not scanned here: row preparation on the device reads every value anyway, and a
+/// row with a NaN or infinite value gets a non-finite norm there; `DeviceSet::check` then names
+/// it (a host scan of a 4M×128 base costs more than its upload). Paths that do not prepare the
+/// whole set on the device first call [`check_finite`].
+pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a VectorSet> {
+    match (data, metric) {
+        (_, Metric::Levenshtein) | (Dataset::Strings(_), _) => Err(Error::invalid(
+            "on cuda, strings take levenshtein only and vectors take the vector metrics",
+        )),
+        (_, Metric::Custom(c)) => Err(Error::invalid(format!(
+            "custom metric {} runs on the CPU engine only",
+            c.name
+        ))),
+        // Their key is the distance, which the fp32 power tiles here cannot bound.
+        (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => Err(Error::invalid(
+            format!("{metric} (an order above 8) runs on the CPU engine only"),
+        )),
+        // The GPU tiles' bounds and the device finish assume the f32 rows are the values.
+        (Dataset::Vectors(v), _) => v.require_f32_exact("the cuda engine's tiles").map(|_| v),
+    }
+}
+
+/// The error for the first of `rows` (global indices, increasing) that holds a NaN or an
+/// infinite value; rows whose values are all finite are passed over.
+pub(crate) fn first_non_finite(set: &VectorSet, rows: &[usize]) -> Result<()> {
+    for &r in rows {
+        if let Some(c) = set.row_f32(r).iter().position(|x| !x.is_finite()) {
+            return Err(non_finite(r, c));
+        }
+    }
+    Ok(())
+}
+
+/// A host scan of every value, in parallel (for the paths that stream the set in pieces).
+pub(crate) fn check_finite(set: &VectorSet) -> Result<()> {
+    match find_non_finite(set) {
+        Some((r, c)) => Err(non_finite(r, c)),
+        None => Ok(()),
+    }
+}
+
+fn non_finite(r: usize, c: usize) -> Error {
+    Error::invalid(format!(
+        "vector {r} holds a NaN or infinite value at column {c}"
+    ))
+}
+
+impl Plan {
+    /// Plans `metric` for `base` (whose mean centres euclidean data).
+    pub fn new(metric: &Metric, base: &VectorSet) -> Plan {
+        let d = base.dim();
+        // γ_{L+8}-style bound with a factor 2 of safety: L roundings on the way of each product
+        // into the sum (see `accumulation_length`), the two norm terms, the final subtraction
+        // and the centring/normalising roundings.
+        let gamma = 2.0 * (accumulation_length(d) as f64 + 8.0) * U32;
+        let tiny = (d as f64 + 4.0) * f64::from(f32::MIN_POSITIVE);
+        let (key, tile, rel, shift) = match metric {
+            Metric::Euclidean | Metric::SqEuclidean => {
+                (TileKey::L2, TileKind::Gemm, 0.0, Some(sample_mean(base)))
+            }
+            Metric::InnerProduct => (TileKey::NegDot, TileKind::Gemm, 0.0, None),
+            Metric::Cosine | Metric::Correlation => (TileKey::OneMinus, TileKind::Gemm, 0.0, None),
+            Metric::Cityblock => (
+                TileKey::Direct,
+                TileKind::Simt(abi::VT_CITYBLOCK, 1.0),
+                sum_rel(d, 1.0),
+                None,
+            ),
+            Metric::Chebyshev => (
+                TileKey::Direct,
+                TileKind::Simt(abi::VT_CHEBYSHEV, 1.0),
+                2.0 * U32,
+                None,
+            ),
+            Metric::Minkowski(p) => {
+                // |fl(a−b)|^p carries p roundings of the difference plus powf's own error (a few
+                // ulps); 2p + 16 units covers both with room.
+                let term = 2.0 * p + 16.0;
+                (
+                    TileKey::Direct,
+                    TileKind::Simt(abi::VT_MINKOWSKI, *p as f32),
+                    sum_rel(d, term),
+                    None,
+                )
+            }
+            Metric::Levenshtein | Metric::Custom(_) => unreachable!("checked by vectors()"),
+        };
+        Plan {
+            key,
+            tile,
+            dim: d,
+            shift,
+            centre_rows: *metric == Metric::Correlation,
+            unit: key == TileKey::OneMinus,
+            exact_code: device_code(metric),
+            distance_form: distance_form(metric),
+            rel,
+            tiny,
+            gamma,
+            precision: Precision::Fp32,
+            input: 0.0,
+            flush: 0.0,
+        }
+    }
+
+    /// The plan with the GEMM tiles in `precision` (SIMT tiles stay fp32).
+    ///
+    /// TF32 bound, assuming the worst conversion (truncation to 10 explicit mantissa bits, not
+    /// rounding; cuBLAS does not document which): each input is x(1+δ) with |δ| < 2^-10, so a
+    /// product is off by less than (2^-9 + 2^-20)|xy| (the product of two 11-bit significands
+    /// is exact in fp32), and the whole dot product by that times Σ|x_i y_i| ≤ ‖x‖‖y‖
+    /// (Cauchy–Schwarz). Tensor cores may accumulate with truncation instead of
+    /// round-to-nearest, which doubles the unit roundoff of the sums: γ is doubled.
+    pub fn with_precision(mut self, precision: Precision) -> Plan {
+        if precision == Precision::Tf32 && self.tile == TileKind::Gemm {
+            let u = 2f64.powi(-10);
+            self.input = 1.05 * (2.0 * u + u * u);
+            self.gamma *= 2.0;
+            // Inputs below f32's normal range may be flushed to zero by the tensor cores: at
+            // most MIN_POSITIVE per component, Σ|y_i| ≤ √d‖y‖ per side.
+            self.flush = f64::from(f32::MIN_POSITIVE) * (self.dim as f64).sqrt();
+            self.precision = precision;
+        }
+        self
+    }
+
+    /// Absolute error bound of query `q`'s keys (norm `qn`) against a base of largest norm `bn`.
+    pub fn abs_bound(&self, qn: f64, bn: f64) -> f64 {
+        // Error of the dot product from converted inputs (zero in fp32); the L2 key holds it
+        // twice. Unit rows have norms within a few ulps of 1.
+        let input = self.input * qn * bn + self.flush * (qn + bn);
+        let b = match self.key {
+            TileKey::L2 => self.gamma * (qn + bn) * (qn + bn) + 2.0 * input,
+            TileKey::NegDot => self.gamma * qn * bn + input,
+            TileKey::OneMinus => 4.0 * self.gamma + 1.01 * (self.input + 2.0 * self.flush),
+            TileKey::Direct => 0.0,
+        };
+        // The bound itself is computed in f64 from rounded norms; 1 % covers that.
+        b * 1.01 + self.tiny
+    }
+
+    /// Lowest exact key an approximate key `v` can stand for (query bound `abs`).
+    pub fn lower(&self, v: f32, abs: f64) -> f64 {
+        let v = v as f64;
+        v - abs - self.rel * v.abs() - self.tiny
+    }
+
+    /// Highest exact key an approximate key `v` can stand for.
+    pub fn upper(&self, v: f32, abs: f64) -> f64 {
+        let v = v as f64;
+        v + abs + self.rel * v.abs() + self.tiny
+    }
+
+    /// The f32 threshold on approximate keys that keeps every pair whose exact key may be at
+    /// most `key` (the largest v with lower(v) ≤ key, rounded up).
+    pub fn approx_threshold(&self, key: f64, abs: f64) -> f32 {
+        let s = key + abs + self.tiny;
+        let t = if s >= 0.0 {
+            s / (1.0 - self.rel)
+        } else {
+            s / (1.0 + self.rel)
+        };
+        // 1e-6 relative is above f32's rounding of t; the approximate pass only needs to keep
+        // a superset.
+        (t + t.abs() * 1e-6 + 1e-30) as f32
+    }
+}
+
+/// Column mean of up to 65536 evenly spaced rows, rounded to f32. Only a translation: its
+/// exact value does not matter for correctness, only for how small the norms (and so the bound)
+/// get; a sample keeps it off the critical path of a 1M-row base.
+fn sample_mean(set: &VectorSet) -> Vec<f32> {
+    let (n, d) = (set.len(), set.dim());
+    let step = n.div_ceil(65536).max(1);
+    let picks: Vec<usize> = (0..n).step_by(step).collect();
+    // Partial sums over fixed groups of rows, added in group order: the same mean whatever
+    // the thread count (a serial pass took ~10 ms of a 1M×128 search).
+    let partial: Vec<Vec<f64>> = picks
+        .par_chunks(1024)
+        .map(|group| {
+            let mut sum = vec![0f64; d];
+            for &i in group {
+                sum.iter_mut()
+                    .zip(set.row_f32(i).iter())
+                    .for_each(|(a, &v)| *a += v as f64);
+            }
+            sum
+        })
+        .collect();
+    let mut sum = vec![0f64; d];
+    for p in &partial {
+        sum.iter_mut().zip(p).for_each(|(a, b)| *a += b);
+    }
+    let m = picks.len().max(1) as f64;
+    sum.into_iter().map(|s| (s / m) as f32).collect()
+}
+
+/// Relative bound of an f32 sum of `d` non-negative terms that each carry `term` units of
+/// roundoff (the same reasoning as `voisin::metric::simd::nonneg_sum_error`).
+fn sum_rel(d: usize, term: f64) -> f64 {
+    let nu = (d as f64 + term + 2.0) * U32;
+    2.0 * nu / (1.0 - nu)
+}
+
+/// First non-finite value (row, column), scanning in parallel: the core crate's scan is
+/// sequential and costs more than the whole GPU search on a 1M×128 base.
+fn find_non_finite(v: &VectorSet) -> Option<(usize, usize)> {
+    let Some(x) = v.as_f32() else {
+        return v.find_non_finite();
+    };
+    let d = v.dim();
+    let row = x
+        .par_chunks(d * 1024)
+        .enumerate()
+        .find_first(|(_, c)| c.iter().any(|f| !f.is_finite()))
+        .map(|(b, _)| b * 1024)?;
+    let pos = x[row * d..].iter().position(|f| !f.is_finite())?;
+    Some((row + pos / d, pos % d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::prelude::*;
+    use voisin::metric::exact::vector_key;
+
+    fn set(rng: &mut StdRng, n: usize, d: usize, offset: f32) -> VectorSet {
+        let v = (0..n * d)
+            .map(|_| rng.gen_range(-1.0f32..1.0) * 3.0 + offset)
+            .collect();
+        VectorSet::from_f32(n, d, v).unwrap()
+    }
+
+    /// TF32 conversion at its worst: the 13 low mantissa bits cut off (truncation).
+    fn tf32_truncate(x: f32) -> f32 {
+        f32::from_bits(x.to_bits() & !0x1fff)
+    }
+
+    /// The arithmetic of the GEMM path done on the host (prepared rows, f32 norms, inputs
+    /// converted by `conv`, an f32 dot product in any order): every approximate key of the GEMM
+    /// metrics must lie within the plan's bound of the exact key, for base `b` and queries `q`.
+    fn check_gemm_bound(precision: Precision, conv: fn(f32) -> f32, b: &VectorSet, q: &VectorSet) {
+        let d = b.dim();
+        for m in [
+            Metric::Euclidean,
+            Metric::InnerProduct,
+            Metric::Cosine,
+            Metric::Correlation,
+        ] {
+            let plan = Plan::new(&m, b).with_precision(precision);
+            let prep = |x: &[f32]| -> Vec<f32> {
+                let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
+                let mean = if plan.centre_rows {
+                    x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
+                } else {
+                    0.0
+                };
+                let y: Vec<f64> = x
+                    .iter()
+                    .zip(&shift)
+                    .map(|(&v, &s)| v as f64 - s as f64 - mean)
+                    .collect();
+                let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+                let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
+                let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
+                y.iter().map(|v| (v * scale) as f32).collect()
+            };
+            let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
+            let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
+            let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+            for j in 0..q.len() {
+                let qp = prep(&q.row_f32(j));
+                let abs = plan.abs_bound(norm(&qp).sqrt(), bmax);
+                for (i, br) in bp.iter().enumerate() {
+                    // As tile.rs sums: chunk by chunk, each chunk in reverse order (the bound
+                    // must not depend on the order within a chunk).
+                    let dot: f32 = qp
+                        .chunks(K_CHUNK)
+                        .zip(br.chunks(K_CHUNK))
+                        .map(|(qc, bc)| {
+                            qc.iter()
+                                .zip(bc)
+                                .rev()
+                                .map(|(&x, &y)| conv(x) * conv(y))
+                                .sum::<f32>()
+                        })
+                        .fold(0.0f32, |acc, part| acc + part);
+                    let v = match plan.key {
+                        TileKey::L2 => norm(&qp) as f32 + norm(br) as f32 - 2.0 * dot,
+                        TileKey::NegDot => -dot,
+                        TileKey::OneMinus => 1.0 - dot,
+                        TileKey::Direct => unreachable!(),
+                    };
+                    let exact = vector_key(&m, &b.row_f32(i), &q.row_f32(j));
+                    assert!(
+                        plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
+                        "{m} {precision:?} d={d}: approx {v} exact {exact} bound {abs}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// fp32 and TF32 keys on random data, near the origin and far from it (where centring and
+    /// cancellation matter).
+    #[test]
+    fn gemm_bound_covers_f32_and_tf32_keys() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [1usize, 3, 127, 1025, 2 * K_CHUNK + 3] {
+            for offset in [0.0f32, 100.0, 1e5] {
+                let (b, q) = (set(&mut rng, 60, d, offset), set(&mut rng, 7, d, offset));
+                check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
+                check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+            }
+        }
+    }
+
+    /// The TF32 bound is needed at nearly its full size: every component 1 + 2^-10 − 2^-23
+    /// loses almost 2^-10 of itself to truncation, all with the same sign, so the inner
+    /// product is off by almost 2^-9 ‖x‖‖y‖. A bound built on rounding (2^-11) would fail here.
+    #[test]
+    fn tf32_bound_is_tight_on_worst_case_mantissas() {
+        let x = f32::from_bits(0x3f80_1fff);
+        for d in [3usize, 127, 1025] {
+            let rows = VectorSet::from_f32(2, d, vec![x; 2 * d]).unwrap();
+            let plan = Plan::new(&Metric::InnerProduct, &rows).with_precision(Precision::Tf32);
+            let nx = (d as f64).sqrt() * x as f64;
+            let exact = -(d as f64) * (x as f64) * (x as f64);
+            let dot: f32 = (0..d).map(|_| tf32_truncate(x) * tf32_truncate(x)).sum();
+            let err = (-dot as f64 - exact).abs();
+            let abs = plan.abs_bound(nx, nx);
+            assert!(err <= abs, "d={d}: error {err} bound {abs}");
+            assert!(err > 0.45 * abs, "d={d}: error {err} bound {abs}");
+            check_gemm_bound(Precision::Tf32, tf32_truncate, &rows, &rows);
+        }
+    }
+
+    /// Cancellation-heavy data: near-duplicate rows far from the origin (centring must bring the
+    /// norms down) and rows whose prepared values sit on worst-case mantissas.
+    #[test]
+    fn tf32_bound_covers_near_duplicates_far_out() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [3usize, 127] {
+            let centre: Vec<f32> = (0..d).map(|_| rng.gen_range(-1e4f32..1e4)).collect();
+            let make = |rng: &mut StdRng, n: usize| {
+                let v = (0..n * d)
+                    .map(|i| centre[i % d] + rng.gen_range(-1.0f32..1.0) * 1e-2)
+                    .collect();
+                VectorSet::from_f32(n, d, v).unwrap()
+            };
+            let (b, q) = (make(&mut rng, 40), make(&mut rng, 5));
+            check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
+            check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+        }
+    }
+
+    #[test]
+    fn precision_names() {
+        assert_eq!("TF32".parse::<Precision>().unwrap(), Precision::Tf32);
+        assert_eq!("fp32".parse::<Precision>().unwrap(), Precision::Fp32);
+        assert!("bf16".parse::<Precision>().is_err());
+        // SIMT metrics ignore the option.
+        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
+        let p = Plan::new(&Metric::Cityblock, &b).with_precision(Precision::Tf32);
+        assert_eq!(p.precision, Precision::Fp32);
+    }
+
+    /// Thresholds keep every approximate key whose interval may reach the radius key.
+    #[test]
+    fn approx_threshold_keeps_a_superset() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let b = set(&mut rng, 10, 16, 0.0);
+        for m in [Metric::Euclidean, Metric::Cityblock, Metric::InnerProduct] {
+            let plan = Plan::new(&m, &b);
+            for _ in 0..10_000 {
+                let key = rng.gen_range(-50.0..50.0);
+                let abs = rng.gen_range(0.0..1.0)
+                    * if plan.key == TileKey::Direct {
+                        0.0
+                    } else {
+                        1.0
+                    };
+                let t = plan.approx_threshold(key, abs);
+                let v: f32 = rng.gen_range(-60.0..60.0);
+                if plan.lower(v, abs) <= key {
+                    assert!(
+                        v <= t,
+                        "{m}: v {v} lower {} key {key} thr {t}",
+                        plan.lower(v, abs)
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Exact f64 keys of candidate pairs, the values every engine reports.
+//!
+//! On the device (kernels/finish/exact.cu) for every built-in metric whose exact key uses only
+//! correctly rounded operations, so the keys are bit-identical to
+//! [`voisin::metric::exact::vector_key`]; minkowski needs `powf`, whose rounding differs between
+//! libm and CUDA, so its keys are computed on the host. [`rerank`] launches kernels/finish/rerank.cu,
+//! the k-NN finish on the device (search/knn.rs decides when), which calls the same `exact_key`.
+
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use rayon::prelude::*;
+use voisin::data::VectorSet;
+use voisin::metric::exact::vector_key;
+use voisin::{Metric, Result};
+
+use crate::numerics::plan::device_code;
+use crate::ops::device_set::DeviceSet;
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
+
+/// Pairs per launch: bounds the index and key buffers (64M pairs: 1 GiB of keys and indices).
+const CHUNK: usize = 1 << 26;
+
+/// The sides of a search: base and queries, on the host and on the device.
+pub(crate) struct Sides<'a> {
+    pub bset: &'a VectorSet,
+    pub qset: &'a VectorSet,
+    pub bdev: &'a DeviceSet<'a>,
+    pub qdev: &'a DeviceSet<'a>,
+}
+
+/// The start value of Rust's f64 `Sum`, which the kernels must use to match bit for bit.
+fn sum_zero() -> f64 {
+    std::iter::empty::<f64>().sum()
+}
+
+/// Exact keys of the pairs [query, base index] on the host, in parallel: for metrics the kernel
+/// does not cover and for bases whose raw rows are not on the device (streamed shards).
+pub(crate) fn host_keys(
+    metric: &Metric,
+    bset: &VectorSet,
+    qset: &VectorSet,
+    pairs: &[[u32; 2]],
+) -> Vec<f64> {
+    pairs
+        .par_iter()
+        .map(|&[q, b]| vector_key(metric, &bset.row_f32(b as usize), &qset.row_f32(q as usize)))
+        .collect()
+}
+
+/// Exact keys of the pairs [query, base index].
+pub(crate) fn keys(
+    gpu: &Gpu,
+    metric: &Metric,
+    s: &Sides<'_>,
+    pairs: &[[u32; 2]],
+) -> Result<Vec<f64>> {
+    let Some(code) = device_code(metric) else {
+        return Ok(host_keys(metric, s.bset, s.qset, pairs));
+    };
+    let zero = sum_zero();
+    let d = s.bset.dim() as i32;
+    let mut out: Vec<f64> = Vec::new();
+    let mut tr = gpu.phases();
+    for chunk in pairs.chunks(CHUNK) {
+        let n = chunk.len();
+        let dp = gpu.upload(bytemuck::cast_slice(chunk))?;
+        tr.mark("exact: upload pairs");
+        // SAFETY: a pair of u32 is 8 bytes like two f32; the buffer holds at least 2n words.
+        let vp: CudaView<'_, [u32; 2]> = unsafe { dp.transmute(n).unwrap() };
+        let mut keys = unsafe { gpu.stream.alloc::<f64>(n) }.map_err(dev("allocating"))?;
+        let cfg = LaunchConfig {
+            grid_dim: ((n as u64).div_ceil(128) as u32, 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let np = n as i64;
+        let mut l = gpu.stream.launch_builder(&gpu.k.exact_keys);
+        l.arg(&s.bdev.raw)
+            .arg(&s.qdev.raw)
+            .arg(&d)
+            .arg(&vp)
+            .arg(&np)
+            .arg(&code)
+            .arg(&zero)
+            .arg(&mut keys);
+        // SAFETY: matches kernels/finish/exact.cu; indices are below the sets' sizes.
+        unsafe { l.launch(cfg) }.map_err(dev("exact_keys"))?;
+        gpu.stream.synchronize().map_err(dev("exact_keys"))?;
+        tr.mark("exact: kernel");
+        let got = gpu.download(&keys.slice(..))?;
+        if out.is_empty() {
+            out = got;
+        } else {
+            out.extend(got);
+        }
+    }
+    Ok(out)
+}
+
+/// What the rerank kernel needs to know about the search besides the lists.
+pub(crate) struct Rerank<'a> {
+    pub sides: &'a Sides<'a>,
+    /// [`device_code`] and [`distance_form`] of the metric.
+    pub code: i32,
+    pub form: i32,
+    pub k: usize,
+    /// The plan's bound: relative part and absolute slack (numerics/plan.rs `BoundParts`).
+    pub rel: f64,
+    pub tiny: f64,
+}
+
+/// The rerank kernel's outputs for `rows` rows: `rows × k` distances and ids, and per row the
+/// exact keys computed or [`NOT_DONE`].
+pub(crate) struct Reranked {
+    pub dist: CudaSlice<f32>,
+    pub ids: CudaSlice<u32>,
+    pub status: CudaSlice<u32>,
+}
+
+impl Reranked {
+    pub fn new(gpu: &Gpu, rows: usize, k: usize) -> Result<Self> {
+        let s = &gpu.stream;
+        // SAFETY: the kernel writes every status, and the k entries of every row it finishes;
+        // the host reads only those.
+        unsafe {
+            Ok(Reranked {
+                dist: s
+                    .alloc::<f32>((rows * k).max(1))
+                    .map_err(dev("allocating"))?,
+                ids: s
+                    .alloc::<u32>((rows * k).max(1))
+                    .map_err(dev("allocating"))?,
+                status: s.alloc::<u32>(rows.max(1)).map_err(dev("allocating"))?,
+            })
+        }
+    }
+}
+
+/// Status of a row the kernel left to the host.
+pub(crate) const NOT_DONE: u32 = abi::RR_NOT_DONE;
+
+/// Sorted candidate lists of consecutive queries on the device: `width` entries per query (a
+/// power of two), the first for query `q_off`.
+pub(crate) struct SortedLists<'a> {
+    pub val: &'a CudaView<'a, f32>,
+    pub idx: &'a CudaView<'a, u32>,
+    pub width: usize,
+    pub q_off: usize,
+}
+
+/// Proves and re-ranks sorted lists on the device (kernels/finish/rerank.cu): `lists` holds
+/// `abs.len()` lists, `abs` their queries' bounds; the answers go to `out` from row `at` on.
+/// Queued on the engine's stream.
+pub(crate) fn rerank(
+    gpu: &Gpu,
+    job: &Rerank<'_>,
+    lists: SortedLists<'_>,
+    abs: &[f64],
+    out: &mut Reranked,
+    at: usize,
+) -> Result<()> {
+    let SortedLists {
+        val,
+        idx,
+        width,
+        q_off,
+    } = lists;
+    let rows = abs.len();
+    debug_assert!(width.is_power_of_two() && val.len() == rows * width);
+    debug_assert!(out.status.len() >= at + rows && out.ids.len() >= (at + rows) * job.k);
+    if rows == 0 {
+        return Ok(());
+    }
+    let s = &gpu.stream;
+    let dabs = s.clone_htod(abs).map_err(dev("copying bounds"))?;
+    // One thread per compare-exchange of the sort, at least a warp, at most 256.
+    let threads = (width / 2).clamp(32, 256) as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (rows as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: (width * 12) as u32,
+    };
+    let (w, nr, nb, k) = (
+        width as i32,
+        rows as i32,
+        job.sides.bset.len() as u32,
+        job.k as i32,
+    );
+    let (qo, d, zero) = (q_off as u32, job.sides.bset.dim() as i32, sum_zero());
+    let mut dist = out.dist.slice_mut(at * job.k..);
+    let mut ids = out.ids.slice_mut(at * job.k..);
+    let mut status = out.status.slice_mut(at..);
+    let mut l = s.launch_builder(&gpu.k.rerank);
+    l.arg(val)
+        .arg(idx)
+        .arg(&w)
+        .arg(&nr)
+        .arg(&nb)
+        .arg(&k)
+        .arg(&dabs)
+        .arg(&job.rel)
+        .arg(&job.tiny)
+        .arg(&job.sides.bdev.raw)
+        .arg(&job.sides.qdev.raw)
+        .arg(&qo)
+        .arg(&d)
+        .arg(&job.code)
+        .arg(&zero)
+        .arg(&job.form)
+        .arg(&mut dist)
+        .arg(&mut ids)
+        .arg(&mut status);
+    // SAFETY: matches kernels/finish/rerank.cu: the lists hold rows × width, the outputs from `at` on
+    // rows × k and rows (checked above), shared memory width × 12 bytes; list indices are below
+    // the base's size and the queries q_off.. are rows of the query set.
+    unsafe { l.launch(cfg) }.map_err(dev("rerank"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::numerics::plan::distance_form;
+
+    /// kernels/finish/rerank.cu's rr_distance, written the same way.
+    fn kernel_distance(key: f64, form: i32) -> f32 {
+        let d = match form {
+            1 => -key,
+            2 => key.max(0.0).sqrt(),
+            _ => key,
+        };
+        d as f32
+    }
+
+    /// Every metric the rerank kernel takes reports the distance `key_to_distance` gives, bit
+    /// for bit, on ordinary and edge keys (zeros of both signs, subnormal, huge, negative).
+    #[test]
+    fn distance_forms_match_key_to_distance() {
+        let keys = [
+            0.0,
+            -0.0,
+            1e-310,
+            0.1,
+            2.0,
+            123.456789,
+            1e300,
+            -3.5,
+            f64::MIN_POSITIVE,
+        ];
+        let mut taken = 0;
+        for m in Metric::builtins() {
+            let Some(form) = distance_form(&m) else {
+                continue;
+            };
+            assert!(device_code(&m).is_some(), "{m}: a form without exact keys");
+            taken += 1;
+            for &key in &keys {
+                let want = m.key_to_distance(key) as f32;
+                assert_eq!(
+                    kernel_distance(key, form).to_bits(),
+                    want.to_bits(),
+                    "{m}: key {key}"
+                );
+            }
+        }
+        assert_eq!(taken, 7);
+    }
+}

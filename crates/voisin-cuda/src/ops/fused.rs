@@ -1,0 +1,245 @@
+//! Fused distance + selection for small candidate lists (docs/design/fused-selection.md): the dot products of a query
+//! block against the base are computed in registers and filtered against each query's threshold
+//! in the same kernel (kernels/select/fused_filter.cu), so the distance tile never touches device
+//! memory; the few survivors are merged into the running lists.
+//!
+//! Owns the choice of whether a pass can be fused ([`Fusion`], [`plan_for`]) and the launchers;
+//! the tiling of the search and the proof belong to search/knn.rs. The threshold comes from an ordinary
+//! tile pass over the first base items, so the lists keep block select's contract: every item
+//! left out has an approximate key at least the largest one kept.
+
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use voisin::Result;
+
+use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
+use crate::ops::select::ListsOut;
+use crate::ops::tile::Block;
+use crate::options::{Fusion, Precision};
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
+
+/// Largest list the fused pass serves (the merge sorts list + buffer in FZ_MERGE slots).
+pub(crate) const MAX_KP: usize = 256;
+/// Shared-memory slots of fused_merge.
+const MERGE_SLOTS: usize = abi::FZ_MERGE;
+
+/// How one fused pass runs: the first `first` base items go through ordinary tiles (they set
+/// the thresholds), the rest through the fused kernel with `cap` buffer slots per query.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FusedPlan {
+    pub first: usize,
+    pub cap: usize,
+}
+
+/// Base items per fused tile (kernels/select/fused_filter.cu); the threshold pass covers a
+/// whole number of them.
+const GRANULE: usize = abi::FZ_BN;
+
+/// The fused plan for a pass with lists of `kp` over `nb` base items, or None when it must not
+/// (or need not) be fused.
+pub(crate) fn plan_for(plan: &Plan, fusion: Fusion, kp: usize, nb: usize) -> Option<FusedPlan> {
+    let wanted = match fusion {
+        Fusion::Off => false,
+        Fusion::On => true,
+        Fusion::Auto => false,
+    };
+    // The fused kernel sums the whole inner dimension in one accumulator; the plan's bound
+    // assumes tile.rs's chunked sums beyond K_CHUNK.
+    if !wanted || plan.tile != TileKind::Gemm || kp > MAX_KP || plan.dim > K_CHUNK {
+        return None;
+    }
+    let cap = MERGE_SLOTS - kp;
+    // The threshold is the kp-th smallest key of the first `first` items, so about
+    // kp · nb / first items pass it over the whole base: `first` is chosen to expect at most
+    // half the buffer.
+    let first = (2 * kp * nb).div_ceil(GRANULE * cap).max(1) * GRANULE;
+    // Fusion pays only when most of the base is left after the first items.
+    (nb >= 4 * first).then_some(FusedPlan { first, cap })
+}
+
+/// The candidates the fused filter lets through, per query of a block: how many (`count`,
+/// which may pass `cap`) and the first `cap` of them (`val`, `idx`: rows × cap).
+pub(crate) struct Survivors {
+    pub count: CudaSlice<u32>,
+    pub val: CudaSlice<f32>,
+    pub idx: CudaSlice<u32>,
+    pub cap: usize,
+}
+
+/// Each query's threshold: `values[r * stride]` for query r.
+#[derive(Clone, Copy)]
+pub(crate) struct Thresholds<'a> {
+    pub values: &'a CudaView<'a, f32>,
+    pub stride: usize,
+}
+
+/// Appends to `out` every pair of `q` × `b` whose key is at most the query's threshold,
+/// counting per query (the first `q.n` counts, zeroed by the caller); `b`'s items are numbered
+/// from `col_off`.
+pub(crate) fn filter(
+    gpu: &Gpu,
+    plan: &Plan,
+    q: &Block<'_>,
+    b: &Block<'_>,
+    col_off: u32,
+    thr: Thresholds<'_>,
+    out: &mut Survivors,
+) -> Result<()> {
+    // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
+    // for fp32, two for TF32); each loops over the tile pairs.
+    let (fp32, tf32, _) = kernels(gpu)?;
+    let (kernel, per_sm) = match plan.precision {
+        Precision::Fp32 => (fp32, 1),
+        Precision::Tf32 => (tf32, 2),
+    };
+    let sms = gpu
+        .ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(dev("querying the SM count"))?;
+    let pairs = b.n.div_ceil(128) * q.n.div_ceil(128);
+    let cfg = LaunchConfig {
+        grid_dim: ((sms.max(1) as usize * per_sm).min(pairs) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (nq, nb, d, mode) = (q.n as i32, b.n as i32, plan.dim as i32, plan.key as i32);
+    let (stride, cap) = (thr.stride as i32, out.cap as i32);
+    let mut count = out.count.slice_mut(..q.n);
+    let mut buf_val = out.val.slice_mut(..);
+    let mut buf_idx = out.idx.slice_mut(..);
+    let mut l = gpu.stream.launch_builder(kernel);
+    l.arg(&q.rows)
+        .arg(&nq)
+        .arg(&b.rows)
+        .arg(&nb)
+        .arg(&d)
+        .arg(&mode)
+        .arg(&q.sqnorm)
+        .arg(&b.sqnorm)
+        .arg(&col_off)
+        .arg(thr.values)
+        .arg(&stride)
+        .arg(&mut count)
+        .arg(&mut buf_val)
+        .arg(&mut buf_idx)
+        .arg(&cap);
+    // SAFETY: matches fused_filter_* in kernels/select/fused_filter.cu; q and b hold n × dim rows,
+    // thr holds (q.n − 1) · thr_stride + 1 values, count q.n, the buffers q.n × cap.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("fused_filter"))
+}
+
+/// The fused kernels: filter in fp32, filter in TF32, merge.
+type FusedKernels<'a> = (&'a CudaFunction, &'a CudaFunction, &'a CudaFunction);
+
+/// The fused kernels of `gpu`: a benchmark variant (off in every default run), built with the
+/// `bench-variants` feature only.
+#[cfg(feature = "bench-variants")]
+fn kernels(gpu: &Gpu) -> Result<FusedKernels<'_>> {
+    let k = &gpu.k;
+    Ok((&k.fused_filter_fp32, &k.fused_filter_tf32, &k.fused_merge))
+}
+
+#[cfg(not(feature = "bench-variants"))]
+fn kernels(_: &Gpu) -> Result<FusedKernels<'_>> {
+    Err(voisin::Error::invalid(
+        "fused k-NN passes (Fusion::On) are a benchmark variant not built into this binary \
+         (build voisin-cuda with the bench-variants feature)",
+    ))
+}
+
+/// Merges each of the first `rows` rows' survivors into its sorted list (rows × kp, kp =
+/// `lists.width`); rows whose count passed the cap are left alone for the caller to redo.
+pub(crate) fn merge(
+    gpu: &Gpu,
+    rows: usize,
+    lists: ListsOut<'_, '_>,
+    from: &Survivors,
+) -> Result<()> {
+    let (kp, cap) = (lists.width, from.cap);
+    debug_assert!(kp + cap <= MERGE_SLOTS);
+    let (count, buf_val, buf_idx) = (
+        from.count.slice(..rows),
+        from.val.slice(..),
+        from.idx.slice(..),
+    );
+    let cfg = LaunchConfig {
+        grid_dim: (rows as u32, 1, 1),
+        block_dim: (512, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (kp, cap) = (kp as i32, cap as i32);
+    let (_, _, fused_merge) = kernels(gpu)?;
+    let mut l = gpu.stream.launch_builder(fused_merge);
+    l.arg(lists.val)
+        .arg(lists.idx)
+        .arg(&kp)
+        .arg(&count)
+        .arg(&buf_val)
+        .arg(&buf_idx)
+        .arg(&cap);
+    // SAFETY: matches fused_merge in kernels/select/fused_filter.cu; lists rows × kp, buffers
+    // rows × cap, count rows.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("fused_merge"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Precision;
+    use voisin::{Metric, VectorSet};
+
+    /// A plan with the engine's choices, as the engine hands them to a pass.
+    trait WithEngine {
+        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Plan, Fusion);
+    }
+
+    impl WithEngine for Plan {
+        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Plan, Fusion) {
+            (self.with_precision(precision), fusion)
+        }
+    }
+
+    /// [`super::plan_for`] of such a plan.
+    fn plan_for(p: &(Plan, Fusion), kp: usize, nb: usize) -> Option<FusedPlan> {
+        super::plan_for(&p.0, p.1, kp, nb)
+    }
+
+    #[test]
+    fn fusion_names() {
+        assert_eq!("ON".parse::<Fusion>().unwrap(), Fusion::On);
+        assert!("maybe".parse::<Fusion>().is_err());
+    }
+
+    /// Only GEMM metrics with small lists over a large base are fused, with a buffer that
+    /// expects at most half its capacity.
+    #[test]
+    fn fused_plans() {
+        let b = VectorSet::from_f32(1, 4, vec![0.0; 4]).unwrap();
+        let plan = |m: &Metric, p: Precision, f: Fusion| Plan::new(m, &b).with_engine(p, f);
+        let tf = plan(&Metric::Euclidean, Precision::Tf32, Fusion::On);
+        let fp = plan(&Metric::Euclidean, Precision::Fp32, Fusion::Auto);
+        let on = plan(&Metric::Cosine, Precision::Fp32, Fusion::On);
+        let simt = plan(&Metric::Cityblock, Precision::Tf32, Fusion::On);
+        let nb = 1_000_000;
+        for kp in [16, 32, 256] {
+            let p = plan_for(&tf, kp, nb).unwrap();
+            assert!(kp * nb / p.first <= p.cap / 2, "{p:?}");
+            assert!(
+                p.first <= nb / 4 && p.first.is_multiple_of(GRANULE),
+                "{p:?}"
+            );
+        }
+        assert!(plan_for(&fp, 32, nb).is_none());
+        assert!(plan_for(&on, 32, nb).is_some());
+        assert!(plan_for(&simt, 32, nb).is_none());
+        assert!(plan_for(&tf, 512, nb).is_none());
+        // Small bases are fused too when asked (the tests rely on it), not when too small.
+        assert!(plan_for(&on, 16, 1000).is_some());
+        assert!(plan_for(&on, 16, 300).is_none());
+    }
+}

@@ -1,0 +1,351 @@
+//! The device side of the engine: driver context, stream, cuBLAS handle and the kernels.
+//!
+//! Owns loading CUDA at run time; knows nothing about metrics or selection policy. The kernels
+//! come from the registry (`kernels.rs`), loaded once per context.
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use rayon::prelude::*;
+
+use cudarc::cublas::{sys as blas_sys, CudaBlas};
+use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr};
+use voisin::{Error, Result};
+
+use crate::runtime::kernels::Kernels;
+use crate::runtime::probe::{NoProbe, Phases, Probe};
+use crate::runtime::staging::Staging;
+
+/// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
+/// (cudarc panics when a library is missing, so presence is checked before anything is called).
+pub fn gpu_available() -> bool {
+    missing_library().is_none() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
+}
+
+/// How many CUDA devices the driver sees (0 without CUDA). Never panics.
+pub fn device_count() -> usize {
+    if missing_library().is_some() {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+}
+
+/// The first CUDA library that cannot be loaded, if any.
+fn missing_library() -> Option<&'static str> {
+    // SAFETY: these only try to dlopen the libraries.
+    unsafe {
+        if !cudarc::driver::sys::is_culib_present() {
+            return Some("the CUDA driver (libcuda)");
+        }
+        if !cudarc::nvrtc::sys::is_culib_present() {
+            return Some("NVRTC (libnvrtc)");
+        }
+        if !cudarc::cublas::sys::is_culib_present() {
+            return Some("cuBLAS (libcublas)");
+        }
+    }
+    None
+}
+
+/// A failure reported by a CUDA library, and whether it is the device running out of memory.
+pub(crate) trait CudaFailure: std::fmt::Debug {
+    fn out_of_memory(&self) -> bool {
+        false
+    }
+}
+
+impl CudaFailure for cudarc::driver::DriverError {
+    fn out_of_memory(&self) -> bool {
+        self.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
+    }
+}
+
+impl CudaFailure for cudarc::cublas::result::CublasError {
+    fn out_of_memory(&self) -> bool {
+        self.0 == blas_sys::cublasStatus_t::CUBLAS_STATUS_ALLOC_FAILED
+    }
+}
+
+/// Maps a CUDA-side error to the engine's error with what was being done:
+/// [`Error::OutOfMemory`] when the device ran out of memory, [`Error::Device`] otherwise.
+pub(crate) fn dev<E: CudaFailure>(what: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| {
+        let msg = format!("cuda: {what} failed: {e:?}");
+        if e.out_of_memory() {
+            Error::OutOfMemory(msg)
+        } else {
+            Error::device(msg)
+        }
+    }
+}
+
+/// Whether an error is the device running out of memory (the only failure worth a retry
+/// with a smaller working set).
+pub(crate) fn is_oom(e: &Error) -> bool {
+    matches!(e, Error::OutOfMemory(_))
+}
+
+/// One GPU ready to work: context, stream, cuBLAS handle, kernels.
+pub(crate) struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    /// Uploads behind the work on `stream` (see `upload_into`).
+    copy: Arc<CudaStream>,
+    pub blas: CudaBlas,
+    pub k: Arc<Kernels>,
+    pub name: String,
+    /// Page-locked staging for uploads and downloads (`staging.rs`), allocated at first use.
+    staging: Mutex<Option<Staging>>,
+    /// Where phase timings go (`probe.rs`); none by default.
+    probe: RwLock<Arc<dyn Probe>>,
+}
+
+/// Values per staging buffer (64 MiB).
+pub(crate) const STAGE: usize = 16 << 20;
+
+/// Staging of engines that ended, by device ordinal, for the next engine on that device:
+/// page-locking (and unlocking) 128 MiB of host memory per engine was paid by every one-shot
+/// call that opens a fresh engine (the Python functions). One is kept per device.
+static SPARE_STAGING: Mutex<Vec<(usize, Staging)>> = Mutex::new(Vec::new());
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        let staging = self.staging.get_mut().unwrap_or_else(|p| p.into_inner());
+        let Some(mut staging) = staging.take() else {
+            return;
+        };
+        let device = self.ctx.ordinal();
+        let mut spare = SPARE_STAGING.lock().unwrap_or_else(|p| p.into_inner());
+        // It goes back only once the copies that last read its buffers are over.
+        if staging.settle() && !spare.iter().any(|(d, _)| *d == device) {
+            spare.push((device, staging));
+        }
+    }
+}
+
+impl Gpu {
+    pub fn open(device: usize) -> Result<Self> {
+        if let Some(lib) = missing_library() {
+            return Err(Error::device(format!(
+                "cuda: {lib} cannot be loaded (no NVIDIA driver or CUDA 13 libraries on the \
+                 library path)"
+            )));
+        }
+        let count = CudaContext::device_count().map_err(dev("counting devices"))?;
+        if device >= count.max(0) as usize {
+            return Err(Error::device(format!(
+                "cuda: device {device} does not exist ({count} CUDA device(s) found)"
+            )));
+        }
+        let ctx = CudaContext::new(device).map_err(dev("creating the context"))?;
+        let stream = ctx.default_stream();
+        // A second stream carries the uploads of a set that goes up behind its first tiles
+        // (`upload_into` with `behind`), so that the copy engine works while the kernels do.
+        // SAFETY: this engine orders its two streams itself: the copy stream starts after the
+        // destination's allocation (`fence_copies`), and the engine's stream waits for each
+        // copy before the work that reads it; slices are freed on the engine's stream only.
+        unsafe { ctx.disable_event_tracking() };
+        let copy = ctx.new_stream().map_err(dev("creating the copy stream"))?;
+        let blas = CudaBlas::new(stream.clone()).map_err(dev("creating the cuBLAS handle"))?;
+        // Strict fp32: the error bounds of src/numerics/plan.rs assume IEEE single products. The default
+        // math mode never uses TF32 for sgemm (only CUBLAS_TF32_TENSOR_OP_MATH would), and the
+        // NVIDIA_TF32_OVERRIDE variable can only disable TF32; set it explicitly so a changed
+        // library default cannot slip tensor-core rounding in. (Pedantic mode was avoided: it
+        // may pick slower kernels for no gain in fp32.)
+        // SAFETY: a valid handle and a valid enum value.
+        unsafe {
+            blas_sys::cublasSetMathMode(
+                *blas.handle(),
+                blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
+            )
+            .result()
+            .map_err(dev("setting cuBLAS math mode"))?;
+        }
+        let k = crate::runtime::kernels::shared(&ctx)?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        Ok(Gpu {
+            ctx,
+            stream,
+            copy,
+            blas,
+            k,
+            name,
+            staging: Mutex::new(None),
+            probe: RwLock::new(Arc::new(NoProbe)),
+        })
+    }
+
+    /// Sends the timings of this GPU's phases to `probe` from now on.
+    pub fn set_probe(&self, probe: Arc<dyn Probe>) {
+        if let Ok(mut p) = self.probe.write() {
+            *p = probe;
+        }
+    }
+
+    /// Times consecutive phases for this GPU's probe, starting now.
+    pub fn phases(&self) -> Phases {
+        let probe = match self.probe.read() {
+            Ok(p) => p.clone(),
+            Err(_) => Arc::new(NoProbe),
+        };
+        Phases::start(probe)
+    }
+
+    /// Copies `src` to a new device buffer through two pinned staging buffers: the host fills
+    /// one (in parallel) while the other is in flight. Pageable copies ran at ~1 GB/s on the
+    /// H100 machine (500 ms for a 1M×128 base); pinned DMA runs at PCIe speed. The buffer is
+    /// padded to a whole number of stages (callers index it by explicit ranges).
+    pub fn upload(&self, src: &[f32]) -> Result<CudaSlice<f32>> {
+        if src.len() < (1 << 20) {
+            let v = if src.is_empty() { &[0f32][..] } else { src };
+            return self
+                .stream
+                .clone_htod(v)
+                .map_err(dev("copying to the device"));
+        }
+        // SAFETY: filled below before use; the padding tail is never read as data.
+        let dst = unsafe { self.stream.alloc::<f32>(src.len().div_ceil(STAGE) * STAGE) }
+            .map_err(dev("allocating device memory"))?;
+        self.upload_into(&dst.slice(..), src, false)?;
+        Ok(dst)
+    }
+
+    /// Makes the copy stream wait for everything queued on the engine's stream so far (the
+    /// allocation of a buffer that `upload_into(.., true)` will fill).
+    pub fn fence_copies(&self) -> Result<()> {
+        self.copy
+            .join(&self.stream)
+            .map_err(dev("ordering the copy stream"))
+    }
+
+    /// Copies `src` to the start of `dst` (at least as long) through the staging buffers;
+    /// kernels queued on the engine's stream afterwards see the values. The host returns once
+    /// the last piece is queued, so a caller can interleave pieces with the work that reads
+    /// them (a base uploaded behind its first tiles, device_set.rs). With `behind` the copies
+    /// run on the copy stream, beside the kernels already queued (after `fence_copies` for a
+    /// fresh `dst`); the engine's stream then waits for them.
+    pub fn upload_into(&self, dst: &CudaView<'_, f32>, src: &[f32], behind: bool) -> Result<()> {
+        let stream = if behind { &self.copy } else { &self.stream };
+        assert!(
+            dst.len() >= src.len(),
+            "upload past the end of a device buffer"
+        );
+        let mut staging = self.staging()?;
+        let staging = staging.as_mut().expect("allocated by staging()");
+        let (base, _guard) = dst.device_ptr(&self.stream);
+        // SAFETY: `dst` is device memory of this context holding at least `src.len()` values
+        // (asserted above); slices are freed on the engine's stream only, after these copies.
+        unsafe { staging.upload(src, base, stream, "copying to the device") }?;
+        if behind {
+            self.stream
+                .join(&self.copy)
+                .map_err(dev("ordering the copy stream"))?;
+        }
+        Ok(())
+    }
+
+    /// Copies a device buffer back to the host through the pinned staging buffers (pageable
+    /// copies ran at ~1 GB/s on the H100 machine; candidate lists of k=1000 are 160 MB).
+    pub fn download<T>(&self, src: &CudaView<'_, T>) -> Result<Vec<T>>
+    where
+        T: bytemuck::Pod + cudarc::driver::DeviceRepr,
+    {
+        let words = src.len() * std::mem::size_of::<T>() / 4;
+        if words < (1 << 20) {
+            return self
+                .stream
+                .clone_dtoh(src)
+                .map_err(dev("copying to the host"));
+        }
+        let mut out = vec![T::zeroed(); src.len()];
+        let flat: &mut [f32] = bytemuck::cast_slice_mut(&mut out);
+        // SAFETY: T is plain data whose size is a multiple of 4 bytes.
+        let view: CudaView<'_, f32> = unsafe { src.transmute::<f32>(words) }
+            .ok_or_else(|| Error::device("cuda: cannot view a buffer as words"))?;
+        let mut staging = self.staging()?;
+        let buf = staging
+            .as_mut()
+            .expect("allocated by staging()")
+            .for_download()?;
+        for (c, part) in flat.chunks_mut(STAGE).enumerate() {
+            let len = part.len();
+            let chunk = view.slice(c * STAGE..c * STAGE + len);
+            let host = buf.as_mut_slice().map_err(dev("reading pinned memory"))?;
+            {
+                // cudarc's memcpy_dtoh copies the whole destination; the last chunk is shorter
+                // than the staging buffer, so copy exactly `len` words through the driver call.
+                let (src, _guard) = chunk.device_ptr(&self.stream);
+                // SAFETY: `host[..len]` is page-locked memory of this context and `src` holds
+                // `len` words; the stream is synchronised before the host reads them.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtoh_async(
+                        &mut host[..len],
+                        src,
+                        self.stream.cu_stream(),
+                    )
+                }
+                .map_err(dev("copying to the host"))?;
+            }
+            self.stream
+                .synchronize()
+                .map_err(dev("copying to the host"))?;
+            part.par_chunks_mut(1 << 16)
+                .zip(host[..len].par_chunks(1 << 16))
+                .for_each(|(o, h)| o.copy_from_slice(h));
+        }
+        Ok(out)
+    }
+
+    /// The staging buffers, allocated at the first call (plain pages: downloads read them back
+    /// on the host).
+    fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>> {
+        let mut staging = self
+            .staging
+            .lock()
+            .map_err(|_| Error::device("cuda: staging lock"))?;
+        if staging.is_none() {
+            let device = self.ctx.ordinal();
+            let spare = {
+                let mut spare = SPARE_STAGING.lock().unwrap_or_else(|p| p.into_inner());
+                let at = spare.iter().position(|(d, _)| *d == device);
+                at.map(|i| spare.swap_remove(i).1)
+            };
+            *staging = Some(match spare {
+                Some(s) => s,
+                None => Staging::plain(&self.ctx, STAGE)?,
+            });
+        }
+        Ok(staging)
+    }
+
+    /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size.
+    pub fn ballast(&self, cap: usize) -> Result<Option<CudaSlice<u8>>> {
+        let free = self.free_memory()?;
+        if free <= cap {
+            return Ok(None);
+        }
+        // SAFETY: never read or written.
+        let b =
+            unsafe { self.stream.alloc::<u8>(free - cap) }.map_err(dev("allocating ballast"))?;
+        self.stream
+            .synchronize()
+            .map_err(dev("allocating ballast"))?;
+        Ok(Some(b))
+    }
+
+    /// Free device memory in bytes. Memory this process freed but the stream-ordered pool
+    /// still holds is released first: otherwise it reads as used until some later
+    /// synchronisation, and then a ballast or a fit check measured against it is wrong.
+    pub fn free_memory(&self) -> Result<usize> {
+        self.ctx.synchronize().map_err(dev("synchronising"))?;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: plain queries on this context's device; a failure only skips the trim.
+        unsafe {
+            if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
+                == sys::CUresult::CUDA_SUCCESS
+            {
+                let _ = sys::cuMemPoolTrimTo(pool, 0);
+            }
+        }
+        Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0)
+    }
+}

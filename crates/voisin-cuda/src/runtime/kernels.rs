@@ -1,0 +1,350 @@
+//! The kernel registry: every kernel source of the crate, compiled once per process by NVRTC into
+//! one module, and every kernel function the engine launches.
+//!
+//! Sources live in `kernels/`, in folders by role (`select/`, `distance/`, `finish/`, `index/`,
+//! `strings/`); what several kernels share is in headers (`common/*.cuh`, `index/space.cuh`)
+//! that each source includes by name. NVRTC gets every file as a named in-memory header, plus
+//! the generated `common/abi.cuh` (src/runtime/abi.rs), so the same sources also compile from disk with
+//! a host compiler and `-I kernels` (the CPU simulation, kernel-sim/).
+
+use std::ffi::{c_char, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
+use voisin::{Error, Result};
+
+use crate::runtime::abi;
+use crate::runtime::context::dev;
+
+/// Every kernel source and header, by its path under `kernels/`.
+pub(crate) const SOURCES: &[(&str, &str)] = &[
+    (
+        "common/keys.cuh",
+        include_str!("../../kernels/common/keys.cuh"),
+    ),
+    (
+        "common/loads.cuh",
+        include_str!("../../kernels/common/loads.cuh"),
+    ),
+    (
+        "common/bitonic.cuh",
+        include_str!("../../kernels/common/bitonic.cuh"),
+    ),
+    (
+        "common/exact.cuh",
+        include_str!("../../kernels/common/exact.cuh"),
+    ),
+    (
+        "index/space.cuh",
+        include_str!("../../kernels/index/space.cuh"),
+    ),
+    (
+        "select/block.cu",
+        include_str!("../../kernels/select/block.cu"),
+    ),
+    (
+        "select/cols.cu",
+        include_str!("../../kernels/select/cols.cu"),
+    ),
+    (
+        "select/radix.cu",
+        include_str!("../../kernels/select/radix.cu"),
+    ),
+    (
+        "select/heap.cu",
+        include_str!("../../kernels/select/heap.cu"),
+    ),
+    (
+        "select/quick.cu",
+        include_str!("../../kernels/select/quick.cu"),
+    ),
+    (
+        "select/fused_filter.cu",
+        include_str!("../../kernels/select/fused_filter.cu"),
+    ),
+    (
+        "distance/vector_tile.cu",
+        include_str!("../../kernels/distance/vector_tile.cu"),
+    ),
+    (
+        "distance/transpose.cu",
+        include_str!("../../kernels/distance/transpose.cu"),
+    ),
+    (
+        "distance/prepare.cu",
+        include_str!("../../kernels/distance/prepare.cu"),
+    ),
+    (
+        "finish/range.cu",
+        include_str!("../../kernels/finish/range.cu"),
+    ),
+    (
+        "finish/exact.cu",
+        include_str!("../../kernels/finish/exact.cu"),
+    ),
+    (
+        "finish/rerank.cu",
+        include_str!("../../kernels/finish/rerank.cu"),
+    ),
+    (
+        "index/lc_search.cu",
+        include_str!("../../kernels/index/lc_search.cu"),
+    ),
+    (
+        "index/sss_search.cu",
+        include_str!("../../kernels/index/sss_search.cu"),
+    ),
+    (
+        "strings/levenshtein.cu",
+        include_str!("../../kernels/strings/levenshtein.cu"),
+    ),
+];
+
+/// Kernels of the benchmark-only variants (`Select::Heap`, `Select::Quick`, `Fusion::On`),
+/// compiled only with the `bench-variants` feature.
+const BENCH_ONLY: &[&str] = &[
+    "select/heap.cu",
+    "select/quick.cu",
+    "select/fused_filter.cu",
+];
+
+/// The generated header's name, as the sources include it.
+const ABI_HEADER: &str = "common/abi.cuh";
+
+/// The translation unit NVRTC compiles: every kernel source (`.cu`) of this build included by
+/// name.
+pub(crate) fn root_source() -> String {
+    SOURCES
+        .iter()
+        .filter(|(name, _)| name.ends_with(".cu"))
+        .filter(|(name, _)| cfg!(feature = "bench-variants") || !BENCH_ONLY.contains(name))
+        .map(|(name, _)| format!("#include \"{name}\"\n"))
+        .collect()
+}
+
+/// The kernels loaded on `ctx`'s device, shared by every engine of the process on it: each
+/// engine loading its own module paid the driver's (lazy) loading of every kernel again at its
+/// first launches, which a one-shot call (a fresh engine per call, as the Python functions
+/// make) saw as part of its time. Engines on one device share its primary context, so one
+/// module serves them all.
+pub(crate) fn shared(ctx: &Arc<CudaContext>) -> Result<Arc<Kernels>> {
+    static LOADED: Mutex<Vec<(usize, Arc<Kernels>)>> = Mutex::new(Vec::new());
+    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    let device = ctx.ordinal();
+    if let Some((_, k)) = loaded.iter().find(|(d, _)| *d == device) {
+        return Ok(k.clone());
+    }
+    let k = Arc::new(Kernels::load(ctx)?);
+    loaded.push((device, k.clone()));
+    Ok(k)
+}
+
+/// The NVRTC output, shared by every context of the process.
+pub(crate) fn ptx() -> Result<Ptx> {
+    static PTX: OnceLock<std::result::Result<Ptx, String>> = OnceLock::new();
+    PTX.get_or_init(compile).clone().map_err(Error::device)
+}
+
+/// Compiles [`root_source`] with every source and the ABI header as named headers, for
+/// compute_90 (Hopper), without fast math (it would change powf and division; the exactness
+/// bounds assume IEEE operations).
+fn compile() -> std::result::Result<Ptx, String> {
+    let cstr = |s: &str| CString::new(s).map_err(|_| format!("cuda: a NUL byte in {s:.40}"));
+    let abi = abi::header();
+    let mut names = vec![cstr(ABI_HEADER)?];
+    let mut texts = vec![cstr(&abi)?];
+    for (name, text) in SOURCES {
+        names.push(cstr(name)?);
+        texts.push(cstr(text)?);
+    }
+    let name_ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+    let text_ptrs: Vec<*const c_char> = texts.iter().map(|c| c.as_ptr()).collect();
+    let root = cstr(&root_source())?;
+    let root_name = cstr("voisin_kernels.cu")?;
+    let mut prog = std::mem::MaybeUninit::uninit();
+    // SAFETY: every pointer is a NUL-terminated string that outlives the program (the CStrings
+    // above are dropped after `destroy_program`); the two arrays have `names.len()` entries.
+    unsafe {
+        nvrtc_sys::nvrtcCreateProgram(
+            prog.as_mut_ptr(),
+            root.as_ptr(),
+            root_name.as_ptr(),
+            names.len() as i32,
+            text_ptrs.as_ptr(),
+            name_ptrs.as_ptr(),
+        )
+        .result()
+        .map_err(|e| format!("cuda: NVRTC could not create the program: {e:?}"))?;
+    }
+    // SAFETY: a program just created.
+    let prog = unsafe { prog.assume_init() };
+    let options = ["--gpu-architecture=compute_90"];
+    // SAFETY: `prog` is live until `destroy_program` below, called once.
+    let out = unsafe {
+        match nvrtc::compile_program(prog, &options) {
+            Ok(()) => nvrtc::get_ptx(prog)
+                .map(|p| Ptx::from_src(text_of(&p)))
+                .map_err(|e| format!("cuda: NVRTC gave no PTX: {e:?}")),
+            Err(_) => Err(format!(
+                "cuda: NVRTC could not compile the kernels: {}",
+                nvrtc::get_program_log(prog)
+                    .map(|l| text_of(&l))
+                    .unwrap_or_default()
+            )),
+        }
+    };
+    // SAFETY: as above.
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    out
+}
+
+/// A NUL-terminated C string from NVRTC as Rust text.
+fn text_of(s: &[c_char]) -> String {
+    let bytes: Vec<u8> = s
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Declares [`Kernels`] with one field per kernel function, named as the function.
+macro_rules! registry {
+    ($($(#[$cfg:meta])* $name:ident),* $(,)?) => {
+        /// Every kernel the engine launches, loaded into one context.
+        pub(crate) struct Kernels {
+            $($(#[$cfg])* pub $name: CudaFunction,)*
+            /// The module they come from.
+            #[allow(dead_code)]
+            module: Arc<CudaModule>,
+        }
+
+        impl Kernels {
+            /// Loads the module into `ctx` and finds every kernel.
+            pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
+                let module = ctx.load_module(ptx()?).map_err(dev("loading the kernels"))?;
+                let f = |name: &str| module.load_function(name).map_err(dev("finding a kernel"));
+                Ok(Kernels { $($(#[$cfg])* $name: f(stringify!($name))?,)* module })
+            }
+        }
+
+        /// Every kernel function's name.
+        #[cfg(test)]
+        pub(crate) const NAMES: &[&str] = &[$($(#[$cfg])* stringify!($name)),*];
+    };
+}
+
+registry! {
+    select_block, fill_lists, list_prefix, select_cols, select_radix,
+    #[cfg(feature = "bench-variants")] select_heap,
+    #[cfg(feature = "bench-variants")] select_quick,
+    #[cfg(feature = "bench-variants")] fused_filter_fp32,
+    #[cfg(feature = "bench-variants")] fused_filter_tf32,
+    #[cfg(feature = "bench-variants")] fused_merge,
+    vector_tile, transpose, prepare_rows,
+    range_count, range_fill, exact_keys, rerank,
+    lc_search, sss_search, lc_sort_rows,
+    lev_range,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `#include "…"` of a source names a registered file or the ABI header.
+    #[test]
+    fn includes_resolve() {
+        for (file, text) in SOURCES {
+            for line in text
+                .lines()
+                .filter(|l| l.trim_start().starts_with("#include"))
+            {
+                let name = line.split('"').nth(1).unwrap_or("");
+                assert!(
+                    name == ABI_HEADER || SOURCES.iter().any(|(n, _)| *n == name),
+                    "{file}: {line} names no registered source"
+                );
+            }
+        }
+    }
+
+    /// Every kernel file on disk is registered, and every registered kernel is defined.
+    #[test]
+    fn registry_is_complete() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels");
+        let mut on_disk = Vec::new();
+        for sub in std::fs::read_dir(dir).unwrap() {
+            let sub = sub.unwrap().path();
+            for f in std::fs::read_dir(&sub).unwrap() {
+                let f = f.unwrap().path();
+                let rel = f.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                on_disk.push(rel);
+            }
+        }
+        for f in &on_disk {
+            assert!(SOURCES.iter().any(|(n, _)| n == f), "{f} is not registered");
+        }
+        let all: String = SOURCES.iter().map(|(_, t)| *t).collect();
+        for name in NAMES {
+            assert!(
+                all.contains(&format!("void {name}("))
+                    || all.contains(&format!("{name}(const"))
+                    || all.contains(&format!("\n    {name}(")),
+                "kernel {name} is not defined in any source"
+            );
+        }
+    }
+
+    /// With NVRTC on the library path (no GPU needed), the registry compiles and every kernel is
+    /// in the PTX. Skipped where NVRTC cannot be loaded.
+    #[test]
+    fn compiles_with_nvrtc_when_present() {
+        // SAFETY: only tries to dlopen the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("NVRTC not found: compile check skipped");
+            return;
+        }
+        let ptx = ptx().unwrap_or_else(|e| panic!("{e}"));
+        let text = ptx.to_src();
+        for name in NAMES {
+            assert!(
+                text.contains(&format!(".entry {name}(")),
+                "{name} missing from the PTX"
+            );
+        }
+    }
+
+    /// The CPU simulation of the kernels (kernel-sim/: selection networks, radix passes, range
+    /// and tile kernels, the device finish) against plain C++ answers, on the sources as
+    /// registered, with the generated ABI header. Skipped where g++ is missing.
+    #[test]
+    fn kernel_simulation() {
+        if std::process::Command::new("g++")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("g++ not found: kernel simulation skipped");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("voisin-abi-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("common")).unwrap();
+        std::fs::write(dir.join(ABI_HEADER), abi::header()).unwrap();
+        let sim = concat!(env!("CARGO_MANIFEST_DIR"), "/kernel-sim");
+        for script in ["run.sh", "select_variants.sh", "rerank.sh"] {
+            let out = std::process::Command::new("bash")
+                .arg(format!("{sim}/{script}"))
+                .env("VOISIN_ABI_DIR", &dir)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && !text.contains("FAIL"),
+                "kernel-sim/{script} failed:\n{text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

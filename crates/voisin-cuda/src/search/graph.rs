@@ -1,0 +1,640 @@
+//! k-NN graph (self-join) on the device with the symmetric tiling of [Dashti13] §3.2 (docs/references.md): only tiles
+//! (I, J) with I ≤ J are computed; each gives row candidates to the items of I and, through a
+//! transposed copy, column candidates to the items of J. Self pairs are skipped in the kernel.
+//!
+//! Owns the triangle schedule and the graph's rows as a candidate source; proving and re-ranking are search/finish.rs's.
+
+use cudarc::driver::CudaView;
+use rayon::prelude::*;
+use voisin::graph::{Share, TileOwner};
+use voisin::{Error, Metric, Result, Stats, VectorSet};
+
+use crate::numerics::plan::Plan;
+use crate::ops::device_set::DeviceSet;
+use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
+use crate::ops::{exact, tile, Budget};
+use crate::runtime::context::{dev, Gpu};
+use crate::runtime::probe::Phases;
+use crate::search::finish::{finish, CandidateSource};
+use crate::search::knn::{self, Raw};
+use crate::search::{shard, Ctx};
+
+/// Tile pairs queued ahead of the device: enough to keep it busy (each pair is milliseconds of
+/// work), few enough that the host never waits inside a launch on a full queue.
+const IN_FLIGHT: usize = 4;
+
+/// The tile edge of the symmetric schedule for `n` items and lists of `kp` under `budget`:
+/// square tiles within the budget, one buffer or two when the column candidates go through a
+/// transpose. Large tiles mean fewer, larger sgemm calls and launches (16384² is 1 GiB).
+pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
+    let bufs = if kp == select::COLS_KP { 1 } else { 2 };
+    let mut t = 16384usize.min(n.max(1));
+    while t > 64 && bufs * t * t * 4 > budget.bytes {
+        t /= 2;
+    }
+    t
+}
+
+/// The graph's tile edge for `n` items and `k` under a budget.
+pub(crate) fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
+    let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
+    tile_edge(n, kp, budget)
+}
+
+/// Candidate lists of the tile pairs of edge `tile` that `owns` accepts, on a set already on
+/// this GPU (`ddev`, the rows of `set`).
+pub(crate) fn lists(
+    ctx: &Ctx<'_>,
+    ddev: &DeviceSet,
+    set: &VectorSet,
+    k: usize,
+    tile: usize,
+    owns: &TileOwner<'_>,
+) -> Result<PartialGraph> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
+    let n = set.len();
+    // The set against itself: self pairs sit among the lists.
+    let budget = ctx.budget()?;
+    let kp = knn::pilot_list(ctx, ddev, set, k, true, &budget)?;
+    let nt = n.div_ceil(tile);
+    let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
+    // The symmetric schedule needs the block kernel's running lists; radix selection works
+    // on whole rows, so it runs tile rows of the set against the whole set.
+    let (lists, evals) = match ctx.select().resolve(kp)? {
+        Select::Block => {
+            let evals = (0..nt)
+                .flat_map(|i| (i..nt).map(move |j| (i, j)))
+                .filter(|&(i, j)| owns(i, j))
+                .map(|(i, j)| (size(i) * size(j)) as u64 / if i == j { 2 } else { 1 })
+                .sum();
+            // Small lists are padded to the column kernel's size so the column candidates
+            // are read in place (kernels/select_cols.cu) instead of through a transpose.
+            let kp = Select::Block.width(kp).max(select::COLS_KP);
+            let lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns)?;
+            (lists, evals)
+        }
+        sel => {
+            // The self pair takes a slot: whole-row lists get one more; running lists keep
+            // kp, whose margin over k (at least 8) already covers it.
+            let kp = if sel.whole_rows() {
+                (kp + 1).min(n)
+            } else {
+                kp
+            };
+            let mut lists = Lists::done(n, kp);
+            let mut evals = 0;
+            for it in (0..nt).filter(|&it| owns(it, it)) {
+                let rows = it * tile..it * tile + size(it);
+                let sub = DeviceSet::range(gpu, plan, set, rows.clone())?;
+                let raws = ctx.shrinking(ctx.budget()?, |b| {
+                    knn::candidates(ctx, ddev, &sub, kp, sel, b)
+                })?;
+                evals += (rows.len() * n) as u64;
+                for (r, raw) in rows.zip(raws) {
+                    lists.set(r, raw);
+                }
+            }
+            (lists, evals)
+        }
+    };
+    Ok(PartialGraph::new(n, k, lists, evals))
+}
+
+/// The graph's prove-widen-re-rank step on a set already on this GPU: the rows of every item
+/// from a share that covers the whole triangle.
+pub(crate) fn prove(
+    ctx: &Ctx<'_>,
+    ddev: &DeviceSet,
+    set: &VectorSet,
+    metric: &Metric,
+    part: PartialGraph,
+    stats: &mut Stats,
+) -> Result<Vec<Vec<(f64, u32)>>> {
+    stats.distance_evals += part.distance_evals;
+    let (k, kp) = (part.k, part.lists.width);
+    let rows = GraphRows {
+        first: 0,
+        k,
+        width: kp,
+    };
+    prove_rows(ctx, ddev, set, metric, rows, part.into_raws(), stats)
+}
+
+/// Which rows of a graph [`prove_rows`] finishes: from item `first` on, `k` each, from
+/// candidate lists of `width` slots.
+#[derive(Clone, Copy)]
+pub(crate) struct GraphRows {
+    pub first: usize,
+    pub k: usize,
+    pub width: usize,
+}
+
+/// Proves, widens and re-ranks the candidates `raws` of the items `rows.first..` of a graph,
+/// each list covering every other item (a whole share of the triangle or a finished pass of
+/// one): their final rows. Widening starts from the lists' own size (the pilot's choice, padded
+/// as the selection needed): no second pilot.
+pub(crate) fn prove_rows(
+    ctx: &Ctx<'_>,
+    ddev: &DeviceSet,
+    set: &VectorSet,
+    metric: &Metric,
+    rows: GraphRows,
+    raws: Vec<Raw>,
+    stats: &mut Stats,
+) -> Result<Vec<Vec<(f64, u32)>>> {
+    let first = rows.first;
+    let sides = exact::Sides {
+        bset: set,
+        qset: set,
+        bdev: ddev,
+        qdev: ddev,
+    };
+    let mut src = RowsOfGraph {
+        ctx,
+        metric,
+        sides: &sides,
+        qnorm: &ddev.norm()[first..first + raws.len()],
+        first,
+    };
+    finish(ctx.plan, &mut src, rows.k, rows.width, raws, stats)
+}
+
+/// The rows `first..` of a graph whose set is on this GPU: wider lists against the whole set,
+/// exact keys on this GPU, each row's own item dropped.
+struct RowsOfGraph<'a> {
+    ctx: &'a Ctx<'a>,
+    metric: &'a Metric,
+    sides: &'a exact::Sides<'a>,
+    qnorm: &'a [f64],
+    first: usize,
+}
+
+impl CandidateSource for RowsOfGraph<'_> {
+    fn base_len(&self) -> usize {
+        self.sides.bset.len()
+    }
+
+    fn norms(&self) -> (&[f64], f64) {
+        (self.qnorm, self.sides.bdev.max_norm())
+    }
+
+    fn self_first(&self) -> Option<usize> {
+        Some(self.first)
+    }
+
+    fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
+        let ctx = self.ctx;
+        let items: Vec<usize> = ids.iter().map(|&q| q + self.first).collect();
+        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, self.sides.qset, &items)?;
+        ctx.shrinking(ctx.budget()?, |b| {
+            knn::candidates(ctx, self.sides.bdev, &sub, kp, ctx.widen_select(), b)
+        })
+    }
+
+    fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
+        if self.first == 0 {
+            return exact::keys(self.ctx.gpu, self.metric, self.sides, pairs);
+        }
+        let shifted: Vec<[u32; 2]> = pairs
+            .iter()
+            .map(|&[q, b]| [q + self.first as u32, b])
+            .collect();
+        exact::keys(self.ctx.gpu, self.metric, self.sides, &shifted)
+    }
+
+    fn phases(&self) -> Phases {
+        self.ctx.gpu.phases()
+    }
+}
+
+/// Block-select candidates (`kp` per item, self excluded) for every item of `data`, from the
+/// tile pairs (I, J) of edge `t` with I ≤ J that `owns` accepts. An item's list covers the items
+/// of the owned pairs that hold it, and is complete when it holds all of them, so the lists of
+/// callers that split the triangle between them merge with [`PartialGraph::merge`].
+pub(crate) fn symmetric_candidates(
+    gpu: &Gpu,
+    plan: &Plan,
+    data: &DeviceSet,
+    kp: usize,
+    t: usize,
+    owns: &TileOwner<'_>,
+) -> Result<Lists> {
+    let (n, d) = (data.n, plan.dim);
+    let nt = n.div_ceil(t);
+    let size = |it: usize| ((it + 1) * t).min(n) - it * t;
+    // How many other items each tile row's lists see, for completeness.
+    let seen: Vec<usize> = (0..nt)
+        .map(|it| {
+            (0..nt)
+                .filter(|&jt| owns(it.min(jt), it.max(jt)))
+                .map(|jt| size(jt) - usize::from(jt == it))
+                .sum()
+        })
+        .collect();
+    let stream = &gpu.stream;
+    let alloc = |len: usize| unsafe { stream.alloc::<f32>(len.max(1)) }.map_err(dev("allocating"));
+    let mut lv = alloc(n * kp)?;
+    let mut li = unsafe { stream.alloc::<u32>((n * kp).max(1)) }.map_err(dev("allocating"))?;
+    select::fill_lists(gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
+    let mut tile_buf = alloc(t * t)?;
+    let mut trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
+    // Under a probe that asks for it, the first row of tiles is timed step by step
+    // (synchronising after each kernel) to split the graph's time between sgemm, selection and
+    // transpose; otherwise nothing waits.
+    let phases = gpu.phases();
+    let probe = phases.synchronised_steps();
+    let mut spent = [0f64; 4];
+    let mut mark = |it: usize, slot: usize, since: &mut std::time::Instant| -> Result<()> {
+        if probe && it == 0 {
+            stream.synchronize().map_err(dev("synchronising"))?;
+            spent[slot] += since.elapsed().as_secs_f64();
+            *since = std::time::Instant::now();
+        }
+        Ok(())
+    };
+    let mut queued: std::collections::VecDeque<cudarc::driver::CudaEvent> = Default::default();
+    for it in 0..nt {
+        let (i0, i1) = (it * t, ((it + 1) * t).min(n));
+        let bi = data.block(i0, i1, d);
+        for jt in (it..nt).filter(|&jt| owns(it, jt)) {
+            let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
+            let bj = data.block(j0, j1, d);
+            let (ni, nj) = (i1 - i0, j1 - j0);
+            if queued.len() >= IN_FLIGHT {
+                let e = queued.pop_front().expect("non-empty");
+                e.synchronize().map_err(dev("waiting for a tile"))?;
+            }
+            queued.push_back(
+                stream
+                    .record_event(None)
+                    .map_err(dev("recording an event"))?,
+            );
+            let mut since = std::time::Instant::now();
+            mark(it, 3, &mut since)?;
+            tile::compute(gpu, plan, &bi, &bj, &mut tile_buf.slice_mut(..), nj)?;
+            mark(it, 0, &mut since)?;
+            let rows_at = TileAt {
+                rows: ni,
+                cols: nj,
+                ld: nj,
+                key: plan.key,
+                row_off: i0 as u32,
+                col_off: j0 as u32,
+                exclude_self: true,
+            };
+            let view: CudaView<'_, f32> = tile_buf.slice(..);
+            let rows_in = TileIn {
+                values: &view,
+                at: rows_at,
+                rn: &bi.sqnorm,
+                cn: &bj.sqnorm,
+            };
+            select::block(
+                gpu,
+                rows_in,
+                ListsOut {
+                    val: &mut lv.slice_mut(i0 * kp..i1 * kp),
+                    idx: &mut li.slice_mut(i0 * kp..i1 * kp),
+                    width: kp,
+                },
+            )?;
+            mark(it, 1, &mut since)?;
+            if jt != it && kp == select::COLS_KP {
+                let cols_at = TileAt {
+                    exclude_self: true,
+                    ..rows_at
+                };
+                select::cols(
+                    gpu,
+                    TileIn {
+                        at: cols_at,
+                        ..rows_in
+                    },
+                    &mut lv.slice_mut(j0 * kp..j1 * kp),
+                    &mut li.slice_mut(j0 * kp..j1 * kp),
+                )?;
+                mark(it, 1, &mut since)?;
+            } else if jt != it {
+                select::transpose(gpu, &view, ni, nj, nj, &mut trans.slice_mut(..), ni)?;
+                mark(it, 2, &mut since)?;
+                let cols_at = TileAt {
+                    rows: nj,
+                    cols: ni,
+                    ld: ni,
+                    key: plan.key,
+                    row_off: j0 as u32,
+                    col_off: i0 as u32,
+                    exclude_self: true,
+                };
+                let trans_view = trans.slice(..);
+                select::block(
+                    gpu,
+                    TileIn {
+                        values: &trans_view,
+                        at: cols_at,
+                        rn: &bj.sqnorm,
+                        cn: &bi.sqnorm,
+                    },
+                    ListsOut {
+                        val: &mut lv.slice_mut(j0 * kp..j1 * kp),
+                        idx: &mut li.slice_mut(j0 * kp..j1 * kp),
+                        width: kp,
+                    },
+                )?;
+                mark(it, 1, &mut since)?;
+            }
+        }
+    }
+    if probe {
+        phases.note(format_args!(
+            "graph first tile row ({nt} tiles of {t}): sgemm {:.1} ms, select {:.1} ms, \
+             transpose {:.1} ms",
+            spent[0] * 1e3,
+            spent[1] * 1e3,
+            spent[2] * 1e3
+        ));
+    }
+    let mut keys = gpu.download(&lv.slice(..))?;
+    let mut ids = gpu.download(&li.slice(..))?;
+    keys.truncate(n * kp);
+    ids.truncate(n * kp);
+    let complete = ids
+        .par_chunks(kp)
+        .enumerate()
+        .map(|(r, row)| row.iter().filter(|&&i| i != u32::MAX).count() >= seen[r / t])
+        .collect();
+    Ok(Lists {
+        width: kp,
+        keys,
+        ids,
+        complete,
+    })
+}
+
+/// Candidate lists of every item, flat: `width` slots per item, a slot with index `u32::MAX`
+/// empty. The form the device writes and a process can send as it is.
+pub(crate) struct Lists {
+    pub width: usize,
+    pub keys: Vec<f32>,
+    pub ids: Vec<u32>,
+    pub complete: Vec<bool>,
+}
+
+impl Lists {
+    /// Item `r`'s entries.
+    fn entries(&self, r: usize) -> impl Iterator<Item = (f32, u32)> + '_ {
+        let at = r * self.width..(r + 1) * self.width;
+        self.keys[at.clone()]
+            .iter()
+            .zip(&self.ids[at])
+            .filter(|e| *e.1 != u32::MAX)
+            .map(|(&k, &i)| (k, i))
+    }
+
+    /// `n` items whose lists are all empty and complete (computed elsewhere).
+    pub fn done(n: usize, width: usize) -> Lists {
+        // Filled in parallel: for millions of items these are hundreds of MB of fresh pages,
+        // which one thread took ~0.2–1.6 s to fault in and fill.
+        Lists {
+            width,
+            keys: (0..n * width)
+                .into_par_iter()
+                .map(|_| f32::INFINITY)
+                .collect(),
+            ids: (0..n * width).into_par_iter().map(|_| u32::MAX).collect(),
+            complete: (0..n).into_par_iter().map(|_| true).collect(),
+        }
+    }
+
+    /// Puts item `r`'s list (at most `width` entries).
+    pub fn set(&mut self, r: usize, raw: Raw) {
+        let w = self.width;
+        assert!(raw.cands.len() <= w, "a list longer than its slots");
+        for (slot, (k, i)) in raw.cands.into_iter().enumerate() {
+            self.keys[r * w + slot] = k;
+            self.ids[r * w + slot] = i;
+        }
+        self.complete[r] = raw.complete;
+    }
+
+    /// One list per item, for the proof.
+    fn into_raws(self) -> Vec<Raw> {
+        (0..self.complete.len())
+            .into_par_iter()
+            .map(|r| Raw {
+                cands: self.entries(r).collect(),
+                complete: self.complete[r],
+            })
+            .collect()
+    }
+
+    /// Merges lists of the same items from shards that saw disjoint items, `width` at most
+    /// per item.
+    fn merge(parts: &[Lists], width: usize) -> Lists {
+        let n = parts.first().map_or(0, |p| p.complete.len());
+        let mut out = Lists::done(n, width);
+        out.keys
+            .par_chunks_mut(width.max(1))
+            .zip(out.ids.par_chunks_mut(width.max(1)))
+            .zip(out.complete.par_iter_mut())
+            .enumerate()
+            .for_each_init(Vec::new, |buf, (r, ((keys, ids), complete))| {
+                let lists = parts.iter().map(|p| (p.entries(r), p.complete[r]));
+                *complete = shard::merge_candidates_into(lists, width, buf);
+                for (slot, &(k, i)) in buf.iter().enumerate() {
+                    keys[slot] = k;
+                    ids[slot] = i;
+                }
+            });
+        out
+    }
+}
+
+/// One share of a k-NN graph: for every item, candidates from the tile pairs one GPU (or one
+/// MPI rank's GPU) computed. Shares of callers that split the triangle between them merge with
+/// [`PartialGraph::merge`]; `CudaEngine::graph_finish` turns the merged share into the graph.
+///
+/// The lists hold approximate f32 keys under a contract (every item that a list's tile pairs
+/// hold but the list left out has a key at least the list's largest, unless the list is
+/// complete), so a share travels between processes as plain numbers
+/// ([`PartialGraph::to_bytes`]).
+pub struct PartialGraph {
+    /// Items of the set.
+    pub n: usize,
+    /// Neighbours asked for.
+    pub k: usize,
+    /// Approximate distances computed for this share.
+    pub distance_evals: u64,
+    pub(crate) lists: Lists,
+}
+
+impl PartialGraph {
+    pub(crate) fn new(n: usize, k: usize, lists: Lists, distance_evals: u64) -> PartialGraph {
+        PartialGraph {
+            n,
+            k,
+            distance_evals,
+            lists,
+        }
+    }
+
+    /// Merges the shares of callers that computed disjoint sets of tile pairs of the same data,
+    /// k and tile edge.
+    pub fn merge(parts: Vec<PartialGraph>) -> Result<PartialGraph> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::invalid("no graph shares to merge"))?;
+        let (n, k, width) = (first.n, first.k, first.lists.width);
+        if parts
+            .iter()
+            .any(|p| p.n != n || p.k != k || p.lists.width != width || p.lists.complete.len() != n)
+        {
+            return Err(Error::invalid(
+                "graph shares differ in size, k or list length",
+            ));
+        }
+        let distance_evals = parts.iter().map(|p| p.distance_evals).sum();
+        let lists: Vec<Lists> = parts.into_iter().map(|p| p.lists).collect();
+        let lists = if lists.len() == 1 {
+            lists.into_iter().next().expect("one")
+        } else {
+            Lists::merge(&lists, width)
+        };
+        Ok(PartialGraph::new(n, k, lists, distance_evals))
+    }
+
+    /// The lists for the proof.
+    pub(crate) fn into_raws(self) -> Vec<Raw> {
+        self.lists.into_raws()
+    }
+
+    /// The share as bytes, little-endian: n, k, the slots per item and the distance count as
+    /// u64; then n × slots keys (f32), n × slots indices (u32, u32::MAX for an empty slot) and
+    /// n complete flags (one byte each).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let l = &self.lists;
+        let mut out = Vec::with_capacity(32 + l.keys.len() * 8 + self.n);
+        for v in [self.n, self.k, l.width, self.distance_evals as usize] {
+            out.extend_from_slice(&(v as u64).to_le_bytes());
+        }
+        out.extend(l.keys.iter().flat_map(|k| k.to_le_bytes()));
+        out.extend(l.ids.iter().flat_map(|i| i.to_le_bytes()));
+        out.extend(l.complete.iter().map(|&c| u8::from(c)));
+        out
+    }
+
+    /// Reads what [`PartialGraph::to_bytes`] wrote; a clear error on a short or malformed buffer.
+    pub fn from_bytes(b: &[u8]) -> Result<PartialGraph> {
+        let bad = || Error::invalid("graph share: truncated or malformed bytes");
+        let word = |i: usize| -> Result<usize> {
+            let s = b.get(i * 8..i * 8 + 8).ok_or_else(bad)?;
+            Ok(u64::from_le_bytes(s.try_into().expect("8 bytes")) as usize)
+        };
+        let (n, k, width, evals) = (word(0)?, word(1)?, word(2)?, word(3)?);
+        let slots = n.checked_mul(width).ok_or_else(bad)?;
+        let len = slots
+            .checked_mul(8)
+            .and_then(|x| x.checked_add(32 + n))
+            .ok_or_else(bad)?;
+        if b.len() != len {
+            return Err(bad());
+        }
+        let (keys, rest) = b[32..].split_at(slots * 4);
+        let (ids, flags) = rest.split_at(slots * 4);
+        let word4 = |c: &[u8]| -> [u8; 4] { c.try_into().expect("4 bytes") };
+        let complete = flags
+            .iter()
+            .map(|&f| match f {
+                0 => Ok(false),
+                1 => Ok(true),
+                _ => Err(bad()),
+            })
+            .collect::<Result<Vec<bool>>>()?;
+        let lists = Lists {
+            width,
+            keys: keys
+                .par_chunks_exact(4)
+                .map(|c| f32::from_le_bytes(word4(c)))
+                .collect(),
+            ids: ids
+                .par_chunks_exact(4)
+                .map(|c| u32::from_le_bytes(word4(c)))
+                .collect(),
+            complete,
+        };
+        Ok(PartialGraph::new(n, k, lists, evals as u64))
+    }
+}
+
+/// The core's view of a share, so that drivers over processes merge and send it without
+/// knowing what it holds.
+impl Share for PartialGraph {
+    fn merge(parts: Vec<Self>) -> Result<Self> {
+        PartialGraph::merge(parts)
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        PartialGraph::to_bytes(self)
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        PartialGraph::from_bytes(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_survive_bytes_and_merge() {
+        let mut lists = Lists::done(3, 2);
+        lists.set(
+            0,
+            Raw {
+                cands: vec![(0.5, 2), (1.5, 1)],
+                complete: false,
+            },
+        );
+        lists.set(
+            2,
+            Raw {
+                cands: vec![(-1.0, 0)],
+                complete: true,
+            },
+        );
+        let p = PartialGraph::new(3, 1, lists, 9);
+        let b = p.to_bytes();
+        let q = PartialGraph::from_bytes(&b).unwrap();
+        assert_eq!((q.n, q.k, q.lists.width, q.distance_evals), (3, 1, 2, 9));
+        assert_eq!(q.lists.keys, p.lists.keys);
+        assert_eq!(q.lists.ids, p.lists.ids);
+        assert_eq!(q.lists.complete, p.lists.complete);
+        for cut in [0, 10, b.len() - 1] {
+            assert!(PartialGraph::from_bytes(&b[..cut]).is_err());
+        }
+        // Item 1 seen by another share only; item 0's lists cut at the smaller barrier.
+        let mut other = Lists::done(3, 2);
+        other.set(
+            0,
+            Raw {
+                cands: vec![(0.7, 0), (0.9, 1)],
+                complete: false,
+            },
+        );
+        other.set(
+            1,
+            Raw {
+                cands: vec![(3.0, 2)],
+                complete: true,
+            },
+        );
+        let m = PartialGraph::merge(vec![q, PartialGraph::new(3, 1, other, 1)]).unwrap();
+        let raws = m.into_raws();
+        assert_eq!(raws[0].cands, vec![(0.5, 2), (0.7, 0)]);
+        assert!(!raws[0].complete);
+        assert_eq!(raws[1].cands, vec![(3.0, 2)]);
+        assert!(raws[1].complete);
+        assert_eq!(raws[2].cands, vec![(-1.0, 0)]);
+    }
+}

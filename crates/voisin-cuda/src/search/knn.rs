@@ -1,0 +1,690 @@
+//! k-NN search of a resident base: tiles of queries against tiles of the base, candidates
+//! selected on the device, then proved and re-ranked exactly: on the device for sorted lists
+//! ([`search`], kernels/finish/rerank.cu), on the host otherwise (`finish.rs`, over the
+//! [`Resident`] source). Also the list pilot ([`pilot_list`]) and the candidate passes every
+//! other search reuses ([`candidates`]).
+//!
+//! Owns the query/base tiling of the search. Must not touch the plan's numerics
+//! (numerics/plan.rs) or the selection kernels (ops/select.rs).
+
+use std::time::Instant;
+
+use cudarc::driver::{CudaSlice, CudaView};
+use rayon::prelude::*;
+use voisin::{KnnResult, Result, Stats};
+
+use crate::numerics::plan::{BoundParts, Plan};
+use crate::ops::device_set::DeviceSet;
+use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
+use crate::ops::{exact, fused, tile, Budget};
+use crate::options::Precision;
+use crate::runtime::context::{dev, Gpu};
+use crate::runtime::probe::Phases;
+use crate::search::finish::{finish, CandidateSource};
+use crate::search::Ctx;
+
+/// What the device selected for one query.
+pub(crate) struct Raw {
+    /// (approximate key, index), any order; no empty slots.
+    pub cands: Vec<(f32, u32)>,
+    /// Every eligible item is among `cands`: nothing to prove.
+    pub complete: bool,
+}
+
+/// The finished lists of one block of queries, still on the device.
+pub(crate) struct BlockLists<'a> {
+    /// The block's first query; it holds `qn` queries.
+    pub q0: usize,
+    pub qn: usize,
+    /// `qn × width` entries.
+    pub val: CudaView<'a, f32>,
+    pub idx: CudaView<'a, u32>,
+    /// The selection that ran (resolved).
+    pub mode: Select,
+    /// Entries per row in memory, and how many of them were asked for.
+    pub width: usize,
+    pub want: usize,
+}
+
+/// Candidates for every row of `queries` against the whole base (self pairs not excluded), as
+/// per-query host lists.
+pub(crate) fn candidates(
+    ctx: &Ctx<'_>,
+    base: &DeviceSet,
+    qdev: &DeviceSet,
+    kp: usize,
+    sel: Select,
+    budget: &Budget,
+) -> Result<Vec<Raw>> {
+    let nb = base.n;
+    let mut out = Vec::with_capacity(qdev.n);
+    passes(ctx, base, qdev, kp, sel, budget, |l| {
+        out.par_extend(host_lists(ctx.gpu, &l, nb, 0..l.qn)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The list a pass keeps for a wanted list of `kp`.
+///
+/// TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
+/// last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
+/// were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
+fn pass_list(plan: &Plan, kp: usize) -> usize {
+    if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) {
+        2 * kp
+    } else {
+        kp
+    }
+}
+
+/// Downloads a block's lists and returns those of its rows `rows` as host lists.
+fn host_lists(
+    gpu: &Gpu,
+    l: &BlockLists<'_>,
+    nb: usize,
+    rows: std::ops::Range<usize>,
+) -> Result<Vec<Raw>> {
+    let mut tr = gpu.phases();
+    let (hv, hi, keep) = select::download_lists(gpu, l.mode, &l.val, &l.idx, l.width, l.want, nb)?;
+    tr.mark("candidates: download");
+    Ok(rows
+        .into_par_iter()
+        .map(|r| {
+            let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
+                .filter(|&j| hi[j] != u32::MAX)
+                .map(|j| (hv[j], hi[j]))
+                .collect();
+            // Counted, not inferred from kc: a key that overflowed to +inf never passes the
+            // block kernel's threshold, and such a list must not be taken as complete.
+            Raw {
+                complete: cands.len() >= nb,
+                cands,
+            }
+        })
+        .collect())
+}
+
+/// Runs the candidate passes of every block of queries and hands each block's lists to `each`.
+///
+/// Small lists may take the fused pass (fused.rs): ordinary tiles over the first base items set
+/// each query's threshold, one fused kernel filters the rest of the base against it without
+/// writing tiles, and the survivors are merged into the lists. Queries whose survivors overflow
+/// their buffer are redone here with ordinary tiles.
+fn passes(
+    ctx: &Ctx<'_>,
+    base: &DeviceSet,
+    qdev: &DeviceSet,
+    kp: usize,
+    sel: Select,
+    budget: &Budget,
+    mut each: impl FnMut(BlockLists<'_>) -> Result<()>,
+) -> Result<()> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
+    let (d, nb, nq) = (plan.dim, base.n, qdev.n);
+    if nq == 0 {
+        return base.complete(gpu);
+    }
+    let kp = pass_list(plan, kp);
+    let want = kp;
+    let mode = sel.resolve(kp)?;
+    let kp = mode.width(kp);
+    let kc = kp.min(nb);
+    let mut fusing = None;
+    let (q_tile, b_tile) = match mode {
+        _ if mode.whole_rows() => {
+            let per_query = nb * 4 + kc * 8;
+            ((budget.bytes / per_query).clamp(1, nq), nb)
+        }
+        _ => {
+            // 8192 queries × 16384 base items (512 MiB): shapes from 2048×131072 to
+            // 16384×8192 measured within noise of each other (bench/NOTES.md).
+            let (qmax, bmax) = (8192usize, 16384usize);
+            let b_tile = nb.min(bmax);
+            // The fused merge keeps block-select lists (sorted, threshold at the end).
+            if mode == Select::Block {
+                fusing = fused::plan_for(plan, ctx.opts.fusion, kp, nb);
+            }
+            let buffers = fusing.map_or(0, |f| f.cap * 8 + 4);
+            let per_query = b_tile * 4 + kp * 8 + buffers;
+            ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
+        }
+    };
+    let mut ta = gpu.phases();
+    let stream = &gpu.stream;
+    let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
+    let alloc_u32 = |n: usize| unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(dev("allocating"));
+    let mut tile_buf = alloc(q_tile * b_tile)?;
+    let width = if mode.whole_rows() { kc } else { kp };
+    let mut lv = alloc(q_tile * width)?;
+    let mut li = alloc_u32(q_tile * width)?;
+    let fused_cap = fusing.map_or(0, |f| f.cap);
+    let mut survivors = fused::Survivors {
+        count: alloc_u32(if fusing.is_some() { q_tile } else { 0 })?,
+        val: alloc(q_tile * fused_cap)?,
+        idx: alloc_u32(q_tile * fused_cap)?,
+        cap: fused_cap,
+    };
+    ta.mark("candidates: buffers");
+    let pass = |tile_buf: &mut CudaSlice<f32>,
+                lv: &mut CudaSlice<f32>,
+                li: &mut CudaSlice<u32>,
+                rows: std::ops::Range<usize>,
+                items: std::ops::Range<usize>,
+                list_at: usize|
+     -> Result<()> {
+        let qb = qdev.block(rows.start, rows.end, d);
+        let len = qb.n * width;
+        let (mut v, mut i) = (
+            lv.slice_mut(list_at..list_at + len),
+            li.slice_mut(list_at..list_at + len),
+        );
+        if !mode.whole_rows() && items.start == 0 {
+            select::fill_lists(gpu, &mut v, &mut i)?;
+        }
+        for b0 in items.clone().step_by(b_tile) {
+            let b1 = (b0 + b_tile).min(items.end);
+            // A base uploaded behind the first tiles: its next rows go up while the GPU works
+            // on the ones queued before (device_set.rs).
+            base.ensure(gpu, b1)?;
+            let bb = base.block(b0, b1, d);
+            tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), b1 - b0)?;
+            let at = TileAt {
+                rows: qb.n,
+                cols: b1 - b0,
+                ld: b1 - b0,
+                key: plan.key,
+                row_off: rows.start as u32,
+                col_off: b0 as u32,
+                exclude_self: false,
+            };
+            let t: CudaView<'_, f32> = tile_buf.slice(..);
+            let tile = TileIn {
+                values: &t,
+                at,
+                rn: &qb.sqnorm,
+                cn: &bb.sqnorm,
+            };
+            let out = ListsOut {
+                val: &mut v,
+                idx: &mut i,
+                width,
+            };
+            select::run(gpu, mode, tile, out)?;
+        }
+        Ok(())
+    };
+
+    for q0 in (0..nq).step_by(q_tile) {
+        let q1 = (q0 + q_tile).min(nq);
+        let qn = q1 - q0;
+        let mut tr = gpu.phases();
+        match fusing {
+            None => pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..nb, 0)?,
+            Some(f) => {
+                pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
+                stream
+                    .memset_zeros(&mut survivors.count.slice_mut(..qn))
+                    .map_err(dev("clearing counters"))?;
+                let qb = qdev.block(q0, q1, d);
+                base.ensure(gpu, nb)?;
+                let rest = base.block(f.first, nb, d);
+                let last = lv.slice(kp - 1..);
+                let thr = fused::Thresholds {
+                    values: &last,
+                    stride: kp,
+                };
+                fused::filter(gpu, plan, &qb, &rest, f.first as u32, thr, &mut survivors)?;
+                let lists = ListsOut {
+                    val: &mut lv.slice_mut(..qn * kp),
+                    idx: &mut li.slice_mut(..qn * kp),
+                    width: kp,
+                };
+                fused::merge(gpu, qn, lists, &survivors)?;
+                let counts = gpu.download(&survivors.count.slice(..qn))?;
+                let over: Vec<usize> = (0..qn).filter(|&r| counts[r] as usize > f.cap).collect();
+                if let (Some(&lo), Some(&hi)) = (over.first(), over.last()) {
+                    // Rare (a threshold from unrepresentative first items): the span of the
+                    // overflowing queries is redone with ordinary tiles.
+                    pass(
+                        &mut tile_buf,
+                        &mut lv,
+                        &mut li,
+                        q0 + lo..q0 + hi + 1,
+                        0..nb,
+                        lo * kp,
+                    )?;
+                }
+                let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / qn as f64;
+                tr.note(format_args!(
+                    "fused: {mean:.0} survivors per query (cap {}), {} overflowing",
+                    f.cap,
+                    over.len()
+                ));
+            }
+        }
+        let len = qn * width;
+        // Every row is up after the first block: the norms the proofs need come back here.
+        base.complete(gpu)?;
+        gpu.stream.synchronize().map_err(dev("selecting"))?;
+        tr.mark("candidates: device work of a query block");
+        each(BlockLists {
+            q0,
+            qn,
+            val: lv.slice(..len),
+            idx: li.slice(..len),
+            mode,
+            width,
+            want,
+        })?;
+    }
+    Ok(())
+}
+
+/// What the device finish left to do and what it found.
+struct Answers {
+    /// `nq × k`, rows of the queries in `open` not filled yet.
+    dist: Vec<f32>,
+    ids: Vec<u32>,
+    /// Queries the device did not finish, with their downloaded lists.
+    open: Vec<usize>,
+    raws: Vec<Raw>,
+    exact_evals: u64,
+}
+
+/// Copies a block's `got` into `all` from `at` on, in parallel (growing the vector by a copy
+/// cost 10 ms at 10k × 1000 results).
+fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
+    all[at..at + got.len()]
+        .par_chunks_mut(1 << 16)
+        .zip(got.par_chunks(1 << 16))
+        .for_each(|(a, g)| a.copy_from_slice(g));
+}
+
+/// Candidate passes with the finish on the device: each block's sorted lists are proved and
+/// re-ranked by kernels/finish/rerank.cu and only the k answers per query come back. Lists the kernel
+/// cannot take (unsorted selections, metrics without exact keys on the device) and queries whose
+/// proof fails come back as host lists for [`finish`].
+fn device_answers(
+    ctx: &Ctx<'_>,
+    sides: &exact::Sides<'_>,
+    k: usize,
+    kp: usize,
+    budget: &Budget,
+) -> Result<Answers> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
+    let (nq, nb) = (sides.qdev.n, sides.bdev.n);
+    let bound = BoundParts::of(plan);
+    // The queries' bounds need the base's largest norm, known once the first block's tiles
+    // have brought every base row up (the base may be uploaded behind them).
+    let mut abs: Option<Vec<f64>> = None;
+    let codes = plan.exact_code.zip(plan.distance_form);
+    // Answers stay on the device until the end where they fit in half the working set (80 MB
+    // at 10k × 1000): one download straight into the result, no per-block copies.
+    let whole = nq * k * 8 <= budget.bytes / 2;
+    let mut kept: Option<exact::Reranked> = None;
+    let flat = if whole { 0 } else { nq * k };
+    let mut a = Answers {
+        dist: vec![0.0; flat],
+        ids: vec![0; flat],
+        open: Vec::new(),
+        raws: Vec::new(),
+        exact_evals: 0,
+    };
+    passes(ctx, sides.bdev, sides.qdev, kp, ctx.select(), budget, |l| {
+        let mut tr = gpu.phases();
+        let abs = abs.get_or_insert_with(|| {
+            let base_norm = sides.bdev.max_norm();
+            sides
+                .qdev
+                .norm()
+                .par_iter()
+                .map(|&qn| plan.abs_bound(qn, base_norm))
+                .collect()
+        });
+        let rows = l.q0..l.q0 + l.qn;
+        let sorted = matches!(l.mode, Select::Block | Select::Heap) && l.width.is_power_of_two();
+        let status = match codes {
+            Some((code, form)) if sorted => {
+                let job = exact::Rerank {
+                    sides,
+                    code,
+                    form,
+                    k,
+                    rel: bound.rel,
+                    tiny: bound.tiny,
+                };
+                let (mut out, at) = match kept.take() {
+                    Some(o) => (o, l.q0),
+                    None if whole => (exact::Reranked::new(gpu, nq, k)?, l.q0),
+                    None => (exact::Reranked::new(gpu, l.qn, k)?, 0),
+                };
+                let lists = exact::SortedLists {
+                    val: &l.val,
+                    idx: &l.idx,
+                    width: l.width,
+                    q_off: l.q0,
+                };
+                exact::rerank(gpu, &job, lists, &abs[rows], &mut out, at)?;
+                let status = gpu.download(&out.status.slice(at..at + l.qn))?;
+                tr.mark("device finish: prove and re-rank");
+                if whole {
+                    kept = Some(out);
+                } else {
+                    let dist = gpu.download(&out.dist.slice(..l.qn * k))?;
+                    let ids = gpu.download(&out.ids.slice(..l.qn * k))?;
+                    place(&mut a.dist, l.q0 * k, &dist);
+                    place(&mut a.ids, l.q0 * k, &ids);
+                    tr.mark("device finish: download k per query");
+                }
+                status
+            }
+            _ => vec![exact::NOT_DONE; l.qn],
+        };
+        let open: Vec<usize> = (0..l.qn)
+            .filter(|&r| status[r] == exact::NOT_DONE)
+            .collect();
+        a.exact_evals += status
+            .iter()
+            .filter(|&&s| s != exact::NOT_DONE)
+            .map(|&s| s as u64)
+            .sum::<u64>();
+        if let (Some(&lo), Some(&hi)) = (open.first(), open.last()) {
+            let raws = host_lists(gpu, &l, nb, lo..hi + 1)?;
+            let mut keep = vec![false; hi + 1 - lo];
+            open.iter().for_each(|&r| keep[r - lo] = true);
+            a.raws.extend(
+                raws.into_iter()
+                    .zip(keep)
+                    .filter(|(_, o)| *o)
+                    .map(|(r, _)| r),
+            );
+            a.open.extend(open.iter().map(|&r| l.q0 + r));
+        }
+        Ok(())
+    })?;
+    if whole {
+        let mut tr = gpu.phases();
+        (a.dist, a.ids) = match kept {
+            Some(o) => (
+                gpu.download(&o.dist.slice(..nq * k))?,
+                gpu.download(&o.ids.slice(..nq * k))?,
+            ),
+            None => (vec![0.0; nq * k], vec![0; nq * k]),
+        };
+        tr.mark("device finish: download k per query");
+    }
+    Ok(a)
+}
+
+/// k-NN of every query of `sides` (base and queries resident on this GPU): candidate passes,
+/// the device finish where it applies, the host's prove-widen-re-rank for the rest, assembled
+/// into the flat result. `kp` is the first list size (the pilot's).
+pub(crate) fn search(
+    ctx: &Ctx<'_>,
+    metric: &voisin::Metric,
+    sides: &exact::Sides<'_>,
+    k: usize,
+    kp: usize,
+    budget: Budget,
+    stats: &mut Stats,
+) -> Result<KnnResult> {
+    let t = Instant::now();
+    let mut tr = ctx.gpu.phases();
+    let (nq, nb) = (sides.qset.len(), sides.bset.len());
+    let mut a = ctx.shrinking(budget, |b| device_answers(ctx, sides, k, kp, b))?;
+    stats.compute += t.elapsed();
+    stats.distance_evals += (nb * nq) as u64;
+    stats.exact_evals += a.exact_evals;
+    tr.mark("knn: device candidates and finish");
+    tr.note(format_args!(
+        "{} of {nq} queries left to the host finish",
+        a.open.len()
+    ));
+    ctx.counters
+        .host_finished
+        .fetch_add(a.open.len(), std::sync::atomic::Ordering::Relaxed);
+    if !a.open.is_empty() {
+        // The host finish sees the open queries as 0..open.len(); ids map back on every call.
+        let open = std::mem::take(&mut a.open);
+        let qnorm: Vec<f64> = open.iter().map(|&q| sides.qdev.norm()[q]).collect();
+        let mut src = Resident {
+            ctx,
+            metric,
+            sides,
+            open: &open,
+            qnorm,
+        };
+        let rows = finish(
+            ctx.plan,
+            &mut src,
+            k,
+            kp,
+            std::mem::take(&mut a.raws),
+            stats,
+        )?;
+        for (&q, row) in open.iter().zip(rows) {
+            let at = q * k..(q + 1) * k;
+            for ((i, d), (key, id)) in a.ids[at.clone()].iter_mut().zip(&mut a.dist[at]).zip(row) {
+                *i = id;
+                *d = metric.key_to_distance(key) as f32;
+            }
+        }
+        tr.mark("knn: host finish of the open queries");
+    }
+    Ok(KnnResult {
+        n_queries: nq,
+        k,
+        indices: a.ids,
+        distances: a.dist,
+        stats: std::mem::take(stats),
+    })
+}
+
+/// The queries of a resident search that the device did not finish (`open`, numbered 0.. in the
+/// finish): wider lists from the resident base, exact keys on this GPU.
+struct Resident<'a> {
+    ctx: &'a Ctx<'a>,
+    metric: &'a voisin::Metric,
+    sides: &'a exact::Sides<'a>,
+    open: &'a [usize],
+    qnorm: Vec<f64>,
+}
+
+impl CandidateSource for Resident<'_> {
+    fn base_len(&self) -> usize {
+        self.sides.bset.len()
+    }
+
+    fn norms(&self) -> (&[f64], f64) {
+        (&self.qnorm, self.sides.bdev.max_norm())
+    }
+
+    fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
+        let ctx = self.ctx;
+        let ids: Vec<usize> = ids.iter().map(|&i| self.open[i]).collect();
+        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, self.sides.qset, &ids)?;
+        ctx.shrinking(ctx.budget()?, |b| {
+            candidates(ctx, self.sides.bdev, &sub, kp, ctx.widen_select(), b)
+        })
+    }
+
+    fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
+        let pairs: Vec<[u32; 2]> = pairs
+            .iter()
+            .map(|&[q, b]| [self.open[q as usize] as u32, b])
+            .collect();
+        exact::keys(self.ctx.gpu, self.metric, self.sides, &pairs)
+    }
+
+    fn phases(&self) -> Phases {
+        self.ctx.gpu.phases()
+    }
+}
+
+/// The first list size to try for k.
+pub(crate) fn first_list(k: usize) -> usize {
+    list_size(k)
+}
+
+/// Whether a k-NN pass of list `kp` under `sel` keeps sorted lists whose whole width (what the
+/// device proof reads) holds half the list again or more (k = 1000: 2048 entries for 1125
+/// wanted): the room the TF32 pilot would look for, so the pilot (~5 ms at 1M × 128, k = 1000,
+/// a list pass over the whole base for 32 queries) is skipped there.
+fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
+    let kp = pass_list(plan, kp);
+    matches!(
+        sel.resolve(kp),
+        Ok(m @ (Select::Block | Select::Heap)) if 2 * m.width(kp) >= 3 * kp
+    )
+}
+
+/// Queries the pilot of [`pilot_list`] looks at.
+const PILOT_QUERIES: usize = 32;
+/// Dimension from which the fp32 bound (which grows with it) gets a pilot.
+const PILOT_DIM: usize = 1024;
+/// Longest list the pilot looks along.
+const PILOT_MAX: usize = 16384;
+
+/// The first list size for k, raised where a pilot shows the error bound needs more room.
+///
+/// The bound grows with the dimension (and fourfold under TF32) while the gap between the k-th
+/// and the following keys does not: at 100k × 15876 the 18-entry list of k = 10 never proved,
+/// and every query went through two full widening passes. For wide data (d ≥ 1024, where the
+/// GEMM dwarfs a pilot) and for TF32 lists of k ≥ 64 (graphs and unsorted selections only: see
+/// below) the pilot takes up to 32 evenly spaced
+/// queries (`self_pairs`: the queries are the base, as in a graph), lists 4× the usual entries
+/// for them (16× more while some query's proof is still out of sight), and finds how long a
+/// list would have proved each; the pass then starts with that length plus a quarter. It only
+/// ever raises the list, and never past what the forced selection `sel` keeps.
+pub(crate) fn pilot_list(
+    ctx: &Ctx<'_>,
+    base: &DeviceSet,
+    queries: &voisin::VectorSet,
+    k: usize,
+    self_pairs: bool,
+    budget: &Budget,
+) -> Result<usize> {
+    let (gpu, plan, sel) = (ctx.gpu, ctx.plan, ctx.select());
+    let kp = first_list(k);
+    let wanted = plan.dim >= PILOT_DIM
+        || (plan.precision == Precision::Tf32
+            && k >= 64
+            && (self_pairs || !proof_has_room(plan, kp, sel)));
+    if !wanted || queries.is_empty() {
+        return Ok(kp);
+    }
+    // The pilot reads the whole base and its largest norm at once.
+    base.complete(gpu)?;
+    let kk = k + usize::from(self_pairs);
+    let m = queries.len().min(PILOT_QUERIES);
+    let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
+    let mut tr = gpu.phases();
+    let sub = DeviceSet::gather(gpu, plan, queries, &ids)?;
+    tr.mark("pilot: gather");
+    // A scan of every base norm: once, not per pilot query (32 scans of 1M norms were 28 ms).
+    let base_norm = base.max_norm();
+    let mut probe = (4 * kp).max(256);
+    let need = loop {
+        let seen = probe.min(base.n);
+        if seen <= kp {
+            return Ok(kp);
+        }
+        let raws = candidates(ctx, base, &sub, seen, Select::Auto, budget)?;
+        tr.mark("pilot: candidates");
+        let mut need = Some(kp);
+        for (j, mut raw) in raws.into_iter().enumerate() {
+            if raw.complete || raw.cands.len() < kk {
+                continue;
+            }
+            raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+            let abs = plan.abs_bound(sub.norm()[j], base_norm);
+            let top = plan.upper(raw.cands[kk - 1].0, abs);
+            // The list must reach the first entry whose lower bound clears the k-th's upper one.
+            let at = raw.cands.iter().position(|c| plan.lower(c.0, abs) > top);
+            need = match (need, at) {
+                (Some(n), Some(r)) => Some(n.max(r + 1)),
+                _ => None,
+            };
+        }
+        tr.mark("pilot: proofs");
+        match need {
+            Some(n) => break n,
+            None if seen >= base.n || probe >= PILOT_MAX => break 2 * seen,
+            None => probe *= 4,
+        }
+    };
+    let cap = sel
+        .max_list()
+        .unwrap_or(usize::MAX)
+        .min(base.n.next_power_of_two());
+    Ok(if need > kp {
+        (need + need / 4).min(cap).max(kp)
+    } else {
+        kp
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use voisin::{Metric, VectorSet};
+
+    /// kernels/finish/rerank.cu's rr_lower / rr_upper, written the same way.
+    fn kernel_bounds(b: BoundParts, v: f32, abs: f64) -> (f64, f64) {
+        let x = v as f64;
+        (
+            ((x - abs) - b.rel * x.abs()) - b.tiny,
+            ((x + abs) + b.rel * x.abs()) + b.tiny,
+        )
+    }
+
+    fn plans() -> Vec<Plan> {
+        let set = VectorSet::from_f32(3, 127, (0..381).map(|i| i as f32 * 0.25).collect()).unwrap();
+        let mut out = Vec::new();
+        for m in Metric::builtins() {
+            if matches!(m, Metric::Levenshtein | Metric::Custom(_)) {
+                continue;
+            }
+            for p in [Precision::Fp32, Precision::Tf32] {
+                out.push(Plan::new(&m, &set).with_precision(p));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn tf32_pilot_is_skipped_only_where_sorted_lists_leave_room() {
+        let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
+        let plan = Plan::new(&Metric::Euclidean, &set).with_precision(Precision::Tf32);
+        let room = |k: usize, sel| proof_has_room(&plan, first_list(k), sel);
+        // 1125 → 2048, 562 → 1024: room; 1012 → 1024, 2 × 112 → 256: none.
+        assert!(room(1000, Select::Auto) && room(500, Select::Block));
+        assert!(!room(900, Select::Auto) && !room(100, Select::Auto));
+        // Unsorted lists are proved on the host over what it downloads: the pilot stays.
+        assert!(!room(1000, Select::Quick) && !room(1000, Select::Radix));
+        assert!(!room(3000, Select::Auto));
+    }
+
+    #[test]
+    fn bound_parts_recover_a_relative_part_where_the_plan_has_one() {
+        let rels: Vec<f64> = plans().iter().map(|p| BoundParts::of(p).rel).collect();
+        assert!(rels.iter().any(|&r| r > 0.0) && rels.contains(&0.0));
+    }
+
+    proptest! {
+        /// The kernel's bounds are the plan's, bit for bit, for every plan (GEMM metrics have no
+        /// relative part, SIMT metrics do), key and query bound.
+        #[test]
+        fn kernel_bounds_equal_the_plans(v in -1e30f32..1e30, scale in -30i32..30, abs in 0f64..1e3) {
+            let v = v * 2f32.powi(scale).min(1.0);
+            for plan in plans() {
+                let b = BoundParts::of(&plan);
+                let (lo, hi) = kernel_bounds(b, v, abs);
+                prop_assert_eq!(lo.to_bits(), plan.lower(v, abs).to_bits());
+                prop_assert_eq!(hi.to_bits(), plan.upper(v, abs).to_bits());
+            }
+        }
+    }
+}
