@@ -10,7 +10,7 @@
 //! One backend per GPU ([`GpuBuild`]), holding the whole set on its device for the build: a
 //! share is the triangle schedule of `graph` (tile pairs (I, J), I ≤ J) restricted to the pairs
 //! the driver deals it, as approximate lists with a proof contract ([`PartialGraph`]); the first
-//! GPU proves, widens and re-ranks a pass's rows exactly (`CudaEngine::prove_rows`) once its
+//! GPU proves, widens and re-ranks a pass's rows exactly (`search::graph::prove_rows`) once its
 //! share is merged. Tile edges divide the pass size, so no tile straddles two passes (a fresh
 //! checkpoint's passes are whole tiles, see
 //! [`voisin::graph::checkpoint::Checkpoint::open_aligned`]); when a GPU runs out of memory,
