@@ -176,3 +176,61 @@ fn strings_and_foreign_checkpoints_are_refused() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Distance evaluations of the passes `0..m` of 512 rows over `n` items, as the GPU counts
+/// them (a diagonal tile pair counts half its square).
+fn gpu_evals_of_first_passes(n: usize, m: usize) -> u64 {
+    let all = |n: usize| (n * n / 2) as u64;
+    all(n) - all(n.saturating_sub(512 * m))
+}
+
+/// A GPU build killed after half its distance evaluations resumes from the open rows' running
+/// lists with at most 60 % of them left (issue 14), on one GPU and on two engines, with the
+/// CPU engine's bytes; from another list width (another tile budget) too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn stopped_half_way_resumes_with_the_rest() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let one = CudaEngine::with_options(0, small_tiles(Select::Auto)).unwrap();
+    let pair = MultiGpu::with_options(&two(), small_tiles(Select::Auto)).unwrap();
+    let big = CudaEngine::new(0).unwrap();
+    let n = 16 * 512 - 37;
+    let data = normal(&mut rng, n, 24);
+    let m = Metric::Euclidean;
+    for k in [10, 100] {
+        let want = cpu().graph(&data, k, &m).unwrap();
+        let runs: [(&str, &dyn GraphCheckpoints, &dyn GraphCheckpoints); 3] = [
+            ("one gpu", &one, &one),
+            ("two gpus", &pair, &pair),
+            ("one gpu then another budget", &one, &big),
+        ];
+        for (who, first, then) in runs {
+            let what = format!("{who} k={k}");
+            let full_dir = scratch("full");
+            let full = then
+                .graph_checkpointed(&data, k, &m, &opts(&full_dir, false, Some(512), None))
+                .unwrap();
+            std::fs::remove_dir_all(&full_dir).ok();
+            same_bytes(&full, &want, &what);
+            let total = full.stats.distance_evals;
+            let stop = (1..16)
+                .find(|&p| 2 * gpu_evals_of_first_passes(n, p) >= total)
+                .unwrap();
+            let dir = scratch("half");
+            match first.graph_checkpointed(&data, k, &m, &opts(&dir, false, Some(512), Some(stop)))
+            {
+                Err(Error::Device(msg)) => assert!(msg.contains("stopped after"), "{what}: {msg}"),
+                other => panic!("{what}: the first run did not stop: {:?}", other.err()),
+            }
+            assert!(dir.join("partial.bin").exists(), "{what}");
+            let got = then
+                .graph_checkpointed(&data, k, &m, &opts(&dir, true, Some(512), None))
+                .unwrap();
+            std::fs::remove_dir_all(&dir).ok();
+            same_bytes(&got, &want, &what);
+            let left = got.stats.distance_evals as f64 / total as f64;
+            eprintln!("{what}: stopped after {stop} of 16 passes, resumed with {left:.3} left");
+            assert!(left <= 0.6, "{what}: {left}");
+        }
+    }
+}

@@ -8,23 +8,24 @@
 //! (exact lists), which is how this driver is tested without a GPU. Exact f64 keys decide, so
 //! the rows are those of every other engine.
 //!
-//! Checkpointed (`--checkpoint`): the single-process GPU build's schedule
-//! ([`voisin::graph::pass_steps`]) over ranks. Rank 0 opens the checkpoint (the core's format,
-//! 512-row blocks in passes of whole tiles, as `voisin graph --device cuda --checkpoint`
-//! writes it, so either resumes the other) and tells every rank which passes are done; then
-//! for each share of the schedule every rank computes its cyclic part of the share's tile
-//! pairs, rank 0 merges the parts into its running lists and, when the share finishes a pass,
-//! finishes that pass's rows ([`TileGraph::finish`]) and saves them. Each pair is measured
-//! once, as without checkpoints.
+//! Checkpointed (`--checkpoint`): the single-process build's schedule
+//! ([`voisin::graph::pass_steps_after`]) over ranks. Rank 0 opens the checkpoint through the
+//! core driver's bookkeeping ([`Passes`]: the core's format, 512-row blocks in passes of whole
+//! tiles, as `voisin graph --device cuda --checkpoint` writes it, so either resumes the other),
+//! reads the running lists kept beside the passes when they are of its engine's kind, and
+//! tells every rank which passes are done and which the lists cover; then for each share of
+//! the schedule every rank computes its cyclic part of the share's tile pairs, rank 0 merges
+//! the parts into its running lists and, when the share finishes a pass, finishes that pass's
+//! rows ([`TileGraph::finish`]) and saves them with the open rows' lists. Each pair is measured
+//! once, as without checkpoints, and a resumed build skips the catch-up when the lists were
+//! kept.
 //!
 //! The CPU ranks' own driver ([`crate::graph`]) sends exact lists to the owners of row blocks
 //! instead, with a checkpoint layout of its own; its wire and checkpoint formats are kept.
 
-use voisin::graph::checkpoint::{Checkpoint, CheckpointOptions, Job};
-use voisin::graph::{
-    cyclic_share, pass_alignment, pass_steps, pass_tile_edge, PassRows, PassStore, Share,
-    TileGraph, TileOwner,
-};
+use voisin::graph::checkpoint::CheckpointOptions;
+use voisin::graph::driver::Passes;
+use voisin::graph::{cyclic_share, pass_steps_after, pass_tile_edge, Share, TileGraph, TileOwner};
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
@@ -96,11 +97,13 @@ fn merged<S: Share>(words: &[u32]) -> Result<S> {
 
 /// What rank 0 holds through a checkpointed build.
 struct Root<S> {
-    cp: Checkpoint,
-    /// Every row: loaded from finished passes, or computed in this run.
-    rows: PassRows,
-    /// The merged shares so far.
+    /// The checkpoint, the layout and every row (loaded from finished passes, or computed in
+    /// this run): the core driver's own bookkeeping.
+    passes: Passes,
+    /// The merged shares so far (from the checkpoint's partial lists when it kept some).
     running: Option<S>,
+    /// What the engine's running lists are in a checkpoint; `None` when it keeps none.
+    kind: Option<String>,
 }
 
 /// The checkpointed build (module docs); `edge` is the tile edge every rank's GPU takes.
@@ -114,11 +117,11 @@ fn checkpointed<E: TileGraph>(
 ) -> std::result::Result<Option<KnnResult>, Failed> {
     let (rank, size, n) = (comm.rank(), comm.size(), data.len());
     let kk = k.min(n.saturating_sub(1));
-    // Rank 0 opens (or checks) the checkpoint and reads the finished passes; every rank then
-    // learns the pass size and which passes are done.
+    // Rank 0 opens (or checks) the checkpoint and reads the finished passes and the partial
+    // lists; every rank then learns the pass size, which passes are done and which of them
+    // the running lists cover.
     let opened = if rank == 0 {
-        open_root::<E::Share>(data, (kk, metric), edge, opts)
-            .map(|(root, words)| (Some(root), words))
+        open_root(engine, data, (kk, metric), edge, opts).map(|(root, words)| (Some(root), words))
     } else {
         Ok((None, Vec::new()))
     };
@@ -130,72 +133,84 @@ fn checkpointed<E: TileGraph>(
     };
     let got = comm.all_to_all(to_all);
     let rpp = got[0] as usize;
-    let done: Vec<bool> = got[1..].iter().map(|&d| d == 1).collect();
+    let flags = &got[1..];
+    let (done, covered) = flags.split_at(flags.len() / 2);
+    let done: Vec<bool> = done.iter().map(|&d| d == 1).collect();
+    let covered: Vec<bool> = covered.iter().map(|&d| d == 1).collect();
     if kk > 0 {
         let t = pass_tile_edge(edge, rpp, done.len());
         let dealt = cyclic_share(n.div_ceil(t), size, rank);
-        for step in pass_steps(&done) {
-            let owns =
-                |i: usize, j: usize| step.takes(&done, i * t / rpp, j * t / rpp) && dealt(i, j);
+        for step in pass_steps_after(&done, &covered) {
+            let owns = |i: usize, j: usize| {
+                step.takes_after(&done, &covered, i * t / rpp, j * t / rpp) && dealt(i, j)
+            };
             let share = agree(comm, my_share(engine, data, (kk, metric), t, &owns))?;
             let absorbed = match (&mut root, comm.gather(share)) {
                 (Some(root), Some(words)) => {
-                    root.absorb(engine, (data, metric), &words, step.proves, rpp)
+                    root.absorb(engine, (data, metric), &words, step.proves)
                 }
                 _ => Ok(()),
             };
             agree(comm, absorbed)?;
         }
     }
-    Ok(root.map(|r| KnnResult::from_rows(r.rows, kk, metric)))
+    Ok(root.map(|r| KnnResult::from_rows(r.passes.into_rows(), kk, metric)))
 }
 
-/// Rank 0's start: the checkpoint opened for this job, the finished passes' rows, and the words
-/// every rank needs (rows per pass, then one done flag per pass).
-fn open_root<S>(
+/// Rank 0's start: the checkpoint opened for this job, the finished passes' rows, the partial
+/// lists when the engine keeps them, and the words every rank needs (rows per pass, then one
+/// done flag per pass, then one covered flag per pass).
+fn open_root<E: TileGraph>(
+    engine: &E,
     data: &Dataset,
     (kk, metric): (usize, &Metric),
     edge: usize,
     opts: &CheckpointOptions,
-) -> Result<(Root<S>, Vec<u32>)> {
-    let n = data.len();
-    let job = Job::describe(data, metric, kk);
-    let cp = Checkpoint::open_aligned(opts, &job, kk, n, pass_alignment(edge))?;
-    let loaded = cp.load_all(n)?;
-    let mut words = vec![cp.layout().rows_per_pass() as u32];
-    words.extend(loaded.iter().map(|l| u32::from(l.is_some())));
-    let rows = loaded
-        .into_iter()
-        .zip(cp.passes(n))
-        .flat_map(|(got, r)| got.unwrap_or_else(|| vec![Vec::new(); r.len()]))
-        .collect();
+) -> Result<(Root<E::Share>, Vec<u32>)> {
+    let mut passes = Passes::open(data, metric, kk, edge, usize::MAX, Some(opts))?;
+    let kind = engine.partial_kind(data, metric)?;
+    let running = match &kind {
+        Some(kind) if kk > 0 && !passes.all_done() => passes.resume(kind, |rows, bytes| {
+            engine.partial_share(data, kk, rows, bytes)
+        })?,
+        _ => None,
+    };
+    let mut words = vec![passes.rows_per_pass() as u32];
+    words.extend(passes.done.iter().map(|&d| u32::from(d)));
+    words.extend(passes.covered.iter().map(|&c| u32::from(c)));
     let root = Root {
-        cp,
-        rows,
-        running: None,
+        passes,
+        running,
+        kind,
     };
     Ok((root, words))
 }
 
 impl<S: Share> Root<S> {
-    /// Merges a gathered share; when it finishes pass `proves`, finishes and saves that pass.
+    /// Merges a gathered share; when it finishes pass `proves`, finishes and saves that pass,
+    /// with the open rows' running lists when the engine keeps them.
     fn absorb<E: TileGraph<Share = S>>(
         &mut self,
         engine: &E,
         (data, metric): (&Dataset, &Metric),
         words: &[u32],
         proves: Option<usize>,
-        rpp: usize,
     ) -> Result<()> {
-        let share = merged::<S>(words)?;
-        let all = S::merge(self.running.take().into_iter().chain([share]).collect())?;
-        if let Some(p) = proves {
-            let range = p * rpp..((p + 1) * rpp).min(data.len());
-            let rows = engine.finish(data, metric, &all, range.clone())?;
-            self.cp.save(p, (range.start, range.end), &rows)?;
-            self.rows.splice(range, rows);
-        }
-        self.running = Some(all);
-        Ok(())
+        engine.absorb(&mut self.running, merged::<S>(words)?)?;
+        let Some(p) = proves else {
+            return Ok(());
+        };
+        let range = self.passes.passes[p].clone();
+        let all = self
+            .running
+            .as_ref()
+            .ok_or_else(|| Error::device("graph pass without lists (bug)"))?;
+        let rows = engine.finish(data, metric, all, range)?;
+        let (kind, running) = match &self.kind {
+            Some(kind) => (kind.as_str(), Some(all)),
+            None => ("", None),
+        };
+        self.passes
+            .finished(p, rows, running, kind, |s, r| engine.partial_bytes(s, r))
     }
 }

@@ -6,9 +6,11 @@
 //! (block b is owned by rank b mod size), and an owner merges what it receives into its
 //! blocks' final rows; rank 0 gathers the rows and alone writes the output.
 //!
-//! Rounds: tiles are processed in rounds of whole block rows, in row order. Block I's rows are
-//! final once every tile (I, J ≥ I) and (J < I, I) is done, so at the end of the round holding
-//! tile row I its owner may save them. Without a checkpoint all tiles form one round (one
+//! Rounds: the schedule of every graph driver ([`voisin::graph::pass_steps`], one block a
+//! pass): a catch-up share when resuming, then the tile row of each open block, in row order;
+//! a round is one or more consecutive shares. Block I's rows are final once every tile
+//! (I, J ≥ I) and (J < I, I) is done, so at the end of the round holding tile row I its owner
+//! may save them. Without a checkpoint all tiles form one round (one
 //! exchange); with one, about [`CHECKPOINT_ROUNDS`] rounds, each ending with the owners saving
 //! their finished blocks as pass files of the core's checkpoint format
 //! ([`voisin::graph::checkpoint`], one block per pass; rank 0 writes the manifest first).
@@ -16,8 +18,10 @@
 //! Resuming: rank 0 reads and checks every pass file, so a damaged or foreign checkpoint is
 //! refused with one message, and tells every rank which blocks are done. Tiles between two done
 //! blocks are skipped; a tile between a done and an open block is recomputed for the open side
-//! only (those column lists lived in memory when the run was killed); the rest is computed as
-//! usual. The layout comes from the manifest, so a build may resume with another rank count.
+//! only (those column lists lived in memory when the run was killed; the owners keep them in
+//! memory only, so these ranks neither write nor read the partial lists of
+//! [`voisin::graph::driver`]); the rest is computed as usual. The layout comes from the
+//! manifest, so a build may resume with another rank count.
 //!
 //! Departures from the seed, and why:
 //! - Tiles are dealt round-robin in row-major order with one counter across rounds
@@ -40,7 +44,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use voisin::graph::checkpoint::{Checkpoint, CheckpointOptions, Job, Layout};
-use voisin::graph::{deal, merge_lists, triangle, PassRows, PassStore};
+use voisin::graph::{deal, merge_lists, pass_steps, triangle, PassRows, PassStore};
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
@@ -102,23 +106,28 @@ impl Plan {
     /// the first round (only its open side is used); tiles between done blocks are left out.
     pub fn rounds(&self, done: &[bool], rounds: usize) -> Vec<Round> {
         let nb = self.blocks.len();
-        let mut first: Vec<(usize, usize)> =
-            triangle(nb).filter(|&(i, j)| done[i] != done[j]).collect();
-        let row_tiles = |i: usize| -> Vec<(usize, usize)> {
-            (i..nb).filter(|&j| !done[j]).map(|j| (i, j)).collect()
-        };
-        let open: Vec<usize> = (0..nb).filter(|&i| !done[i]).collect();
-        let total = first.len() + open.iter().map(|&i| row_tiles(i).len()).sum::<usize>();
+        // The core's schedule with one block a pass: the catch-up, then one share per open
+        // block (its tile row); rounds group consecutive shares.
+        let steps: Vec<Round> = pass_steps(done)
+            .into_iter()
+            .map(|s| Round {
+                tiles: triangle(nb).filter(|&(i, j)| s.takes(done, i, j)).collect(),
+                finished: s.proves.into_iter().collect(),
+            })
+            .collect();
+        let total: usize = steps.iter().map(|s| s.tiles.len()).sum();
         let target = total.div_ceil(rounds.max(1)).max(1);
         let mut out = Vec::new();
         let mut cur = Round {
-            tiles: std::mem::take(&mut first),
+            tiles: Vec::new(),
             finished: Vec::new(),
         };
-        for &i in &open {
-            cur.tiles.extend(row_tiles(i));
-            cur.finished.push(i);
-            if cur.tiles.len() >= target {
+        for step in steps {
+            let proves = !step.finished.is_empty();
+            cur.tiles.extend(step.tiles);
+            cur.finished.extend(step.finished);
+            // The catch-up goes with the first open block's share.
+            if proves && cur.tiles.len() >= target {
                 out.push(std::mem::replace(
                     &mut cur,
                     Round {

@@ -596,3 +596,39 @@ fn gathered_shares_over_the_cpu_engine() {
         .unwrap();
     same(&expected, &got, "3 ranks, resumed by the cpu engine");
 }
+
+/// Checkpointed gathered ranks keep the open rows' running lists beside their passes (the
+/// core driver's partial file): stopped after two passes, the CPU engine resumes without the
+/// catch-up, measuring only the pairs of the open rows among themselves.
+#[test]
+fn gathered_ranks_keep_partial_lists() {
+    use voisin_mpi::gathered;
+    let (n, k, m) = (2000, 5, Metric::Euclidean);
+    let data = tied(n, 3, 8);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    let opts = CheckpointOptions {
+        pass_rows: Some(512),
+        stop_after: Some(2),
+        ..CheckpointOptions::new(&dir, false)
+    };
+    let e = engine();
+    let stopped: Vec<bool> = std::thread::scope(|s| {
+        let handles: Vec<_> = Threads::world(2)
+            .into_iter()
+            .map(|comm| {
+                let (e, data, m, opts) = (&e, &data, &m, &opts);
+                s.spawn(move || gathered::graph(&comm, e, data, k, m, Some(opts)).is_err())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(stopped, [true, true]);
+    assert!(dir.join("partial.bin").exists());
+    let got = engine()
+        .graph_checkpointed(&data, k, &m, &CheckpointOptions::new(&dir, true))
+        .unwrap();
+    same(&reference::graph(&data, k, &m).unwrap(), &got, "resumed");
+    let open = (n - 1024) as u64;
+    assert_eq!(got.stats.distance_evals, open * (open - 1) / 2);
+}

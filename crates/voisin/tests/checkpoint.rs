@@ -228,3 +228,213 @@ fn damaged_and_foreign_checkpoints_are_refused() {
         .unwrap();
     assert_same(&plain, &got);
 }
+
+/// Distance evaluations of the passes `0..m` of 512 rows over `n` items: every pair with an
+/// item of those rows.
+fn evals_of_first_passes(n: u64, m: u64) -> u64 {
+    let rest = n.saturating_sub(512 * m);
+    n * (n - 1) / 2 - rest * rest.saturating_sub(1) / 2
+}
+
+fn with_stop(dir: &Path, resume: bool, stop_after: Option<usize>) -> CheckpointOptions {
+    CheckpointOptions {
+        stop_after,
+        ..opts(dir, resume, 512)
+    }
+}
+
+/// A build killed after half its distance evaluations resumes from the open rows' partial
+/// lists with at most 60 % of them left (issue 14), byte-identical; without the partial file
+/// (a checkpoint of an older version) it does the catch-up, byte-identical too.
+#[test]
+fn resumed_half_way_redoes_at_most_the_rest() {
+    let engine = CpuEngine::default();
+    let (n, k, m) = (16 * 512 - 100, 6, Metric::Euclidean);
+    let x = data(5, n, 8);
+    let plain = engine.graph(&x, k, &m).unwrap();
+    let total = plain.stats.distance_evals;
+    assert_eq!(total, (n * (n - 1) / 2) as u64);
+    // The first pass count whose evaluations reach half of them.
+    let stop = (1..16)
+        .find(|&p| 2 * evals_of_first_passes(n as u64, p) >= total)
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("half");
+    let err = engine
+        .graph_checkpointed(&x, k, &m, &with_stop(&dir, false, Some(stop as usize)))
+        .unwrap_err();
+    assert!(err.to_string().contains("stopped after saving"), "{err}");
+    assert!(dir.join("partial.bin").exists());
+    let copy = tmp.path().join("old");
+    fs::create_dir(&copy).unwrap();
+    for f in fs::read_dir(&dir).unwrap() {
+        let f = f.unwrap();
+        fs::copy(f.path(), copy.join(f.file_name())).unwrap();
+    }
+    let resumed = engine
+        .graph_checkpointed(&x, k, &m, &with_stop(&dir, true, None))
+        .unwrap();
+    assert_same(&plain, &resumed);
+    let left = resumed.stats.distance_evals as f64 / total as f64;
+    let done = evals_of_first_passes(n as u64, stop) as f64 / total as f64;
+    eprintln!("stopped after {stop} of 16 passes ({done:.3} of the evaluations): resumed with {left:.3} left");
+    assert!(left <= 0.6, "{left}");
+    assert_eq!(
+        resumed.stats.distance_evals,
+        total - evals_of_first_passes(n as u64, stop)
+    );
+
+    // Without partial lists: the catch-up, then the same bytes.
+    fs::remove_file(copy.join("partial.bin")).unwrap();
+    let caught_up = engine
+        .graph_checkpointed(&x, k, &m, &with_stop(&copy, true, None))
+        .unwrap();
+    assert_same(&plain, &caught_up);
+    let again = caught_up.stats.distance_evals as f64 / total as f64;
+    eprintln!("without partial lists: resumed with {again:.3} left");
+    assert!(caught_up.stats.distance_evals > resumed.stats.distance_evals);
+}
+
+/// Partial lists that are damaged, truncated or of another run are refused with one line
+/// naming the file; partial lists that miss a finished pass (a kill between the pass file and
+/// the partial file) are completed by a catch-up of that pass.
+#[test]
+fn damaged_and_foreign_partial_lists_are_refused() {
+    let engine = CpuEngine::default();
+    let m = Metric::Euclidean;
+    let x = data(12, 2000, 5);
+    let plain = engine.graph(&x, 4, &m).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    engine
+        .graph_checkpointed(&x, 4, &m, &with_stop(&dir, false, Some(2)))
+        .unwrap_err();
+    let partial = dir.join("partial.bin");
+    let good = fs::read(&partial).unwrap();
+    for at in [0, 9, 13, 30, good.len() / 2, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x10;
+        fs::write(&partial, &bad).unwrap();
+        let msg = invalid_message(engine.graph_checkpointed(&x, 4, &m, &opts(&dir, true, 512)));
+        assert!(
+            msg.contains("partial.bin") && msg.contains("corrupted") && !msg.contains('\n'),
+            "{msg}"
+        );
+    }
+    for cut in [0, 10, good.len() - 5] {
+        fs::write(&partial, &good[..cut]).unwrap();
+        let msg = invalid_message(engine.graph_checkpointed(&x, 4, &m, &opts(&dir, true, 512)));
+        assert!(
+            msg.contains("partial.bin") && msg.contains("corrupted"),
+            "{msg}"
+        );
+    }
+
+    // The partial file of another run with the same shape.
+    let mut other = x.as_vectors().unwrap().as_f32().unwrap().to_vec();
+    other[99] += 1.0;
+    let y: Dataset = VectorSet::from_f32(2000, 5, other).unwrap().into();
+    let dir2 = tmp.path().join("c2");
+    engine
+        .graph_checkpointed(&y, 4, &m, &with_stop(&dir2, false, Some(2)))
+        .unwrap_err();
+    fs::copy(dir2.join("partial.bin"), &partial).unwrap();
+    let msg = invalid_message(engine.graph_checkpointed(&x, 4, &m, &opts(&dir, true, 512)));
+    assert!(
+        msg.contains("partial.bin") && msg.contains("another run"),
+        "{msg}"
+    );
+
+    // Older lists (saved with the first pass only) beside two finished passes: a catch-up of
+    // the second one.
+    let dir3 = tmp.path().join("c3");
+    engine
+        .graph_checkpointed(&x, 4, &m, &with_stop(&dir3, false, Some(1)))
+        .unwrap_err();
+    fs::copy(dir3.join("partial.bin"), &partial).unwrap();
+    let got = engine
+        .graph_checkpointed(&x, 4, &m, &opts(&dir, true, 512))
+        .unwrap();
+    assert_same(&plain, &got);
+
+    // Lists that cover a pass whose file is gone are not used.
+    let dir4 = tmp.path().join("c4");
+    engine
+        .graph_checkpointed(&x, 4, &m, &with_stop(&dir4, false, Some(2)))
+        .unwrap_err();
+    fs::remove_file(dir4.join("pass-0000.bin")).unwrap();
+    let got = engine
+        .graph_checkpointed(&x, 4, &m, &opts(&dir4, true, 512))
+        .unwrap();
+    assert_same(&plain, &got);
+    assert_eq!(
+        got.stats.distance_evals,
+        plain.stats.distance_evals - {
+            // Pairs within pass 1 (rows 512..1024) are the only ones not measured again.
+            512 * 511 / 2
+        }
+    );
+}
+
+/// Partial lists with a valid checksum but an impossible entry (a neighbour out of range, the
+/// row itself, a NaN key, a list out of order or longer than k) are refused: checksums catch
+/// accidents, not forgeries.
+#[test]
+fn forged_partial_lists_are_refused() {
+    let engine = CpuEngine::default();
+    let m = Metric::Euclidean;
+    let x = data(13, 1500, 4);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    engine
+        .graph_checkpointed(&x, 3, &m, &with_stop(&dir, false, Some(1)))
+        .unwrap_err();
+    let partial = dir.join("partial.bin");
+    let good = fs::read(&partial).unwrap();
+    let word = |at: usize| u32::from_le_bytes(good[at..at + 4].try_into().unwrap()) as usize;
+    // Header: magic, version, manifest CRC, passes, kind length (u32 each after the magic),
+    // lists length (u64); then the kind, the pass flags and the lists: the first open row (512)
+    // is its length, then (index, key) entries.
+    let lists = 32 + word(20) + word(16);
+    assert_eq!(word(lists), 3);
+    let entry = lists + 4;
+    let forge = |edit: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = good[..good.len() - 4].to_vec();
+        edit(&mut b);
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        fs::write(&partial, &b).unwrap();
+        invalid_message(engine.graph_checkpointed(&x, 3, &m, &opts(&dir, true, 512)))
+    };
+    let put = |b: &mut Vec<u8>, at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+    for (what, edit) in [
+        (
+            "out of range",
+            &(|b: &mut Vec<u8>| put(b, entry, &1500u32.to_le_bytes())) as &dyn Fn(&mut Vec<u8>),
+        ),
+        ("itself", &|b: &mut Vec<u8>| {
+            put(b, entry, &512u32.to_le_bytes())
+        }),
+        ("NaN", &|b: &mut Vec<u8>| {
+            put(b, entry + 4, &f64::NAN.to_le_bytes())
+        }),
+        ("order", &|b: &mut Vec<u8>| {
+            put(b, entry + 4, &1e300f64.to_le_bytes())
+        }),
+        ("longer than k", &|b: &mut Vec<u8>| {
+            put(b, lists, &4u32.to_le_bytes())
+        }),
+        ("pass flags", &|b: &mut Vec<u8>| b[32 + word(20)] = 7),
+    ] {
+        let msg = forge(edit);
+        assert!(
+            msg.contains("partial.bin") && !msg.contains('\n'),
+            "{what}: {msg}"
+        );
+    }
+    fs::write(&partial, &good).unwrap();
+    let got = engine
+        .graph_checkpointed(&x, 3, &m, &opts(&dir, true, 512))
+        .unwrap();
+    assert_same(&engine.graph(&x, 3, &m).unwrap(), &got);
+}

@@ -1,60 +1,56 @@
-//! k-NN graphs on several GPUs, and checkpointed ones on one GPU or several (docs/design/checkpoints.md): the one
-//! in-process driver of the GPU graph over engines. Checkpointed, the rows are cut into the
-//! passes of the core's checkpoint format ([`voisin::graph::checkpoint`]: same manifest, same pass files,
-//! same refusal of a damaged or foreign checkpoint), each pass is computed on the device and
-//! saved as soon as its rows are final, and a killed build resumes where it stopped. A
-//! checkpoint of the CPU engine resumes here and the other way round: pass files hold exact
-//! keys, which every engine computes bit for bit alike.
+//! k-NN graphs on several GPUs, and checkpointed ones on one GPU or several
+//! (docs/design/checkpoints.md): the CUDA engines' side of the core's one graph driver
+//! ([`voisin::graph::driver`]), which lays the rows out in passes (the core's checkpoint
+//! format: same manifest, same pass files, same refusal of a damaged or foreign checkpoint),
+//! deals each share's tile pairs over the GPUs, merges the shares on the host, and saves a pass
+//! as soon as its rows are final, with the open rows' running lists beside it. A checkpoint of
+//! the CPU engine resumes here and the other way round: pass files hold exact keys, which
+//! every engine computes bit for bit alike.
 //!
-//! How a pass is computed, each pair measured once: the triangle schedule of `graph`
-//! (tile pairs (I, J), I ≤ J) is restricted to the tile rows I of the pass, so pass p measures
-//! its rows against themselves and against every later item, handing the column candidates of
-//! later items on in a running share ([`PartialGraph`]) that later passes merge into. Once the
-//! pass's tiles are merged its rows have seen every other item; they are proved, widened and
-//! re-ranked exactly (`CudaEngine::prove_rows`) and saved. Tile edges divide the pass size,
-//! so no tile straddles two passes (a fresh checkpoint's passes are whole tiles, see
-//! [`voisin::graph::checkpoint::Checkpoint::open_aligned`]).
+//! One backend per GPU ([`GpuBuild`]), holding the whole set on its device for the build: a
+//! share is the triangle schedule of `graph` (tile pairs (I, J), I ≤ J) restricted to the pairs
+//! the driver deals it, as approximate lists with a proof contract ([`PartialGraph`]); the first
+//! GPU proves, widens and re-ranks a pass's rows exactly (`search::graph::prove_rows`) once its
+//! share is merged. Tile edges divide the pass size, so no tile straddles two passes (a fresh
+//! checkpoint's passes are whole tiles, see
+//! [`voisin::graph::checkpoint::Checkpoint::open_aligned`]); when a GPU runs out of memory,
+//! every GPU retries the share with half the edge.
 //!
-//! Resuming: the column candidates that finished passes handed on were in memory only, so a
-//! resumed build first measures the pairs between finished and open passes for the open side
-//! (one catch-up share); pairs between two finished passes are skipped.
+//! Resuming: the running lists saved beside the passes are the GPU's own approximate lists
+//! (their kind names the numeric plan, so only a GPU build of the same plan takes them back);
+//! without them (a checkpoint of the CPU engine or of an older version) the driver measures
+//! the pairs between finished and open passes again (one catch-up share).
 //!
 //! Without a checkpoint (`MultiGpu::graph`) the build is one pass of every row: one share of the
 //! whole triangle at the GPUs' common tile edge, then the proof.
 //!
-//! Several GPUs: every GPU holds the whole set; each share's tile pairs are dealt cyclically
-//! over them ([`voisin::graph::cyclic_share`]), their lists merged, and the proof runs on the
-//! first. Several processes (voisin-mpi's GPU ranks) follow the same schedule
+//! Several processes (voisin-mpi's GPU ranks) follow the same schedule
 //! ([`voisin::graph::pass_steps`]) through [`CudaEngine::graph_tiles`] and
 //! [`CudaEngine::graph_rows`].
 //!
 //! Memory: the running share holds `width` candidates (8 bytes each) per item on the host, the
 //! same lists a one-shot multi-GPU graph merges once.
 //!
-//! Owns the routing of a build's shares over GPUs; the tiles, selection and proof are the engine's, the
-//! files are the core's.
+//! Owns the GPUs' side of a build; the order of the work is the core driver's, the tiles,
+//! selection and proof are the engine's, the files are the core's.
 
 use std::ops::Range;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use rayon::prelude::*;
 use voisin::engine::GraphRequest;
-use voisin::graph::checkpoint::{Checkpoint, CheckpointOptions, Job};
-use voisin::graph::{
-    cyclic_share, pass_alignment, pass_steps, pass_tile_edge, PassRows, PassStore, TileGraph,
-    TileOwner,
-};
-use voisin::{Dataset, Engine, Error, KnnResult, Metric, Result, Stats};
+use voisin::graph::checkpoint::CheckpointOptions;
+use voisin::graph::driver::{self, Backend};
+use voisin::graph::{PassRows, TileGraph, TileOwner};
+use voisin::{Dataset, Engine, Error, KnnResult, Metric, Result, Stats, VectorSet};
 
 use super::{graph_input, on_each, to_result, trace, CudaEngine};
-use crate::numerics::plan::vectors;
+use crate::numerics::plan::{vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::context;
 use crate::search::graph::{self, GraphRows, Lists, PartialGraph};
 use crate::search::knn::Raw;
-
-/// Which tile pairs a share computes, by the passes of their row and column tiles.
-type PassPairs<'a> = dyn Fn(usize, usize) -> bool + Sync + 'a;
 
 /// The graph of `data` on `engines` (one or more GPUs holding the whole set), with finished
 /// passes kept in `checkpoint` when given (a checkpointed build takes vectors only); without
@@ -77,154 +73,250 @@ pub(crate) fn build(
     let mut tr = Instant::now();
     let set = vectors(data, metric)?;
     let n = set.len();
-    let mut stats = Stats {
+    let stats = Mutex::new(Stats {
         device: engines
             .iter()
             .map(|e| format!("cuda:{} ({})", e.device, e.device_name()))
             .collect::<Vec<_>>()
             .join(", "),
         ..Stats::default()
+    });
+    let done = |rows: PassRows, stats: Mutex<Stats>| {
+        let stats = stats.into_inner().unwrap_or_else(|e| e.into_inner());
+        Ok(to_result(rows, k, metric, stats))
     };
     if k == 0 && checkpoint.is_none() {
-        return Ok(to_result(vec![Vec::new(); n], k, metric, stats));
+        return done(vec![Vec::new(); n], stats);
     }
     // One triangle for all GPUs: the smallest edge any of them can hold.
     let edges = on_each(engines, |_, e, gpu| e.graph_edge(gpu, n, k))?;
     let edge = edges.into_iter().min().unwrap_or(1).max(1);
-    let mut cp = match checkpoint {
-        Some(opts) => {
-            let job = Job::describe(data, metric, k);
-            Some(Checkpoint::open_aligned(
-                opts,
-                &job,
+    let plan = engines[0].plan(metric, set);
+    let job = driver::Build {
+        data,
+        metric,
+        k,
+        edge,
+        max_pass_rows: usize::MAX,
+        checkpoint,
+    };
+    let rows = driver::build(&job, || {
+        trace("graph on GPUs: input checks and schedule", &mut tr);
+        let upload = Instant::now();
+        let ddevs = on_each(engines, |_, _, gpu| {
+            let ddev = DeviceSet::new(gpu, &plan, set)?;
+            ddev.check(set, 0)?;
+            Ok(ddev)
+        })?;
+        lock(&stats).transfer += upload.elapsed();
+        trace("graph on GPUs: upload and prepare", &mut tr);
+        Ok(engines
+            .iter()
+            .zip(ddevs)
+            .enumerate()
+            .map(|(g, (engine, ddev))| GpuBuild {
+                engine,
+                plan: &plan,
+                set,
+                ddev,
+                metric,
                 k,
-                n,
-                pass_alignment(edge),
-            )?)
-        }
-        None => None,
-    };
-    if k == 0 {
-        return Ok(to_result(vec![Vec::new(); n], k, metric, stats));
-    }
-    // Without a checkpoint, one pass of every row at the common edge; with one, its passes, and
-    // tiles that do not straddle them (a resumed CPU checkpoint may ask for smaller tiles than
-    // a fresh GPU one).
-    let (passes, rpp, mut t, loaded) = match &cp {
-        Some(cp) => {
-            let passes = cp.passes(n);
-            let rpp = cp.layout().rows_per_pass();
-            let t = pass_tile_edge(pass_alignment(edge), rpp, passes.len());
-            (passes, rpp, t, cp.load_all(n)?)
-        }
-        None => (std::iter::once(0..n).collect(), n, edge, vec![None]),
-    };
-    let done: Vec<bool> = loaded.iter().map(Option::is_some).collect();
-    let mut rows: Vec<Vec<(f64, u32)>> = Vec::with_capacity(n);
-    for (got, r) in loaded.into_iter().zip(&passes) {
-        rows.extend(got.unwrap_or_else(|| vec![Vec::new(); r.len()]));
-    }
-    if done.iter().all(|&d| d) {
-        return Ok(to_result(rows, k, metric, stats));
-    }
-    trace("graph on GPUs: input checks and schedule", &mut tr);
-
-    let first = &engines[0];
-    let plan = first.plan(metric, set);
-    let upload = Instant::now();
-    let mut ddevs = on_each(engines, |_, _, gpu| {
-        let ddev = DeviceSet::new(gpu, &plan, set)?;
-        ddev.check(set, 0)?;
-        Ok(ddev)
+                first: g == 0,
+                stats: &stats,
+            })
+            .collect())
     })?;
-    stats.transfer += upload.elapsed();
-    trace("graph on GPUs: upload and prepare", &mut tr);
-    let pass_of = |item: usize| item / rpp;
-    // One share: the tile pairs (I, J), I ≤ J, whose passes `pairs` accepts, dealt over the GPUs.
-    let share = |pairs: &PassPairs<'_>,
-                 t: &mut usize,
-                 ddevs: &[DeviceSet],
-                 stats: &mut Stats|
-     -> Result<PartialGraph> {
-        let (gpus, started) = (engines.len(), Instant::now());
-        let merged = loop {
-            let edge = *t;
-            let nt = n.div_ceil(edge);
-            let got = on_each(engines, |g, e, gpu| {
-                let dealt = cyclic_share(nt, gpus, g);
-                let owns =
-                    |i: usize, j: usize| pairs(pass_of(i * edge), pass_of(j * edge)) && dealt(i, j);
-                graph::lists(&e.ctx(gpu, &plan), &ddevs[g], set, k, edge, &owns)
-            });
-            match got {
-                // Every GPU must use the same edge: all retry with a smaller one, which still
-                // divides the pass size.
-                Err(e) if context::is_oom(&e) && edge > 64 => *t = edge / 2,
-                r => break PartialGraph::merge(r?)?,
-            }
-        };
-        stats.compute += started.elapsed();
-        Ok(merged)
-    };
-    let steps = pass_steps(&done);
-    let mut running: Option<PartialGraph> = None;
-    for (s, step) in steps.iter().enumerate() {
-        let mine = share(
-            &|pi, pj| step.takes(&done, pi, pj),
-            &mut t,
-            &ddevs,
-            &mut stats,
+    done(rows, stats)
+}
+
+fn lock(stats: &Mutex<Stats>) -> std::sync::MutexGuard<'_, Stats> {
+    stats.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One GPU's side of a graph build for the core's driver: the set on its device for the whole
+/// build, shares of dealt tile pairs, and (on the first GPU) the proof of finished rows.
+pub(crate) struct GpuBuild<'a> {
+    engine: &'a CudaEngine,
+    plan: &'a Plan,
+    set: &'a VectorSet,
+    ddev: DeviceSet<'a>,
+    metric: &'a Metric,
+    k: usize,
+    /// The first GPU's share time is the build's compute time (the GPUs run at once).
+    first: bool,
+    stats: &'a Mutex<Stats>,
+}
+
+impl Backend for GpuBuild<'_> {
+    type Share = PartialGraph;
+
+    fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<PartialGraph> {
+        let started = Instant::now();
+        let gpu = self.engine.lock()?;
+        let part = graph::lists(
+            &self.engine.ctx(&gpu, self.plan),
+            &self.ddev,
+            self.set,
+            self.k,
+            edge,
+            owns,
         )?;
-        let merged = PartialGraph::merge(running.take().into_iter().chain([mine]).collect())?;
-        let Some(p) = step.proves else {
-            trace("graph on GPUs: catch-up with finished passes", &mut tr);
-            running = Some(merged);
-            continue;
-        };
-        if s + 1 == steps.len() {
-            // The other GPUs' copies are not needed for the proof.
-            ddevs.truncate(1);
+        let mut stats = lock(self.stats);
+        stats.distance_evals += part.distance_evals;
+        if self.first {
+            stats.compute += started.elapsed();
         }
-        let range = passes[p].clone();
-        let gpu = first.lock()?;
-        let finished = if range == (0..n) {
-            // One pass of every row: its lists are proved as they are, without a copy.
-            graph::prove(
-                &first.ctx(&gpu, &plan),
-                &ddevs[0],
-                set,
-                metric,
-                merged,
-                &mut stats,
-            )?
-        } else {
-            let raws = pass_raws(&merged.lists, range.clone());
-            let rows_of = GraphRows {
-                first: range.start,
-                k,
-                width: merged.lists.width,
-            };
-            running = Some(merged);
-            graph::prove_rows(
-                &first.ctx(&gpu, &plan),
-                &ddevs[0],
-                set,
-                metric,
-                rows_of,
-                raws,
-                &mut stats,
-            )?
-        };
-        drop(gpu);
-        trace(&format!("graph on GPUs: pass {p} proved"), &mut tr);
-        first.check_cancel()?;
-        if let Some(cp) = &mut cp {
-            cp.save(p, (range.start, range.end), &finished)?;
-        }
-        rows.splice(range, finished);
+        Ok(part)
     }
-    stats.distance_evals += running.map_or(0, |r| r.distance_evals);
-    Ok(to_result(rows, k, metric, stats))
+
+    fn absorb(&self, running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+        absorb(running, mine)
+    }
+
+    fn finish(&self, share: &PartialGraph, rows: Range<usize>) -> Result<PassRows> {
+        let gpu = self.engine.lock()?;
+        let raws = pass_raws(&share.lists, rows.clone());
+        let which = GraphRows {
+            first: rows.start,
+            k: self.k,
+            width: share.lists.width,
+        };
+        let mut stats = lock(self.stats);
+        graph::prove_rows(
+            &self.engine.ctx(&gpu, self.plan),
+            &self.ddev,
+            self.set,
+            self.metric,
+            which,
+            raws,
+            &mut stats,
+        )
+    }
+
+    /// One pass of every row: its lists are proved as they are, without a copy.
+    fn finish_all(&self, mut share: PartialGraph, _: usize) -> Result<PassRows> {
+        // Counted when the shares were computed.
+        share.distance_evals = 0;
+        let gpu = self.engine.lock()?;
+        let mut stats = lock(self.stats);
+        graph::prove(
+            &self.engine.ctx(&gpu, self.plan),
+            &self.ddev,
+            self.set,
+            self.metric,
+            share,
+            &mut stats,
+        )
+    }
+
+    fn retry_smaller(&self, e: &Error) -> bool {
+        context::is_oom(e)
+    }
+
+    fn check_cancel(&self) -> Result<()> {
+        self.engine.check_cancel()
+    }
+
+    fn partial_kind(&self) -> String {
+        lists_kind(self.plan)
+    }
+
+    fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
+        lists_bytes(share, rows)
+    }
+
+    fn partial_share(&self, rows: &[Range<usize>], b: &[u8]) -> Result<PartialGraph> {
+        lists_from_bytes(self.set.len(), self.k, rows, b)
+    }
+}
+
+/// What a GPU's running lists are when a checkpoint keeps them: approximate lists whose
+/// contract holds under the numeric plan that computed them (so only a build under the same
+/// plan takes them back).
+fn lists_kind(plan: &Plan) -> String {
+    format!("cuda approximate lists 1; {plan:?}")
+}
+
+/// Little-endian: the slots per item (u64), then per item of `rows` in order its slots' keys
+/// (f32), indices (u32, `u32::MAX` for an empty slot) and complete flag (one byte).
+fn lists_bytes(share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
+    let l = &share.lists;
+    let w = l.width;
+    let items: usize = rows.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(8 + items * (8 * w + 1));
+    out.extend_from_slice(&(w as u64).to_le_bytes());
+    for r in rows.iter().flat_map(Range::clone) {
+        out.extend(
+            l.keys[r * w..(r + 1) * w]
+                .iter()
+                .flat_map(|k| k.to_le_bytes()),
+        );
+        out.extend(
+            l.ids[r * w..(r + 1) * w]
+                .iter()
+                .flat_map(|i| i.to_le_bytes()),
+        );
+        out.push(u8::from(l.complete[r]));
+    }
+    out
+}
+
+/// A share of `n` items and lists of `k` whose items of `rows` hold what [`lists_bytes`] wrote,
+/// the others nothing; every slot checked (an index below n or empty, a key not NaN).
+fn lists_from_bytes(n: usize, k: usize, rows: &[Range<usize>], b: &[u8]) -> Result<PartialGraph> {
+    let bad = |what: String| Error::invalid(format!("partial lists: {what}"));
+    let w = b
+        .get(..8)
+        .map(|x| u64::from_le_bytes(x.try_into().expect("8 bytes")) as usize)
+        .ok_or_else(|| bad("truncated".into()))?;
+    let items: usize = rows.iter().map(|r| r.len()).sum();
+    let per = w.checked_mul(8).and_then(|x| x.checked_add(1));
+    if w == 0 || per.and_then(|p| p.checked_mul(items)) != Some(b.len() - 8) {
+        return Err(bad("wrong size".into()));
+    }
+    let per = per.expect("checked");
+    let mut lists = Lists::done(n, w);
+    let word = |c: &[u8]| -> [u8; 4] { c.try_into().expect("4 bytes") };
+    for (r, item) in rows
+        .iter()
+        .flat_map(Range::clone)
+        .zip(b[8..].chunks_exact(per))
+    {
+        if r >= n {
+            return Err(bad(format!("row {r} is outside the {n} items")));
+        }
+        let (keys, rest) = item.split_at(4 * w);
+        let (ids, flag) = rest.split_at(4 * w);
+        for (slot, (key, id)) in keys.chunks_exact(4).zip(ids.chunks_exact(4)).enumerate() {
+            let (key, id) = (f32::from_le_bytes(word(key)), u32::from_le_bytes(word(id)));
+            // Whole-row lists (radix selection) hold the item itself.
+            if key.is_nan() || !((id as usize) < n || id == u32::MAX) {
+                return Err(bad(format!("row {r} holds neighbour {id} with key {key}")));
+            }
+            lists.keys[r * w + slot] = key;
+            lists.ids[r * w + slot] = id;
+        }
+        lists.complete[r] = match flag[0] {
+            0 => false,
+            1 => true,
+            f => return Err(bad(format!("row {r} has completeness flag {f}"))),
+        };
+    }
+    Ok(PartialGraph::new(n, k, lists, 0))
+}
+
+/// Merges a share into the running lists. Running lists read back from a checkpoint may have
+/// another width than this run's shares (the pilot chose another list size): they are cut or
+/// padded to it first.
+fn absorb(running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+    *running = Some(match running.take() {
+        Some(r) if r.lists.width != mine.lists.width => {
+            PartialGraph::merge(vec![rewidth(r, mine.lists.width), mine])?
+        }
+        Some(r) => PartialGraph::merge(vec![r, mine])?,
+        None => mine,
+    });
+    Ok(())
 }
 
 /// The CUDA engine's side of the core's graph seam: shares of dealt tile pairs
@@ -266,6 +358,29 @@ impl TileGraph for CudaEngine {
     ) -> Result<KnnResult> {
         self.graph_finish(data, metric, share)
     }
+
+    fn partial_kind(&self, data: &Dataset, metric: &Metric) -> Result<Option<String>> {
+        Ok(Some(lists_kind(&self.plan(metric, vectors(data, metric)?))))
+    }
+
+    fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
+        lists_bytes(share, rows)
+    }
+
+    fn partial_share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        rows: &[Range<usize>],
+        bytes: &[u8],
+    ) -> Result<PartialGraph> {
+        let n = data.len();
+        lists_from_bytes(n, k.min(n.saturating_sub(1)), rows, bytes)
+    }
+
+    fn absorb(&self, running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
+        absorb(running, mine)
+    }
 }
 
 impl CudaEngine {
@@ -304,6 +419,24 @@ impl CudaEngine {
             &mut stats,
         )
     }
+}
+
+/// `part` with `width` slots per item: each list keeps its `width` smallest keys and stays
+/// complete only if it lost none, so the lists' contract (an item left out has a key at least
+/// the list's largest) still holds.
+fn rewidth(part: PartialGraph, width: usize) -> PartialGraph {
+    let n = part.n;
+    let mut lists = Lists::done(n, width);
+    for (r, mut raw) in pass_raws(&part.lists, 0..n).into_iter().enumerate() {
+        if raw.cands.len() > width {
+            raw.cands
+                .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            raw.cands.truncate(width);
+            raw.complete = false;
+        }
+        lists.set(r, raw);
+    }
+    PartialGraph::new(n, part.k, lists, part.distance_evals)
 }
 
 /// The candidate lists of the items `rows`, for the proof.

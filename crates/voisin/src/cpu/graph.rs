@@ -3,25 +3,29 @@
 //! as in [Dashti13] §3.2. Each unordered pair is measured once; the item itself is skipped;
 //! exact duplicates are kept.
 //!
-//! When the candidates of all n rows would not fit in half the memory budget, rows are done in
-//! passes: a pass keeps candidates for its own row blocks only and measures their tiles with
-//! their own and every later block. The column side of a tile with a later block is collected
-//! for that block alone (one block's candidates per thread), re-ranked, and kept as an exact
-//! k-list in the later row's slot of the result, which the row's own pass merges in; so each
-//! pair is measured once however many passes there are. A pass ends with its rows final; a
-//! [`PassStore`] may keep them (checkpoints) and hand them back instead of recomputing. A
-//! resumed build has lost the lists its finished passes handed on, so a pass measures its
-//! tiles with finished blocks again (rows only); pairs between two finished blocks are skipped.
+//! The build is run by the core's one driver ([`crate::graph::driver`]): passes (from the
+//! memory budget or a checkpoint's layout), the catch-up of a resumed build, finishing and
+//! saving passes. [`CpuBuild`] is the CPU engine's side of it: one backend whose threads
+//! measure the tile pairs of a share straight into the running exact lists of every item
+//! ([`extend`]). The row tiles of a share (a pass's own blocks) keep candidates for the whole
+//! share, one lock per block; an open tile that only appears as a column (a later block) is
+//! collected by one thread, across all its tiles, and re-ranked into its running list, which
+//! its own pass later merges in; so each pair is measured once however many passes there are.
+//!
+//! Every candidate buffer starts seeded with its row's list so far (exact keys as both
+//! bounds): the threshold is tight from the first tile, so scans offer far fewer items, and
+//! the re-rank of the buffer is the merge of old and new. Exact, because an item that was
+//! measured before and is not in the list is beaten by all k of it.
 //!
 //! The same tile scan serves [`cross_tile`]: the exact lists of one rectangle of the distance
 //! matrix in both directions, for drivers that deal tiles elsewhere (ranks, devices) and merge
 //! the lists themselves.
 //!
-//! Candidates live in one lock per row block. A tile locks its lower block, then its higher
-//! one (so two tiles never wait on each other in a cycle), scans, and unlocks; the final
-//! result does not depend on the order tiles finish in, because candidates are re-ranked on
-//! exact keys with the index tie-break.
+//! A tile locks its lower block, then its higher one (so two tiles never wait on each other in
+//! a cycle), scans, and unlocks; the final result does not depend on the order tiles finish
+//! in, because candidates are re-ranked on exact keys with the index tie-break.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -30,10 +34,10 @@ use rayon::prelude::*;
 use super::plan::{ranges, Ctx, GRAPH_TILE};
 use super::search::{admits, candidate_bytes, rerank, scan_row, scan_tile, SCAN_CHUNK};
 use super::tiles::{Bound, TileSource};
-use crate::engine::KnnResult;
 use crate::error::{Error, Result};
-use crate::graph::{List, PassRows, PassStore, RangeLists, TileLists};
-use crate::metric::Metric;
+use crate::graph::backend::EXACT_LISTS;
+use crate::graph::driver::Backend;
+use crate::graph::{triangle, CpuShare, List, PassRows, RangeLists, TileLists, TileOwner};
 use crate::select::Candidates;
 
 /// Most row blocks one pass may hold: their candidates must fit in half the memory budget.
@@ -42,79 +46,199 @@ pub fn max_blocks_per_pass(n: usize, k: usize, memory_budget: usize) -> usize {
     ((memory_budget / 2) / per_block).clamp(1, n.div_ceil(GRAPH_TILE).max(1))
 }
 
-/// k nearest other items of each of the `n` items; `src` has the data on both sides.
-/// `k` must already be capped at `n − 1`. Passes hold `blocks_per_pass` row blocks each
-/// (see [`max_blocks_per_pass`]); `store` sees every finished pass.
-pub fn graph<S: TileSource>(
-    src: &S,
-    metric: &Metric,
-    (n, k): (usize, usize),
-    blocks_per_pass: usize,
-    ctx: &Ctx,
-    store: &mut dyn PassStore,
-) -> Result<KnnResult> {
-    if k == 0 {
-        return Ok(KnnResult::from_rows(vec![Vec::new(); n], 0, metric));
-    }
-    let blocks = ranges(n, GRAPH_TILE);
-    let passes = ranges(blocks.len(), blocks_per_pass);
-    let row_range = |(p0, p1): (usize, usize)| (blocks[p0].0, blocks[p1 - 1].1);
-    // Final rows of finished passes; for the rows of open passes, the exact lists gathered so
-    // far from the items of earlier passes (their column sides), merged in when the row's own
-    // pass ends.
-    let mut rows: PassRows = Vec::with_capacity(n);
-    let mut done = vec![false; blocks.len()];
-    let mut todo = Vec::new();
-    for (p, &pass) in passes.iter().enumerate() {
-        match store.load(p, row_range(pass))? {
-            Some(finished) => {
-                rows.extend(finished);
-                done[pass.0..pass.1].fill(true);
-            }
-            None => todo.push((p, rows.len())),
-        }
-        // Placeholder rows keep every pass at its place; computed passes fill theirs below.
-        rows.resize_with(row_range(pass).1, Vec::new);
-    }
-    let total: usize = todo
-        .iter()
-        .map(|&(p, _)| {
-            let (p0, p1) = passes[p];
-            let later = done[p1..].iter().filter(|d| !**d).count();
-            pass_tiles(p0, p1, &done).len() + (p1 - p0) * later
-        })
-        .sum();
-    ctx.add_total(total as u64);
-    for (p, start) in todo {
-        let (p0, p1) = passes[p];
-        let end = row_range(passes[p]).1;
-        let (own, later) = rows[start..].split_at_mut(end - start);
-        let cands = graph_pass(src, &blocks, (p0, p1), &done, (own, later), k, ctx);
-        // A cancelled pass is incomplete: it must never reach the checkpoint.
-        ctx.check_cancel()?;
-        // Each row's candidates were seeded with its list so far, so the re-rank is final.
-        own.par_iter_mut()
-            .zip(cands)
-            .enumerate()
-            .for_each(|(i, (row, c))| *row = rerank(src, start + i, c, k, ctx));
-        store.save(p, row_range(passes[p]), &own.to_vec())?;
-    }
-    Ok(KnnResult::from_rows(rows, k, metric))
+/// The CPU engine's side of one graph build for the core's driver: the running share is every
+/// item's exact list so far, extended in place by the engine's threads ([`extend`]).
+pub struct CpuBuild<'a, S> {
+    pub src: &'a S,
+    pub ctx: &'a Ctx,
+    /// Items, and neighbours per row (already capped at n − 1).
+    pub n: usize,
+    pub k: usize,
 }
 
-/// Tiles of a pass over row blocks `p0..p1` that feed its own candidates: its own blocks pair
-/// symmetrically (I ≤ J), and every own block pairs with every finished block outside it
-/// (rows only: a finished block was loaded, not computed, so its side is not needed). Open
-/// blocks of earlier passes are not measured again: their passes handed their column sides
-/// on; open blocks of later passes are measured by [`graph_pass`], which hands them theirs.
-fn pass_tiles(p0: usize, p1: usize, done: &[bool]) -> Vec<(usize, usize)> {
-    (p0..p1)
-        .flat_map(|i| {
-            (0..done.len())
-                .filter(move |&j| (i..p1).contains(&j) || (!(p0..p1).contains(&j) && done[j]))
-                .map(move |j| (i, j))
+impl<S: TileSource> Backend for CpuBuild<'_, S> {
+    type Share = CpuShare;
+
+    fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<CpuShare> {
+        let mut share = None;
+        self.extend(&mut share, edge, owns, &|_| true)?;
+        share.ok_or_else(|| Error::device("graph share without lists (bug)"))
+    }
+
+    fn extend(
+        &self,
+        running: &mut Option<CpuShare>,
+        edge: usize,
+        owns: &TileOwner<'_>,
+        open: &(dyn Fn(usize) -> bool + Sync),
+    ) -> Result<()> {
+        let share = running.get_or_insert_with(|| CpuShare {
+            k: self.k,
+            lists: vec![List::new(); self.n],
+        });
+        extend(
+            self.src,
+            &mut share.lists,
+            self.k,
+            edge,
+            owns,
+            open,
+            self.ctx,
+        );
+        // A cancelled share is incomplete: it must never reach the checkpoint.
+        self.ctx.check_cancel()
+    }
+
+    fn finish(&self, share: &CpuShare, rows: Range<usize>) -> Result<PassRows> {
+        let done = &share.lists[rows];
+        full_rows(done, self.k)?;
+        Ok(done.to_vec())
+    }
+
+    fn finish_all(&self, share: CpuShare, _: usize) -> Result<PassRows> {
+        full_rows(&share.lists, self.k)?;
+        Ok(share.lists)
+    }
+
+    fn expect_tiles(&self, tiles: u64) {
+        self.ctx.add_total(tiles);
+    }
+
+    fn check_cancel(&self) -> Result<()> {
+        self.ctx.check_cancel()
+    }
+
+    fn partial_kind(&self) -> String {
+        EXACT_LISTS.into()
+    }
+
+    fn partial_bytes(&self, share: &CpuShare, rows: &[Range<usize>]) -> Vec<u8> {
+        share.rows_to_bytes(rows)
+    }
+
+    fn partial_share(&self, rows: &[Range<usize>], bytes: &[u8]) -> Result<CpuShare> {
+        CpuShare::rows_from_bytes(self.n, self.k, rows, bytes)
+    }
+}
+
+/// Rows that have met every other item hold k neighbours each.
+fn full_rows(rows: &[List], k: usize) -> Result<()> {
+    match rows.iter().any(|r| r.len() != k) {
+        true => Err(Error::device(
+            "graph rows ended with missing neighbours (bug)",
+        )),
+        false => Ok(()),
+    }
+}
+
+/// Adds to `lists` (every item's exact list so far, sorted by (key, index), at most `k`) the
+/// pairs of the tile pairs (I, J), I ≤ J, of edge `edge` that `owns` accepts. Only the lists of
+/// tiles that `open` accepts are kept up to date; a pair of two other tiles is not measured.
+///
+/// A tile that is open and the first of some pair (a row tile) keeps candidates, seeded with
+/// its lists, for the whole call; its pairs with other row tiles feed both sides, its pairs
+/// with tiles that are not open feed its rows only. An open tile that is never first is
+/// collected by one thread across all its pairs (both sides when the other tile is a row
+/// tile, its own side only otherwise).
+pub fn extend<S: TileSource>(
+    src: &S,
+    lists: &mut [List],
+    k: usize,
+    edge: usize,
+    owns: &TileOwner<'_>,
+    open: &(dyn Fn(usize) -> bool + Sync),
+    ctx: &Ctx,
+) {
+    let edge = edge.max(1);
+    let blocks = ranges(lists.len(), edge);
+    let nt = blocks.len();
+    let pairs: Vec<(usize, usize)> = triangle(nt)
+        .filter(|&(i, j)| (open(i) || open(j)) && owns(i, j))
+        .collect();
+    // Row tiles, numbered in tile order so that locks are taken in one order.
+    let mut slot: Vec<Option<usize>> = vec![None; nt];
+    let mut row_tiles = Vec::new();
+    for &(i, _) in &pairs {
+        if open(i) && slot[i].is_none() {
+            slot[i] = Some(row_tiles.len());
+            row_tiles.push(i);
+        }
+    }
+    let mut inner = Vec::new();
+    let mut cols_of: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &(i, j) in &pairs {
+        match (slot[i], slot[j]) {
+            (Some(_), Some(_)) => inner.push((i, j)),
+            (Some(_), None) if !open(j) => inner.push((i, j)),
+            // J's rows against I's items: its side only.
+            (None, Some(_)) => inner.push((j, i)),
+            _ => cols_of.entry(j).or_default().push(i),
+        }
+    }
+    let acc: Vec<Mutex<Vec<Candidates>>> = row_tiles
+        .iter()
+        .map(|&t| {
+            let (a, b) = blocks[t];
+            Mutex::new(lists[a..b].iter().map(|r| seeded(k, r)).collect())
         })
-        .collect()
+        .collect();
+    rayon::join(
+        || scan_into(src, &blocks, &slot, &acc, &inner, ctx),
+        || {
+            lists
+                .par_chunks_mut(edge)
+                .enumerate()
+                .filter(|(c, _)| cols_of.contains_key(c))
+                .for_each_init(Scratch::<S>::default, |s, (c, rows)| {
+                    let (j0, j1) = blocks[c];
+                    let width = j1 - j0;
+                    let mut cols: Vec<Candidates> = rows.iter().map(|r| seeded(k, r)).collect();
+                    for &bi in &cols_of[&c] {
+                        if ctx.cancelled() {
+                            return;
+                        }
+                        let (i0, i1) = blocks[bi];
+                        match slot[bi] {
+                            Some(a) => {
+                                let bound = measure(src, (i0, i1), (j0, j1), s);
+                                let mut own = acc[a].lock().expect("graph lock");
+                                scan_both(
+                                    &s.keys,
+                                    width,
+                                    bound,
+                                    (i0, j0),
+                                    &mut own,
+                                    &mut cols,
+                                    &mut s.col_lim,
+                                );
+                            }
+                            None => {
+                                let bound = measure(src, (j0, j1), (i0, i1), s);
+                                scan_tile(&s.keys, i1 - i0, bound, i0, &mut cols);
+                            }
+                        }
+                        ctx.count(((i1 - i0) * width) as u64);
+                        ctx.advance(1);
+                    }
+                    for ((j, c), row) in (j0..j1).zip(cols).zip(rows.iter_mut()) {
+                        *row = rerank(src, j, c, k, ctx);
+                    }
+                })
+        },
+    );
+    let mut cands = acc.into_iter().map(|m| m.into_inner().expect("graph lock"));
+    let mut jobs = Vec::with_capacity(row_tiles.len());
+    for (t, rows) in lists.chunks_mut(edge).enumerate() {
+        if slot[t].is_some() {
+            jobs.push((blocks[t].0, rows, cands.next().expect("one per row tile")));
+        }
+    }
+    jobs.into_par_iter().for_each(|(start, rows, cands)| {
+        rows.par_iter_mut()
+            .zip(cands)
+            .enumerate()
+            .for_each(|(x, (row, c))| *row = rerank(src, start + x, c, k, ctx));
+    });
 }
 
 /// Buffers of one tile.
@@ -146,70 +270,6 @@ fn measure<S: TileSource>(
     src.prepare_query(i0, i1, &mut s.rows_i);
     src.prepare_base(j0, j1, &mut s.rows_j);
     src.keys(&s.rows_i, &s.rows_j, f64::INFINITY, &mut s.keys)
-}
-
-/// One pass: candidates for the rows of blocks `p0..p1` (`own`, their lists so far). The
-/// pairs of its blocks with the open blocks of later passes are measured here, once: their
-/// column sides are collected per later block and re-ranked into `later` (the rows after the
-/// pass).
-///
-/// Every candidate buffer starts seeded with its row's list so far (exact keys as both
-/// bounds): the threshold is tight from the first tile, so scans offer far fewer items, and
-/// the re-rank of the buffer is the merge of old and new. Exact, because an item of an
-/// earlier pass that is not in the list is beaten by all k of it.
-fn graph_pass<S: TileSource>(
-    src: &S,
-    blocks: &[(usize, usize)],
-    (p0, p1): (usize, usize),
-    done: &[bool],
-    (own, later): (&[List], &mut [List]),
-    k: usize,
-    ctx: &Ctx,
-) -> Vec<Candidates> {
-    let acc: Vec<Mutex<Vec<Candidates>>> = own
-        .chunks(GRAPH_TILE)
-        .map(|rows| Mutex::new(rows.iter().map(|r| seeded(k, r)).collect()))
-        .collect();
-    rayon::join(
-        || scan_into(src, blocks, p0, &acc, &pass_tiles(p0, p1, done), ctx),
-        || {
-            later
-                .par_chunks_mut(GRAPH_TILE)
-                .enumerate()
-                .filter(|(c, _)| !done[p1 + c])
-                .for_each_init(Scratch::<S>::default, |s, (c, rows)| {
-                    let (j0, j1) = blocks[p1 + c];
-                    let width = j1 - j0;
-                    let mut cols: Vec<Candidates> = rows.iter().map(|r| seeded(k, r)).collect();
-                    for (bi, own) in (p0..p1).zip(&acc) {
-                        if ctx.cancelled() {
-                            return;
-                        }
-                        let (i0, i1) = blocks[bi];
-                        let bound = measure(src, (i0, i1), (j0, j1), s);
-                        let mut own = own.lock().expect("graph lock");
-                        let keys = &s.keys;
-                        scan_both(
-                            keys,
-                            width,
-                            bound,
-                            (i0, j0),
-                            &mut own,
-                            &mut cols,
-                            &mut s.col_lim,
-                        );
-                        ctx.count(((i1 - i0) * width) as u64);
-                        ctx.advance(1);
-                    }
-                    for ((j, c), row) in (j0..j1).zip(cols).zip(rows.iter_mut()) {
-                        *row = rerank(src, j, c, k, ctx);
-                    }
-                })
-        },
-    );
-    acc.into_iter()
-        .flat_map(|m| m.into_inner().expect("graph lock"))
-        .collect()
 }
 
 /// A candidate buffer holding `list` (exact keys) already.
@@ -332,25 +392,28 @@ fn scan_pairs<S: TileSource>(
     ctx: &Ctx,
 ) -> Vec<Candidates> {
     let acc = accumulators(blocks, (p0, p1), k);
-    scan_into(src, blocks, p0, &acc, tiles, ctx);
+    let slot: Vec<Option<usize>> = (0..blocks.len())
+        .map(|b| (p0..p1).contains(&b).then(|| b - p0))
+        .collect();
+    scan_into(src, blocks, &slot, &acc, tiles, ctx);
     acc.into_iter()
         .flat_map(|m| m.into_inner().expect("graph lock"))
         .collect()
 }
 
-/// Measures `tiles` into `acc`, the candidates of blocks `p0..p0 + acc.len()`. A tile's first
-/// block must be one of them; a tile of a block with itself is a diagonal one; a tile with two
-/// such blocks must name the lower one first and feeds both; a tile whose second block is
-/// another feeds its rows only.
+/// Measures `tiles` into `acc`, the candidates of the blocks b with a `slot[b]` (`acc[slot]`,
+/// slots in block order). A tile's first block must have one; a tile of a block with itself is
+/// a diagonal one; a tile with two such blocks must name the lower one first and feeds both; a
+/// tile whose second block has none feeds its rows only.
 fn scan_into<S: TileSource>(
     src: &S,
     blocks: &[(usize, usize)],
-    p0: usize,
+    slot: &[Option<usize>],
     acc: &[Mutex<Vec<Candidates>>],
     tiles: &[(usize, usize)],
     ctx: &Ctx,
 ) {
-    let own = |b: usize| (p0..p0 + acc.len()).contains(&b);
+    let held = |b: usize| slot[b].expect("a block with candidates");
     tiles
         .par_iter()
         .for_each_init(Scratch::<S>::default, |s, &(bi, bj)| {
@@ -361,13 +424,13 @@ fn scan_into<S: TileSource>(
             let bound = measure(src, (i0, i1), (j0, j1), s);
             let (keys, width) = (&s.keys, j1 - j0);
             if bi == bj {
-                let mut cands = acc[bi - p0].lock().expect("graph lock");
+                let mut cands = acc[held(bi)].lock().expect("graph lock");
                 scan_diagonal(keys, width, bound, i0, &mut cands);
                 ctx.count(((i1 - i0) * (i1 - i0).saturating_sub(1) / 2) as u64);
-            } else if own(bj) {
+            } else if let Some(cj) = slot[bj] {
                 debug_assert!(bi < bj, "lock order");
-                let mut rows = acc[bi - p0].lock().expect("graph lock");
-                let mut cols = acc[bj - p0].lock().expect("graph lock");
+                let mut rows = acc[held(bi)].lock().expect("graph lock");
+                let mut cols = acc[cj].lock().expect("graph lock");
                 scan_both(
                     keys,
                     width,
@@ -379,7 +442,7 @@ fn scan_into<S: TileSource>(
                 );
                 ctx.count(((i1 - i0) * width) as u64);
             } else {
-                let mut rows = acc[bi - p0].lock().expect("graph lock");
+                let mut rows = acc[held(bi)].lock().expect("graph lock");
                 scan_tile(keys, width, bound, j0, &mut rows);
                 ctx.count(((i1 - i0) * width) as u64);
             }
@@ -758,6 +821,97 @@ mod tests {
         assert_eq!(ck.stats.distance_evals, pairs);
         same(&one, &ck, "one block a pass");
         same(&reference::graph(&data, 6, &m).unwrap(), &one, "reference");
+    }
+
+    /// The core driver over several backends (as over several GPUs): tile pairs dealt over
+    /// them and their shares merged, a backend out of memory retried by all with half the
+    /// edge, checkpointed or not, stopped and resumed from partial lists: the reference graph.
+    #[test]
+    fn the_driver_deals_over_several_backends() {
+        use super::CpuBuild;
+        use crate::cpu::plan::Ctx;
+        use crate::cpu::tiles::{TileMaker, TileSource};
+        use crate::error::{Error, Result};
+        use crate::graph::checkpoint::CheckpointOptions;
+        use crate::graph::driver::{build, Backend, Build};
+        use crate::graph::{CpuShare, PassRows, TileOwner};
+
+        /// Out of memory above an edge of 256.
+        struct Picky<'a, S>(CpuBuild<'a, S>);
+        impl<S: TileSource> Backend for Picky<'_, S> {
+            type Share = CpuShare;
+            fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<CpuShare> {
+                match edge > 256 {
+                    true => Err(Error::OutOfMemory(format!("edge {edge}"))),
+                    false => self.0.share(edge, owns),
+                }
+            }
+            fn finish(&self, share: &CpuShare, rows: Range<usize>) -> Result<PassRows> {
+                self.0.finish(share, rows)
+            }
+            fn retry_smaller(&self, e: &Error) -> bool {
+                matches!(e, Error::OutOfMemory(_))
+            }
+            fn partial_kind(&self) -> String {
+                self.0.partial_kind()
+            }
+            fn partial_bytes(&self, share: &CpuShare, rows: &[Range<usize>]) -> Vec<u8> {
+                self.0.partial_bytes(share, rows)
+            }
+            fn partial_share(&self, rows: &[Range<usize>], bytes: &[u8]) -> Result<CpuShare> {
+                self.0.partial_share(rows, bytes)
+            }
+        }
+
+        let (n, k, m) = (1500, 7, Metric::Euclidean);
+        let data = tied(n, 3, 40);
+        let want = reference::graph(&data, k, &m).unwrap();
+        let v = data.as_vectors().unwrap();
+        let src = TileMaker::new(&m, v, v);
+        let ctx = Ctx::new(2, 1 << 30, None);
+        let tmp = tempfile::tempdir().unwrap();
+        let ckpt = |name: &str, resume: bool, stop_after: Option<usize>| CheckpointOptions {
+            pass_rows: Some(512),
+            stop_after,
+            ..CheckpointOptions::new(tmp.path().join(name), resume)
+        };
+        let run = |parts: usize, checkpoint: Option<&CheckpointOptions>| {
+            let b = Build {
+                data: &data,
+                metric: &m,
+                k,
+                edge: 1024,
+                max_pass_rows: usize::MAX,
+                checkpoint,
+            };
+            build(&b, || {
+                Ok((0..parts)
+                    .map(|_| {
+                        Picky(CpuBuild {
+                            src: &src,
+                            ctx: &ctx,
+                            n,
+                            k,
+                        })
+                    })
+                    .collect())
+            })
+            .map(|rows| KnnResult::from_rows(rows, k, &m))
+        };
+        for parts in [1, 3] {
+            same(
+                &want,
+                &run(parts, None).unwrap(),
+                &format!("{parts} backends"),
+            );
+            let name = format!("c{parts}");
+            let full = run(parts, Some(&ckpt(&name, false, None))).unwrap();
+            same(&want, &full, &format!("{parts} backends, checkpointed"));
+            let name = format!("s{parts}");
+            assert!(run(parts, Some(&ckpt(&name, false, Some(1)))).is_err());
+            let resumed = run(parts, Some(&ckpt(&name, true, None))).unwrap();
+            same(&want, &resumed, &format!("{parts} backends, resumed"));
+        }
     }
 
     #[test]

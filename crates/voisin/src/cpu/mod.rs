@@ -13,7 +13,8 @@
 //! - [`tiles`]: key tiles and their error bounds for vector metrics.
 //! - [`items`]: key tiles for strings and user metrics.
 //! - [`search`]: k-NN and range drivers.
-//! - [`graph`]: the symmetric k-NN graph driver, and tiles of it for distributed drivers
+//! - [`graph`]: the symmetric k-NN graph scan, as the CPU backend of the core's one graph
+//!   driver ([`crate::graph::driver`]), and tiles of it for distributed drivers
 //!   ([`CpuEngine::cross_tile`], [`CpuEngine::tile_lists`]).
 //! - [`checkpoint`]: re-export of [`crate::graph::checkpoint`] (finished graph passes kept on
 //!   disk), at the path callers used before the graph's engine-agnostic parts moved there.
@@ -35,7 +36,7 @@ use crate::engine::{
 };
 use crate::error::{Error, Result};
 pub use crate::graph::checkpoint;
-use crate::graph::checkpoint::{Checkpoint, CheckpointOptions, Job};
+use crate::graph::checkpoint::CheckpointOptions;
 pub use crate::graph::{merge_lists, NoStore, PassRows, PassStore, RangeLists, TileLists};
 use crate::metric::Metric;
 
@@ -164,12 +165,13 @@ trait Driver: Sync {
     ) -> RangeResult;
     fn graph(
         &self,
+        data: &Dataset,
         metric: &Metric,
-        n_k: (usize, usize),
-        blocks_per_pass: usize,
+        k: usize,
+        max_blocks: usize,
+        checkpoint: Option<&CheckpointOptions>,
         ctx: &plan::Ctx,
-        store: &mut dyn PassStore,
-    ) -> Result<KnnResult>;
+    ) -> Result<PassRows>;
     fn tile_lists(
         &self,
         tiles: &[(Range<usize>, Range<usize>)],
@@ -203,15 +205,33 @@ impl<S: tiles::TileSource> Driver for Source<S> {
         search::range(&self.0, metric, n_base, n_queries, radius, ctx)
     }
 
+    /// The core's graph driver with this engine's threads as its one backend.
     fn graph(
         &self,
+        data: &Dataset,
         metric: &Metric,
-        n_k: (usize, usize),
-        blocks_per_pass: usize,
+        k: usize,
+        max_blocks: usize,
+        checkpoint: Option<&CheckpointOptions>,
         ctx: &plan::Ctx,
-        store: &mut dyn PassStore,
-    ) -> Result<KnnResult> {
-        graph::graph(&self.0, metric, n_k, blocks_per_pass, ctx, store)
+    ) -> Result<PassRows> {
+        let build = crate::graph::driver::Build {
+            data,
+            metric,
+            k,
+            edge: plan::GRAPH_TILE,
+            max_pass_rows: max_blocks * plan::GRAPH_TILE,
+            checkpoint,
+        };
+        let n = data.len();
+        crate::graph::driver::build(&build, || {
+            Ok(vec![graph::CpuBuild {
+                src: &self.0,
+                ctx,
+                n,
+                k,
+            }])
+        })
     }
 
     fn tile_lists(
@@ -342,18 +362,11 @@ impl CpuEngine {
         let (ctx, t) = (self.ctx(), Instant::now());
         let n = data.len();
         let max_blocks = graph::max_blocks_per_pass(n, k, self.opts.memory_budget);
-        let mut store: Box<dyn PassStore + Send> = match checkpoint {
-            Some(opts) => {
-                let job = self.pool.install(|| Job::describe(data, metric, k));
-                Box::new(Checkpoint::open(opts, &job, k, n, max_blocks)?)
-            }
-            None => Box::new(NoStore),
-        };
-        let mut res = self.with_source(data, data, metric, |d| {
-            let blocks_per_pass = store.blocks_per_pass().unwrap_or(max_blocks);
-            d.graph(metric, (n, k), blocks_per_pass, &ctx, store.as_mut())
+        let rows = self.with_source(data, data, metric, |d| {
+            d.graph(data, metric, k, max_blocks, checkpoint, &ctx)
         })?;
         ctx.check_cancel()?;
+        let mut res = KnnResult::from_rows(rows, k, metric);
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }

@@ -46,6 +46,42 @@ pub trait TileGraph: Engine {
         rows: Range<usize>,
     ) -> Result<PassRows>;
 
+    /// What this engine's running lists mean when a checkpoint keeps them
+    /// ([`crate::graph::driver::Backend::partial_kind`]) for the graph of `data` under
+    /// `metric`; `None` when it keeps none (a resumed build then does the catch-up).
+    fn partial_kind(&self, data: &Dataset, metric: &Metric) -> Result<Option<String>> {
+        let _ = (data, metric);
+        Ok(None)
+    }
+
+    /// The lists of the items of `rows` in `share`, as bytes for a checkpoint's partial file.
+    fn partial_bytes(&self, share: &Self::Share, rows: &[Range<usize>]) -> Vec<u8> {
+        let _ = (share, rows);
+        Vec::new()
+    }
+
+    /// A share of the graph of `data` with lists of `k` (capped at n − 1) whose items of `rows`
+    /// hold what [`TileGraph::partial_bytes`] wrote and whose other items hold nothing.
+    fn partial_share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        rows: &[Range<usize>],
+        bytes: &[u8],
+    ) -> Result<Self::Share> {
+        let _ = (data, k, rows, bytes);
+        Err(Error::invalid(format!(
+            "partial lists: engine {} keeps none",
+            self.name()
+        )))
+    }
+
+    /// Merges a share into the running lists, as
+    /// [`crate::graph::driver::Backend::absorb`] does.
+    fn absorb(&self, running: &mut Option<Self::Share>, mine: Self::Share) -> Result<()> {
+        merge_into(running, mine)
+    }
+
     /// The whole graph from a merged share that covers the whole triangle: by default every
     /// row through [`TileGraph::finish`]; an engine may finish in place and report its stats.
     fn finish_all(&self, data: &Dataset, metric: &Metric, share: Self::Share) -> Result<KnnResult> {
@@ -55,6 +91,18 @@ pub trait TileGraph: Engine {
     }
 }
 
+/// Merges `mine` into `running` (none yet: `None`) with [`Share::merge`].
+pub fn merge_into<S: Share>(running: &mut Option<S>, mine: S) -> Result<()> {
+    *running = Some(match running.take() {
+        Some(r) => S::merge(vec![r, mine])?,
+        None => mine,
+    });
+    Ok(())
+}
+
+/// What the CPU's partial lists in a checkpoint hold, whichever driver wrote them.
+pub const EXACT_LISTS: &str = "exact k-lists";
+
 /// The CPU engine's share: for every item, its exact list among the items its dealt tile pairs
 /// paired it with (empty when none), merged with [`merge_lists`].
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +111,71 @@ pub struct CpuShare {
     pub k: usize,
     /// One list per item of the set.
     pub lists: Vec<List>,
+}
+
+impl CpuShare {
+    /// The lists of the items of `rows` as bytes (the CPU's partial lists in a checkpoint),
+    /// little-endian: per item in order, its length (u32) and entries (index u32, key f64).
+    pub fn rows_to_bytes(&self, rows: &[Range<usize>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for list in rows.iter().flat_map(|r| &self.lists[r.clone()]) {
+            out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            for &(key, i) in list {
+                out.extend_from_slice(&i.to_le_bytes());
+                out.extend_from_slice(&key.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// A share of `n` items whose items of `rows` hold what [`CpuShare::rows_to_bytes`] wrote,
+    /// the others nothing. Every list is checked as a real one: at most `k` entries, other
+    /// items only, keys not NaN, sorted by (key, index) without repeats.
+    pub fn rows_from_bytes(n: usize, k: usize, rows: &[Range<usize>], b: &[u8]) -> Result<Self> {
+        let bad = |what: String| Error::invalid(format!("partial lists: {what}"));
+        let mut lists = vec![List::new(); n];
+        let mut rest = b;
+        let mut take = |len: usize| -> Result<u64> {
+            if rest.len() < len {
+                return Err(bad("truncated".into()));
+            }
+            let (head, tail) = rest.split_at(len);
+            rest = tail;
+            let mut w = [0u8; 8];
+            w[..len].copy_from_slice(head);
+            Ok(u64::from_le_bytes(w))
+        };
+        for row in rows.iter().flat_map(Range::clone) {
+            if row >= n {
+                return Err(bad(format!("row {row} is outside the {n} items")));
+            }
+            let len = take(4)? as usize;
+            if len > k {
+                return Err(bad(format!(
+                    "row {row} holds {len} entries, more than k = {k}"
+                )));
+            }
+            let list = &mut lists[row];
+            for _ in 0..len {
+                let i = take(4)? as u32;
+                let key = f64::from_bits(take(8)?);
+                if i as usize >= n || i as usize == row || key.is_nan() {
+                    return Err(bad(format!("row {row} holds neighbour {i} with key {key}")));
+                }
+                if list
+                    .last()
+                    .is_some_and(|&last| !super::lists::ordered(last, (key, i)))
+                {
+                    return Err(bad(format!("row {row} is not in order")));
+                }
+                list.push((key, i));
+            }
+        }
+        if !rest.is_empty() {
+            return Err(bad("trailing bytes".into()));
+        }
+        Ok(CpuShare { k, lists })
+    }
 }
 
 impl Share for CpuShare {
@@ -180,6 +293,25 @@ impl TileGraph for CpuEngine {
             }
         }
         Ok(CpuShare { k, lists })
+    }
+
+    fn partial_kind(&self, _: &Dataset, _: &Metric) -> Result<Option<String>> {
+        Ok(Some(EXACT_LISTS.into()))
+    }
+
+    fn partial_bytes(&self, share: &CpuShare, rows: &[Range<usize>]) -> Vec<u8> {
+        share.rows_to_bytes(rows)
+    }
+
+    fn partial_share(
+        &self,
+        data: &Dataset,
+        k: usize,
+        rows: &[Range<usize>],
+        bytes: &[u8],
+    ) -> Result<CpuShare> {
+        let n = data.len();
+        CpuShare::rows_from_bytes(n, k.min(n.saturating_sub(1)), rows, bytes)
     }
 
     fn finish(

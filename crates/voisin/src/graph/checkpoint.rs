@@ -13,6 +13,17 @@
 //! - `DIR/pass-NNNN.bin`: one finished pass, little-endian: magic, version, pass number, first
 //!   and end row, k, the CRC-32 of the manifest (a pass of another job is refused), the indices
 //!   (u32) and exact keys (f64) of its rows, and a CRC-32 of all that.
+//! - `DIR/partial.bin` (written after each pass file, by the core's driver): the running lists
+//!   of the rows still open, which the finished passes handed on, so that a resumed build does
+//!   not measure the pairs between finished and open rows again. Little-endian: magic
+//!   `VOISINPL`, version, the CRC-32 of the manifest, the pass count, the lengths of the kind
+//!   and of the lists; the kind (what the lists are: the CPU's exact k-lists, or a GPU's
+//!   approximate lists under its numeric plan), one flag per pass (the first passes, whose
+//!   pairs with every open row the lists hold), the lists (the backend's bytes), and a CRC-32
+//!   of all that. A file of another kind, or one that covers a pass whose file is gone, is
+//!   not used (the build does the catch-up, as for a checkpoint without one); a damaged file
+//!   or one of another run is refused. The manifest and pass formats are those of format 1,
+//!   unchanged, so checkpoints of older versions resume, and older versions resume these.
 //!
 //! Every file is written to a temporary name, synced and renamed, so a kill leaves either the
 //! old state or the new file, never half of one. Results are exact whatever the layout, but a
@@ -46,6 +57,13 @@ const MAGIC: &[u8; 8] = b"VOISINCP";
 const MANIFEST: &str = "manifest";
 /// Header of a pass file: magic, version, pass, first row, end row, k, manifest CRC.
 const HEADER: usize = 8 + 4 + 4 + 8 + 8 + 8 + 4;
+/// The partial lists' file, its magic and version (a file kind of its own: the manifest and
+/// pass formats are unchanged).
+const PARTIAL: &str = "partial.bin";
+const PARTIAL_MAGIC: &[u8; 8] = b"VOISINPL";
+const PARTIAL_FORMAT: u32 = 1;
+/// Header of a partial file: magic, version, manifest CRC, passes, kind length, lists length.
+const PARTIAL_HEADER: usize = 8 + 4 + 4 + 4 + 4 + 8;
 /// Passes per build when the caller does not choose: progress is saved every 1/16 of the rows.
 const DEFAULT_PASSES: usize = 16;
 
@@ -59,7 +77,8 @@ pub struct CheckpointOptions {
     pub resume: bool,
     /// Rows per pass (rounded up to whole blocks of 512 rows, and capped by the memory budget);
     /// `None` saves progress every 1/16 of the rows. Passes cost no extra distance
-    /// evaluations; a resumed build measures again the pairs between finished and open rows.
+    /// evaluations; a resumed build starts from the open rows' saved lists (or, without them,
+    /// measures again the pairs between finished and open rows).
     pub pass_rows: Option<usize>,
     /// Stop with an error once this run has saved this many passes: a kill at a known point,
     /// for tests of resuming (the CLI's hidden `--stop-after-passes`).
@@ -177,8 +196,7 @@ impl Checkpoint {
         n: usize,
         max_blocks: usize,
     ) -> Result<Self> {
-        let wanted = Self::wanted_blocks(opts, n);
-        Self::open_blocks(opts, job, k, wanted.clamp(1, max_blocks.max(1)))
+        Self::open_for(opts, job, k, n, GRAPH_TILE, max_blocks)
     }
 
     /// Opens `opts.dir` for `job` like [`Checkpoint::open`], for a driver whose work comes in
@@ -193,12 +211,27 @@ impl Checkpoint {
         n: usize,
         align_rows: usize,
     ) -> Result<Self> {
+        Self::open_for(opts, job, k, n, align_rows, usize::MAX)
+    }
+
+    /// Opens `opts.dir` for `job`: [`Checkpoint::open_aligned`] with passes of at most
+    /// `max_blocks` blocks (what a driver's running lists of one pass may hold). With tiles of
+    /// 512 rows it is [`Checkpoint::open`].
+    pub fn open_for(
+        opts: &CheckpointOptions,
+        job: &Job,
+        k: usize,
+        n: usize,
+        align_rows: usize,
+        max_blocks: usize,
+    ) -> Result<Self> {
         let mut wanted = Self::wanted_blocks(opts, n);
         if opts.pass_rows.is_none() {
             let step = align_rows.div_ceil(GRAPH_TILE).max(1);
             wanted = wanted.div_ceil(step) * step;
         }
-        Self::open_blocks(opts, job, k, wanted.clamp(1, n.div_ceil(GRAPH_TILE).max(1)))
+        let cap = n.div_ceil(GRAPH_TILE).max(1).min(max_blocks.max(1));
+        Self::open_blocks(opts, job, k, wanted.clamp(1, cap))
     }
 
     /// Blocks per pass a fresh build asks for: `opts.pass_rows`, or 1/16 of the rows.
@@ -379,7 +412,28 @@ impl PassStore for Checkpoint {
         self.read_pass(p, rows)
     }
 
-    fn save(&mut self, p: usize, (r0, r1): (usize, usize), done: &PassRows) -> Result<()> {
+    fn save(&mut self, p: usize, rows: (usize, usize), done: &PassRows) -> Result<()> {
+        self.commit(p, rows, done, None)
+    }
+}
+
+/// What a partial file holds beside its lists: the passes whose pairs with every open row
+/// are in them (one flag per pass), and the kind of lists (`driver::Backend::partial_kind`).
+pub type PartialLists<'a> = (&'a [bool], &'a str, &'a [u8]);
+
+impl Checkpoint {
+    /// Saves finished pass `p` (rows `r0..r1`) and then, when given, the running lists of the
+    /// rows still open (`partial`: the passes they cover, their kind and bytes), each through
+    /// a synced temporary file and a rename; then stops if [`CheckpointOptions::stop_after`]
+    /// says so. A kill between the two files leaves older partial lists, which a resumed
+    /// build completes with a catch-up of the passes they miss.
+    pub fn commit(
+        &mut self,
+        p: usize,
+        (r0, r1): (usize, usize),
+        done: &PassRows,
+        partial: Option<PartialLists<'_>>,
+    ) -> Result<()> {
         if done.len() != r1 - r0 || done.iter().any(|r| r.len() != self.k) {
             return Err(Error::device(
                 "graph pass has rows of the wrong length (bug)",
@@ -402,6 +456,12 @@ impl PassStore for Checkpoint {
         let crc = crc32fast::hash(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
         write_atomic(&self.pass_path(p), &bytes)?;
+        if let Some((covered, kind, lists)) = partial {
+            write_atomic(
+                &self.partial_path(),
+                &self.partial_file(covered, kind, lists),
+            )?;
+        }
         self.saved += 1;
         if self.stop_after == Some(self.saved) {
             return Err(Error::device(format!(
@@ -415,6 +475,93 @@ impl PassStore for Checkpoint {
 }
 
 impl Checkpoint {
+    /// The file of the open rows' running lists: `DIR/partial.bin`.
+    pub fn partial_path(&self) -> PathBuf {
+        self.dir.join(PARTIAL)
+    }
+
+    /// The bytes of a partial file (see the module docs).
+    fn partial_file(&self, covered: &[bool], kind: &str, lists: &[u8]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(PARTIAL_HEADER + kind.len() + covered.len() + lists.len());
+        b.extend_from_slice(PARTIAL_MAGIC);
+        b.extend_from_slice(&PARTIAL_FORMAT.to_le_bytes());
+        b.extend_from_slice(&self.job_crc.to_le_bytes());
+        b.extend_from_slice(&(covered.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(kind.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(lists.len() as u64).to_le_bytes());
+        b.extend_from_slice(kind.as_bytes());
+        b.extend(covered.iter().map(|&c| u8::from(c)));
+        b.extend_from_slice(lists);
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// The running lists an earlier run saved beside its passes, checked: the passes they
+    /// cover (the first ones: their pairs with every later row are in the lists) and their
+    /// bytes. `None` when there are none, when they are of another kind than
+    /// `kind`, or when they cover a pass that is not finished (its file was deleted): the
+    /// build then does the catch-up. A damaged file, or one of another run, is refused.
+    pub fn load_partial(&self, done: &[bool], kind: &str) -> Result<Option<(Vec<bool>, Vec<u8>)>> {
+        let path = self.partial_path();
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        let corrupt = |what: &str| {
+            bad(
+                &path,
+                format!(
+                    "checkpoint partial file is corrupted ({what}); delete it to resume without it"
+                ),
+            )
+        };
+        if bytes.len() < PARTIAL_HEADER + 4 {
+            return Err(corrupt("too short"));
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if u32::from_le_bytes(crc.try_into().expect("4 bytes")) != crc32fast::hash(body) {
+            return Err(corrupt("checksum mismatch"));
+        }
+        let mut header = Reader(&body[..PARTIAL_HEADER]);
+        if header.take(8) != PARTIAL_MAGIC || header.u32() != PARTIAL_FORMAT {
+            return Err(corrupt("bad header"));
+        }
+        let (job_crc, passes) = (header.u32(), header.u32() as usize);
+        let (kind_len, lists_len) = (header.u32() as usize, header.u64() as usize);
+        let rest = &body[PARTIAL_HEADER..];
+        let sizes = kind_len
+            .checked_add(passes)
+            .and_then(|x| x.checked_add(lists_len));
+        if sizes != Some(rest.len()) {
+            return Err(corrupt("wrong size"));
+        }
+        if job_crc != self.job_crc || passes != done.len() {
+            return Err(bad(&path, "checkpoint partial file belongs to another run"));
+        }
+        let (saved_kind, rest) = rest.split_at(kind_len);
+        let (flags, lists) = rest.split_at(passes);
+        let covered = flags
+            .iter()
+            .map(|&f| match f {
+                0 => Ok(false),
+                1 => Ok(true),
+                _ => Err(corrupt("bad pass flags")),
+            })
+            .collect::<Result<Vec<bool>>>()?;
+        // Lists hold the pairs of the first passes with the rows after them.
+        let prefix = covered.iter().take_while(|&&c| c).count();
+        if covered[prefix..].iter().any(|&c| c) {
+            return Err(corrupt("covered passes are not the first ones"));
+        }
+        let stale = covered.iter().zip(done).any(|(&c, &d)| c && !d);
+        if saved_kind != kind.as_bytes() || stale {
+            return Ok(None);
+        }
+        Ok(Some((covered, lists.to_vec())))
+    }
+
     /// Pass `p` (rows `r0..r1`) as an earlier run saved it, checked; `None` if not saved.
     fn read_pass(&self, p: usize, (r0, r1): (usize, usize)) -> Result<Option<PassRows>> {
         let path = self.pass_path(p);
@@ -469,7 +616,7 @@ impl Checkpoint {
                         self.n
                     )));
                 }
-                if j > 0 && list[j - 1] >= (key, id) {
+                if j > 0 && !super::lists::ordered(list[j - 1], (key, id)) {
                     return Err(corrupt(&format!("row {row} is not in order")));
                 }
             }

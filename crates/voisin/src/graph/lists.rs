@@ -36,6 +36,12 @@ pub struct TileLists {
 /// selection's merge, under the same total order as the exact re-rank.
 pub use crate::select::merge_sorted as merge_lists;
 
+/// Whether entry `a` comes strictly before `b` in a list: by key under the total order of the
+/// exact re-rank (−0 before +0), then by index.
+pub fn ordered(a: (f64, u32), b: (f64, u32)) -> bool {
+    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).is_lt()
+}
+
 /// Keeps finished passes between runs. Pass `p` covers rows `rows.0..rows.1`.
 pub trait PassStore {
     /// Row blocks per pass this store's files were laid out with, if it is bound to one.

@@ -7,19 +7,24 @@
 //!   part of a build merges and travels as.
 //! - [`backend`]: the [`TileGraph`] seam between a driver and the engine that measures tiles,
 //!   and the CPU engine's side of it.
-//! - [`checkpoint`]: finished passes kept on disk (the `VOISINCP` format), for resumable builds.
+//! - [`checkpoint`]: finished passes kept on disk (the `VOISINCP` format), and the open rows'
+//!   running lists beside them (`VOISINPL`), for resumable builds.
+//! - [`driver`]: the one in-process driver of a build over N [`driver::Backend`]s (the CPU
+//!   engine's threads, one GPU or several): passes, catch-up, dealing, merging, finishing,
+//!   checkpoints, cancellation.
 //!
 //! The engines own how a tile is measured; this module owns what a build is made of, so that
 //! CPU, GPU and distributed builds deal work and keep checkpoints the same way.
 
 pub mod backend;
 pub mod checkpoint;
+pub mod driver;
 pub mod lists;
 pub mod schedule;
 
 pub use backend::{CpuShare, TileGraph};
 pub use lists::{merge_lists, List, NoStore, PassRows, PassStore, RangeLists, Share, TileLists};
 pub use schedule::{
-    cyclic_share, deal, pass_alignment, pass_steps, pass_tile_edge, split, triangle,
-    triangle_index, PassStep, TileOwner, BLOCK_ROWS,
+    cyclic_share, deal, pass_alignment, pass_steps, pass_steps_after, pass_tile_edge, split,
+    triangle, triangle_index, PassStep, TileOwner, BLOCK_ROWS,
 };

@@ -67,8 +67,16 @@ pub struct PassStep {
 impl PassStep {
     /// Whether this share computes a tile pair (I, J), I ≤ J, of row pass `pi`, column pass `pj`.
     pub fn takes(&self, done: &[bool], pi: usize, pj: usize) -> bool {
+        self.takes_after(done, &[], pi, pj)
+    }
+
+    /// [`PassStep::takes`] for a build that starts with the pairs of the passes `covered` (the
+    /// first finished ones, a prefix) with every open row already in its running lists (a
+    /// checkpoint's partial lists): the catch-up takes only the other finished passes. An empty
+    /// `covered` is none.
+    pub fn takes_after(&self, done: &[bool], covered: &[bool], pi: usize, pj: usize) -> bool {
         match self.proves {
-            None => done[pi] && !done[pj],
+            None => done[pi] && !covered.get(pi).copied().unwrap_or(false) && !done[pj],
             Some(p) => pi == p,
         }
     }
@@ -79,7 +87,16 @@ impl PassStep {
 /// later item; the pairs with earlier items came with earlier shares (or the catch-up), so its
 /// rows have met every other item once it is merged, and every pair is measured once.
 pub fn pass_steps(done: &[bool]) -> Vec<PassStep> {
-    let catch_up = done.iter().any(|&d| d).then_some(PassStep { proves: None });
+    pass_steps_after(done, &[])
+}
+
+/// [`pass_steps`] for a build whose open rows start with the pairs of the finished passes
+/// `covered` (see [`PassStep::takes_after`]): the catch-up comes only when some finished pass
+/// is not covered. `covered` must be a prefix of `done` (passes 0..c, all finished); an empty
+/// one is none.
+pub fn pass_steps_after(done: &[bool], covered: &[bool]) -> Vec<PassStep> {
+    let missing = (0..done.len()).any(|p| done[p] && !covered.get(p).copied().unwrap_or(false));
+    let catch_up = missing.then_some(PassStep { proves: None });
     catch_up
         .into_iter()
         .chain(
@@ -205,6 +222,53 @@ mod tests {
                         let needed = !done[pass_of(a)] || !done[pass_of(b)];
                         let got = count.get(&(a, b)).copied().unwrap_or(0);
                         assert_eq!(got, u32::from(needed), "{done:?} pair {a},{b}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// With the pairs of the first finished passes (`covered`) already in the open rows'
+    /// lists, the remaining shares measure every other needed pair once, and nothing twice.
+    #[test]
+    fn shares_after_partial_lists_measure_the_rest_once() {
+        let (n, t, rpp) = (23usize, 2usize, 4usize);
+        let passes = n.div_ceil(rpp);
+        let pass_of = |a: usize| a / rpp;
+        for mask in 0..1u32 << passes {
+            let done: Vec<bool> = (0..passes).map(|p| mask >> p & 1 == 1).collect();
+            // Covered passes are a prefix of the finished ones.
+            let prefix = done.iter().take_while(|&&d| d).count();
+            for c in 0..=prefix {
+                let covered: Vec<bool> = (0..passes).map(|p| p < c).collect();
+                let mut count = std::collections::BTreeMap::<(usize, usize), u32>::new();
+                // What the partial lists hold: pairs of a covered pass with an open row.
+                for a in 0..n {
+                    for b in a + 1..n {
+                        let (pa, pb) = (pass_of(a), pass_of(b));
+                        if (covered[pa] && !done[pb]) || (covered[pb] && !done[pa]) {
+                            *count.entry((a, b)).or_default() += 1;
+                        }
+                    }
+                }
+                let steps = pass_steps_after(&done, &covered);
+                let catch_up = steps.iter().any(|s| s.proves.is_none());
+                assert_eq!(catch_up, done != covered, "{done:?} {covered:?}");
+                for step in &steps {
+                    for a in 0..n {
+                        for b in a + 1..n {
+                            let (i, j) = (a / t, b / t);
+                            if step.takes_after(&done, &covered, pass_of(i * t), pass_of(j * t)) {
+                                *count.entry((a, b)).or_default() += 1;
+                            }
+                        }
+                    }
+                }
+                for a in 0..n {
+                    for b in a + 1..n {
+                        let needed = !done[pass_of(a)] || !done[pass_of(b)];
+                        let got = count.get(&(a, b)).copied().unwrap_or(0);
+                        assert_eq!(got, u32::from(needed), "{done:?} {covered:?} pair {a},{b}");
                     }
                 }
             }
