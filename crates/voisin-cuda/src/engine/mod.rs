@@ -162,19 +162,6 @@ impl CudaEngine {
     }
 }
 
-/// Phase timings on stderr when `VOISIN_CUDA_TRACE` is set, for the graph driver of `passes`
-/// (every other phase goes to the GPU's probe).
-fn trace(what: &str, since: &mut Instant) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *ON.get_or_init(|| std::env::var_os("VOISIN_CUDA_TRACE").is_some()) {
-        eprintln!(
-            "[voisin-cuda] {what}: {:.1} ms",
-            since.elapsed().as_secs_f64() * 1e3
-        );
-    }
-    *since = Instant::now();
-}
-
 /// A k-NN result from rows of (exact key, index).
 pub(crate) fn to_result(
     rows: Vec<Vec<(f64, u32)>>,

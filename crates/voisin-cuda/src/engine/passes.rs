@@ -45,7 +45,7 @@ use voisin::graph::driver::{self, Backend};
 use voisin::graph::{PassRows, TileGraph, TileOwner};
 use voisin::{Dataset, Engine, Error, KnnResult, Metric, Result, Stats, VectorSet};
 
-use super::{graph_input, on_each, to_result, trace, CudaEngine};
+use super::{graph_input, on_each, to_result, CudaEngine};
 use crate::numerics::plan::{vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::context;
@@ -70,7 +70,7 @@ pub(crate) fn build(
             )),
         };
     }
-    let mut tr = Instant::now();
+    let mut tr = engines[0].lock()?.phases();
     let set = vectors(data, metric)?;
     let n = set.len();
     let stats = Mutex::new(Stats {
@@ -101,7 +101,7 @@ pub(crate) fn build(
         checkpoint,
     };
     let rows = driver::build(&job, || {
-        trace("graph on GPUs: input checks and schedule", &mut tr);
+        tr.mark("graph on GPUs: input checks and schedule");
         let upload = Instant::now();
         let ddevs = on_each(engines, |_, _, gpu| {
             let ddev = DeviceSet::new(gpu, &plan, set)?;
@@ -109,7 +109,7 @@ pub(crate) fn build(
             Ok(ddev)
         })?;
         lock(&stats).transfer += upload.elapsed();
-        trace("graph on GPUs: upload and prepare", &mut tr);
+        tr.mark("graph on GPUs: upload and prepare");
         Ok(engines
             .iter()
             .zip(ddevs)
