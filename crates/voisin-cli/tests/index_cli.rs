@@ -383,13 +383,24 @@ fn every_engine_answers_as_brute_force() {
         "{st}"
     );
     assert!(st["intrinsic_dim"].as_f64().unwrap() < 6.0, "{st}");
-    // 300 words are too few for an index to pay.
-    let mut a = runs[0].clone();
+    // 300 words are too few for an index to pay (range); k-NN over words is brute force.
+    let mut a = runs[1].clone();
     a.extend(["--device", "cpu", "--stats"]);
     let st = stats_of(&s.run(&a));
     assert_eq!(st["engine"], "brute", "{st}");
     assert!(
         st["engine_reason"].as_str().unwrap().contains("too few"),
+        "{st}"
+    );
+    let mut a = runs[0].clone();
+    a.extend(["--device", "cpu", "--stats"]);
+    let st = stats_of(&s.run(&a));
+    assert_eq!(st["engine"], "brute", "{st}");
+    assert!(
+        st["engine_reason"]
+            .as_str()
+            .unwrap()
+            .contains("k-NN over strings"),
         "{st}"
     );
 }
