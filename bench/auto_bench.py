@@ -11,7 +11,7 @@ Cases (issue 13's list; CPU, all cores):
   words-knn    k=10 of 2,000 words of the list, each changed by one edit, over the whole list
   wide         graph k=10 of 100k x 128 random normal vectors
 What is timed: the whole `voisin` process (reading the input, choosing, building, searching,
-writing the answer), median of --runs, tools alternating; scikit-learn's
+writing the answer as .npz), median of --runs, tools alternating; scikit-learn's
 NearestNeighbors(algorithm="kd_tree", n_jobs=-1): fit + kneighbors() in-process (its data
 already in memory, which favours it). Every voisin engine's output is checked to be byte-identical
 to brute force's; scikit-learn's neighbour distances to voisin's (ids may differ on ties).
@@ -114,7 +114,7 @@ def main():
             outs = {}
             for _ in range(a.runs):
                 for e in engines:
-                    out = os.path.join(tmp, f"{name}.{e}.tsv")
+                    out = os.path.join(tmp, f"{name}.{e}.npz")
                     times[e].append(run_voisin(args, e, out))
                     outs[e] = out
                 if base is not None:
@@ -130,7 +130,7 @@ def main():
                 if not same:
                     sys.exit(f"{name}: --engine {e} differs from brute force")
             if base is not None:
-                got = np.loadtxt(outs["brute"], usecols=2, dtype=np.float64).reshape(-1, k)
+                got = np.load(outs["brute"])["distances"].astype(np.float64)
                 if not np.allclose(np.sort(d, axis=1), got, rtol=1e-5, atol=1e-5):
                     sys.exit(f"{name}: scikit-learn's distances differ from voisin's")
             med = {e: statistics.median(t) for e, t in times.items()}
