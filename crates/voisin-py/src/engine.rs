@@ -47,8 +47,11 @@ pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Ar
             }
         },
     };
-    // A user metric is a closure of this process: the CPU engine runs it, whatever the machine.
-    if device == Device::Cuda && matches!(metric, Metric::Custom(_)) {
+    // What the CUDA engine cannot answer (a user metric, a closure of this process, among
+    // them) is refused before any GPU opens, with the same line on every machine. f64 values
+    // that f32 cannot hold get the CUDA engine's own refusal, which names them.
+    let f32_values = data.as_vectors().is_none_or(|v| v.is_f32_exact());
+    if device == Device::Cuda && f32_values && !voisin_cuda::supports(data, metric, Op::Knn) {
         return Err(cpu_only(metric, data));
     }
     let factory = voisin_engines::EngineConfig {
@@ -60,13 +63,7 @@ pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Ar
         gpus,
         ..Default::default()
     };
-    let engine = voisin_engines::open_shared(device, &factory)?;
-    // f64 values f32 cannot hold get the CUDA engine's own refusal, which names them.
-    let f32_values = data.as_vectors().is_none_or(|v| v.is_f32_exact());
-    if device == Device::Cuda && f32_values && !engine.supports(data, metric, Op::Knn) {
-        return Err(cpu_only(metric, data));
-    }
-    Ok(engine)
+    voisin_engines::open_shared(device, &factory)
 }
 
 fn cpu_only(metric: &Metric, data: &Dataset) -> Error {

@@ -206,6 +206,17 @@ pub(crate) fn on_each<T: Send>(
     })
 }
 
+/// What the CUDA engines answer ([`Engine::supports`] of [`CudaEngine`] and `MultiGpu`), asked
+/// without opening a GPU (front ends that refuse a request before any device starts).
+pub fn supports(data: &Dataset, metric: &Metric, op: Op) -> bool {
+    match (data, metric) {
+        (_, Metric::Custom(_)) => false,
+        (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => false,
+        (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && v.is_f32_exact(),
+        (Dataset::Strings(_), m) => *m == Metric::Levenshtein && op != Op::GraphCheckpointed,
+    }
+}
+
 impl Engine for CudaEngine {
     fn name(&self) -> String {
         format!("cuda:{}", self.device)
@@ -217,12 +228,7 @@ impl Engine for CudaEngine {
     /// on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
     /// the fp32 power tiles here cannot bound: the CPU answers them.
     fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
-        match (data, metric) {
-            (_, Metric::Custom(_)) => false,
-            (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => false,
-            (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && v.is_f32_exact(),
-            (Dataset::Strings(_), m) => *m == Metric::Levenshtein && op != Op::GraphCheckpointed,
-        }
+        supports(data, metric, op)
     }
 
     /// Vectors' norms show NaN and infinities as the tiles are prepared, and the paths that
