@@ -7,7 +7,6 @@ mod common;
 
 use common::*;
 use voisin::metric::CustomMetric;
-use voisin::reference::{compare_knn, compare_range};
 use voisin::{Dataset, Metric};
 use voisin_index::{search, DatasetIndex, Index, Kind, MetricIndex, Params, Space, UserSpace};
 
@@ -27,19 +26,7 @@ fn check_all(base: &Dataset, queries: &Dataset, metric: &Metric, radii: &[f64], 
                 .unwrap_or_else(|e| panic!("{label} {params:?}: {e}"));
         }
         let what = format!("{label}, {kind} {params:?}, {metric}");
-        for &r in radii {
-            let want = voisin::reference::range(base, queries, r, metric).unwrap();
-            let got = index.range(queries, r).unwrap();
-            compare_range(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} r={r}: {e}"));
-        }
-        for k in ks(base.len()) {
-            let want = voisin::reference::knn(base, queries, k, metric).unwrap();
-            let got = index.knn(queries, k).unwrap();
-            compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} k={k}: {e}"));
-            let want = voisin::reference::graph(base, k, metric).unwrap();
-            let got = index.graph(base, k).unwrap();
-            compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} graph k={k}: {e}"));
-        }
+        equals_reference(&index, base, queries, metric, radii, &what);
     }
 }
 

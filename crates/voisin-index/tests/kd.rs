@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use voisin::reference::{compare_knn, compare_range};
 use voisin::{Dataset, Metric, VectorSet};
 use voisin_index::{file, DatasetIndex, Index, Kind, Params};
 
@@ -19,24 +18,11 @@ const METRICS: [Metric; 5] = [
 ];
 
 fn check(base: &Dataset, queries: &Dataset, label: &str) {
-    let n = base.len();
     for metric in &METRICS {
         let index = DatasetIndex::build(base, metric.clone(), Kind::Kd, &Params::default())
             .unwrap_or_else(|e| panic!("{label} {metric}: {e}"));
         let what = format!("{label}, {metric}");
-        for k in [1, 2, 5, n.saturating_sub(1).max(1), n, n + 3] {
-            let want = voisin::reference::knn(base, queries, k, metric).unwrap();
-            let got = index.knn(queries, k).unwrap();
-            compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} k={k}: {e}"));
-            let want = voisin::reference::graph(base, k, metric).unwrap();
-            let got = index.graph(base, k).unwrap();
-            compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} graph k={k}: {e}"));
-        }
-        for r in [0.0, 0.5, 1.0, 3.0] {
-            let want = voisin::reference::range(base, queries, r, metric).unwrap();
-            let got = index.range(queries, r).unwrap();
-            compare_range(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} r={r}: {e}"));
-        }
+        equals_reference(&index, base, queries, metric, &[0.0, 0.5, 1.0, 3.0], &what);
     }
 }
 

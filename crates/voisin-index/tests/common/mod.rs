@@ -6,8 +6,9 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use voisin::{Dataset, StringSet, VectorSet};
-use voisin_index::{Kind, Params};
+use voisin::reference::{compare_knn, compare_range};
+use voisin::{Dataset, Metric, StringSet, VectorSet};
+use voisin_index::{DatasetIndex, Kind, Params};
 
 pub fn rng(seed: u64) -> StdRng {
     StdRng::seed_from_u64(seed)
@@ -88,4 +89,29 @@ pub fn ks(n: usize) -> Vec<usize> {
     let mut ks = vec![1, 2, 5, n.saturating_sub(1).max(1), n, n + 3];
     ks.dedup();
     ks
+}
+
+/// The index's range search at each radius, k-NN and graph at each k of [`ks`] equal the f64
+/// brute-force reference exactly (keys and ids, rel_tol 0); `what` names the case in failures.
+pub fn equals_reference(
+    index: &DatasetIndex,
+    base: &Dataset,
+    queries: &Dataset,
+    metric: &Metric,
+    radii: &[f64],
+    what: &str,
+) {
+    for &r in radii {
+        let want = voisin::reference::range(base, queries, r, metric).unwrap();
+        let got = index.range(queries, r).unwrap();
+        compare_range(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} r={r}: {e}"));
+    }
+    for k in ks(base.len()) {
+        let want = voisin::reference::knn(base, queries, k, metric).unwrap();
+        let got = index.knn(queries, k).unwrap();
+        compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} k={k}: {e}"));
+        let want = voisin::reference::graph(base, k, metric).unwrap();
+        let got = index.graph(base, k).unwrap();
+        compare_knn(&want, &got, 0.0).unwrap_or_else(|e| panic!("{what} graph k={k}: {e}"));
+    }
 }
