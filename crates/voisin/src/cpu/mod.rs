@@ -24,6 +24,7 @@ mod graph;
 mod items;
 mod plan;
 mod search;
+mod tile_graph;
 mod tiles;
 
 use std::ops::Range;

@@ -2,16 +2,16 @@
 //! (voisin-mpi's gathered ranks, or any other that deals tile pairs) picks one tile edge for
 //! every backend, deals the pairs of the triangle ([`super::schedule`]), has each backend
 //! compute its pairs into a [`Share`], merges the shares, and asks one backend for the final
-//! rows. The CPU engine implements it here ([`CpuShare`]: exact lists); the CUDA engine in
-//! voisin-cuda (approximate lists with a proof contract, finished on the device).
+//! rows. The CPU engine implements it in `cpu/tile_graph.rs` with [`CpuShare`] (exact lists,
+//! defined here for every driver that merges them); the CUDA engine in voisin-cuda (approximate
+//! lists with a proof contract, finished on the device).
 
 use std::ops::Range;
 
 use super::lists::{merge_lists, List, PassRows, Share};
-use super::schedule::{TileOwner, BLOCK_ROWS};
-use crate::cpu::CpuEngine;
+use super::schedule::TileOwner;
 use crate::data::Dataset;
-use crate::engine::{check_k, check_metric, Engine, KnnResult};
+use crate::engine::{Engine, KnnResult};
 use crate::error::{Error, Result};
 use crate::metric::Metric;
 
@@ -247,93 +247,6 @@ impl Share for CpuShare {
     }
 }
 
-impl TileGraph for CpuEngine {
-    type Share = CpuShare;
-
-    /// The single-process graph's block.
-    fn tile_edge(&self, _: &Dataset, _: usize, _: &Metric) -> Result<usize> {
-        Ok(BLOCK_ROWS)
-    }
-
-    /// One batch scan per tile row: an item's candidates from all its pairs of that row are
-    /// re-ranked together.
-    fn share(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        edge: usize,
-        owns: &TileOwner<'_>,
-    ) -> Result<CpuShare> {
-        check_metric(data, metric)?;
-        check_k(k)?;
-        if edge == 0 {
-            return Err(Error::invalid("graph tile edge must be at least 1"));
-        }
-        let n = data.len();
-        let k = k.min(n.saturating_sub(1));
-        let mut lists = vec![List::new(); n];
-        if k == 0 {
-            return Ok(CpuShare { k, lists });
-        }
-        let nt = n.div_ceil(edge);
-        let tile = |t: usize| t * edge..((t + 1) * edge).min(n);
-        for i in 0..nt {
-            let tiles: Vec<(Range<usize>, Range<usize>)> = (i..nt)
-                .filter(|&j| owns(i, j))
-                .map(|j| (tile(i), tile(j)))
-                .collect();
-            if tiles.is_empty() {
-                continue;
-            }
-            for (range, got) in self.tile_lists(data, &tiles, k, metric)? {
-                for (row, list) in lists[range].iter_mut().zip(&got) {
-                    *row = merge_lists(row, list, k);
-                }
-            }
-        }
-        Ok(CpuShare { k, lists })
-    }
-
-    fn partial_kind(&self, _: &Dataset, _: &Metric) -> Result<Option<String>> {
-        Ok(Some(EXACT_LISTS.into()))
-    }
-
-    fn partial_bytes(&self, share: &CpuShare, rows: &[Range<usize>]) -> Vec<u8> {
-        share.rows_to_bytes(rows)
-    }
-
-    fn partial_share(
-        &self,
-        data: &Dataset,
-        k: usize,
-        rows: &[Range<usize>],
-        bytes: &[u8],
-    ) -> Result<CpuShare> {
-        let n = data.len();
-        CpuShare::rows_from_bytes(n, k.min(n.saturating_sub(1)), rows, bytes)
-    }
-
-    fn finish(
-        &self,
-        data: &Dataset,
-        _: &Metric,
-        share: &CpuShare,
-        rows: Range<usize>,
-    ) -> Result<PassRows> {
-        if share.lists.len() != data.len() || rows.end > data.len() {
-            return Err(Error::invalid("graph share does not match the data"));
-        }
-        let done = share.lists[rows].to_vec();
-        if done.iter().any(|r| r.len() != share.k) {
-            return Err(Error::device(
-                "graph rows ended with missing neighbours (bug)",
-            ));
-        }
-        Ok(done)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,7 +256,7 @@ mod tests {
     /// Shares dealt over parts, sent as bytes and merged give the reference graph.
     #[test]
     fn dealt_cpu_shares_merge_to_the_graph() {
-        let e = CpuEngine::new(crate::cpu::CpuOptions {
+        let e = crate::cpu::CpuEngine::new(crate::cpu::CpuOptions {
             threads: Some(2),
             ..Default::default()
         })

@@ -6,7 +6,8 @@
 //! - [`lists`]: exact neighbour lists, their merge, pass stores, and the [`Share`] a backend's
 //!   part of a build merges and travels as.
 //! - [`backend`]: the [`TileGraph`] seam between a driver and the engine that measures tiles,
-//!   and the CPU engine's side of it.
+//!   and [`CpuShare`], the exact lists a CPU share merges as (the CPU engine implements the
+//!   seam in `cpu/`; nothing here imports an engine).
 //! - [`checkpoint`]: finished passes kept on disk (the `VOISINCP` format), and the open rows'
 //!   running lists beside them (`VOISINPL`), for resumable builds.
 //! - [`driver`]: the one in-process driver of a build over N [`driver::Backend`]s (the CPU
