@@ -124,24 +124,24 @@ impl<S: Space> KdTree<S> {
     fn bound(&self, id: u32, q: &[f32]) -> f64 {
         let d = self.dim;
         let bx = &self.boxes[id as usize * 2 * d..(id as usize + 1) * 2 * d];
-        let gaps = q.iter().enumerate().map(|(c, &x)| {
-            let (lo, hi, x) = (f64::from(bx[c]), f64::from(bx[d + c]), f64::from(x));
+        let gap = |c: usize| {
+            let (lo, hi, x) = (f64::from(bx[c]), f64::from(bx[d + c]), f64::from(q[c]));
             (lo - x).max(x - hi).max(0.0)
-        });
+        };
+        let gaps = (0..d).map(gap);
         match self.order_p {
             Some(1.0) => gaps.sum(),
             Some(2.0) => gaps.map(|g| g * g).sum::<f64>().sqrt(),
             Some(p) if p.is_infinite() => gaps.fold(0.0, f64::max),
             Some(p) => {
-                // Scaled by the largest gap so that large orders neither overflow nor vanish.
-                let gaps: Vec<f64> = gaps.collect();
-                let m = gaps.iter().copied().fold(0.0, f64::max);
+                // Scaled by the largest gap so that large orders neither overflow nor vanish
+                // (the gaps are recomputed rather than collected: this runs per node visited).
+                let m = gaps.fold(0.0, f64::max);
                 if m == 0.0 {
                     0.0
                 } else {
-                    m * gaps
-                        .iter()
-                        .map(|g| (g / m).powf(p))
+                    m * (0..d)
+                        .map(|c| (gap(c) / m).powf(p))
                         .sum::<f64>()
                         .powf(1.0 / p)
                 }

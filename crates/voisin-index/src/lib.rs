@@ -383,10 +383,7 @@ fn vector_rows<'a>(
 
 /// The k-d tree needs coordinates and a coordinate-wise metric.
 pub fn check_kind(data: &Dataset, metric: &Metric, kind: Kind) -> Result<()> {
-    let boxes = matches!(
-        metric,
-        Metric::Cityblock | Metric::Euclidean | Metric::Chebyshev | Metric::Minkowski(_)
-    );
+    let boxes = space::box_order(metric).is_some();
     if kind == Kind::Kd && !(boxes && matches!(data, Dataset::Vectors(_))) {
         return Err(Error::invalid(format!(
             "the kd index takes vectors under euclidean, cityblock, chebyshev or minkowski:P, \

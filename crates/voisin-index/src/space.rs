@@ -81,6 +81,19 @@ pub fn check_metric(metric: &Metric) -> Result<()> {
     )))
 }
 
+/// The order p of a coordinate-wise metric, (Σ|aᵢ−bᵢ|ᵖ)^(1/p) (infinity for chebyshev), or
+/// `None`: the metrics whose distance a bounding box bounds. Whether p makes a true metric is
+/// [`check_metric`]'s business.
+pub fn box_order(metric: &Metric) -> Option<f64> {
+    match *metric {
+        Metric::Cityblock => Some(1.0),
+        Metric::Euclidean => Some(2.0),
+        Metric::Chebyshev => Some(f64::INFINITY),
+        Metric::Minkowski(p) => Some(p),
+        _ => None,
+    }
+}
+
 /// Dense vectors (held as f32) under a true vector metric or a user vector metric.
 #[derive(Clone, Debug)]
 pub struct VectorSpace {
@@ -158,13 +171,7 @@ impl Space for VectorSpace {
     }
 
     fn box_order(&self) -> Option<f64> {
-        match self.metric {
-            Metric::Cityblock => Some(1.0),
-            Metric::Euclidean => Some(2.0),
-            Metric::Chebyshev => Some(f64::INFINITY),
-            Metric::Minkowski(p) if p >= 1.0 => Some(p),
-            _ => None,
-        }
+        box_order(&self.metric)
     }
 
     fn coords<'a>(&self, item: &'a [f32]) -> Option<&'a [f32]> {
