@@ -68,10 +68,10 @@ def cases(tmp):
             f.write("\n".join(lines) + "\n")
         return path
 
-    r = roll(100_000, 0)
+    r, rq = roll(100_000, 0), roll(10_000, 1)
     made["roll"] = (["graph", "--input", save("roll.npy", r), "-k", "10"], r, None, 10)
     made["roll-knn"] = (["knn", "--base", os.path.join(tmp, "roll.npy"), "--query",
-                         save("rollq.npy", roll(10_000, 1)), "-k", "10"], r, roll(10_000, 1), 10)
+                         save("rollq.npy", rq), "-k", "10"], r, rq, 10)
     made["words-graph"] = (["graph", "--input", text("w20k.txt", words[:20_000]), "-k", "3"],
                            None, None, 3)
     made["words-knn"] = (["knn", "--base", WORDS, "--query",
