@@ -75,8 +75,9 @@ impl std::str::FromStr for Precision {
 /// flag yet, gpu_bench has `-fused` variants).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fusion {
-    /// Fused where it is measured faster than tiles through memory: nowhere yet
-    /// (bench/NOTES.md, "Fused": the fused kernels lost to cuBLAS + block select on the H100).
+    /// Fused where it is measured faster than tiles through memory: passes of at most
+    /// 512 queries (small batches against a large base; docs/design/fused-selection.md). Larger
+    /// passes are not fused: there the fused kernels lost to cuBLAS + block select on the H100.
     #[default]
     Auto,
     /// Never: every tile goes through device memory.

@@ -9,8 +9,13 @@
 //! keeps the bare case names that bench/gpu/torch_peer.py tabulates, the others get the variant
 //! as a suffix ("knn k=10 tf32-fused"). Graphs run per arithmetic only (fusion does not apply).
 //!
+//! `--batches 100,1000` adds a prepared base (uploaded once, [`Engine::prepare`]) answering
+//! batches of that many of the queries (k=10, the median of 20 batches): the fitted-estimator
+//! case of bench/py_bench.py without Python.
+//!
 //! usage: gpu_bench [--dir /tmp/vbench] [--base 1000000] [--queries 10000] [--dim 128]
 //!                  [--graph 1000000] [--reps 3] [--ks 10,1000] [--variants fp32,tf32-fused]
+//!                  [--batches 100,1000]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +36,7 @@ struct Args {
     reps: usize,
     ks: Vec<usize>,
     variants: Vec<String>,
+    batches: Vec<usize>,
 }
 
 fn parse() -> Args {
@@ -45,6 +51,7 @@ fn parse() -> Args {
         variants: ["fp32", "fp32-fused", "tf32", "tf32-fused"]
             .map(String::from)
             .to_vec(),
+        batches: Vec::new(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -59,6 +66,7 @@ fn parse() -> Args {
             "--reps" => a.reps = num(),
             "--ks" => a.ks = v.split(',').map(|k| k.parse().expect("k")).collect(),
             "--variants" => a.variants = v.split(',').map(String::from).collect(),
+            "--batches" => a.batches = v.split(',').map(|b| b.parse().expect("batch")).collect(),
             o => panic!("unknown option {o}"),
         }
     }
@@ -116,7 +124,7 @@ fn main() {
     let base = data(&a.dir.join("base.fbin"), a.base, a.dim, 1);
     let queries = data(&a.dir.join("queries.fbin"), a.queries, a.dim, 2);
     eprintln!("data ready in {:.1}s", t.elapsed().as_secs_f64());
-    let engines: Vec<(String, CudaEngine)> = a
+    let engines: Vec<(String, std::sync::Arc<CudaEngine>)> = a
         .variants
         .iter()
         .map(|v| {
@@ -126,7 +134,7 @@ fn main() {
                 e.set_probe(std::sync::Arc::new(StderrProbe))
                     .expect("the GPU");
             }
-            (v.clone(), e)
+            (v.clone(), std::sync::Arc::new(e))
         })
         .collect();
     let device = engines[0].1.device_name();
@@ -192,6 +200,50 @@ fn main() {
             report(
                 &name(&format!("knn k={k}"), v),
                 2.0 * nb * nq * d,
+                times,
+                &r.stats,
+            );
+        }
+    }
+    for (v, engine) in &engines {
+        if a.batches.is_empty() {
+            break;
+        }
+        let base = std::sync::Arc::new(base.clone());
+        let prepared = std::sync::Arc::clone(engine)
+            .prepare(std::sync::Arc::clone(&base), &Metric::Euclidean)
+            .unwrap();
+        for &b in &a.batches {
+            let qs = queries.as_vectors().unwrap();
+            let b = b.min(a.queries);
+            let q: Dataset = VectorSet::from_f32(b, a.dim, qs.rows_f32(0, b).into_owned())
+                .unwrap()
+                .into();
+            prepared.knn(&q, 10).unwrap();
+            let mut times = Vec::new();
+            let mut last = None;
+            for _ in 0..20 {
+                let t = Instant::now();
+                last = Some(prepared.knn(&q, 10).unwrap());
+                times.push(t.elapsed().as_secs_f64());
+            }
+            let r = last.unwrap();
+            let plain = engine.knn(&base, &q, 10, &Metric::Euclidean).unwrap();
+            assert!(
+                plain.indices == r.indices,
+                "variant {v}: prepared ids differ"
+            );
+            // Wide tiles for small batches: the CPU engine's answers, ids and distances.
+            let cpu = voisin::cpu::CpuEngine::default();
+            let want = cpu.knn(&base, &q, 10, &Metric::Euclidean).unwrap();
+            assert!(
+                want.indices == r.indices && want.distances == r.distances,
+                "variant {v}: batch {b} differs from the CPU engine"
+            );
+            let flops = 2.0 * nb * q.len() as f64 * d;
+            report(
+                &name(&format!("prepared knn batch={b}"), v),
+                flops,
                 times,
                 &r.stats,
             );

@@ -36,13 +36,25 @@ pub(crate) struct FusedPlan {
 /// whole number of them.
 const GRANULE: usize = abi::FZ_BN;
 
-/// The fused plan for a pass with lists of `kp` over `nb` base items, or None when it must not
-/// (or need not) be fused.
-pub(crate) fn plan_for(plan: &Plan, fusion: Fusion, kp: usize, nb: usize) -> Option<FusedPlan> {
+/// Most queries of a pass that `Fusion::Auto` fuses: small batches against a large resident
+/// base, where the unfused pass is dozens of tiles too thin to fill the GPU. H100, 1M × 128,
+/// k = 10 (docs/design/fused-selection.md): 100 queries 2.86 ms fused against 3.83 ms (fp32),
+/// 1.81 against 3.15 ms (TF32); 300 queries 6.08 / 6.25 and 3.52 / 4.26 ms; 1,000 queries
+/// 13.9 / 13.7 and 7.4 / 7.7 ms; 10,000 queries lose (0.164 / 0.146 s fp32).
+pub(crate) const AUTO_FUSED_QUERIES: usize = 512;
+
+/// The fused plan for a pass of `nq` queries with lists of `kp` over `nb` base items, or None
+/// when it must not (or need not) be fused.
+pub(crate) fn plan_for(
+    plan: &Plan,
+    fusion: Fusion,
+    kp: usize,
+    (nq, nb): (usize, usize),
+) -> Option<FusedPlan> {
     let wanted = match fusion {
         Fusion::Off => false,
         Fusion::On => true,
-        Fusion::Auto => false,
+        Fusion::Auto => nq <= AUTO_FUSED_QUERIES,
     };
     // The fused kernel sums the whole inner dimension in one accumulator; the plan's bound
     // assumes tile.rs's chunked sums beyond K_CHUNK.
@@ -204,9 +216,9 @@ mod tests {
         }
     }
 
-    /// [`super::plan_for`] of such a plan.
+    /// [`super::plan_for`] of such a plan, for a pass of 10,000 queries.
     fn plan_for(p: &(Plan, Fusion), kp: usize, nb: usize) -> Option<FusedPlan> {
-        super::plan_for(&p.0, p.1, kp, nb)
+        super::plan_for(&p.0, p.1, kp, (10_000, nb))
     }
 
     #[test]
@@ -241,5 +253,9 @@ mod tests {
         // Small bases are fused too when asked (the tests rely on it), not when too small.
         assert!(plan_for(&on, 16, 1000).is_some());
         assert!(plan_for(&on, 16, 300).is_none());
+        // Auto fuses small batches only.
+        let at = |nq| super::plan_for(&fp.0, fp.1, 32, (nq, nb));
+        assert!(at(AUTO_FUSED_QUERIES).is_some() && at(1).is_some());
+        assert!(at(AUTO_FUSED_QUERIES + 1).is_none());
     }
 }

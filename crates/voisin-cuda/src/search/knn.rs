@@ -143,7 +143,7 @@ fn passes(
             let b_tile = nb.min(bmax);
             // The fused merge keeps block-select lists (sorted, threshold at the end).
             if mode == Select::Block {
-                fusing = fused::plan_for(plan, ctx.opts.fusion, kp, nb);
+                fusing = fused::plan_for(plan, ctx.opts.fusion, kp, (nq, nb));
             }
             let buffers = fusing.map_or(0, |f| f.cap * 8 + 4);
             let per_query = b_tile * 4 + kp * 8 + buffers;
