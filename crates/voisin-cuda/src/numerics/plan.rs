@@ -494,6 +494,88 @@ fn find_non_finite(v: &VectorSet) -> Option<(usize, usize)> {
     Some((row + pos / d, pos % d))
 }
 
+/// The GPU's approximate pass done on the host, for tests without a GPU: rows prepared as
+/// kernels/distance/prepare.cu prepares them, GEMM keys from f32 dot products of the prepared
+/// rows (inputs converted by `conv`, e.g. to TF32) summed as ops/tile.rs sums them (chunk by
+/// chunk, each chunk here in reverse order: the bound must not depend on the order within a
+/// chunk), SIMT keys as distance/vector_tile.cu computes them (f32 differences, an f32 sum or
+/// max, minkowski terms by powf).
+#[cfg(test)]
+pub(crate) struct HostTiles {
+    /// `keys[j][i]`: query `j` against base item `i`.
+    pub keys: Vec<Vec<f32>>,
+    /// Norms of the prepared query rows.
+    pub qnorm: Vec<f64>,
+    /// The base's largest prepared norm.
+    pub bmax: f64,
+}
+
+#[cfg(test)]
+impl HostTiles {
+    pub fn new(
+        plan: &Plan,
+        metric: &Metric,
+        b: &VectorSet,
+        q: &VectorSet,
+        conv: fn(f32) -> f32,
+    ) -> HostTiles {
+        let d = plan.dim;
+        let prep = |x: &[f32]| -> Vec<f32> {
+            let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
+            let mean = if plan.centre_rows {
+                x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
+            } else {
+                0.0
+            };
+            let y: Vec<f64> = x
+                .iter()
+                .zip(&shift)
+                .map(|(&v, &s)| v as f64 - s as f64 - mean)
+                .collect();
+            let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
+            let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
+            y.iter().map(|v| (v * scale) as f32).collect()
+        };
+        let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
+        let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
+        let qp: Vec<Vec<f32>> = (0..q.len()).map(|j| prep(&q.row_f32(j))).collect();
+        let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+        let key = |qr: &[f32], br: &[f32]| -> f32 {
+            let dot = || -> f32 {
+                qr.chunks(K_CHUNK)
+                    .zip(br.chunks(K_CHUNK))
+                    .map(|(qc, bc)| {
+                        qc.iter()
+                            .zip(bc)
+                            .rev()
+                            .map(|(&x, &y)| conv(x) * conv(y))
+                            .sum::<f32>()
+                    })
+                    .fold(0.0f32, |acc, part| acc + part)
+            };
+            let diffs = || qr.iter().zip(br).map(|(&x, &y)| (x - y).abs());
+            match (plan.key, metric) {
+                (TileKey::L2, _) => norm(qr) as f32 + norm(br) as f32 - 2.0 * dot(),
+                (TileKey::NegDot, _) => -dot(),
+                (TileKey::OneMinus, _) => 1.0 - dot(),
+                (TileKey::Direct, Metric::Cityblock) => diffs().sum(),
+                (TileKey::Direct, Metric::Chebyshev) => diffs().fold(0.0f32, f32::max),
+                (TileKey::Direct, Metric::Minkowski(p)) => diffs().map(|t| t.powf(*p as f32)).sum(),
+                (TileKey::Direct, m) => unreachable!("no direct tile for {m}"),
+            }
+        };
+        HostTiles {
+            keys: qp
+                .iter()
+                .map(|qr| bp.iter().map(|br| key(qr, br)).collect())
+                .collect(),
+            qnorm: qp.iter().map(|r| norm(r).sqrt()).collect(),
+            bmax,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,9 +594,10 @@ mod tests {
         f32::from_bits(x.to_bits() & !0x1fff)
     }
 
-    /// The arithmetic of the GEMM path done on the host (prepared rows, f32 norms, inputs
-    /// converted by `conv`, an f32 dot product in any order): every approximate key of the GEMM
-    /// metrics must lie within the plan's bound of the exact key, for base `b` and queries `q`.
+    /// The arithmetic of the GEMM path done on the host ([`HostTiles`]: prepared rows, f32
+    /// norms, inputs converted by `conv`, an f32 dot product in any order): every approximate
+    /// key of the GEMM metrics must lie within the plan's bound of the exact key, for base `b`
+    /// and queries `q`.
     fn check_gemm_bound(precision: Precision, conv: fn(f32) -> f32, b: &VectorSet, q: &VectorSet) {
         let d = b.dim();
         for m in [
@@ -526,49 +609,11 @@ mod tests {
             let plan = Plan::new(&m, b)
                 .with_inputs(&m, b, q)
                 .with_precision(precision);
-            let prep = |x: &[f32]| -> Vec<f32> {
-                let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
-                let mean = if plan.centre_rows {
-                    x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
-                } else {
-                    0.0
-                };
-                let y: Vec<f64> = x
-                    .iter()
-                    .zip(&shift)
-                    .map(|(&v, &s)| v as f64 - s as f64 - mean)
-                    .collect();
-                let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
-                let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
-                let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
-                y.iter().map(|v| (v * scale) as f32).collect()
-            };
-            let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
-            let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
-            let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+            let tiles = HostTiles::new(&plan, &m, b, q, conv);
             for j in 0..q.len() {
-                let qp = prep(&q.row_f32(j));
-                let abs = plan.abs_bound(norm(&qp).sqrt(), bmax);
-                for (i, br) in bp.iter().enumerate() {
-                    // As tile.rs sums: chunk by chunk, each chunk in reverse order (the bound
-                    // must not depend on the order within a chunk).
-                    let dot: f32 = qp
-                        .chunks(K_CHUNK)
-                        .zip(br.chunks(K_CHUNK))
-                        .map(|(qc, bc)| {
-                            qc.iter()
-                                .zip(bc)
-                                .rev()
-                                .map(|(&x, &y)| conv(x) * conv(y))
-                                .sum::<f32>()
-                        })
-                        .fold(0.0f32, |acc, part| acc + part);
-                    let v = match plan.key {
-                        TileKey::L2 => norm(&qp) as f32 + norm(br) as f32 - 2.0 * dot,
-                        TileKey::NegDot => -dot,
-                        TileKey::OneMinus => 1.0 - dot,
-                        TileKey::Direct => unreachable!(),
-                    };
+                let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
+                for i in 0..b.len() {
+                    let v = tiles.keys[j][i];
                     let exact = set_key(&m, b, i, q, j);
                     assert!(
                         plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
@@ -717,18 +762,6 @@ mod tests {
         }
     }
 
-    /// An f32 key of the rounded rows as distance/vector_tile.cu computes it: f32 differences,
-    /// an f32 sum (or max) in order; minkowski terms by powf.
-    fn simt_key(m: &Metric, a: &[f32], b: &[f32]) -> f32 {
-        let diffs = a.iter().zip(b).map(|(&x, &y)| (x - y).abs());
-        match m {
-            Metric::Cityblock => diffs.sum(),
-            Metric::Chebyshev => diffs.fold(0.0f32, f32::max),
-            Metric::Minkowski(p) => diffs.map(|t| t.powf(*p as f32)).sum(),
-            m => unreachable!("{m} is a GEMM metric"),
-        }
-    }
-
     /// The SIMT metrics' widened bound covers the exact keys of the f64 rows.
     #[test]
     fn widened_simt_bound_covers_f64_rows() {
@@ -755,10 +788,11 @@ mod tests {
                 for (b, q) in &sets {
                     for m in &metrics {
                         let plan = Plan::new(m, b).with_inputs(m, b, q);
-                        let abs = plan.abs_bound(0.0, 0.0);
+                        let tiles = HostTiles::new(&plan, m, b, q, |x| x);
                         for j in 0..q.len() {
+                            let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
                             for i in 0..b.len() {
-                                let v = simt_key(m, &q.row_f32(j), &b.row_f32(i));
+                                let v = tiles.keys[j][i];
                                 let exact = set_key(m, b, i, q, j);
                                 assert!(
                                     plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
