@@ -74,6 +74,10 @@ fn f64_storage_of_f32_numbers_matches_the_reference() {
     }
 }
 
+fn on_gpu0(opts: CudaOptions) -> CudaEngine {
+    CudaEngine::with_options(0, opts).expect("a CUDA GPU")
+}
+
 /// Random f64 values around `centre` (most of them not f32 numbers), with a duplicate row.
 fn f64_random(rng: &mut StdRng, n: usize, d: usize, centre: f64) -> Dataset {
     let mut v: Vec<f64> = (0..n * d)
@@ -97,6 +101,17 @@ fn f64_colliding(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
     let set = VectorSet::from_f64(n, d, v).unwrap();
     assert_eq!(set.elem_type(), ElemType::F64);
     set.into()
+}
+
+/// Values that f32 holds only as subnormals (1e-41) or not at all (1e-47 rounds to zero).
+fn f64_tiny(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
+    let v: Vec<f64> = (0..n * d)
+        .map(|i| {
+            let x: f64 = StandardNormal.sample(rng);
+            x * if i % 3 == 0 { 1e-47 } else { 1e-41 }
+        })
+        .collect();
+    VectorSet::from_f64(n, d, v).unwrap().into()
 }
 
 /// int64 values far from the origin (beyond 2^24, so stored as f64), many of them equal.
@@ -151,21 +166,17 @@ fn check_all(e: &dyn Engine, base: &Dataset, queries: &Dataset, who: &str) {
     }
 }
 
-/// f64 and int64 values f32 cannot hold, random and tie-heavy, d = 1, 3, 127, on the fp32 and
-/// TF32 engines.
+/// f64 and int64 values f32 cannot hold, random, far out, tie-heavy and below f32's normal
+/// range, d = 1, 3, 127, on the fp32 and TF32 engines.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn f64_values_f32_cannot_hold_equal_the_cpu_engine() {
     let mut rng = StdRng::seed_from_u64(seed());
     let fp32 = engine(Select::Auto);
-    let tf32 = CudaEngine::with_options(
-        0,
-        CudaOptions {
-            precision: Precision::Tf32,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let tf32 = on_gpu0(CudaOptions {
+        precision: Precision::Tf32,
+        ..Default::default()
+    });
     for &(n, d) in &[(300usize, 1usize), (400, 3), (250, 127)] {
         let sets = [
             (
@@ -188,6 +199,7 @@ fn f64_values_f32_cannot_hold_equal_the_cpu_engine() {
                 int64_far(&mut rng, n, d),
                 int64_far(&mut rng, 17, d),
             ),
+            ("tiny", f64_tiny(&mut rng, n, d), f64_tiny(&mut rng, 17, d)),
         ];
         for (kind, base, queries) in &sets {
             check_all(&fp32, base, queries, &format!("fp32 {kind} d={d}"));
@@ -229,7 +241,7 @@ fn f64_values_on_several_gpus_and_in_checkpointed_passes() {
         ..Default::default()
     };
     let pair = MultiGpu::with_options(&two, small.clone()).unwrap();
-    let one = CudaEngine::with_options(0, small).unwrap();
+    let one = on_gpu0(small);
     let cpu = CpuEngine::default();
     for (kind, base, queries) in [
         (
@@ -280,14 +292,10 @@ fn f64_values_on_several_gpus_and_in_checkpointed_passes() {
 #[ignore = "needs a CUDA GPU"]
 fn streamed_f64_base_equals_the_cpu_engine() {
     let mut rng = StdRng::seed_from_u64(seed());
-    let e = CudaEngine::with_options(
-        0,
-        CudaOptions {
-            device_memory: Some(256 << 20),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let e = on_gpu0(CudaOptions {
+        device_memory: Some(256 << 20),
+        ..Default::default()
+    });
     let cpu = CpuEngine::default();
     let base = f64_random(&mut rng, 600_000, 64, 1e6);
     let queries = f64_random(&mut rng, 23, 64, 1e6);

@@ -296,7 +296,8 @@ mod tests {
 
     /// The host side of the GPU's f64 path equals the CPU engine byte for byte, on random f64
     /// values near and far from the origin, int64-like integers far out and values that
-    /// collide once rounded to f32 (1e8 + 0..16: f32 holds every eighth), for k-NN and graphs,
+    /// collide once rounded to f32 (1e8 + 0..16: f32 holds every eighth), values that f32
+    /// holds only as subnormals or zeros, for k-NN and graphs,
     /// k = 1, 10, n − 1, fp32 and TF32 tiles.
     #[test]
     fn f64_finish_equals_the_cpu_engine() {
@@ -316,6 +317,11 @@ mod tests {
             let far = f64_rows(n, d, |_| gauss(1e6));
             let random_q = f64_rows(9, d, |_| gauss(0.0));
             let far_q = f64_rows(9, d, |_| gauss(1e6));
+            // Subnormal in f32 (1e-41) or below it (1e-47, rounded to zero): rows that vanish.
+            let tiny = f64_rows(n, d, |i| {
+                gauss(0.0) * if i % 3 == 0 { 1e-47 } else { 1e-41 }
+            });
+            let tiny_q = f64_rows(9, d, |_| gauss(0.0) * 1e-41);
             let colliding = f64_rows(n, d, |_| 1e8 + rng.gen_range(0..16) as f64);
             let colliding_q = f64_rows(9, d, |_| 1e8 + rng.gen_range(0..16) as f64);
             let ints = f64_rows(n, d, |_| 1e12 + rng.gen_range(-40..40) as f64);
@@ -331,6 +337,7 @@ mod tests {
                 ("far", &far, &far_q),
                 ("colliding", &colliding, &colliding_q),
                 ("ints", &ints, &ints_q),
+                ("tiny", &tiny, &tiny_q),
                 ("f32 queries", &random, &narrow_q),
             ];
             for (what, base, queries) in cases {
