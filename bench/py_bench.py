@@ -56,16 +56,28 @@ def main():
     voisin.knn(base[:1000], queries[:10], a.k, device=a.device)  # start the device
     wall, (_, ind) = timed(lambda: voisin.knn(base, queries, a.k, device=a.device,
                                               precision=a.precision), a.reps)
-    engine_times = []
+    # The same call taken apart: the engine opened for a one-shot call (check=False, as
+    # voisin.knn does), the request, and the drop that frees the device memory.
+    parts = {"open": [], "call": [], "drop": [], "engine": []}
     for _ in range(a.reps):
-        idx = _voisin.Index(base, "euclidean", a.device, a.precision)
+        t0 = time.perf_counter()
+        idx = _voisin.Index(base, "euclidean", a.device, a.precision, None, None, False)
+        t1 = time.perf_counter()
         _, ind2 = idx.knn(queries, a.k)
-        engine_times.append(idx.last_call_seconds)
-    engine = statistics.median(engine_times)
+        t2 = time.perf_counter()
+        parts["engine"].append(idx.last_call_seconds)
+        del idx
+        t3 = time.perf_counter()
+        for key, t in (("open", t1 - t0), ("call", t2 - t1), ("drop", t3 - t2)):
+            parts[key].append(t)
+    engine = statistics.median(parts["engine"])
     assert (ind == ind2).all()
     rows.append((f"knn {a.n}x{a.d}, {a.queries} queries, k={a.k}", "voisin.knn (Python)", wall,
                  f"{wall / engine:.3f}x engine"))
     rows.append(("", "engine (Rust, same call)", engine, ""))
+    for key, what in (("open", "of which: engine opened"), ("call", "request (engine inside)"),
+                      ("drop", "engine dropped")):
+        rows.append(("", what, statistics.median(parts[key]), ""))
 
     # 2. fitted base, small batches
     # what a fitted voisin.NearestNeighbors holds and calls (used directly, so that the

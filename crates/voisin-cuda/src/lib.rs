@@ -65,7 +65,7 @@ mod runtime;
 mod search;
 mod strings;
 
-pub use engine::{supports, CudaEngine};
+pub use engine::{supports, CudaEngine, CudaPrepared};
 pub use multi::MultiGpu;
 pub use numerics::plan::tiles_hold;
 pub use ops::select;

@@ -38,7 +38,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
-use voisin::engine::{Cancel, GraphRequest, KnnRequest, Op, ProgressFn, RangeRequest};
+use voisin::engine::{Cancel, GraphRequest, KnnRequest, Op, Prepared, ProgressFn, RangeRequest};
 use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result};
 use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, Precision, Select};
@@ -139,8 +139,8 @@ pub fn open(device: Device, config: &EngineConfig) -> Result<Box<dyn Engine>> {
         Device::Cuda => Ok(cuda(config)?),
         Device::Auto if voisin_cuda::gpu_available() => match cuda(config) {
             Ok(gpu) => Ok(Box::new(Routed {
-                gpu,
-                cpu: Box::new(cpu(config)?),
+                gpu: Arc::from(gpu),
+                cpu: Arc::new(cpu(config)?),
             })),
             Err(_) => Ok(Box::new(cpu(config)?)),
         },
@@ -224,18 +224,22 @@ pub fn cuda(config: &EngineConfig) -> Result<Box<dyn Engine>> {
 
 /// `auto` with a GPU: what the CUDA engine handles goes to the GPU, the rest to the CPU.
 struct Routed {
-    gpu: Box<dyn Engine>,
-    cpu: Box<dyn Engine>,
+    gpu: Arc<dyn Engine>,
+    cpu: Arc<dyn Engine>,
 }
 
 impl Routed {
     /// The GPU takes what it supports, the CPU the rest.
     fn pick(&self, sets: &[&Dataset], metric: &Metric, op: Op) -> &dyn Engine {
-        if sets.iter().all(|d| self.gpu.supports(d, metric, op)) {
+        if self.gpu_takes(sets, metric, op) {
             self.gpu.as_ref()
         } else {
             self.cpu.as_ref()
         }
+    }
+
+    fn gpu_takes(&self, sets: &[&Dataset], metric: &Metric, op: Op) -> bool {
+        sets.iter().all(|d| self.gpu.supports(d, metric, op))
     }
 }
 
@@ -281,6 +285,60 @@ impl Engine for Routed {
     ) -> Result<KnnResult> {
         self.pick(&[data], metric, Op::GraphCheckpointed)
             .graph_checkpointed(data, k, metric, checkpoint)
+    }
+
+    /// A base the GPU supports is prepared there (on one GPU: uploaded once); queries it does
+    /// not support then go to the CPU with the base. Any other base is the CPU's.
+    fn prepare(self: Arc<Self>, base: Arc<Dataset>, metric: &Metric) -> Result<Box<dyn Prepared>> {
+        voisin::engine::check_metric(&base, metric)?;
+        if !self.gpu_takes(&[&base], metric, Op::Knn) {
+            return Arc::clone(&self.cpu).prepare(base, metric);
+        }
+        Ok(Box::new(RoutedPrepared {
+            gpu: Arc::clone(&self.gpu).prepare(Arc::clone(&base), metric)?,
+            routed: self,
+            base,
+        }))
+    }
+}
+
+/// A base prepared by the auto engine on its GPU, with the CPU for queries the GPU does not
+/// support (the routing of [`Routed`]'s own requests, which look at base and queries).
+struct RoutedPrepared {
+    gpu: Box<dyn Prepared>,
+    routed: Arc<Routed>,
+    base: Arc<Dataset>,
+}
+
+impl RoutedPrepared {
+    /// The CPU answers queries that the GPU does not support (with the base, afresh).
+    fn cpu_takes(&self, queries: &Dataset, op: Op) -> Option<&dyn Engine> {
+        let gpu = self.routed.gpu_takes(&[queries], self.gpu.metric(), op);
+        (!gpu).then_some(self.routed.cpu.as_ref())
+    }
+}
+
+impl Prepared for RoutedPrepared {
+    fn knn(&self, queries: &Dataset, k: usize) -> Result<KnnResult> {
+        match self.cpu_takes(queries, Op::Knn) {
+            Some(cpu) => cpu.knn(&self.base, queries, k, self.gpu.metric()),
+            None => self.gpu.knn(queries, k),
+        }
+    }
+
+    fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult> {
+        match self.cpu_takes(queries, Op::Range) {
+            Some(cpu) => cpu.range(&self.base, queries, radius, self.gpu.metric()),
+            None => self.gpu.range(queries, radius),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.base.len()
+    }
+
+    fn metric(&self) -> &Metric {
+        self.gpu.metric()
     }
 }
 
@@ -393,8 +451,8 @@ mod tests {
             ..Default::default()
         };
         Routed {
-            gpu: Box::new(NoGpu),
-            cpu: Box::new(cpu(&one).unwrap()),
+            gpu: Arc::new(NoGpu),
+            cpu: Arc::new(cpu(&one).unwrap()),
         }
     }
 
@@ -403,6 +461,38 @@ mod tests {
             std::env::temp_dir().join(format!("voisin-engines-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn auto_prepares_on_the_gpu_what_it_supports_and_on_the_cpu_the_rest() {
+        let auto: Arc<dyn Engine> = Arc::new(routed());
+        let values: Vec<f32> = (0..40).map(|i| ((i * 7) % 11) as f32).collect();
+        let base = Arc::new(Dataset::Vectors(
+            voisin::VectorSet::from_f32(20, 2, values).unwrap(),
+        ));
+        let queries = Dataset::Vectors(
+            voisin::VectorSet::from_f32(3, 2, vec![0., 1., 5., 5., 9., 2.]).unwrap(),
+        );
+        // A base the GPU supports is prepared there (the stand-in answers nothing).
+        let on_gpu = Arc::clone(&auto)
+            .prepare(Arc::clone(&base), &Metric::Euclidean)
+            .unwrap();
+        let err = on_gpu.knn(&queries, 2).unwrap_err().to_string();
+        assert!(err.contains("no-gpu"), "{err}");
+        assert_eq!(on_gpu.len(), 20);
+        // A user metric is the CPU's: its prepared base answers as the CPU engine does.
+        let l1 = |a: &[f32], b: &[f32]| -> f64 {
+            a.iter().zip(b).map(|(x, y)| f64::from((x - y).abs())).sum()
+        };
+        let m = Metric::Custom(voisin::metric::CustomMetric::for_vectors("l1", l1));
+        let on_cpu = Arc::clone(&auto).prepare(Arc::clone(&base), &m).unwrap();
+        let one = EngineConfig {
+            threads: Some(1),
+            ..Default::default()
+        };
+        let want = cpu(&one).unwrap().knn(&base, &queries, 4, &m).unwrap();
+        let got = on_cpu.knn(&queries, 4).unwrap();
+        assert_eq!((got.indices, got.distances), (want.indices, want.distances));
     }
 
     #[test]

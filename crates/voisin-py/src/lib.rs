@@ -29,7 +29,7 @@ use pyo3::types::{PyList, PyString};
 use rayon::prelude::*;
 
 use voisin::data::{Buffer, SharedSlice, VectorData};
-use voisin::engine::{Cancel, Op, ProgressFn};
+use voisin::engine::{Cancel, Op, Prepared, ProgressFn};
 use voisin::metric::CustomMetric;
 use voisin::{Dataset, Engine, Metric, StringSet, VectorSet};
 
@@ -267,6 +267,28 @@ struct Index {
     /// Whether the base's values are known to be finite: scanned when the index is built, or,
     /// for a one-shot call (`check=False`), beside its first request.
     base_checked: Arc<AtomicBool>,
+    /// A fitted base (`check=True`): prepared by the engine at its first search and kept for
+    /// the next ones (on a GPU, the rows stay in device memory while the index lives).
+    kept: Option<Arc<Kept>>,
+}
+
+/// The slot of a fitted base's prepared form, empty until its first search.
+type Kept = Mutex<Option<Arc<dyn Prepared>>>;
+
+/// The prepared base in `slot`, made by `engine` at the first call.
+fn prepared(
+    slot: &Kept,
+    engine: &Arc<dyn Engine>,
+    base: &Arc<Dataset>,
+    metric: &Metric,
+) -> voisin::Result<Arc<dyn Prepared>> {
+    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(p) = &*slot {
+        return Ok(Arc::clone(p));
+    }
+    let p: Arc<dyn Prepared> = Arc::from(Arc::clone(engine).prepare(Arc::clone(base), metric)?);
+    *slot = Some(Arc::clone(&p));
+    Ok(p)
 }
 
 /// (distances, indices) arrays handed to Python.
@@ -313,7 +335,7 @@ impl Index {
         progress: Option<&Bound<'_, PyAny>>,
         queries: Option<Dataset>,
         op: Op,
-        ask: impl FnOnce(&dyn Engine, &Dataset, Option<&Dataset>, &Metric) -> voisin::Result<R>
+        ask: impl FnOnce(&Arc<dyn Engine>, &Arc<Dataset>, Option<&Dataset>, &Metric) -> voisin::Result<R>
             + Send
             + 'static,
         convert: impl FnOnce(R) -> T + Send + 'static,
@@ -344,7 +366,7 @@ impl Index {
                     .map_or(Ok(()), |q| voisin::engine::check_pair(&base, q, &metric))
                     .and_then(|()| {
                         let start = Instant::now();
-                        let answer = ask(engine.as_ref(), &base, queries.as_ref(), &metric);
+                        let answer = ask(&engine, &base, queries.as_ref(), &metric);
                         clock.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
                         answer
                     })
@@ -457,7 +479,9 @@ impl Index {
 #[pymethods]
 impl Index {
     /// `check=False` defers the scan of the base for NaN and infinities to the first request,
-    /// where it runs beside the engine (for one-shot calls; a fitted base is checked here).
+    /// where it runs beside the engine (for one-shot calls). A fitted base (`check=True`) is
+    /// checked here and prepared by the engine at its first search, then kept for the next
+    /// ones (on a GPU, in device memory).
     #[new]
     #[pyo3(signature = (data, metric_spec, device = "auto", precision = "fp32", threads = None, memory = None, check = true))]
     fn new(
@@ -506,6 +530,7 @@ impl Index {
             last_call: Arc::new(AtomicU64::new(0)),
             cancel: config.cancel.clone(),
             base_checked: Arc::new(AtomicBool::new(check)),
+            kept: check.then(|| Arc::new(Mutex::new(None))),
         })
     }
 
@@ -550,12 +575,19 @@ impl Index {
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<KnnOut<'py>> {
         let queries = dataset("queries", queries)?;
+        let kept = self.kept.clone();
         let arrays = self.request(
             py,
             progress,
             Some(queries),
             Op::Knn,
-            move |e, base, q, m| e.knn(base, q.unwrap_or(base), k, m),
+            move |e, base, q, m| {
+                let q = q.unwrap_or(base);
+                match &kept {
+                    Some(slot) => prepared(slot, e, base, m)?.knn(q, k),
+                    None => e.knn(base, q, k, m),
+                }
+            },
             knn_arrays,
         )?;
         knn_out(py, arrays)
@@ -591,12 +623,19 @@ impl Index {
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<RangeOut<'py>> {
         let queries = dataset("queries", queries)?;
+        let kept = self.kept.clone();
         let (o, i, d): RangeArrays = self.request(
             py,
             progress,
             Some(queries),
             Op::Range,
-            move |e, base, q, m| e.range(base, q.unwrap_or(base), radius, m),
+            move |e, base, q, m| {
+                let q = q.unwrap_or(base);
+                match &kept {
+                    Some(slot) => prepared(slot, e, base, m)?.range(q, radius),
+                    None => e.range(base, q, radius, m),
+                }
+            },
             |r| {
                 (
                     r.offsets.iter().map(|&x| x as i64).collect(),

@@ -8,6 +8,10 @@
 //! [`CudaEngine::plan`], ...) is what `multi` and `index` compose engines through.
 
 pub(crate) mod passes;
+mod prepared;
+
+pub use prepared::CudaPrepared;
+use prepared::OnDevice;
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -18,8 +22,7 @@ use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 use crate::numerics::plan::{check_finite, tiles_hold, vectors, Plan};
 use crate::ops::device_set::DeviceSet;
-use crate::ops::exact::{self, Sides};
-use crate::ops::{range, Budget};
+use crate::ops::Budget;
 use crate::options::CudaOptions;
 use crate::runtime::context::{self, Gpu};
 use crate::runtime::probe;
@@ -262,7 +265,7 @@ impl Engine for CudaEngine {
         // Transfer counts from the end of the input checks.
         let tr0 = Instant::now();
         let gpu = self.lock()?;
-        let mut tr = gpu.phases();
+        let tr = gpu.phases();
         tr.report("knn: input checks", input_checks);
         let mut stats = self.stats(&gpu);
         if k == 0 || qset.is_empty() {
@@ -281,29 +284,8 @@ impl Engine for CudaEngine {
         // The base goes up behind the first query block's tiles (device_set.rs), so its upload
         // counts as compute; the queries are uploaded whole.
         let bdev = DeviceSet::behind(&gpu, &plan, bset, 0..bset.len())?;
-        let qdev = DeviceSet::new(&gpu, &plan, qset)?;
-        stats.transfer += tr0.elapsed();
-        let t = Instant::now();
-        tr.mark("knn: upload and prepare");
-        let kp = knn::pilot_list(&ctx, &bdev, qset, k, false, &budget)?;
-        tr.mark("knn: pilot");
-        stats.compute += t.elapsed();
-        let sides = Sides {
-            bset,
-            qset,
-            bdev: &bdev,
-            qdev: &qdev,
-        };
-        let res = knn::search(&ctx, metric, &sides, k, kp, budget, &mut stats);
-        tr.mark("knn: search");
-        // NaN and infinite values show in the norms, which the base has only once it is all up:
-        // checked after the search (a bounded pass; its result or error is then discarded),
-        // base before queries.
-        bdev.complete(&gpu)?;
-        bdev.check(bset, 0)?;
-        qdev.check(qset, 0)?;
-        self.check_cancel()?;
-        res
+        let on = OnDevice { bset, bdev: &bdev };
+        self.knn_on(&ctx, metric, on, (qset, k), budget, (stats, tr0))
     }
 
     fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
@@ -319,7 +301,7 @@ impl Engine for CudaEngine {
         }
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         let gpu = self.lock()?;
-        let mut stats = self.stats(&gpu);
+        let stats = self.stats(&gpu);
         let t = Instant::now();
         let plan = self.pair_plan(metric, bset, qset);
         let ctx = self.ctx(&gpu, &plan);
@@ -329,30 +311,8 @@ impl Engine for CudaEngine {
             return stream::range(&ctx, metric, bset, qset, radius, stats);
         }
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
-        let qdev = DeviceSet::new(&gpu, &plan, qset)?;
-        bdev.check(bset, 0)?;
-        qdev.check(qset, 0)?;
-        let thr = range::thresholds(&plan, metric, radius, qdev.norm(), bdev.max_norm());
-        let budget = ctx.budget()?;
-        let (offsets, ids) = ctx.shrinking(budget, |b| {
-            range::candidates(&gpu, &plan, &bdev, &qdev, &thr, b)
-        })?;
-        stats.compute += t.elapsed();
-        stats.distance_evals += 2 * (bset.len() * qset.len()) as u64;
-        let t = Instant::now();
-        let sides = Sides {
-            bset,
-            qset,
-            bdev: &bdev,
-            qdev: &qdev,
-        };
-        let keys = |pairs: &[[u32; 2]]| {
-            let keys = exact::keys(&gpu, metric, &sides, pairs);
-            // The GPU's work is done: its lock goes before the host's membership test.
-            drop(gpu);
-            keys
-        };
-        crate::search::range::finish(metric, radius, &offsets, &ids, keys, t, stats)
+        let on = OnDevice { bset, bdev: &bdev };
+        self.range_on(gpu, &plan, metric, on, (qset, radius), (stats, t))
     }
 
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
@@ -391,6 +351,16 @@ impl Engine for CudaEngine {
         let rows = graph::prove(&ctx, &ddev, set, metric, part, &mut stats)?;
         tr.mark("graph: prove, widen, exact re-rank");
         Ok(to_result(rows, k, metric, stats))
+    }
+
+    /// The base uploaded once with its norms and plan, kept in device memory while the
+    /// prepared base lives ([`CudaPrepared`]).
+    fn prepare(
+        self: std::sync::Arc<Self>,
+        base: std::sync::Arc<Dataset>,
+        metric: &Metric,
+    ) -> Result<Box<dyn voisin::engine::Prepared>> {
+        Ok(Box::new(CudaPrepared::new(self, base, metric)?))
     }
 
     fn graph_checkpointed(

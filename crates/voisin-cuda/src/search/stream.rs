@@ -138,10 +138,14 @@ pub(crate) fn for_each_shard(
 
 /// Whether base and queries fit on the device with room for the working set.
 pub(crate) fn fits(gpu: &Gpu, b: &VectorSet, q: &VectorSet, kp: usize) -> Result<bool> {
-    let need = resident_bytes(b.len(), b.dim())
-        + resident_bytes(q.len(), q.dim())
-        + working_bytes(q.len(), kp);
-    Ok(need <= gpu.free_memory()?)
+    let rows = resident_bytes(b.len(), b.dim()) + resident_bytes(q.len(), q.dim());
+    fits_beside(gpu, rows, q.len(), kp)
+}
+
+/// Whether `rows` bytes of sets still to go up fit on the device now (beside what is already
+/// there), with room for the working set of `queries` lists of `kp` candidates.
+pub(crate) fn fits_beside(gpu: &Gpu, rows: usize, queries: usize, kp: usize) -> Result<bool> {
+    Ok(rows + working_bytes(queries, kp) <= gpu.free_memory()?)
 }
 
 /// A graph's set must fit (its tiles pair every item with every other; not streamed yet).

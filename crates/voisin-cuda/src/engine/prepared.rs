@@ -1,0 +1,232 @@
+//! Searches over a base already on this GPU, and the prepared base that keeps one there.
+//!
+//! [`CudaEngine::knn_on`] and [`CudaEngine::range_on`] are the tail of every resident k-NN and
+//! range search: the base is on the device (whole, or going up behind the first tiles), the
+//! queries go up, and the search, the finish and the checks of NaN and infinities follow. The
+//! one-shot requests upload the base for the call; a [`CudaPrepared`] uploads it once, with its
+//! norms and the metric's plan, and every later batch of queries pays only for its own rows.
+//! Both run the same tail, so a prepared base answers byte for byte as the engine does.
+
+use std::sync::{Arc, MutexGuard};
+use std::time::Instant;
+
+use voisin::engine::{KnnRequest, Prepared, RangeRequest};
+use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, Result, Stats, VectorSet};
+
+use super::{to_result, CudaEngine};
+use crate::numerics::plan::{vectors, Plan};
+use crate::ops::device_set::DeviceSet;
+use crate::ops::exact::{self, Sides};
+use crate::ops::{range, Budget};
+use crate::runtime::context::Gpu;
+use crate::search::{knn, stream, Ctx};
+
+/// A base on this GPU: its host rows (host finish, messages) and its device copy.
+#[derive(Clone, Copy)]
+pub(super) struct OnDevice<'a> {
+    pub bset: &'a VectorSet,
+    pub bdev: &'a DeviceSet<'a>,
+}
+
+/// The statistics of a call so far and when its transfers started.
+type Started = (Stats, Instant);
+
+impl CudaEngine {
+    /// k-NN of `qset` against the base `on` this GPU, under `ctx` (the base's plan) with the
+    /// working-set `budget` measured before the base went up: the queries are uploaded, the
+    /// pilot sizes the first lists, the search and its finish run, and then NaN and infinite
+    /// values are named (base before queries) if any row had one.
+    pub(super) fn knn_on(
+        &self,
+        ctx: &Ctx<'_>,
+        metric: &Metric,
+        on: OnDevice<'_>,
+        (qset, k): (&VectorSet, usize),
+        budget: Budget,
+        (mut stats, started): Started,
+    ) -> Result<KnnResult> {
+        let (gpu, plan) = (ctx.gpu, ctx.plan);
+        let mut tr = gpu.phases();
+        let qdev = DeviceSet::new(gpu, plan, qset)?;
+        stats.transfer += started.elapsed();
+        let t = Instant::now();
+        tr.mark("knn: upload and prepare");
+        let kp = knn::pilot_list(ctx, on.bdev, qset, k, false, &budget)?;
+        tr.mark("knn: pilot");
+        stats.compute += t.elapsed();
+        let sides = Sides {
+            bset: on.bset,
+            qset,
+            bdev: on.bdev,
+            qdev: &qdev,
+        };
+        let res = knn::search(ctx, metric, &sides, k, kp, budget, &mut stats);
+        tr.mark("knn: search");
+        // NaN and infinite values show in the norms, which the base has only once it is all up:
+        // checked after the search (a bounded pass; its result or error is then discarded),
+        // base before queries.
+        on.bdev.complete(gpu)?;
+        on.bdev.check(on.bset, 0)?;
+        qdev.check(qset, 0)?;
+        self.check_cancel()?;
+        res
+    }
+
+    /// Every item of the base `on` this GPU within `radius` of each query of `qset`: the
+    /// queries are uploaded and checked, the device lists candidates under the plan's
+    /// thresholds, and exact keys decide. The GPU's lock goes before the host's membership test.
+    pub(super) fn range_on(
+        &self,
+        gpu: MutexGuard<'_, Gpu>,
+        plan: &Plan,
+        metric: &Metric,
+        on: OnDevice<'_>,
+        (qset, radius): (&VectorSet, f64),
+        (mut stats, t): Started,
+    ) -> Result<RangeResult> {
+        let ctx = self.ctx(&gpu, plan);
+        let qdev = DeviceSet::new(&gpu, plan, qset)?;
+        on.bdev.check(on.bset, 0)?;
+        qdev.check(qset, 0)?;
+        let thr = range::thresholds(plan, metric, radius, qdev.norm(), on.bdev.max_norm());
+        let budget = ctx.budget()?;
+        let (offsets, ids) = ctx.shrinking(budget, |b| {
+            range::candidates(&gpu, plan, on.bdev, &qdev, &thr, b)
+        })?;
+        stats.compute += t.elapsed();
+        stats.distance_evals += 2 * (on.bset.len() * qset.len()) as u64;
+        let t = Instant::now();
+        let sides = Sides {
+            bset: on.bset,
+            qset,
+            bdev: on.bdev,
+            qdev: &qdev,
+        };
+        let keys = |pairs: &[[u32; 2]]| {
+            let keys = exact::keys(&gpu, metric, &sides, pairs);
+            // The GPU's work is done: its lock goes before the host's membership test.
+            drop(gpu);
+            keys
+        };
+        crate::search::range::finish(metric, radius, &offsets, &ids, keys, t, stats)
+    }
+}
+
+/// A base prepared on one GPU ([`Engine::prepare`] of [`CudaEngine`]): the metric's plan and
+/// the rows with their norms stay in device memory until it is dropped, so each search uploads
+/// its queries only. A base the CUDA engine does not hold resident (strings, or one that does
+/// not fit beside the working set) is kept on the host and searched as the engine searches it;
+/// so is a batch of queries too large to go up beside the resident base.
+pub struct CudaPrepared {
+    /// Dropped before the engine (fields drop in order): its device memory is the engine's.
+    resident: Option<Resident>,
+    engine: Arc<CudaEngine>,
+    base: Arc<Dataset>,
+    metric: Metric,
+}
+
+/// The device side of a prepared base.
+struct Resident {
+    plan: Plan,
+    bdev: DeviceSet<'static>,
+}
+
+impl CudaPrepared {
+    /// Prepares `base` under `metric` on `engine`'s GPU (the metric must apply to the base).
+    /// NaN and infinities in the base are refused here, as the engine's searches refuse them.
+    pub fn new(engine: Arc<CudaEngine>, base: Arc<Dataset>, metric: &Metric) -> Result<Self> {
+        voisin::engine::check_metric(&base, metric)?;
+        let resident = match (
+            &*base,
+            engine.supports(&base, metric, voisin::engine::Op::Knn),
+        ) {
+            (Dataset::Vectors(_), true) if !base.is_empty() => {
+                let bset = vectors(&base, metric)?;
+                let gpu = engine.lock()?;
+                // Room for the base and the working set of a thousand queries.
+                let bytes = stream::resident_bytes(bset.len(), bset.dim());
+                if stream::fits_beside(&gpu, bytes, 1000, knn::first_list(10))? {
+                    let plan = engine.plan(metric, bset);
+                    let bdev = DeviceSet::new(&gpu, &plan, bset)?;
+                    bdev.check(bset, 0)?;
+                    Some(Resident { plan, bdev })
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        Ok(CudaPrepared {
+            resident,
+            engine,
+            base,
+            metric: metric.clone(),
+        })
+    }
+
+    /// Whether the base is held in device memory (diagnostics).
+    pub fn is_resident(&self) -> bool {
+        self.resident.is_some()
+    }
+}
+
+impl Prepared for CudaPrepared {
+    fn knn(&self, queries: &Dataset, k: usize) -> Result<KnnResult> {
+        let req = KnnRequest::new(&self.base, queries, k, &self.metric)?;
+        let Some(res) = &self.resident else {
+            return self.engine.knn_request(&req);
+        };
+        let (engine, metric, k) = (&*self.engine, &self.metric, req.k());
+        engine.check_cancel()?;
+        let started = Instant::now();
+        let (bset, qset) = (vectors(&self.base, metric)?, vectors(queries, metric)?);
+        let gpu = engine.lock()?;
+        let stats = engine.stats(&gpu);
+        if k == 0 || qset.is_empty() {
+            return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
+        }
+        let bytes = stream::resident_bytes(qset.len(), qset.dim());
+        if !stream::fits_beside(&gpu, bytes, qset.len(), knn::first_list(k))? {
+            drop(gpu);
+            return engine.knn_request(&req);
+        }
+        let ctx = engine.ctx(&gpu, &res.plan);
+        let budget = ctx.budget()?;
+        let on = OnDevice {
+            bset,
+            bdev: &res.bdev,
+        };
+        engine.knn_on(&ctx, metric, on, (qset, k), budget, (stats, started))
+    }
+
+    fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult> {
+        let req = RangeRequest::new(&self.base, queries, radius, &self.metric)?;
+        let Some(res) = &self.resident else {
+            return self.engine.range_request(&req);
+        };
+        let (engine, metric) = (&*self.engine, &self.metric);
+        engine.check_cancel()?;
+        let (bset, qset) = (vectors(&self.base, metric)?, vectors(queries, metric)?);
+        let gpu = engine.lock()?;
+        let stats = engine.stats(&gpu);
+        let bytes = stream::resident_bytes(qset.len(), qset.dim());
+        if !stream::fits_beside(&gpu, bytes, qset.len(), 1)? {
+            drop(gpu);
+            return engine.range_request(&req);
+        }
+        let on = OnDevice {
+            bset,
+            bdev: &res.bdev,
+        };
+        let t = Instant::now();
+        engine.range_on(gpu, &res.plan, metric, on, (qset, req.radius()), (stats, t))
+    }
+
+    fn len(&self) -> usize {
+        self.base.len()
+    }
+
+    fn metric(&self) -> &Metric {
+        &self.metric
+    }
+}
