@@ -318,6 +318,48 @@ fn streamed_f64_base_equals_the_cpu_engine() {
     }
 }
 
+/// A prepared base (fit once, query many) of f64 values, searched with f64 and f32 queries:
+/// each batch is widened for its own rounding, and answers as the CPU engine does.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn prepared_f64_base_equals_the_cpu_engine() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let gpu = std::sync::Arc::new(engine(Select::Auto));
+    let cpu = CpuEngine::default();
+    for (kind, base) in [
+        ("random", f64_random(&mut rng, 3000, 24, 0.0)),
+        ("colliding", f64_colliding(&mut rng, 2000, 3)),
+        ("f32 base", common::normal(&mut rng, 3000, 24)),
+    ] {
+        let base = std::sync::Arc::new(base);
+        let d = base.as_vectors().unwrap().dim();
+        for m in metrics() {
+            let prepared = std::sync::Arc::clone(&gpu)
+                .prepare(std::sync::Arc::clone(&base), &m)
+                .unwrap();
+            let batches = [
+                f64_random(&mut rng, 100, d, 0.0),
+                common::normal(&mut rng, 100, d),
+                f64_colliding(&mut rng, 50, d),
+            ];
+            for (b, queries) in batches.iter().enumerate() {
+                for k in [1, 10, 1000] {
+                    let what = format!("prepared {kind} {m} batch {b} k={k}");
+                    let got = prepared.knn(queries, k).unwrap();
+                    identical(&got, &cpu.knn(&base, queries, k, &m).unwrap(), &what);
+                }
+                let near = cpu.knn(&base, queries, 10, &m).unwrap();
+                let r = near.row(0).1[9] as f64;
+                same_range_bytes(
+                    &prepared.range(queries, r).unwrap(),
+                    &cpu.range(&base, queries, r, &m).unwrap(),
+                    &format!("prepared range {kind} {m} batch {b}"),
+                );
+            }
+        }
+    }
+}
+
 /// Values whose f32 rounding overflows are the one f64 input the GPU refuses: one line naming
 /// the value, and the CPU engine answers them.
 #[test]

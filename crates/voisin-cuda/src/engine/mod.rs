@@ -158,9 +158,15 @@ impl CudaEngine {
     /// The per-metric plan of a search of `base` for `queries` under this engine's options
     /// (widened for f64 inputs: [`Plan::with_inputs`]).
     pub(crate) fn pair_plan(&self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Plan {
-        Plan::new(metric, base)
+        self.base_plan(metric, base)
             .with_inputs(metric, base, queries)
-            .with_precision(self.opts.precision)
+    }
+
+    /// The plan of `base` before any queries are known (not widened for f64 inputs yet): what
+    /// a prepared base keeps, widening a copy for each batch of queries
+    /// ([`Plan::with_roundings`]).
+    pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Plan {
+        Plan::new(metric, base).with_precision(self.opts.precision)
     }
 
     /// The levenshtein kernel, loaded at the first search on strings.

@@ -210,6 +210,26 @@ pub(crate) fn stored_f64(set: &VectorSet) -> bool {
     set.elem_type() == ElemType::F64
 }
 
+/// What the plan needs to know about one side's f64 storage: whether it is stored as f64 (its
+/// exact keys then come from the host) and its largest rounding errors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct InputRounding {
+    wide: bool,
+    errors: Rounding,
+}
+
+impl InputRounding {
+    /// `set`'s storage and the largest errors of rounding its rows to f32 under `metric` (the
+    /// unit-vector move for cosine and correlation): one parallel pass over an f64 set, nothing
+    /// for other storage.
+    pub fn of(metric: &Metric, set: &VectorSet) -> InputRounding {
+        InputRounding {
+            wide: stored_f64(set),
+            errors: input_rounding(metric, set),
+        }
+    }
+}
+
 /// The largest errors of rounding the rows of `set` to f32, with the unit-vector move for
 /// cosine and correlation (`metric`); zero when `set` is not stored as f64. One parallel pass.
 fn input_rounding(metric: &Metric, set: &VectorSet) -> Rounding {
@@ -344,18 +364,31 @@ impl Plan {
     /// that rounding moves a key (`rel` by α, [`Plan::abs_bound`] by the rest), and exact keys
     /// go to the host, which computes them on the f64 values (no device exact-key code, so no
     /// device finish either). Other storage leaves the plan as it is.
-    pub fn with_inputs(mut self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Plan {
-        if !stored_f64(base) && !stored_f64(queries) {
+    pub fn with_inputs(self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Plan {
+        let b = InputRounding::of(metric, base);
+        let q = if std::ptr::eq(base, queries) {
+            b
+        } else {
+            InputRounding::of(metric, queries)
+        };
+        self.with_roundings(metric, &b, &q)
+    }
+
+    /// [`Plan::with_inputs`] from the sides' measures (a prepared base measures its own once).
+    /// Call it once, on a plan without inputs.
+    pub fn with_roundings(
+        mut self,
+        metric: &Metric,
+        base: &InputRounding,
+        queries: &InputRounding,
+    ) -> Plan {
+        debug_assert!(self.widen.is_none() && self.exact_code == device_code(metric));
+        if !base.wide && !queries.wide {
             return self;
         }
         self.exact_code = None;
         self.distance_form = None;
-        let b = input_rounding(metric, base);
-        let q = if std::ptr::eq(base, queries) {
-            b
-        } else {
-            input_rounding(metric, queries)
-        };
+        let (b, q) = (base.errors, queries.errors);
         if b.is_zero() && q.is_zero() {
             return self;
         }
@@ -852,6 +885,15 @@ mod tests {
                 widened.abs_bound(2.0, 3.0) > base.abs_bound(2.0, 3.0),
                 "{m}"
             );
+            // A prepared base measures itself once and widens a copy of its plan per batch.
+            let (b, q) = (InputRounding::of(&m, &narrow), InputRounding::of(&m, &wide));
+            let per_batch = Plan::new(&m, &narrow).with_roundings(&m, &b, &q);
+            assert_eq!(BoundParts::of(&per_batch), BoundParts::of(&widened), "{m}");
+            assert_eq!(per_batch.abs_bound(2.0, 3.0), widened.abs_bound(2.0, 3.0));
+            assert_eq!(per_batch.exact_code, None, "{m}");
+            // f32 queries against an f64 base still take their exact keys from the host.
+            let f64_base = Plan::new(&m, &wide).with_roundings(&m, &q, &b);
+            assert_eq!(f64_base.exact_code, None, "{m}");
         }
     }
 
