@@ -25,13 +25,10 @@ fn metrics() -> Vec<Metric> {
         .collect()
 }
 
-/// f64 storage of f32 numbers, far from the origin, with duplicate rows.
-fn f64_of_f32(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
+/// f64 storage of `value(x)` for standard normal draws x, with row 2 a duplicate of row 0.
+fn f64_normal(rng: &mut StdRng, n: usize, d: usize, value: impl Fn(f64) -> f64) -> Dataset {
     let mut v: Vec<f64> = (0..n * d)
-        .map(|_| {
-            let x: f64 = StandardNormal.sample(rng);
-            (100.0 + x) as f32 as f64
-        })
+        .map(|_| value(StandardNormal.sample(rng)))
         .collect();
     if n > 3 {
         let row = v[..d].to_vec();
@@ -40,6 +37,11 @@ fn f64_of_f32(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
     let set = VectorSet::from_f64(n, d, v).unwrap();
     assert_eq!(set.elem_type(), ElemType::F64);
     set.into()
+}
+
+/// f64 storage of f32 numbers, far from the origin, with duplicate rows.
+fn f64_of_f32(rng: &mut StdRng, n: usize, d: usize) -> Dataset {
+    f64_normal(rng, n, d, |x| (100.0 + x) as f32 as f64)
 }
 
 #[test]
@@ -80,16 +82,7 @@ fn on_gpu0(opts: CudaOptions) -> CudaEngine {
 
 /// Random f64 values around `centre` (most of them not f32 numbers), with a duplicate row.
 fn f64_random(rng: &mut StdRng, n: usize, d: usize, centre: f64) -> Dataset {
-    let mut v: Vec<f64> = (0..n * d)
-        .map(|_| centre + rng.sample::<f64, _>(StandardNormal))
-        .collect();
-    if n > 3 {
-        let row = v[..d].to_vec();
-        v[2 * d..3 * d].copy_from_slice(&row);
-    }
-    let set = VectorSet::from_f64(n, d, v).unwrap();
-    assert_eq!(set.elem_type(), ElemType::F64);
-    set.into()
+    f64_normal(rng, n, d, |x| centre + x)
 }
 
 /// Integers 1e8 + 0..16: f32 holds only every eighth of them, so rows that differ in f64
