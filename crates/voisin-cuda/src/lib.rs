@@ -67,6 +67,7 @@ mod strings;
 
 pub use engine::{supports, CudaEngine, CudaPrepared};
 pub use multi::MultiGpu;
+pub use numerics::plan::tiles_hold;
 pub use ops::select;
 pub use options::{CudaOptions, Fusion, Precision, Select};
 pub use runtime::context::{device_count, gpu_available};

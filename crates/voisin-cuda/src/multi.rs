@@ -21,7 +21,7 @@ use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 use crate::engine::{on_each, passes, to_result, CudaEngine};
-use crate::numerics::plan::{device_code, vectors, Plan};
+use crate::numerics::plan::{vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::range;
@@ -170,7 +170,7 @@ impl MultiGpu {
         shards: &[Shard],
         pairs: &[[u32; 2]],
     ) -> Result<Vec<f64>> {
-        if device_code(metric).is_none() {
+        if exact::on_host(metric, bset, qset) {
             return Ok(exact::host_keys(metric, bset, qset, pairs));
         }
         let owner = |b: u32| shards.partition_point(|s| s.rows.end <= b as usize);
@@ -278,7 +278,7 @@ impl Engine for MultiGpu {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
         let t = Instant::now();
-        let plan = self.engines[0].plan(metric, bset);
+        let plan = self.engines[0].pair_plan(metric, bset, qset);
         tr.mark("multi knn: plan");
         let shards = self.shards(&plan, bset, qset, true)?;
         tr.mark("multi knn: queries uploaded");
@@ -323,7 +323,7 @@ impl Engine for MultiGpu {
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         let mut stats = self.stats();
         let t = Instant::now();
-        let plan = self.engines[0].plan(metric, bset);
+        let plan = self.engines[0].pair_plan(metric, bset, qset);
         let shards = self.shards(&plan, bset, qset, false)?;
         check_shards(&shards, bset, qset)?;
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();

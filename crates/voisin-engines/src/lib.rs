@@ -8,8 +8,8 @@
 //! - [`Device::Cuda`] is the CUDA engine on the GPUs of [`EngineConfig::gpus`] (GPU 0 by
 //!   default; several make a [`MultiGpu`]) or a device error.
 //! - [`Device::Auto`] is the CUDA engine when the driver, NVRTC and cuBLAS load and a device
-//!   exists, with every request it does not [`Engine::supports`] (user metrics, f64 values f32
-//!   does not hold, checkpointed graphs of strings) routed to the CPU engine, checkpointed
+//!   exists, with every request it does not [`Engine::supports`] (user metrics, f64 values
+//!   beyond f32's range, checkpointed graphs of strings) routed to the CPU engine, checkpointed
 //!   graphs included; the CPU engine alone otherwise. A GPU that fails to start under auto is
 //!   no error (README "Command line").
 //! - [`Device::Cpu`] is the CPU engine.
@@ -403,8 +403,8 @@ mod tests {
     }
 
     /// A stand-in for the GPU engine, for routing tests on machines without one: it supports
-    /// what the CUDA engine supports (f32 vectors under the built-in vector metrics, strings
-    /// under levenshtein except checkpointed) and answers nothing, naming itself in the error.
+    /// what the CUDA engine supports (`voisin_cuda::supports`) and answers nothing, naming
+    /// itself in the error.
     struct NoGpu;
 
     impl NoGpu {
@@ -419,13 +419,7 @@ mod tests {
         }
 
         fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
-            match (data, metric) {
-                (_, Metric::Custom(_)) => false,
-                (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && v.is_f32_exact(),
-                (Dataset::Strings(_), m) => {
-                    *m == Metric::Levenshtein && op != Op::GraphCheckpointed
-                }
-            }
+            voisin_cuda::supports(data, metric, op)
         }
 
         fn knn_request(&self, _: &KnnRequest<'_>) -> Result<KnnResult> {
@@ -505,8 +499,8 @@ mod tests {
     fn auto_routes_checkpointed_graphs_the_gpu_cannot_build_to_the_cpu() {
         let auto = routed();
         let m = Metric::Euclidean;
-        // f64 values f32 does not hold: the GPU refuses them, the CPU answers.
-        let values: Vec<f64> = (0..40).map(|i| 1.0 + f64::from(i) * 1e-9).collect();
+        // f64 values beyond f32's range: the GPU refuses them, the CPU answers.
+        let values: Vec<f64> = (0..40).map(|i| 1e39 + f64::from(i) * 1e30).collect();
         let wide = Dataset::Vectors(voisin::VectorSet::from_f64(20, 2, values).unwrap());
         assert_eq!(
             auto.answering(&wide, &m, Op::GraphCheckpointed),

@@ -49,9 +49,9 @@ pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Ar
     };
     // What the CUDA engine cannot answer (a user metric, a closure of this process, among
     // them) is refused before any GPU opens, with the same line on every machine. f64 values
-    // that f32 cannot hold get the CUDA engine's own refusal, which names them.
-    let f32_values = data.as_vectors().is_none_or(|v| v.is_f32_exact());
-    if device == Device::Cuda && f32_values && !voisin_cuda::supports(data, metric, Op::Knn) {
+    // beyond f32's range get the CUDA engine's own refusal, which names them.
+    let held = data.as_vectors().is_none_or(voisin_cuda::tiles_hold);
+    if device == Device::Cuda && held && !voisin_cuda::supports(data, metric, Op::Knn) {
         return Err(cpu_only(metric, data));
     }
     let factory = voisin_engines::EngineConfig {

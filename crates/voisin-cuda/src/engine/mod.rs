@@ -20,7 +20,7 @@ use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeReque
 use voisin::graph::TileOwner;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
-use crate::numerics::plan::{check_finite, vectors, Plan};
+use crate::numerics::plan::{check_finite, tiles_hold, vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::Budget;
 use crate::options::CudaOptions;
@@ -150,9 +150,23 @@ impl CudaEngine {
         }
     }
 
-    /// The per-metric plan of a search under this engine's options.
+    /// The per-metric plan of a search within `set` (a graph) under this engine's options.
     pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Plan {
-        Plan::new(metric, set).with_precision(self.opts.precision)
+        self.pair_plan(metric, set, set)
+    }
+
+    /// The per-metric plan of a search of `base` for `queries` under this engine's options
+    /// (widened for f64 inputs: [`Plan::with_inputs`]).
+    pub(crate) fn pair_plan(&self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Plan {
+        self.base_plan(metric, base)
+            .with_inputs(metric, base, queries)
+    }
+
+    /// The plan of `base` before any queries are known (not widened for f64 inputs yet): what
+    /// a prepared base keeps, widening a copy for each batch of queries
+    /// ([`Plan::with_roundings`]).
+    pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Plan {
+        Plan::new(metric, base).with_precision(self.opts.precision)
     }
 
     /// The levenshtein kernel, loaded at the first search on strings.
@@ -215,7 +229,7 @@ pub fn supports(data: &Dataset, metric: &Metric, op: Op) -> bool {
     match (data, metric) {
         (_, Metric::Custom(_)) => false,
         (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => false,
-        (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && v.is_f32_exact(),
+        (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && tiles_hold(v),
         (Dataset::Strings(_), m) => *m == Metric::Levenshtein && op != Op::GraphCheckpointed,
     }
 }
@@ -225,8 +239,9 @@ impl Engine for CudaEngine {
         format!("cuda:{}", self.device)
     }
 
-    /// Vectors under the built-in vector metrics (unless they hold f64 values that f32 cannot
-    /// hold: the tiles, the bounds and the re-rank here work on f32 values), and strings under
+    /// Vectors under the built-in vector metrics (f64 values too: tiled rounded to f32 under a
+    /// widened bound, re-ranked on their f64 values; unless one of them rounds beyond f32's
+    /// range), and strings under
     /// levenshtein except checkpointed graphs (the GPU passes take vectors); user metrics run
     /// on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
     /// the fp32 power tiles here cannot bound: the CPU answers them.
@@ -262,7 +277,7 @@ impl Engine for CudaEngine {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let plan = self.plan(metric, bset);
+        let plan = self.pair_plan(metric, bset, qset);
         let ctx = self.ctx(&gpu, &plan);
         let kp = knn::first_list(k);
         if !stream::fits(&gpu, bset, qset, kp)? {
@@ -294,7 +309,7 @@ impl Engine for CudaEngine {
         let gpu = self.lock()?;
         let stats = self.stats(&gpu);
         let t = Instant::now();
-        let plan = self.plan(metric, bset);
+        let plan = self.pair_plan(metric, bset, qset);
         let ctx = self.ctx(&gpu, &plan);
         if !stream::fits(&gpu, bset, qset, 1)? {
             check_finite(bset)?;

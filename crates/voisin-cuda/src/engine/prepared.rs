@@ -14,7 +14,7 @@ use voisin::engine::{KnnRequest, Prepared, RangeRequest};
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, Result, Stats, VectorSet};
 
 use super::{to_result, CudaEngine};
-use crate::numerics::plan::{vectors, Plan};
+use crate::numerics::plan::{vectors, InputRounding, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::{range, Budget};
@@ -127,8 +127,22 @@ pub struct CudaPrepared {
 
 /// The device side of a prepared base.
 struct Resident {
+    /// The base's plan before queries: each batch searches under a copy widened for its own
+    /// f64 rounding and the base's ([`Resident::plan_for`]).
     plan: Plan,
+    /// The base's f64 storage and rounding, measured once.
+    rounding: InputRounding,
     bdev: DeviceSet<'static>,
+}
+
+impl Resident {
+    /// The plan of a search of this base for `qset` under `metric`.
+    fn plan_for(&self, metric: &Metric, qset: &VectorSet) -> Plan {
+        let queries = InputRounding::of(metric, qset);
+        self.plan
+            .clone()
+            .with_roundings(metric, &self.rounding, &queries)
+    }
 }
 
 impl CudaPrepared {
@@ -146,10 +160,15 @@ impl CudaPrepared {
                 // Room for the base and the working set of a thousand queries.
                 let bytes = stream::resident_bytes(bset.len(), bset.dim());
                 if stream::fits_beside(&gpu, bytes, 1000, knn::first_list(10))? {
-                    let plan = engine.plan(metric, bset);
+                    let plan = engine.base_plan(metric, bset);
                     let bdev = DeviceSet::new(&gpu, &plan, bset)?;
                     bdev.check(bset, 0)?;
-                    Some(Resident { plan, bdev })
+                    let rounding = InputRounding::of(metric, bset);
+                    Some(Resident {
+                        plan,
+                        rounding,
+                        bdev,
+                    })
                 } else {
                     None
                 }
@@ -190,7 +209,8 @@ impl Prepared for CudaPrepared {
             drop(gpu);
             return engine.knn_request(&req);
         }
-        let ctx = engine.ctx(&gpu, &res.plan);
+        let plan = res.plan_for(metric, qset);
+        let ctx = engine.ctx(&gpu, &plan);
         let budget = ctx.budget()?;
         let on = OnDevice {
             bset,
@@ -219,7 +239,8 @@ impl Prepared for CudaPrepared {
             bdev: &res.bdev,
         };
         let t = Instant::now();
-        engine.range_on(gpu, &res.plan, metric, on, (qset, req.radius()), (stats, t))
+        let plan = res.plan_for(metric, qset);
+        engine.range_on(gpu, &plan, metric, on, (qset, req.radius()), (stats, t))
     }
 
     fn len(&self) -> usize {

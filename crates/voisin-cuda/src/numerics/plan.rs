@@ -3,10 +3,16 @@
 //!
 //! Owns the numerics of the approximate pass; never touches the device. Every approximate key `v`
 //! of query `q` satisfies `lower(q, v) <= exact <= upper(q, v)` where the exact key is
-//! [`voisin::metric::exact::vector_key`] on the untransformed rows.
+//! [`voisin::metric::exact::set_key`] on the stored rows.
+//!
+//! f64 storage is tiled on its rows rounded to f32; [`Plan::with_inputs`] widens the bound by
+//! how far that rounding can move a key ([`voisin::metric::rounding`], the CPU engine's math;
+//! docs/design/f64-storage-gpu.md) and sends exact keys to the host, where they are computed on
+//! the f64 values.
 
 use rayon::prelude::*;
-use voisin::data::{Dataset, VectorSet};
+use voisin::data::{Dataset, ElemType, VectorData, VectorSet};
+use voisin::metric::rounding::{input_widening, Rounding};
 use voisin::metric::simd::U32;
 use voisin::{Error, Metric, Result};
 
@@ -113,6 +119,19 @@ pub(crate) struct Plan {
     input: f64,
     /// Absolute error per unit of norm from inputs flushed to zero (TF32).
     flush: f64,
+    /// The widening for inputs rounded from f64 ([`Plan::with_inputs`]); `None` when no value
+    /// was rounded.
+    widen: Option<Widening>,
+}
+
+/// How far rounding f64 inputs to f32 moves the keys: the largest rounding errors of each
+/// side, and the relative part α of the widening (which depends on the metric only).
+#[derive(Clone, Debug)]
+struct Widening {
+    metric: Metric,
+    queries: Rounding,
+    base: Rounding,
+    alpha: f64,
 }
 
 /// Inner dimensions per GEMM call. A longer product is summed chunk by chunk (one cuBLAS call
@@ -151,9 +170,109 @@ pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a Vect
         (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => Err(Error::invalid(
             format!("{metric} (an order above 8) runs on the CPU engine only"),
         )),
-        // The GPU tiles' bounds and the device finish assume the f32 rows are the values.
-        (Dataset::Vectors(v), _) => v.require_f32_exact("the cuda engine's tiles").map(|_| v),
+        // f64 values are tiled rounded to f32 (the plan widens its bound for that), which
+        // needs their rounding to be finite.
+        (Dataset::Vectors(v), _) => match beyond_f32(v) {
+            None => Ok(v),
+            Some((r, c, x)) => Err(Error::invalid(format!(
+                "vector {r} holds {x:e} at column {c}, beyond the range of f32 (about \
+                 ±3.4e38) that the cuda engine's tiles compute in; the CPU engine answers it \
+                 exactly (--device cpu)"
+            ))),
+        },
     }
+}
+
+/// Whether the cuda engine's tiles hold every value of `set`: true unless it is stored as f64
+/// and some finite value rounds to an infinite f32 (NaN and infinities are refused later, with
+/// their own message).
+pub fn tiles_hold(set: &VectorSet) -> bool {
+    beyond_f32(set).is_none()
+}
+
+/// The first finite f64 value (row, column, value) whose f32 rounding overflows; `None` for
+/// other storage. A parallel scan.
+fn beyond_f32(set: &VectorSet) -> Option<(usize, usize, f64)> {
+    let VectorData::F64(v) = set.data() else {
+        return None;
+    };
+    let v = v.as_slice();
+    let pos = v
+        .par_iter()
+        .position_first(|&x| x.is_finite() && (x as f32).is_infinite())?;
+    let d = set.dim();
+    Some((pos / d, pos % d, v[pos]))
+}
+
+/// Whether `set` is stored as f64: its tiles see rounded rows, and its exact keys are computed
+/// on the host from the f64 values (see `ops::exact::keys`).
+pub(crate) fn stored_f64(set: &VectorSet) -> bool {
+    set.elem_type() == ElemType::F64
+}
+
+/// What the plan needs to know about one side's f64 storage: whether it is stored as f64 (its
+/// exact keys then come from the host) and its largest rounding errors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct InputRounding {
+    wide: bool,
+    errors: Rounding,
+}
+
+impl InputRounding {
+    /// `set`'s storage and the largest errors of rounding its rows to f32 under `metric` (the
+    /// unit-vector move for cosine and correlation): one parallel pass over an f64 set, nothing
+    /// for other storage.
+    pub fn of(metric: &Metric, set: &VectorSet) -> InputRounding {
+        InputRounding {
+            wide: stored_f64(set),
+            errors: input_rounding(metric, set),
+        }
+    }
+}
+
+/// The largest errors of rounding the rows of `set` to f32, with the unit-vector move for
+/// cosine and correlation (`metric`); zero when `set` is not stored as f64. One parallel pass.
+fn input_rounding(metric: &Metric, set: &VectorSet) -> Rounding {
+    if !stored_f64(set) || set.is_empty() {
+        return Rounding::default();
+    }
+    let d = set.dim();
+    let unit = matches!(metric, Metric::Cosine | Metric::Correlation);
+    let centred = *metric == Metric::Correlation;
+    (0..set.len())
+        .into_par_iter()
+        .with_min_len((16384 / d).max(1))
+        .map(|i| {
+            let (x, r) = (set.row_f64(i), set.row_f32(i));
+            let mut e = Rounding::of_row(&x, &r);
+            if unit {
+                e.unit = Rounding::unit_move(e.l2, centred_norm_low(&r, centred));
+            }
+            e
+        })
+        .reduce(Rounding::default, Rounding::max)
+}
+
+/// A lower bound of the norm of the f32 row `r` (centred on its mean when `centred`), from an
+/// f64 computation: the f64 mean is off by at most 2(d + 2)u·Σ|rᵢ|/d (u = 2⁻⁵³), which moves
+/// the centred row by √d times that, and the centring and the norm themselves carry at most
+/// (d + 4) units of relative error.
+fn centred_norm_low(r: &[f32], centred: bool) -> f64 {
+    let d = r.len() as f64;
+    let eps = f64::EPSILON;
+    let (mean, drift) = if centred {
+        let abs: f64 = r.iter().map(|&v| (v as f64).abs()).sum();
+        let mean = r.iter().map(|&v| v as f64).sum::<f64>() / d;
+        (mean, (d + 2.0) * eps * abs / d.sqrt())
+    } else {
+        (0.0, 0.0)
+    };
+    let norm = r
+        .iter()
+        .map(|&v| (v as f64 - mean) * (v as f64 - mean))
+        .sum::<f64>()
+        .sqrt();
+    norm * (1.0 - (d + 4.0) * eps) - drift
 }
 
 /// The error for the first of `rows` (global indices, increasing) that holds a NaN or an
@@ -236,7 +355,53 @@ impl Plan {
             precision: Precision::Fp32,
             input: 0.0,
             flush: 0.0,
+            widen: None,
         }
+    }
+
+    /// The plan for searching `base` with `queries` (the same set for a graph): when either is
+    /// stored as f64, tiles see their rows rounded to f32, so the bound is widened by how far
+    /// that rounding moves a key (`rel` by α, [`Plan::abs_bound`] by the rest), and exact keys
+    /// go to the host, which computes them on the f64 values (no device exact-key code, so no
+    /// device finish either). Other storage leaves the plan as it is.
+    pub fn with_inputs(self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Plan {
+        let b = InputRounding::of(metric, base);
+        let q = if std::ptr::eq(base, queries) {
+            b
+        } else {
+            InputRounding::of(metric, queries)
+        };
+        self.with_roundings(metric, &b, &q)
+    }
+
+    /// [`Plan::with_inputs`] from the sides' measures (a prepared base measures its own once).
+    /// Call it once, on a plan without inputs.
+    pub fn with_roundings(
+        mut self,
+        metric: &Metric,
+        base: &InputRounding,
+        queries: &InputRounding,
+    ) -> Plan {
+        debug_assert!(self.widen.is_none() && self.exact_code == device_code(metric));
+        if !base.wide && !queries.wide {
+            return self;
+        }
+        self.exact_code = None;
+        self.distance_form = None;
+        let (b, q) = (base.errors, queries.errors);
+        if b.is_zero() && q.is_zero() {
+            return self;
+        }
+        // α depends on the metric only (see `input_widening`).
+        let (alpha, _) = input_widening(metric, &q, &b, (0.0, 0.0), 1.0);
+        self.rel += alpha * (1.0 + self.rel);
+        self.widen = Some(Widening {
+            metric: metric.clone(),
+            queries: q,
+            base: b,
+            alpha,
+        });
+        self
     }
 
     /// The plan with the GEMM tiles in `precision` (SIMT tiles stay fp32).
@@ -272,7 +437,15 @@ impl Plan {
             TileKey::Direct => 0.0,
         };
         // The bound itself is computed in f64 from rounded norms; 1 % covers that.
-        b * 1.01 + self.tiny
+        let abs = b * 1.01 + self.tiny;
+        let Some(w) = &self.widen else {
+            return abs;
+        };
+        // Inputs rounded from f64: B₀(v) = rel₀|v| + abs + tiny widens to
+        // B₀ + α(|v| + B₀) + β, whose |v| part is already in `rel`. The norms are those of the
+        // prepared f32 rows, enlarged by γ for their own rounding.
+        let (_, beta) = input_widening(&w.metric, &w.queries, &w.base, (qn, bn), 1.0 + self.gamma);
+        abs + w.alpha * (abs + self.tiny) + beta * (1.0 + 1e-12)
     }
 
     /// Lowest exact key an approximate key `v` can stand for (query bound `abs`).
@@ -354,11 +527,93 @@ fn find_non_finite(v: &VectorSet) -> Option<(usize, usize)> {
     Some((row + pos / d, pos % d))
 }
 
+/// The GPU's approximate pass done on the host, for tests without a GPU: rows prepared as
+/// kernels/distance/prepare.cu prepares them, GEMM keys from f32 dot products of the prepared
+/// rows (inputs converted by `conv`, e.g. to TF32) summed as ops/tile.rs sums them (chunk by
+/// chunk, each chunk here in reverse order: the bound must not depend on the order within a
+/// chunk), SIMT keys as distance/vector_tile.cu computes them (f32 differences, an f32 sum or
+/// max, minkowski terms by powf).
+#[cfg(test)]
+pub(crate) struct HostTiles {
+    /// `keys[j][i]`: query `j` against base item `i`.
+    pub keys: Vec<Vec<f32>>,
+    /// Norms of the prepared query rows.
+    pub qnorm: Vec<f64>,
+    /// The base's largest prepared norm.
+    pub bmax: f64,
+}
+
+#[cfg(test)]
+impl HostTiles {
+    pub fn new(
+        plan: &Plan,
+        metric: &Metric,
+        b: &VectorSet,
+        q: &VectorSet,
+        conv: fn(f32) -> f32,
+    ) -> HostTiles {
+        let d = plan.dim;
+        let prep = |x: &[f32]| -> Vec<f32> {
+            let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
+            let mean = if plan.centre_rows {
+                x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
+            } else {
+                0.0
+            };
+            let y: Vec<f64> = x
+                .iter()
+                .zip(&shift)
+                .map(|(&v, &s)| v as f64 - s as f64 - mean)
+                .collect();
+            let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
+            let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
+            y.iter().map(|v| (v * scale) as f32).collect()
+        };
+        let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
+        let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
+        let qp: Vec<Vec<f32>> = (0..q.len()).map(|j| prep(&q.row_f32(j))).collect();
+        let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+        let key = |qr: &[f32], br: &[f32]| -> f32 {
+            let dot = || -> f32 {
+                qr.chunks(K_CHUNK)
+                    .zip(br.chunks(K_CHUNK))
+                    .map(|(qc, bc)| {
+                        qc.iter()
+                            .zip(bc)
+                            .rev()
+                            .map(|(&x, &y)| conv(x) * conv(y))
+                            .sum::<f32>()
+                    })
+                    .fold(0.0f32, |acc, part| acc + part)
+            };
+            let diffs = || qr.iter().zip(br).map(|(&x, &y)| (x - y).abs());
+            match (plan.key, metric) {
+                (TileKey::L2, _) => norm(qr) as f32 + norm(br) as f32 - 2.0 * dot(),
+                (TileKey::NegDot, _) => -dot(),
+                (TileKey::OneMinus, _) => 1.0 - dot(),
+                (TileKey::Direct, Metric::Cityblock) => diffs().sum(),
+                (TileKey::Direct, Metric::Chebyshev) => diffs().fold(0.0f32, f32::max),
+                (TileKey::Direct, Metric::Minkowski(p)) => diffs().map(|t| t.powf(*p as f32)).sum(),
+                (TileKey::Direct, m) => unreachable!("no direct tile for {m}"),
+            }
+        };
+        HostTiles {
+            keys: qp
+                .iter()
+                .map(|qr| bp.iter().map(|br| key(qr, br)).collect())
+                .collect(),
+            qnorm: qp.iter().map(|r| norm(r).sqrt()).collect(),
+            bmax,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::prelude::*;
-    use voisin::metric::exact::vector_key;
+    use voisin::metric::exact::set_key;
 
     fn set(rng: &mut StdRng, n: usize, d: usize, offset: f32) -> VectorSet {
         let v = (0..n * d)
@@ -372,9 +627,10 @@ mod tests {
         f32::from_bits(x.to_bits() & !0x1fff)
     }
 
-    /// The arithmetic of the GEMM path done on the host (prepared rows, f32 norms, inputs
-    /// converted by `conv`, an f32 dot product in any order): every approximate key of the GEMM
-    /// metrics must lie within the plan's bound of the exact key, for base `b` and queries `q`.
+    /// The arithmetic of the GEMM path done on the host ([`HostTiles`]: prepared rows, f32
+    /// norms, inputs converted by `conv`, an f32 dot product in any order): every approximate
+    /// key of the GEMM metrics must lie within the plan's bound of the exact key, for base `b`
+    /// and queries `q`.
     fn check_gemm_bound(precision: Precision, conv: fn(f32) -> f32, b: &VectorSet, q: &VectorSet) {
         let d = b.dim();
         for m in [
@@ -383,51 +639,15 @@ mod tests {
             Metric::Cosine,
             Metric::Correlation,
         ] {
-            let plan = Plan::new(&m, b).with_precision(precision);
-            let prep = |x: &[f32]| -> Vec<f32> {
-                let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
-                let mean = if plan.centre_rows {
-                    x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
-                } else {
-                    0.0
-                };
-                let y: Vec<f64> = x
-                    .iter()
-                    .zip(&shift)
-                    .map(|(&v, &s)| v as f64 - s as f64 - mean)
-                    .collect();
-                let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
-                let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
-                let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
-                y.iter().map(|v| (v * scale) as f32).collect()
-            };
-            let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
-            let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
-            let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+            let plan = Plan::new(&m, b)
+                .with_inputs(&m, b, q)
+                .with_precision(precision);
+            let tiles = HostTiles::new(&plan, &m, b, q, conv);
             for j in 0..q.len() {
-                let qp = prep(&q.row_f32(j));
-                let abs = plan.abs_bound(norm(&qp).sqrt(), bmax);
-                for (i, br) in bp.iter().enumerate() {
-                    // As tile.rs sums: chunk by chunk, each chunk in reverse order (the bound
-                    // must not depend on the order within a chunk).
-                    let dot: f32 = qp
-                        .chunks(K_CHUNK)
-                        .zip(br.chunks(K_CHUNK))
-                        .map(|(qc, bc)| {
-                            qc.iter()
-                                .zip(bc)
-                                .rev()
-                                .map(|(&x, &y)| conv(x) * conv(y))
-                                .sum::<f32>()
-                        })
-                        .fold(0.0f32, |acc, part| acc + part);
-                    let v = match plan.key {
-                        TileKey::L2 => norm(&qp) as f32 + norm(br) as f32 - 2.0 * dot,
-                        TileKey::NegDot => -dot,
-                        TileKey::OneMinus => 1.0 - dot,
-                        TileKey::Direct => unreachable!(),
-                    };
-                    let exact = vector_key(&m, &b.row_f32(i), &q.row_f32(j));
+                let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
+                for i in 0..b.len() {
+                    let v = tiles.keys[j][i];
+                    let exact = set_key(&m, b, i, q, j);
                     assert!(
                         plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
                         "{m} {precision:?} d={d}: approx {v} exact {exact} bound {abs}"
@@ -527,5 +747,211 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// f64 rows of `n` × `d` values `centre + spread·N(0, 1)`, stored as f64 (most values are
+    /// not f32 numbers).
+    fn f64_set(rng: &mut StdRng, n: usize, d: usize, centre: f64, spread: f64) -> VectorSet {
+        let v = (0..n * d)
+            .map(|_| centre + spread * rng.sample::<f64, _>(rand_distr::StandardNormal))
+            .collect();
+        VectorSet::from_f64(n, d, v).unwrap()
+    }
+
+    /// Integers far from the origin that collide once rounded to f32 (its spacing at 1e8 is 8):
+    /// ties and near-ties the f32 rows cannot tell apart.
+    fn colliding_set(rng: &mut StdRng, n: usize, d: usize) -> VectorSet {
+        let v = (0..n * d)
+            .map(|_| 1e8 + rng.gen_range(0..24) as f64)
+            .collect();
+        VectorSet::from_f64(n, d, v).unwrap()
+    }
+
+    /// The GEMM metrics' widened bound covers the exact keys of the f64 rows, from keys computed
+    /// as the GPU does on the rows rounded to f32 (fp32 and TF32), near the origin, far from it,
+    /// and on values that collide in f32.
+    #[test]
+    fn widened_gemm_bound_covers_f64_rows() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [1usize, 3, 127] {
+            for (centre, spread) in [(0.0, 1.0), (1e5, 3.0), (1e8, 1.0), (0.0, 1e-30)] {
+                let b = f64_set(&mut rng, 50, d, centre, spread);
+                let q = f64_set(&mut rng, 7, d, centre, spread);
+                check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
+                check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+                // A graph: the queries are the base.
+                check_gemm_bound(Precision::Fp32, |x| x, &b, &b);
+            }
+            let (b, q) = (
+                colliding_set(&mut rng, 50, d),
+                colliding_set(&mut rng, 7, d),
+            );
+            check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
+            check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+            // f32 queries against an f64 base and the other way round.
+            let q32 = set(&mut rng, 7, d, 1e8);
+            check_gemm_bound(Precision::Fp32, |x| x, &b, &q32);
+            check_gemm_bound(Precision::Fp32, |x| x, &q32, &b);
+        }
+    }
+
+    /// The SIMT metrics' widened bound covers the exact keys of the f64 rows.
+    #[test]
+    fn widened_simt_bound_covers_f64_rows() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let metrics = [
+            Metric::Cityblock,
+            Metric::Chebyshev,
+            Metric::Minkowski(1.5),
+            Metric::Minkowski(3.0),
+            Metric::Minkowski(8.0),
+        ];
+        for d in [1usize, 3, 127] {
+            for (centre, spread) in [(0.0, 1.0), (1e5, 3.0), (1e8, 1.0)] {
+                let sets = [
+                    (
+                        f64_set(&mut rng, 40, d, centre, spread),
+                        f64_set(&mut rng, 5, d, centre, spread),
+                    ),
+                    (
+                        colliding_set(&mut rng, 40, d),
+                        colliding_set(&mut rng, 5, d),
+                    ),
+                ];
+                for (b, q) in &sets {
+                    for m in &metrics {
+                        let plan = Plan::new(m, b).with_inputs(m, b, q);
+                        let tiles = HostTiles::new(&plan, m, b, q, |x| x);
+                        for j in 0..q.len() {
+                            let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
+                            for i in 0..b.len() {
+                                let v = tiles.keys[j][i];
+                                let exact = set_key(m, b, i, q, j);
+                                assert!(
+                                    plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
+                                    "{m} d={d}: approx {v} exact {exact} bound {abs}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The widening is needed: two f64 values 1e8 + 1 and 1e8 + 3 round to the same f32, whose
+    /// key (0) the f32 bound alone proves to be the exact key, which it is not; the widened
+    /// plan's interval holds the exact key.
+    #[test]
+    fn the_f32_bound_alone_misses_rounded_inputs() {
+        let b = VectorSet::from_f64(1, 1, vec![1e8 + 1.0]).unwrap();
+        let q = VectorSet::from_f64(1, 1, vec![1e8 + 3.0]).unwrap();
+        for m in [Metric::SqEuclidean, Metric::Cityblock, Metric::Chebyshev] {
+            let v = 0.0f32;
+            let exact = set_key(&m, &b, 0, &q, 0);
+            let plain = Plan::new(&m, &b);
+            let abs = plain.abs_bound(0.0, 0.0);
+            assert!(exact > plain.upper(v, abs), "{m}: {exact}");
+            let wide = Plan::new(&m, &b).with_inputs(&m, &b, &q);
+            let abs = wide.abs_bound(0.0, 0.0);
+            assert!(
+                wide.lower(v, abs) <= exact && exact <= wide.upper(v, abs),
+                "{m}"
+            );
+        }
+    }
+
+    /// f32 data leaves the plan as it was; f64 storage sends exact keys to the host even when no
+    /// value was rounded, and widens the bound only when one was.
+    #[test]
+    fn f64_storage_plans() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let narrow = set(&mut rng, 30, 4, 1.0);
+        let exact_f64 = VectorSet::from_f64(30, 4, narrow.rows_f64(0, 30).into_owned()).unwrap();
+        let wide = f64_set(&mut rng, 30, 4, 0.0, 1.0);
+        for m in [Metric::Euclidean, Metric::Cosine, Metric::Minkowski(3.0)] {
+            let base = Plan::new(&m, &narrow);
+            let same = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &narrow);
+            assert_eq!(BoundParts::of(&base), BoundParts::of(&same), "{m}");
+            assert_eq!(base.exact_code, same.exact_code);
+            assert_eq!(base.abs_bound(2.0, 3.0), same.abs_bound(2.0, 3.0));
+            let unrounded = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &exact_f64);
+            assert_eq!(unrounded.exact_code, None, "{m}");
+            assert_eq!(unrounded.distance_form, None, "{m}");
+            assert_eq!(base.abs_bound(2.0, 3.0), unrounded.abs_bound(2.0, 3.0));
+            let widened = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &wide);
+            assert_eq!(widened.exact_code, None, "{m}");
+            assert!(
+                widened.abs_bound(2.0, 3.0) > base.abs_bound(2.0, 3.0),
+                "{m}"
+            );
+            // A prepared base measures itself once and widens a copy of its plan per batch.
+            let (b, q) = (InputRounding::of(&m, &narrow), InputRounding::of(&m, &wide));
+            let per_batch = Plan::new(&m, &narrow).with_roundings(&m, &b, &q);
+            assert_eq!(BoundParts::of(&per_batch), BoundParts::of(&widened), "{m}");
+            assert_eq!(per_batch.abs_bound(2.0, 3.0), widened.abs_bound(2.0, 3.0));
+            assert_eq!(per_batch.exact_code, None, "{m}");
+            // f32 queries against an f64 base still take their exact keys from the host.
+            let f64_base = Plan::new(&m, &wide).with_roundings(&m, &q, &b);
+            assert_eq!(f64_base.exact_code, None, "{m}");
+        }
+    }
+
+    /// The lower bound of a centred norm stays below the norm computed exactly (in rationals:
+    /// here, in f64 on integers, which is exact), on rows with a large mean and small spread.
+    #[test]
+    fn centred_norm_low_is_a_lower_bound() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [1usize, 2, 3, 127, 1000] {
+            for _ in 0..50 {
+                // Integers up to 2^12 around 2^20: squares and sums stay exact in f64, and the
+                // mean is exact when d is a power of two; otherwise compare d² × the norm².
+                let r: Vec<f32> = (0..d)
+                    .map(|_| (1u32 << 20) as f32 + rng.gen_range(0..4096) as f32)
+                    .collect();
+                let sum: i128 = r.iter().map(|&v| v as i128).sum();
+                let dd = d as i128;
+                // d² ‖r − mean‖² = Σ (d·rᵢ − sum)²
+                let scaled: i128 = r.iter().map(|&v| (dd * v as i128 - sum).pow(2)).sum();
+                let truth = (scaled as f64).sqrt() / d as f64;
+                let low = centred_norm_low(&r, true);
+                assert!(
+                    low <= truth * (1.0 + 1e-15),
+                    "d={d}: low {low} norm {truth}"
+                );
+                let plain = centred_norm_low(&r, false);
+                let n2: f64 = r.iter().map(|&v| (v as f64).powi(2)).sum();
+                assert!(plain <= n2.sqrt(), "d={d}");
+            }
+        }
+    }
+
+    /// f64 values whose f32 rounding overflows are refused in one line that names them; every
+    /// other f64 value is taken.
+    #[test]
+    fn values_beyond_f32_are_refused_by_name() {
+        let ok: Dataset = VectorSet::from_f64(2, 2, vec![0.1, 1e300 * 0.0, 3e38, -1e-300])
+            .unwrap()
+            .into();
+        assert!(vectors(&ok, &Metric::Euclidean).is_ok());
+        assert!(tiles_hold(ok.as_vectors().unwrap()));
+        let big: Dataset = VectorSet::from_f64(2, 2, vec![0.1, 2.0, 3.0, -1e39])
+            .unwrap()
+            .into();
+        assert!(!tiles_hold(big.as_vectors().unwrap()));
+        let err = vectors(&big, &Metric::Cosine).unwrap_err().to_string();
+        assert!(
+            err.contains("vector 1") && err.contains("column 1"),
+            "{err}"
+        );
+        assert!(
+            err.contains("-1e39") && err.contains("--device cpu"),
+            "{err}"
+        );
+        // NaN and infinities pass here and are refused with their own message later.
+        let nan: Dataset = VectorSet::from_f64(1, 2, vec![f64::NAN, f64::INFINITY])
+            .unwrap()
+            .into();
+        assert!(tiles_hold(nan.as_vectors().unwrap()));
     }
 }

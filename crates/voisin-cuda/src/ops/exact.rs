@@ -5,14 +5,18 @@
 //! [`voisin::metric::exact::vector_key`]; minkowski needs `powf`, whose rounding differs between
 //! libm and CUDA, so its keys are computed on the host. [`rerank`] launches kernels/finish/rerank.cu,
 //! the k-NN finish on the device (search/knn.rs decides when), which calls the same `exact_key`.
+//!
+//! Sets stored as f64 are on the device rounded to f32, so their keys are computed on the host
+//! from the f64 values ([`on_host`]), by the function the CPU engine calls
+//! ([`voisin::metric::exact::set_key`]): the same keys by construction.
 
 use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 use voisin::data::VectorSet;
-use voisin::metric::exact::vector_key;
+use voisin::metric::exact::set_key;
 use voisin::{Metric, Result};
 
-use crate::numerics::plan::device_code;
+use crate::numerics::plan::{device_code, stored_f64};
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
@@ -33,8 +37,9 @@ fn sum_zero() -> f64 {
     std::iter::empty::<f64>().sum()
 }
 
-/// Exact keys of the pairs [query, base index] on the host, in parallel: for metrics the kernel
-/// does not cover and for bases whose raw rows are not on the device (streamed shards).
+/// Exact keys of the pairs [query, base index] on the host, in parallel, on the stored values:
+/// for metrics the kernel does not cover, for sets stored as f64 and for bases whose raw rows
+/// are not on the device (streamed shards).
 pub(crate) fn host_keys(
     metric: &Metric,
     bset: &VectorSet,
@@ -43,8 +48,14 @@ pub(crate) fn host_keys(
 ) -> Vec<f64> {
     pairs
         .par_iter()
-        .map(|&[q, b]| vector_key(metric, &bset.row_f32(b as usize), &qset.row_f32(q as usize)))
+        .map(|&[q, b]| set_key(metric, bset, b as usize, qset, q as usize))
         .collect()
+}
+
+/// Whether the exact keys of `metric` between these sets are computed on the host
+/// ([`host_keys`]): metrics without device code, and f64 storage on either side.
+pub(crate) fn on_host(metric: &Metric, bset: &VectorSet, qset: &VectorSet) -> bool {
+    device_code(metric).is_none() || stored_f64(bset) || stored_f64(qset)
 }
 
 /// Exact keys of the pairs [query, base index].
@@ -54,8 +65,9 @@ pub(crate) fn keys(
     s: &Sides<'_>,
     pairs: &[[u32; 2]],
 ) -> Result<Vec<f64>> {
-    let Some(code) = device_code(metric) else {
-        return Ok(host_keys(metric, s.bset, s.qset, pairs));
+    let code = match device_code(metric) {
+        Some(code) if !on_host(metric, s.bset, s.qset) => code,
+        _ => return Ok(host_keys(metric, s.bset, s.qset, pairs)),
     };
     let zero = sum_zero();
     let d = s.bset.dim() as i32;

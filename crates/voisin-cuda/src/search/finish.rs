@@ -182,3 +182,182 @@ pub(crate) fn finish(
     stats.select += t.elapsed();
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rand::prelude::*;
+    use voisin::cpu::CpuEngine;
+    use voisin::{Engine, KnnResult, Metric, VectorSet};
+
+    use super::*;
+    use crate::numerics::plan::HostTiles;
+    use crate::ops::exact::host_keys;
+    use crate::options::Precision;
+    use crate::runtime::probe::NoProbe;
+
+    /// Candidates as the device selects them, from the GPU's approximate keys computed on the
+    /// host ([`HostTiles`]); ties at a list's end are cut against the lower indices, the order
+    /// least favourable to the final tie-break by index.
+    struct HostSource<'a> {
+        tiles: HostTiles,
+        metric: &'a Metric,
+        base: &'a VectorSet,
+        queries: &'a VectorSet,
+        graph: bool,
+    }
+
+    impl HostSource<'_> {
+        fn lists(&self, queries: &[usize], kp: usize) -> Vec<Raw> {
+            queries
+                .iter()
+                .map(|&j| {
+                    let mut cands: Vec<(f32, u32)> = self.tiles.keys[j]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &v)| (v, i as u32))
+                        .collect();
+                    cands.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+                    cands.truncate(kp);
+                    Raw {
+                        complete: cands.len() >= self.base.len(),
+                        cands,
+                    }
+                })
+                .collect()
+        }
+    }
+
+    impl CandidateSource for HostSource<'_> {
+        fn base_len(&self) -> usize {
+            self.base.len()
+        }
+
+        fn norms(&self) -> (&[f64], f64) {
+            (&self.tiles.qnorm, self.tiles.bmax)
+        }
+
+        fn self_first(&self) -> Option<usize> {
+            self.graph.then_some(0)
+        }
+
+        fn redo(&mut self, queries: &[usize], kp: usize) -> Result<Vec<Raw>> {
+            Ok(self.lists(queries, kp))
+        }
+
+        fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
+            Ok(host_keys(self.metric, self.base, self.queries, pairs))
+        }
+
+        fn phases(&self) -> Phases {
+            Phases::start(Arc::new(NoProbe))
+        }
+    }
+
+    /// The GPU's k-NN (or graph, when `queries` is `base`) of f64 rows with the device's
+    /// arithmetic done on the host: the widened plan, the proof and widening of [`finish`] and
+    /// exact keys on the f64 values.
+    fn host_gpu_knn(
+        precision: Precision,
+        metric: &Metric,
+        base: &VectorSet,
+        queries: &VectorSet,
+        graph: bool,
+        k: usize,
+    ) -> KnnResult {
+        let plan = Plan::new(metric, base)
+            .with_inputs(metric, base, queries)
+            .with_precision(precision);
+        let conv = match precision {
+            Precision::Fp32 => |x: f32| x,
+            // TF32 at its worst: the 13 low mantissa bits cut off.
+            Precision::Tf32 => |x: f32| f32::from_bits(x.to_bits() & !0x1fff),
+        };
+        let mut src = HostSource {
+            tiles: HostTiles::new(&plan, metric, base, queries, conv),
+            metric,
+            base,
+            queries,
+            graph,
+        };
+        // A short first list (self pair included for a graph), so that ties make it widen.
+        let kp = k + 1 + usize::from(graph);
+        let all: Vec<usize> = (0..queries.len()).collect();
+        let raws = src.lists(&all, kp);
+        let mut stats = Stats::default();
+        let rows = finish(&plan, &mut src, k, kp, raws, &mut stats).unwrap();
+        KnnResult::from_rows(rows, k, metric)
+    }
+
+    fn f64_rows(n: usize, d: usize, value: impl FnMut(usize) -> f64) -> VectorSet {
+        VectorSet::from_f64(n, d, (0..n * d).map(value).collect()).unwrap()
+    }
+
+    /// The host side of the GPU's f64 path equals the CPU engine byte for byte, on random f64
+    /// values near and far from the origin, int64-like integers far out and values that
+    /// collide once rounded to f32 (1e8 + 0..16: f32 holds every eighth), values that f32
+    /// holds only as subnormals or zeros, for k-NN and graphs,
+    /// k = 1, 10, n − 1, fp32 and TF32 tiles.
+    #[test]
+    fn f64_finish_equals_the_cpu_engine() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let cpu = CpuEngine::default();
+        let metrics: Vec<Metric> = Metric::builtins()
+            .into_iter()
+            .filter(|m| *m != Metric::Levenshtein)
+            .collect();
+        for d in [1usize, 3, 17] {
+            let n = 60;
+            let mut gauss = |centre: f64| {
+                let v: f64 = rng.sample(rand_distr::StandardNormal);
+                centre + v
+            };
+            let random = f64_rows(n, d, |_| gauss(0.0));
+            let far = f64_rows(n, d, |_| gauss(1e6));
+            let random_q = f64_rows(9, d, |_| gauss(0.0));
+            let far_q = f64_rows(9, d, |_| gauss(1e6));
+            // Subnormal in f32 (1e-41) or below it (1e-47, rounded to zero): rows that vanish.
+            let tiny = f64_rows(n, d, |i| {
+                gauss(0.0) * if i % 3 == 0 { 1e-47 } else { 1e-41 }
+            });
+            let tiny_q = f64_rows(9, d, |_| gauss(0.0) * 1e-41);
+            let colliding = f64_rows(n, d, |_| 1e8 + rng.gen_range(0..16) as f64);
+            let colliding_q = f64_rows(9, d, |_| 1e8 + rng.gen_range(0..16) as f64);
+            let ints = f64_rows(n, d, |_| 1e12 + rng.gen_range(-40..40) as f64);
+            let ints_q = f64_rows(9, d, |_| 1e12 + rng.gen_range(-40..40) as f64);
+            let narrow_q = VectorSet::from_f32(
+                9,
+                d,
+                (0..9 * d).map(|_| rng.gen_range(-2.0f32..2.0)).collect(),
+            )
+            .unwrap();
+            let cases = [
+                ("random", &random, &random_q),
+                ("far", &far, &far_q),
+                ("colliding", &colliding, &colliding_q),
+                ("ints", &ints, &ints_q),
+                ("tiny", &tiny, &tiny_q),
+                ("f32 queries", &random, &narrow_q),
+            ];
+            for (what, base, queries) in cases {
+                let (b, q) = (base.clone().into(), queries.clone().into());
+                for m in &metrics {
+                    for precision in [Precision::Fp32, Precision::Tf32] {
+                        for k in [1, 10, n - 1] {
+                            let got = host_gpu_knn(precision, m, base, queries, false, k);
+                            let want = cpu.knn(&b, &q, k, m).unwrap();
+                            let say = format!("{what} d={d} {m} {precision:?} k={k}");
+                            assert_eq!(got.indices, want.indices, "{say}: ids");
+                            assert_eq!(got.distances, want.distances, "{say}: distances");
+                            let got = host_gpu_knn(precision, m, base, base, true, k);
+                            let want = cpu.graph(&b, k, m).unwrap();
+                            assert_eq!(got.indices, want.indices, "graph {say}: ids");
+                            assert_eq!(got.distances, want.distances, "graph {say}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -26,7 +26,8 @@ pub fn random_and_adversarial(subjects: &[Subject]) {
 }
 
 /// The same searches on every element type: f32, f16, bf16, u8, f64 holding f32 values, and
-/// f64 values f32 does not hold (engines that compute in f32 must refuse those).
+/// f64 values f32 does not hold (answered for their own values by every engine that supports
+/// them, the GPU's included; refused as invalid input by any that does not).
 pub fn element_types(subjects: &[Subject]) {
     let engines = open_default(subjects);
     let mut rng = data::rng(3);

@@ -43,6 +43,7 @@
 //! errors zero and its bound is unchanged.
 
 use crate::data::{ElemType, VectorSet};
+use crate::metric::rounding::{self, Rounding};
 use crate::metric::{exact, simd, Metric};
 
 /// Error bound of a tile: the exact key of an entry with approximate key `v` lies in
@@ -172,62 +173,6 @@ pub struct PreparedRows {
     pub rounding: Rounding,
 }
 
-/// Largest rounding errors `e = x − x̃` of a block of rows rounded from f64 to f32.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Rounding {
-    /// Largest ‖e‖₂.
-    pub l2: f64,
-    /// Largest ‖e‖₁.
-    pub l1: f64,
-    /// Largest ‖e‖∞.
-    pub linf: f64,
-    /// Largest bound on how far the unit vector of a row moves (cosine and correlation):
-    /// `2‖e‖₂ / ‖x̃‖` with the row centred for correlation.
-    pub unit: f64,
-}
-
-impl Rounding {
-    /// Errors of one f32 row against the f64 row it was rounded from. Every `x − x̃` is exact in
-    /// f64; the sums are enlarged to cover their own rounding.
-    fn of_row(exact: &[f64], rounded: &[f32]) -> Rounding {
-        let (mut sq, mut l1, mut linf) = (0.0f64, 0.0f64, 0.0f64);
-        for (&x, &r) in exact.iter().zip(rounded) {
-            let e = (x - r as f64).abs();
-            sq += e * e;
-            l1 += e;
-            linf = linf.max(e);
-        }
-        let slack = 1.0 + (exact.len() as f64 + 4.0) * f64::EPSILON;
-        Rounding {
-            l2: sq.sqrt() * slack,
-            l1: l1 * slack,
-            linf,
-            unit: 0.0,
-        }
-    }
-
-    fn max(self, o: Rounding) -> Rounding {
-        Rounding {
-            l2: self.l2.max(o.l2),
-            l1: self.l1.max(o.l1),
-            linf: self.linf.max(o.linf),
-            unit: self.unit.max(o.unit),
-        }
-    }
-
-    /// `2‖e‖₂ / norm`, where `norm` is a lower bound of the row's (centred) norm: zero without
-    /// error, infinite when the rounded row is zero but the row is not.
-    fn unit_move(l2: f64, norm: f64) -> f64 {
-        if l2 == 0.0 {
-            0.0
-        } else if norm > 0.0 {
-            2.0 * l2 / norm
-        } else {
-            f64::INFINITY
-        }
-    }
-}
-
 impl<'a> TileMaker<'a> {
     pub fn new(metric: &'a Metric, base: &'a VectorSet, queries: &'a VectorSet) -> Self {
         let dim = base.dim();
@@ -336,24 +281,9 @@ impl<'a> TileMaker<'a> {
         if eq == Rounding::default() && eb == Rounding::default() {
             return bound;
         }
-        let gamma = gamma(d);
-        let (alpha, beta) = match (&self.plan, self.metric) {
-            (Plan::SqL2 { .. }, _) => {
-                let rho = eq.l2 + eb.l2;
-                let s = (q.max_norm + b.max_norm) * (1.0 + gamma);
-                (0.0, rho * (2.0 * s + rho))
-            }
-            (Plan::Dot, _) => {
-                let (nq, nb) = (q.max_norm * (1.0 + gamma), b.max_norm * (1.0 + gamma));
-                (0.0, nq * eb.l2 + nb * eq.l2 + eq.l2 * eb.l2)
-            }
-            (Plan::Cosine { .. }, _) => (0.0, eq.unit + eb.unit),
-            (Plan::Direct, Metric::Chebyshev) => (0.0, eq.linf + eb.linf),
-            (Plan::Direct, Metric::Minkowski(p)) if self.metric.is_minkowski_power_sum() => {
-                minkowski_widening(*p, eq.l1 + eb.l1)
-            }
-            (Plan::Direct, _) => (0.0, eq.l1 + eb.l1),
-        };
+        // (q.max_norm is the centring factor for cosine, which reads only `unit`.)
+        let norms = (q.max_norm, b.max_norm);
+        let (alpha, beta) = rounding::input_widening(self.metric, &eq, &eb, norms, 1.0 + gamma(d));
         bound.widen(alpha, beta)
     }
 
@@ -450,19 +380,6 @@ impl TileSource for TileMaker<'_> {
     fn exact(&self, i: usize, j: usize) -> f64 {
         exact::set_key(self.metric, self.base, i, self.queries, j)
     }
-}
-
-/// (α, β) of the minkowski key ‖a‖ₚᵖ when ‖a‖ₚ moves by at most `delta` (module doc).
-fn minkowski_widening(p: f64, delta: f64) -> (f64, f64) {
-    if delta == 0.0 {
-        return (0.0, 0.0);
-    }
-    let t = 1.0f64 / 65536.0;
-    let alpha = (1.0 + t).powf(p - 1.0) - 1.0;
-    // Slack for powf's own rounding (a few ulps); an overflow makes the bound infinite, which
-    // keeps every pair for the exact re-rank.
-    let beta = (1.0 + 1.0 / t).powf(p - 1.0) * delta.powf(p);
-    (alpha * (1.0 + 1e-12), beta * (1.0 + 1e-12))
 }
 
 /// γ for a length-d dot product with FMA or blocked summation, doubled for the norm terms and

@@ -10,9 +10,11 @@
 //! - [`simd`]: f32 kernels with run-time CPU feature detection, and their error bounds, used to
 //!   produce candidates.
 //! - [`levenshtein`]: bit-parallel edit distance over Unicode scalar values.
+//! - [`rounding`]: how far keys move when f64 rows are rounded to f32 for an f32 pass.
 
 pub mod exact;
 pub mod levenshtein;
+pub mod rounding;
 pub mod simd;
 
 use std::fmt;
