@@ -99,16 +99,13 @@ fn non_finite(data: Dataset, policy: Option<NanPolicy>, path: &Path) -> Result<D
         return Ok(data);
     };
     match policy {
-        None => {
-            let value = vectors.row_f32(row)[col];
-            Err(CliError::file(
-                path,
-                format!(
-                    "row {row}, column {col} holds {value} (counting from 0); \
-                     pass --allow-nan zero to read NaN and infinite values as 0"
-                ),
-            ))
-        }
+        None => Err(CliError::file(
+            path,
+            format!(
+                "{}; pass --allow-nan zero to read NaN and infinite values as 0",
+                vectors.non_finite_line(row, col)
+            ),
+        )),
         Some(NanPolicy::Zero) => Ok(Dataset::Vectors(zero_non_finite(vectors)?)),
     }
 }

@@ -303,11 +303,14 @@ fn load(path: &Path, role: Role, metric: &Metric) -> Result<Dataset, Failure> {
         let code = if e.is_user_error() { 2 } else { 1 };
         Failure(e.to_string(), code)
     })?;
-    if let Some((row, col)) = data.as_vectors().and_then(|v| v.find_non_finite()) {
-        return Err(bad(format!(
-            "{}: vector {row} has a NaN or infinite value at position {col}",
-            path.display()
-        )));
+    if let Some(v) = data.as_vectors() {
+        if let Some((row, col)) = v.find_non_finite() {
+            return Err(bad(format!(
+                "{}: {}",
+                path.display(),
+                v.non_finite_line(row, col)
+            )));
+        }
     }
     Ok(data)
 }

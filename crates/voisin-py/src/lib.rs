@@ -26,7 +26,6 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
-use rayon::prelude::*;
 
 use voisin::data::{Buffer, SharedSlice, VectorData};
 use voisin::engine::{Cancel, Op, Prepared, ProgressFn};
@@ -85,38 +84,18 @@ fn vector_rows<T: Element + bytemuck::Pod>(
     VectorSet::new(n, d, wrap(buffer)).map_err(py_err)
 }
 
-/// Index of the first value for which `bad` holds, scanning in parallel.
-fn first<T: Sync>(values: &[T], bad: impl Fn(&T) -> bool + Sync) -> Option<usize> {
-    const CHUNK: usize = 1 << 16;
-    values
-        .par_chunks(CHUNK)
-        .position_first(|c| c.iter().any(&bad))
-        .and_then(|c| {
-            let start = c * CHUNK;
-            values[start..].iter().position(&bad).map(|i| start + i)
-        })
-}
-
 /// Refuses NaN and infinite values with their position (the CLI's message, less its file name
 /// and its `--allow-nan` hint). Strings pass.
 fn check_finite(what: &str, data: &Dataset) -> voisin::Result<()> {
     let Some(v) = data.as_vectors() else {
         return Ok(());
     };
-    let pos = match v.data() {
-        VectorData::F32(b) => first(b.as_slice(), |x| !x.is_finite()),
-        VectorData::F16(b) => first(b.as_slice(), |x| !x.is_finite()),
-        _ => v.find_non_finite().map(|(r, c)| r * v.dim() + c),
-    };
-    match pos {
+    match v.find_non_finite() {
         None => Ok(()),
-        Some(p) => {
-            let (row, col) = (p / v.dim(), p % v.dim());
-            let value = v.row_f32(row)[col];
-            Err(voisin::Error::invalid(format!(
-                "{what}: row {row}, column {col} holds {value} (counting from 0)"
-            )))
-        }
+        Some((row, col)) => Err(voisin::Error::invalid(format!(
+            "{what}: {}",
+            v.non_finite_line(row, col)
+        ))),
     }
 }
 

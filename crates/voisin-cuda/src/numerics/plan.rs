@@ -288,7 +288,7 @@ pub(crate) fn first_non_finite(set: &VectorSet, rows: &[usize]) -> Result<()> {
 
 /// A host scan of every value, in parallel (for the paths that stream the set in pieces).
 pub(crate) fn check_finite(set: &VectorSet) -> Result<()> {
-    match find_non_finite(set) {
+    match set.find_non_finite() {
         Some((r, c)) => Err(non_finite(r, c)),
         None => Ok(()),
     }
@@ -509,22 +509,6 @@ fn sample_mean(set: &VectorSet) -> Vec<f32> {
 fn sum_rel(d: usize, term: f64) -> f64 {
     let nu = (d as f64 + term + 2.0) * U32;
     2.0 * nu / (1.0 - nu)
-}
-
-/// First non-finite value (row, column), scanning in parallel: the core crate's scan is
-/// sequential and costs more than the whole GPU search on a 1M×128 base.
-fn find_non_finite(v: &VectorSet) -> Option<(usize, usize)> {
-    let Some(x) = v.as_f32() else {
-        return v.find_non_finite();
-    };
-    let d = v.dim();
-    let row = x
-        .par_chunks(d * 1024)
-        .enumerate()
-        .find_first(|(_, c)| c.iter().any(|f| !f.is_finite()))
-        .map(|(b, _)| b * 1024)?;
-    let pos = x[row * d..].iter().position(|f| !f.is_finite())?;
-    Some((row + pos / d, pos % d))
 }
 
 /// The GPU's approximate pass done on the host, for tests without a GPU: rows prepared as
