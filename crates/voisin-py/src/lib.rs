@@ -4,7 +4,7 @@
 //! a metric and the engine that answers over it. The Python half (`python/voisin`) checks and
 //! converts inputs, builds the public functions and the scikit-learn estimators on it.
 //!
-//! Every request runs on a worker thread while the calling thread waits with the GIL released,
+//! Every request runs on a worker thread (of rayon's global pool) while the calling thread waits with the GIL released,
 //! waking every 100 ms to look for signals (Ctrl-C raises `KeyboardInterrupt`) and to hand
 //! progress to a Python callback. Engine errors become `ValueError` (bad input) or
 //! `RuntimeError` (device failure) with the engine's one-line message; a panic becomes a
@@ -396,12 +396,11 @@ impl Index {
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
         let (tx, mut rx) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("voisin".into())
-            .spawn(move || {
-                let _ = tx.send(catch_unwind(AssertUnwindSafe(job)));
-            })
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+        // A thread of rayon's global pool, started once: a fresh thread per request paid its
+        // start, and on a GPU the driver's per-thread set-up, on every small batch.
+        rayon::spawn(move || {
+            let _ = tx.send(catch_unwind(AssertUnwindSafe(job)));
+        });
         let mut shown = (0, 0);
         loop {
             let (back, got) = py.detach(move || {
