@@ -13,7 +13,7 @@
 //!   tile pairs dealt over the backends ([`cyclic_share`]) and merged with the running lists
 //!   (one backend extends them in place: the CPU seeds its candidate buffers with them);
 //! - finishes a pass's rows on the first backend once its share is merged, checks for
-//!   cancellation, and saves the pass and the running lists of the rows still open;
+//!   cancellation (before and after the finish), and saves the pass and the running lists of the rows still open;
 //! - retries a share with half the tile edge, on every backend, when one runs out of memory.
 //!
 //! A backend ([`Backend`]) is one engine's side of one build (for a GPU: the set already on
@@ -174,6 +174,7 @@ pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -
         }
         let range = passes.passes[p].clone();
         let first = &backends[0];
+        first.check_cancel()?;
         let missing = || Error::device("graph pass without lists (bug)");
         let finished = if range == (0..n) {
             first.finish_all(running.take().ok_or_else(missing)?, n)?
@@ -203,6 +204,7 @@ pub struct Passes {
     pub covered: Vec<bool>,
     /// The passes finished so far.
     proved: Vec<bool>,
+    /// Every row (final for finished passes), or none until a pass is known.
     rows: PassRows,
 }
 
@@ -238,9 +240,14 @@ impl Passes {
             }
         };
         let done: Vec<bool> = loaded.iter().map(Option::is_some).collect();
-        let mut rows: PassRows = Vec::with_capacity(n);
-        for (got, r) in loaded.into_iter().zip(&passes) {
-            rows.extend(got.unwrap_or_else(|| vec![Vec::new(); r.len()]));
+        // Rows are laid out once a pass is known (a build of one pass that loaded nothing
+        // takes its finished rows as they are, without placeholders to replace).
+        let mut rows: PassRows = Vec::new();
+        if done.iter().any(|&d| d) {
+            rows.reserve(n);
+            for (got, r) in loaded.into_iter().zip(&passes) {
+                rows.extend(got.unwrap_or_else(|| vec![Vec::new(); r.len()]));
+            }
         }
         Ok(Passes {
             cp,
@@ -342,12 +349,25 @@ impl Passes {
             let partial = bytes.as_deref().map(|b| (&self.proved[..], kind, b));
             cp.commit(p, (range.start, range.end), &rows, partial)?;
         }
-        self.rows.splice(range, rows);
+        let n = self.items();
+        if self.rows.is_empty() && range == (0..n) {
+            self.rows = rows;
+        } else {
+            self.rows.resize(n, Vec::new());
+            self.rows.splice(range, rows);
+        }
         Ok(())
     }
 
+    /// Items of the build (the end of the last pass).
+    fn items(&self) -> usize {
+        self.passes.last().map_or(0, |r| r.end)
+    }
+
     /// Every row: finished passes' final rows, empty rows for the others.
-    pub fn into_rows(self) -> PassRows {
+    pub fn into_rows(mut self) -> PassRows {
+        let n = self.items();
+        self.rows.resize(n, Vec::new());
         self.rows
     }
 }
