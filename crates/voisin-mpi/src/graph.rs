@@ -23,10 +23,10 @@
 //! through the core's pass bookkeeping ([`Passes::open_layout`], [`Passes::save`]).
 //!
 //! Resuming: rank 0 reads and checks every pass file ([`Passes`]), so a damaged or foreign
-//! checkpoint is refused with one message, and tells every rank which blocks are done. Tiles between two done
-//! blocks are skipped; a tile between a done and an open block is recomputed for the open side
-//! only (those column lists lived in memory when the run was killed; the owners keep them in
-//! memory only, so these ranks neither write nor read the partial lists of
+//! checkpoint is refused with one message, and tells every rank which blocks are done. Tiles
+//! between two done blocks are skipped; a tile between a done and an open block is recomputed
+//! for the open side only (those column lists lived in memory when the run was killed; the
+//! owners keep them in memory only, so these ranks neither write nor read the partial lists of
 //! [`voisin::graph::driver`]); the rest is computed as usual. The layout comes from the
 //! manifest, so a build may resume with another rank count.
 //!
