@@ -188,10 +188,20 @@ pub fn local<E: TileGraph<Share = CpuShare>>(
     let mut running: Option<CpuShare> = None;
     let mut at = 0;
     for batch in batches(&ranges, plan.batch_items) {
-        let these: HashSet<(usize, usize)> = mine[at..at + batch.len()].iter().copied().collect();
+        let tiles = &mine[at..at + batch.len()];
         at += batch.len();
+        let these: HashSet<(usize, usize)> = tiles.iter().copied().collect();
         let owns = |i: usize, j: usize| these.contains(&(i, j));
         engine.extend(data, k, metric, &mut running, edge, &owns)?;
+        // The lists of done blocks (a catch-up tile's other side) are not sent: freed batch by
+        // batch, so they never pile up.
+        if let Some(share) = &mut running {
+            for b in tiles.iter().flat_map(|&(i, j)| [i, j]).filter(|&b| done[b]) {
+                share.lists[plan.blocks[b].clone()]
+                    .iter_mut()
+                    .for_each(|list| *list = Vec::new());
+            }
+        }
     }
     let mut acc = BlockLists::new();
     if let Some(share) = &mut running {

@@ -41,7 +41,8 @@ pub trait TileGraph: Engine {
     /// [`TileGraph::share`] then [`TileGraph::absorb`] do (the default). An engine may measure
     /// them straight into the running lists: the CPU engine does, with one batch scan for all
     /// the pairs of a call, so a caller bounds the items one call touches (voisin-mpi's CPU
-    /// ranks, in batches). On an error `running` is unchanged.
+    /// ranks, in batches). After an error the caller abandons the build (`running` may have
+    /// lost its lists).
     fn extend(
         &self,
         data: &Dataset,
