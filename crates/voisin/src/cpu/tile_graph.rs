@@ -150,3 +150,54 @@ impl TileGraph for CpuEngine {
         Ok(done)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::cyclic_share;
+    use crate::{reference, VectorSet};
+
+    /// Extending one running share call by call (each call one batch scan) gives the lists of
+    /// one share of all the calls' pairs, and a share of the whole triangle gives the graph.
+    #[test]
+    fn extending_in_calls_equals_one_share() {
+        let e = CpuEngine::new(crate::cpu::CpuOptions {
+            threads: Some(2),
+            ..Default::default()
+        })
+        .unwrap();
+        let n = 257;
+        let v: Vec<f32> = (0..n * 2).map(|i| ((i * 31) % 7) as f32).collect();
+        let data: Dataset = VectorSet::from_f32(n, 2, v).unwrap().into();
+        let m = Metric::Cityblock;
+        for (k, edge, parts) in [(4, 32, 3), (1, 100, 2), (256, 64, 4)] {
+            let nt = n.div_ceil(edge);
+            let mut running = None;
+            for p in 0..parts {
+                e.extend(
+                    &data,
+                    k,
+                    &m,
+                    &mut running,
+                    edge,
+                    &cyclic_share(nt, parts, p),
+                )
+                .unwrap();
+            }
+            let running = running.unwrap();
+            let whole = e.share(&data, k, &m, edge, &|_, _| true).unwrap();
+            assert_eq!(running, whole, "k {k} edge {edge}");
+            let rows = e.finish(&data, &m, &whole, 0..n).unwrap();
+            let got = crate::KnnResult::from_rows(rows, whole.k, &m);
+            let want = reference::graph(&data, k, &m).unwrap();
+            assert_eq!(got.indices, want.indices, "k {k} edge {edge}");
+        }
+        let mut other = Some(CpuShare {
+            k: 4,
+            lists: vec![List::new(); n - 1],
+        });
+        assert!(e
+            .extend(&data, 4, &m, &mut other, 32, &|_, _| true)
+            .is_err());
+    }
+}
