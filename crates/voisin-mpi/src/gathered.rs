@@ -20,8 +20,10 @@
 //! once, as without checkpoints, and a resumed build skips the catch-up when the lists were
 //! kept.
 //!
-//! The CPU ranks' own driver ([`crate::graph`]) sends exact lists to the owners of row blocks
-//! instead, with a checkpoint layout of its own; its wire and checkpoint formats are kept.
+//! The CPU ranks' driver ([`crate::graph`]) measures through the same seam and keeps its
+//! checkpoint through the same [`Passes`], but sends exact lists to the owners of row blocks
+//! instead of gathering shares (rank 0 here receives every rank's share: ranks × n lists),
+//! with a checkpoint layout of its own; its wire and checkpoint formats are kept.
 
 use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::graph::driver::Passes;

@@ -1,10 +1,16 @@
 //! Distributed k-NN graph ([Dashti13] §3.2.2, docs/references.md): the items are cut into row blocks; the tiles of the
 //! upper triangle of the distance matrix (block I against block J, I ≤ J) are dealt over ranks;
 //! each tile is computed once and yields the exact lists of the rows of I among J and of the
-//! rows of J among I. A rank hands all its tiles of a round to its [`TileWorker`] at once (the
-//! CPU worker re-ranks each row once for all its tiles), sends the lists to the blocks' owners
-//! (block b is owned by rank b mod size), and an owner merges what it receives into its
-//! blocks' final rows; rank 0 gathers the rows and alone writes the output.
+//! rows of J among I. A rank measures its tiles of a round through the core's graph seam
+//! ([`TileGraph::extend`], tiles of one block's edge, in batches into one running share: the
+//! CPU engine re-ranks each row once for all its tiles of a batch), sends the lists to the
+//! blocks' owners (block b is owned by rank b mod size), and an owner merges what it receives
+//! into its blocks' final rows; rank 0 gathers the rows and alone writes the output.
+//!
+//! Why owners rather than the gathered shares of the GPU ranks ([`crate::gathered`]): a
+//! gathered share holds lists for every item, so rank 0 would receive ranks × n × k entries;
+//! here an owner receives only its blocks' lists (n × k / ranks from each round), which is
+//! what lets the CPU ranks scale out on a cluster.
 //!
 //! Rounds: the schedule of every graph driver ([`voisin::graph::pass_steps`], one block a
 //! pass): a catch-up share when resuming, then the tile row of each open block, in row order;
@@ -13,13 +19,14 @@
 //! may save them. Without a checkpoint all tiles form one round (one
 //! exchange); with one, about [`CHECKPOINT_ROUNDS`] rounds, each ending with the owners saving
 //! their finished blocks as pass files of the core's checkpoint format
-//! ([`voisin::graph::checkpoint`], one block per pass; rank 0 writes the manifest first).
+//! ([`voisin::graph::checkpoint`], one block per pass; rank 0 writes the manifest first),
+//! through the core's pass bookkeeping ([`Passes::open_layout`], [`Passes::save`]).
 //!
-//! Resuming: rank 0 reads and checks every pass file, so a damaged or foreign checkpoint is
-//! refused with one message, and tells every rank which blocks are done. Tiles between two done
-//! blocks are skipped; a tile between a done and an open block is recomputed for the open side
-//! only (those column lists lived in memory when the run was killed; the owners keep them in
-//! memory only, so these ranks neither write nor read the partial lists of
+//! Resuming: rank 0 reads and checks every pass file ([`Passes`]), so a damaged or foreign
+//! checkpoint is refused with one message, and tells every rank which blocks are done. Tiles
+//! between two done blocks are skipped; a tile between a done and an open block is recomputed
+//! for the open side only (those column lists lived in memory when the run was killed; the
+//! owners keep them in memory only, so these ranks neither write nor read the partial lists of
 //! [`voisin::graph::driver`]); the rest is computed as usual. The layout comes from the
 //! manifest, so a build may resume with another rank count.
 //!
@@ -31,7 +38,7 @@
 //! - Lists carry exact f64 keys (sent as two u32 words), so the owner merges them with
 //!   [`merge_lists`] (the core's) and never recomputes a distance.
 //!
-//! Memory: an owner keeps k-lists for its own blocks only; a rank hands its tiles to the worker
+//! Memory: an owner keeps k-lists for its own blocks only; a rank hands its tiles to the engine
 //! in batches touching at most [`batch_items`] items (candidate buffers of about half a GiB),
 //! and blocks are at most half a batch. With one rank and no checkpoint a graph of fewer items
 //! than that is a single block: one diagonal tile, the CPU engine's own symmetric graph scan.
@@ -40,16 +47,16 @@
 //! candidate buffers restart empty each round, so a checkpointed build spends O(n · rounds · k)
 //! more exact evaluations (bench/NOTES.md, "MPI": +63 % CPU at 60 000 × 128, shrinking with n).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 
-use voisin::graph::checkpoint::{Checkpoint, CheckpointOptions, Job, Layout};
-use voisin::graph::{deal, merge_lists, pass_steps, triangle, PassRows, PassStore};
+use voisin::graph::checkpoint::{CheckpointOptions, Layout};
+use voisin::graph::driver::Passes;
+use voisin::graph::{deal, merge_lists, pass_steps, triangle, CpuShare, TileGraph};
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
 use crate::rekey;
-use crate::worker::TileWorker;
 
 /// Blocks per rank: enough tiles for round-robin to balance, few enough that lists stay long
 /// (a tile's lists are k per row whatever its width).
@@ -75,7 +82,7 @@ pub struct Round {
 
 impl Plan {
     /// Rows per block for `n` items over `size` ranks and lists of `k`: at most half a batch,
-    /// so that any one tile fits in a worker's memory.
+    /// so that any one tile fits in the engine's candidate buffers.
     pub fn block_rows(n: usize, size: usize, checkpointed: bool, k: usize) -> usize {
         let mut blocks = if size <= 1 { 1 } else { BLOCKS_PER_RANK * size };
         if checkpointed {
@@ -152,20 +159,12 @@ pub fn row_len(n: usize, k: usize) -> usize {
 /// Lists of the rows of some blocks: block → one list per row of the block.
 pub type BlockLists = BTreeMap<usize, Vec<Vec<(f64, u32)>>>;
 
-/// Merges `lists` (one per row of block `b`, starting at its first row) into `acc`.
-fn absorb(acc: &mut BlockLists, plan: &Plan, b: usize, lists: &[Vec<(f64, u32)>], k: usize) {
-    let rows = acc
-        .entry(b)
-        .or_insert_with(|| vec![Vec::new(); plan.blocks[b].len()]);
-    for (row, list) in rows.iter_mut().zip(lists) {
-        *row = merge_lists(row, list, k);
-    }
-}
-
-/// Rank `rank`'s tiles of one round (dealt from position `dealt` on): the lists of the open
-/// blocks they touch.
-pub fn local(
-    worker: &dyn TileWorker,
+/// Rank `rank`'s tiles of one round (dealt from position `dealt` on), measured by `engine`
+/// through the core's graph seam (tiles of edge one block: tile I is block I), one
+/// [`TileGraph::extend`] per batch into one running share: the lists of the open blocks they
+/// touch.
+pub fn local<E: TileGraph<Share = CpuShare>>(
+    engine: &E,
     data: &Dataset,
     (k, metric): (usize, &Metric),
     plan: &Plan,
@@ -174,34 +173,59 @@ pub fn local(
     (rank, size, dealt): (usize, usize, usize),
 ) -> Result<BlockLists> {
     let dealt_to_me = deal(size, rank);
-    let mine: Vec<(Range<usize>, Range<usize>)> = round
+    let mine: Vec<(usize, usize)> = round
         .tiles
         .iter()
         .enumerate()
         .filter(|(t, _)| dealt_to_me(dealt + t))
-        .map(|(_, &(i, j))| (plan.blocks[i].clone(), plan.blocks[j].clone()))
+        .map(|(_, &tile)| tile)
         .collect();
-    let block_rows = plan.blocks[0].len();
+    let ranges: Vec<(Range<usize>, Range<usize>)> = mine
+        .iter()
+        .map(|&(i, j)| (plan.blocks[i].clone(), plan.blocks[j].clone()))
+        .collect();
+    let edge = plan.blocks[0].len();
+    let mut running: Option<CpuShare> = None;
+    let mut at = 0;
+    for batch in batches(&ranges, plan.batch_items) {
+        let tiles = &mine[at..at + batch.len()];
+        at += batch.len();
+        let these: HashSet<(usize, usize)> = tiles.iter().copied().collect();
+        let owns = |i: usize, j: usize| these.contains(&(i, j));
+        engine.extend(data, k, metric, &mut running, edge, &owns)?;
+        // The lists of done blocks (a catch-up tile's other side) are not sent: freed batch by
+        // batch, so they never pile up.
+        if let Some(share) = &mut running {
+            for b in tiles.iter().flat_map(|&(i, j)| [i, j]).filter(|&b| done[b]) {
+                share.lists[plan.blocks[b].clone()]
+                    .iter_mut()
+                    .for_each(|list| *list = Vec::new());
+            }
+        }
+    }
     let mut acc = BlockLists::new();
-    for batch in batches(&mine, plan.batch_items) {
-        for (range, lists) in worker.tiles(data, batch, k, metric)? {
-            let b = range.start / block_rows;
-            if !done[b] {
-                absorb(&mut acc, plan, b, &lists, k);
+    if let Some(share) = &mut running {
+        for b in mine.iter().flat_map(|&(i, j)| [i, j]) {
+            if !done[b] && !acc.contains_key(&b) {
+                let lists = share.lists[plan.blocks[b].clone()]
+                    .iter_mut()
+                    .map(std::mem::take)
+                    .collect();
+                acc.insert(b, lists);
             }
         }
     }
     Ok(acc)
 }
 
-/// Items whose candidates one batch of tiles may hold: a worker keeps about `24k + 400` bytes
+/// Items whose candidates one batch of tiles may hold: the CPU engine keeps about `24k + 400` bytes
 /// of candidates per item of its batch, and half a GiB of them is the CPU engine's default.
 pub fn batch_items(k: usize) -> usize {
     (512 << 20) / (24 * k + 400)
 }
 
 /// Consecutive runs of `tiles` whose distinct ranges hold at most `limit` items (a tile alone
-/// may hold more): a worker's memory stays bounded however many tiles a rank holds.
+/// may hold more): the engine's memory stays bounded however many tiles a rank holds.
 pub fn batches<'a>(
     tiles: &'a [(Range<usize>, Range<usize>)],
     limit: usize,
@@ -270,40 +294,41 @@ pub fn decode_into(received: &[u32], plan: &Plan, k: usize, mine: &mut BlockList
     }
 }
 
-/// Opens the checkpoint on every rank: rank 0 first (it creates or checks the manifest), then
-/// the others, which find the manifest in place. `fresh` is the layout of a new one.
-fn open_store(
+/// Opens the checkpoint on every rank through the core's pass bookkeeping ([`Passes`]): rank
+/// 0 first (it creates or checks the manifest, then reads and checks every finished pass),
+/// then the others, which find the manifest in place and read no pass. `fresh` is the layout
+/// of a new one.
+fn open_passes(
     comm: &dyn Comm,
+    (data, k, metric): (&Dataset, usize, &Metric),
     opts: &CheckpointOptions,
-    job: &Job,
-    k: usize,
     fresh: Layout,
-) -> std::result::Result<Checkpoint, Failed> {
+) -> std::result::Result<Passes, Failed> {
     let first = if comm.rank() == 0 {
-        Checkpoint::open_with(opts, job, k, fresh).map(Some)
+        Passes::open_layout(data, metric, k, fresh, opts, true).map(Some)
     } else {
         Ok(None)
     };
     let first = agree(comm, first)?;
     let opened = match first {
-        Some(cp) => Ok(cp),
+        Some(passes) => Ok(passes),
         None => {
             let resume = CheckpointOptions {
                 resume: true,
                 ..opts.clone()
             };
-            Checkpoint::open_with(&resume, job, k, fresh)
+            Passes::open_layout(data, metric, k, fresh, &resume, false)
         }
     };
-    let cp = agree(comm, opened)?;
+    let passes = agree(comm, opened)?;
     // Another rank reading a manifest other than rank 0's would number passes differently.
-    let layout = cp.layout();
-    let agreed = comm.all_max(layout.rows_per_pass() as u32) as usize;
-    let same = comm.all_ok(agreed == layout.rows_per_pass());
+    let rows = passes.rows_per_pass();
+    let agreed = comm.all_max(rows as u32) as usize;
+    let same = comm.all_ok(agreed == rows);
     agree(
         comm,
         if same {
-            Ok(cp)
+            Ok(passes)
         } else {
             Err(Error::invalid(format!(
                 "{}: ranks read different checkpoint layouts (is the directory shared?)",
@@ -313,12 +338,13 @@ fn open_store(
     )
 }
 
-/// The whole graph over `comm`'s ranks; the result on rank 0, `None` elsewhere. Every rank must
-/// call it with the same arguments. With `checkpoint`, finished row blocks are kept there and a
-/// killed build resumes (see the module docs).
-pub fn run(
+/// The whole graph over `comm`'s ranks, each measuring its tiles with `engine` (the CPU
+/// engine's side of the core's graph seam); the result on rank 0, `None` elsewhere. Every rank
+/// must call it with the same arguments. With `checkpoint`, finished row blocks are kept there
+/// and a killed build resumes (see the module docs).
+pub fn run<E: TileGraph<Share = CpuShare>>(
     comm: &dyn Comm,
-    worker: &dyn TileWorker,
+    engine: &E,
     data: &Dataset,
     k: usize,
     metric: &Metric,
@@ -334,33 +360,27 @@ pub fn run(
         return Ok((rank == 0).then_some(empty));
     }
     let mut block_rows = Plan::block_rows(n, size, checkpoint.is_some(), kk);
-    let mut store = match checkpoint {
+    // Rank 0's passes hold the rows of the finished blocks; every rank's saves its own.
+    let mut passes = match checkpoint {
         Some(opts) => {
             let fresh = Layout {
                 block_rows,
                 blocks_per_pass: 1,
             };
-            let cp = open_store(comm, opts, &Job::describe(data, metric, kk), kk, fresh)?;
-            block_rows = cp.layout().rows_per_pass();
-            Some(cp)
+            let passes = open_passes(comm, (data, kk, metric), opts, fresh)?;
+            block_rows = passes.rows_per_pass();
+            Some(passes)
         }
         None => None,
     };
     let plan = Plan::new(n, block_rows, kk);
     let nb = plan.blocks.len();
 
-    // Rank 0 checks every saved block and keeps its rows for the output.
-    let mut loaded: Vec<Option<PassRows>> = vec![None; nb];
-    let load = match (&mut store, rank) {
-        (Some(cp), 0) => (0..nb).try_for_each(|b| {
-            let r = &plan.blocks[b];
-            loaded[b] = cp.load(b, (r.start, r.end))?;
-            Ok(())
-        }),
-        _ => Ok(()),
+    // Rank 0 tells every rank which blocks are done.
+    let flags: Vec<u32> = match &passes {
+        Some(p) if rank == 0 => p.done.iter().map(|&d| u32::from(d)).collect(),
+        _ => vec![0; nb],
     };
-    agree(comm, load)?;
-    let flags: Vec<u32> = loaded.iter().map(|l| u32::from(l.is_some())).collect();
     let to_all = if rank == 0 {
         vec![flags; size]
     } else {
@@ -378,7 +398,7 @@ pub fn run(
     let mut dealt = 0;
     for round in plan.rounds(&done, rounds) {
         let acc = local(
-            worker,
+            engine,
             data,
             (kk, metric),
             &plan,
@@ -402,8 +422,8 @@ pub fn run(
                         "block {b} ended with missing neighbours (bug)"
                     )));
                 }
-                if let Some(cp) = &mut store {
-                    cp.save(b, (range.start, range.end), &rows)?;
+                if let Some(passes) = &mut passes {
+                    passes.save(b, &rows)?;
                 }
                 for (q, row) in range.zip(&rows) {
                     rekey::push_row(&mut finished_rows, metric, q, row, kk);
@@ -412,9 +432,16 @@ pub fn run(
             });
         agree(comm, saved)?;
     }
-    for (b, rows) in loaded.iter().enumerate() {
-        for (q, row) in plan.blocks[b].clone().zip(rows.iter().flatten()) {
-            rekey::push_row(&mut finished_rows, metric, q, row, kk);
+    if let (Some(p), 0) = (passes, rank) {
+        let loaded: Vec<Range<usize>> = (p.passes.iter().zip(&p.done))
+            .filter(|(_, &d)| d)
+            .map(|(r, _)| r.clone())
+            .collect();
+        let rows = p.into_rows();
+        for range in loaded {
+            for q in range {
+                rekey::push_row(&mut finished_rows, metric, q, &rows[q], kk);
+            }
         }
     }
     Ok(comm

@@ -7,13 +7,16 @@
 //! pattern with a shared filesystem (NFS, Lustre, GPFS), where each rank touches only the pages
 //! of the blocks it works on. Only candidate lists (indices) and final rows move.
 //!
-//! Work: [`graph`] splits the items into row blocks and deals the upper-triangle tiles (I ≤ J)
-//! over ranks; each tile is computed once by a [`worker::TileWorker`] (the CPU engine's
-//! [`voisin::cpu::CpuEngine::tile_lists`]) and yields the exact lists of the rows of I among J
-//! and of the rows of J among I, which are sent to the rank owning that row block, merged
-//! there, optionally checkpointed, and gathered by rank 0. GPU ranks use [`gathered`] instead:
-//! cyclic shares of the triangle through the core's [`voisin::graph::TileGraph`] seam, merged
-//! and finished at rank 0. [`knn`] shards the base set over ranks and merges every rank's
+//! Work: both graph drivers measure tiles through the core's [`voisin::graph::TileGraph`] seam
+//! and keep checkpoints through the core's pass bookkeeping
+//! ([`voisin::graph::driver::Passes`]). [`graph`] (CPU ranks) splits the items into row blocks
+//! and deals the upper-triangle tiles (I ≤ J) over ranks; each tile is computed once by the
+//! CPU engine and yields the exact lists of the rows of I among J and of the rows of J among
+//! I, which are sent to the rank owning that row block, merged there, optionally
+//! checkpointed, and gathered by rank 0. GPU ranks use [`gathered`] instead: cyclic shares of
+//! the triangle, merged and finished at rank 0 (the gather costs rank 0 memory for every
+//! rank's share, which the owners' exchange does not: so the CPU ranks, which scale to
+//! clusters, keep it). [`knn`] shards the base set over ranks and merges every rank's
 //! k-lists at rank 0.
 //!
 //! Exactness: every k-list a rank produces is the exact top-k of its share, on the exact f64
@@ -36,4 +39,3 @@ pub mod knn;
 pub mod rekey;
 pub mod shares;
 pub mod slice;
-pub mod worker;

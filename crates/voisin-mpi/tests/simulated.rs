@@ -7,12 +7,13 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use voisin::cpu::{CpuEngine, CpuOptions, RangeLists};
+use voisin::cpu::{CpuEngine, CpuOptions};
+use voisin::engine::{GraphRequest, KnnRequest, RangeRequest};
 use voisin::graph::checkpoint::CheckpointOptions;
+use voisin::graph::{triangle, CpuShare, PassRows, TileGraph, TileOwner};
 use voisin::reference;
-use voisin::{Dataset, Engine, KnnResult, Metric, StringSet, VectorSet};
+use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, StringSet, VectorSet};
 use voisin_mpi::comm::{Failed, Threads};
-use voisin_mpi::worker::TileWorker;
 use voisin_mpi::{graph, knn};
 
 fn engine() -> CpuEngine {
@@ -34,7 +35,7 @@ fn tied(n: usize, dim: usize, seed: u64) -> Dataset {
     VectorSet::from_f32(n, dim, v).unwrap().into()
 }
 
-/// A CPU worker that counts the item pairs its tiles cover.
+/// The CPU engine's side of the graph seam, counting the item pairs its tiles cover.
 struct Counting {
     engine: CpuEngine,
     pairs: AtomicU64,
@@ -47,25 +48,83 @@ impl Counting {
             pairs: AtomicU64::new(0),
         }
     }
+
+    /// Counts the pairs of the tile pairs (I, J), I ≤ J, of edge `edge` over `n` items that
+    /// `owns` accepts.
+    fn count(&self, n: usize, edge: usize, owns: &TileOwner<'_>) {
+        let size = |t: usize| ((t + 1) * edge).min(n) - t * edge;
+        let pairs: usize = triangle(n.div_ceil(edge))
+            .filter(|&(i, j)| owns(i, j))
+            .map(|(i, j)| {
+                if i == j {
+                    size(i) * size(i).saturating_sub(1) / 2
+                } else {
+                    size(i) * size(j)
+                }
+            })
+            .sum();
+        self.pairs.fetch_add(pairs as u64, Ordering::Relaxed);
+    }
 }
 
-impl TileWorker for Counting {
-    fn tiles(
+impl Engine for Counting {
+    fn name(&self) -> String {
+        self.engine.name()
+    }
+
+    fn knn_request(&self, req: &KnnRequest<'_>) -> voisin::Result<KnnResult> {
+        self.engine.knn_request(req)
+    }
+
+    fn range_request(&self, req: &RangeRequest<'_>) -> voisin::Result<RangeResult> {
+        self.engine.range_request(req)
+    }
+
+    fn graph_request(&self, req: &GraphRequest<'_>) -> voisin::Result<KnnResult> {
+        self.engine.graph_request(req)
+    }
+}
+
+impl TileGraph for Counting {
+    type Share = CpuShare;
+
+    fn tile_edge(&self, data: &Dataset, k: usize, metric: &Metric) -> voisin::Result<usize> {
+        self.engine.tile_edge(data, k, metric)
+    }
+
+    fn share(
         &self,
         data: &Dataset,
-        tiles: &[(Range<usize>, Range<usize>)],
         k: usize,
         metric: &Metric,
-    ) -> voisin::Result<RangeLists> {
-        for (rows, cols) in tiles {
-            let pairs = if rows == cols {
-                rows.len() * rows.len().saturating_sub(1) / 2
-            } else {
-                rows.len() * cols.len()
-            };
-            self.pairs.fetch_add(pairs as u64, Ordering::Relaxed);
-        }
-        self.engine.tiles(data, tiles, k, metric)
+        edge: usize,
+        owns: &TileOwner<'_>,
+    ) -> voisin::Result<CpuShare> {
+        self.count(data.len(), edge, owns);
+        self.engine.share(data, k, metric, edge, owns)
+    }
+
+    fn extend(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        running: &mut Option<CpuShare>,
+        edge: usize,
+        owns: &TileOwner<'_>,
+    ) -> voisin::Result<()> {
+        self.count(data.len(), edge, owns);
+        self.engine.extend(data, k, metric, running, edge, owns)
+    }
+
+    fn finish(
+        &self,
+        data: &Dataset,
+        metric: &Metric,
+        share: &CpuShare,
+        rows: Range<usize>,
+    ) -> voisin::Result<PassRows> {
+        self.engine.finish(data, metric, share, rows)
     }
 }
 
@@ -631,4 +690,61 @@ fn gathered_ranks_keep_partial_lists() {
     same(&reference::graph(&data, k, &m).unwrap(), &got, "resumed");
     let open = (n - 1024) as u64;
     assert_eq!(got.stats.distance_evals, open * (open - 1) / 2);
+}
+
+/// One checkpoint (the single-process layout) passed around every driver, each stopped part
+/// way: the CPU engine, then the CPU ranks (owners; they leave the engine's partial lists as
+/// they are), then the gathered ranks, then the CPU engine again; the result is the graph and
+/// no pair between two finished blocks is measured again by the CPU ranks.
+#[test]
+fn one_checkpoint_resumes_across_the_engine_and_both_rank_drivers() {
+    use voisin_mpi::gathered;
+    let (n, k, m) = (2600, 5, Metric::Euclidean);
+    let data = tied(n, 3, 21);
+    let expected = reference::graph(&data, k, &m).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("x");
+    let opts = |resume: bool, stop_after: Option<usize>| CheckpointOptions {
+        pass_rows: Some(512),
+        stop_after,
+        ..CheckpointOptions::new(&dir, resume)
+    };
+    // The engine: passes 0 and 1, with its partial lists beside them.
+    assert!(engine()
+        .graph_checkpointed(&data, k, &m, &opts(false, Some(2)))
+        .is_err());
+    assert_eq!(pass_files(&dir).len(), 2);
+    assert!(dir.join("partial.bin").exists());
+    // Three CPU ranks: one pass each at most before they stop.
+    let w = Counting::new();
+    assert!(run_with(&w, &data, k, &m, 3, Some(&opts(true, Some(1)))).is_err());
+    let after_ranks = pass_files(&dir).len();
+    assert!(after_ranks > 2, "{after_ranks} passes");
+    // Only pairs with an open item were measured.
+    let (done, open) = (1024u64, (n - 1024) as u64);
+    assert!(w.pairs.load(Ordering::Relaxed) <= open * (open - 1) / 2 + open * done);
+    // Two gathered ranks: one more pass.
+    let e = engine();
+    let stopped: Vec<bool> = std::thread::scope(|s| {
+        let handles: Vec<_> = Threads::world(2)
+            .into_iter()
+            .map(|comm| {
+                let (e, data, m, o) = (&e, &data, &m, opts(true, Some(1)));
+                s.spawn(move || gathered::graph(&comm, e, data, k, m, Some(&o)).is_err())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(stopped, [true, true]);
+    assert!(pass_files(&dir).len() > after_ranks);
+    // The engine finishes it; then every driver finds it complete.
+    let got = engine()
+        .graph_checkpointed(&data, k, &m, &opts(true, None))
+        .unwrap();
+    same(&expected, &got, "engine, last");
+    assert_eq!(pass_files(&dir).len(), n.div_ceil(512));
+    let w = Counting::new();
+    let again = run_with(&w, &data, k, &m, 2, Some(&opts(true, None))).unwrap();
+    same(&expected, &again, "cpu ranks, complete");
+    assert_eq!(w.pairs.load(Ordering::Relaxed), 0);
 }

@@ -1,11 +1,12 @@
 //! The engine on one GPU: [`CudaEngine`], the core's `Engine` seam over it, and its entry points
-//! beside the seam (graph shares for ranks, checkpointed graphs in `passes`).
+//! beside the seam (graph shares for ranks); every graph of vectors goes through `passes`.
 //!
 //! Owns the GPU (behind a lock: calls are serialised on its stream), the options, the
 //! diagnostics counters and the choice of road per request: strings to `strings`, a base that
-//! does not fit to `search::stream`, the rest to `search::knn`, `search::graph` and the range
-//! filter. The crate-level per-device API ([`CudaEngine::lock`], [`CudaEngine::ctx`],
-//! [`CudaEngine::plan`], ...) is what `multi` and `index` compose engines through.
+//! does not fit to `search::stream`, the rest to `search::knn` and the range filter, graphs
+//! to `passes` (the core's graph driver over this one GPU). The crate-level per-device API
+//! ([`CudaEngine::lock`], [`CudaEngine::ctx`], [`CudaEngine::plan`], ...) is what `multi` and
+//! `index` compose engines through.
 
 pub(crate) mod passes;
 mod prepared;
@@ -169,6 +170,14 @@ impl CudaEngine {
         Plan::new(metric, base).with_precision(self.opts.precision)
     }
 
+    /// The k-NN graph of strings under levenshtein on the string kernel (its work is small next
+    /// to its transfers: one GPU).
+    pub(crate) fn strings_graph(&self, s: &voisin::StringSet, k: usize) -> Result<KnnResult> {
+        let gpu = self.lock()?;
+        let lev = self.lev_kernel(&gpu)?;
+        strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu))
+    }
+
     /// The levenshtein kernel, loaded at the first search on strings.
     fn lev_kernel(&self, gpu: &Gpu) -> Result<&cudarc::driver::CudaFunction> {
         if self.lev.get().is_none() {
@@ -199,19 +208,22 @@ pub(crate) fn on_each<T: Send>(
     f: impl Fn(usize, &CudaEngine, &Gpu) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
     let f = &f;
+    let run = |g: usize, e: &CudaEngine| {
+        let gpu = e.lock()?;
+        let mut tr = gpu.phases();
+        let r = f(g, e, &gpu);
+        tr.mark(&format!("GPU thread {g} (cuda:{})", e.device));
+        r
+    };
+    if let [e] = engines {
+        // One GPU: no thread to start.
+        return Ok(vec![run(0, e)?]);
+    }
     std::thread::scope(|s| {
         let handles: Vec<_> = engines
             .iter()
             .enumerate()
-            .map(|(g, e)| {
-                s.spawn(move || {
-                    let gpu = e.lock()?;
-                    let mut tr = gpu.phases();
-                    let r = f(g, e, &gpu);
-                    tr.mark(&format!("GPU thread {g} (cuda:{})", e.device));
-                    r
-                })
-            })
+            .map(|(g, e)| s.spawn(move || run(g, e)))
             .collect();
         handles
             .into_iter()
@@ -321,42 +333,11 @@ impl Engine for CudaEngine {
         self.range_on(gpu, &plan, metric, on, (qset, radius), (stats, t))
     }
 
+    /// Strings on their own kernel; vectors through the GPU graph driver (`passes`) on this
+    /// one GPU, without a checkpoint: one pass of every row.
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
-        let (data, k, metric) = (req.data(), req.k(), req.metric());
         self.check_cancel()?;
-        if let (Dataset::Strings(s), Metric::Levenshtein) = (data, metric) {
-            let gpu = self.lock()?;
-            let lev = self.lev_kernel(&gpu)?;
-            return strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu));
-        }
-        let set = vectors(data, metric)?;
-        self.check_cancel()?;
-        let gpu = self.lock()?;
-        let mut stats = self.stats(&gpu);
-        if k == 0 {
-            return Ok(to_result(vec![vec![]; set.len()], k, metric, stats));
-        }
-        let tr0 = Instant::now();
-        let mut tr = gpu.phases();
-        let plan = self.plan(metric, set);
-        let ctx = self.ctx(&gpu, &plan);
-        stream::graph_fits(&gpu, set, k)?;
-        let ddev = DeviceSet::new(&gpu, &plan, set)?;
-        ddev.check(set, 0)?;
-        // Uploads and row preparation count as transfer; compute starts after them.
-        stats.transfer += tr0.elapsed();
-        tr.mark("graph: upload and prepare");
-        let t = Instant::now();
-        let part = ctx.shrinking(ctx.budget()?, |b| {
-            let edge = graph::edge_for(set.len(), k, b);
-            graph::lists(&ctx, &ddev, set, k, edge, &|_, _| true)
-        })?;
-        stats.compute += t.elapsed();
-        tr.mark("graph: device candidates");
-        self.check_cancel()?;
-        let rows = graph::prove(&ctx, &ddev, set, metric, part, &mut stats)?;
-        tr.mark("graph: prove, widen, exact re-rank");
-        Ok(to_result(rows, k, metric, stats))
+        passes::build(std::slice::from_ref(self), req, None)
     }
 
     /// The base uploaded once with its norms and plan, kept in device memory while the

@@ -1,4 +1,4 @@
-//! k-NN graphs on several GPUs, and checkpointed ones on one GPU or several
+//! Every k-NN graph of vectors on the GPU, on one GPU or several, checkpointed or not
 //! (docs/design/checkpoints.md): the CUDA engines' side of the core's one graph driver
 //! ([`voisin::graph::driver`]), which lays the rows out in passes (the core's checkpoint
 //! format: same manifest, same pass files, same refusal of a damaged or foreign checkpoint),
@@ -21,8 +21,12 @@
 //! without them (a checkpoint of the CPU engine or of an older version) the driver measures
 //! the pairs between finished and open passes again (one catch-up share).
 //!
-//! Without a checkpoint (`MultiGpu::graph`) the build is one pass of every row: one share of the
-//! whole triangle at the GPUs' common tile edge, then the proof.
+//! Without a checkpoint (`CudaEngine::graph`, `MultiGpu::graph`) the build is one pass of every
+//! row: one share of the whole triangle at the GPUs' common tile edge (on one GPU the share is
+//! the running lists as they are: no merge, no copy), then the proof of the lists in place.
+//! Before the upload each GPU checks that the set and the lists fit (a clear refusal, not an
+//! allocation failure half-way); an allocation failure later halves the tile edge (counted in
+//! [`CudaEngine::shrinks`]). Strings go to the string kernel on the first GPU.
 //!
 //! Several processes (voisin-mpi's GPU ranks) follow the same schedule
 //! ([`voisin::graph::pass_steps`]) through [`CudaEngine::graph_tiles`] and
@@ -43,7 +47,7 @@ use voisin::engine::GraphRequest;
 use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::graph::driver::{self, Backend};
 use voisin::graph::{PassRows, TileGraph, TileOwner};
-use voisin::{Dataset, Engine, Error, KnnResult, Metric, Result, Stats, VectorSet};
+use voisin::{Dataset, Error, KnnResult, Metric, Result, Stats, VectorSet};
 
 use super::{graph_input, on_each, to_result, CudaEngine};
 use crate::numerics::plan::{vectors, Plan};
@@ -51,6 +55,7 @@ use crate::ops::device_set::DeviceSet;
 use crate::runtime::context;
 use crate::search::graph::{self, GraphRows, Lists, PartialGraph};
 use crate::search::knn::Raw;
+use crate::search::stream;
 
 /// The graph of `data` on `engines` (one or more GPUs holding the whole set), with finished
 /// passes kept in `checkpoint` when given (a checkpointed build takes vectors only); without
@@ -61,17 +66,21 @@ pub(crate) fn build(
     checkpoint: Option<&CheckpointOptions>,
 ) -> Result<KnnResult> {
     let (data, k, metric) = (req.data(), req.k(), req.metric());
-    if matches!(data, Dataset::Strings(_)) {
-        return match checkpoint {
-            // The string kernel's work is small next to its transfers: one GPU.
-            None => engines[0].graph_request(req),
-            Some(_) => Err(Error::invalid(
-                "checkpointed graphs on the GPU take vectors; build this one with --device cpu",
-            )),
-        };
+    if let Dataset::Strings(s) = data {
+        match checkpoint {
+            Some(_) => {
+                return Err(Error::invalid(
+                    "checkpointed graphs on the GPU take vectors; build this one with --device cpu",
+                ))
+            }
+            None if *metric == Metric::Levenshtein => return engines[0].strings_graph(s, k),
+            // Strings under a vector metric: `vectors` refuses them below.
+            None => {}
+        }
     }
     let mut tr = engines[0].lock()?.phases();
     let set = vectors(data, metric)?;
+    engines[0].check_cancel()?;
     let n = set.len();
     let stats = Mutex::new(Stats {
         device: engines
@@ -101,15 +110,17 @@ pub(crate) fn build(
         checkpoint,
     };
     let rows = driver::build(&job, || {
-        tr.mark("graph on GPUs: input checks and schedule");
+        tr.mark("graph: input checks and schedule");
         let upload = Instant::now();
         let ddevs = on_each(engines, |_, _, gpu| {
+            // A clear refusal rather than an allocation failure half-way.
+            stream::graph_fits(gpu, set, k)?;
             let ddev = DeviceSet::new(gpu, &plan, set)?;
             ddev.check(set, 0)?;
             Ok(ddev)
         })?;
         lock(&stats).transfer += upload.elapsed();
-        tr.mark("graph on GPUs: upload and prepare");
+        tr.mark("graph: upload and prepare");
         Ok(engines
             .iter()
             .zip(ddevs)
@@ -153,6 +164,7 @@ impl Backend for GpuBuild<'_> {
     fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<PartialGraph> {
         let started = Instant::now();
         let gpu = self.engine.lock()?;
+        let mut tr = gpu.phases();
         let part = graph::lists(
             &self.engine.ctx(&gpu, self.plan),
             &self.ddev,
@@ -161,6 +173,7 @@ impl Backend for GpuBuild<'_> {
             edge,
             owns,
         )?;
+        tr.mark("graph: device candidates");
         let mut stats = lock(self.stats);
         stats.distance_evals += part.distance_evals;
         if self.first {
@@ -182,7 +195,8 @@ impl Backend for GpuBuild<'_> {
             width: share.lists.width,
         };
         let mut stats = lock(self.stats);
-        graph::prove_rows(
+        let mut tr = gpu.phases();
+        let rows = graph::prove_rows(
             &self.engine.ctx(&gpu, self.plan),
             &self.ddev,
             self.set,
@@ -190,7 +204,9 @@ impl Backend for GpuBuild<'_> {
             which,
             raws,
             &mut stats,
-        )
+        );
+        tr.mark("graph: prove, widen, exact re-rank");
+        rows
     }
 
     /// One pass of every row: its lists are proved as they are, without a copy.
@@ -199,18 +215,28 @@ impl Backend for GpuBuild<'_> {
         share.distance_evals = 0;
         let gpu = self.engine.lock()?;
         let mut stats = lock(self.stats);
-        graph::prove(
+        let mut tr = gpu.phases();
+        let rows = graph::prove(
             &self.engine.ctx(&gpu, self.plan),
             &self.ddev,
             self.set,
             self.metric,
             share,
             &mut stats,
-        )
+        );
+        tr.mark("graph: prove, widen, exact re-rank");
+        rows
     }
 
+    /// Out of device memory: the driver halves the tile edge, counted as a shrink.
     fn retry_smaller(&self, e: &Error) -> bool {
-        context::is_oom(e)
+        let oom = context::is_oom(e);
+        if oom {
+            if let Ok(gpu) = self.engine.lock() {
+                self.engine.counters.shrank(&gpu);
+            }
+        }
+        oom
     }
 
     fn check_cancel(&self) -> Result<()> {

@@ -33,6 +33,16 @@ pub(crate) struct Counters {
     pub host_finished: AtomicUsize,
 }
 
+impl Counters {
+    /// An allocation failure on `gpu` made a working set halve: counted, and noted to the
+    /// GPU's probe.
+    pub fn shrank(&self, gpu: &Gpu) {
+        self.shrinks.fetch_add(1, Ordering::Relaxed);
+        gpu.phases()
+            .note(format_args!("out of device memory: working set halved"));
+    }
+}
+
 /// Where a search runs: the GPU (held by the caller), the plan of its metric, the engine's
 /// options (selection, fusion, working-set size, cancellation) and counters. Phase timings go to
 /// the GPU's probe (`Gpu::phases`).
@@ -82,10 +92,7 @@ impl<'a> Ctx<'a> {
             match f(&b) {
                 Err(e) if is_oom(&e) && b.bytes > MIN_BUDGET => {
                     b.bytes = (b.bytes / 2).max(MIN_BUDGET);
-                    self.counters.shrinks.fetch_add(1, Ordering::Relaxed);
-                    self.gpu
-                        .phases()
-                        .note(format_args!("out of device memory: working set halved"));
+                    self.counters.shrank(self.gpu);
                 }
                 r => return r,
             }

@@ -1,8 +1,9 @@
 //! The seam between a graph driver and the engine that measures tiles: [`TileGraph`]. A driver
-//! (voisin-mpi's gathered ranks, or any other that deals tile pairs) picks one tile edge for
-//! every backend, deals the pairs of the triangle ([`super::schedule`]), has each backend
-//! compute its pairs into a [`Share`], merges the shares, and asks one backend for the final
-//! rows. The CPU engine implements it in `cpu/tile_graph.rs` with [`CpuShare`] (exact lists,
+//! (voisin-mpi's ranks, gathered or owner-exchanging, or any other that deals tile pairs)
+//! picks one tile edge for every backend, deals the pairs of the triangle
+//! ([`super::schedule`]), has each backend compute its pairs into a [`Share`], merges the
+//! shares, and asks one backend for the final rows (or, exchanging by owner, sends each row's
+//! exact list to the rank that owns it). The CPU engine implements it in `cpu/tile_graph.rs` with [`CpuShare`] (exact lists,
 //! defined here for every driver that merges them); the CUDA engine in voisin-cuda (approximate
 //! lists with a proof contract, finished on the device).
 
@@ -35,6 +36,25 @@ pub trait TileGraph: Engine {
         edge: usize,
         owns: &TileOwner<'_>,
     ) -> Result<Self::Share>;
+
+    /// Adds the lists of the tile pairs `owns` accepts to `running` (none yet: `None`), as
+    /// [`TileGraph::share`] then [`TileGraph::absorb`] do (the default). An engine may measure
+    /// them straight into the running lists: the CPU engine does, with one batch scan for all
+    /// the pairs of a call, so a caller bounds the items one call touches (voisin-mpi's CPU
+    /// ranks, in batches). After an error the caller abandons the build (`running` may have
+    /// lost its lists).
+    fn extend(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        running: &mut Option<Self::Share>,
+        edge: usize,
+        owns: &TileOwner<'_>,
+    ) -> Result<()> {
+        let mine = self.share(data, k, metric, edge, owns)?;
+        self.absorb(running, mine)
+    }
 
     /// The final rows `rows` (exact keys, sorted by (key, index), k each) from a merged share
     /// in which those rows have met every other item.

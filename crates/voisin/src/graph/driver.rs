@@ -13,7 +13,7 @@
 //!   tile pairs dealt over the backends ([`cyclic_share`]) and merged with the running lists
 //!   (one backend extends them in place: the CPU seeds its candidate buffers with them);
 //! - finishes a pass's rows on the first backend once its share is merged, checks for
-//!   cancellation, and saves the pass and the running lists of the rows still open;
+//!   cancellation (before and after the finish), and saves the pass and the running lists of the rows still open;
 //! - retries a share with half the tile edge, on every backend, when one runs out of memory.
 //!
 //! A backend ([`Backend`]) is one engine's side of one build (for a GPU: the set already on
@@ -29,7 +29,7 @@
 use std::ops::Range;
 
 use super::backend::merge_into;
-use super::checkpoint::{Checkpoint, CheckpointOptions, Job};
+use super::checkpoint::{Checkpoint, CheckpointOptions, Job, Layout};
 use super::lists::{PassRows, Share};
 use super::schedule::{
     cyclic_share, pass_alignment, pass_steps_after, pass_tile_edge, PassStep, TileOwner, BLOCK_ROWS,
@@ -174,6 +174,7 @@ pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -
         }
         let range = passes.passes[p].clone();
         let first = &backends[0];
+        first.check_cancel()?;
         let missing = || Error::device("graph pass without lists (bug)");
         let finished = if range == (0..n) {
             first.finish_all(running.take().ok_or_else(missing)?, n)?
@@ -190,8 +191,9 @@ pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -
 
 /// A build's passes and what is known of them: the layout, the checkpoint when there is one,
 /// the rows of finished passes, and which passes the running lists cover. The one place where
-/// a build opens, reads and writes its checkpoint: the in-process driver ([`build`]) and
-/// voisin-mpi's gathered ranks (rank 0) both go through it.
+/// a build opens, reads and writes its checkpoint: the in-process driver ([`build`]),
+/// voisin-mpi's gathered ranks (rank 0) and its CPU ranks (every rank saves the blocks it
+/// owns, rank 0 reads them back) all go through it.
 pub struct Passes {
     cp: Option<Checkpoint>,
     /// The rows of each pass.
@@ -203,6 +205,7 @@ pub struct Passes {
     pub covered: Vec<bool>,
     /// The passes finished so far.
     proved: Vec<bool>,
+    /// Every row (final for finished passes), or none until a pass is known.
     rows: PassRows,
 }
 
@@ -227,8 +230,42 @@ impl Passes {
             }
             None => None,
         };
+        Self::laid_out(cp, n, k, max_pass_rows, true)
+    }
+
+    /// The passes of a checkpoint whose fresh layout the driver chooses (voisin-mpi's CPU
+    /// ranks: row blocks of their own size, one a pass); a resumed one keeps the layout it
+    /// started with. With `load` the finished passes are read and checked (in a build over
+    /// several processes one of them does it); without, none counts as finished here.
+    pub fn open_layout(
+        data: &Dataset,
+        metric: &Metric,
+        k: usize,
+        fresh: Layout,
+        checkpoint: &CheckpointOptions,
+        load: bool,
+    ) -> Result<Passes> {
+        let job = Job::describe(data, metric, k);
+        let cp = Checkpoint::open_with(checkpoint, &job, k, fresh)?;
+        Self::laid_out(Some(cp), data.len(), k, usize::MAX, load)
+    }
+
+    /// The passes of `cp`'s layout (without one: of `max_pass_rows` rows), with the finished
+    /// ones read when `load`.
+    fn laid_out(
+        cp: Option<Checkpoint>,
+        n: usize,
+        k: usize,
+        max_pass_rows: usize,
+        load: bool,
+    ) -> Result<Passes> {
         let (passes, loaded) = match &cp {
-            Some(cp) if k > 0 => (cp.passes(n), cp.load_all(n)?),
+            Some(cp) if k > 0 && load => (cp.passes(n), cp.load_all(n)?),
+            Some(cp) if k > 0 => {
+                let passes = cp.passes(n);
+                let none = vec![None; passes.len()];
+                (passes, none)
+            }
             _ => {
                 let rpp = max_pass_rows.clamp(1, n.max(1));
                 let passes: Vec<Range<usize>> =
@@ -238,9 +275,14 @@ impl Passes {
             }
         };
         let done: Vec<bool> = loaded.iter().map(Option::is_some).collect();
-        let mut rows: PassRows = Vec::with_capacity(n);
-        for (got, r) in loaded.into_iter().zip(&passes) {
-            rows.extend(got.unwrap_or_else(|| vec![Vec::new(); r.len()]));
+        // Rows are laid out once a pass is known (a build of one pass that loaded nothing
+        // takes its finished rows as they are, without placeholders to replace).
+        let mut rows: PassRows = Vec::new();
+        if done.iter().any(|&d| d) {
+            rows.reserve(n);
+            for (got, r) in loaded.into_iter().zip(&passes) {
+                rows.extend(got.unwrap_or_else(|| vec![Vec::new(); r.len()]));
+            }
         }
         Ok(Passes {
             cp,
@@ -342,12 +384,38 @@ impl Passes {
             let partial = bytes.as_deref().map(|b| (&self.proved[..], kind, b));
             cp.commit(p, (range.start, range.end), &rows, partial)?;
         }
-        self.rows.splice(range, rows);
+        let n = self.items();
+        if self.rows.is_empty() && range == (0..n) {
+            self.rows = rows;
+        } else {
+            self.rows.resize(n, Vec::new());
+            self.rows.splice(range, rows);
+        }
         Ok(())
     }
 
+    /// Saves finished pass `p`'s rows to the checkpoint, when there is one, without running
+    /// lists and without keeping the rows here: for a build whose passes are finished by
+    /// several processes (voisin-mpi's CPU ranks: each block's owner saves it and keeps its
+    /// rows for the gather).
+    pub fn save(&mut self, p: usize, rows: &PassRows) -> Result<()> {
+        self.proved[p] = true;
+        let range = self.passes[p].clone();
+        match &mut self.cp {
+            Some(cp) => cp.commit(p, (range.start, range.end), rows, None),
+            None => Ok(()),
+        }
+    }
+
+    /// Items of the build (the end of the last pass).
+    fn items(&self) -> usize {
+        self.passes.last().map_or(0, |r| r.end)
+    }
+
     /// Every row: finished passes' final rows, empty rows for the others.
-    pub fn into_rows(self) -> PassRows {
+    pub fn into_rows(mut self) -> PassRows {
+        let n = self.items();
+        self.rows.resize(n, Vec::new());
         self.rows
     }
 }
