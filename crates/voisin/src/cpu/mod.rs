@@ -23,6 +23,9 @@
 mod graph;
 mod items;
 mod plan;
+mod prepared;
+
+pub use prepared::CpuPrepared;
 mod search;
 mod tile_graph;
 mod tiles;
@@ -135,15 +138,33 @@ impl CpuEngine {
         metric: &Metric,
         f: impl FnOnce(&dyn Driver) -> R + Send,
     ) -> R {
+        self.with_planned_source((base, None), queries, metric, f)
+    }
+
+    /// [`CpuEngine::with_source`] with the base's tile plan when it was made before (a prepared
+    /// base), or made here.
+    fn with_planned_source<R: Send>(
+        &self,
+        (base, plan): (&Dataset, Option<&tiles::BasePlan>),
+        queries: &Dataset,
+        metric: &Metric,
+        f: impl FnOnce(&dyn Driver) -> R + Send,
+    ) -> R {
         self.pool.install(|| match (base, queries, metric) {
             (Dataset::Vectors(b), Dataset::Vectors(q), m)
-                if !matches!(m, Metric::Custom(_)) && b.is_f32_normal() && q.is_f32_normal() =>
+                if tiles_apply(b, m) && q.is_f32_normal() =>
             {
-                f(&Source(tiles::TileMaker::new(m, b, q)))
+                let plan = plan.cloned().unwrap_or_else(|| tiles::BasePlan::new(m, b));
+                f(&Source(tiles::TileMaker::with_plan(m, b, q, plan)))
             }
             _ => f(&Source(items::ItemTiles::new(metric, base, queries))),
         })
     }
+}
+
+/// Whether f32 tiles answer `base` under `metric` (else exact keys throughout).
+fn tiles_apply(base: &crate::data::VectorSet, metric: &Metric) -> bool {
+    !matches!(metric, Metric::Custom(_)) && base.is_f32_normal()
 }
 
 /// Object-safe view of the drivers over one tile source, so dispatch happens once.
@@ -256,26 +277,21 @@ impl Engine for CpuEngine {
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
-        let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
-        let (ctx, t) = (self.ctx(), Instant::now());
-        let mut res = self.with_source(base, queries, metric, |d| {
-            d.knn(metric, base.len(), queries.len(), k, &ctx)
-        });
-        ctx.check_cancel()?;
-        res.stats = self.stats(&ctx, t.elapsed());
-        Ok(res)
+        self.knn_planned(req, None)
     }
 
     fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
-        let (base, queries, radius, metric) =
-            (req.base(), req.queries(), req.radius(), req.metric());
-        let (ctx, t) = (self.ctx(), Instant::now());
-        let mut res = self.with_source(base, queries, metric, |d| {
-            d.range(metric, base.len(), queries.len(), radius, &ctx)
-        });
-        ctx.check_cancel()?;
-        res.stats = self.stats(&ctx, t.elapsed());
-        Ok(res)
+        self.range_planned(req, None)
+    }
+
+    /// The base's tile plan made once ([`CpuPrepared`]): each search then skips the pass over
+    /// the base that makes it.
+    fn prepare(
+        self: std::sync::Arc<Self>,
+        base: std::sync::Arc<Dataset>,
+        metric: &Metric,
+    ) -> Result<Box<dyn crate::engine::Prepared>> {
+        Ok(Box::new(CpuPrepared::new(self, base, metric)?))
     }
 
     fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
@@ -294,6 +310,39 @@ impl Engine for CpuEngine {
 }
 
 impl CpuEngine {
+    /// A k-NN request, under the base's tile plan when one was made before.
+    fn knn_planned(
+        &self,
+        req: &KnnRequest<'_>,
+        plan: Option<&tiles::BasePlan>,
+    ) -> Result<KnnResult> {
+        let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
+        let (ctx, t) = (self.ctx(), Instant::now());
+        let mut res = self.with_planned_source((base, plan), queries, metric, |d| {
+            d.knn(metric, base.len(), queries.len(), k, &ctx)
+        });
+        ctx.check_cancel()?;
+        res.stats = self.stats(&ctx, t.elapsed());
+        Ok(res)
+    }
+
+    /// A range request, under the base's tile plan when one was made before.
+    fn range_planned(
+        &self,
+        req: &RangeRequest<'_>,
+        plan: Option<&tiles::BasePlan>,
+    ) -> Result<RangeResult> {
+        let (base, queries, radius, metric) =
+            (req.base(), req.queries(), req.radius(), req.metric());
+        let (ctx, t) = (self.ctx(), Instant::now());
+        let mut res = self.with_planned_source((base, plan), queries, metric, |d| {
+            d.range(metric, base.len(), queries.len(), radius, &ctx)
+        });
+        ctx.check_cancel()?;
+        res.stats = self.stats(&ctx, t.elapsed());
+        Ok(res)
+    }
+
     /// One tile of the k-NN graph of `data`, for drivers that deal tiles out (ranks,
     /// devices) and merge lists themselves: for each item of `rows` its `k` nearest items of
     /// `cols`, and for each item of `cols` its `k` nearest of `rows`, every pair measured once,

@@ -173,10 +173,14 @@ pub struct PreparedRows {
     pub rounding: Rounding,
 }
 
-impl<'a> TileMaker<'a> {
-    pub fn new(metric: &'a Metric, base: &'a VectorSet, queries: &'a VectorSet) -> Self {
-        let dim = base.dim();
-        let plan = match metric {
+/// What a base set's tiles keep between searches: the plan, whose euclidean centre is a pass
+/// over the whole base (a prepared base computes it once; see `cpu/prepared.rs`).
+#[derive(Clone, Debug)]
+pub struct BasePlan(Plan);
+
+impl BasePlan {
+    pub fn new(metric: &Metric, base: &VectorSet) -> Self {
+        BasePlan(match metric {
             Metric::Euclidean | Metric::SqEuclidean => Plan::SqL2 {
                 center: column_mean(base),
             },
@@ -184,13 +188,30 @@ impl<'a> TileMaker<'a> {
             Metric::Correlation => Plan::Cosine { centred: true },
             Metric::InnerProduct => Plan::Dot,
             _ => Plan::Direct,
-        };
+        })
+    }
+}
+
+impl<'a> TileMaker<'a> {
+    /// Tiles under the plan a search of this base makes (tests; the engine passes its plan).
+    #[cfg(test)]
+    pub fn new(metric: &'a Metric, base: &'a VectorSet, queries: &'a VectorSet) -> Self {
+        Self::with_plan(metric, base, queries, BasePlan::new(metric, base))
+    }
+
+    /// Tiles under a plan made for this base and metric ([`BasePlan::new`]).
+    pub fn with_plan(
+        metric: &'a Metric,
+        base: &'a VectorSet,
+        queries: &'a VectorSet,
+        plan: BasePlan,
+    ) -> Self {
         TileMaker {
             metric,
             base,
             queries,
-            dim,
-            plan,
+            dim: base.dim(),
+            plan: plan.0,
         }
     }
 
