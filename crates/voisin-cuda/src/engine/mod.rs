@@ -173,6 +173,7 @@ impl CudaEngine {
     /// The k-NN graph of strings under levenshtein on the string kernel (its work is small next
     /// to its transfers: one GPU).
     pub(crate) fn strings_graph(&self, s: &voisin::StringSet, k: usize) -> Result<KnnResult> {
+        self.check_cancel()?;
         let gpu = self.lock()?;
         let lev = self.lev_kernel(&gpu)?;
         strings::knn(&gpu, lev, s, s, k, true, self.stats(&gpu))

@@ -146,20 +146,10 @@ pub(crate) fn filter(
 /// The fused kernels: filter in fp32, filter in TF32, merge.
 type FusedKernels<'a> = (&'a CudaFunction, &'a CudaFunction, &'a CudaFunction);
 
-/// The fused kernels of `gpu`: a benchmark variant (off in every default run), built with the
-/// `bench-variants` feature only.
-#[cfg(feature = "bench-variants")]
+/// The fused kernels of `gpu`.
 fn kernels(gpu: &Gpu) -> Result<FusedKernels<'_>> {
     let k = &gpu.k;
     Ok((&k.fused_filter_fp32, &k.fused_filter_tf32, &k.fused_merge))
-}
-
-#[cfg(not(feature = "bench-variants"))]
-fn kernels(_: &Gpu) -> Result<FusedKernels<'_>> {
-    Err(voisin::Error::invalid(
-        "fused k-NN passes (Fusion::On) are a benchmark variant not built into this binary \
-         (build voisin-cuda with the bench-variants feature)",
-    ))
 }
 
 /// Merges each of the first `rows` rows' survivors into its sorted list (rows × kp, kp =

@@ -101,13 +101,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Kernels of the benchmark-only variants (`Select::Heap`, `Select::Quick`, `Fusion::On`),
-/// compiled only with the `bench-variants` feature.
-const BENCH_ONLY: &[&str] = &[
-    "select/heap.cu",
-    "select/quick.cu",
-    "select/fused_filter.cu",
-];
+/// Kernels of the benchmark-only variants (`Select::Heap`, `Select::Quick`), compiled only
+/// with the `bench-variants` feature. (The fused filter is the product's: `Fusion::Auto` fuses
+/// small batches.)
+const BENCH_ONLY: &[&str] = &["select/heap.cu", "select/quick.cu"];
 
 /// The generated header's name, as the sources include it.
 const ABI_HEADER: &str = "common/abi.cuh";
@@ -239,9 +236,7 @@ registry! {
     select_block, fill_lists, list_prefix, select_cols, select_radix,
     #[cfg(feature = "bench-variants")] select_heap,
     #[cfg(feature = "bench-variants")] select_quick,
-    #[cfg(feature = "bench-variants")] fused_filter_fp32,
-    #[cfg(feature = "bench-variants")] fused_filter_tf32,
-    #[cfg(feature = "bench-variants")] fused_merge,
+    fused_filter_fp32, fused_filter_tf32, fused_merge,
     vector_tile, transpose, prepare_rows,
     range_count, range_fill, exact_keys, rerank,
     lc_search, sss_search, lc_sort_rows,

@@ -250,11 +250,27 @@ impl CandidateSource for Streamed<'_> {
         (self.qnorm, self.max_norm)
     }
 
+    /// Wider lists for the queries `ids`, as many queries per stream of the base as leave
+    /// room for the shards: a list widened towards the whole base (f64 rows far from the
+    /// origin under a memory cap) takes one query at a time rather than failing.
     fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
         let ctx = self.ctx;
-        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, self.qset, ids)?;
-        let mut seen = 0.0;
-        streamed_candidates(ctx, self.bset, &sub, kp, ctx.widen_select(), &mut seen)
+        let room = ctx.gpu.free_memory()? / 2;
+        let per = (room.saturating_sub(working_bytes(0, 0)) / (kp.max(1) * 16)).max(1);
+        let mut out = Vec::with_capacity(ids.len());
+        for part in ids.chunks(per) {
+            let sub = DeviceSet::gather(ctx.gpu, ctx.plan, self.qset, part)?;
+            let mut seen = 0.0;
+            out.extend(streamed_candidates(
+                ctx,
+                self.bset,
+                &sub,
+                kp,
+                ctx.widen_select(),
+                &mut seen,
+            )?);
+        }
+        Ok(out)
     }
 
     fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
