@@ -13,9 +13,9 @@
 //! | 6 signals leave temporaries | 4 (graph mid-compute, checkpoint) | 7 (knn, range, index build, checkpoint mid-compute; .tsv, .npz, .npy mid-write) |
 //! | 7 exit codes: names, paths through files, read-only places, full disks | 30 | 25 (names and paths of index files and queries 8, read-only mounts 5, full tmpfs under 9 outputs, file size limit under 3 formats) |
 //! | 8 forged files under a valid checksum | 5 checkpoint passes (+ LC unit test) | 12 (LC, SSS, cover index files; npy, npz, fvecs, fbin, bvecs, hdf5 cut, parquet footer, hdf5 external link) + voisin-index tests/forged.rs |
-//! | 9 smaller: threads, umask, long lines, hdf5 soft links, resume race | 3 | 3 (a 1 MiB line under levenshtein, HDF5 soft links in both group formats) + voisin-io tests/hdf5_links.rs |
+//! | 9 smaller: threads, umask, long lines, hdf5 soft links, resume race | 3 | 4 (a 1 MiB line under levenshtein, a 200 KiB line of another alphabet, HDF5 soft links in both group formats) + voisin-io tests/hdf5_links.rs, voisin cpu/items.rs |
 //!
-//! 75 cases in all (the table below), run by [`run_case`].
+//! 76 cases in all (the table below), run by [`run_case`].
 //!
 //! Each case: the documented exit code (README's table), exactly one error line naming the file
 //! and no panic text, nothing on standard output, no temporary file (`.voisin-*`) left in the
@@ -881,6 +881,26 @@ const CASES: &[Case] = &[
     },
         "graph --input long.txt -k 2 --threads 2 --out l.tsv",
         &["l.tsv"],
+    ),
+    works(
+        "a 200 KiB line sharing no character with the words, under levenshtein",
+        |e| {
+            // No word is a subsequence of the line and every word is at the same distance
+            // from it: before the cut-off scans this graph took minutes.
+            let mut text: String = "QWERTY0123456789".chars().cycle().take(200 << 10).collect();
+            text.push('\n');
+            for i in 0..2000u32 {
+                let w: String = (0..3 + i % 8)
+                    .map(|t| (b'a' + ((i * 5 + t * 11 + i / 26) % 26) as u8) as char)
+                    .collect();
+                text.push_str(&w);
+                text.push('\n');
+            }
+            e.s.raw("foreign.txt", text.as_bytes());
+            true
+        },
+        "graph --input foreign.txt -k 3 --threads 2 --out f.tsv",
+        &["f.tsv"],
     ),
 ];
 
