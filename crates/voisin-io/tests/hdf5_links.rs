@@ -320,3 +320,44 @@ fn dangling_looping_and_external_links_inside_groups_are_refused_in_one_line() {
         assert!(!line.contains('\n'));
     }
 }
+
+/// A file cut anywhere is refused in one line, even where the datasets asked for lie before the
+/// cut (the superblock's end-of-file address says the file is short), mapped or copied.
+#[test]
+fn hdf5_files_cut_short_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.h5");
+    let built = with_links(&[("", "train", Made::Soft("/g/h/data"))]);
+    for name in [
+        "ann.hdf5",
+        "ann_latest.h5",
+        "ann_gzip.hdf5",
+        "soft_v1.hdf5",
+        "train_u8.hdf5",
+    ] {
+        let full = std::fs::read(fixture(name)).unwrap();
+        for bytes in [&full, &built] {
+            for cut in [1, 2, 9, bytes.len() / 3, bytes.len() / 2] {
+                std::fs::write(&path, &bytes[..bytes.len() - cut]).unwrap();
+                for (role, mmap) in [(Role::Base, true), (Role::Query, false)] {
+                    let err = read_with(&path, role, mmap).unwrap_err();
+                    assert!(err.is_user_error(), "{name} cut {cut}: {err}");
+                    assert!(!err.to_string().contains('\n'), "{err}");
+                    assert!(err.to_string().contains("cut.h5: "), "{err}");
+                }
+            }
+        }
+    }
+    let err = {
+        std::fs::write(&path, &built[..built.len() - 1]).unwrap();
+        read_with(&path, Role::Query, true).unwrap_err()
+    };
+    assert_eq!(
+        err.message(),
+        format!(
+            "the file is cut short: its superblock says it ends at byte {}, but it holds {} bytes",
+            built.len(),
+            built.len() - 1
+        )
+    );
+}

@@ -81,6 +81,14 @@ fn parse_unguarded(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Par
     if file_len == 0 {
         bail!("file is empty");
     }
+    if let Some(end) = hdf5_links::declared_end((*bytes).as_ref()) {
+        if end > file_len {
+            bail!(
+                "the file is cut short: its superblock says it ends at byte {end}, but it \
+                 holds {file_len} bytes"
+            );
+        }
+    }
     let name = role.hdf5_name();
     let file = hdf5_pure::File::from_source(Shared(bytes.clone())).map_err(lib_err)?;
     let target = linked_path(&file, (*bytes).as_ref(), name)?;

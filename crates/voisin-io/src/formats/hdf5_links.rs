@@ -71,6 +71,8 @@ struct Root<'a> {
     r: Reader<'a>,
     header: u64,
     table: Option<(u64, u64)>,
+    /// The end-of-file address, made absolute.
+    end: u64,
 }
 
 /// The link named `name` in the group with object header `header` (and cached symbol table
@@ -191,6 +193,12 @@ pub(crate) fn resolve(bytes: &[u8], path: &str) -> Resolved {
     Resolved::Hard(join(&done))
 }
 
+/// Where the superblock says the file ends (its end-of-file address), if it could be read. A
+/// shorter file was cut: HDF5 writes every object below that address.
+pub(crate) fn declared_end(bytes: &[u8]) -> Option<u64> {
+    open(bytes).map(|root| root.end)
+}
+
 /// The root group of the file in `bytes`, if its superblock could be read.
 fn open(bytes: &[u8]) -> Option<Root<'_>> {
     let sb = (0..)
@@ -211,6 +219,8 @@ fn open(bytes: &[u8]) -> Option<Root<'_>> {
             let fixed = sb as u64 + 24 + if version == 1 { 4 } else { 0 };
             check_sizes(&r)?;
             r.base = r.uint(fixed, r.offset_size)?;
+            // Base, free-space and end-of-file addresses, then the driver block's.
+            let end = r.addr(fixed + 2 * r.offset_size as u64)?;
             // The root's symbol table entry follows four addresses.
             let entry = fixed + 4 * r.offset_size as u64;
             let header = r.addr(entry + r.offset_size as u64)?;
@@ -220,7 +230,12 @@ fn open(bytes: &[u8]) -> Option<Root<'_>> {
                 1 => Some((r.addr(scratch)?, r.addr(scratch + r.offset_size as u64)?)),
                 _ => None,
             };
-            Some(Root { r, header, table })
+            Some(Root {
+                r,
+                header,
+                table,
+                end,
+            })
         }
         2 | 3 => {
             r.offset_size = usize::from(*bytes.get(sb + 9)?);
@@ -228,11 +243,14 @@ fn open(bytes: &[u8]) -> Option<Root<'_>> {
             check_sizes(&r)?;
             let at = sb as u64 + 12;
             r.base = r.uint(at, r.offset_size)?;
+            // Base, superblock extension and end-of-file addresses, then the root's header.
+            let end = r.addr(at + 2 * r.offset_size as u64)?;
             let header = r.addr(at + 3 * r.offset_size as u64)?;
             Some(Root {
                 r,
                 header,
                 table: None,
+                end,
             })
         }
         _ => None,
