@@ -8,14 +8,14 @@
 //! | 1 multi-file outputs replaced or lost | 6 (a companion in the way, replaced whole) + commit/io unit tests | 4 (range offsets a folder, a companion name too long, .csr.npz and .npz targets that are folders) |
 //! | 2 targets not owned: devices, links, FIFOs, sockets, foreign companions | 48, all as outputs | 23 (device nodes as input, queries, index, index build input, checkpoint, .npz output; FIFOs as input, queries, index, .npz and index outputs; links: index and .csr.npz outputs, range offsets, dangling input, looping index; links to folders as an output, an .npy companion and an index output; and four that must work: outputs and a checkpoint folder through links to folders, an input through a link) |
 //! | 3 concurrent writers, two resumes | 1 (.ivecs, 4 rounds) + 2 (checkpoint in use) | 5 (.npy, range .npy, index files, two new checkpoints, two resumes) |
-//! | 4 minkowski:P of large P | 0 | 1 + a test below; voisin tests/minkowski_orders.rs (3 tests) |
+//! | 4 minkowski:P of large P | 0 | 6 (orders below 1, infinite, tiny; range and two index kinds under huge orders; graph) + a test below; voisin tests/minkowski_orders.rs (3 tests) |
 //! | 5 mapped input truncated (SIGBUS) | 1 | 5 (knn and range bases, a checkpointed graph, an .npy input; an index build, which copies its items, must work) |
 //! | 6 signals leave temporaries | 4 (graph mid-compute, checkpoint) | 10 (knn, range, two index builds (SIGHUP, SIGTERM beside an earlier index), three checkpointed graphs (SIGINT, SIGTERM early and late); .tsv, .npz, .npy mid-write) |
 //! | 7 exit codes: names, paths through files, read-only places, full disks | 30 | 32 (names and paths of index files and queries 8, read-only mounts 7, full tmpfs under 9 outputs, file size limit under 3 formats; garbage or nothing on standard input 5) |
 //! | 8 forged files under a valid checksum | 5 checkpoint passes (+ LC unit test) | 19 (LC, SSS (2), cover (2), k-d tree (a NaN item) index files; npy, npz, fvecs, fbin, bvecs, hdf5 cut (3: in half, one byte, before its data), npz and Parquet cut in half, parquet footer, hdf5 external link) + voisin-index tests/forged.rs, voisin-io tests/hdf5_links.rs |
 //! | 9 smaller: threads, umask, long lines, hdf5 soft links, resume race | 3 | 4 (a 1 MiB line under levenshtein, a 200 KiB line of another alphabet, HDF5 soft links in both group formats) + voisin-io tests/hdf5_links.rs, voisin cpu/items.rs |
 //!
-//! 103 cases in all (the table below), run by [`run_case`].
+//! 108 cases in all (the table below), run by [`run_case`].
 //!
 //! Each case: the documented exit code (README's table), exactly one error line naming the file
 //! and no panic text, nothing on standard output, no temporary file (`.voisin-*`) left in the
@@ -1082,6 +1082,40 @@ const CASES: &[Case] = &[
         |e| e.fixture("soft_v2.h5", "soft.h5", |_| {}),
         "graph --input soft.h5 -k 2 --out s.npy",
         &["s.indices.npy", "s.distances.npy"],
+    ),
+    fails(
+        "minkowski of an order below 1",
+        nothing,
+        "graph --input base.fvecs -k 2 --metric minkowski:0.5",
+        2, &["minkowski order 0.5 must be"],
+    ),
+    fails(
+        "minkowski of an infinite order",
+        nothing,
+        "knn --base base.fvecs --query q.fvecs -k 2 --metric minkowski:inf",
+        2, &["minkowski order inf must be"],
+    ),
+    fails(
+        "minkowski of a tiny order, quoted as written",
+        nothing,
+        "graph --input base.fvecs -k 2 --metric minkowski:1e-300",
+        2, &["minkowski order 1e-300 must be"],
+    ),
+    works(
+        "a range search under minkowski:1e300",
+        nothing,
+        "range --base base.fvecs --query q.fvecs --radius 1 --metric minkowski:1e300 --out r.tsv",
+        &["r.tsv"],
+    ),
+    works(
+        "a k-d tree and a cover tree under minkowski of huge orders",
+        |e| {
+        e.ok("index build --input base.fvecs --kind kd --metric minkowski:1e300 --out k.vidx");
+        e.ok("index build --input base.fvecs --kind cover --metric minkowski:1e6 --out i.vidx");
+        true
+    },
+        "index query --index i.vidx --query q.fvecs -k 2 --out c.tsv",
+        &["c.tsv", "k.vidx"],
     ),
     works(
         "minkowski:1e300 gives chebyshev's distances, finite",
