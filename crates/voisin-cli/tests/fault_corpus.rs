@@ -14,6 +14,7 @@
 //! | 7 exit codes: names, paths through files, read-only places, full disks | 30 | 32 (names and paths of index files and queries 8, read-only mounts 7, full tmpfs under 9 outputs, file size limit under 3 formats; garbage or nothing on standard input 5) |
 //! | 8 forged files under a valid checksum | 5 checkpoint passes (+ LC unit test) | 19 (LC, SSS (2), cover (2), k-d tree (a NaN item) index files; npy, npz, fvecs, fbin, bvecs, hdf5 cut (3: in half, one byte, before its data), npz and Parquet cut in half, parquet footer, hdf5 external link) + voisin-index tests/forged.rs, voisin-io tests/hdf5_links.rs |
 //! | 9 smaller: threads, umask, long lines, hdf5 soft links, resume race | 3 | 4 (a 1 MiB line under levenshtein, a 200 KiB line of another alphabet, HDF5 soft links in both group formats) + voisin-io tests/hdf5_links.rs, voisin cpu/items.rs |
+//! | 10 a resume redoes most of the work | checkpoint_cli.rs (kills, stops) | 5 in [`resumes_redo_little_and_end_the_same`] (stopped after a quarter, half, three quarters; SIGKILL and SIGTERM after half): same bytes, at most 60 % of the evaluations once half the passes are saved |
 //!
 //! 108 cases in all (the table below), run by [`run_case`].
 //!
@@ -1386,4 +1387,101 @@ fn minkowski_of_a_huge_order_is_chebyshev() {
     e.ok("graph --input base.fvecs -k 3 --metric chebyshev --out c.tsv");
     let read = |f: &str| std::fs::read_to_string(e.path(f)).unwrap();
     assert_eq!(read("m.tsv"), read("c.tsv"));
+}
+
+// --- class 10: a resume redoes little ---
+
+/// Saved passes in a checkpoint folder.
+fn saved_passes(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("pass-") && name.ends_with(".bin")
+            })
+            .count()
+    })
+}
+
+/// The distance evaluations of a run's `--stats` line.
+fn distance_evals(out: &std::process::Output) -> u64 {
+    let err = stderr(out);
+    let at = err.find("\"distance_evals\":").expect("a --stats line") + 17;
+    let digits: String = err[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap()
+}
+
+/// Checkpointed graphs interrupted in five ways (stopped after a quarter, half and three
+/// quarters of the passes; SIGKILL and SIGTERM once half are saved) resume to the bytes of an
+/// uninterrupted run, and once half the passes are saved the resume does at most 60 % of that
+/// run's distance evaluations (issue 14: the partial lists of unfinished rows are kept).
+#[test]
+fn resumes_redo_little_and_end_the_same() {
+    const PASSES: usize = 24;
+    let s = Scratch::new();
+    s.raw("x.fbin", &fbin(&normal_rows(PASSES * 1024, 32, 8)));
+    let graph = "graph --input x.fbin -k 9 --threads 2 --device cpu --stats";
+    let plain = s.run(&words(&format!("{graph} --out plain.tsv")));
+    assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
+    let (want, all) = (
+        std::fs::read(s.path("plain.tsv")).unwrap(),
+        distance_evals(&plain),
+    );
+    let stops: [(&str, Option<i32>, usize); 5] = [
+        ("stopped after a quarter", None, PASSES / 4),
+        ("stopped after half", None, PASSES / 2),
+        ("stopped after three quarters", None, 3 * PASSES / 4),
+        ("SIGKILL after half", Some(libc::SIGKILL), PASSES / 2),
+        ("SIGTERM after half", Some(libc::SIGTERM), PASSES / 2),
+    ];
+    for (t, (what, sig, passes)) in stops.into_iter().enumerate() {
+        let (ck, out) = (format!("ck{t}"), format!("r{t}.tsv"));
+        let run = format!("{graph} --checkpoint {ck} --checkpoint-rows 1024 --out {out}");
+        match sig {
+            None => {
+                let stop = s.run(&words(&format!("{run} --stop-after-passes {passes}")));
+                assert_eq!(stop.status.code(), Some(1), "{what}: {}", stderr(&stop));
+            }
+            Some(sig) => {
+                let mut child = spawn(&s, &words(&run));
+                let start = Instant::now();
+                while saved_passes(&s.path(&ck)) < passes
+                    && child.try_wait().unwrap().is_none()
+                    && start.elapsed() < Duration::from_secs(60)
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                // SAFETY: signals a child this test started and has not reaped.
+                unsafe { libc::kill(child.id() as i32, sig) };
+                let end = child.wait_with_output().unwrap();
+                if end.status.code() == Some(0) {
+                    eprintln!("skipped: {what}: the build ended before the signal");
+                    continue;
+                }
+                // SIGKILL leaves what it cut short; a handled signal leaves nothing.
+                if sig != libc::SIGKILL {
+                    let left = temporaries(&s.path(&ck));
+                    assert!(left.is_empty(), "{what}: left {left:?}");
+                }
+            }
+        }
+        let saved = saved_passes(&s.path(&ck));
+        assert!(!s.path(&out).exists(), "{what}: an output before the end");
+        let resumed = s.run(&words(&format!("{run} --resume")));
+        assert_eq!(
+            resumed.status.code(),
+            Some(0),
+            "{what}: {}",
+            stderr(&resumed)
+        );
+        assert!(
+            std::fs::read(s.path(&out)).unwrap() == want,
+            "{what}: other bytes"
+        );
+        let redone = distance_evals(&resumed) as f64 / all as f64;
+        eprintln!("{what}: {saved} of {PASSES} passes saved, {redone:.2} of the work redone");
+        if saved >= PASSES / 2 {
+            assert!(redone <= 0.6, "{what}: {redone:.2} of the work redone");
+        }
+    }
 }
