@@ -6,16 +6,17 @@
 //! | class | before (faults.rs) | here |
 //! |---|---|---|
 //! | 1 multi-file outputs replaced or lost | 6 (a companion in the way, replaced whole) + commit/io unit tests | 4 (range offsets a folder, a companion name too long, .csr.npz and .npz targets that are folders) |
-//! | 2 targets not owned: devices, links, FIFOs, sockets, foreign companions | 48, all as outputs | 18 (device nodes as input, queries, index, index build input, checkpoint, .npz output; FIFOs as input, queries, index, .npz and index outputs; links: index and .csr.npz outputs, range offsets, dangling input, looping index, and two that must work) |
+//! | 2 targets not owned: devices, links, FIFOs, sockets, foreign companions | 48, all as outputs | 23 (device nodes as input, queries, index, index build input, checkpoint, .npz output; FIFOs as input, queries, index, .npz and index outputs; links: index and .csr.npz outputs, range offsets, dangling input, looping index; links to folders as an output, an .npy companion and an index output; and four that must work: outputs and a checkpoint folder through links to folders, an input through a link) |
 //! | 3 concurrent writers, two resumes | 1 (.ivecs, 4 rounds) + 2 (checkpoint in use) | 5 (.npy, range .npy, index files, two new checkpoints, two resumes) |
-//! | 4 minkowski:P of large P | 0 | 1 + a test below; voisin tests/minkowski_orders.rs (3 tests) |
-//! | 5 mapped input truncated (SIGBUS) | 1 | 0 |
-//! | 6 signals leave temporaries | 4 (graph mid-compute, checkpoint) | 7 (knn, range, index build, checkpoint mid-compute; .tsv, .npz, .npy mid-write) |
-//! | 7 exit codes: names, paths through files, read-only places, full disks | 30 | 25 (names and paths of index files and queries 8, read-only mounts 5, full tmpfs under 9 outputs, file size limit under 3 formats) |
-//! | 8 forged files under a valid checksum | 5 checkpoint passes (+ LC unit test) | 12 (LC, SSS, cover index files; npy, npz, fvecs, fbin, bvecs, hdf5 cut, parquet footer, hdf5 external link) + voisin-index tests/forged.rs |
-//! | 9 smaller: threads, umask, long lines, hdf5 soft links, resume race | 3 | 3 (a 1 MiB line under levenshtein, HDF5 soft links in both group formats) + voisin-io tests/hdf5_links.rs |
+//! | 4 minkowski:P of large P | 0 | 6 (orders below 1, infinite, tiny; range and two index kinds under huge orders; graph) + a test below; voisin tests/minkowski_orders.rs (3 tests) |
+//! | 5 mapped input truncated (SIGBUS) | 1 | 5 (knn and range bases, a checkpointed graph, an .npy input; an index build, which copies its items, must work) |
+//! | 6 signals leave temporaries | 4 (graph mid-compute, checkpoint) | 10 (knn, range, two index builds (SIGHUP, SIGTERM beside an earlier index), three checkpointed graphs (SIGINT, SIGTERM early and late); .tsv, .npz, .npy mid-write) |
+//! | 7 exit codes: names, paths through files, read-only places, full disks | 30 | 32 (names and paths of index files and queries 8, read-only mounts 7, full tmpfs under 9 outputs, file size limit under 3 formats; garbage or nothing on standard input 5) |
+//! | 8 forged files under a valid checksum | 5 checkpoint passes (+ LC unit test) | 19 (LC, SSS (2), cover (2), k-d tree (a NaN item) index files; npy, npz, fvecs, fbin, bvecs, hdf5 cut (3: in half, one byte, before its data), npz and Parquet cut in half, parquet footer, hdf5 external link) + voisin-index tests/forged.rs, voisin-io tests/hdf5_links.rs |
+//! | 9 smaller: threads, umask, long lines, hdf5 soft links, resume race | 3 | 4 (a 1 MiB line under levenshtein, a 200 KiB line of another alphabet, HDF5 soft links in both group formats) + voisin-io tests/hdf5_links.rs, voisin cpu/items.rs |
+//! | 10 a resume redoes most of the work | checkpoint_cli.rs (kills, stops) | 5 in [`resumes_redo_little_and_end_the_same`] (stopped after a quarter, half, three quarters; SIGKILL and SIGTERM after half): same bytes, at most 60 % of the evaluations once half the passes are saved |
 //!
-//! 75 cases in all (the table below), run by [`run_case`].
+//! 108 cases in all (the table below), run by [`run_case`].
 //!
 //! Each case: the documented exit code (README's table), exactly one error line naming the file
 //! and no panic text, nothing on standard output, no temporary file (`.voisin-*`) left in the
@@ -45,6 +46,10 @@ enum How {
     SignalWhileWriting(i32),
     /// These arguments and `other` at the same time, to the same outputs.
     Together(&'static str),
+    /// The arguments, once, with these bytes on standard input.
+    Stdin(&'static [u8]),
+    /// The file cut to 8 bytes `ms` milliseconds into the run (a mapped input shrinking).
+    ShrinkAfter(&'static str, u64),
 }
 
 /// What must come of it.
@@ -223,6 +228,7 @@ const HUP: i32 = libc::SIGHUP;
 const FULL: &[&str] = &["No space left on device", "small/"];
 const RO: &[&str] = &["ro/", "Read-only file system"];
 const DEVICE: &[&str] = &["zero.", "character device"];
+const SHRUNK: &[&str] = &["big.fbin: ", "memory-mapped input shrank"];
 
 fn nothing(_: &Env) -> bool {
     true
@@ -232,6 +238,14 @@ fn nothing(_: &Env) -> bool {
 fn slow_input(e: &Env) -> bool {
     e.s.raw("big.fvecs", &fvecs(&normal_rows(12000, 64, 4)));
     e.s.raw("bq.fvecs", &fvecs(&normal_rows(3000, 64, 5)));
+    e.ok("graph --input base.fvecs -k 2 --out g.ivecs");
+    true
+}
+
+/// A memory-mapped input (.fbin) big enough that a graph or knn runs a second or more on one
+/// thread, and an earlier result.
+fn mapped_input(e: &Env) -> bool {
+    e.s.raw("big.fbin", &fbin(&normal_rows(12000, 64, 4)));
     e.ok("graph --input base.fvecs -k 2 --out g.ivecs");
     true
 }
@@ -266,6 +280,28 @@ const fn fails(
         expect: Expect::Fail(code, needles),
         may_add: "",
     }
+}
+
+/// A case run once with `bytes` on standard input that must fail with `code` and `needles`.
+const fn fails_reading(
+    name: &'static str,
+    bytes: &'static [u8],
+    args: &'static str,
+    needles: &'static [&'static str],
+) -> Case {
+    Case {
+        name,
+        setup: nothing,
+        args,
+        how: How::Stdin(bytes),
+        expect: Expect::Fail(2, needles),
+        may_add: "",
+    }
+}
+
+/// A folder `real` and a link to it at `name`.
+fn linked_folder(e: &Env, name: &str) -> bool {
+    std::fs::create_dir(e.path("real")).is_ok() && e.link("real", name)
 }
 
 /// A case run once that must succeed and write `files`.
@@ -442,6 +478,40 @@ const CASES: &[Case] = &[
         "graph --input l.fvecs -k 2 --out g.npy",
         &["g.indices.npy", "g.distances.npy"],
     ),
+    fails(
+        "an output that is a link to a folder",
+        |e| linked_folder(e, "g.ivecs"),
+        "graph --input base.fvecs -k 2 --out g.ivecs",
+        2, &["g.ivecs", "symbolic link"],
+    ),
+    fails(
+        "an .npy companion that is a link to a folder, beside an earlier result",
+        |e| {
+        e.ok("graph --input base.fvecs -k 2 --out g.npy");
+        std::fs::remove_file(e.path("g.distances.npy")).unwrap();
+        linked_folder(e, "g.distances.npy")
+    },
+        "graph --input base.fvecs -k 3 --out g.npy",
+        2, &["g.distances.npy", "symbolic link"],
+    ),
+    fails(
+        "an index output that is a link to a folder",
+        |e| linked_folder(e, "i.vidx"),
+        "index build --input base.fvecs --kind lc --out i.vidx",
+        2, &["i.vidx", "symbolic link"],
+    ),
+    works(
+        "a checkpoint folder through a link to a folder is used",
+        |e| linked_folder(e, "ckl"),
+        "graph --input base.fvecs -k 2 --checkpoint ckl --out c.ivecs",
+        &["c.ivecs", "real/manifest"],
+    ),
+    works(
+        "an output through two links to a folder is written",
+        |e| linked_folder(e, "a") && e.link("a", "b"),
+        "graph --input base.fvecs -k 2 --out b/g.npy",
+        &["real/g.indices.npy", "real/g.distances.npy"],
+    ),
     // --- class 7: paths that cannot work, read-only places, full disks ---
     fails(
         "an index output name too long",
@@ -513,6 +583,18 @@ const CASES: &[Case] = &[
         "an index into a read-only file system",
         Env::read_only,
         "index build --input base.fvecs --kind lc --out ro/i.vidx",
+        2, RO,
+    ),
+    fails(
+        "graph .csr.npz into a read-only file system",
+        Env::read_only,
+        "graph --input base.fvecs -k 2 --out ro/g.csr.npz",
+        2, RO,
+    ),
+    fails(
+        "knn .npz into a read-only file system",
+        Env::read_only,
+        "knn --base base.fvecs --query q.fvecs -k 2 --out ro/r.npz",
         2, RO,
     ),
     fails(
@@ -644,6 +726,34 @@ const CASES: &[Case] = &[
         may_add: "ck",
     },
     Case {
+        name: "SIGTERM during index build, beside an earlier index",
+        setup: |e| {
+            slow_input(e);
+            e.ok("index build --input base.fvecs --kind lc --out g.vidx");
+            true
+        },
+        args: "index build --input big.fvecs --kind cover --threads 1 --out g.vidx",
+        how: How::SignalAfter(TERM, 500),
+        expect: Expect::Signalled,
+        may_add: "",
+    },
+    Case {
+        name: "SIGTERM early in a checkpointed graph",
+        setup: slow_input,
+        args: "graph --input big.fvecs -k 5 --threads 1 --checkpoint ck --checkpoint-rows 512",
+        how: How::SignalAfter(TERM, 250),
+        expect: Expect::Signalled,
+        may_add: "ck",
+    },
+    Case {
+        name: "SIGTERM late in a checkpointed graph, between pass saves",
+        setup: slow_input,
+        args: "graph --input big.fvecs -k 5 --threads 1 --checkpoint ck --checkpoint-rows 512",
+        how: How::SignalAfter(TERM, 450),
+        expect: Expect::Signalled,
+        may_add: "ck",
+    },
+    Case {
         name: "SIGTERM while a .tsv is written",
         setup: wide_output,
         args: "graph --input mid.fvecs -k 40 --out g.tsv",
@@ -665,6 +775,53 @@ const CASES: &[Case] = &[
         args: "graph --input mid.fvecs -k 40 --out g.npy",
         how: How::SignalWhileWriting(HUP),
         expect: Expect::Signalled,
+        may_add: "",
+    },
+    // --- class 5: a memory-mapped input cut during the run (.fbin and .npy are mapped;
+    // .fvecs rows are parsed into memory) ---
+    Case {
+        name: "the base of a knn cut during the run",
+        setup: mapped_input,
+        args: "knn --base big.fbin --query big.fbin -k 10 --threads 1 --out g.ivecs",
+        how: How::ShrinkAfter("big.fbin", 300),
+        expect: Expect::Fail(2, SHRUNK),
+        may_add: "",
+    },
+    Case {
+        name: "the base of a range search cut during the run",
+        setup: mapped_input,
+        args: "range --base big.fbin --query big.fbin --radius 3 --threads 1 --out r.npy",
+        how: How::ShrinkAfter("big.fbin", 300),
+        expect: Expect::Fail(2, SHRUNK),
+        may_add: "",
+    },
+    Case {
+        // The build copies its items as it reads them: the index is of the whole input.
+        name: "the input of an index build cut after it was read",
+        setup: mapped_input,
+        args: "index build --input big.fbin --kind cover --threads 1 --out g.vidx",
+        how: How::ShrinkAfter("big.fbin", 300),
+        expect: Expect::Ok(&["g.vidx"]),
+        may_add: "",
+    },
+    Case {
+        name: "the input of a checkpointed graph cut during the run",
+        setup: mapped_input,
+        args: "graph --input big.fbin -k 5 --threads 1 --checkpoint ck --checkpoint-rows 512",
+        how: How::ShrinkAfter("big.fbin", 400),
+        expect: Expect::Fail(2, SHRUNK),
+        may_add: "ck",
+    },
+    Case {
+        name: "an .npy input cut during a graph",
+        setup: |e| {
+            e.s.raw("big.npy", &npy_f32(&normal_rows(12000, 64, 4)));
+            e.ok("graph --input base.fvecs -k 2 --out g.ivecs");
+            true
+        },
+        args: "graph --input big.npy -k 5 --threads 1 --out g.ivecs",
+        how: How::ShrinkAfter("big.npy", 300),
+        expect: Expect::Fail(2, &["big.npy: ", "memory-mapped input shrank"]),
         may_add: "",
     },
     // --- class 3: concurrent writers ---
@@ -812,6 +969,83 @@ const CASES: &[Case] = &[
         2, &["lie.bvecs"],
     ),
     fails(
+        "a k-d tree index whose items hold a NaN",
+        |e| e.forged_index("kd", |_| structure_start() - 16, f64::NAN),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx", "finite values only"],
+    ),
+    fails(
+        "an SSS index whose first pivot is out of range",
+        |e| e.forged_index("sss", |_| structure_start() + 8, 1e300),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx"],
+    ),
+    fails(
+        "a cover tree whose root item is out of range",
+        |e| e.forged_index("cover", |_| structure_start() + 8 + 8, 1e300),
+        "index query --index i.vidx --query q.fvecs -k 2",
+        2, &["i.vidx"],
+    ),
+    fails(
+        "an .npz cut in half",
+        |e| {
+        e.ok("graph --input base.fvecs -k 2 --out g.npz");
+        let v = std::fs::read(e.path("g.npz")).unwrap();
+        e.s.raw("cut.npz", &v[..v.len() / 2]);
+        true
+    },
+        "graph --input cut.npz -k 2",
+        2, &["cut.npz", "ZIP"],
+    ),
+    fails(
+        "a Parquet file cut in half",
+        |e| e.fixture("columns.parquet", "cut.parquet", |v| v.truncate(v.len() / 2)),
+        "graph --input cut.parquet -k 2",
+        2, &["cut.parquet"],
+    ),
+    fails(
+        "an HDF5 file missing its last byte",
+        |e| e.fixture("ann.hdf5", "cut.hdf5", |v| v.truncate(v.len() - 1)),
+        "graph --input cut.hdf5 -k 2",
+        2, &["cut.hdf5", "cut short"],
+    ),
+    fails(
+        "an HDF5 file of the new format cut before its data",
+        |e| e.fixture("ann_latest.h5", "cut.h5", |v| v.truncate(2000)),
+        "knn --base cut.h5 --query q.fvecs -k 2",
+        2, &["cut.h5"],
+    ),
+    fails_reading(
+        "standard input of garbage read as .npy",
+        b"garbage\x00\x01\x02",
+        "graph --input - --format npy -k 2 --out s.ivecs",
+        &["<stdin>", "npy"],
+    ),
+    fails_reading(
+        "standard input of garbage read as .fvecs",
+        b"garbage\x00\x01\x02",
+        "graph --input - --format fvecs -k 2 --out s.ivecs",
+        &["<stdin>", "dimension"],
+    ),
+    fails_reading(
+        "queries on standard input of garbage read as Parquet",
+        b"garbage",
+        "knn --base base.fvecs --query - --format parquet -k 2 --out s.ivecs",
+        &["<stdin>", "Parquet"],
+    ),
+    fails_reading(
+        "an empty standard input",
+        b"",
+        "graph --input - --format txt -k 2 --out s.ivecs",
+        &["<stdin>", "empty"],
+    ),
+    fails_reading(
+        "standard input without --format",
+        b"garbage",
+        "graph --input - -k 2 --out s.ivecs",
+        &["-", "--format"],
+    ),
+    fails(
         "an HDF5 file cut in half",
         |e| e.fixture("ann.hdf5", "cut.hdf5", |v| v.truncate(v.len() / 2)),
         "graph --input cut.hdf5 -k 2",
@@ -850,6 +1084,40 @@ const CASES: &[Case] = &[
         "graph --input soft.h5 -k 2 --out s.npy",
         &["s.indices.npy", "s.distances.npy"],
     ),
+    fails(
+        "minkowski of an order below 1",
+        nothing,
+        "graph --input base.fvecs -k 2 --metric minkowski:0.5",
+        2, &["minkowski order 0.5 must be"],
+    ),
+    fails(
+        "minkowski of an infinite order",
+        nothing,
+        "knn --base base.fvecs --query q.fvecs -k 2 --metric minkowski:inf",
+        2, &["minkowski order inf must be"],
+    ),
+    fails(
+        "minkowski of a tiny order, quoted as written",
+        nothing,
+        "graph --input base.fvecs -k 2 --metric minkowski:1e-300",
+        2, &["minkowski order 1e-300 must be"],
+    ),
+    works(
+        "a range search under minkowski:1e300",
+        nothing,
+        "range --base base.fvecs --query q.fvecs --radius 1 --metric minkowski:1e300 --out r.tsv",
+        &["r.tsv"],
+    ),
+    works(
+        "a k-d tree and a cover tree under minkowski of huge orders",
+        |e| {
+        e.ok("index build --input base.fvecs --kind kd --metric minkowski:1e300 --out k.vidx");
+        e.ok("index build --input base.fvecs --kind cover --metric minkowski:1e6 --out i.vidx");
+        true
+    },
+        "index query --index i.vidx --query q.fvecs -k 2 --out c.tsv",
+        &["c.tsv", "k.vidx"],
+    ),
     works(
         "minkowski:1e300 gives chebyshev's distances, finite",
         nothing,
@@ -881,6 +1149,26 @@ const CASES: &[Case] = &[
     },
         "graph --input long.txt -k 2 --threads 2 --out l.tsv",
         &["l.tsv"],
+    ),
+    works(
+        "a 200 KiB line sharing no character with the words, under levenshtein",
+        |e| {
+            // No word is a subsequence of the line and every word is at the same distance
+            // from it: before the cut-off scans this graph took minutes.
+            let mut text: String = "QWERTY0123456789".chars().cycle().take(200 << 10).collect();
+            text.push('\n');
+            for i in 0..2000u32 {
+                let w: String = (0..3 + i % 8)
+                    .map(|t| (b'a' + ((i * 5 + t * 11 + i / 26) % 26) as u8) as char)
+                    .collect();
+                text.push_str(&w);
+                text.push('\n');
+            }
+            e.s.raw("foreign.txt", text.as_bytes());
+            true
+        },
+        "graph --input foreign.txt -k 3 --threads 2 --out f.tsv",
+        &["f.tsv"],
     ),
 ];
 
@@ -926,9 +1214,37 @@ fn run_case(c: &Case) -> bool {
     }
     let dir = e.s.dir.path();
     let args = words(c.args);
-    let before = snapshot(dir);
+    let mut before = snapshot(dir);
     let (out, sig) = match c.how {
+        How::ShrinkAfter(name, ms) => {
+            let mut child = spawn(&e.s, &args);
+            std::thread::sleep(Duration::from_millis(ms));
+            if child.try_wait().unwrap().is_some() {
+                eprintln!("skipped: {}: the run ended before the cut", c.name);
+                return false;
+            }
+            let file = std::fs::OpenOptions::new().write(true).open(e.path(name));
+            file.unwrap().set_len(8).unwrap();
+            // The cut is the case's own change to the folder.
+            before.insert(name.to_string(), Some(std::fs::read(e.path(name)).unwrap()));
+            (child.wait_with_output().unwrap(), None)
+        }
         How::Plain => (e.s.run(&args), None),
+        How::Stdin(bytes) => {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_voisin"))
+                .args(&args)
+                .current_dir(dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut input = child.stdin.take().unwrap();
+            // Small enough for the pipe's buffer; voisin may stop reading early.
+            let _ = std::io::Write::write_all(&mut input, bytes);
+            drop(input);
+            (child.wait_with_output().unwrap(), None)
+        }
         How::Limited(bytes) => (run_limited(&e.s, bytes, &args), None),
         How::SignalAfter(sig, ms) => (killed(&e.s, &args, ms, sig), Some(sig)),
         How::SignalWhileWriting(sig) => {
@@ -1032,7 +1348,10 @@ fn run_cases(pick: impl Fn(&Case) -> bool) -> usize {
 }
 
 fn is_signal(c: &Case) -> bool {
-    matches!(c.how, How::SignalAfter(..) | How::SignalWhileWriting(_))
+    matches!(
+        c.how,
+        How::SignalAfter(..) | How::SignalWhileWriting(_) | How::ShrinkAfter(..)
+    )
 }
 
 fn is_together(c: &Case) -> bool {
@@ -1068,4 +1387,101 @@ fn minkowski_of_a_huge_order_is_chebyshev() {
     e.ok("graph --input base.fvecs -k 3 --metric chebyshev --out c.tsv");
     let read = |f: &str| std::fs::read_to_string(e.path(f)).unwrap();
     assert_eq!(read("m.tsv"), read("c.tsv"));
+}
+
+// --- class 10: a resume redoes little ---
+
+/// Saved passes in a checkpoint folder.
+fn saved_passes(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with("pass-") && name.ends_with(".bin")
+            })
+            .count()
+    })
+}
+
+/// The distance evaluations of a run's `--stats` line.
+fn distance_evals(out: &std::process::Output) -> u64 {
+    let err = stderr(out);
+    let at = err.find("\"distance_evals\":").expect("a --stats line") + 17;
+    let digits: String = err[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap()
+}
+
+/// Checkpointed graphs interrupted in five ways (stopped after a quarter, half and three
+/// quarters of the passes; SIGKILL and SIGTERM once half are saved) resume to the bytes of an
+/// uninterrupted run, and once half the passes are saved the resume does at most 60 % of that
+/// run's distance evaluations (issue 14: the partial lists of unfinished rows are kept).
+#[test]
+fn resumes_redo_little_and_end_the_same() {
+    const PASSES: usize = 24;
+    let s = Scratch::new();
+    s.raw("x.fbin", &fbin(&normal_rows(PASSES * 1024, 32, 8)));
+    let graph = "graph --input x.fbin -k 9 --threads 2 --device cpu --stats";
+    let plain = s.run(&words(&format!("{graph} --out plain.tsv")));
+    assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
+    let (want, all) = (
+        std::fs::read(s.path("plain.tsv")).unwrap(),
+        distance_evals(&plain),
+    );
+    let stops: [(&str, Option<i32>, usize); 5] = [
+        ("stopped after a quarter", None, PASSES / 4),
+        ("stopped after half", None, PASSES / 2),
+        ("stopped after three quarters", None, 3 * PASSES / 4),
+        ("SIGKILL after half", Some(libc::SIGKILL), PASSES / 2),
+        ("SIGTERM after half", Some(libc::SIGTERM), PASSES / 2),
+    ];
+    for (t, (what, sig, passes)) in stops.into_iter().enumerate() {
+        let (ck, out) = (format!("ck{t}"), format!("r{t}.tsv"));
+        let run = format!("{graph} --checkpoint {ck} --checkpoint-rows 1024 --out {out}");
+        match sig {
+            None => {
+                let stop = s.run(&words(&format!("{run} --stop-after-passes {passes}")));
+                assert_eq!(stop.status.code(), Some(1), "{what}: {}", stderr(&stop));
+            }
+            Some(sig) => {
+                let mut child = spawn(&s, &words(&run));
+                let start = Instant::now();
+                while saved_passes(&s.path(&ck)) < passes
+                    && child.try_wait().unwrap().is_none()
+                    && start.elapsed() < Duration::from_secs(60)
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                // SAFETY: signals a child this test started and has not reaped.
+                unsafe { libc::kill(child.id() as i32, sig) };
+                let end = child.wait_with_output().unwrap();
+                if end.status.code() == Some(0) {
+                    eprintln!("skipped: {what}: the build ended before the signal");
+                    continue;
+                }
+                // SIGKILL leaves what it cut short; a handled signal leaves nothing.
+                if sig != libc::SIGKILL {
+                    let left = temporaries(&s.path(&ck));
+                    assert!(left.is_empty(), "{what}: left {left:?}");
+                }
+            }
+        }
+        let saved = saved_passes(&s.path(&ck));
+        assert!(!s.path(&out).exists(), "{what}: an output before the end");
+        let resumed = s.run(&words(&format!("{run} --resume")));
+        assert_eq!(
+            resumed.status.code(),
+            Some(0),
+            "{what}: {}",
+            stderr(&resumed)
+        );
+        assert!(
+            std::fs::read(s.path(&out)).unwrap() == want,
+            "{what}: other bytes"
+        );
+        let redone = distance_evals(&resumed) as f64 / all as f64;
+        eprintln!("{what}: {saved} of {PASSES} passes saved, {redone:.2} of the work redone");
+        if saved >= PASSES / 2 {
+            assert!(redone <= 0.6, "{what}: {redone:.2} of the work redone");
+        }
+    }
 }

@@ -127,6 +127,15 @@ pub fn from_bytes(bytes: &[u8]) -> Result<DatasetIndex> {
             if dim == 0 {
                 return Err(bad("vectors have dimension 0"));
             }
+            // Indexes are built from finite values only (inputs with NaN or infinities are
+            // refused or zeroed first): another value is a forgery that would answer wrongly.
+            if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+                return Err(bad(format!(
+                    "stored item {} holds the value {}; an index holds finite values only",
+                    at / dim,
+                    values[at]
+                )));
+            }
             let space = VectorSpace::from_f32(values, dim, metric).map_err(stored)?;
             DatasetIndex::Vectors(read_structure(&mut r, space, kind)?)
         }

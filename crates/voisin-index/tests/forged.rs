@@ -80,3 +80,36 @@ fn forged_structures_are_refused_or_answer_exactly() {
         );
     }
 }
+
+/// Items of a vector index holding NaN or an infinity under a valid checksum are refused in one
+/// line, for every kind (the k-d tree keeps only its items, so they are all it can check).
+#[test]
+fn non_finite_items_are_refused() {
+    let (n, dim) = (40, 3);
+    let base = vectors(33, n, dim, Some(4));
+    let metric = Metric::Euclidean;
+    let items = MAGIC.len() + 4 + 1 + 1 + 4 + metric.name().len() + 8 + 8;
+    for kind in [Kind::Lc, Kind::Sss, Kind::Cover, Kind::Kd] {
+        let index = DatasetIndex::build(&base, metric.clone(), kind, &Params::default()).unwrap();
+        let good = to_bytes(&index).unwrap();
+        for (value, row) in [
+            (f32::NAN, 0),
+            (f32::INFINITY, 17),
+            (f32::NEG_INFINITY, n - 1),
+        ] {
+            let mut v = good.clone();
+            let at = items + (row * dim + 2) * 4;
+            v[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            reseal(&mut v);
+            let e = from_bytes(&v).err().expect("a non-finite item is refused");
+            assert!(e.is_user_error(), "{kind:?}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "stored item {row} holds the value {value}; an index holds finite values only"
+                ),
+                "{kind:?}"
+            );
+        }
+    }
+}

@@ -41,7 +41,9 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering::SeqCst,
+};
 
 use crate::error::is_user_io_error;
 
@@ -514,7 +516,7 @@ impl TempFile {
             let path = dir.join(format!(".voisin-{}-{n}.{suffix}", std::process::id()));
             // Registered before it exists, so a signal never misses it.
             let slot = register(&path);
-            match create(&path) {
+            match create(&path).and_then(|file| unless_exiting(&path, &EXITING).map(|()| file)) {
                 Ok(file) => return Ok(TempFile { path, slot, file }),
                 Err(e) => {
                     if let Some(s) = slot {
@@ -562,6 +564,28 @@ impl Drop for TempFile {
     }
 }
 
+/// Set by the signal handler before it removes the temporary files: another thread may be
+/// creating one at that moment (the handler runs on one thread while the others go on), after
+/// the handler unlinked its registered name and before `_exit`; such a file is removed by its
+/// creator ([`unless_exiting`]).
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Removes the just created `path` when the process is exiting on a signal (`exiting`), as
+/// the handler may have unlinked its name before it existed. Ordering: the handler sets the
+/// flag before it reads the registry, and a creator reads the flag after its file exists, so
+/// either the handler sees the name and the file (or its creation comes later, and the creator
+/// then sees the flag).
+fn unless_exiting(path: &Path, exiting: &AtomicBool) -> io::Result<()> {
+    if exiting.load(SeqCst) {
+        let _ = fs::remove_file(path);
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            "the process is exiting on a signal",
+        ));
+    }
+    Ok(())
+}
+
 /// Nesting depth of sections in which INT/TERM/HUP wait, and the signal that waits.
 static CRITICAL: AtomicUsize = AtomicUsize::new(0);
 static PENDING: AtomicI32 = AtomicI32::new(0);
@@ -602,14 +626,18 @@ extern "C" fn on_signal(sig: c_int) {
         // async-signal-safe.
         unsafe {
             libc::write(2, msg.cast(), libc::strlen(msg));
+            EXITING.store(true, SeqCst);
             remove_temporaries();
             libc::_exit(2);
         }
     }
+    // The signal is recorded before the section is tested: a section ending in between then
+    // finds it (and handles it itself) instead of it being lost.
+    PENDING.store(sig, SeqCst);
     if CRITICAL.load(SeqCst) > 0 {
-        PENDING.store(sig, SeqCst);
         return;
     }
+    EXITING.store(true, SeqCst);
     remove_temporaries();
     // SAFETY: _exit is async-signal-safe.
     unsafe { libc::_exit(128 + sig) };
@@ -653,6 +681,20 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    /// A temporary file created while the process exits on a signal (after the handler swept
+    /// the registry) is removed by its creator; otherwise it stays.
+    #[test]
+    fn files_created_while_exiting_are_removed_by_their_creator() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".voisin-1-1.tmp");
+        for exiting in [false, true] {
+            fs::write(&path, b"x").unwrap();
+            let got = unless_exiting(&path, &AtomicBool::new(exiting));
+            assert_eq!(got.is_ok(), !exiting);
+            assert_eq!(path.exists(), !exiting);
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use hdf5_pure::{DType, FormatError, Layout};
 use voisin::data::{Buffer, VectorData};
 use voisin::Dataset;
 
-use super::hdf5_links::{self, Link};
+use super::hdf5_links::{self, Resolved};
 use super::{exact, vectors};
 use crate::error::{bail, Parsed, Problem};
 use crate::Role;
@@ -81,9 +81,17 @@ fn parse_unguarded(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Par
     if file_len == 0 {
         bail!("file is empty");
     }
+    if let Some(end) = hdf5_links::declared_end((*bytes).as_ref()) {
+        if end > file_len {
+            bail!(
+                "the file is cut short: its superblock says it ends at byte {end}, but it \
+                 holds {file_len} bytes"
+            );
+        }
+    }
     let name = role.hdf5_name();
-    let target = linked_path((*bytes).as_ref(), name)?;
-    let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
+    let file = hdf5_pure::File::from_source(Shared(bytes.clone())).map_err(lib_err)?;
+    let target = linked_path(&file, (*bytes).as_ref(), name)?;
     let ds = match target {
         Some(path) => file.dataset(&path).map_err(lib_err)?,
         None => {
@@ -141,29 +149,37 @@ fn parse_unguarded(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Par
     vectors(n, d, data).map_err(|p| Problem(format!("dataset '{name}': {}", p.0)))
 }
 
-/// The path of the dataset the root name `name` links to (itself for a hard link), following
-/// soft links within the file; `None` when the root group could not be read here (the library
-/// then looks). An external link, or soft links in a loop, are refused.
-fn linked_path(bytes: &[u8], name: &str) -> Parsed<Option<String>> {
-    let mut at = name.to_string();
-    for _ in 0..16 {
-        match hdf5_links::root_link(bytes, &at) {
-            None if at == name => return Ok(None),
-            None | Some(Link::Hard) => return Ok(Some(at)),
-            Some(Link::External(file, path)) => bail!(
-                "dataset '{name}' is an external link to '{path}' in {file}; voisin reads one \
-                 file (copy that dataset into this one)"
+/// How the dataset under the root name `name` is reached: by a path of hard links (itself, or
+/// where its soft links lead, at any depth), or `None` when the groups could not be read here
+/// (the library then looks). An external link, soft links in a loop, or a soft link to nothing
+/// are refused, naming the link.
+fn linked_path(file: &hdf5_pure::File, bytes: &[u8], name: &str) -> Parsed<Option<String>> {
+    match hdf5_links::resolve(bytes, name) {
+        Resolved::Unknown => Ok(None),
+        Resolved::Hard(path) => Ok(Some(path)),
+        // A group this module cannot read (dense storage) may still hold it.
+        Resolved::Dangling { link, target, rest } => match file.dataset(&rest) {
+            Ok(_) => Ok(Some(rest)),
+            Err(_) => bail!(
+                "dataset '{name}' leads through the soft link '{link}' to '{target}', where \
+                 there is no object"
             ),
-            Some(Link::Soft(path)) => {
-                // A soft link names a path; one below the root is left to the library.
-                match path.trim_start_matches('/') {
-                    p if p.contains('/') => return Ok(Some(path)),
-                    p => at = p.to_string(),
-                }
-            }
+        },
+        Resolved::External { link, file, path } if link == format!("/{name}") => bail!(
+            "dataset '{name}' is an external link to '{path}' in {file}; voisin reads one \
+             file (copy that dataset into this one)"
+        ),
+        Resolved::External { link, file, path } => bail!(
+            "dataset '{name}' leads through '{link}', an external link to '{path}' in {file}; \
+             voisin reads one file (copy that dataset into this one)"
+        ),
+        Resolved::Loop(link) if link == format!("/{name}") => {
+            bail!("dataset '{name}' is a soft link in a loop")
+        }
+        Resolved::Loop(link) => {
+            bail!("dataset '{name}' leads through soft links in a loop (at '{link}')")
         }
     }
-    bail!("dataset '{name}' is a soft link in a loop")
 }
 
 /// Bounds everything the library would allocate from declared sizes (the extent, the chunk

@@ -33,7 +33,7 @@ use rayon::prelude::*;
 
 use super::plan::{ranges, Ctx, GRAPH_TILE};
 use super::search::{admits, candidate_bytes, rerank, scan_row, scan_tile, SCAN_CHUNK};
-use super::tiles::{Bound, TileSource};
+use super::tiles::{Bound, Cutoff, TileSource};
 use crate::error::{Error, Result};
 use crate::graph::backend::EXACT_LISTS;
 use crate::graph::driver::Backend;
@@ -200,7 +200,8 @@ pub fn extend<S: TileSource>(
                         let (i0, i1) = blocks[bi];
                         match slot[bi] {
                             Some(a) => {
-                                let bound = measure(src, (i0, i1), (j0, j1), s);
+                                let sides = (Side::Held(&acc[a]), Side::Own(&cols));
+                                let bound = measure(src, (i0, i1), (j0, j1), sides, s);
                                 let mut own = acc[a].lock().expect("graph lock");
                                 scan_both(
                                     &s.keys,
@@ -213,7 +214,8 @@ pub fn extend<S: TileSource>(
                                 );
                             }
                             None => {
-                                let bound = measure(src, (j0, j1), (i0, i1), s);
+                                let sides = (Side::Own(&cols), Side::None);
+                                let bound = measure(src, (j0, j1), (i0, i1), sides, s);
                                 scan_tile(&s.keys, i1 - i0, bound, i0, &mut cols);
                             }
                         }
@@ -247,6 +249,9 @@ struct Scratch<S: TileSource> {
     rows_j: S::Rows,
     keys: Vec<f32>,
     col_lim: Vec<f32>,
+    /// The thresholds of the rows' and the columns' candidates, for the cutoff.
+    cut_i: Vec<f64>,
+    cut_j: Vec<f64>,
 }
 
 impl<S: TileSource> Default for Scratch<S> {
@@ -256,20 +261,61 @@ impl<S: TileSource> Default for Scratch<S> {
             rows_j: S::Rows::default(),
             keys: Vec::new(),
             col_lim: Vec::new(),
+            cut_i: Vec::new(),
+            cut_j: Vec::new(),
         }
     }
 }
 
-/// Approximate keys of block `i` (rows) against block `j` (columns) into `s.keys`.
+/// The candidates a side of a tile feeds, if any: their thresholds bound the keys worth
+/// computing.
+enum Side<'a> {
+    None,
+    /// A block's candidates behind its lock (taken briefly to read them).
+    Held(&'a Mutex<Vec<Candidates>>),
+    /// Candidates the thread owns.
+    Own(&'a [Candidates]),
+}
+
+impl Side<'_> {
+    /// The current thresholds into `out` (empty for [`Side::None`]). Thresholds only fall, so
+    /// keys over the values read now would be refused at the scan too.
+    fn thresholds(&self, out: &mut Vec<f64>) {
+        let read = |cands: &[Candidates], out: &mut Vec<f64>| {
+            out.extend(cands.iter().map(|c| c.threshold()));
+        };
+        out.clear();
+        match self {
+            Side::None => {}
+            Side::Held(m) => read(&m.lock().expect("graph lock"), out),
+            Side::Own(c) => read(c, out),
+        }
+    }
+}
+
+/// Approximate keys of block `i` (rows) against block `j` (columns) into `s.keys`; `sides` are
+/// the candidates the rows and the columns feed. A pair is needed up to the larger of its two
+/// thresholds, as it may enter either list (with no column side, up to its row's).
 fn measure<S: TileSource>(
     src: &S,
     (i0, i1): (usize, usize),
     (j0, j1): (usize, usize),
+    sides: (Side, Side),
     s: &mut Scratch<S>,
 ) -> Bound {
     src.prepare_query(i0, i1, &mut s.rows_i);
     src.prepare_base(j0, j1, &mut s.rows_j);
-    src.keys(&s.rows_i, &s.rows_j, f64::INFINITY, &mut s.keys)
+    let cutoff = if src.uses_cutoff() {
+        sides.0.thresholds(&mut s.cut_i);
+        sides.1.thresholds(&mut s.cut_j);
+        Cutoff::Lists {
+            rows: &s.cut_i,
+            cols: &s.cut_j,
+        }
+    } else {
+        Cutoff::NONE
+    };
+    src.keys(&s.rows_i, &s.rows_j, cutoff, &mut s.keys)
 }
 
 /// A candidate buffer holding `list` (exact keys) already.
@@ -421,7 +467,13 @@ fn scan_into<S: TileSource>(
                 return;
             }
             let ((i0, i1), (j0, j1)) = (blocks[bi], blocks[bj]);
-            let bound = measure(src, (i0, i1), (j0, j1), s);
+            // A diagonal tile's entry (r, c) only feeds row r (row c reads (c, r)).
+            let cols = match slot[bj] {
+                Some(cj) if bi != bj => Side::Held(&acc[cj]),
+                _ => Side::None,
+            };
+            let sides = (Side::Held(&acc[held(bi)]), cols);
+            let bound = measure(src, (i0, i1), (j0, j1), sides, s);
             let (keys, width) = (&s.keys, j1 - j0);
             if bi == bj {
                 let mut cands = acc[held(bi)].lock().expect("graph lock");

@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 
 use super::plan::{ranges, segments, Ctx, BASE_TILE, QUERY_BLOCK};
-use super::tiles::{Bound, TileSource};
+use super::tiles::{Bound, Cutoff, TileSource};
 use crate::engine::{KnnResult, RangeResult};
 use crate::metric::Metric;
 use crate::select::{Candidates, ENTRY_BYTES};
@@ -113,12 +113,21 @@ pub fn rerank<S: TileSource>(
     k: usize,
     ctx: &Ctx,
 ) -> Vec<(f64, u32)> {
-    let idx = cand.into_indices();
-    ctx.count_exact(idx.len() as u64);
-    let mut scored: Vec<(f64, u32)> = idx
+    let mut measured = 0;
+    let mut scored: Vec<(f64, u32)> = cand
+        .into_entries()
         .into_iter()
-        .map(|i| (src.exact(i as usize, query), i))
+        .map(
+            |(lower, upper, i)| match src.key_from_bounds(lower, upper) {
+                Some(key) => (key, i),
+                None => {
+                    measured += 1;
+                    (src.exact(i as usize, query), i)
+                }
+            },
+        )
         .collect();
+    ctx.count_exact(measured);
     scored.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     scored.truncate(k);
     scored
@@ -153,18 +162,20 @@ fn work_items(ctx: &Ctx, n_queries: usize, n_base: usize) -> Vec<((usize, usize)
 /// Walks a base segment tile by tile against a range of queries: each base tile is prepared
 /// once and measured against every query block of the range (the queries are prepared once per
 /// item), and each key tile is handed to `visit` with its first query, first base index and
-/// width (base rows).
-fn walk<S, T, F>(
+/// width (base rows). `limit(acc, q)` is how far query q's keys are needed at that point (see
+/// [`Cutoff`]).
+fn walk<S, T, L, F>(
     src: &S,
     queries: (usize, usize),
     seg: (usize, usize),
-    cutoff: f64,
+    limit: L,
     ctx: &Ctx,
     init: T,
     mut visit: F,
 ) -> T
 where
     S: TileSource,
+    L: Fn(&T, usize) -> f64,
     F: FnMut(&mut T, &[f32], (usize, usize, usize), Bound),
 {
     let mut acc = init;
@@ -180,14 +191,24 @@ where
             rows
         })
         .collect();
-    let (mut b, mut keys) = (S::Rows::default(), Vec::new());
+    let (mut b, mut keys, mut lims) = (S::Rows::default(), Vec::new(), Vec::new());
     for (t0, t1) in ranges(seg.1 - seg.0, BASE_TILE) {
         if ctx.cancelled() {
             break;
         }
         let (b0, b1) = (seg.0 + t0, seg.0 + t1);
         src.prepare_base(b0, b1, &mut b);
-        for (&(q0, _), q) in blocks.iter().zip(&prepared) {
+        for (&(q0, q1), q) in blocks.iter().zip(&prepared) {
+            let cutoff = if src.uses_cutoff() {
+                lims.clear();
+                lims.extend((q0..q1).map(|x| limit(&acc, x)));
+                Cutoff::Lists {
+                    rows: &lims,
+                    cols: &[],
+                }
+            } else {
+                Cutoff::NONE
+            };
             let bound = src.keys(q, &b, cutoff, &mut keys);
             visit(&mut acc, &keys, (q0, b0, b1 - b0), bound);
         }
@@ -226,7 +247,9 @@ pub fn knn<S: TileSource>(
                     src,
                     (g0, g1),
                     seg,
-                    f64::INFINITY,
+                    // A key over the query's k-th so far is refused by the scan anyway; one
+                    // equal to it may still enter by index.
+                    |cands: &Vec<Candidates>, q| cands[q - g0].threshold(),
                     ctx,
                     init,
                     |cands, keys, (q0, b0, width), bound| {
@@ -288,7 +311,7 @@ pub fn range<S: TileSource>(
                 src,
                 (g0, g1),
                 seg,
-                key_r,
+                |_: &Hits, _| key_r,
                 ctx,
                 init,
                 |hits, keys, (q0, b0, width), bound| {

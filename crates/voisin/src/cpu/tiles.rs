@@ -114,6 +114,36 @@ impl Bound {
     }
 }
 
+/// How far the keys of a tile are needed: the key of entry (r, c) (query row r, base row c)
+/// may be reported as +inf when it exceeds [`Cutoff::at`]`(r, c)`. A key equal to the limit is
+/// always reported: a pair tied with a list's k-th may still enter it by the index tie-break.
+/// Sources that gain nothing from a limit (the GEMM tiles) ignore it; the edit distance stops
+/// its dynamic programme there.
+#[derive(Clone, Copy, Debug)]
+pub enum Cutoff<'a> {
+    /// One limit for every entry; `f64::INFINITY` for none.
+    All(f64),
+    /// A limit per row, and optionally per column: entry (r, c) is needed up to
+    /// max(rows[r], cols[c]), as it may enter the list of either side (a graph tile feeds
+    /// both); with `cols` empty, up to rows[r].
+    Lists { rows: &'a [f64], cols: &'a [f64] },
+}
+
+impl Cutoff<'_> {
+    /// No limit: every key is computed.
+    pub const NONE: Cutoff<'static> = Cutoff::All(f64::INFINITY);
+
+    /// The limit of entry (r, c).
+    #[inline]
+    pub fn at(&self, r: usize, c: usize) -> f64 {
+        match *self {
+            Cutoff::All(x) => x,
+            Cutoff::Lists { rows, cols: [] } => rows[r],
+            Cutoff::Lists { rows, cols } => rows[r].max(cols[c]),
+        }
+    }
+}
+
 fn round_up_f32(x: f64) -> f32 {
     let f = x as f32;
     if (f as f64) < x {
@@ -144,8 +174,18 @@ pub trait TileSource: Sync {
     fn prepare_base(&self, start: usize, end: usize, out: &mut Self::Rows);
     fn prepare_query(&self, start: usize, end: usize, out: &mut Self::Rows);
     /// Approximate keys of the tile, row-major (query rows × base rows), and their bound.
-    /// Entries above `cutoff` may be reported as +inf.
-    fn keys(&self, q: &Self::Rows, b: &Self::Rows, cutoff: f64, keys: &mut Vec<f32>) -> Bound;
+    /// Entries above their `cutoff` may be reported as +inf.
+    fn keys(&self, q: &Self::Rows, b: &Self::Rows, cutoff: Cutoff, keys: &mut Vec<f32>) -> Bound;
+    /// Whether [`TileSource::keys`] saves work under a cutoff: drivers then gather their
+    /// lists' thresholds before measuring a tile (a graph tile takes its blocks' locks for it).
+    fn uses_cutoff(&self) -> bool {
+        false
+    }
+    /// The exact key of a candidate whose tile bounds are `[lower, upper]`, when the bounds
+    /// alone give it (keys that tiles hold exactly); the re-rank then skips the measurement.
+    fn key_from_bounds(&self, _lower: f32, _upper: f32) -> Option<f64> {
+        None
+    }
     /// The exact key between base item `i` and query item `j`.
     fn exact(&self, i: usize, j: usize) -> f64;
 }
@@ -394,7 +434,7 @@ impl TileSource for TileMaker<'_> {
         self.prepare(self.queries, start, end, out)
     }
 
-    fn keys(&self, q: &PreparedRows, b: &PreparedRows, _cutoff: f64, keys: &mut Vec<f32>) -> Bound {
+    fn keys(&self, q: &PreparedRows, b: &PreparedRows, _: Cutoff, keys: &mut Vec<f32>) -> Bound {
         self.tile_keys(q, b, keys)
     }
 
@@ -512,7 +552,7 @@ mod tests {
                     tm.prepare_base(0, base.len(), &mut pb);
                     tm.prepare_query(0, queries.len(), &mut pq);
                     assert!(pb.rounding.l2 > 0.0, "data not rounded");
-                    let bound = tm.keys(&pq, &pb, f64::INFINITY, &mut keys);
+                    let bound = tm.keys(&pq, &pb, Cutoff::NONE, &mut keys);
                     for j in 0..queries.len() {
                         for i in 0..base.len() {
                             let v = keys[j * base.len() + i];
@@ -543,7 +583,7 @@ mod tests {
                     let tm = TileMaker::new(&m, set, set);
                     let (mut p, mut keys) = (PreparedRows::default(), Vec::new());
                     tm.prepare_base(0, 40, &mut p);
-                    let b = tm.keys(&p, &p, f64::INFINITY, &mut keys);
+                    let b = tm.keys(&p, &p, Cutoff::NONE, &mut keys);
                     (b.rel, b.abs, keys)
                 })
                 .collect();

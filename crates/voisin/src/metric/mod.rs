@@ -273,15 +273,19 @@ impl FromStr for Metric {
             "cityblock" | "l1" | "manhattan" => Metric::Cityblock,
             "chebyshev" | "linf" => Metric::Chebyshev,
             "minkowski" => {
-                let p = match param {
-                    None => 2.0,
-                    Some(p) => p.parse::<f64>().map_err(|_| {
-                        Error::invalid(format!("minkowski order '{p}' is not a number"))
-                    })?,
+                let (p, text) = match param {
+                    None => (2.0, "2"),
+                    Some(p) => (
+                        p.parse::<f64>().map_err(|_| {
+                            Error::invalid(format!("minkowski order '{p}' is not a number"))
+                        })?,
+                        p,
+                    ),
                 };
+                // The order as written: `1e-300` printed as an f64 spells out 300 zeros.
                 if !(p.is_finite() && p >= 1.0) {
                     return Err(Error::invalid(format!(
-                        "minkowski order {p} must be a finite number >= 1"
+                        "minkowski order {text} must be a finite number >= 1"
                     )));
                 }
                 return Ok(Metric::Minkowski(p));
@@ -325,6 +329,23 @@ mod tests {
         }
         for bad in ["nope", "minkowski:0.5", "minkowski:x", "cosine:2", ""] {
             assert!(bad.parse::<Metric>().is_err(), "{bad}");
+        }
+    }
+
+    /// A refused order is quoted as written, on one short line.
+    #[test]
+    fn bad_minkowski_orders_are_quoted_as_written() {
+        for (text, shown) in [
+            ("1e-300", "1e-300"),
+            ("0.5", "0.5"),
+            ("inf", "inf"),
+            ("-0", "-0"),
+        ] {
+            let err = format!("minkowski:{text}").parse::<Metric>().unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("minkowski order {shown} must be a finite number >= 1")
+            );
         }
     }
 

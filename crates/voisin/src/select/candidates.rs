@@ -124,9 +124,14 @@ impl Candidates {
     }
 
     /// The surviving candidate indices.
-    pub fn into_indices(mut self) -> Vec<u32> {
+    pub fn into_indices(self) -> Vec<u32> {
+        self.into_entries().into_iter().map(|c| c.2).collect()
+    }
+
+    /// The surviving candidates as (lower, upper, index), bounds rounded outward to f32.
+    pub fn into_entries(mut self) -> Vec<(f32, f32, u32)> {
         self.compact();
-        self.items.into_iter().map(|c| c.2).collect()
+        self.items
     }
 
     pub fn len(&self) -> usize {
