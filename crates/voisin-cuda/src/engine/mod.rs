@@ -21,7 +21,7 @@ use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeReque
 use voisin::graph::TileOwner;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
-use crate::numerics::plan::{check_finite, tiles_hold, vectors, Plan};
+use crate::numerics::plan::{check_finite, vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::Budget;
 use crate::options::CudaOptions;
@@ -238,12 +238,11 @@ pub(crate) fn on_each<T: Send>(
 
 /// What the CUDA engines answer ([`Engine::supports`] of [`CudaEngine`] and `MultiGpu`), asked
 /// without opening a GPU (front ends that refuse a request before any device starts).
+/// Vectors: whatever [`vectors`] (the tiles' own check, which says why not) lets through.
 pub fn supports(data: &Dataset, metric: &Metric, op: Op) -> bool {
-    match (data, metric) {
-        (_, Metric::Custom(_)) => false,
-        (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => false,
-        (Dataset::Vectors(v), m) => *m != Metric::Levenshtein && tiles_hold(v),
-        (Dataset::Strings(_), m) => *m == Metric::Levenshtein && op != Op::GraphCheckpointed,
+    match data {
+        Dataset::Vectors(_) => vectors(data, metric).is_ok(),
+        Dataset::Strings(_) => *metric == Metric::Levenshtein && op != Op::GraphCheckpointed,
     }
 }
 
@@ -254,9 +253,8 @@ impl Engine for CudaEngine {
 
     /// Vectors under the built-in vector metrics (f64 values too: tiled rounded to f32 under a
     /// widened bound, re-ranked on their f64 values; unless one of them rounds beyond f32's
-    /// range), and strings under
-    /// levenshtein except checkpointed graphs (the GPU passes take vectors); user metrics run
-    /// on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
+    /// range), and strings under levenshtein except checkpointed graphs (the GPU passes take
+    /// vectors); user metrics run on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
     /// the fp32 power tiles here cannot bound: the CPU answers them.
     fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
         supports(data, metric, op)

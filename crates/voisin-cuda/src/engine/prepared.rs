@@ -150,12 +150,10 @@ impl CudaPrepared {
     /// NaN and infinities in the base are refused here, as the engine's searches refuse them.
     pub fn new(engine: Arc<CudaEngine>, base: Arc<Dataset>, metric: &Metric) -> Result<Self> {
         voisin::engine::check_metric(&base, metric)?;
-        let resident = match (
-            &*base,
-            engine.supports(&base, metric, voisin::engine::Op::Knn),
-        ) {
-            (Dataset::Vectors(_), true) if !base.is_empty() => {
-                let bset = vectors(&base, metric)?;
+        // What the tiles here take (`vectors` is the engine's `supports` for vectors); the
+        // rest is kept on the host.
+        let resident = match vectors(&base, metric) {
+            Ok(bset) if !bset.is_empty() => {
                 let gpu = engine.lock()?;
                 // Room for the base and the working set of a thousand queries.
                 let bytes = stream::resident_bytes(bset.len(), bset.dim());
@@ -183,22 +181,26 @@ impl CudaPrepared {
         })
     }
 
-    /// Whether the base is held in device memory (diagnostics).
-    pub fn is_resident(&self) -> bool {
-        self.resident.is_some()
+    /// The device side and the base's vectors (checked when they went up), when the base is
+    /// resident.
+    fn on_device(&self) -> Option<(&Resident, &VectorSet)> {
+        match (&self.resident, &*self.base) {
+            (Some(res), Dataset::Vectors(bset)) => Some((res, bset)),
+            _ => None,
+        }
     }
 }
 
 impl Prepared for CudaPrepared {
     fn knn(&self, queries: &Dataset, k: usize) -> Result<KnnResult> {
         let req = KnnRequest::new(&self.base, queries, k, &self.metric)?;
-        let Some(res) = &self.resident else {
+        let Some((res, bset)) = self.on_device() else {
             return self.engine.knn_request(&req);
         };
         let (engine, metric, k) = (&*self.engine, &self.metric, req.k());
         engine.check_cancel()?;
         let started = Instant::now();
-        let (bset, qset) = (vectors(&self.base, metric)?, vectors(queries, metric)?);
+        let qset = vectors(queries, metric)?;
         let gpu = engine.lock()?;
         let stats = engine.stats(&gpu);
         if k == 0 || qset.is_empty() {
@@ -221,12 +223,12 @@ impl Prepared for CudaPrepared {
 
     fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult> {
         let req = RangeRequest::new(&self.base, queries, radius, &self.metric)?;
-        let Some(res) = &self.resident else {
+        let Some((res, bset)) = self.on_device() else {
             return self.engine.range_request(&req);
         };
         let (engine, metric) = (&*self.engine, &self.metric);
         engine.check_cancel()?;
-        let (bset, qset) = (vectors(&self.base, metric)?, vectors(queries, metric)?);
+        let qset = vectors(queries, metric)?;
         let gpu = engine.lock()?;
         let stats = engine.stats(&gpu);
         let bytes = stream::resident_bytes(qset.len(), qset.dim());
