@@ -205,48 +205,52 @@ fn main() {
             );
         }
     }
-    for (v, engine) in &engines {
-        if a.batches.is_empty() {
-            break;
-        }
+    if !a.batches.is_empty() {
         let base = std::sync::Arc::new(base.clone());
-        let prepared = std::sync::Arc::clone(engine)
-            .prepare(std::sync::Arc::clone(&base), &Metric::Euclidean)
-            .unwrap();
+        let prepared: Vec<_> = engines
+            .iter()
+            .map(|(_, e)| {
+                std::sync::Arc::clone(e)
+                    .prepare(std::sync::Arc::clone(&base), &Metric::Euclidean)
+                    .unwrap()
+            })
+            .collect();
+        let cpu = voisin::cpu::CpuEngine::default();
+        let qs = queries.as_vectors().unwrap();
         for &b in &a.batches {
-            let qs = queries.as_vectors().unwrap();
             let b = b.min(a.queries);
             let q: Dataset = VectorSet::from_f32(b, a.dim, qs.rows_f32(0, b).into_owned())
                 .unwrap()
                 .into();
-            prepared.knn(&q, 10).unwrap();
-            let mut times = Vec::new();
-            let mut last = None;
-            for _ in 0..20 {
-                let t = Instant::now();
-                last = Some(prepared.knn(&q, 10).unwrap());
-                times.push(t.elapsed().as_secs_f64());
-            }
-            let r = last.unwrap();
-            let plain = engine.knn(&base, &q, 10, &Metric::Euclidean).unwrap();
-            assert!(
-                plain.indices == r.indices,
-                "variant {v}: prepared ids differ"
-            );
-            // Wide tiles for small batches: the CPU engine's answers, ids and distances.
-            let cpu = voisin::cpu::CpuEngine::default();
+            // What every variant must answer: the CPU engine's ids and distances.
             let want = cpu.knn(&base, &q, 10, &Metric::Euclidean).unwrap();
-            assert!(
-                want.indices == r.indices && want.distances == r.distances,
-                "variant {v}: batch {b} differs from the CPU engine"
-            );
-            let flops = 2.0 * nb * q.len() as f64 * d;
-            report(
-                &name(&format!("prepared knn batch={b}"), v),
-                flops,
-                times,
-                &r.stats,
-            );
+            for ((v, engine), prepared) in engines.iter().zip(&prepared) {
+                prepared.knn(&q, 10).unwrap();
+                let mut times = Vec::new();
+                let mut last = None;
+                for _ in 0..20 {
+                    let t = Instant::now();
+                    last = Some(prepared.knn(&q, 10).unwrap());
+                    times.push(t.elapsed().as_secs_f64());
+                }
+                let r = last.unwrap();
+                let plain = engine.knn(&base, &q, 10, &Metric::Euclidean).unwrap();
+                assert!(
+                    plain.indices == r.indices,
+                    "variant {v}: prepared ids differ"
+                );
+                assert!(
+                    want.indices == r.indices && want.distances == r.distances,
+                    "variant {v}: batch {b} differs from the CPU engine"
+                );
+                let flops = 2.0 * nb * q.len() as f64 * d;
+                report(
+                    &name(&format!("prepared knn batch={b}"), v),
+                    flops,
+                    times,
+                    &r.stats,
+                );
+            }
         }
     }
     if a.graph > 0 {
