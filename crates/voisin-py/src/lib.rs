@@ -4,11 +4,11 @@
 //! a metric and the engine that answers over it. The Python half (`python/voisin`) checks and
 //! converts inputs, builds the public functions and the scikit-learn estimators on it.
 //!
-//! Every request runs on a worker thread (of rayon's global pool) while the calling thread waits with the GIL released,
-//! waking every 100 ms to look for signals (Ctrl-C raises `KeyboardInterrupt`) and to hand
-//! progress to a Python callback. Engine errors become `ValueError` (bad input) or
-//! `RuntimeError` (device failure) with the engine's one-line message; a panic becomes a
-//! `RuntimeError`, never a `PanicException`.
+//! Every request runs on a worker thread (of rayon's global pool) while the calling thread waits
+//! with the GIL released, waking every 100 ms to look for signals (Ctrl-C raises
+//! `KeyboardInterrupt`) and to hand progress to a Python callback. Engine errors become
+//! `ValueError` (bad input) or `RuntimeError` (device failure) with the engine's one-line
+//! message; a panic becomes a `RuntimeError`, never a `PanicException`.
 
 mod engine;
 

@@ -13,7 +13,8 @@
 //!   tile pairs dealt over the backends ([`cyclic_share`]) and merged with the running lists
 //!   (one backend extends them in place: the CPU seeds its candidate buffers with them);
 //! - finishes a pass's rows on the first backend once its share is merged, checks for
-//!   cancellation (before and after the finish), and saves the pass and the running lists of the rows still open;
+//!   cancellation (before and after the finish), and saves the pass and the running lists of
+//!   the rows still open;
 //! - retries a share with half the tile edge, on every backend, when one runs out of memory.
 //!
 //! A backend ([`Backend`]) is one engine's side of one build (for a GPU: the set already on
