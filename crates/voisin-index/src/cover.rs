@@ -16,7 +16,10 @@
 //! item in 8-d) and is close to quadratic on words under levenshtein (94,577 words: 1.67·10⁹
 //! evaluations, about a third of all pairs, and several GB of relative lists).
 
+mod batched;
 mod build;
+
+pub use batched::{CpuOracle, PairBatch, PairOracle};
 
 use rayon::prelude::*;
 
@@ -60,7 +63,7 @@ impl<S: Space> CoverTree<S> {
             base > 1.0 && base.is_finite(),
             "cover tree base must be > 1"
         );
-        let built = build::build(&space, base);
+        let built = build::build_cpu(&space, base);
         CoverTree {
             space,
             base,
@@ -69,6 +72,35 @@ impl<S: Space> CoverTree<S> {
             dups: built.dups,
             build_evals: built.evals,
         }
+    }
+
+    /// Builds with the same level algorithm as [`CoverTree::build`] but every distance asked of
+    /// `oracle` in large batches (the GPU build, docs/design/gpu-cover-tree.md). With an oracle
+    /// that answers the space's exact distances the tree is [`CoverTree::build`]'s, node for
+    /// node; the layout is checked before the tree is returned.
+    pub fn build_with<O: PairOracle>(space: S, base: f64, oracle: &O) -> voisin::Result<Self> {
+        if !(base > 1.0 && base.is_finite()) {
+            return Err(voisin::Error::invalid(format!(
+                "cover tree base {base} must be > 1"
+            )));
+        }
+        let stages = batched::Batched {
+            space: &space,
+            oracle,
+        };
+        let built = build::build(&space, base, &stages)?;
+        let tree = CoverTree {
+            space,
+            base,
+            nodes: built.nodes,
+            children: built.children,
+            dups: built.dups,
+            build_evals: built.evals,
+        };
+        tree.check_layout().map_err(|e| {
+            voisin::Error::device(format!("the batched cover tree build went wrong: {e}"))
+        })?;
+        Ok(tree)
     }
 
     pub(crate) fn from_parts(

@@ -34,7 +34,7 @@ use super::{dist, Node};
 use crate::space::Space;
 
 /// The construction's output, in the layout `CoverTree` keeps.
-pub(super) struct Built {
+pub(crate) struct Built {
     pub nodes: Vec<Node>,
     pub children: Vec<u32>,
     pub dups: Vec<u32>,
@@ -42,40 +42,40 @@ pub(super) struct Built {
 }
 
 /// A node with items still to place below it.
-struct Active {
-    node: u32,
+pub(super) struct Active {
+    pub node: u32,
     /// Items with their distance to the node, all within b^upper.
-    items: Vec<(u32, f64)>,
+    pub items: Vec<(u32, f64)>,
     /// Nodes present at `upper` within c·b^upper of this one (itself included).
-    rel: Vec<Rel>,
+    pub rel: Vec<Rel>,
 }
 
 /// A node near another one: its id, its item and the distance between the two.
 #[derive(Clone, Copy, Debug)]
-struct Rel {
-    node: u32,
-    item: u32,
-    d: f64,
+pub(super) struct Rel {
+    pub node: u32,
+    pub item: u32,
+    pub d: f64,
 }
 
 /// What stage 1 makes of one active node's items at the new level.
 #[derive(Default)]
-struct Split {
-    near: Vec<(u32, f64)>,
+pub(super) struct Split {
+    pub near: Vec<(u32, f64)>,
     /// (old node near this one, item, the item's distance to that node).
-    moved: Vec<(Rel, u32, f64)>,
+    pub moved: Vec<(Rel, u32, f64)>,
     /// Items no node covers yet, with their distance to this node.
-    far: Vec<(u32, f64)>,
-    evals: u64,
+    pub far: Vec<(u32, f64)>,
+    pub evals: u64,
 }
 
 /// A new node from stage 2: its item, the active node (slot) it hangs from, the distance, and
 /// the far items it covers.
-struct Center {
-    item: u32,
-    slot: usize,
-    parent_dist: f64,
-    items: Vec<(u32, f64)>,
+pub(super) struct Center {
+    pub item: u32,
+    pub slot: usize,
+    pub parent_dist: f64,
+    pub items: Vec<(u32, f64)>,
 }
 
 /// A node active at the new level and where its relatives come from.
@@ -87,13 +87,70 @@ struct Next {
     source_dist: f64,
 }
 
-struct Builder<'a, S: Space> {
-    space: &'a S,
-    /// c in the module doc.
-    factor: f64,
+/// What a node active at the new level asks for its relatives: itself (`me.d`: its distance to its
+/// source), the source's relatives, and whether the source is the node itself.
+pub(super) struct RelAsk<'a> {
+    pub me: Rel,
+    pub src: &'a [Rel],
+    pub own: bool,
 }
 
-pub(super) fn build<S: Space>(space: &S, base: f64) -> Built {
+/// The stages of a level that evaluate distances, as one construction does them: [`Builder`]
+/// does each node's work on CPU threads, `batched::Batched` hands it to a pair oracle (the GPU)
+/// in a few large batches per level. Both give the same tree: the loop in [`build`] is shared.
+pub(super) trait Stages {
+    type Error;
+
+    /// Every item's distance to item 0, the root (`(x, d)` for x = 1..n).
+    fn root(&self, n: usize) -> Result<Vec<(u32, f64)>, Self::Error>;
+
+    /// Stage 1 for every active node.
+    fn splits(&self, active: &[Active], sep: f64) -> Result<Vec<Split>, Self::Error>;
+
+    /// Stage 2 over every group of relatives that has uncovered far items: the new nodes and
+    /// the evaluations.
+    fn nets(
+        &self,
+        active: &[Active],
+        splits: &[Split],
+        n_nodes: usize,
+        sep: f64,
+    ) -> Result<(Vec<Center>, u64), Self::Error>;
+
+    /// Stage 3: the relatives within `cap` of every node active at the new level, with the
+    /// evaluations each took.
+    fn relatives(
+        &self,
+        asks: &[RelAsk<'_>],
+        new_kids: &[Vec<Rel>],
+        cap: f64,
+    ) -> Result<Vec<(Vec<Rel>, u64)>, Self::Error>;
+}
+
+/// The CPU's stages.
+pub(super) struct Builder<'a, S: Space> {
+    pub space: &'a S,
+}
+
+/// c in the module doc.
+fn factor(base: f64) -> f64 {
+    (2.0 * base + 1.0) / (base - 1.0)
+}
+
+/// The construction on CPU threads.
+pub(super) fn build_cpu<S: Space>(space: &S, base: f64) -> Built {
+    match build(space, base, &Builder { space }) {
+        Ok(b) => b,
+        Err(e) => match e {},
+    }
+}
+
+/// The level loop, with `stages` doing the distance work.
+pub(super) fn build<S: Space, T: Stages>(
+    space: &S,
+    base: f64,
+    stages: &T,
+) -> Result<Built, T::Error> {
     let n = space.len();
     let mut out = Built {
         nodes: Vec::new(),
@@ -102,16 +159,9 @@ pub(super) fn build<S: Space>(space: &S, base: f64) -> Built {
         evals: 0,
     };
     if n == 0 {
-        return out;
+        return Ok(out);
     }
-    let b = Builder {
-        space,
-        factor: (2.0 * base + 1.0) / (base - 1.0),
-    };
-    let items: Vec<(u32, f64)> = (1..n as u32)
-        .into_par_iter()
-        .map(|x| (x, dist(space, 0, x)))
-        .collect();
+    let items = stages.root(n)?;
     let mut evals = items.len() as u64;
     let reach = items.iter().map(|x| x.1).fold(0.0, f64::max);
     let top = level_at_least(base, reach);
@@ -142,8 +192,8 @@ pub(super) fn build<S: Space>(space: &S, base: f64) -> Built {
             break;
         };
         let sep = base.powi(level);
-        let splits: Vec<Split> = active.par_iter().map(|a| b.split(a, sep)).collect();
-        let (centers, net_evals) = b.nets(&active, &splits, nodes.len(), sep);
+        let splits = stages.splits(&active, sep)?;
+        let (centers, net_evals) = stages.nets(&active, &splits, nodes.len(), sep)?;
         evals += net_evals + splits.iter().map(|s| s.evals).sum::<u64>();
         let mut next = regroup(&active, splits, nodes.len());
         let first_new = nodes.len();
@@ -167,27 +217,31 @@ pub(super) fn build<S: Space>(space: &S, base: f64) -> Built {
                 });
             }
         }
-        let cap = b.factor * sep;
-        let rebuilt: Vec<(Active, u64)> = next
-            .into_par_iter()
-            .map(|x| {
-                let own = active[x.source].node == x.node;
-                let me = Rel {
+        let cap = factor(base) * sep;
+        let asks: Vec<RelAsk<'_>> = next
+            .iter()
+            .map(|x| RelAsk {
+                me: Rel {
                     node: x.node,
                     item: nodes[x.node as usize].item,
                     d: x.source_dist,
-                };
-                let (rel, e) = b.relatives(me, &active[x.source].rel, own, &new_kids, cap);
-                let a = Active {
-                    node: x.node,
-                    items: x.items,
-                    rel,
-                };
-                (a, e)
+                },
+                src: &active[x.source].rel,
+                own: active[x.source].node == x.node,
             })
             .collect();
-        evals += rebuilt.iter().map(|x| x.1).sum::<u64>();
-        active = rebuilt.into_iter().map(|x| x.0).collect();
+        let rels = stages.relatives(&asks, &new_kids, cap)?;
+        drop(asks);
+        evals += rels.iter().map(|x| x.1).sum::<u64>();
+        active = next
+            .into_iter()
+            .zip(rels)
+            .map(|(x, (rel, _))| Active {
+                node: x.node,
+                items: x.items,
+                rel,
+            })
+            .collect();
         upper = level;
     }
     evals += measure_reach(space, &mut nodes);
@@ -205,7 +259,7 @@ pub(super) fn build<S: Space>(space: &S, base: f64) -> Built {
     }
     out.nodes = nodes;
     out.evals = evals;
-    out
+    Ok(out)
 }
 
 fn new_node(item: u32, level: i32, parent: u32, parent_dist: f64) -> Node {
@@ -254,9 +308,206 @@ fn next_level(base: f64, upper: i32, dists: impl Iterator<Item = f64>) -> i32 {
 }
 
 /// Distance from item `a` to item `b` when at most `max`.
-fn dist_within<S: Space>(space: &S, a: u32, b: u32, max: f64) -> Option<f64> {
+pub(super) fn dist_within<S: Space>(space: &S, a: u32, b: u32, max: f64) -> Option<f64> {
     let key = space.key_within(space.item(a as usize), space.item(b as usize), max)?;
     Some(space.to_distance(key)).filter(|&d| d <= max)
+}
+
+impl<S: Space> Stages for Builder<'_, S> {
+    type Error = std::convert::Infallible;
+
+    fn root(&self, n: usize) -> Result<Vec<(u32, f64)>, Self::Error> {
+        let space = self.space;
+        Ok((1..n as u32)
+            .into_par_iter()
+            .map(|x| (x, dist(space, 0, x)))
+            .collect())
+    }
+
+    fn splits(&self, active: &[Active], sep: f64) -> Result<Vec<Split>, Self::Error> {
+        Ok(active.par_iter().map(|a| self.split(a, sep)).collect())
+    }
+
+    fn nets(
+        &self,
+        active: &[Active],
+        splits: &[Split],
+        n_nodes: usize,
+        sep: f64,
+    ) -> Result<(Vec<Center>, u64), Self::Error> {
+        let (groups, slot_of) = relative_groups(active, splits, n_nodes);
+        let done: Vec<(Vec<Center>, u64)> = groups
+            .par_iter()
+            .map(|g| self.net(g, active, splits, &slot_of, sep))
+            .collect();
+        let evals = done.iter().map(|x| x.1).sum();
+        Ok((done.into_iter().flat_map(|x| x.0).collect(), evals))
+    }
+
+    fn relatives(
+        &self,
+        asks: &[RelAsk<'_>],
+        new_kids: &[Vec<Rel>],
+        cap: f64,
+    ) -> Result<Vec<(Vec<Rel>, u64)>, Self::Error> {
+        let space = self.space;
+        Ok(asks
+            .par_iter()
+            .map(|ask| {
+                let mut evals = 0u64;
+                let rel = relatives_with(space, ask, new_kids, cap, |c| {
+                    evals += 1;
+                    dist_within(space, ask.me.item, c.item, cap)
+                });
+                (rel, evals)
+            })
+            .collect())
+    }
+}
+
+/// The groups of active slots (sorted, each sorted) whose far items the greedy pass of stage 2
+/// must compare (slots with far items joined when one is the other's relative), and every
+/// node's active slot (`u32::MAX` for none).
+pub(super) fn relative_groups(
+    active: &[Active],
+    splits: &[Split],
+    n_nodes: usize,
+) -> (Vec<Vec<usize>>, Vec<u32>) {
+    let mut slot_of = vec![u32::MAX; n_nodes];
+    for (s, a) in active.iter().enumerate() {
+        slot_of[a.node as usize] = s as u32;
+    }
+    let has_far = |s: usize| !splits[s].far.is_empty();
+    let mut groups = Groups::new(active.len());
+    for (s, a) in active.iter().enumerate().filter(|(s, _)| has_far(*s)) {
+        for q in &a.rel {
+            let t = slot_of[q.node as usize];
+            if t != u32::MAX && has_far(t as usize) {
+                groups.join(s, t as usize);
+            }
+        }
+    }
+    let groups = groups.members((0..active.len()).filter(|&s| has_far(s)));
+    (groups, slot_of)
+}
+
+/// One group's far items for the greedy pass: `pts[i]` = (item, local slot, distance to the
+/// slot's node), slot group[l]'s share is `range[l]`, and `order` visits them by item.
+pub(super) struct GroupPoints<'a> {
+    pub group: &'a [usize],
+    pub pts: Vec<(u32, usize, f64)>,
+    pub range: Vec<std::ops::Range<usize>>,
+    pub order: Vec<usize>,
+    slot_of: &'a [u32],
+}
+
+impl<'a> GroupPoints<'a> {
+    pub fn new(group: &'a [usize], splits: &[Split], slot_of: &'a [u32]) -> Self {
+        let mut pts: Vec<(u32, usize, f64)> = Vec::new();
+        let mut range = Vec::with_capacity(group.len());
+        for (i, &s) in group.iter().enumerate() {
+            let start = pts.len();
+            pts.extend(splits[s].far.iter().map(|&(x, d)| (x, i, d)));
+            range.push(start..pts.len());
+        }
+        let mut order: Vec<usize> = (0..pts.len()).collect();
+        order.sort_unstable_by_key(|&i| pts[i].0);
+        GroupPoints {
+            group,
+            pts,
+            range,
+            order,
+            slot_of,
+        }
+    }
+
+    /// The local slot of `node` in this group, if it is an active node of the group.
+    pub fn local(&self, node: u32) -> Option<usize> {
+        let s = self.slot_of[node as usize];
+        (s != u32::MAX)
+            .then(|| self.group.binary_search(&(s as usize)).ok())
+            .flatten()
+    }
+
+    /// The far items that point `i` (a new center) must measure: unowned items of its slot's
+    /// relatives in the group that the triangle inequality does not rule out, in order of the
+    /// relatives.
+    pub fn candidates<S: Space>(
+        &self,
+        space: &S,
+        active: &[Active],
+        i: usize,
+        owned: impl Fn(usize) -> bool,
+        sep: f64,
+        out: &mut Vec<usize>,
+    ) {
+        let (_, li, dx) = self.pts[i];
+        for q in &active[self.group[li]].rel {
+            let Some(lq) = self.local(q.node) else {
+                continue;
+            };
+            for j in self.range[lq].clone() {
+                let (dq, dy) = (q.d, self.pts[j].2);
+                if !owned(j) && !space.beyond(dq - dx - dy, sep, dq + dx + dy) {
+                    out.push(j);
+                }
+            }
+        }
+    }
+
+    /// The new centers with their items, once every point has its owner (center, distance).
+    pub fn finish(
+        &self,
+        owner: Vec<Option<(usize, f64)>>,
+        mut centers: Vec<Center>,
+    ) -> Vec<Center> {
+        for (i, o) in owner.into_iter().enumerate() {
+            let (ci, d) = o.expect("every far item is a center or covered");
+            if centers[ci].item != self.pts[i].0 {
+                centers[ci].items.push((self.pts[i].0, d));
+            }
+        }
+        centers
+    }
+}
+
+/// The relatives at the new level (radius `cap`) of `ask.me`, from the source's relatives and
+/// their new children; `measure(c)` is the distance from `ask.me` to candidate `c` when within
+/// `cap`. When the source is `me` itself its stored distances need no new evaluation.
+pub(super) fn relatives_with<S: Space>(
+    space: &S,
+    ask: &RelAsk<'_>,
+    new_kids: &[Vec<Rel>],
+    cap: f64,
+    mut measure: impl FnMut(Rel) -> Option<f64>,
+) -> Vec<Rel> {
+    let me = ask.me;
+    let mut rel = vec![Rel { d: 0.0, ..me }];
+    for &r in ask.src {
+        let kids = new_kids
+            .get(r.node as usize)
+            .map_or(&[][..], |k| k.as_slice());
+        let itself = Rel { d: 0.0, ..r };
+        for c in std::iter::once(itself).chain(kids.iter().copied()) {
+            // c.d is the candidate's distance to r; r.d is r's distance to the source.
+            if c.node == me.node {
+                continue;
+            }
+            if ask.own && c.node == r.node {
+                if r.d <= cap {
+                    rel.push(r);
+                }
+                continue;
+            }
+            if space.beyond(r.d - me.d - c.d, cap, r.d + me.d + c.d) {
+                continue;
+            }
+            if let Some(d) = measure(c) {
+                rel.push(Rel { d, ..c });
+            }
+        }
+    }
+    rel
 }
 
 impl<S: Space> Builder<'_, S> {
@@ -290,37 +541,6 @@ impl<S: Space> Builder<'_, S> {
         out
     }
 
-    /// Stage 2 over every group of relatives that has uncovered far items.
-    fn nets(
-        &self,
-        active: &[Active],
-        splits: &[Split],
-        n_nodes: usize,
-        sep: f64,
-    ) -> (Vec<Center>, u64) {
-        let mut slot_of = vec![u32::MAX; n_nodes];
-        for (s, a) in active.iter().enumerate() {
-            slot_of[a.node as usize] = s as u32;
-        }
-        let has_far = |s: usize| !splits[s].far.is_empty();
-        let mut groups = Groups::new(active.len());
-        for (s, a) in active.iter().enumerate().filter(|(s, _)| has_far(*s)) {
-            for q in &a.rel {
-                let t = slot_of[q.node as usize];
-                if t != u32::MAX && has_far(t as usize) {
-                    groups.join(s, t as usize);
-                }
-            }
-        }
-        let groups = groups.members((0..active.len()).filter(|&s| has_far(s)));
-        let done: Vec<(Vec<Center>, u64)> = groups
-            .par_iter()
-            .map(|g| self.net(g, active, splits, &slot_of, sep))
-            .collect();
-        let evals = done.iter().map(|x| x.1).sum();
-        (done.into_iter().flat_map(|x| x.0).collect(), evals)
-    }
-
     /// Stage 2 for one group of active slots (sorted).
     fn net(
         &self,
@@ -331,30 +551,16 @@ impl<S: Space> Builder<'_, S> {
         sep: f64,
     ) -> (Vec<Center>, u64) {
         let space = self.space;
-        // The group's far items, slot by slot: `range[i]` is slot group[i]'s share of `pts`.
-        let mut pts: Vec<(u32, usize, f64)> = Vec::new();
-        let mut range = Vec::with_capacity(group.len());
-        for (i, &s) in group.iter().enumerate() {
-            let start = pts.len();
-            pts.extend(splits[s].far.iter().map(|&(x, d)| (x, i, d)));
-            range.push(start..pts.len());
-        }
-        let local = |node: u32| {
-            let s = slot_of[node as usize];
-            (s != u32::MAX)
-                .then(|| group.binary_search(&(s as usize)).ok())
-                .flatten()
-        };
-        let mut order: Vec<usize> = (0..pts.len()).collect();
-        order.sort_unstable_by_key(|&i| pts[i].0);
-        let mut owner: Vec<Option<(usize, f64)>> = vec![None; pts.len()];
+        let g = GroupPoints::new(group, splits, slot_of);
+        let mut owner: Vec<Option<(usize, f64)>> = vec![None; g.pts.len()];
         let mut centers: Vec<Center> = Vec::new();
         let mut evals = 0u64;
-        for &i in &order {
+        let mut candidates = Vec::new();
+        for &i in &g.order {
             if owner[i].is_some() {
                 continue;
             }
-            let (x, li, dx) = pts[i];
+            let (x, li, dx) = g.pts[i];
             let ci = centers.len();
             owner[i] = Some((ci, 0.0));
             centers.push(Center {
@@ -363,18 +569,17 @@ impl<S: Space> Builder<'_, S> {
                 parent_dist: dx,
                 items: Vec::new(),
             });
-            let mut candidates = Vec::new();
-            for q in &active[group[li]].rel {
-                let Some(lq) = local(q.node) else { continue };
-                for j in range[lq].clone() {
-                    let (dq, dy) = (q.d, pts[j].2);
-                    if owner[j].is_none() && !space.beyond(dq - dx - dy, sep, dq + dx + dy) {
-                        candidates.push(j);
-                    }
-                }
-            }
+            candidates.clear();
+            g.candidates(
+                space,
+                active,
+                i,
+                |j| owner[j].is_some(),
+                sep,
+                &mut candidates,
+            );
             evals += candidates.len() as u64;
-            let measure = |&j: &usize| dist_within(space, x, pts[j].0, sep).map(|d| (j, d));
+            let measure = |&j: &usize| dist_within(space, x, g.pts[j].0, sep).map(|d| (j, d));
             let covered: Vec<(usize, f64)> = if candidates.len() > 256 {
                 candidates.par_iter().filter_map(measure).collect()
             } else {
@@ -384,55 +589,7 @@ impl<S: Space> Builder<'_, S> {
                 owner[j] = Some((ci, d));
             }
         }
-        for (i, o) in owner.into_iter().enumerate() {
-            let (ci, d) = o.expect("every far item is a center or covered");
-            if centers[ci].item != pts[i].0 {
-                centers[ci].items.push((pts[i].0, d));
-            }
-        }
-        (centers, evals)
-    }
-
-    /// The relatives at the new level (radius `cap`) of node `me` (`me.d`: its distance to its
-    /// source), from the source's relatives `src` and their new children; `own` when the source
-    /// is `me` itself, whose stored distances then need no new evaluation.
-    fn relatives(
-        &self,
-        me: Rel,
-        src: &[Rel],
-        own: bool,
-        new_kids: &[Vec<Rel>],
-        cap: f64,
-    ) -> (Vec<Rel>, u64) {
-        let space = self.space;
-        let mut rel = vec![Rel { d: 0.0, ..me }];
-        let mut evals = 0u64;
-        for &r in src {
-            let kids = new_kids
-                .get(r.node as usize)
-                .map_or(&[][..], |k| k.as_slice());
-            let itself = Rel { d: 0.0, ..r };
-            for c in std::iter::once(itself).chain(kids.iter().copied()) {
-                // c.d is the candidate's distance to r; r.d is r's distance to the source.
-                if c.node == me.node {
-                    continue;
-                }
-                if own && c.node == r.node {
-                    if r.d <= cap {
-                        rel.push(r);
-                    }
-                    continue;
-                }
-                if space.beyond(r.d - me.d - c.d, cap, r.d + me.d + c.d) {
-                    continue;
-                }
-                evals += 1;
-                if let Some(d) = dist_within(space, me.item, c.item, cap) {
-                    rel.push(Rel { d, ..c });
-                }
-            }
-        }
-        (rel, evals)
+        (g.finish(owner, centers), evals)
     }
 }
 
