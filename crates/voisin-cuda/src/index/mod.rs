@@ -17,10 +17,12 @@
 //! change the indexes (it reads `voisin-index`'s public parts) and does not touch the
 //! brute-force engine's steps.
 
+mod cover_build;
 mod lc;
 mod schedule;
 mod sss;
 
+pub use cover_build::build_cover;
 pub use lc::GpuLc;
 pub use sss::GpuSss;
 

@@ -96,6 +96,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/index/sss_search.cu"),
     ),
     (
+        "index/cover_pairs.cu",
+        include_str!("../../kernels/index/cover_pairs.cu"),
+    ),
+    (
         "strings/levenshtein.cu",
         include_str!("../../kernels/strings/levenshtein.cu"),
     ),
@@ -241,6 +245,7 @@ registry! {
     range_count, range_fill, exact_keys, rerank,
     lc_search, sss_search, lc_sort_rows,
     lev_range,
+    cover_pairs_vec, cover_pairs_lev,
 }
 
 #[cfg(test)]
@@ -327,7 +332,12 @@ mod tests {
         std::fs::create_dir_all(dir.join("common")).unwrap();
         std::fs::write(dir.join(ABI_HEADER), abi::header()).unwrap();
         let sim = concat!(env!("CARGO_MANIFEST_DIR"), "/kernel-sim");
-        for script in ["run.sh", "select_variants.sh", "rerank.sh"] {
+        for script in [
+            "run.sh",
+            "select_variants.sh",
+            "rerank.sh",
+            "cover_pairs.sh",
+        ] {
             let out = std::process::Command::new("bash")
                 .arg(format!("{sim}/{script}"))
                 .env("VOISIN_ABI_DIR", &dir)

@@ -1,0 +1,115 @@
+// The cover tree's construction on the GPU (src/index/cover_build.rs, docs/design/gpu-cover-tree.md):
+// one kernel family "items x candidate lists -> distance within radius". The host's batch holds
+// queries q (item qitem[q], radius qrad[q]) and their candidates cands[starts[q]..starts[q+1]];
+// a launch covers the pairs t0..t0+n of the batch (cands and out are that chunk), one thread a
+// pair (grid-stride), which finds its query by binary search in `starts`.
+//
+// out[t]: the distance when it is within the radius, else NaN. Vectors under euclidean, cityblock
+// and chebyshev: the exact f64 key of voisin::metric::exact::vector_key (common/exact.cuh) and the
+// host's key_to_distance, so stored distances equal the CPU's to the bit. Minkowski (code
+// COVER_MINKOWSKI): an approximate distance, written when within the radius widened by a relative
+// 1e-6; the host re-measures every such pair exactly and decides on that. Strings: levenshtein
+// (Myers' bit vectors over the shorter string, exact); a pair whose both strings are longer
+// than 64 chars gets -1 and is measured on the host.
+
+#include "index/space.cuh"
+
+#define COVER_MINKOWSKI (-1)
+#define COVER_NAN __longlong_as_double(0x7ff8000000000000LL)
+
+// The query of pair t: the last q with starts[q] <= t (queries may be empty).
+__device__ __forceinline__ unsigned cover_query(const unsigned long long* starts, unsigned nq,
+                                                unsigned long long t) {
+    unsigned lo = 0, hi = nq;  // starts[lo] <= t < starts[hi]
+    while (hi - lo > 1) {
+        unsigned mid = lo + (hi - lo) / 2;
+        if (starts[mid] <= t) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+extern "C" __global__ void cover_pairs_vec(const float* __restrict__ rows, int d, int metric,
+                                           double p, double zero,
+                                           const unsigned* __restrict__ qitem,
+                                           const double* __restrict__ qrad,
+                                           const unsigned long long* __restrict__ starts,
+                                           unsigned nq, unsigned long long t0, long long n,
+                                           const unsigned* __restrict__ cands,
+                                           double* __restrict__ out) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const unsigned q = cover_query(starts, nq, t0 + (unsigned long long)i);
+        const float* x = rows + (long long)qitem[q] * d;
+        const float* y = rows + (long long)cands[i] * d;
+        const double r = qrad[q];
+        double dist;
+        bool in;
+        if (metric == COVER_MINKOWSKI) {
+            double m = 0.0;
+            for (int k = 0; k < d; ++k) m = fmax(m, fabs((double)x[k] - (double)y[k]));
+            double s = 0.0;
+            if (m > 0.0)
+                for (int k = 0; k < d; ++k) s += pow(fabs((double)x[k] - (double)y[k]) / m, p);
+            dist = m > 0.0 ? m * pow(s, 1.0 / p) : 0.0;
+            in = dist <= r + 1e-6 * r;
+        } else {
+            dist = lc_dist(metric, exact_key_of(DenseRow{x}, DenseRow{y}, d, metric, zero));
+            in = dist <= r;
+        }
+        out[i] = in ? dist : COVER_NAN;
+    }
+}
+
+extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
+                                           const unsigned* __restrict__ offs,
+                                           const unsigned* __restrict__ qitem,
+                                           const double* __restrict__ qrad,
+                                           const unsigned long long* __restrict__ starts,
+                                           unsigned nq, unsigned long long t0, long long n,
+                                           const unsigned* __restrict__ cands,
+                                           double* __restrict__ out) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const unsigned q = cover_query(starts, nq, t0 + (unsigned long long)i);
+        unsigned a = qitem[q], b = cands[i];
+        unsigned sa = offs[a], la = offs[a + 1] - sa, sb = offs[b], lb = offs[b + 1] - sb;
+        const double r = qrad[q];
+        // The pattern is the shorter string.
+        if (la > lb) {
+            unsigned t = sa; sa = sb; sb = t;
+            t = la; la = lb; lb = t;
+        }
+        if ((double)(lb - la) > r) {
+            out[i] = COVER_NAN;
+            continue;
+        }
+        if (la > 64) {
+            out[i] = -1.0;
+            continue;
+        }
+        unsigned dist = lb;
+        if (la > 0) {
+            const unsigned long long last = 1ull << (la - 1);
+            unsigned long long pv = ~0ull, mv = 0ull;
+            dist = la;
+            for (unsigned t = 0; t < lb; ++t) {
+                const unsigned c = chars[sb + t];
+                unsigned long long eq = 0ull;
+                for (unsigned k = 0; k < la; ++k)
+                    eq |= (unsigned long long)(chars[sa + k] == c) << k;
+                const unsigned long long xv = eq | mv;
+                const unsigned long long xh = (((eq & pv) + pv) ^ pv) | eq;
+                unsigned long long ph = mv | ~(xh | pv);
+                unsigned long long mh = pv & xh;
+                if (ph & last) ++dist;
+                else if (mh & last) --dist;
+                ph = (ph << 1) | 1ull;
+                mh <<= 1;
+                pv = mh | ~(xv | ph);
+                mv = ph & xv;
+            }
+        }
+        out[i] = (double)dist <= r ? (double)dist : COVER_NAN;
+    }
+}
