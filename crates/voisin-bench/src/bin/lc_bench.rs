@@ -25,9 +25,16 @@
 //! on the GPU for vectors: 64), `sss:P` an SSS table with α = 0.5 and at most P pivots (the
 //! seed's best on the GPU for vectors: 1).
 //!
+//! `--cover` times instead the cover tree built on the GPU (`voisin_cuda::index::build_cover`,
+//! base 2) over the base under euclidean and, with `--words PATH`, over a word list under
+//! levenshtein; the CPU build runs beside it on sets of at most `--cpu-max` items (default
+//! 200,000: the CPU build of 1M clustered vectors takes minutes), and both index files are
+//! compared byte for byte. One JSON line per set.
+//!
 //! usage: lc_bench [--base 1000000] [--queries 23831] [--dim 20] [--clusters 1000]
 //!                 [--spread 0.05] [--seed 42] [--indexes lc:64,sss:1] [--knn 10]
 //!                 [--sels 0.0001,0.001,0.01] [--reps 3] [--no-gpu]
+//!                 [--cover [--words data/words.txt] [--cpu-max 200000]]
 
 use std::time::Instant;
 
@@ -35,10 +42,11 @@ use rand::prelude::*;
 use rand_distr::StandardNormal;
 use rayon::prelude::*;
 use voisin::metric::exact::vector_key;
+use voisin::StringSet;
 use voisin::{Dataset, Engine, Metric, VectorSet};
-use voisin_cuda::index::{GpuLc, GpuSss};
+use voisin_cuda::index::{build_cover, GpuLc, GpuSss};
 use voisin_cuda::CudaEngine;
-use voisin_index::{Index, Kind, Params, VectorSpace};
+use voisin_index::{file, DatasetIndex, Index, Kind, Params, VectorSpace};
 
 struct Args {
     base: usize,
@@ -52,6 +60,9 @@ struct Args {
     reps: usize,
     knn: usize,
     gpu: bool,
+    cover: bool,
+    words: Option<String>,
+    cpu_max: usize,
 }
 
 fn parse() -> Args {
@@ -67,6 +78,9 @@ fn parse() -> Args {
         reps: 3,
         knn: 10,
         gpu: true,
+        cover: false,
+        words: None,
+        cpu_max: 200_000,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -89,6 +103,12 @@ fn parse() -> Args {
                 a.gpu = false;
                 i -= 1;
             }
+            "--cover" => {
+                a.cover = true;
+                i -= 1;
+            }
+            "--words" => a.words = Some(v.to_string()),
+            "--cpu-max" => a.cpu_max = num(),
             o => panic!("unknown option {o}"),
         }
     }
@@ -162,6 +182,9 @@ fn main() {
     let (bv, qv) = all.split_at(n * d);
     let base = VectorSet::from_f32(n, d, bv.to_vec()).unwrap();
     let queries = VectorSet::from_f32(nq, d, qv.to_vec()).unwrap();
+    if a.cover {
+        return cover(&a, base.into());
+    }
     let rs = radii(bv, qv, d, &a.sels, &metric);
     eprintln!(
         "data: {n} x {d} base, {nq} queries, {} clusters, spread {}; radii {rs:?} ({:.1} s)",
@@ -303,5 +326,42 @@ impl Gpu<'_> {
             Gpu::Lc(g) => g.knn(q, k).unwrap(),
             Gpu::Sss(g) => g.knn(q, k).unwrap(),
         }
+    }
+}
+
+/// `--cover` (see the module doc).
+fn cover(a: &Args, base: Dataset) {
+    let engine = CudaEngine::new(0).expect("a CUDA GPU");
+    eprintln!("device: {}", engine.device_name());
+    let mut sets = vec![("clustered".to_string(), base, Metric::Euclidean)];
+    if let Some(path) = &a.words {
+        let text = std::fs::read_to_string(path).expect("a readable word list");
+        let words = StringSet::from_strings(text.lines()).expect("a word list");
+        sets.push((path.clone(), words.into(), Metric::Levenshtein));
+    }
+    // The first build loads the kernels (NVRTC): a small one, untimed.
+    let warm: Dataset = VectorSet::from_f32(3, 1, vec![0.0, 1.0, 2.0])
+        .unwrap()
+        .into();
+    build_cover(&engine, &warm, Metric::Euclidean, 2.0).expect("the GPU build");
+    for (name, data, metric) in sets {
+        let t = Instant::now();
+        let gpu = build_cover(&engine, &data, metric.clone(), 2.0).expect("the GPU build");
+        let gpu_s = t.elapsed().as_secs_f64();
+        let (mut cpu_s, mut identical) = ("null".to_string(), "null".to_string());
+        if data.len() <= a.cpu_max {
+            let t = Instant::now();
+            let cpu = DatasetIndex::build(&data, metric.clone(), Kind::Cover, &Params::default())
+                .expect("the CPU build");
+            cpu_s = format!("{:.3}", t.elapsed().as_secs_f64());
+            let same = file::to_bytes(&gpu).unwrap() == file::to_bytes(&cpu).unwrap();
+            identical = same.to_string();
+        }
+        println!(
+            "{{\"bench\":\"cover_build\",\"set\":\"{name}\",\"n\":{},\"metric\":\"{metric}\",\
+             \"gpu_s\":{gpu_s:.3},\"build_evals\":{},\"cpu_s\":{cpu_s},\"identical\":{identical}}}",
+            data.len(),
+            gpu.build_evals()
+        );
     }
 }
