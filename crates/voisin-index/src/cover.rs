@@ -64,6 +64,10 @@ impl<S: Space> CoverTree<S> {
             "cover tree base must be > 1"
         );
         let built = build::build_cpu(&space, base);
+        Self::from_built(space, base, built)
+    }
+
+    fn from_built(space: S, base: f64, built: build::Built) -> Self {
         CoverTree {
             space,
             base,
@@ -89,14 +93,7 @@ impl<S: Space> CoverTree<S> {
             oracle,
         };
         let built = build::build(&space, base, &stages)?;
-        let tree = CoverTree {
-            space,
-            base,
-            nodes: built.nodes,
-            children: built.children,
-            dups: built.dups,
-            build_evals: built.evals,
-        };
+        let tree = Self::from_built(space, base, built);
         tree.check_layout().map_err(|e| {
             voisin::Error::device(format!("the batched cover tree build went wrong: {e}"))
         })?;

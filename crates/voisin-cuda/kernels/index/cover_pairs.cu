@@ -29,6 +29,15 @@ __device__ __forceinline__ unsigned cover_query(const unsigned long long* starts
     return lo;
 }
 
+// Calls f(i, q) for every pair i of the chunk (grid-stride) with its query q.
+template <class F>
+__device__ __forceinline__ void cover_for_pairs(const unsigned long long* starts, unsigned nq,
+                                                unsigned long long t0, long long n, F f) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        f(i, cover_query(starts, nq, t0 + (unsigned long long)i));
+}
+
 extern "C" __global__ void cover_pairs_vec(const float* __restrict__ rows, int d, int metric,
                                            double p, double zero,
                                            const unsigned* __restrict__ qitem,
@@ -37,9 +46,7 @@ extern "C" __global__ void cover_pairs_vec(const float* __restrict__ rows, int d
                                            unsigned nq, unsigned long long t0, long long n,
                                            const unsigned* __restrict__ cands,
                                            double* __restrict__ out) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const unsigned q = cover_query(starts, nq, t0 + (unsigned long long)i);
+    cover_for_pairs(starts, nq, t0, n, [&](long long i, unsigned q) {
         const float* x = rows + (long long)qitem[q] * d;
         const float* y = rows + (long long)cands[i] * d;
         const double r = qrad[q];
@@ -58,7 +65,7 @@ extern "C" __global__ void cover_pairs_vec(const float* __restrict__ rows, int d
             in = dist <= r;
         }
         out[i] = in ? dist : COVER_NAN;
-    }
+    });
 }
 
 extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
@@ -69,9 +76,7 @@ extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
                                            unsigned nq, unsigned long long t0, long long n,
                                            const unsigned* __restrict__ cands,
                                            double* __restrict__ out) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const unsigned q = cover_query(starts, nq, t0 + (unsigned long long)i);
+    cover_for_pairs(starts, nq, t0, n, [&](long long i, unsigned q) {
         unsigned a = qitem[q], b = cands[i];
         unsigned sa = offs[a], la = offs[a + 1] - sa, sb = offs[b], lb = offs[b + 1] - sb;
         const double r = qrad[q];
@@ -82,11 +87,11 @@ extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
         }
         if ((double)(lb - la) > r) {
             out[i] = COVER_NAN;
-            continue;
+            return;
         }
         if (la > 64) {
             out[i] = -1.0;
-            continue;
+            return;
         }
         unsigned dist = lb;
         if (la > 0) {
@@ -111,5 +116,5 @@ extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
             }
         }
         out[i] = (double)dist <= r ? (double)dist : COVER_NAN;
-    }
+    });
 }

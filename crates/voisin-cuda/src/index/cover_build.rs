@@ -58,27 +58,15 @@ pub fn build_cover(
                 Metric::Minkowski(p) => *p,
                 _ => 0.0,
             };
-            let gpu = engine.lock()?;
-            let rows = gpu.upload(space.values())?;
-            let kernel = gpu.k.cover_pairs_vec.clone();
-            drop(gpu);
-            let on = Items::Vectors {
-                rows,
-                dim: space.dim() as i32,
-                code,
-                p,
+            let on = |gpu: &Gpu| {
+                Ok(Items::Vectors {
+                    rows: gpu.upload(space.values())?,
+                    dim: space.dim() as i32,
+                    code,
+                    p,
+                })
             };
-            let oracle = DeviceOracle {
-                engine,
-                space: &space,
-                kernel,
-                on,
-            };
-            DatasetIndex::Vectors(Index::Cover(CoverTree::build_with(
-                space.clone(),
-                base,
-                &oracle,
-            )?))
+            DatasetIndex::Vectors(Index::Cover(on_device(engine, &space, base, on)?))
         }
         Dataset::Strings(s) => {
             if metric != Metric::Levenshtein {
@@ -86,31 +74,45 @@ pub fn build_cover(
             }
             let space = StringSpace::new(s.clone(), metric)?;
             let (chars, offs) = pack(s)?;
-            let gpu = engine.lock()?;
-            let up = |v: &[u32]| {
-                gpu.stream
-                    .clone_htod(v)
-                    .map_err(dev("copying strings to the device"))
+            let on = |gpu: &Gpu| {
+                let up = |v: &[u32]| {
+                    gpu.stream
+                        .clone_htod(v)
+                        .map_err(dev("copying strings to the device"))
+                };
+                Ok(Items::Strings {
+                    chars: up(&chars)?,
+                    offs: up(&offs)?,
+                })
             };
-            let on = Items::Strings {
-                chars: up(&chars)?,
-                offs: up(&offs)?,
-            };
-            let kernel = gpu.k.cover_pairs_lev.clone();
-            drop(gpu);
-            let oracle = DeviceOracle {
-                engine,
-                space: &space,
-                kernel,
-                on,
-            };
-            DatasetIndex::Strings(Index::Cover(CoverTree::build_with(
-                space.clone(),
-                base,
-                &oracle,
-            )?))
+            DatasetIndex::Strings(Index::Cover(on_device(engine, &space, base, on)?))
         }
     })
+}
+
+/// The build over `space` with the items `upload` puts on the device.
+fn on_device<S: Space + Clone>(
+    engine: &CudaEngine,
+    space: &S,
+    base: f64,
+    upload: impl FnOnce(&Gpu) -> Result<Items>,
+) -> Result<CoverTree<S>> {
+    let (on, kernel) = {
+        let gpu = engine.lock()?;
+        let on = upload(&gpu)?;
+        let kernel = match on {
+            Items::Vectors { .. } => gpu.k.cover_pairs_vec.clone(),
+            Items::Strings { .. } => gpu.k.cover_pairs_lev.clone(),
+        };
+        (on, kernel)
+    };
+    let oracle = DeviceOracle {
+        engine,
+        space,
+        kernel,
+        on,
+    };
+    CoverTree::build_with(space.clone(), base, &oracle)
 }
 
 fn refused(metric: &Metric) -> Error {
