@@ -91,8 +91,12 @@ impl<S: Space> CoverTree<S> {
         let stages = batched::Batched {
             space: &space,
             oracle,
+            tally: Default::default(),
         };
         let built = build::build(&space, base, &stages)?;
+        if std::env::var_os("VOISIN_COVER_TRACE").is_some() {
+            eprint!("{}", stages.report());
+        }
         let tree = Self::from_built(space, base, built);
         tree.check_layout().map_err(|e| {
             voisin::Error::device(format!("the batched cover tree build went wrong: {e}"))

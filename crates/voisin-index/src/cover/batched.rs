@@ -123,20 +123,41 @@ impl<S: Space> PairOracle for CpuOracle<'_, S> {
 pub(super) struct Batched<'a, S: Space, O: PairOracle> {
     pub space: &'a S,
     pub oracle: &'a O,
+    /// Per stage (root, splits, nets, relatives): oracle calls, pairs, seconds in the oracle and
+    /// in the whole stage; [`Batched::report`] prints them (for tuning).
+    pub tally: std::sync::Mutex<[Tally; 4]>,
 }
+
+#[derive(Clone, Copy, Default)]
+pub(super) struct Tally {
+    calls: u64,
+    pairs: u64,
+    oracle: f64,
+    total: f64,
+}
+
+const STAGES: [&str; 4] = ["root", "splits", "nets", "relatives"];
 
 impl<S: Space, O: PairOracle> Batched<'_, S, O> {
     /// One oracle call over the queries of every part; each part gets its own answers.
-    fn ask(&self, parts: &[PairBatch]) -> Result<Vec<Vec<f64>>> {
+    fn ask(&self, stage: usize, parts: &[PairBatch]) -> Result<Vec<Vec<f64>>> {
         let mut all = PairBatch::default();
         for p in parts {
             all.append(p);
         }
+        let t = std::time::Instant::now();
         let mut out = if all.cands.is_empty() {
             Vec::new()
         } else {
             self.oracle.within(&all)?
         };
+        {
+            let mut tally = self.tally.lock().unwrap_or_else(|p| p.into_inner());
+            let x = &mut tally[stage];
+            x.calls += 1;
+            x.pairs += all.cands.len() as u64;
+            x.oracle += t.elapsed().as_secs_f64();
+        }
         if out.len() != all.cands.len() {
             return Err(Error::device(format!(
                 "the pair oracle answered {} of {} pairs",
@@ -153,20 +174,76 @@ impl<S: Space, O: PairOracle> Batched<'_, S, O> {
     }
 }
 
+impl<S: Space, O: PairOracle> Batched<'_, S, O> {
+    /// One line per stage: calls, pairs, oracle and total seconds.
+    pub fn report(&self) -> String {
+        let t = *self.tally.lock().unwrap_or_else(|p| p.into_inner());
+        STAGES
+            .iter()
+            .zip(t)
+            .map(|(name, t)| {
+                format!(
+                    "cover build {name}: {} calls, {} pairs, {:.3} s in the oracle, {:.3} s in all\n",
+                    t.calls, t.pairs, t.oracle, t.total
+                )
+            })
+            .collect()
+    }
+
+    /// Runs stage `stage` and adds its time to the tally.
+    fn timed<T>(&self, stage: usize, f: impl FnOnce() -> T) -> T {
+        let t = std::time::Instant::now();
+        let out = f();
+        self.tally.lock().unwrap_or_else(|p| p.into_inner())[stage].total +=
+            t.elapsed().as_secs_f64();
+        out
+    }
+}
+
 impl<S: Space, O: PairOracle> Stages for Batched<'_, S, O> {
     type Error = Error;
 
     fn root(&self, n: usize) -> Result<Vec<(u32, f64)>> {
+        self.timed(0, || self.root_all(n))
+    }
+
+    fn splits(&self, active: &[Active], sep: f64) -> Result<Vec<Split>> {
+        self.timed(1, || self.split_all(active, sep))
+    }
+
+    fn nets(
+        &self,
+        active: &[Active],
+        splits: &[Split],
+        n_nodes: usize,
+        sep: f64,
+    ) -> Result<(Vec<Center>, u64)> {
+        self.timed(2, || self.net_all(active, splits, n_nodes, sep))
+    }
+
+    fn relatives(
+        &self,
+        asks: &[RelAsk<'_>],
+        new_kids: &[Vec<Rel>],
+        cap: f64,
+    ) -> Result<Vec<(Vec<Rel>, u64)>> {
+        self.timed(3, || self.relatives_all(asks, new_kids, cap))
+    }
+}
+
+/// The stages' work, timed by the [`Stages`] impl above.
+impl<S: Space, O: PairOracle> Batched<'_, S, O> {
+    fn root_all(&self, n: usize) -> Result<Vec<(u32, f64)>> {
         let mut b = PairBatch::default();
         b.push(0, f64::INFINITY, 1..n as u32);
         let d = self
-            .ask(std::slice::from_ref(&b))?
+            .ask(0, std::slice::from_ref(&b))?
             .pop()
             .unwrap_or_default();
         Ok((1..n as u32).zip(d).collect())
     }
 
-    fn splits(&self, active: &[Active], sep: f64) -> Result<Vec<Split>> {
+    fn split_all(&self, active: &[Active], sep: f64) -> Result<Vec<Split>> {
         let space = self.space;
         // Per active node: the far items' queries and, for each candidate, its relative's slot.
         let asked: Vec<(PairBatch, Vec<u32>)> = active
@@ -191,7 +268,7 @@ impl<S: Space, O: PairOracle> Stages for Batched<'_, S, O> {
             })
             .collect();
         let (batches, which): (Vec<PairBatch>, Vec<Vec<u32>>) = asked.into_iter().unzip();
-        let answers = self.ask(&batches)?;
+        let answers = self.ask(1, &batches)?;
         Ok(active
             .par_iter()
             .zip(&batches)
@@ -225,7 +302,7 @@ impl<S: Space, O: PairOracle> Stages for Batched<'_, S, O> {
             .collect())
     }
 
-    fn nets(
+    fn net_all(
         &self,
         active: &[Active],
         splits: &[Split],
@@ -248,14 +325,14 @@ impl<S: Space, O: PairOracle> Stages for Batched<'_, S, O> {
                 break;
             }
             evals += batches.iter().map(|b| b.cands.len() as u64).sum::<u64>();
-            let answers = self.ask(&batches)?;
+            let answers = self.ask(2, &batches)?;
             let batches: Vec<PairBatch> = nets
                 .par_iter_mut()
                 .zip(answers)
                 .map(|(n, d)| n.close_window(&d, self.space, active, sep))
                 .collect();
             evals += batches.iter().map(|b| b.cands.len() as u64).sum::<u64>();
-            let answers = self.ask(&batches)?;
+            let answers = self.ask(2, &batches)?;
             nets.par_iter_mut()
                 .zip(answers)
                 .for_each(|(n, d)| n.cover(&d, sep));
@@ -265,7 +342,7 @@ impl<S: Space, O: PairOracle> Stages for Batched<'_, S, O> {
         Ok((centers, evals))
     }
 
-    fn relatives(
+    fn relatives_all(
         &self,
         asks: &[RelAsk<'_>],
         new_kids: &[Vec<Rel>],
@@ -285,7 +362,7 @@ impl<S: Space, O: PairOracle> Stages for Batched<'_, S, O> {
                 b
             })
             .collect();
-        let answers = self.ask(&batches)?;
+        let answers = self.ask(3, &batches)?;
         Ok(asks
             .par_iter()
             .zip(answers)
