@@ -436,23 +436,43 @@ impl<'a> Net<'a> {
                 self.window.push(i);
             }
         }
+        let (pts, window, reld) = (&self.g.pts, &self.window, &self.reld);
+        let lists: Vec<Vec<usize>> = (0..window.len())
+            .into_par_iter()
+            .map(|a| {
+                let (_, li, dx) = pts[window[a]];
+                let rel = &reld[li];
+                window[a + 1..]
+                    .iter()
+                    .copied()
+                    .filter(|&j| {
+                        let (_, lj, dy) = pts[j];
+                        rel.binary_search_by_key(&lj, |r| r.0).is_ok_and(|at| {
+                            let dq = rel[at].1;
+                            !space.beyond(dq - dx - dy, sep, dq + dx + dy)
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let window = std::mem::take(&mut self.window);
+        let b = self.ask_lists(window.iter().copied().zip(lists), sep);
+        self.window = window;
+        b
+    }
+
+    /// The batch of queries (point, the points it measures) at radius `sep`, remembered in
+    /// `asked` and `spans`.
+    fn ask_lists(
+        &mut self,
+        lists: impl Iterator<Item = (usize, Vec<usize>)>,
+        sep: f64,
+    ) -> PairBatch {
         let mut b = PairBatch::default();
-        let pts = &self.g.pts;
-        for (a, &i) in self.window.iter().enumerate() {
-            let (x, li, dx) = pts[i];
-            let start = self.asked.len();
-            for &j in &self.window[a + 1..] {
-                let (_, lj, dy) = pts[j];
-                let rel = &self.reld[li];
-                let Ok(at) = rel.binary_search_by_key(&lj, |r| r.0) else {
-                    continue;
-                };
-                let dq = rel[at].1;
-                if !space.beyond(dq - dx - dy, sep, dq + dx + dy) {
-                    self.asked.push(j);
-                }
-            }
-            b.push(x, sep, self.asked[start..].iter().map(|&j| pts[j].0));
+        self.asked.clear();
+        for (i, list) in lists {
+            b.push(self.g.pts[i].0, sep, list.iter().map(|&j| self.g.pts[j].0));
+            self.asked.extend(list);
         }
         self.spans.clone_from(&b.starts);
         b
@@ -490,27 +510,17 @@ impl<'a> Net<'a> {
                 }
             }
         }
-        let mut b = PairBatch::default();
-        self.asked.clear();
-        let owner = &self.owner;
-        for &(i, _) in &self.fresh {
-            let start = self.asked.len();
-            self.g.candidates(
-                space,
-                active,
-                i,
-                |j| owner[j].is_some(),
-                sep,
-                &mut self.asked,
-            );
-            b.push(
-                self.g.pts[i].0,
-                sep,
-                self.asked[start..].iter().map(|&j| self.g.pts[j].0),
-            );
-        }
-        self.spans.clone_from(&b.starts);
-        b
+        let (g, owner) = (&self.g, &self.owner);
+        let lists: Vec<(usize, Vec<usize>)> = self
+            .fresh
+            .par_iter()
+            .map(|&(i, _)| {
+                let mut list = Vec::new();
+                g.candidates(space, active, i, |j| owner[j].is_some(), sep, &mut list);
+                (i, list)
+            })
+            .collect();
+        self.ask_lists(lists.into_iter(), sep)
     }
 
     /// Gives every unowned point measured within `sep` of a new center to the first such
