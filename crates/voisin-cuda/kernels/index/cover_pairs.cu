@@ -17,6 +17,13 @@
 #define COVER_MINKOWSKI (-1)
 #define COVER_NAN __longlong_as_double(0x7ff8000000000000LL)
 
+// The batch's arguments, after the items' own: queries (item, radius, offsets into the
+// candidates), the chunk's first pair t0 and size n, its candidates and answers.
+#define COVER_PAIR_PARAMS                                                                         \
+    const unsigned *__restrict__ qitem, const double *__restrict__ qrad,                          \
+        const unsigned long long *__restrict__ starts, unsigned nq, unsigned long long t0,         \
+        long long n, const unsigned *__restrict__ cands, double *__restrict__ out
+
 // The query of pair t: the last q with starts[q] <= t (queries may be empty).
 __device__ __forceinline__ unsigned cover_query(const unsigned long long* starts, unsigned nq,
                                                 unsigned long long t) {
@@ -39,13 +46,7 @@ __device__ __forceinline__ void cover_for_pairs(const unsigned long long* starts
 }
 
 extern "C" __global__ void cover_pairs_vec(const float* __restrict__ rows, int d, int metric,
-                                           double p, double zero,
-                                           const unsigned* __restrict__ qitem,
-                                           const double* __restrict__ qrad,
-                                           const unsigned long long* __restrict__ starts,
-                                           unsigned nq, unsigned long long t0, long long n,
-                                           const unsigned* __restrict__ cands,
-                                           double* __restrict__ out) {
+                                           double p, double zero, COVER_PAIR_PARAMS) {
     cover_for_pairs(starts, nq, t0, n, [&](long long i, unsigned q) {
         const float* x = rows + (long long)qitem[q] * d;
         const float* y = rows + (long long)cands[i] * d;
@@ -70,12 +71,7 @@ extern "C" __global__ void cover_pairs_vec(const float* __restrict__ rows, int d
 
 extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
                                            const unsigned* __restrict__ offs,
-                                           const unsigned* __restrict__ qitem,
-                                           const double* __restrict__ qrad,
-                                           const unsigned long long* __restrict__ starts,
-                                           unsigned nq, unsigned long long t0, long long n,
-                                           const unsigned* __restrict__ cands,
-                                           double* __restrict__ out) {
+                                           COVER_PAIR_PARAMS) {
     cover_for_pairs(starts, nq, t0, n, [&](long long i, unsigned q) {
         unsigned a = qitem[q], b = cands[i];
         unsigned sa = offs[a], la = offs[a + 1] - sa, sb = offs[b], lb = offs[b + 1] - sb;
