@@ -99,20 +99,27 @@ impl<S: Space> ListOfClusters<S> {
         }
     }
 
-    /// Reassembles an index from its parts (read from a file); `check` validates them.
-    pub(crate) fn from_parts(
+    /// Assembles an index from its parts (read from a file, or built elsewhere: the GPU build
+    /// of voisin-cuda) and validates it with [`ListOfClusters::check`]: every item placed once,
+    /// contiguous clusters, every stored member distance re-measured bit for bit, members in
+    /// (distance, index) order and each radius its largest member distance. `build_evals` is
+    /// what the construction cost (0 for a file).
+    pub fn from_parts(
         space: S,
         clusters: Vec<Cluster>,
         members: Vec<u32>,
         member_dist: Vec<f64>,
-    ) -> Self {
-        ListOfClusters {
+        build_evals: u64,
+    ) -> Result<Self, String> {
+        let lc = ListOfClusters {
             space,
             clusters,
             members,
             member_dist,
-            build_evals: 0,
-        }
+            build_evals,
+        };
+        lc.check()?;
+        Ok(lc)
     }
 
     pub fn clusters(&self) -> &[Cluster] {

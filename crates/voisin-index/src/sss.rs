@@ -81,12 +81,29 @@ impl<S: Space> Sss<S> {
             .iter()
             .flat_map(|&x| rows[x as usize].iter().copied())
             .collect();
-        let mut sss = Self::from_parts(space, pivots, order, table);
+        let mut sss = Self::assemble(space, pivots, order, table);
         sss.build_evals = evals;
         sss
     }
 
-    pub(crate) fn from_parts(space: S, pivots: Vec<u32>, order: Vec<u32>, table: Vec<f64>) -> Self {
+    /// Assembles an index from its parts (read from a file, or built elsewhere: the GPU build of
+    /// voisin-cuda) and validates it with [`Sss::check`]: pivots in increasing order, every item
+    /// once in the table order, rows sorted by the first pivot and every table entry re-measured
+    /// bit for bit. `build_evals` is what the construction cost (0 for a file).
+    pub fn from_parts(
+        space: S,
+        pivots: Vec<u32>,
+        order: Vec<u32>,
+        table: Vec<f64>,
+        build_evals: u64,
+    ) -> Result<Self, String> {
+        let mut sss = Self::assemble(space, pivots, order, table);
+        sss.check()?;
+        sss.build_evals = build_evals;
+        Ok(sss)
+    }
+
+    fn assemble(space: S, pivots: Vec<u32>, order: Vec<u32>, table: Vec<f64>) -> Self {
         let n = space.len();
         let np = pivots.len().max(1);
         let first = table.iter().step_by(np).copied().collect();

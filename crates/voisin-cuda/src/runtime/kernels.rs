@@ -96,6 +96,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/index/sss_search.cu"),
     ),
     (
+        "index/lc_build.cu",
+        include_str!("../../kernels/index/lc_build.cu"),
+    ),
+    (
         "strings/levenshtein.cu",
         include_str!("../../kernels/strings/levenshtein.cu"),
     ),
@@ -240,6 +244,8 @@ registry! {
     vector_tile, transpose, prepare_rows,
     range_count, range_fill, exact_keys, rerank,
     lc_search, sss_search, lc_sort_rows,
+    lc_build_scan, lc_build_select, lc_build_argmax, lc_build_next, lc_build_gather,
+    lc_build_to_refs,
     lev_range,
 }
 
@@ -327,7 +333,7 @@ mod tests {
         std::fs::create_dir_all(dir.join("common")).unwrap();
         std::fs::write(dir.join(ABI_HEADER), abi::header()).unwrap();
         let sim = concat!(env!("CARGO_MANIFEST_DIR"), "/kernel-sim");
-        for script in ["run.sh", "select_variants.sh", "rerank.sh"] {
+        for script in ["run.sh", "select_variants.sh", "rerank.sh", "lc_build.sh"] {
             let out = std::process::Command::new("bash")
                 .arg(format!("{sim}/{script}"))
                 .env("VOISIN_ABI_DIR", &dir)
