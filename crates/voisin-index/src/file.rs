@@ -233,8 +233,8 @@ fn read_structure<S: Space>(r: &mut Reader<'_>, space: S, kind: Kind) -> Result<
                 .collect::<Result<Vec<_>>>()?;
             let members = r.u32s()?;
             let dists = r.f64s()?;
-            let lc =
-                ListOfClusters::from_parts(space, clusters, members, dists, 0).map_err(structure)?;
+            let lc = ListOfClusters::from_parts(space, clusters, members, dists, 0)
+                .map_err(structure)?;
             Index::Lc(lc)
         }
         Kind::Sss => {

@@ -223,8 +223,7 @@ pub fn build_lc(
     }
     let nc = cuts.len();
     if n == 0 {
-        return ListOfClusters::from_parts(space, vec![], vec![], vec![], 0)
-            .map_err(built_wrong);
+        return ListOfClusters::from_parts(space, vec![], vec![], vec![], 0).map_err(built_wrong);
     }
     let gpu = engine.lock()?;
     let s = &gpu.stream;
@@ -250,8 +249,12 @@ pub fn build_lc(
     let mut sa = s.alloc_zeros::<u32>(cand).map_err(dev("allocating"))?;
     let mut kb = s.alloc_zeros::<u64>(cand).map_err(dev("allocating"))?;
     let mut sb = s.alloc_zeros::<u32>(cand).map_err(dev("allocating"))?;
-    let mut best_k = s.alloc_zeros::<u64>(ARGMAX_BLOCKS).map_err(dev("allocating"))?;
-    let mut best_s = s.alloc_zeros::<u32>(ARGMAX_BLOCKS).map_err(dev("allocating"))?;
+    let mut best_k = s
+        .alloc_zeros::<u64>(ARGMAX_BLOCKS)
+        .map_err(dev("allocating"))?;
+    let mut best_s = s
+        .alloc_zeros::<u32>(ARGMAX_BLOCKS)
+        .map_err(dev("allocating"))?;
     let (di, zero, null) = (d as i32, sum_zero(), 0u64);
     let sort_cfg = |blocks: usize, smem: usize| LaunchConfig {
         grid_dim: (blocks as u32, 1, 1),
@@ -512,15 +515,7 @@ pub fn build_sss(
     while next < n && pivots.len() < max_pivots {
         let count = PIVOT_BATCH.min(n - next);
         let known = pivots.len();
-        let ds = to_refs(
-            &gpu,
-            &space,
-            &x.slice(next..),
-            n,
-            &pivots,
-            count,
-            dm,
-        )?;
+        let ds = to_refs(&gpu, &space, &x.slice(next..), n, &pivots, count, dm)?;
         evals += (known * count) as u64;
         for j in 0..count {
             if pivots.len() >= max_pivots {
@@ -553,16 +548,17 @@ pub fn build_sss(
         });
     }
     let mut order: Vec<u32> = (0..n as u32).collect();
-    order.par_sort_by(|&a, &b| cols[a as usize].total_cmp(&cols[b as usize]).then(a.cmp(&b)));
+    order.par_sort_by(|&a, &b| {
+        cols[a as usize]
+            .total_cmp(&cols[b as usize])
+            .then(a.cmp(&b))
+    });
     let mut table = vec![0f64; n * np];
-    table
-        .par_chunks_mut(np)
-        .zip(&order)
-        .for_each(|(row, &x)| {
-            for (p, v) in row.iter_mut().enumerate() {
-                *v = cols[p * n + x as usize];
-            }
-        });
+    table.par_chunks_mut(np).zip(&order).for_each(|(row, &x)| {
+        for (p, v) in row.iter_mut().enumerate() {
+            *v = cols[p * n + x as usize];
+        }
+    });
     progress(n);
     Sss::from_parts(space, pivots, order, table, evals).map_err(built_wrong)
 }
