@@ -77,8 +77,9 @@ lc_build_scan(const float* __restrict__ cv, long long stride, const unsigned cha
               unsigned long long* __restrict__ out_key, unsigned* __restrict__ out_slot) {
     __shared__ unsigned long long sk[LCB_CHUNK];
     __shared__ unsigned ss[LCB_CHUNK];
-    DYNAMIC_SHARED(float, c);
-    for (int i = threadIdx.x; i < d; i += blockDim.x) c[i] = cbuf[i];
+    DYNAMIC_SHARED(float, lcb_center);
+    const float* c = lcb_center;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) lcb_center[i] = cbuf[i];
     __syncthreads();
     const long long base = (long long)blockIdx.x * LCB_CHUNK;
     for (int j = threadIdx.x; j < LCB_CHUNK; j += blockDim.x) {
@@ -238,10 +239,10 @@ extern "C" __global__ void lc_build_to_refs(const float* __restrict__ x, long lo
                                             long long count, const float* __restrict__ refs,
                                             int d, int metric, double mpow, double zero,
                                             double* __restrict__ out) {
-    DYNAMIC_SHARED(float, c);
-    for (int i = threadIdx.x; i < d; i += blockDim.x) c[i] = refs[(long long)blockIdx.y * d + i];
+    DYNAMIC_SHARED(float, lcb_ref);
+    for (int i = threadIdx.x; i < d; i += blockDim.x) lcb_ref[i] = refs[(long long)blockIdx.y * d + i];
     __syncthreads();
     const long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= count) return;
-    out[(long long)blockIdx.y * count + j] = lcb_dist(metric, mpow, c, x + j, stride, d, zero);
+    out[(long long)blockIdx.y * count + j] = lcb_dist(metric, mpow, lcb_ref, x + j, stride, d, zero);
 }
