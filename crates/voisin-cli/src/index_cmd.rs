@@ -24,6 +24,7 @@ use crate::error::CliError;
 use crate::load;
 use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
+use crate::progress::Progress;
 use crate::stats::{secs, RunStats, Times};
 
 pub fn run(command: IndexCommand, global: &GlobalOpts) -> Result<(), CliError> {
@@ -59,9 +60,59 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let load_time = start.elapsed();
 
     let t = Instant::now();
-    let index = DatasetIndex::build(&data, metric, kind(a.kind), &params)
-        .map_err(|e| CliError::core(e, Some(&a.input)))?;
+    let kind = kind(a.kind);
+    let progress = Progress::on_stderr();
+    let bar = progress.callback();
+    let n = data.len() as u64;
+    let placed = |done: usize| {
+        if let Some(bar) = &bar {
+            bar(done as u64, n)
+        }
+    };
+    let on_cpu = || {
+        DatasetIndex::build_with_progress(&data, metric.clone(), kind, &params, &placed)
+            .map(|i| (i, "cpu".to_string()))
+    };
+    let on_gpu = |engine: &voisin_cuda::CudaEngine| {
+        voisin_cuda::index::build_with_progress(
+            engine,
+            &data,
+            metric.clone(),
+            kind,
+            &params,
+            &placed,
+        )
+        .map(|i| (i, engine.device_name()))
+    };
+    let config = EngineConfig {
+        threads: global.threads,
+        memory_budget: global.memory,
+        ..EngineConfig::default()
+    };
+    let open_gpu = || voisin_engines::cuda_one(&config);
+    let built = match a.device {
+        DeviceChoice::Cpu => on_cpu(),
+        DeviceChoice::Cuda => open_gpu().and_then(|e| on_gpu(&e)),
+        // As for queries: under auto a GPU that does not start, or a build the GPU does not
+        // make (cover and k-d trees, strings, other metrics), goes to the CPU.
+        DeviceChoice::Auto => match (voisin_cuda::gpu_available()
+            && voisin_cuda::index::builds(&data, &metric, kind, &params))
+        .then(|| open_gpu().ok())
+        .flatten()
+        {
+            Some(engine) => on_gpu(&engine),
+            None => on_cpu(),
+        },
+    };
+    progress.finish();
+    let (index, device) = built.map_err(|e| CliError::core(e, Some(&a.input)))?;
     let build_time = t.elapsed();
+    // One line when a pilot of queries finds that the index scans most of the set.
+    if let Ok(Some(share)) = voisin_index::pilot::evaluated_share(&index, &data) {
+        if let Some(w) = voisin_index::pilot::warning(share) {
+            let _ = writeln!(std::io::stderr(), "voisin: {}: {w}", a.input.display());
+        }
+    }
 
     let t = Instant::now();
     let bytes = file::to_bytes(&index).map_err(|e| CliError::core(e, Some(&a.out)))?;
@@ -78,6 +129,7 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
                 "total": start.elapsed().as_secs_f64(),
             },
             "build_distance_evals": index.build_evals(),
+            "device": device,
         }));
     }
     Ok(())
