@@ -228,9 +228,9 @@ fn sss_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
     let mut rng = StdRng::seed_from_u64(seed());
     for metric in metrics() {
         for d in [1, 3, 20] {
-            for n in [1, 5, 777, 3000] {
+            for n in [1, 777, 3000] {
                 for base in [clustered(&mut rng, n, d), adversarial(&mut rng, n, d)] {
-                    for params in [sss(0.5, 1), sss(0.5, 8), sss(0.1, 64)] {
+                    for params in [sss(0.5, 1), sss(0.1, 64)] {
                         check(&e, &base, &metric, Kind::Sss, &params);
                     }
                 }
