@@ -49,19 +49,54 @@ __device__ __forceinline__ double lcb_dist(int metric, double mpow, const float*
     return lc_dist(metric, lc_key(metric, c, x, stride, d, zero));
 }
 
-// Sorts LCB_CHUNK (key, slot) pairs ascending by key, then slot, by the whole block.
-__device__ void lcb_sort(unsigned long long* k, unsigned* s) {
-    for (int size = 2; size <= LCB_CHUNK; size <<= 1) {
+// (ka, sa) before (kb, sb): by key, then slot.
+__device__ __forceinline__ bool lcb_less(unsigned long long ka, unsigned sa, unsigned long long kb,
+                                         unsigned sb) {
+    return ka < kb || (ka == kb && sa < sb);
+}
+
+// One compare-exchange of a bitonic network: k[lo] <= k[hi] afterwards when `asc`, else >=.
+__device__ __forceinline__ void lcb_exchange(unsigned long long* k, unsigned* s, int lo, int hi,
+                                             bool asc) {
+    if (lcb_less(k[hi], s[hi], k[lo], s[lo]) == asc) {
+        unsigned long long tk = k[lo]; k[lo] = k[hi]; k[hi] = tk;
+        unsigned ts = s[lo]; s[lo] = s[hi]; s[hi] = ts;
+    }
+}
+
+// Leaves the `take` smallest of the LCB_CHUNK pairs, ascending, in k[0..take), s[0..take), by the
+// whole block (bitonic top-k): runs of p = take rounded up to a power of two are sorted,
+// alternately ascending and descending; then, halving, the p smallest of an ascending and a
+// descending run are their elementwise minima, a bitonic run that one merge sorts (about half the
+// work of sorting the chunk for p = 64).
+__device__ void lcb_topk(unsigned long long* k, unsigned* s, int take) {
+    int p = 1;
+    while (p < take) p <<= 1;
+    for (int size = 2; size <= p; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
             for (int i = threadIdx.x; i < (LCB_CHUNK >> 1); i += blockDim.x) {
                 int lo = 2 * i - (i & (stride - 1));
-                int hi = lo + stride;
-                bool asc = (lo & size) == 0;
-                bool greater = k[lo] > k[hi] || (k[lo] == k[hi] && s[lo] > s[hi]);
-                if (greater == asc) {
-                    unsigned long long tk = k[lo]; k[lo] = k[hi]; k[hi] = tk;
-                    unsigned ts = s[lo]; s[lo] = s[hi]; s[hi] = ts;
-                }
+                lcb_exchange(k, s, lo, lo + stride, (lo & size) == 0);
+            }
+            __syncthreads();
+        }
+    }
+    // Live runs start at multiples of gap * p; run t of a level pairs with run t + 1 (t even).
+    for (int gap = 1; gap * p < LCB_CHUNK; gap <<= 1) {
+        const int span = gap * p, pairs = LCB_CHUNK / (2 * span);
+        for (int i = threadIdx.x; i < pairs * p; i += blockDim.x) {
+            const int a = 2 * (i / p) * span + i % p, b = a + span;
+            if (lcb_less(k[b], s[b], k[a], s[a])) {
+                k[a] = k[b];
+                s[a] = s[b];
+            }
+        }
+        __syncthreads();
+        for (int stride = p >> 1; stride > 0; stride >>= 1) {
+            for (int i = threadIdx.x; i < pairs * (p >> 1); i += blockDim.x) {
+                const int t = i / (p >> 1), j = i % (p >> 1);
+                const int lo = 2 * t * span + 2 * j - (j & (stride - 1));
+                lcb_exchange(k, s, lo, lo + stride, (t & 1) == 0);
             }
             __syncthreads();
         }
@@ -97,7 +132,7 @@ lc_build_scan(const float* __restrict__ cv, long long stride, const unsigned cha
     }
     __syncthreads();
     if (take == 0) return;
-    lcb_sort(sk, ss);
+    lcb_topk(sk, ss, take);
     for (int j = threadIdx.x; j < take; j += blockDim.x) {
         out_key[(long long)blockIdx.x * take + j] = sk[j];
         out_slot[(long long)blockIdx.x * take + j] = ss[j];
@@ -123,7 +158,7 @@ lc_build_select(const unsigned long long* __restrict__ in_key, const unsigned* _
         ss[j] = s < len ? in_slot[s] : LCB_NONE;
     }
     __syncthreads();
-    lcb_sort(sk, ss);
+    lcb_topk(sk, ss, take);
     for (int j = threadIdx.x; j < take; j += blockDim.x) {
         if (members) {
             const unsigned slot = ss[j];
