@@ -108,7 +108,7 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let (index, device) = built.map_err(|e| CliError::core(e, Some(&a.input)))?;
     let build_time = t.elapsed();
     // One line when a pilot of queries finds that the index scans most of the set.
-    if let Ok(Some(share)) = voisin_index::pilot::evaluated_share(&index, &data) {
+    if let Ok(Some(share)) = voisin_index::pilot::evaluated_share(&index) {
         if let Some(w) = voisin_index::pilot::warning(share) {
             let _ = writeln!(std::io::stderr(), "voisin: {}: {w}", a.input.display());
         }

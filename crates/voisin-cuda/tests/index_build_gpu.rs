@@ -7,20 +7,17 @@
 //! Every test needs a CUDA GPU: run with `cargo test -p voisin-cuda --test index_build_gpu --
 //! --include-ignored`.
 
+mod common;
+
+use common::{adversarial, identical, identical_range, seed};
 use rand::prelude::*;
 use rand_distr::StandardNormal;
-use voisin::{reference, Dataset, KnnResult, Metric, RangeResult, VectorSet};
+use voisin::{reference, Dataset, KnnResult, Metric, VectorSet};
 use voisin_cuda::CudaEngine;
 use voisin_index::{DatasetIndex, Index, Kind, Params};
 
 fn engine() -> CudaEngine {
     CudaEngine::new(0).expect("a CUDA GPU")
-}
-
-fn seed() -> u64 {
-    let s = rand::random::<u64>();
-    eprintln!("seed {s}");
-    s
 }
 
 /// Gaussian clusters around a few random centers.
@@ -37,15 +34,8 @@ fn clustered(rng: &mut StdRng, n: usize, d: usize) -> VectorSet {
     VectorSet::from_f32(n, d, v).unwrap()
 }
 
-/// Small integers (many equal distances) with repeated rows and a zero row.
-fn adversarial(rng: &mut StdRng, n: usize, d: usize) -> VectorSet {
-    let mut v: Vec<f32> = (0..n * d).map(|_| rng.gen_range(-2..=2) as f32).collect();
-    for r in (3..n).step_by(5) {
-        let (a, b) = v.split_at_mut(r * d);
-        b[..d].copy_from_slice(&a[(r - 1) * d..r * d]);
-    }
-    v[..d].iter_mut().for_each(|x| *x = 0.0);
-    VectorSet::from_f32(n, d, v).unwrap()
+fn vectors(data: Dataset) -> VectorSet {
+    data.as_vectors().expect("vectors").clone()
 }
 
 fn metrics() -> Vec<Metric> {
@@ -57,20 +47,14 @@ fn metrics() -> Vec<Metric> {
     ]
 }
 
-fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
-    assert_eq!(got.offsets, want.offsets, "{what}: offsets");
-    assert_eq!(got.indices, want.indices, "{what}: indices");
-    assert_eq!(got.distances, want.distances, "{what}: distances");
-}
-
+/// Exact k-NN answers: the shapes, then ids and distances bit for bit.
 fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
     assert_eq!(
         (got.n_queries, got.k),
         (want.n_queries, want.k),
         "{what}: shape"
     );
-    assert_eq!(got.indices, want.indices, "{what}: indices");
-    assert_eq!(got.distances, want.distances, "{what}: distances");
+    identical(got, want, what);
 }
 
 /// A GPU-built index: equal to the CPU build where the keys are exact, valid always, and its
@@ -123,7 +107,7 @@ fn check(e: &CudaEngine, base: &VectorSet, metric: &Metric, kind: Kind, params: 
             &want_knn,
             &format!("{what} {how} knn"),
         );
-        same_range(
+        identical_range(
             &index.range(&data, r).unwrap(),
             &want_range,
             &format!("{what} {how} range"),
@@ -140,7 +124,7 @@ fn check(e: &CudaEngine, base: &VectorSet, metric: &Metric, kind: Kind, params: 
             &want_knn,
             &format!("{what} GPU knn"),
         );
-        same_range(
+        identical_range(
             &voisin_cuda::index::range(e, &gpu, &data, r).unwrap(),
             &want_range,
             &format!("{what} GPU range"),
@@ -178,7 +162,10 @@ fn lc_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
                 (2500, 1),
                 (300, 1024),
             ] {
-                for base in [clustered(&mut rng, n, d), adversarial(&mut rng, n, d)] {
+                for base in [
+                    clustered(&mut rng, n, d),
+                    vectors(adversarial(&mut rng, n, d)),
+                ] {
                     check(&e, &base, &metric, Kind::Lc, &lc(m));
                 }
             }
@@ -229,7 +216,10 @@ fn sss_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
     for metric in metrics() {
         for d in [1, 3, 20] {
             for n in [1, 777, 3000] {
-                for base in [clustered(&mut rng, n, d), adversarial(&mut rng, n, d)] {
+                for base in [
+                    clustered(&mut rng, n, d),
+                    vectors(adversarial(&mut rng, n, d)),
+                ] {
                     for params in [sss(0.5, 1), sss(0.1, 64)] {
                         check(&e, &base, &metric, Kind::Sss, &params);
                     }

@@ -4,9 +4,9 @@
 //! `voisin index build` warns then (issue 13: a 100k × 128 index answered by scanning everything,
 //! 71× slower than `knn`, without a word).
 
-use voisin::{Dataset, Error, Result, StringSet, VectorSet};
+use voisin::{Dataset, Result, StringSet, VectorSet};
 
-use crate::DatasetIndex;
+use crate::{DatasetIndex, MetricIndex, Space};
 
 /// Queries of the pilot.
 pub const PILOT_QUERIES: usize = 50;
@@ -18,33 +18,28 @@ pub const PILOT_MIN_ITEMS: usize = 1000;
 pub const NO_PRUNING_SHARE: f64 = 0.5;
 
 /// The average share of the set (0 to 1) that a pilot of [`PILOT_QUERIES`] k-NN queries
-/// (k = [`PILOT_K`]) evaluated against `index`; `data` must be the indexed set. `None` below
-/// [`PILOT_MIN_ITEMS`] items.
-pub fn evaluated_share(index: &DatasetIndex, data: &Dataset) -> Result<Option<f64>> {
+/// (k = [`PILOT_K`]), items of the index's own copy of the set, evaluated against `index`. `None`
+/// below [`PILOT_MIN_ITEMS`] items. (It reads the index's items, not the input the index was
+/// built from, which may have changed since.)
+pub fn evaluated_share(index: &DatasetIndex) -> Result<Option<f64>> {
     let n = index.len();
     if n < PILOT_MIN_ITEMS {
         return Ok(None);
     }
-    if data.len() != n {
-        return Err(Error::invalid(format!(
-            "the pilot of an index over {n} items needs those items, not {}",
-            data.len()
-        )));
-    }
     let q = PILOT_QUERIES.min(n);
     let ids: Vec<usize> = (0..q).map(|i| i * n / q + (n / q) / 2).collect();
-    let queries: Dataset = match data {
-        Dataset::Vectors(v) => {
-            let d = v.dim();
-            let rows = v.rows_f32(0, n);
+    let queries: Dataset = match index {
+        DatasetIndex::Vectors(i) => {
+            let space = i.space();
             let vals: Vec<f32> = ids
                 .iter()
-                .flat_map(|&i| rows[i * d..(i + 1) * d].iter().copied())
+                .flat_map(|&x| space.item(x).iter().copied())
                 .collect();
-            VectorSet::from_f32(q, d, vals)?.into()
+            VectorSet::from_f32(q, space.dim(), vals)?.into()
         }
-        Dataset::Strings(s) => {
-            StringSet::from_strings(ids.iter().map(|&i| s.get_string(i)))?.into()
+        DatasetIndex::Strings(i) => {
+            let set = i.space().strings();
+            StringSet::from_strings(ids.iter().map(|&x| set.get_string(x)))?.into()
         }
     };
     let res = index.knn(&queries, PILOT_K)?;
@@ -89,16 +84,16 @@ mod tests {
         let high = normal(2000, 64, 1);
         let index =
             DatasetIndex::build(&high, Metric::Euclidean, Kind::Lc, &Params::default()).unwrap();
-        let share = evaluated_share(&index, &high).unwrap().unwrap();
+        let share = evaluated_share(&index).unwrap().unwrap();
         assert!(warning(share).is_some(), "share {share}");
         let low = normal(2000, 2, 2);
         let index =
             DatasetIndex::build(&low, Metric::Euclidean, Kind::Lc, &Params::default()).unwrap();
-        let share = evaluated_share(&index, &low).unwrap().unwrap();
+        let share = evaluated_share(&index).unwrap().unwrap();
         assert!(warning(share).is_none(), "share {share}");
         let small = normal(100, 64, 3);
         let index =
             DatasetIndex::build(&small, Metric::Euclidean, Kind::Lc, &Params::default()).unwrap();
-        assert_eq!(evaluated_share(&index, &small).unwrap(), None);
+        assert_eq!(evaluated_share(&index).unwrap(), None);
     }
 }
