@@ -115,7 +115,7 @@ int main() {
     test(3, 2, 8, 3, metric);      // n < cluster size
     test(150, 3, 8, 4, metric);    // many ties, several selection rounds
     test(301, 1, 17, 6, metric);   // n not a multiple of the size, dim 1
-    test(200, 5, 1, 50, metric);   // clusters of one item
+    test(70, 5, 1, 50, metric);    // clusters of one item
     test(260, 2, 32, 5, metric);   // the largest cluster of a chunk (half of it)
   }
   // Distances to reference rows.
