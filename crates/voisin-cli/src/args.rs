@@ -132,6 +132,10 @@ pub struct IndexBuildArgs {
         default_value_t = 2.0
     )]
     pub radius_base: f64,
+    /// Where the build runs: cpu; cuda for List of Clusters and SSS indexes over vectors
+    /// (euclidean, cityblock, chebyshev, minkowski:P); auto: cuda where it can build, else cpu.
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
+    pub device: DeviceChoice,
 }
 
 #[derive(Debug, Args)]

@@ -24,6 +24,7 @@ use crate::error::CliError;
 use crate::load;
 use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
+use crate::progress::Progress;
 use crate::stats::{secs, RunStats, Times};
 
 pub fn run(command: IndexCommand, global: &GlobalOpts) -> Result<(), CliError> {
@@ -59,9 +60,43 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let load_time = start.elapsed();
 
     let t = Instant::now();
-    let index = DatasetIndex::build(&data, metric, kind(a.kind), &params)
-        .map_err(|e| CliError::core(e, Some(&a.input)))?;
+    let kind = kind(a.kind);
+    let progress = Progress::on_stderr();
+    let bar = progress.callback();
+    let n = data.len() as u64;
+    let placed = |done: usize| {
+        if let Some(bar) = &bar {
+            bar(done as u64, n)
+        }
+    };
+    let on_cpu = || {
+        DatasetIndex::build_with_progress(&data, metric.clone(), kind, &params, &placed)
+            .map(|i| (i, "cpu".to_string()))
+    };
+    let on_gpu = |engine: &voisin_cuda::CudaEngine| {
+        voisin_cuda::index::build_with_progress(
+            engine,
+            &data,
+            metric.clone(),
+            kind,
+            &params,
+            &placed,
+        )
+        .map(|i| (i, engine.device_name()))
+    };
+    // Under auto, what the GPU does not build (cover and k-d trees, strings, other metrics)
+    // goes to the CPU.
+    let gpu_builds = || voisin_cuda::index::builds(&data, &metric, kind, &params);
+    let built = on_device(a.device, global, gpu_builds, on_cpu, on_gpu);
+    progress.finish();
+    let (index, device) = built.map_err(|e| CliError::core(e, Some(&a.input)))?;
     let build_time = t.elapsed();
+    // One line when a pilot of queries finds that the index scans most of the set.
+    if let Ok(Some(share)) = voisin_index::pilot::evaluated_share(&index) {
+        if let Some(w) = voisin_index::pilot::warning(share) {
+            let _ = writeln!(std::io::stderr(), "voisin: {}: {w}", a.input.display());
+        }
+    }
 
     let t = Instant::now();
     let bytes = file::to_bytes(&index).map_err(|e| CliError::core(e, Some(&a.out)))?;
@@ -78,6 +113,7 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
                 "total": start.elapsed().as_secs_f64(),
             },
             "build_distance_evals": index.build_evals(),
+            "device": device,
         }));
     }
     Ok(())
@@ -130,29 +166,11 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         }
         (None, None) => unreachable!("clap requires -k or --radius"),
     };
-    // The factory's GPU engine, so that --memory reaches it.
-    let config = EngineConfig {
-        threads: global.threads,
-        memory_budget: global.memory,
-        ..EngineConfig::default()
-    };
-    let open_gpu = || voisin_engines::cuda_one(&config);
-    let answer = match a.device {
-        DeviceChoice::Cpu => on_cpu(),
-        DeviceChoice::Cuda => open_gpu().and_then(|e| on_gpu(&e)),
-        // Under auto a GPU that does not start is no error, and what the GPU does not
-        // search (cover trees, strings, other metrics, sizes past its limits) goes to the CPU;
-        // errors of a search the GPU supports are real and reported.
-        DeviceChoice::Auto => match (voisin_cuda::gpu_available()
-            && voisin_cuda::index::supports(&index, &queries))
-        .then(|| open_gpu().ok())
-        .flatten()
-        {
-            Some(engine) => on_gpu(&engine),
-            None => on_cpu(),
-        },
-    }
-    .map_err(|e| CliError::core(e, Some(&a.query)))?;
+    // Under auto, what the GPU does not search (cover trees, strings, other metrics, sizes past
+    // its limits) goes to the CPU.
+    let gpu_searches = || voisin_cuda::index::supports(&index, &queries);
+    let answer = on_device(a.device, global, gpu_searches, on_cpu, on_gpu)
+        .map_err(|e| CliError::core(e, Some(&a.query)))?;
     let search_time = t.elapsed();
 
     let t = Instant::now();
@@ -195,6 +213,35 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         stats_line(line);
     }
     Ok(())
+}
+
+/// Runs the work where `--device` says, on the factory's GPU engine (so that --memory reaches
+/// it). Under auto a GPU that does not start is no error and work the GPU does not take
+/// (`gpu_takes`) runs on the CPU; errors of work the GPU takes are real and reported.
+fn on_device<T>(
+    device: DeviceChoice,
+    global: &GlobalOpts,
+    gpu_takes: impl FnOnce() -> bool,
+    on_cpu: impl FnOnce() -> voisin::Result<T>,
+    on_gpu: impl FnOnce(&voisin_cuda::CudaEngine) -> voisin::Result<T>,
+) -> voisin::Result<T> {
+    let config = EngineConfig {
+        threads: global.threads,
+        memory_budget: global.memory,
+        ..EngineConfig::default()
+    };
+    let open_gpu = || voisin_engines::cuda_one(&config);
+    match device {
+        DeviceChoice::Cpu => on_cpu(),
+        DeviceChoice::Cuda => open_gpu().and_then(|e| on_gpu(&e)),
+        DeviceChoice::Auto => match (voisin_cuda::gpu_available() && gpu_takes())
+            .then(|| open_gpu().ok())
+            .flatten()
+        {
+            Some(engine) => on_gpu(&engine),
+            None => on_cpu(),
+        },
+    }
 }
 
 /// One JSON line on standard error; a closed standard error must not fail a finished run.

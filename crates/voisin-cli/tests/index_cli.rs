@@ -437,3 +437,59 @@ fn index_query_devices() {
     assert_eq!(err.lines().count(), 1, "{err:?}");
     assert_eq!(listing(s.dir.path()), before, "a failed query left a file");
 }
+
+/// `index build --device`: cpu builds (and says so in --stats, beside the build's distance
+/// evaluations); auto writes the same file (the GPU build is the CPU build under euclidean);
+/// cuda without a GPU is a device error (exit 1, one line, nothing written). An index that cannot
+/// prune (64-d normal data) is warned about in one line naming the input; one over 2-d data is not.
+#[test]
+fn index_build_devices_and_the_pruning_warning() {
+    let s = Scratch::new();
+    s.raw("high.fvecs", &fvecs(&normal_rows(2000, 64, 5)));
+    s.raw("low.fvecs", &fvecs(&normal_rows(2000, 2, 6)));
+    let build = |input: &str, dev: &str, out: &str| {
+        s.run(&[
+            "index", "build", "--input", input, "--kind", "lc", "--out", out, "--device", dev,
+            "--stats",
+        ])
+    };
+    let high = build("high.fvecs", "cpu", "high.vidx");
+    let err = stderr(&high);
+    assert_eq!(high.status.code(), Some(0), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("cannot prune")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].starts_with("voisin: high.fvecs: warning:"),
+        "{err}"
+    );
+    let stats: serde_json::Value =
+        serde_json::from_str(err.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    assert_eq!(stats["device"], "cpu", "{stats}");
+    assert!(
+        stats["build_distance_evals"].as_u64().unwrap() > 0,
+        "{stats}"
+    );
+    let low = build("low.fvecs", "cpu", "low.vidx");
+    assert_eq!(low.status.code(), Some(0), "{}", stderr(&low));
+    assert!(!stderr(&low).contains("warning"), "{}", stderr(&low));
+    let auto = build("low.fvecs", "auto", "auto.vidx");
+    assert_eq!(auto.status.code(), Some(0), "{}", stderr(&auto));
+    assert_eq!(
+        std::fs::read(s.path("low.vidx")).unwrap(),
+        std::fs::read(s.path("auto.vidx")).unwrap()
+    );
+    let before = listing(s.dir.path());
+    let cuda = build("low.fvecs", "cuda", "cuda.vidx");
+    if voisin_cuda::gpu_available() {
+        assert_eq!(cuda.status.code(), Some(0), "{}", stderr(&cuda));
+        assert_eq!(
+            std::fs::read(s.path("low.vidx")).unwrap(),
+            std::fs::read(s.path("cuda.vidx")).unwrap()
+        );
+    } else {
+        let err = stderr(&cuda);
+        assert_eq!(cuda.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err:?}");
+        assert_eq!(listing(s.dir.path()), before, "a failed build left a file");
+    }
+}

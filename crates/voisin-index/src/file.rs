@@ -233,16 +233,15 @@ fn read_structure<S: Space>(r: &mut Reader<'_>, space: S, kind: Kind) -> Result<
                 .collect::<Result<Vec<_>>>()?;
             let members = r.u32s()?;
             let dists = r.f64s()?;
-            let lc = ListOfClusters::from_parts(space, clusters, members, dists);
-            lc.check().map_err(structure)?;
+            let lc = ListOfClusters::from_parts(space, clusters, members, dists, 0)
+                .map_err(structure)?;
             Index::Lc(lc)
         }
         Kind::Sss => {
             let pivots = r.u32s()?;
             let order = r.u32s()?;
             let table = r.f64s()?;
-            let sss = Sss::from_parts(space, pivots, order, table);
-            sss.check().map_err(structure)?;
+            let sss = Sss::from_parts(space, pivots, order, table, 0).map_err(structure)?;
             Index::Sss(sss)
         }
         Kind::Cover => {

@@ -38,6 +38,16 @@ pub struct ListOfClusters<S: Space> {
 impl<S: Space> ListOfClusters<S> {
     /// Builds with clusters of `cluster_size` items (center included; at least 1).
     pub fn build(space: S, cluster_size: usize) -> Self {
+        Self::build_with_progress(space, cluster_size, &|_| {})
+    }
+
+    /// [`ListOfClusters::build`], calling `progress` with the number of items placed after each
+    /// cluster.
+    pub fn build_with_progress(
+        space: S,
+        cluster_size: usize,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Self {
         let n = space.len();
         let take = cluster_size.max(1) - 1;
         let mut evals = 0u64;
@@ -82,6 +92,7 @@ impl<S: Space> ListOfClusters<S> {
                 start,
                 end: members.len(),
             });
+            progress(members.len() + clusters.len());
             left = rest.par_iter().map(|&(_, x, sum)| (x, sum)).collect();
             // Largest sum, ties to the smaller index (a total order, so no equal maxima).
             next = left
@@ -99,20 +110,27 @@ impl<S: Space> ListOfClusters<S> {
         }
     }
 
-    /// Reassembles an index from its parts (read from a file); `check` validates them.
-    pub(crate) fn from_parts(
+    /// Assembles an index from its parts (read from a file, or built elsewhere: the GPU build
+    /// of voisin-cuda) and validates it with [`ListOfClusters::check`]: every item placed once,
+    /// contiguous clusters, every stored member distance re-measured bit for bit, members in
+    /// (distance, index) order and each radius its largest member distance. `build_evals` is
+    /// what the construction cost (0 for a file).
+    pub fn from_parts(
         space: S,
         clusters: Vec<Cluster>,
         members: Vec<u32>,
         member_dist: Vec<f64>,
-    ) -> Self {
-        ListOfClusters {
+        build_evals: u64,
+    ) -> Result<Self, String> {
+        let lc = ListOfClusters {
             space,
             clusters,
             members,
             member_dist,
-            build_evals: 0,
-        }
+            build_evals,
+        };
+        lc.check()?;
+        Ok(lc)
     }
 
     pub fn clusters(&self) -> &[Cluster] {
@@ -265,5 +283,36 @@ mod tests {
         lc.members[start..end].reverse();
         lc.member_dist[start..end].reverse();
         assert!(lc.check().is_err());
+    }
+
+    /// from_parts (what the GPU build assembles) accepts a build's own parts and refuses parts
+    /// that break an invariant.
+    #[test]
+    fn from_parts_validates() {
+        let vals: Vec<f32> = (0..60).map(|i| ((i * 5) % 11) as f32).collect();
+        let set = VectorSet::from_f32(30, 2, vals).unwrap();
+        let space = || VectorSpace::new(&set, Metric::Cityblock).unwrap();
+        let lc = ListOfClusters::build(space(), 4);
+        let (c, m, d) = lc.parts();
+        let (c, m, d) = (c.to_vec(), m.to_vec(), d.to_vec());
+        let ok = ListOfClusters::from_parts(space(), c.clone(), m.clone(), d.clone(), 7).unwrap();
+        assert_eq!(ok.build_evals(), 7);
+        assert_eq!(ok.parts(), lc.parts());
+        let mut bad_d = d.clone();
+        bad_d[2] += 1.0;
+        let err = ListOfClusters::from_parts(space(), c.clone(), m.clone(), bad_d, 0);
+        assert!(err.err().unwrap().contains("stored at distance"));
+        let mut twice = m.clone();
+        twice[1] = twice[0];
+        assert!(ListOfClusters::from_parts(space(), c.clone(), twice, d.clone(), 0).is_err());
+        let mut short = c.clone();
+        short.pop();
+        let err = ListOfClusters::from_parts(space(), short, m.clone(), d.clone(), 0);
+        assert!(err.is_err());
+        let mut radius = c.clone();
+        let i = radius.iter().position(|c| c.radius > 0.0).unwrap();
+        radius[i].radius *= 2.0;
+        let err = ListOfClusters::from_parts(space(), radius, m, d, 0);
+        assert!(err.err().unwrap().contains("covering radius"));
     }
 }

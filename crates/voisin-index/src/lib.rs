@@ -30,6 +30,7 @@ pub mod cover;
 pub mod file;
 pub mod kd;
 pub mod lc;
+pub mod pilot;
 pub mod search;
 pub mod space;
 pub mod sss;
@@ -150,9 +151,29 @@ pub enum Index<S: Space> {
 impl<S: Space> Index<S> {
     /// Builds the structure `kind` over `space` (`params` are assumed checked).
     pub fn build(space: S, kind: Kind, params: &Params) -> Self {
+        Self::build_with_progress(space, kind, params, &|_| {})
+    }
+
+    /// [`Index::build`], calling `progress` with the number of items placed now and then (the
+    /// List of Clusters and SSS report; the trees report nothing).
+    pub fn build_with_progress(
+        space: S,
+        kind: Kind,
+        params: &Params,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Self {
         match kind {
-            Kind::Lc => Index::Lc(ListOfClusters::build(space, params.cluster_size)),
-            Kind::Sss => Index::Sss(Sss::build(space, params.alpha, params.max_pivots)),
+            Kind::Lc => Index::Lc(ListOfClusters::build_with_progress(
+                space,
+                params.cluster_size,
+                progress,
+            )),
+            Kind::Sss => Index::Sss(Sss::build_with_progress(
+                space,
+                params.alpha,
+                params.max_pivots,
+                progress,
+            )),
             Kind::Cover => Index::Cover(CoverTree::build(space, params.base)),
             Kind::Kd => Index::Kd(KdTree::build(space)),
         }
@@ -209,16 +230,31 @@ pub enum DatasetIndex {
 impl DatasetIndex {
     /// Checks the metric and parameters, then builds.
     pub fn build(data: &Dataset, metric: Metric, kind: Kind, params: &Params) -> Result<Self> {
+        Self::build_with_progress(data, metric, kind, params, &|_| {})
+    }
+
+    /// [`DatasetIndex::build`] with a progress callback (see [`Index::build_with_progress`]).
+    pub fn build_with_progress(
+        data: &Dataset,
+        metric: Metric,
+        kind: Kind,
+        params: &Params,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Self> {
         params.check()?;
         check_kind(data, &metric, kind)?;
         Ok(match data {
-            Dataset::Vectors(v) => {
-                DatasetIndex::Vectors(Index::build(VectorSpace::new(v, metric)?, kind, params))
-            }
-            Dataset::Strings(s) => DatasetIndex::Strings(Index::build(
+            Dataset::Vectors(v) => DatasetIndex::Vectors(Index::build_with_progress(
+                VectorSpace::new(v, metric)?,
+                kind,
+                params,
+                progress,
+            )),
+            Dataset::Strings(s) => DatasetIndex::Strings(Index::build_with_progress(
                 StringSpace::new(s.clone(), metric)?,
                 kind,
                 params,
+                progress,
             )),
         })
     }

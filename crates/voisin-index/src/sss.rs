@@ -37,6 +37,17 @@ pub struct Sss<S: Space> {
 impl<S: Space> Sss<S> {
     /// Builds with the seed's α (0.4–0.5 is typical) and at most `max_pivots` pivots (≥ 1).
     pub fn build(space: S, alpha: f64, max_pivots: usize) -> Self {
+        Self::build_with_progress(space, alpha, max_pivots, &|_| {})
+    }
+
+    /// [`Sss::build`], calling `progress` with the number of candidates scanned for pivots now
+    /// and then, and with n once the table is done.
+    pub fn build_with_progress(
+        space: S,
+        alpha: f64,
+        max_pivots: usize,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Self {
         let n = space.len();
         let dist = |a: usize, b: usize| space.to_distance(space.key(space.item(a), space.item(b)));
         let farthest = |from: usize| {
@@ -64,6 +75,9 @@ impl<S: Space> Sss<S> {
                 if far_from_all {
                     pivots.push(x as u32);
                 }
+                if x % 4096 == 0 {
+                    progress(x);
+                }
             }
         }
         let rows: Vec<Vec<f64>> = (0..n)
@@ -81,12 +95,30 @@ impl<S: Space> Sss<S> {
             .iter()
             .flat_map(|&x| rows[x as usize].iter().copied())
             .collect();
-        let mut sss = Self::from_parts(space, pivots, order, table);
+        let mut sss = Self::assemble(space, pivots, order, table);
         sss.build_evals = evals;
+        progress(n);
         sss
     }
 
-    pub(crate) fn from_parts(space: S, pivots: Vec<u32>, order: Vec<u32>, table: Vec<f64>) -> Self {
+    /// Assembles an index from its parts (read from a file, or built elsewhere: the GPU build of
+    /// voisin-cuda) and validates it with [`Sss::check`]: pivots in increasing order, every item
+    /// once in the table order, rows sorted by the first pivot and every table entry re-measured
+    /// bit for bit. `build_evals` is what the construction cost (0 for a file).
+    pub fn from_parts(
+        space: S,
+        pivots: Vec<u32>,
+        order: Vec<u32>,
+        table: Vec<f64>,
+        build_evals: u64,
+    ) -> Result<Self, String> {
+        let mut sss = Self::assemble(space, pivots, order, table);
+        sss.check()?;
+        sss.build_evals = build_evals;
+        Ok(sss)
+    }
+
+    fn assemble(space: S, pivots: Vec<u32>, order: Vec<u32>, table: Vec<f64>) -> Self {
         let n = space.len();
         let np = pivots.len().max(1);
         let first = table.iter().step_by(np).copied().collect();
@@ -252,5 +284,39 @@ impl<S: Space> MetricIndex for Sss<S> {
                 out.offer(d, x as u32);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::space::VectorSpace;
+    use voisin::{Metric, VectorSet};
+
+    /// from_parts (what the GPU build assembles) accepts a build's own parts and refuses parts
+    /// that break an invariant.
+    #[test]
+    fn from_parts_validates() {
+        let vals: Vec<f32> = (0..80).map(|i| ((i * 7) % 13) as f32).collect();
+        let set = VectorSet::from_f32(40, 2, vals).unwrap();
+        let space = || VectorSpace::new(&set, Metric::Euclidean).unwrap();
+        let sss = Sss::build(space(), 0.3, 8);
+        let (p, o, t) = sss.parts();
+        let (p, o, t) = (p.to_vec(), o.to_vec(), t.to_vec());
+        assert!(p.len() > 1);
+        let ok = Sss::from_parts(space(), p.clone(), o.clone(), t.clone(), 3).unwrap();
+        assert_eq!(ok.build_evals(), 3);
+        assert_eq!(ok.parts(), sss.parts());
+        let mut bad = t.clone();
+        bad[1] += 0.5;
+        let err = Sss::from_parts(space(), p.clone(), o.clone(), bad, 0);
+        assert!(err.err().unwrap().contains("stored at distance"));
+        let mut swapped = p.clone();
+        swapped.swap(0, 1);
+        assert!(Sss::from_parts(space(), swapped, o.clone(), t.clone(), 0).is_err());
+        let mut order = o.clone();
+        order[0] = order[1];
+        assert!(Sss::from_parts(space(), p.clone(), order, t.clone(), 0).is_err());
+        assert!(Sss::from_parts(space(), p, o, t[1..].to_vec(), 0).is_err());
     }
 }

@@ -17,6 +17,12 @@
 //! 0.1007 %, 1.027 %): 100 answers lie inside a query's own cluster, 1,000 are about a whole
 //! cluster, so the 0.1 % ball already reaches past it.
 //!
+//! Builds: on the CPU (`voisin-index`) and, with a GPU, on the GPU (`voisin_cuda::index::build`,
+//! docs/design/gpu-index-build.md), each timed, the two compared part for part (`--no-cpu-build`
+//! skips the CPU build, 168 s at 1M on 16 cores; the GPU-built index is searched then). The
+//! JSON lines carry `build_gpu_s` and `end_to_end_s` (GPU build + upload + the queries) beside
+//! brute force's time for the same queries.
+//!
 //! Prints a table and one JSON line per case: build seconds (CPU List of Clusters, then upload),
 //! queries/s of the GPU LC and of `CudaEngine::range` (median of `reps` runs, host arrays in,
 //! host results out), distance evaluations per query, and whether both answers are identical.
@@ -33,7 +39,7 @@
 //!
 //! usage: lc_bench [--base 1000000] [--queries 23831] [--dim 20] [--clusters 1000]
 //!                 [--spread 0.05] [--seed 42] [--indexes lc:64,sss:1] [--knn 10]
-//!                 [--sels 0.0001,0.001,0.01] [--reps 3] [--no-gpu]
+//!                 [--sels 0.0001,0.001,0.01] [--reps 3] [--no-gpu] [--no-cpu-build]
 //!                 [--cover [--words data/words.txt] [--cpu-max 200000]]
 
 use std::time::Instant;
@@ -63,6 +69,7 @@ struct Args {
     cover: bool,
     words: Option<String>,
     cpu_max: usize,
+    cpu_build: bool,
 }
 
 fn parse() -> Args {
@@ -81,6 +88,7 @@ fn parse() -> Args {
         cover: false,
         words: None,
         cpu_max: 200_000,
+        cpu_build: true,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -109,6 +117,10 @@ fn parse() -> Args {
             }
             "--words" => a.words = Some(v.to_string()),
             "--cpu-max" => a.cpu_max = num(),
+            "--no-cpu-build" => {
+                a.cpu_build = false;
+                i -= 1;
+            }
             o => panic!("unknown option {o}"),
         }
     }
@@ -223,17 +235,55 @@ fn main() {
             ..Params::default()
         };
         let kind: Kind = kind.parse().expect("lc or sss");
-        let t = Instant::now();
-        let index = Index::build(
-            VectorSpace::new(&base, metric.clone()).unwrap(),
-            kind,
-            &params,
-        );
-        let build_cpu = t.elapsed().as_secs_f64();
-        eprintln!(
-            "{spec}: CPU build {build_cpu:.1} s, {} distance evaluations",
-            index.build_evals()
-        );
+        let cpu_index = (a.cpu_build || engine.is_none()).then(|| {
+            let t = Instant::now();
+            let index = Index::build(
+                VectorSpace::new(&base, metric.clone()).unwrap(),
+                kind,
+                &params,
+            );
+            let secs = t.elapsed().as_secs_f64();
+            eprintln!(
+                "{spec}: CPU build {secs:.1} s, {} distance evaluations",
+                index.build_evals()
+            );
+            (secs, index)
+        });
+        let build_cpu = cpu_index.as_ref().map_or(f64::NAN, |c| c.0);
+        let gpu_index = engine.as_ref().map(|e| {
+            let t = Instant::now();
+            let built = voisin_cuda::index::build(e, &bd, metric.clone(), kind, &params).unwrap();
+            let secs = t.elapsed().as_secs_f64();
+            let DatasetIndex::Vectors(index) = built else {
+                unreachable!("vectors in, vectors out")
+            };
+            let same = cpu_index.as_ref().map(|(_, c)| same_parts(c, &index));
+            eprintln!(
+                "{spec}: GPU build {secs:.2} s, {} distance evaluations, identical to the CPU \
+                 build: {same:?}",
+                index.build_evals()
+            );
+            println!(
+                "{{\"case\":\"index_build\",\"index\":\"{spec}\",\"device\":\"{}\",\"n\":{n},\
+                 \"dim\":{d},\"build_cpu_s\":{},\"build_gpu_s\":{secs},\"evals\":{},\
+                 \"identical_to_cpu\":{}}}",
+                e.device_name(),
+                if build_cpu.is_nan() {
+                    "null".to_string()
+                } else {
+                    build_cpu.to_string()
+                },
+                index.build_evals(),
+                same.map_or("null".to_string(), |s| s.to_string())
+            );
+            (secs, index)
+        });
+        let build_gpu = gpu_index.as_ref().map_or(f64::NAN, |g| g.0);
+        let index = match (gpu_index, cpu_index) {
+            (Some((_, g)), _) => g,
+            (None, Some((_, c))) => c,
+            (None, None) => unreachable!("the CPU builds without a GPU"),
+        };
         let Some(e) = engine.as_ref() else {
             let sample: Vec<&[f32]> = qv.chunks(d).take(200).collect();
             for (&s, &r) in a.sels.iter().zip(&rs) {
@@ -279,11 +329,18 @@ fn main() {
                  \"dim\":{d},\"queries\":{nq},\"selectivity\":{s},\"radius\":{r},\
                  \"measured\":{measured},\"index_s\":{ix_s},\"bf_s\":{bf_s},\"index_qps\":{},\
                  \"bf_qps\":{},\"evals_per_query\":{evals},\"results\":{},\
-                 \"build_cpu_s\":{build_cpu},\"upload_s\":{upload},\"identical\":{same}}}",
+                 \"build_cpu_s\":{},\"build_gpu_s\":{build_gpu},\"upload_s\":{upload},\
+                 \"end_to_end_s\":{},\"identical\":{same}}}",
                 e.device_name(),
                 nq as f64 / ix_s,
                 nq as f64 / bf_s,
-                got.indices.len()
+                got.indices.len(),
+                if build_cpu.is_nan() {
+                    "null".to_string()
+                } else {
+                    build_cpu.to_string()
+                },
+                build_gpu + upload + ix_s
             );
         }
         if a.knn > 0 {
@@ -304,6 +361,15 @@ fn main() {
                 nq as f64 / bf_s
             );
         }
+    }
+}
+
+/// Whether two builds of one index are equal part for part.
+fn same_parts(a: &Index<VectorSpace>, b: &Index<VectorSpace>) -> bool {
+    match (a, b) {
+        (Index::Lc(a), Index::Lc(b)) => a.parts() == b.parts(),
+        (Index::Sss(a), Index::Sss(b)) => a.parts() == b.parts(),
+        _ => false,
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`GpuSss`]: the SSS pivot table over vectors.
 //! - [`range`], [`knn`]: a `voisin_index::DatasetIndex` (what the CLI loads) answered on the
 //!   GPU.
+//! - [`build`]: List of Clusters and SSS indexes built on the GPU (kernels/index/lc_build.cu).
 //! - `schedule`: what they share — batches, slot capacities, rows that outgrow their slots,
 //!   increasing-radius k-NN, sorting and packing the answers.
 //!
@@ -17,11 +18,13 @@
 //! change the indexes (it reads `voisin-index`'s public parts) and does not touch the
 //! brute-force engine's steps.
 
+mod build;
 mod cover_build;
 mod lc;
 mod schedule;
 mod sss;
 
+pub use build::{build, build_lc, build_sss, build_with_progress, builds, MAX_CLUSTER};
 pub use cover_build::build_cover;
 pub use lc::GpuLc;
 pub use sss::GpuSss;

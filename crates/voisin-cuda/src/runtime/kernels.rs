@@ -100,6 +100,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/index/cover_pairs.cu"),
     ),
     (
+        "index/lc_build.cu",
+        include_str!("../../kernels/index/lc_build.cu"),
+    ),
+    (
         "strings/levenshtein.cu",
         include_str!("../../kernels/strings/levenshtein.cu"),
     ),
@@ -244,6 +248,8 @@ registry! {
     vector_tile, transpose, prepare_rows,
     range_count, range_fill, exact_keys, rerank,
     lc_search, sss_search, lc_sort_rows,
+    lc_build_scan, lc_build_select, lc_build_argmax, lc_build_next, lc_build_gather,
+    lc_build_to_refs,
     lev_range,
     cover_pairs_vec, cover_pairs_lev,
 }
@@ -337,6 +343,7 @@ mod tests {
             "select_variants.sh",
             "rerank.sh",
             "cover_pairs.sh",
+            "lc_build.sh",
         ] {
             let out = std::process::Command::new("bash")
                 .arg(format!("{sim}/{script}"))

@@ -1,0 +1,571 @@
+//! Indexes built on the GPU (docs/design/gpu-index-build.md): the List of Clusters' steps and the
+//! SSS pivot selection and table run with the device's distance kernels
+//! (kernels/index/lc_build.cu); the result is a `voisin-index` structure assembled from its parts
+//! and validated by the CPU build's own checks, so it saves to the same index file and answers on
+//! the CPU or the GPU.
+//!
+//! Under euclidean, cityblock and chebyshev every distance is the exact key of index/space.cuh,
+//! bit-identical to the host's, and the GPU build is the CPU build (same centers, members, order
+//! and radii; same pivots and table). Under minkowski:P the device's distances are approximations
+//! (its `pow`): they decide the centers, members and pivots, and the host re-measures the stored
+//! distances exactly, so the index is an equally valid variant (see the design note).
+
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use rayon::prelude::*;
+use voisin::{Dataset, Error, Metric, Result};
+use voisin_index::lc::Cluster;
+use voisin_index::{DatasetIndex, Index, Kind, ListOfClusters, Params, Space, Sss, VectorSpace};
+
+use super::schedule::{check_dim, dimension_major, metric_code, upload};
+use crate::engine::CudaEngine;
+use crate::runtime::context::{dev, Gpu};
+
+/// Threads of the sorting kernels (index/lc_build.cu LCB_THREADS).
+const THREADS: u32 = 1024;
+/// Pairs one block sorts (LCB_CHUNK).
+const CHUNK: usize = 2048;
+/// Static shared memory of lc_build_scan (the chunk's keys and slots).
+const SCAN_STATIC_SMEM: usize = CHUNK * 12;
+/// The largest cluster the GPU builds: each selection round keeps at most half a chunk.
+pub const MAX_CLUSTER: usize = CHUNK / 2;
+/// Blocks of the next-center arg-max.
+const ARGMAX_BLOCKS: usize = 264;
+/// Candidates per SSS pivot-selection batch.
+const PIVOT_BATCH: usize = 1 << 16;
+/// Reference rows per launch of lc_build_to_refs (the grid's y dimension).
+const REFS_PER_LAUNCH: usize = 65_535;
+
+/// The index `kind` over `data` under `metric`, built on the engine's GPU: List of Clusters or
+/// SSS over vectors (see [`builds`]), or a cover tree over vectors or strings
+/// ([`super::build_cover`]); anything else is a clear error naming what the GPU takes.
+pub fn build(
+    engine: &CudaEngine,
+    data: &Dataset,
+    metric: Metric,
+    kind: Kind,
+    params: &Params,
+) -> Result<DatasetIndex> {
+    build_with_progress(engine, data, metric, kind, params, &|_| {})
+}
+
+/// [`build`], calling `progress` with the number of items placed so far (clusters' items, or
+/// candidates scanned for pivots) now and then.
+pub fn build_with_progress(
+    engine: &CudaEngine,
+    data: &Dataset,
+    metric: Metric,
+    kind: Kind,
+    params: &Params,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<DatasetIndex> {
+    params.check()?;
+    voisin_index::check_kind(data, &metric, kind)?;
+    if kind == Kind::Cover {
+        // Vectors and strings, batched distance work on the device (index/cover_build.rs).
+        return super::build_cover(engine, data, metric, params.base);
+    }
+    check(data, &metric, kind, params)?;
+    let Dataset::Vectors(v) = data else {
+        unreachable!("check refuses strings");
+    };
+    let space = VectorSpace::new(v, metric)?;
+    let index = match kind {
+        Kind::Lc => Index::Lc(build_lc(engine, space, params.cluster_size, progress)?),
+        Kind::Sss => Index::Sss(build_sss(
+            engine,
+            space,
+            params.alpha,
+            params.max_pivots,
+            progress,
+        )?),
+        _ => unreachable!("check refuses the other kinds"),
+    };
+    Ok(DatasetIndex::Vectors(index))
+}
+
+/// Whether the GPU builds `kind` over `data` under `metric` with `params` (what `voisin index
+/// build --device auto` asks): List of Clusters (clusters of at most [`MAX_CLUSTER`] items) or
+/// SSS over vectors under euclidean, cityblock, chebyshev or minkowski:P. Not the cover tree:
+/// [`build`] makes it on the GPU when asked, but its batched build measured slower than the
+/// CPU's (docs/design/gpu-cover-tree.md), so auto leaves it to the CPU.
+pub fn builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
+    check(data, metric, kind, params).is_ok()
+}
+
+fn check(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> Result<()> {
+    if !matches!(kind, Kind::Lc | Kind::Sss) {
+        return Err(Error::invalid(format!(
+            "the GPU does not build {kind} indexes (it builds lc, sss and cover; use --device cpu)"
+        )));
+    }
+    let Dataset::Vectors(v) = data else {
+        return Err(Error::invalid(
+            "the GPU builds indexes over vectors only; strings build on the CPU (use --device cpu)",
+        ));
+    };
+    device_metric(metric)?;
+    check_dim("index build", v.dim(), SCAN_STATIC_SMEM)?;
+    if v.len() >= u32::MAX as usize {
+        return Err(Error::invalid(
+            "the GPU builds indexes over fewer than 2^32 - 1 items",
+        ));
+    }
+    if kind == Kind::Lc && params.cluster_size > MAX_CLUSTER {
+        return Err(Error::invalid(format!(
+            "the GPU builds clusters of at most {MAX_CLUSTER} items, not {} (use --device cpu)",
+            params.cluster_size
+        )));
+    }
+    Ok(())
+}
+
+/// The kernels' metric code and minkowski order (0 for the metrics with exact device keys).
+fn device_metric(metric: &Metric) -> Result<(i32, f64)> {
+    match metric {
+        Metric::Minkowski(p) if metric.is_minkowski_power_sum() && *p >= 1.0 => {
+            Ok((abi_unused_code(), *p))
+        }
+        m => metric_code(m).map(|c| (c, 0.0)).map_err(|_| {
+            Error::invalid(format!(
+                "the GPU builds indexes under euclidean, cityblock, chebyshev or minkowski:P, \
+                 not {m} (use --device cpu)"
+            ))
+        }),
+    }
+}
+
+/// The metric code passed beside a minkowski order (the kernels do not read it then).
+fn abi_unused_code() -> i32 {
+    crate::runtime::abi::EX_SQEUCLIDEAN
+}
+
+/// The start value of Rust's f64 Sum, which the device keys must use to match bit for bit.
+fn sum_zero() -> f64 {
+    std::iter::empty::<f64>().sum()
+}
+
+/// The items left of a List of Clusters build: a stable compaction of the set, `len` slots.
+struct Left {
+    /// Dimension-major, row `len`.
+    cv: CudaSlice<f32>,
+    ids: CudaSlice<u32>,
+    sums: CudaSlice<f64>,
+    alive: CudaSlice<u8>,
+    len: usize,
+}
+
+impl Left {
+    /// Keeps the alive slots only (one download of the flags; done a few times per build).
+    fn compact(self, gpu: &Gpu, d: usize, expect: usize) -> Result<Left> {
+        let s = &gpu.stream;
+        let flags: Vec<u8> = s
+            .clone_dtoh(&self.alive)
+            .map_err(dev("reading the items left"))?;
+        let keep: Vec<u32> = (0..self.len as u32)
+            .filter(|&i| flags[i as usize] != 0)
+            .collect();
+        if keep.len() != expect {
+            return Err(Error::device(format!(
+                "cuda: the List of Clusters build lost track of its items ({} alive, {expect} \
+                 expected)",
+                keep.len()
+            )));
+        }
+        let m = keep.len().max(1);
+        let keep_dev = upload(gpu, &keep)?;
+        let mut next = Left {
+            cv: s.alloc_zeros::<f32>(d * m).map_err(dev("allocating"))?,
+            ids: s.alloc_zeros::<u32>(m).map_err(dev("allocating"))?,
+            sums: s.alloc_zeros::<f64>(m).map_err(dev("allocating"))?,
+            alive: s.alloc_zeros::<u8>(m).map_err(dev("allocating"))?,
+            len: keep.len(),
+        };
+        let (stride, nstride, nkeep, di) = (self.len as i64, m as i64, keep.len() as i64, d as i32);
+        let mut l = s.launch_builder(&gpu.k.lc_build_gather);
+        l.arg(&self.cv)
+            .arg(&stride)
+            .arg(&self.ids)
+            .arg(&self.sums)
+            .arg(&keep_dev)
+            .arg(&nkeep)
+            .arg(&di)
+            .arg(&mut next.cv)
+            .arg(&nstride)
+            .arg(&mut next.ids)
+            .arg(&mut next.sums)
+            .arg(&mut next.alive);
+        // SAFETY: lc_build_gather's arguments in its order; every keep[j] is a slot below
+        // self.len and the new buffers hold m >= nkeep slots.
+        unsafe { l.launch(LaunchConfig::for_num_elems(keep.len().max(1) as u32)) }
+            .map_err(dev("compacting the items left"))?;
+        Ok(next)
+    }
+}
+
+/// The List of Clusters of `space` with clusters of `cluster_size` items, built on the GPU: the
+/// CPU build's heuristic step by step, nothing read back per cluster.
+pub fn build_lc(
+    engine: &CudaEngine,
+    space: VectorSpace,
+    cluster_size: usize,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<ListOfClusters<VectorSpace>> {
+    let (n, d) = (space.len(), space.dim());
+    let (code, mpow) = device_metric(space.metric())?;
+    if !(1..=MAX_CLUSTER).contains(&cluster_size) {
+        return Err(Error::invalid(format!(
+            "the GPU builds clusters of 1 to {MAX_CLUSTER} items, not {cluster_size}"
+        )));
+    }
+    check_dim("index build", d, SCAN_STATIC_SMEM)?;
+    let take = cluster_size - 1;
+    // Each cluster's members after its center: known in advance, so no step reads anything back.
+    let mut cuts = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        left -= 1;
+        let cut = take.min(left);
+        left -= cut;
+        cuts.push(cut);
+    }
+    let nc = cuts.len();
+    if n == 0 {
+        return ListOfClusters::from_parts(space, vec![], vec![], vec![], 0).map_err(built_wrong);
+    }
+    let gpu = engine.lock()?;
+    let s = &gpu.stream;
+    let values = space.values();
+    let all: Vec<u32> = (0..n as u32).collect();
+    let mut alive0 = vec![1u8; n];
+    alive0[0] = 0;
+    let mut rest = Left {
+        cv: gpu.upload(&dimension_major(values, d, &all))?,
+        ids: upload(&gpu, &all)?,
+        sums: s.alloc_zeros::<f64>(n).map_err(dev("allocating"))?,
+        alive: upload(&gpu, &alive0)?,
+        len: n,
+    };
+    drop((all, alive0));
+    let mut cbuf = upload(&gpu, &values[..d])?;
+    let mut centers = upload(&gpu, &vec![0u32; nc])?;
+    let nm = n - nc;
+    let mut members = s.alloc_zeros::<u32>(nm.max(1)).map_err(dev("allocating"))?;
+    let mut mdist = s.alloc_zeros::<f64>(nm.max(1)).map_err(dev("allocating"))?;
+    let cand = n.div_ceil(CHUNK) * take.max(1);
+    let mut ka = s.alloc_zeros::<u64>(cand).map_err(dev("allocating"))?;
+    let mut sa = s.alloc_zeros::<u32>(cand).map_err(dev("allocating"))?;
+    let mut kb = s.alloc_zeros::<u64>(cand).map_err(dev("allocating"))?;
+    let mut sb = s.alloc_zeros::<u32>(cand).map_err(dev("allocating"))?;
+    let mut best_k = s
+        .alloc_zeros::<u64>(ARGMAX_BLOCKS)
+        .map_err(dev("allocating"))?;
+    let mut best_s = s
+        .alloc_zeros::<u32>(ARGMAX_BLOCKS)
+        .map_err(dev("allocating"))?;
+    let (di, zero, null) = (d as i32, sum_zero(), 0u64);
+    let sort_cfg = |blocks: usize, smem: usize| LaunchConfig {
+        grid_dim: (blocks as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    let mut evals = 0u64;
+    let mut left = n - 1; // alive items besides the current center
+    let mut start = 0usize;
+    for (step, &cut) in cuts.iter().enumerate() {
+        if left > 0 {
+            let (len, blocks) = (rest.len as i64, rest.len.div_ceil(CHUNK));
+            let takei = take as i32;
+            let mut l = s.launch_builder(&gpu.k.lc_build_scan);
+            l.arg(&rest.cv)
+                .arg(&len)
+                .arg(&rest.alive)
+                .arg(&mut rest.sums)
+                .arg(&len)
+                .arg(&di)
+                .arg(&code)
+                .arg(&mpow)
+                .arg(&zero)
+                .arg(&cbuf)
+                .arg(&takei)
+                .arg(&mut ka)
+                .arg(&mut sa);
+            // SAFETY: lc_build_scan's arguments in its order; the table holds len slots of d
+            // values, the candidate buffers blocks * take pairs, shared memory the center row.
+            unsafe { l.launch(sort_cfg(blocks, d * 4)) }.map_err(dev("List of Clusters scan"))?;
+            evals += left as u64;
+            if cut > 0 {
+                let mut entries = blocks * take;
+                // Cut each chunk of the blocks' lists down until one block holds them all.
+                while entries > CHUNK {
+                    let nb = entries.div_ceil(CHUNK);
+                    let ent = entries as i64;
+                    let mut l = s.launch_builder(&gpu.k.lc_build_select);
+                    l.arg(&ka)
+                        .arg(&sa)
+                        .arg(&ent)
+                        .arg(&takei)
+                        .arg(&mut kb)
+                        .arg(&mut sb)
+                        .arg(&null)
+                        .arg(&null)
+                        .arg(&null)
+                        .arg(&null)
+                        .arg(&null);
+                    // SAFETY: lc_build_select's arguments in its order (no members: a cut
+                    // round); input entries pairs, output nb * take <= entries pairs.
+                    unsafe { l.launch(sort_cfg(nb, 0)) }
+                        .map_err(dev("List of Clusters selection"))?;
+                    std::mem::swap(&mut ka, &mut kb);
+                    std::mem::swap(&mut sa, &mut sb);
+                    entries = nb * take;
+                }
+                let (ent, cuti, at) = (entries as i64, cut as i32, start as i64);
+                let mut l = s.launch_builder(&gpu.k.lc_build_select);
+                l.arg(&ka)
+                    .arg(&sa)
+                    .arg(&ent)
+                    .arg(&cuti)
+                    .arg(&null)
+                    .arg(&null)
+                    .arg(&rest.ids)
+                    .arg(&mut rest.alive)
+                    .arg(&mut members)
+                    .arg(&mut mdist)
+                    .arg(&at);
+                // SAFETY: as above, one block placing `cut` <= the alive items' count members
+                // at start..start + cut < nm.
+                unsafe { l.launch(sort_cfg(1, 0)) }.map_err(dev("List of Clusters members"))?;
+            }
+        }
+        left -= cut;
+        start += cut;
+        if step + 1 < nc {
+            let len = rest.len as i64;
+            let nb = rest.len.div_ceil(THREADS as usize).min(ARGMAX_BLOCKS);
+            let mut l = s.launch_builder(&gpu.k.lc_build_argmax);
+            l.arg(&rest.sums)
+                .arg(&rest.alive)
+                .arg(&len)
+                .arg(&mut best_k)
+                .arg(&mut best_s);
+            // SAFETY: lc_build_argmax's arguments in its order; nb <= ARGMAX_BLOCKS results.
+            unsafe { l.launch(sort_cfg(nb, 0)) }.map_err(dev("List of Clusters next center"))?;
+            let (nbi, next) = (nb as i32, (step + 1) as i64);
+            let mut l = s.launch_builder(&gpu.k.lc_build_next);
+            l.arg(&best_k)
+                .arg(&best_s)
+                .arg(&nbi)
+                .arg(&rest.cv)
+                .arg(&len)
+                .arg(&di)
+                .arg(&rest.ids)
+                .arg(&mut rest.alive)
+                .arg(&mut cbuf)
+                .arg(&mut centers)
+                .arg(&next);
+            // SAFETY: lc_build_next's arguments in its order; step + 1 < nc centers.
+            unsafe { l.launch(sort_cfg(1, 0)) }.map_err(dev("List of Clusters next center"))?;
+            left -= 1;
+            if rest.len > 2 * CHUNK && left <= rest.len / 2 {
+                rest = rest.compact(&gpu, d, left)?;
+            }
+        }
+        progress(start + step + 1);
+    }
+    let centers = gpu.download(&centers.slice(..))?;
+    let members = gpu.download(&members.slice(..nm.max(1)))?;
+    let mut member_dist = gpu.download(&mdist.slice(..nm.max(1)))?;
+    drop(gpu);
+    let mut members = members;
+    members.truncate(nm);
+    member_dist.truncate(nm);
+    let mut clusters = Vec::with_capacity(nc);
+    let mut at = 0;
+    for (&center, &cut) in centers.iter().zip(&cuts) {
+        clusters.push(Cluster {
+            center,
+            radius: 0.0,
+            start: at,
+            end: at + cut,
+        });
+        at += cut;
+    }
+    if mpow > 0.0 {
+        rekey(&space, &clusters, &mut members, &mut member_dist);
+    }
+    for c in &mut clusters {
+        c.radius = member_dist[c.start..c.end].last().copied().unwrap_or(0.0);
+    }
+    ListOfClusters::from_parts(space, clusters, members, member_dist, evals).map_err(built_wrong)
+}
+
+/// Measures the members' distances to their centers on the host (exactly) and sorts each
+/// cluster by (distance, index) again: n evaluations.
+fn rekey(space: &VectorSpace, clusters: &[Cluster], members: &mut [u32], dist: &mut [f64]) {
+    let mut pairs: Vec<(f64, u32)> = members.iter().map(|&x| (0.0, x)).collect();
+    let mut rest = &mut pairs[..];
+    let mut chunks = Vec::with_capacity(clusters.len());
+    for c in clusters {
+        let (mine, tail) = rest.split_at_mut(c.end - c.start);
+        chunks.push((c.center, mine));
+        rest = tail;
+    }
+    chunks.into_par_iter().for_each(|(center, mine)| {
+        let cv = space.item(center as usize);
+        for p in mine.iter_mut() {
+            p.0 = space.to_distance(space.key(cv, space.item(p.1 as usize)));
+        }
+        mine.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    });
+    for (i, (d, x)) in pairs.into_iter().enumerate() {
+        dist[i] = d;
+        members[i] = x;
+    }
+}
+
+/// A GPU-built structure the CPU checks refused: a bug, reported as a device error.
+fn built_wrong(e: String) -> Error {
+    Error::device(format!(
+        "cuda: the index built on the GPU fails its checks ({e})"
+    ))
+}
+
+/// Distances of items lo..lo + count (columns of the dimension-major `x`, row `stride`) to each
+/// of `refs` (item ids), reference-major: entry `r * count + i`.
+#[allow(clippy::too_many_arguments)]
+fn to_refs(
+    gpu: &Gpu,
+    space: &VectorSpace,
+    x: &CudaView<'_, f32>,
+    stride: usize,
+    refs: &[u32],
+    count: usize,
+    (code, mpow): (i32, f64),
+) -> Result<Vec<f64>> {
+    let d = space.dim();
+    let s = &gpu.stream;
+    let mut out_all = Vec::with_capacity(refs.len() * count);
+    if count == 0 {
+        return Ok(out_all);
+    }
+    for group in refs.chunks(REFS_PER_LAUNCH) {
+        let rows: Vec<f32> = group
+            .iter()
+            .flat_map(|&r| space.item(r as usize).iter().copied())
+            .collect();
+        let rows_dev = upload(gpu, &rows)?;
+        let mut out = s
+            .alloc_zeros::<f64>(group.len() * count)
+            .map_err(dev("allocating"))?;
+        let (stride, cnt, di, zero) = (stride as i64, count as i64, d as i32, sum_zero());
+        let mut l = s.launch_builder(&gpu.k.lc_build_to_refs);
+        l.arg(x)
+            .arg(&stride)
+            .arg(&cnt)
+            .arg(&rows_dev)
+            .arg(&di)
+            .arg(&code)
+            .arg(&mpow)
+            .arg(&zero)
+            .arg(&mut out);
+        let cfg = LaunchConfig {
+            grid_dim: (count.div_ceil(256) as u32, group.len() as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: (d * 4) as u32,
+        };
+        // SAFETY: lc_build_to_refs's arguments in its order; x holds count columns of d values
+        // at row `stride`, rows_dev group.len() rows, out group.len() * count values.
+        unsafe { l.launch(cfg) }.map_err(dev("distances to pivots"))?;
+        out_all.extend(gpu.download(&out.slice(..))?);
+    }
+    Ok(out_all)
+}
+
+/// The SSS pivot index of `space` built on the GPU: the CPU build's pivots (distances of
+/// batches of candidates to the pivots so far on the device, each batch resolved in order on
+/// the host) and its table (n × pivots distances on the device).
+pub fn build_sss(
+    engine: &CudaEngine,
+    space: VectorSpace,
+    alpha: f64,
+    max_pivots: usize,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Sss<VectorSpace>> {
+    let (n, d) = (space.len(), space.dim());
+    let dm = device_metric(space.metric())?;
+    check_dim("index build", d, SCAN_STATIC_SMEM)?;
+    if n == 0 {
+        return Sss::from_parts(space, vec![], vec![], vec![], 0).map_err(built_wrong);
+    }
+    let max_pivots = max_pivots.max(1);
+    let gpu = engine.lock()?;
+    let all: Vec<u32> = (0..n as u32).collect();
+    let x = gpu.upload(&dimension_major(space.values(), d, &all))?;
+    drop(all);
+    let dist = |a: usize, b: usize| space.to_distance(space.key(space.item(a), space.item(b)));
+    // The farthest item from `from`: largest distance, ties to the smaller index.
+    let farthest = |from: u32| -> Result<(f64, usize)> {
+        let ds = to_refs(&gpu, &space, &x.slice(..), n, &[from], n, dm)?;
+        Ok(ds
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
+            .map(|(i, &v)| (v, i))
+            .expect("n > 0"))
+    };
+    let (_, far) = farthest(0)?;
+    let (max, _) = farthest(far as u32)?;
+    let mut evals = 2 * n as u64;
+    let threshold = alpha * max;
+    let mut pivots = vec![0u32];
+    let mut next = 1;
+    while next < n && pivots.len() < max_pivots {
+        let count = PIVOT_BATCH.min(n - next);
+        let known = pivots.len();
+        let ds = to_refs(&gpu, &space, &x.slice(next..), n, &pivots, count, dm)?;
+        evals += (known * count) as u64;
+        for j in 0..count {
+            if pivots.len() >= max_pivots {
+                break;
+            }
+            let cand = next + j;
+            let far_from_known = (0..known).all(|p| ds[p * count + j] >= threshold);
+            let far_from_new = far_from_known
+                && pivots[known..].iter().all(|&p| {
+                    evals += 1;
+                    dist(p as usize, cand) >= threshold
+                });
+            if far_from_new {
+                pivots.push(cand as u32);
+            }
+        }
+        next += count;
+        progress(next);
+    }
+    let np = pivots.len();
+    let mut cols = to_refs(&gpu, &space, &x.slice(..), n, &pivots, n, dm)?;
+    drop(x);
+    drop(gpu);
+    evals += (n * np) as u64;
+    if dm.1 > 0.0 {
+        cols.par_chunks_mut(n).zip(&pivots).for_each(|(col, &p)| {
+            for (i, v) in col.iter_mut().enumerate() {
+                *v = dist(i, p as usize);
+            }
+        });
+    }
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.par_sort_by(|&a, &b| {
+        cols[a as usize]
+            .total_cmp(&cols[b as usize])
+            .then(a.cmp(&b))
+    });
+    let mut table = vec![0f64; n * np];
+    table.par_chunks_mut(np).zip(&order).for_each(|(row, &x)| {
+        for (p, v) in row.iter_mut().enumerate() {
+            *v = cols[p * n + x as usize];
+        }
+    });
+    progress(n);
+    Sss::from_parts(space, pivots, order, table, evals).map_err(built_wrong)
+}

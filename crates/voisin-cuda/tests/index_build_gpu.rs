@@ -1,0 +1,263 @@
+//! List of Clusters and SSS indexes built on the GPU (`voisin_cuda::index::build`): they pass the
+//! CPU build's invariant checks (`from_parts` runs them), equal the CPU build part for part under
+//! the metrics with exact device keys, and answer range, k-NN and graph queries equal to the
+//! brute-force reference (ids and distances), on the CPU and on the GPU, also after a save and
+//! load. Clustered and adversarial data (duplicates, ties), n not a multiple of the cluster size,
+//! n below it, dimensions 1, 3 and 20.
+//! Every test needs a CUDA GPU: run with `cargo test -p voisin-cuda --test index_build_gpu --
+//! --include-ignored`.
+
+mod common;
+
+use common::{adversarial, identical, identical_range, seed};
+use rand::prelude::*;
+use rand_distr::StandardNormal;
+use voisin::{reference, Dataset, KnnResult, Metric, VectorSet};
+use voisin_cuda::CudaEngine;
+use voisin_index::{DatasetIndex, Index, Kind, Params};
+
+fn engine() -> CudaEngine {
+    CudaEngine::new(0).expect("a CUDA GPU")
+}
+
+/// Gaussian clusters around a few random centers.
+fn clustered(rng: &mut StdRng, n: usize, d: usize) -> VectorSet {
+    let centers: Vec<f32> = (0..8 * d).map(|_| rng.gen_range(-5.0..5.0)).collect();
+    let mut v = Vec::with_capacity(n * d);
+    for _ in 0..n {
+        let c = rng.gen_range(0..8);
+        for i in 0..d {
+            let z: f32 = rng.sample(StandardNormal);
+            v.push(centers[c * d + i] + 0.3 * z);
+        }
+    }
+    VectorSet::from_f32(n, d, v).unwrap()
+}
+
+fn vectors(data: Dataset) -> VectorSet {
+    data.as_vectors().expect("vectors").clone()
+}
+
+fn metrics() -> Vec<Metric> {
+    vec![
+        Metric::Euclidean,
+        Metric::Cityblock,
+        Metric::Chebyshev,
+        Metric::Minkowski(3.0),
+    ]
+}
+
+/// Exact k-NN answers: the shapes, then ids and distances bit for bit.
+fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
+    assert_eq!(
+        (got.n_queries, got.k),
+        (want.n_queries, want.k),
+        "{what}: shape"
+    );
+    identical(got, want, what);
+}
+
+/// A GPU-built index: equal to the CPU build where the keys are exact, valid always, and its
+/// answers (CPU search, GPU search where it takes the metric, after a save and load) equal the
+/// reference's.
+fn check(e: &CudaEngine, base: &VectorSet, metric: &Metric, kind: Kind, params: &Params) {
+    let what = format!(
+        "{kind} {params:?} over {} x {} under {metric}",
+        base.len(),
+        base.dim()
+    );
+    let data: Dataset = base.clone().into();
+    let gpu = voisin_cuda::index::build(e, &data, metric.clone(), kind, params)
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    let cpu = DatasetIndex::build(&data, metric.clone(), kind, params).unwrap();
+    let (DatasetIndex::Vectors(g), DatasetIndex::Vectors(c)) = (&gpu, &cpu) else {
+        panic!("{what}: not a vector index");
+    };
+    match (g, c) {
+        (Index::Lc(g), Index::Lc(c)) => {
+            assert_eq!(g.check(), Ok(()), "{what}");
+            if *metric != Metric::Minkowski(3.0) {
+                assert_eq!(g.parts(), c.parts(), "{what}: differs from the CPU build");
+                assert_eq!(g.build_evals(), c.build_evals(), "{what}: evaluations");
+            }
+        }
+        (Index::Sss(g), Index::Sss(c)) => {
+            assert_eq!(g.check(), Ok(()), "{what}");
+            if *metric != Metric::Minkowski(3.0) {
+                assert_eq!(g.parts(), c.parts(), "{what}: differs from the CPU build");
+            }
+        }
+        _ => panic!("{what}: wrong kind"),
+    }
+    let n = base.len();
+    let k = 5.min(n);
+    let want_knn = reference::knn(&data, &data, k, metric).unwrap();
+    let want_graph = reference::graph(&data, 3, metric).unwrap();
+    let mut ds: Vec<f32> = (0..n).map(|q| want_knn.row(q).1[k - 1]).collect();
+    ds.sort_by(f32::total_cmp);
+    let r = ds[ds.len() / 2] as f64;
+    let want_range = reference::range(&data, &data, r, metric).unwrap();
+    let path = std::env::temp_dir().join(format!("voisin-build-gpu-{}.idx", std::process::id()));
+    voisin_index::file::save(&gpu, &path).unwrap();
+    let loaded = voisin_index::file::load(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    for (how, index) in [("built", &gpu), ("loaded", &loaded)] {
+        same_knn(
+            &index.knn(&data, k).unwrap(),
+            &want_knn,
+            &format!("{what} {how} knn"),
+        );
+        identical_range(
+            &index.range(&data, r).unwrap(),
+            &want_range,
+            &format!("{what} {how} range"),
+        );
+        same_knn(
+            &index.graph(&data, 3).unwrap(),
+            &want_graph,
+            &format!("{what} {how} graph"),
+        );
+    }
+    if voisin_cuda::index::supports(&gpu, &data) {
+        same_knn(
+            &voisin_cuda::index::knn(e, &gpu, &data, k).unwrap(),
+            &want_knn,
+            &format!("{what} GPU knn"),
+        );
+        identical_range(
+            &voisin_cuda::index::range(e, &gpu, &data, r).unwrap(),
+            &want_range,
+            &format!("{what} GPU range"),
+        );
+    }
+}
+
+fn lc(m: usize) -> Params {
+    Params {
+        cluster_size: m,
+        ..Params::default()
+    }
+}
+
+fn sss(alpha: f64, p: usize) -> Params {
+    Params {
+        alpha,
+        max_pivots: p,
+        ..Params::default()
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn lc_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for metric in metrics() {
+        for d in [1, 3, 20] {
+            for (n, m) in [
+                (1, 4),
+                (5, 16),
+                (777, 7),
+                (3000, 64),
+                (2500, 1),
+                (300, 1024),
+            ] {
+                for base in [
+                    clustered(&mut rng, n, d),
+                    vectors(adversarial(&mut rng, n, d)),
+                ] {
+                    check(&e, &base, &metric, Kind::Lc, &lc(m));
+                }
+            }
+        }
+    }
+}
+
+/// Sizes where the build takes several selection rounds and compactions (chunks of 2048 slots).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn lc_built_on_gpu_at_scale() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for (n, m) in [(150_001, 64), (60_000, 1000), (20_000, 2)] {
+        let base = clustered(&mut rng, n, 3);
+        let data: Dataset = base.clone().into();
+        for metric in [Metric::Euclidean, Metric::Minkowski(3.0)] {
+            let gpu = voisin_cuda::index::build(&e, &data, metric.clone(), Kind::Lc, &lc(m))
+                .unwrap_or_else(|err| panic!("{n} {m} {metric}: {err}"));
+            if metric == Metric::Euclidean {
+                let cpu = DatasetIndex::build(&data, metric.clone(), Kind::Lc, &lc(m)).unwrap();
+                let (DatasetIndex::Vectors(Index::Lc(g)), DatasetIndex::Vectors(Index::Lc(c))) =
+                    (&gpu, &cpu)
+                else {
+                    panic!("not an LC");
+                };
+                assert!(
+                    g.parts() == c.parts(),
+                    "{n} {m}: differs from the CPU build"
+                );
+            }
+            let q = clustered(&mut rng, 200, 3).into();
+            let want = reference::knn(&data, &q, 10, &metric).unwrap();
+            same_knn(
+                &gpu.knn(&q, 10).unwrap(),
+                &want,
+                &format!("{n} {m} {metric}"),
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sss_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for metric in metrics() {
+        for d in [1, 3, 20] {
+            for n in [1, 777, 3000] {
+                for base in [
+                    clustered(&mut rng, n, d),
+                    vectors(adversarial(&mut rng, n, d)),
+                ] {
+                    for params in [sss(0.5, 1), sss(0.1, 64)] {
+                        check(&e, &base, &metric, Kind::Sss, &params);
+                    }
+                }
+            }
+        }
+    }
+    // More candidates than one pivot-selection batch (α near 1 finds few pivots, so the scan
+    // runs through the whole set).
+    let data: Dataset = clustered(&mut rng, 150_000, 3).into();
+    for params in [sss(0.9, 64), sss(0.3, 64)] {
+        let gpu =
+            voisin_cuda::index::build(&e, &data, Metric::Euclidean, Kind::Sss, &params).unwrap();
+        let cpu = DatasetIndex::build(&data, Metric::Euclidean, Kind::Sss, &params).unwrap();
+        let (DatasetIndex::Vectors(Index::Sss(g)), DatasetIndex::Vectors(Index::Sss(c))) =
+            (&gpu, &cpu)
+        else {
+            panic!("not an SSS index");
+        };
+        assert!(
+            g.parts() == c.parts(),
+            "{params:?}: differs from the CPU build"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_build_refuses_what_it_does_not_build() {
+    let e = engine();
+    let v: Dataset = VectorSet::from_f32(4, 2, vec![0.0; 8]).unwrap().into();
+    let err = voisin_cuda::index::build(&e, &v, Metric::Euclidean, Kind::Cover, &Params::default())
+        .err()
+        .expect("cover is not built on the GPU");
+    assert!(err.to_string().contains("not build cover"), "{err}");
+    let err = voisin_cuda::index::build(&e, &v, Metric::Cosine, Kind::Lc, &Params::default())
+        .err()
+        .expect("cosine is not a true metric");
+    assert!(err.to_string().contains("cosine"), "{err}");
+    assert!(voisin_cuda::index::build(&e, &v, Metric::Euclidean, Kind::Lc, &lc(2000)).is_err());
+}
