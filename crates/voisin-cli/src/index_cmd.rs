@@ -123,33 +123,43 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         (None, Some(r)) => index.range(&queries, r).map(Answer::Range),
         (None, None) => unreachable!("clap requires -k or --radius"),
     };
-    let on_gpu = |engine: &voisin_cuda::CudaEngine| match (a.k, a.radius) {
-        (Some(k), _) => voisin_cuda::index::knn(engine, &index, &queries, k).map(Answer::Knn),
-        (None, Some(r)) => {
-            voisin_cuda::index::range(engine, &index, &queries, r).map(Answer::Range)
-        }
+    let on_gpu = |engines: &[voisin_cuda::CudaEngine]| match (a.k, a.radius) {
+        (Some(k), _) => voisin_cuda::index::knn_on(engines, &index, &queries, k)
+            .map(|(r, s)| (Answer::Knn(r), Some(s))),
+        (None, Some(r)) => voisin_cuda::index::range_on(engines, &index, &queries, r)
+            .map(|(r, s)| (Answer::Range(r), Some(s))),
         (None, None) => unreachable!("clap requires -k or --radius"),
     };
-    // The factory's GPU engine, so that --memory reaches it.
+    // The factory's GPU options, so that --memory reaches them; one engine per GPU listed.
     let config = EngineConfig {
         threads: global.threads,
         memory_budget: global.memory,
+        gpus: a.gpus.clone(),
         ..EngineConfig::default()
     };
-    let open_gpu = || voisin_engines::cuda_one(&config);
-    let answer = match a.device {
-        DeviceChoice::Cpu => on_cpu(),
-        DeviceChoice::Cuda => open_gpu().and_then(|e| on_gpu(&e)),
+    let open_gpus = || -> voisin::Result<Vec<voisin_cuda::CudaEngine>> {
+        let opts = voisin_cuda::CudaOptions {
+            device_memory: a.gpu_memory,
+            ..voisin_engines::cuda_options(&config)
+        };
+        voisin_engines::gpu_ordinals(config.gpus.as_ref())?
+            .into_iter()
+            .map(|o| voisin_cuda::CudaEngine::with_options(o, opts.clone()))
+            .collect()
+    };
+    let (answer, streamed) = match a.device {
+        DeviceChoice::Cpu => on_cpu().map(|r| (r, None)),
+        DeviceChoice::Cuda => open_gpus().and_then(|e| on_gpu(&e)),
         // Under auto a GPU that does not start is no error, and what the GPU does not
         // search (cover trees, strings, other metrics, sizes past its limits) goes to the CPU;
         // errors of a search the GPU supports are real and reported.
         DeviceChoice::Auto => match (voisin_cuda::gpu_available()
             && voisin_cuda::index::supports(&index, &queries))
-        .then(|| open_gpu().ok())
+        .then(|| open_gpus().ok())
         .flatten()
         {
-            Some(engine) => on_gpu(&engine),
-            None => on_cpu(),
+            Some(engines) => on_gpu(&engines),
+            None => on_cpu().map(|r| (r, None)),
         },
     }
     .map_err(|e| CliError::core(e, Some(&a.query)))?;
@@ -192,6 +202,12 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         line["evals_per_query"] = per_query.into();
         line["brute_force_evals_per_query"] = index.len().into();
         line["evals_fraction_of_brute_force"] = (per_query / index.len().max(1) as f64).into();
+        if let Some(s) = streamed.filter(|s| s.superclusters > 0) {
+            line["superclusters"] = s.superclusters.into();
+            line["superclusters_copied"] = s.copied.into();
+            line["copy_s"] = s.copy_s.into();
+            line["copy_overlap_share"] = s.overlap_share().into();
+        }
         stats_line(line);
     }
     Ok(())

@@ -188,7 +188,7 @@ impl<'a> GpuLsc<'a> {
             let r = lc.range(sub, radius)?;
             add_range_rows(&mut rows, qids, &r);
             add_stats(&mut stats, &r.stats);
-            Ok(())
+            Ok(r.indices.len())
         })?;
         order_rows(self.lc.space(), &q, &mut rows, None);
         stats.compute = t.elapsed();
@@ -239,7 +239,7 @@ impl<'a> GpuLsc<'a> {
                     rows[i] = row;
                     bound[i] = b;
                 }
-                Ok(())
+                Ok(r.indices.len())
             })?
         };
         stats.compute = t.elapsed();
@@ -267,7 +267,7 @@ impl<'a> GpuLsc<'a> {
     /// Streams the superclusters some query reaches — query i reaches a supercluster unless its
     /// distance to the centre minus the radius exceeds `bound(i)` beyond the index's rounding
     /// allowance — and calls `search` with each copy, the ids of the queries that reach it
-    /// (ascending) and their rows. `bound` is asked again after every search (k-NN bounds
+    /// (ascending) and their rows, in chunks; `search` returns how many answers it found. `bound` is asked again after every search (k-NN bounds
     /// shrink): the next supercluster is copied while the current one is searched if some query
     /// reaches it under the bounds known before that search, and searched by the queries that
     /// still reach it after.
@@ -275,7 +275,7 @@ impl<'a> GpuLsc<'a> {
         &self,
         q: &[f32],
         bound: &mut [f64],
-        mut search: impl FnMut(&GpuLc<'a>, &[usize], &VectorSet, &mut [f64]) -> Result<()>,
+        mut search: impl FnMut(&GpuLc<'a>, &[usize], &VectorSet, &mut [f64]) -> Result<usize>,
     ) -> Result<StreamStats> {
         let space = self.lc.space();
         let d = space.dim();
@@ -311,6 +311,8 @@ impl<'a> GpuLsc<'a> {
         };
         let mut copies: Vec<(CudaEvent, CudaEvent)> = Vec::new();
         let mut searches: Vec<(CudaEvent, CudaEvent)> = Vec::new();
+        // Answers per query (twice the largest rate seen), to size the chunks of queries.
+        let mut per_query = 64usize;
         let next_after = |centre_dist: &mut Vec<Vec<f64>>, bound: &[f64], from: usize| {
             (from..self.scs.len()).find(|&s| !reaching(centre_dist, bound, s).is_empty())
         };
@@ -333,13 +335,22 @@ impl<'a> GpuLsc<'a> {
             };
             let qids = reaching(&mut centre_dist, bound, now.sc);
             if !qids.is_empty() {
-                let rows: Vec<f32> = qids
-                    .iter()
-                    .flat_map(|&i| q[i * d..(i + 1) * d].iter().copied())
-                    .collect();
-                let sub = VectorSet::from_f32(qids.len(), d, rows)?;
                 let start = mark(&self.engine.lock()?.stream)?;
-                search(&now.lc, &qids, &sub, bound)?;
+                // The answers of a search wait on the device until it ends: queries go in
+                // chunks whose answers, at the rate seen so far, fit the budget.
+                let mut at = 0;
+                while at < qids.len() {
+                    let take = (self.budget / (8 * per_query.max(1))).clamp(64, qids.len() - at);
+                    let ids = &qids[at..at + take];
+                    let rows: Vec<f32> = ids
+                        .iter()
+                        .flat_map(|&i| q[i * d..(i + 1) * d].iter().copied())
+                        .collect();
+                    let sub = VectorSet::from_f32(ids.len(), d, rows)?;
+                    let found = search(&now.lc, ids, &sub, bound)?;
+                    per_query = per_query.max(2 * found.div_ceil(take));
+                    at += take;
+                }
                 let end = mark(&self.engine.lock()?.stream)?;
                 searches.push((start, end));
             }

@@ -89,6 +89,12 @@ pub fn knn_on(
     }
 }
 
+/// Device bytes of a copy of the whole List of Clusters `lc` (what decides whether it stays
+/// resident or is streamed in superclusters).
+pub fn lc_device_bytes(lc: &voisin_index::ListOfClusters<voisin_index::VectorSpace>) -> usize {
+    spread::run_bytes(lc, 0..lc.clusters().len())
+}
+
 /// A result of an index resident on one GPU: nothing streamed.
 fn resident<T>(r: T) -> (T, StreamStats) {
     (r, StreamStats::default())

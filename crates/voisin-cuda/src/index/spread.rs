@@ -158,7 +158,9 @@ enum Part<'a> {
 
 /// Whether a copy of `bytes` stays resident on `engine`'s GPU: it does when it takes at most
 /// half of the free memory (what `CudaOptions::device_memory` leaves); else `Err` carries the
-/// supercluster share to stream it with (a quarter of the free memory).
+/// supercluster share to stream it with: a sixth of the free memory, so that two superclusters
+/// (the one searched and the next being copied), the search's slots and the answers waiting
+/// on the device (each held to the same share) stay within it.
 pub(crate) fn placement(
     engine: &CudaEngine,
     bytes: usize,
@@ -167,7 +169,7 @@ pub(crate) fn placement(
     Ok(if bytes.saturating_mul(2) <= free {
         Ok(())
     } else {
-        Err((free / 4).max(1))
+        Err((free / 6).max(1))
     })
 }
 
