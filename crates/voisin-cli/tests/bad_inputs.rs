@@ -914,7 +914,7 @@ fn bad_index_query_gpu_options() {
     for (option, value, needle) in [
         ("--gpus", "two", "'two' is not all, a GPU count"),
         ("--gpus", "0", "a GPU count must be at least 1"),
-        ("--gpu-memory", "lots", "not a size"),
+        ("--gpu-memory", "lots", "write a size such as 512M"),
         ("--gpu-memory", "0", "at least 1 byte"),
         ("--gpu-memory", "5Q", "unknown unit 'Q'"),
     ] {

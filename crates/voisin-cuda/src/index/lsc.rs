@@ -160,7 +160,7 @@ impl<'a> GpuLsc<'a> {
                 }
             })
             .collect();
-        // The searches' slots take at most what is left beside two superclusters.
+        // A search's slots, and the answers waiting on the device, each take about a share.
         let budget = share.max(crate::ops::MIN_BUDGET);
         Ok(GpuLsc {
             engine,
@@ -340,7 +340,7 @@ impl<'a> GpuLsc<'a> {
                 // chunks whose answers, at the rate seen so far, fit the budget.
                 let mut at = 0;
                 while at < qids.len() {
-                    let take = (self.budget / (8 * per_query.max(1))).clamp(64, qids.len() - at);
+                    let take = (self.budget / (8 * per_query)).max(64).min(qids.len() - at);
                     let ids = &qids[at..at + take];
                     let rows: Vec<f32> = ids
                         .iter()
