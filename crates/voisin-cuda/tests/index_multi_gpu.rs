@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{adversarial, seed};
+use common::{adversarial, identical, identical_range, seed};
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::{reference, Dataset, KnnResult, Metric, RangeResult, VectorSet};
@@ -54,20 +54,13 @@ fn queries(rng: &mut StdRng, base: &VectorSet, fresh: usize) -> VectorSet {
     VectorSet::from_f32(v.len() / d, d, v).unwrap()
 }
 
-fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
-    assert_eq!(got.offsets, want.offsets, "{what}: offsets");
-    assert_eq!(got.indices, want.indices, "{what}: indices");
-    assert_eq!(got.distances, want.distances, "{what}: distances");
-}
-
 fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
     assert_eq!(
         (got.n_queries, got.k),
         (want.n_queries, want.k),
         "{what}: shape"
     );
-    assert_eq!(got.indices, want.indices, "{what}: indices");
-    assert_eq!(got.distances, want.distances, "{what}: distances");
+    identical(got, want, what);
 }
 
 /// 0, and the median distances of the 1st and 10th reference neighbours.
@@ -122,7 +115,7 @@ fn want(
         .collect();
     let one = GpuLc::new(e, lc).unwrap();
     for (&r, w) in radii.iter().zip(&range) {
-        same_range(
+        identical_range(
             &one.range(q, r).unwrap(),
             w,
             &format!("{what} one GPU r={r}"),
@@ -148,7 +141,7 @@ where
     let mut st = StreamStats::default();
     for (&r, w) in want.radii.iter().zip(&want.range) {
         let (got, s) = range(q, r).unwrap();
-        same_range(&got, w, &format!("{what} range r={r}"));
+        identical_range(&got, w, &format!("{what} range r={r}"));
         st.add(&s);
     }
     for (&k, w) in want.ks.iter().zip(&want.knn) {

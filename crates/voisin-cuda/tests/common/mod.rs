@@ -109,3 +109,10 @@ pub fn identical(a: &KnnResult, b: &KnnResult, what: &str) {
     assert_eq!(a.indices, b.indices, "{what}: ids");
     assert_eq!(a.distances, b.distances, "{what}: distances");
 }
+
+/// Two range results agree bit for bit.
+pub fn identical_range(a: &RangeResult, b: &RangeResult, what: &str) {
+    assert_eq!(a.offsets, b.offsets, "{what}: offsets");
+    assert_eq!(a.indices, b.indices, "{what}: ids");
+    assert_eq!(a.distances, b.distances, "{what}: distances");
+}
