@@ -162,6 +162,15 @@ pub struct IndexQueryArgs {
     /// (euclidean, cityblock, chebyshev); auto: cuda where it can answer, else cpu.
     #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
+    /// GPUs to search on: all, a count N (the first N), or ordinals such as 0,2 (default: GPU
+    /// 0). A List of Clusters is cut into one run of clusters per GPU listed (1-Stage); SSS
+    /// runs on the first.
+    #[arg(long, value_name = "G", value_parser = parse_gpus, help_heading = "GPU options")]
+    pub gpus: Option<GpuList>,
+    /// Device memory the search may use on each GPU, e.g. 512M or 2G (default: what is free).
+    /// A List of Clusters that does not fit is streamed through it in superclusters.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "GPU options")]
+    pub gpu_memory: Option<usize>,
     /// Output file (.tsv, .npz, .csr.npz, .npy or .ivecs); TSV on standard output without it
     /// or with "-".
     #[arg(long, value_name = "F")]

@@ -73,7 +73,8 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
         DatasetIndex::build_with_progress(&data, metric.clone(), kind, &params, &placed)
             .map(|i| (i, "cpu".to_string()))
     };
-    let on_gpu = |engine: &voisin_cuda::CudaEngine| {
+    let on_gpu = |engines: &[voisin_cuda::CudaEngine]| {
+        let engine = &engines[0];
         voisin_cuda::index::build_with_progress(
             engine,
             &data,
@@ -87,7 +88,8 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     // Under auto, what the GPU does not build (cover and k-d trees, strings, other metrics)
     // goes to the CPU.
     let gpu_builds = || voisin_cuda::index::builds(&data, &metric, kind, &params);
-    let built = on_device(a.device, global, gpu_builds, on_cpu, on_gpu);
+    let one_gpu = Gpus::default();
+    let built = on_device(a.device, global, &one_gpu, gpu_builds, on_cpu, on_gpu);
     progress.finish();
     let (index, device) = built.map_err(|e| CliError::core(e, Some(&a.input)))?;
     let build_time = t.elapsed();
@@ -159,18 +161,29 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         (None, Some(r)) => index.range(&queries, r).map(Answer::Range),
         (None, None) => unreachable!("clap requires -k or --radius"),
     };
-    let on_gpu = |engine: &voisin_cuda::CudaEngine| match (a.k, a.radius) {
-        (Some(k), _) => voisin_cuda::index::knn(engine, &index, &queries, k).map(Answer::Knn),
-        (None, Some(r)) => {
-            voisin_cuda::index::range(engine, &index, &queries, r).map(Answer::Range)
-        }
+    let on_gpu = |engines: &[voisin_cuda::CudaEngine]| match (a.k, a.radius) {
+        (Some(k), _) => voisin_cuda::index::knn_on(engines, &index, &queries, k)
+            .map(|(r, s)| (Answer::Knn(r), Some(s))),
+        (None, Some(r)) => voisin_cuda::index::range_on(engines, &index, &queries, r)
+            .map(|(r, s)| (Answer::Range(r), Some(s))),
         (None, None) => unreachable!("clap requires -k or --radius"),
     };
     // Under auto, what the GPU does not search (cover trees, strings, other metrics, sizes past
-    // its limits) goes to the CPU.
+    // its limits) goes to the CPU. One engine per GPU listed in --gpus (1-Stage).
     let gpu_searches = || voisin_cuda::index::supports(&index, &queries);
-    let answer = on_device(a.device, global, gpu_searches, on_cpu, on_gpu)
-        .map_err(|e| CliError::core(e, Some(&a.query)))?;
+    let gpus = Gpus {
+        list: a.gpus.clone(),
+        memory: a.gpu_memory,
+    };
+    let (answer, streamed) = on_device(
+        a.device,
+        global,
+        &gpus,
+        gpu_searches,
+        || on_cpu().map(|r| (r, None)),
+        on_gpu,
+    )
+    .map_err(|e| CliError::core(e, Some(&a.query)))?;
     let search_time = t.elapsed();
 
     let t = Instant::now();
@@ -210,6 +223,12 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         line["evals_per_query"] = per_query.into();
         line["brute_force_evals_per_query"] = index.len().into();
         line["evals_fraction_of_brute_force"] = (per_query / index.len().max(1) as f64).into();
+        if let Some(s) = streamed.filter(|s| s.superclusters > 0) {
+            line["superclusters"] = s.superclusters.into();
+            line["superclusters_copied"] = s.copied.into();
+            line["copy_s"] = s.copy_s.into();
+            line["copy_overlap_share"] = s.overlap_share().into();
+        }
         stats_line(line);
     }
     Ok(())
@@ -221,27 +240,48 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
 fn on_device<T>(
     device: DeviceChoice,
     global: &GlobalOpts,
+    gpus: &Gpus,
     gpu_takes: impl FnOnce() -> bool,
     on_cpu: impl FnOnce() -> voisin::Result<T>,
-    on_gpu: impl FnOnce(&voisin_cuda::CudaEngine) -> voisin::Result<T>,
+    on_gpu: impl FnOnce(&[voisin_cuda::CudaEngine]) -> voisin::Result<T>,
 ) -> voisin::Result<T> {
+    // The factory's GPU options, so that --memory reaches them.
     let config = EngineConfig {
         threads: global.threads,
         memory_budget: global.memory,
+        gpus: gpus.list.clone(),
         ..EngineConfig::default()
     };
-    let open_gpu = || voisin_engines::cuda_one(&config);
+    let open_gpus = || -> voisin::Result<Vec<voisin_cuda::CudaEngine>> {
+        let opts = voisin_cuda::CudaOptions {
+            device_memory: gpus.memory,
+            ..voisin_engines::cuda_options(&config)
+        };
+        voisin_engines::gpu_ordinals(config.gpus.as_ref())?
+            .into_iter()
+            .map(|o| voisin_cuda::CudaEngine::with_options(o, opts.clone()))
+            .collect()
+    };
     match device {
         DeviceChoice::Cpu => on_cpu(),
-        DeviceChoice::Cuda => open_gpu().and_then(|e| on_gpu(&e)),
+        DeviceChoice::Cuda => open_gpus().and_then(|e| on_gpu(&e)),
+        // Under auto a GPU that does not start is no error; errors of work the GPU takes are
+        // real and reported.
         DeviceChoice::Auto => match (voisin_cuda::gpu_available() && gpu_takes())
-            .then(|| open_gpu().ok())
+            .then(|| open_gpus().ok())
             .flatten()
         {
-            Some(engine) => on_gpu(&engine),
+            Some(engines) => on_gpu(&engines),
             None => on_cpu(),
         },
     }
+}
+
+/// The GPUs a command uses: `--gpus` (none: GPU 0) and the device memory cap `--gpu-memory`.
+#[derive(Default)]
+struct Gpus {
+    list: Option<voisin_engines::Gpus>,
+    memory: Option<usize>,
 }
 
 /// One JSON line on standard error; a closed standard error must not fail a finished run.

@@ -907,3 +907,33 @@ fn full_standard_output_is_an_internal_failure() {
         "{err}"
     );
 }
+
+#[test]
+fn bad_index_query_gpu_options() {
+    let s = scratch();
+    for (option, value, needle) in [
+        ("--gpus", "two", "'two' is not all, a GPU count"),
+        ("--gpus", "0", "a GPU count must be at least 1"),
+        ("--gpu-memory", "lots", "write a size such as 512M"),
+        ("--gpu-memory", "0", "at least 1 byte"),
+        ("--gpu-memory", "5Q", "unknown unit 'Q'"),
+    ] {
+        expect_bad(
+            &s,
+            &[
+                "index",
+                "query",
+                "--index",
+                "good.idx",
+                "--query",
+                "good.fvecs",
+                "-k",
+                "1",
+                option,
+                value,
+            ],
+            "",
+            &[option, needle],
+        );
+    }
+}

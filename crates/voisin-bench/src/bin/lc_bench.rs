@@ -37,10 +37,18 @@
 //! 200,000: the CPU build of 1M clustered vectors takes minutes), and both index files are
 //! compared byte for byte. One JSON line per set.
 //!
+//! Modes of a List of Clusters beside the resident one (docs/design/lc-multi-gpu-superclusters.md),
+//! each checked identical to the resident LC's answers: `--gpus 0,0` spreads it over the GPUs
+//! listed (1-Stage; a GPU listed twice gets two parts), `--lsc` streams it in superclusters
+//! through GPU 0 with the device memory capped at a quarter of the index (List of
+//! Superclusters; prints the superclusters copied and the share of copy time overlapped with
+//! the searches). `--no-bf` skips the brute-force runs (the resident LC is then its own
+//! reference).
+//!
 //! usage: lc_bench [--base 1000000] [--queries 23831] [--dim 20] [--clusters 1000]
 //!                 [--spread 0.05] [--seed 42] [--indexes lc:64,sss:1] [--knn 10]
-//!                 [--sels 0.0001,0.001,0.01] [--reps 3] [--no-gpu] [--no-cpu-build]
-//!                 [--cover [--words data/words.txt] [--cpu-max 200000]]
+//!                 [--sels 0.0001,0.001,0.01] [--reps 3] [--no-gpu] [--no-cpu-build] [--no-bf]
+//!                 [--gpus 0,0] [--lsc] [--cover [--words data/words.txt] [--cpu-max 200000]]
 
 use std::time::Instant;
 
@@ -50,8 +58,8 @@ use rayon::prelude::*;
 use voisin::metric::exact::vector_key;
 use voisin::StringSet;
 use voisin::{Dataset, Engine, Metric, VectorSet};
-use voisin_cuda::index::{build_cover, GpuLc, GpuSss};
-use voisin_cuda::CudaEngine;
+use voisin_cuda::index::{build_cover, lc_device_bytes, GpuLc, GpuLcSpread, GpuSss, StreamStats};
+use voisin_cuda::{CudaEngine, CudaOptions};
 use voisin_index::{file, DatasetIndex, Index, Kind, Params, VectorSpace};
 
 struct Args {
@@ -70,6 +78,10 @@ struct Args {
     words: Option<String>,
     cpu_max: usize,
     cpu_build: bool,
+    bf: bool,
+    /// GPUs of the 1-Stage mode (empty: not run).
+    gpus: Vec<usize>,
+    lsc: bool,
 }
 
 fn parse() -> Args {
@@ -89,6 +101,9 @@ fn parse() -> Args {
         words: None,
         cpu_max: 200_000,
         cpu_build: true,
+        bf: true,
+        gpus: Vec::new(),
+        lsc: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -121,6 +136,15 @@ fn parse() -> Args {
                 a.cpu_build = false;
                 i -= 1;
             }
+            "--no-bf" => {
+                a.bf = false;
+                i -= 1;
+            }
+            "--lsc" => {
+                a.lsc = true;
+                i -= 1;
+            }
+            "--gpus" => a.gpus = v.split(',').map(|x| x.parse().expect("a GPU")).collect(),
             o => panic!("unknown option {o}"),
         }
     }
@@ -306,11 +330,15 @@ fn main() {
             Index::Cover(_) | Index::Kd(_) => panic!("the cover and k-d trees have no GPU search"),
         };
         let upload = t.elapsed().as_secs_f64();
+        let mut resident_range = Vec::new();
         for (i, (&s, &r)) in a.sels.iter().zip(&rs).enumerate() {
             let (ix_s, got) = timed(a.reps, || g.range(&queries, r));
             if bf_cache[i].is_none() {
-                let (secs, res) = timed(a.reps, || e.range(&bd, &qd, r, &metric).unwrap());
-                bf_cache[i] = Some((secs, res));
+                bf_cache[i] = Some(if a.bf {
+                    timed(a.reps, || e.range(&bd, &qd, r, &metric).unwrap())
+                } else {
+                    (f64::NAN, got.clone())
+                });
             }
             let (bf_s, want) = bf_cache[i].as_ref().expect("filled above");
             let same = got.offsets == want.offsets
@@ -342,12 +370,18 @@ fn main() {
                 },
                 build_gpu + upload + ix_s
             );
+            resident_range.push(got);
         }
+        let mut resident_knn = None;
         if a.knn > 0 {
             let k = a.knn;
             let (ix_s, got) = timed(a.reps, || g.knn(&queries, k));
             if bf_knn.is_none() {
-                bf_knn = Some(timed(a.reps, || e.knn(&bd, &qd, k, &metric).unwrap()));
+                bf_knn = Some(if a.bf {
+                    timed(a.reps, || e.knn(&bd, &qd, k, &metric).unwrap())
+                } else {
+                    (f64::NAN, got.clone())
+                });
             }
             let (bf_s, want) = bf_knn.as_ref().expect("filled above");
             let same = got.indices == want.indices && got.distances == want.distances;
@@ -360,6 +394,91 @@ fn main() {
                 nq as f64 / ix_s,
                 nq as f64 / bf_s
             );
+            resident_knn = Some(got);
+        }
+        if let Index::Lc(lc) = &index {
+            let want = (resident_range.as_slice(), resident_knn.as_ref());
+            let case = Case {
+                a: &a,
+                spec,
+                queries: &queries,
+                radii: &rs,
+            };
+            if !a.gpus.is_empty() {
+                let engines: Vec<CudaEngine> = a
+                    .gpus
+                    .iter()
+                    .map(|&o| CudaEngine::new(o).expect("a CUDA GPU"))
+                    .collect();
+                let t = Instant::now();
+                let spread = GpuLcSpread::new(&engines, lc).unwrap();
+                let mode = format!("1-stage on {:?}", a.gpus);
+                case.run(&mode, t.elapsed().as_secs_f64(), &spread, want);
+            }
+            if a.lsc {
+                let cap = lc_device_bytes(lc) / 4;
+                let opts = CudaOptions {
+                    device_memory: Some(cap),
+                    ..Default::default()
+                };
+                let capped = [CudaEngine::with_options(0, opts).expect("a CUDA GPU")];
+                let t = Instant::now();
+                let lsc = GpuLcSpread::new(&capped, lc).unwrap();
+                let mode = format!("lsc cap {cap} of {}", lc_device_bytes(lc));
+                case.run(&mode, t.elapsed().as_secs_f64(), &lsc, want);
+            }
+        }
+    }
+}
+
+/// One index's runs in a mode other than the resident one.
+struct Case<'a> {
+    a: &'a Args,
+    spec: &'a str,
+    queries: &'a VectorSet,
+    radii: &'a [f64],
+}
+
+impl Case<'_> {
+    /// Times `g`'s range searches and k-NN and checks them against the resident LC's answers.
+    fn run(
+        &self,
+        mode: &str,
+        setup_s: f64,
+        g: &GpuLcSpread<'_>,
+        (range, knn): (&[voisin::RangeResult], Option<&voisin::KnnResult>),
+    ) {
+        let (spec, nq) = (self.spec, self.queries.len());
+        let line = |what: String, secs: f64, same: bool, st: &StreamStats| {
+            println!(
+                "{{\"case\":\"index_mode\",\"mode\":\"{mode}\",\"index\":\"{spec}\",{what},\
+                 \"queries\":{nq},\"setup_s\":{setup_s},\"index_s\":{secs},\"index_qps\":{},\
+                 \"superclusters\":{},\"copied\":{},\"copy_s\":{},\"overlap_share\":{},\
+                 \"identical\":{same}}}",
+                nq as f64 / secs,
+                st.superclusters,
+                st.copied,
+                st.copy_s,
+                st.overlap_share()
+            );
+        };
+        for ((&s, &r), want) in self.a.sels.iter().zip(self.radii).zip(range) {
+            let (secs, (got, st)) = timed(self.a.reps, || g.range(self.queries, r).unwrap());
+            let same = got.offsets == want.offsets
+                && got.indices == want.indices
+                && got.distances == want.distances;
+            line(
+                format!("\"selectivity\":{s},\"radius\":{r}"),
+                secs,
+                same,
+                &st,
+            );
+        }
+        if let Some(want) = knn {
+            let k = self.a.knn;
+            let (secs, (got, st)) = timed(self.a.reps, || g.knn(self.queries, k).unwrap());
+            let same = got.indices == want.indices && got.distances == want.distances;
+            line(format!("\"k\":{k}"), secs, same, &st);
         }
     }
 }

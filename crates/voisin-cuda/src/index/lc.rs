@@ -1,7 +1,13 @@
 //! The List of Clusters on the device: centers, covering radii and members uploaded
 //! dimension-major (kernels/index/lc_search.cu scans them; `schedule` runs the queries).
+//! A device copy holds the whole list or a contiguous run of its clusters (a part on one of
+//! several GPUs, or a supercluster streamed through one: `spread.rs`, `lsc.rs`).
 
-use cudarc::driver::{CudaSlice, LaunchArgs, PushKernelArg};
+use std::ops::Range;
+
+use cudarc::driver::{
+    sys, CudaEvent, CudaSlice, CudaStream, DeviceRepr, LaunchArgs, PushKernelArg,
+};
 use voisin::{Error, Result};
 use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
 
@@ -9,12 +15,13 @@ use super::schedule::{
     check_dim, dimension_major, median_positive, metric_code, upload, IndexArgs, Searcher,
 };
 use crate::engine::CudaEngine;
+use crate::runtime::context::{dev, Gpu};
 
 /// Static shared memory of lc_search (the tile's cluster list).
 const SEARCH_STATIC_SMEM: usize = 16 + 8 + 1024 * 12;
 
 /// The List of Clusters' buffers, in lc_search's argument order.
-struct Lc {
+pub(crate) struct Lc {
     /// Centers, dimension-major (`dim × nc`).
     ctr: CudaSlice<f32>,
     crad: CudaSlice<f64>,
@@ -47,11 +54,167 @@ impl IndexArgs for Lc {
     }
 }
 
-/// A List of Clusters over vectors (euclidean, cityblock or chebyshev), resident on one GPU.
+/// A run of clusters in the device layout, on the host: what a device copy uploads.
+pub(crate) struct LcHost {
+    ctr: Vec<f32>,
+    crad: Vec<f64>,
+    cid: Vec<u32>,
+    cbeg: Vec<u32>,
+    mem: Vec<f32>,
+    mdist: Vec<f64>,
+    mid: Vec<u32>,
+    /// Items of the run (centers and members).
+    items: usize,
+}
+
+impl LcHost {
+    /// Clusters `run` of `lc` (item ids stay those of the whole index).
+    pub(crate) fn of(lc: &ListOfClusters<VectorSpace>, run: Range<usize>) -> Result<Self> {
+        let space = lc.space();
+        let d = space.dim();
+        let (clusters, members, member_dist) = lc.parts();
+        let nm_all = members.len();
+        let first = clusters.get(run.start).map_or(nm_all, |c| c.start);
+        let mut cbeg: Vec<u32> = Vec::with_capacity(run.len() + 1);
+        for j in run.clone() {
+            let c = &clusters[j];
+            let next = clusters.get(j + 1).map_or(nm_all, |c| c.start);
+            if c.end != next || c.start > c.end || c.start < first {
+                return Err(Error::invalid(
+                    "the List of Clusters' member ranges are not contiguous",
+                ));
+            }
+            cbeg.push((c.start - first) as u32);
+        }
+        let last = clusters.get(run.end).map_or(nm_all, |c| c.start);
+        cbeg.push((last - first) as u32);
+        let part = &clusters[run.clone()];
+        let cid: Vec<u32> = part.iter().map(|c| c.center).collect();
+        let crad: Vec<f64> = part.iter().map(|c| c.radius).collect();
+        let mid = &members[first..last];
+        let values = space.values();
+        Ok(LcHost {
+            ctr: dimension_major(values, d, &cid),
+            crad,
+            mem: dimension_major(values, d, mid),
+            mdist: member_dist[first..last].to_vec(),
+            mid: mid.to_vec(),
+            items: cid.len() + mid.len(),
+            cid,
+            cbeg,
+        })
+    }
+
+    /// Device bytes of the run's copy.
+    pub(crate) fn bytes(&self) -> usize {
+        fn b<T>(v: &[T]) -> usize {
+            std::mem::size_of_val(v)
+        }
+        b(&self.ctr)
+            + b(&self.crad)
+            + b(&self.cid)
+            + b(&self.cbeg)
+            + b(&self.mem)
+            + b(&self.mdist)
+            + b(&self.mid)
+    }
+
+    /// The copy on the engine's stream (large arrays through the pinned staging buffers).
+    fn upload(&self, gpu: &Gpu) -> Result<Lc> {
+        Ok(Lc {
+            ctr: gpu.upload(&self.ctr)?,
+            crad: upload(gpu, &self.crad)?,
+            cid: upload(gpu, &self.cid)?,
+            cbeg: upload(gpu, &self.cbeg)?,
+            mem: gpu.upload(&self.mem)?,
+            mdist: upload(gpu, &self.mdist)?,
+            mid: upload(gpu, &self.mid)?,
+            nc: self.cid.len() as i32,
+            nm: self.mid.len() as i64,
+        })
+    }
+
+    /// The copy behind the work already queued on the engine's stream: buffers allocated on
+    /// the engine's stream, filled on the copy stream from `pinned` (page-locked, at least
+    /// [`LcHost::staged_bytes`] long, not read by an earlier copy still in flight), so that the
+    /// host returns as soon as the copies are queued. The engine's stream must wait for the
+    /// copy stream before it reads the copy.
+    /// Returns a timing event recorded on the copy stream when the copies start, and the copy.
+    pub(crate) fn upload_behind(&self, gpu: &Gpu, pinned: &mut [u8]) -> Result<(CudaEvent, Lc)> {
+        let mut lc = Lc {
+            ctr: alloc(gpu, self.ctr.len())?,
+            crad: alloc(gpu, self.crad.len())?,
+            cid: alloc(gpu, self.cid.len())?,
+            cbeg: alloc(gpu, self.cbeg.len())?,
+            mem: alloc(gpu, self.mem.len())?,
+            mdist: alloc(gpu, self.mdist.len())?,
+            mid: alloc(gpu, self.mid.len())?,
+            nc: self.cid.len() as i32,
+            nm: self.mid.len() as i64,
+        };
+        gpu.fence_copies()?;
+        let start = mark(gpu.copy_stream())?;
+        let mut at = 0;
+        copy_behind(gpu, pinned, &mut at, &self.ctr, &mut lc.ctr)?;
+        copy_behind(gpu, pinned, &mut at, &self.crad, &mut lc.crad)?;
+        copy_behind(gpu, pinned, &mut at, &self.cid, &mut lc.cid)?;
+        copy_behind(gpu, pinned, &mut at, &self.cbeg, &mut lc.cbeg)?;
+        copy_behind(gpu, pinned, &mut at, &self.mem, &mut lc.mem)?;
+        copy_behind(gpu, pinned, &mut at, &self.mdist, &mut lc.mdist)?;
+        copy_behind(gpu, pinned, &mut at, &self.mid, &mut lc.mid)?;
+        Ok((start, lc))
+    }
+
+    /// Bytes of page-locked memory [`LcHost::upload_behind`] needs (every array 8-aligned).
+    pub(crate) fn staged_bytes(&self) -> usize {
+        self.bytes() + 7 * 8
+    }
+}
+
+/// A timing event recorded now on `stream`.
+pub(crate) fn mark(stream: &CudaStream) -> Result<CudaEvent> {
+    stream
+        .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(dev("recording an event"))
+}
+
+/// An uninitialised device buffer of `len` values (at least one, so it has an address).
+fn alloc<T: DeviceRepr>(gpu: &Gpu, len: usize) -> Result<CudaSlice<T>> {
+    // SAFETY: every value that is read is written by `copy_behind` first.
+    unsafe { gpu.stream.alloc::<T>(len.max(1)) }.map_err(dev("allocating a supercluster"))
+}
+
+/// Puts `src` at the next 8-aligned offset of `pinned` and queues its copy to `dst` on the
+/// copy stream.
+fn copy_behind<T: DeviceRepr + bytemuck::Pod>(
+    gpu: &Gpu,
+    pinned: &mut [u8],
+    at: &mut usize,
+    src: &[T],
+    dst: &mut CudaSlice<T>,
+) -> Result<()> {
+    if src.is_empty() {
+        return Ok(());
+    }
+    let bytes: &[u8] = bytemuck::cast_slice(src);
+    *at = at.next_multiple_of(8);
+    let host = &mut pinned[*at..*at + bytes.len()];
+    host.copy_from_slice(bytes);
+    *at += bytes.len();
+    let copy = gpu.copy_stream();
+    let (ptr, _guard) = cudarc::driver::DevicePtrMut::device_ptr_mut(dst, copy);
+    // SAFETY: `dst` holds `src.len()` values of this context; `host` is page-locked and is not
+    // written again before the copy stream's event that follows this copy has completed (the
+    // caller's rule), and `dst` is freed on the engine's stream only after it waited for it.
+    unsafe { cudarc::driver::result::memcpy_htod_async(ptr, &*host, copy.cu_stream()) }
+        .map_err(dev("copying a supercluster"))
+}
+
+/// A List of Clusters over vectors (euclidean, cityblock or chebyshev), resident on one GPU:
+/// the whole list, or a run of its clusters.
 pub struct GpuLc<'e>(Searcher<'e, Lc>);
 
 impl<'e> GpuLc<'e> {
-    /// Uploads `lc` to the engine's GPU.
     /// The GPU's limits (metric, dimension, size): an index within them is searched here.
     pub(crate) fn check(lc: &ListOfClusters<VectorSpace>) -> Result<()> {
         let space = lc.space();
@@ -66,41 +229,65 @@ impl<'e> GpuLc<'e> {
         Ok(())
     }
 
+    /// Uploads `lc` to the engine's GPU.
     pub fn new(engine: &'e CudaEngine, lc: &ListOfClusters<VectorSpace>) -> Result<Self> {
+        Self::with_clusters(engine, lc, 0..lc.clusters().len())
+    }
+
+    /// Uploads clusters `run` of `lc` to the engine's GPU: a List of Clusters over their items
+    /// alone, answering with the whole index's item ids (docs/design/lc-multi-gpu-superclusters.md
+    /// says why a run answers exactly for its items).
+    pub fn with_clusters(
+        engine: &'e CudaEngine,
+        lc: &ListOfClusters<VectorSpace>,
+        run: Range<usize>,
+    ) -> Result<Self> {
         Self::check(lc)?;
-        let space = lc.space();
-        let metric = space.metric();
-        let (d, n) = (space.dim(), space.values().len() / space.dim());
-        let (clusters, members, member_dist) = lc.parts();
-        let (nc, nm) = (clusters.len(), members.len());
-        let mut cbeg: Vec<u32> = Vec::with_capacity(nc + 1);
-        for (j, c) in clusters.iter().enumerate() {
-            let next = clusters.get(j + 1).map_or(nm, |c| c.start);
-            if c.end != next || c.start > c.end {
-                return Err(Error::invalid(
-                    "the List of Clusters' member ranges are not contiguous",
-                ));
-            }
-            cbeg.push(c.start as u32);
+        if run.end > lc.clusters().len() || run.start > run.end {
+            return Err(Error::invalid(format!(
+                "clusters {run:?} are not within the index's {}",
+                lc.clusters().len()
+            )));
         }
-        cbeg.push(nm as u32);
-        let cids: Vec<u32> = clusters.iter().map(|c| c.center).collect();
-        let crad: Vec<f64> = clusters.iter().map(|c| c.radius).collect();
-        let values = space.values();
+        let host = LcHost::of(lc, run)?;
         let gpu = engine.lock()?;
-        let index = Lc {
-            ctr: gpu.upload(&dimension_major(values, d, &cids))?,
-            crad: upload(&gpu, &crad)?,
-            cid: upload(&gpu, &cids)?,
-            cbeg: upload(&gpu, &cbeg)?,
-            mem: gpu.upload(&dimension_major(values, d, members))?,
-            mdist: upload(&gpu, member_dist)?,
-            mid: upload(&gpu, members)?,
-            nc: nc as i32,
-            nm: nm as i64,
+        let index = host.upload(&gpu)?;
+        Self::on_device(engine, &gpu, lc, &host, index, None)
+    }
+
+    /// The searcher of a copy made from `host` (a run of `lc`'s clusters), with a fixed
+    /// working-set budget when `budget` is some (a streamed supercluster).
+    pub(crate) fn on_device(
+        engine: &'e CudaEngine,
+        gpu: &Gpu,
+        lc: &ListOfClusters<VectorSpace>,
+        host: &LcHost,
+        index: Lc,
+        budget: Option<usize>,
+    ) -> Result<Self> {
+        let space = lc.space();
+        let d = space.dim();
+        // The whole list counts every item of the space (as before runs existed); a run counts
+        // its own, so that its k-NN rows hold min(k, its items).
+        let n = if index.nc as usize == lc.clusters().len() {
+            space.values().len() / d
+        } else {
+            host.items
         };
-        let scale = median_positive(crad);
-        Searcher::new(engine, &gpu, (metric, d, n, scale), |k| &k.lc_search, index).map(GpuLc)
+        let scale = median_positive(host.crad.clone());
+        Searcher::new(
+            engine,
+            gpu,
+            (space.metric(), d, n, scale),
+            |k| &k.lc_search,
+            index,
+        )
+        .map(|s| {
+            GpuLc(match budget {
+                Some(b) => s.with_budget(b),
+                None => s,
+            })
+        })
     }
 }
 

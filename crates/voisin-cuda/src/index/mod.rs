@@ -21,12 +21,16 @@
 mod build;
 mod cover_build;
 mod lc;
+mod lsc;
 mod schedule;
+mod spread;
 mod sss;
 
 pub use build::{build, build_lc, build_sss, build_with_progress, builds, MAX_CLUSTER};
 pub use cover_build::build_cover;
 pub use lc::GpuLc;
+pub use lsc::{GpuLsc, StreamStats};
+pub use spread::GpuLcSpread;
 pub use sss::GpuSss;
 
 use voisin::{Dataset, Error, KnnResult, RangeResult, Result, VectorSet};
@@ -43,11 +47,7 @@ pub fn range(
     queries: &Dataset,
     radius: f64,
 ) -> Result<RangeResult> {
-    let q = vector_queries(queries)?;
-    match device_copy(engine, index)? {
-        Copy::Lc(g) => g.range(q, radius),
-        Copy::Sss(g) => g.range(q, radius),
-    }
+    range_on(std::slice::from_ref(engine), index, queries, radius).map(|(r, _)| r)
 }
 
 /// The k nearest indexed items of each query, on the GPU (see [`range`]).
@@ -57,11 +57,52 @@ pub fn knn(
     queries: &Dataset,
     k: usize,
 ) -> Result<KnnResult> {
+    knn_on(std::slice::from_ref(engine), index, queries, k).map(|(r, _)| r)
+}
+
+/// [`range`] on the GPUs of `engines` (`voisin index query --gpus`), and what streaming did. A
+/// List of Clusters is resident on one GPU when it fits half of the free memory the engine
+/// leaves it (`CudaOptions::device_memory` caps that); else, or over several engines, it is
+/// spread: one run of clusters per engine (1-Stage), each streamed in superclusters when it
+/// does not fit ([`GpuLcSpread`]). SSS runs on the first engine.
+pub fn range_on(
+    engines: &[CudaEngine],
+    index: &DatasetIndex,
+    queries: &Dataset,
+    radius: f64,
+) -> Result<(RangeResult, StreamStats)> {
     let q = vector_queries(queries)?;
-    match device_copy(engine, index)? {
-        Copy::Lc(g) => g.knn(q, k),
-        Copy::Sss(g) => g.knn(q, k),
+    match device_copy(engines, index)? {
+        Copy::Lc(g) => g.range(q, radius).map(resident),
+        Copy::Sss(g) => g.range(q, radius).map(resident),
+        Copy::Spread(g) => g.range(q, radius),
     }
+}
+
+/// [`knn`] on the GPUs of `engines` (see [`range_on`]).
+pub fn knn_on(
+    engines: &[CudaEngine],
+    index: &DatasetIndex,
+    queries: &Dataset,
+    k: usize,
+) -> Result<(KnnResult, StreamStats)> {
+    let q = vector_queries(queries)?;
+    match device_copy(engines, index)? {
+        Copy::Lc(g) => g.knn(q, k).map(resident),
+        Copy::Sss(g) => g.knn(q, k).map(resident),
+        Copy::Spread(g) => g.knn(q, k),
+    }
+}
+
+/// Device bytes of a copy of the whole List of Clusters `lc` (what decides whether it stays
+/// resident or is streamed in superclusters).
+pub fn lc_device_bytes(lc: &voisin_index::ListOfClusters<voisin_index::VectorSpace>) -> usize {
+    spread::run_bytes(lc, 0..lc.clusters().len())
+}
+
+/// A result of an index resident on one GPU: nothing streamed.
+fn resident<T>(r: T) -> (T, StreamStats) {
+    (r, StreamStats::default())
 }
 
 /// Whether the GPU searches `index` for `queries` (what `voisin index query --device auto`
@@ -80,11 +121,23 @@ pub fn supports(index: &DatasetIndex, queries: &Dataset) -> bool {
 enum Copy<'e> {
     Lc(GpuLc<'e>),
     Sss(GpuSss<'e>),
+    Spread(GpuLcSpread<'e>),
 }
 
-fn device_copy<'e>(engine: &'e CudaEngine, index: &DatasetIndex) -> Result<Copy<'e>> {
+fn device_copy<'e>(engines: &'e [CudaEngine], index: &'e DatasetIndex) -> Result<Copy<'e>> {
+    let Some(engine) = engines.first() else {
+        return Err(Error::invalid("no GPU to search the index on"));
+    };
     match index {
-        DatasetIndex::Vectors(Index::Lc(lc)) => GpuLc::new(engine, lc).map(Copy::Lc),
+        DatasetIndex::Vectors(Index::Lc(lc)) => {
+            GpuLc::check(lc)?;
+            let whole = spread::run_bytes(lc, 0..lc.clusters().len());
+            if engines.len() == 1 && spread::placement(engine, whole)?.is_ok() {
+                GpuLc::new(engine, lc).map(Copy::Lc)
+            } else {
+                GpuLcSpread::new(engines, lc).map(Copy::Spread)
+            }
+        }
         DatasetIndex::Vectors(Index::Sss(sss)) => GpuSss::new(engine, sss).map(Copy::Sss),
         other => Err(Error::invalid(format!(
             "the GPU searches List of Clusters and SSS indexes over vectors, not a {} \

@@ -150,6 +150,10 @@ pub(crate) struct Searcher<'e, A> {
     /// A typical distance in the index: where a k-NN radius starts growing when nothing better
     /// is known.
     scale: f64,
+    /// The working-set budget of every search, when fixed in advance (a streamed supercluster:
+    /// measuring the free memory would synchronise the context, and so wait for the next
+    /// supercluster's copy); measured at each search otherwise.
+    budget: Option<usize>,
     index: A,
 }
 
@@ -171,8 +175,15 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
             dim,
             n,
             scale,
+            budget: None,
             index,
         })
+    }
+
+    /// The same searcher with a fixed working-set budget (see `budget`).
+    pub(crate) fn with_budget(mut self, bytes: usize) -> Self {
+        self.budget = Some(bytes);
+        self
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -305,7 +316,10 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
         let mut tr = gpu.phases();
         let (mut ids_parts, mut dist_parts) = (Vec::new(), Vec::new());
         let qdev = gpu.upload(rows)?;
-        let budget = self.engine.budget(gpu)?.bytes;
+        let budget = match self.budget {
+            Some(b) => b,
+            None => self.engine.budget(gpu)?.bytes,
+        };
         let mut cap = cap0.next_power_of_two();
         let mut q0 = 0;
         while q0 < nq {

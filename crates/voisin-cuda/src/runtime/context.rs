@@ -217,6 +217,12 @@ impl Gpu {
             .map_err(dev("ordering the copy stream"))
     }
 
+    /// The stream that carries uploads beside the work on `stream` (the index search's
+    /// superclusters, `index/lsc.rs`, queue their own copies on it).
+    pub fn copy_stream(&self) -> &Arc<CudaStream> {
+        &self.copy
+    }
+
     /// Copies `src` to the start of `dst` (at least as long) through the staging buffers;
     /// kernels queued on the engine's stream afterwards see the values. The host returns once
     /// the last piece is queued, so a caller can interleave pieces with the work that reads

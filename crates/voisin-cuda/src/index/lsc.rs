@@ -1,0 +1,409 @@
+//! List of Superclusters ([Barrientos13] §5.2; docs/design/lc-multi-gpu-superclusters.md): a
+//! List of Clusters larger than the device memory it may use, streamed through one GPU.
+//!
+//! Consecutive clusters are grouped into superclusters whose copies fit a share of the memory;
+//! a CPU pre-filter skips the superclusters no query can reach, and the next needed supercluster
+//! is copied on the copy stream while the current one is searched on the engine's stream.
+//! Each supercluster is an ordinary `GpuLc` over a run of clusters, so its answers are exact;
+//! they are merged per query on the host (`spread.rs`).
+
+use std::ops::Range;
+use std::time::Instant;
+
+use cudarc::driver::{CudaEvent, PinnedHostSlice};
+use rayon::prelude::*;
+use voisin::engine::check_k;
+use voisin::{Error, KnnResult, RangeResult, Result, Stats, VectorSet};
+use voisin_index::space::Space;
+use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
+
+use super::lc::{mark, GpuLc, LcHost};
+use super::spread::{
+    add_knn_rows, add_range_rows, add_stats, knn_result, order_row, order_rows, range_result,
+    run_bytes, Row,
+};
+use crate::engine::CudaEngine;
+use crate::runtime::context::dev;
+
+/// What streaming superclusters did during one search (all zero when the index was resident).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamStats {
+    /// Superclusters the streamed parts of the index were cut into.
+    pub superclusters: usize,
+    /// Copies made to the device (a supercluster needed by no query of the batch is not copied).
+    pub copied: usize,
+    /// Seconds the copies took on the copy stream.
+    pub copy_s: f64,
+    /// Seconds of copying during which the engine's stream was searching.
+    pub overlapped_s: f64,
+}
+
+impl StreamStats {
+    /// Adds another part's streaming.
+    pub fn add(&mut self, o: &StreamStats) {
+        self.superclusters += o.superclusters;
+        self.copied += o.copied;
+        self.copy_s += o.copy_s;
+        self.overlapped_s += o.overlapped_s;
+    }
+
+    /// The share of copy time overlapped with searching (0 without copies).
+    pub fn overlap_share(&self) -> f64 {
+        if self.copy_s > 0.0 {
+            self.overlapped_s / self.copy_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A group of consecutive clusters: centre = its first cluster's centre; radius = the distance
+/// of the largest exact key from the centre to any of its items.
+struct Supercluster {
+    run: Range<usize>,
+    centre: u32,
+    radius: f64,
+}
+
+/// A List of Clusters (or a run of its clusters) searched by streaming superclusters through
+/// one GPU.
+pub struct GpuLsc<'a> {
+    engine: &'a CudaEngine,
+    lc: &'a ListOfClusters<VectorSpace>,
+    scs: Vec<Supercluster>,
+    /// Working-set budget of each supercluster's search (fixed: see `Searcher::budget`).
+    budget: usize,
+}
+
+/// One supercluster on its way to the device: its searcher and the copy's events.
+struct InFlight<'a> {
+    sc: usize,
+    lc: GpuLc<'a>,
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+/// Page-locked buffers the copies go through, used in turn, each with the event after its last
+/// copy (refilled only once that copy is over).
+struct Pinned {
+    bufs: [Option<(PinnedHostSlice<u8>, Option<CudaEvent>)>; 2],
+    next: usize,
+}
+
+impl Drop for Pinned {
+    /// A buffer is freed only once its last copy is over (a search that failed may leave one
+    /// in flight).
+    fn drop(&mut self) {
+        for (_, done) in self.bufs.iter().flatten() {
+            if let Some(e) = done {
+                let _ = e.synchronize();
+            }
+        }
+    }
+}
+
+impl<'a> GpuLsc<'a> {
+    /// Groups `lc`'s clusters into superclusters of at most `share` device bytes each (at least
+    /// one cluster each); nothing is copied yet.
+    pub fn new(
+        engine: &'a CudaEngine,
+        lc: &'a ListOfClusters<VectorSpace>,
+        share: usize,
+    ) -> Result<Self> {
+        Self::with_clusters(engine, lc, 0..lc.clusters().len(), share)
+    }
+
+    /// [`GpuLsc::new`] over clusters `run` of `lc` alone (a part of a spread index).
+    pub fn with_clusters(
+        engine: &'a CudaEngine,
+        lc: &'a ListOfClusters<VectorSpace>,
+        run: Range<usize>,
+        share: usize,
+    ) -> Result<Self> {
+        GpuLc::check(lc)?;
+        if run.end > lc.clusters().len() || run.start > run.end {
+            return Err(Error::invalid(format!(
+                "clusters {run:?} are not within the index's {}",
+                lc.clusters().len()
+            )));
+        }
+        let mut runs = Vec::new();
+        let mut start = run.start;
+        while start < run.end {
+            let mut end = start + 1;
+            while end < run.end && run_bytes(lc, start..end + 1) <= share {
+                end += 1;
+            }
+            runs.push(start..end);
+            start = end;
+        }
+        let space = lc.space();
+        let (clusters, members, _) = lc.parts();
+        let scs = runs
+            .into_iter()
+            .map(|run| {
+                let centre = clusters[run.start].center;
+                let c = space.item(centre as usize);
+                let first = clusters[run.start].start;
+                let last = clusters[run.end - 1].end;
+                let ids = clusters[run.clone()]
+                    .par_iter()
+                    .map(|cl| cl.center)
+                    .chain(members[first..last].par_iter().copied());
+                let key = ids
+                    .map(|x| space.key(c, space.item(x as usize)))
+                    .reduce(|| 0.0, f64::max);
+                Supercluster {
+                    run,
+                    centre,
+                    radius: space.to_distance(key),
+                }
+            })
+            .collect();
+        // A search's slots, and the answers waiting on the device, each take about a share.
+        let budget = share.max(crate::ops::MIN_BUDGET);
+        Ok(GpuLsc {
+            engine,
+            lc,
+            scs,
+            budget,
+        })
+    }
+
+    /// Number of superclusters.
+    pub fn superclusters(&self) -> usize {
+        self.scs.len()
+    }
+
+    /// Every indexed item within `radius` of each query, rows sorted by (distance, index), and
+    /// what streaming did.
+    pub fn range(&self, queries: &VectorSet, radius: f64) -> Result<(RangeResult, StreamStats)> {
+        self.lc.space().metric().check_radius(radius)?;
+        let t = Instant::now();
+        let q = self.query_rows(queries)?;
+        let nq = queries.len();
+        let mut rows: Vec<Row> = vec![Vec::new(); nq];
+        let mut stats = Stats::default();
+        let streamed = self.stream(&q, &mut vec![radius; nq], |lc, qids, sub, _| {
+            let r = lc.range(sub, radius)?;
+            add_range_rows(&mut rows, qids, &r);
+            add_stats(&mut stats, &r.stats);
+            Ok(r.indices.len())
+        })?;
+        order_rows(self.lc.space(), &q, &mut rows, None);
+        stats.compute = t.elapsed();
+        Ok((range_result(rows, stats), streamed))
+    }
+
+    /// The k nearest indexed items of each query (k capped at the number of items), ties by
+    /// the smaller index, and what streaming did. Superclusters are searched in order, each
+    /// by the queries whose k-th distance so far does not rule it out.
+    pub fn knn(&self, queries: &VectorSet, k: usize) -> Result<(KnnResult, StreamStats)> {
+        check_k(k)?;
+        let t = Instant::now();
+        let q = self.query_rows(queries)?;
+        let nq = queries.len();
+        let space = self.lc.space();
+        let d = space.dim();
+        let items: usize = self.scs.iter().map(|s| self.items(s)).sum();
+        let k = k.min(items);
+        let mut rows: Vec<Row> = vec![Vec::new(); nq];
+        // A query's bound: the exact distance of its k-th answer so far (infinite before k).
+        let mut bound = vec![f64::INFINITY; nq];
+        let mut stats = Stats::default();
+        let streamed = if k == 0 {
+            StreamStats::default()
+        } else {
+            self.stream(&q, &mut bound, |lc, qids, sub, bound| {
+                let r = lc.knn(sub, k)?;
+                add_knn_rows(&mut rows, qids, &r);
+                add_stats(&mut stats, &r.stats);
+                let mut mine: Vec<(usize, Row)> = qids
+                    .iter()
+                    .map(|&i| (i, std::mem::take(&mut rows[i])))
+                    .collect();
+                let kth: Vec<f64> = mine
+                    .par_iter_mut()
+                    .map(|(i, row)| {
+                        let query = &q[*i * d..(*i + 1) * d];
+                        order_row(space, query, row, Some(k));
+                        match row.get(k - 1) {
+                            Some(&(_, id)) => {
+                                space.to_distance(space.key(query, space.item(id as usize)))
+                            }
+                            None => f64::INFINITY,
+                        }
+                    })
+                    .collect();
+                for ((i, row), b) in mine.into_iter().zip(kth) {
+                    rows[i] = row;
+                    bound[i] = b;
+                }
+                Ok(r.indices.len())
+            })?
+        };
+        stats.compute = t.elapsed();
+        Ok((knn_result(rows, k, stats)?, streamed))
+    }
+
+    /// Items of a supercluster (centres and members).
+    fn items(&self, s: &Supercluster) -> usize {
+        let c = &self.lc.clusters()[s.run.clone()];
+        c.len() + c.iter().map(|c| c.end - c.start).sum::<usize>()
+    }
+
+    fn query_rows(&self, queries: &VectorSet) -> Result<Vec<f32>> {
+        let d = self.lc.space().dim();
+        if queries.dim() != d {
+            return Err(Error::invalid(format!(
+                "queries have dimension {} but the index holds vectors of dimension {d}",
+                queries.dim()
+            )));
+        }
+        queries.require_f32_exact("metric indexes")?;
+        Ok(queries.rows_f32(0, queries.len()).into_owned())
+    }
+
+    /// Streams the superclusters some query reaches — query i reaches a supercluster unless its
+    /// distance to the centre minus the radius exceeds `bound(i)` beyond the index's rounding
+    /// allowance — and calls `search` with each copy, the ids of the queries that reach it
+    /// (ascending) and their rows, in chunks; `search` returns how many answers it found. `bound` is asked again after every search (k-NN bounds
+    /// shrink): the next supercluster is copied while the current one is searched if some query
+    /// reaches it under the bounds known before that search, and searched by the queries that
+    /// still reach it after.
+    fn stream(
+        &self,
+        q: &[f32],
+        bound: &mut [f64],
+        mut search: impl FnMut(&GpuLc<'a>, &[usize], &VectorSet, &mut [f64]) -> Result<usize>,
+    ) -> Result<StreamStats> {
+        let space = self.lc.space();
+        let d = space.dim();
+        let nq = q.len() / d;
+        let mut st = StreamStats {
+            superclusters: self.scs.len(),
+            ..Default::default()
+        };
+        if nq == 0 {
+            return Ok(st);
+        }
+        // Distances from every query to a supercluster's centre, computed when first needed.
+        let mut centre_dist: Vec<Vec<f64>> = vec![Vec::new(); self.scs.len()];
+        let reaching = |centre_dist: &mut Vec<Vec<f64>>, bound: &[f64], s: usize| -> Vec<usize> {
+            let sc = &self.scs[s];
+            if centre_dist[s].is_empty() {
+                let c = space.item(sc.centre as usize);
+                centre_dist[s] = q
+                    .par_chunks(d)
+                    .map(|x| space.to_distance(space.key(x, c)))
+                    .collect();
+            }
+            let dq = &centre_dist[s];
+            (0..nq)
+                .into_par_iter()
+                .filter(|&i| !space.beyond(dq[i] - sc.radius, bound[i], dq[i] + sc.radius))
+                .collect()
+        };
+        let origin = mark(&self.engine.lock()?.stream)?;
+        let mut pinned = Pinned {
+            bufs: [None, None],
+            next: 0,
+        };
+        let mut copies: Vec<(CudaEvent, CudaEvent)> = Vec::new();
+        let mut searches: Vec<(CudaEvent, CudaEvent)> = Vec::new();
+        // Answers per query (twice the largest rate seen), to size the chunks of queries.
+        let mut per_query = 64usize;
+        let next_after = |centre_dist: &mut Vec<Vec<f64>>, bound: &[f64], from: usize| {
+            (from..self.scs.len()).find(|&s| !reaching(centre_dist, bound, s).is_empty())
+        };
+        let mut cur = match next_after(&mut centre_dist, bound, 0) {
+            Some(s) => Some(self.send(s, &mut pinned)?),
+            None => None,
+        };
+        while let Some(now) = cur {
+            {
+                // The copy lands before the search reads it.
+                let gpu = self.engine.lock()?;
+                gpu.stream
+                    .wait(&now.end)
+                    .map_err(dev("ordering the streams"))?;
+            }
+            // Queued before this search, so the copy engine works while the kernels do.
+            cur = match next_after(&mut centre_dist, bound, now.sc + 1) {
+                Some(s) => Some(self.send(s, &mut pinned)?),
+                None => None,
+            };
+            let qids = reaching(&mut centre_dist, bound, now.sc);
+            if !qids.is_empty() {
+                let start = mark(&self.engine.lock()?.stream)?;
+                // The answers of a search wait on the device until it ends: queries go in
+                // chunks whose answers, at the rate seen so far, fit the budget.
+                let mut at = 0;
+                while at < qids.len() {
+                    let take = (self.budget / (8 * per_query)).max(64).min(qids.len() - at);
+                    let ids = &qids[at..at + take];
+                    let rows: Vec<f32> = ids
+                        .iter()
+                        .flat_map(|&i| q[i * d..(i + 1) * d].iter().copied())
+                        .collect();
+                    let sub = VectorSet::from_f32(ids.len(), d, rows)?;
+                    let found = search(&now.lc, ids, &sub, bound)?;
+                    per_query = per_query.max(2 * found.div_ceil(take));
+                    at += take;
+                }
+                let end = mark(&self.engine.lock()?.stream)?;
+                searches.push((start, end));
+            }
+            copies.push((now.start, now.end));
+            st.copied += 1;
+        }
+        // Intervals in ms from `origin`; copies never overlap each other, nor searches.
+        let at = |e: &CudaEvent| -> Result<f64> {
+            Ok(origin.elapsed_ms(e).map_err(dev("timing the streams"))? as f64 / 1e3)
+        };
+        let spans = |v: &[(CudaEvent, CudaEvent)]| -> Result<Vec<(f64, f64)>> {
+            v.iter().map(|(a, b)| Ok((at(a)?, at(b)?))).collect()
+        };
+        let (cs, ss) = (spans(&copies)?, spans(&searches)?);
+        for &(c0, c1) in &cs {
+            st.copy_s += (c1 - c0).max(0.0);
+            for &(s0, s1) in &ss {
+                st.overlapped_s += (c1.min(s1) - c0.max(s0)).max(0.0);
+            }
+        }
+        Ok(st)
+    }
+
+    /// Queues the copy of supercluster `s` on the copy stream (the host returns once it is
+    /// queued) and makes its searcher.
+    fn send(&self, s: usize, pinned: &mut Pinned) -> Result<InFlight<'a>> {
+        let host = LcHost::of(self.lc, self.scs[s].run.clone())?;
+        let gpu = self.engine.lock()?;
+        let need = host.staged_bytes();
+        let slot = &mut pinned.bufs[pinned.next];
+        pinned.next ^= 1;
+        if let Some((_, Some(done))) = slot {
+            done.synchronize().map_err(dev("waiting for a copy"))?;
+        }
+        if slot.as_ref().is_none_or(|(b, _)| b.len() < need) {
+            *slot = None;
+            // SAFETY: written before every copy that reads it.
+            let buf = unsafe { gpu.ctx.alloc_pinned::<u8>(need) }
+                .map_err(dev("allocating page-locked memory"))?;
+            *slot = Some((buf, None));
+        }
+        let (buf, done) = slot.as_mut().expect("allocated above");
+        let host_buf = buf.as_mut_slice().map_err(dev("reading pinned memory"))?;
+        let copy = gpu.copy_stream();
+        let (start, lc_dev) = host.upload_behind(&gpu, host_buf)?;
+        let end = mark(copy)?;
+        *done = Some(mark(copy)?);
+        let lc = GpuLc::on_device(self.engine, &gpu, self.lc, &host, lc_dev, Some(self.budget))?;
+        Ok(InFlight {
+            sc: s,
+            lc,
+            start,
+            end,
+        })
+    }
+}
