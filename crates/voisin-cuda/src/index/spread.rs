@@ -14,7 +14,11 @@ use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
 
 use super::lc::GpuLc;
 use super::lsc::{GpuLsc, StreamStats};
+use super::schedule::median_positive;
 use crate::engine::CudaEngine;
+
+/// Queries of the k-NN pilot ([`GpuLcSpread::knn`]).
+const PILOT_QUERIES: usize = 64;
 
 /// One query's answers: (f32 distance, item id).
 pub(crate) type Row = Vec<(f32, u32)>;
@@ -235,27 +239,89 @@ impl<'a> GpuLcSpread<'a> {
 
     /// The k nearest indexed items of each query (k capped at the number of items), ties by
     /// the smaller index, and what streaming did.
+    ///
+    /// One part alone cannot bound a query whose neighbours live in another part (its own k
+    /// best may lie far away, and its increasing-radius search then scans most of its run), so
+    /// the rounds are global: every pending query is asked for all items within a radius on
+    /// every part, and a query with at least k answers in all is done — every item outside
+    /// the radius is farther than each answer, so its k first answers in (key, id) order are
+    /// the exact k nearest. The others go round again with twice the radius. The first radius
+    /// is the median k-th distance of up to [`PILOT_QUERIES`] queries searched in the CPU copy
+    /// of the index (a few thousand evaluations each).
     pub fn knn(&self, queries: &VectorSet, k: usize) -> Result<(KnnResult, StreamStats)> {
         check_k(k)?;
         let t = Instant::now();
-        let found = self.each(|p| match p {
-            Part::Resident(g) => g.knn(queries, k).map(|r| (r, StreamStats::default())),
-            Part::Streamed(s) => s.knn(queries, k),
-        })?;
         let nq = queries.len();
+        let d = queries.dim();
         let k = k.min(self.lc.space().len());
-        let mut rows: Vec<Row> = vec![Vec::new(); nq];
-        let all: Vec<usize> = (0..nq).collect();
-        let (mut stats, mut streamed) = (Stats::default(), StreamStats::default());
-        for (r, s) in &found {
-            add_knn_rows(&mut rows, &all, r);
-            add_stats(&mut stats, &r.stats);
-            streamed.add(s);
-        }
         let q = queries.rows_f32(0, nq);
+        if let Some(bad) = q
+            .chunks(d.max(1))
+            .position(|r| r.iter().any(|x| !x.is_finite()))
+        {
+            return Err(Error::invalid(format!(
+                "query {bad} has no {k} items at a comparable distance (NaN or infinite values); \
+                 the GPU index cannot rank it"
+            )));
+        }
+        let mut rows: Vec<Row> = vec![Vec::new(); nq];
+        let (mut stats, mut streamed) = (Stats::default(), StreamStats::default());
+        let mut pending: Vec<usize> = if k > 0 { (0..nq).collect() } else { Vec::new() };
+        let mut radius = self.pilot_radius(&q, d, k)?;
+        while !pending.is_empty() {
+            let mut rows_of = Vec::with_capacity(pending.len() * d);
+            for &i in &pending {
+                rows_of.extend_from_slice(&q[i * d..(i + 1) * d]);
+            }
+            let sub = VectorSet::from_f32(pending.len(), d, rows_of)?;
+            let found = self.each(|p| match p {
+                Part::Resident(g) => g.range(&sub, radius).map(|r| (r, StreamStats::default())),
+                Part::Streamed(s) => s.range(&sub, radius),
+            })?;
+            let mut round: Vec<Row> = vec![Vec::new(); pending.len()];
+            let all: Vec<usize> = (0..pending.len()).collect();
+            for (r, s) in &found {
+                add_range_rows(&mut round, &all, r);
+                add_stats(&mut stats, &r.stats);
+                streamed.add(s);
+            }
+            let mut left = Vec::new();
+            for (row, &i) in round.into_iter().zip(&pending) {
+                if row.len() >= k {
+                    rows[i] = row;
+                } else {
+                    left.push(i);
+                }
+            }
+            pending = left;
+            // Every item is within a finite radius of a finite query: doubling ends.
+            radius = (radius * 2.0).min(f64::MAX);
+        }
         order_rows(self.lc.space(), &q, &mut rows, Some(k));
         stats.compute = t.elapsed();
         Ok((knn_result(rows, k, stats)?, streamed))
+    }
+
+    /// The first radius of [`Self::knn`]'s rounds: the median k-th distance of up to
+    /// [`PILOT_QUERIES`] evenly spaced queries, searched in the CPU copy of the index.
+    fn pilot_radius(&self, q: &[f32], d: usize, k: usize) -> Result<f64> {
+        let nq = q.len() / d.max(1);
+        if nq == 0 || k == 0 {
+            return Ok(1.0);
+        }
+        let step = nq.div_ceil(PILOT_QUERIES).max(1);
+        let sample: Vec<&[f32]> = (0..nq)
+            .step_by(step)
+            .map(|i| &q[i * d..(i + 1) * d])
+            .collect();
+        let r = voisin_index::search::knn(self.lc, &sample, k)?;
+        let kth: Vec<f64> = r
+            .distances
+            .chunks(k)
+            .filter_map(|row| row.last().map(|&x| x as f64))
+            .collect();
+        // Positive, so that doubling grows it (1 when every k-th neighbour is a duplicate).
+        Ok(median_positive(kth))
     }
 
     /// `search` on every part, one thread each; the first error wins.
