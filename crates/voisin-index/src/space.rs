@@ -44,6 +44,16 @@ pub trait Space: Send + Sync {
         (self.to_distance(key) <= max_distance).then_some(key)
     }
 
+    /// The distance from `item` to a fixed reference of the space that costs no evaluation
+    /// (levenshtein: to the empty string, the length in chars), so that by the triangle
+    /// inequality |anchor(x) − anchor(y)| ≤ d(x, y) and an index can rule an item out from two
+    /// stored numbers before it touches the item. Exact, no rounding: a space whose anchors
+    /// would need a rounding allowance returns `None`, as do spaces without one.
+    fn anchor(&self, item: &Self::Item) -> Option<f64> {
+        let _ = item;
+        None
+    }
+
     /// A query made ready for many evaluations: what a space would otherwise rebuild for every
     /// pair (levenshtein: the query's match masks). `()` where nothing is worth preparing.
     type Prepared;
@@ -248,7 +258,7 @@ impl StringSpace {
             return None;
         }
         // Bounds the trimmed comparison decides cost less than the letter counts.
-        if max > levenshtein::TRIM_MAX && letter_bound(a, b) > max {
+        if pattern.is_none() && max > levenshtein::TRIM_MAX && letter_bound(a, b) > max {
             return None;
         }
         match pattern {
@@ -270,6 +280,11 @@ impl Space for StringSpace {
 
     fn prepare(&self, query: &[char]) -> Option<Pattern> {
         (self.metric == Metric::Levenshtein).then(|| Pattern::new(query))
+    }
+
+    /// The length: the edit distance from the empty string.
+    fn anchor(&self, item: &[char]) -> Option<f64> {
+        (self.metric == Metric::Levenshtein).then_some(item.len() as f64)
     }
 
     fn len(&self) -> usize {
