@@ -46,8 +46,13 @@ struct Anchors {
 }
 
 impl Anchors {
+    /// `None` also when an id is out of range: parts read from a file are checked after they
+    /// are assembled ([`ListOfClusters::check`] refuses them then).
     fn of<S: Space>(space: &S, clusters: &[Cluster], members: &[u32]) -> Option<Anchors> {
-        let of = |x: u32| space.anchor(space.item(x as usize));
+        let of = |x: u32| {
+            let x = x as usize;
+            (x < space.len()).then(|| space.anchor(space.item(x)))?
+        };
         Some(Anchors {
             centers: clusters
                 .iter()
