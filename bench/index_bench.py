@@ -99,7 +99,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--build-runs", type=int, default=None,
                     help="builds per index (default --runs; the List of Clusters over 350k "
-                         "words takes a minute or more per build on 2 cores)")
+                         "words takes a minute or more per build on 2 cores); 0 queries the "
+                         "index files an earlier run left in bench/data")
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--cluster-size", default="128")
     ap.add_argument("--alpha", default="0.5")
@@ -139,7 +140,11 @@ def main():
     }
     idx = {k: os.path.join(DATA, f"{name}.{k}.vidx") for k in kinds}
     build_runs = args.runs if args.build_runs is None else args.build_runs
-    for _ in range(max(build_runs, 1)):
+    if build_runs == 0:
+        missing = [idx[k] for k in kinds if not os.path.exists(idx[k])]
+        if missing:
+            sys.exit(f"--build-runs 0: no index file {missing[0]} (run once with builds)")
+    for _ in range(build_runs):
         for k in kinds:
             st = voisin(["index", "build", "--input", wpath, "--kind", k, "--out", idx[k], *extra[k]])
             builds[k].append(st["time_s"]["build"])
@@ -180,7 +185,7 @@ def main():
         print(f"{'tool':<12}{'build s':>10}{'query s':>10}{'rapidfuzz/tool':>16}"
               f"{'brute/tool':>12}{'evals/query':>13}{'of brute':>10}")
         for t in kinds + ["brute", "rapidfuzz"]:
-            b = f"{statistics.median(builds[t]):.2f}" if t in builds else "-"
+            b = f"{statistics.median(builds[t]):.2f}" if builds.get(t) else "-"
             e = f"{evals[t]:.0f}" if t in evals else "-"
             frac = f"{100 * evals[t] / n:.2f}%" if t in evals else "-"
             print(f"{t:<12}{b:>10}{med[t]:>10.3f}{med['rapidfuzz'] / med[t]:>16.2f}"
@@ -188,8 +193,9 @@ def main():
         best = min(kinds, key=lambda k: med[k])
         print(f"best index: {best}, {med['rapidfuzz'] / med[best]:.2f}x rapidfuzz (target >= 2.5), "
               f"{100 * evals[best] / n:.2f}% of brute force's evaluations (target <= 20%)")
-    print("\nbuild distance evaluations: "
-          + ", ".join(f"{k} {build_evals[k]}" for k in kinds))
+    if build_evals:
+        print("\nbuild distance evaluations: "
+              + ", ".join(f"{k} {build_evals[k]}" for k in kinds))
 
 
 if __name__ == "__main__":
