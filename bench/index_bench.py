@@ -6,6 +6,7 @@ Usage:  python3 bench/index_bench.py [--words FILE] [--radii 0,1,2] [--runs 3] [
         [--queries 2000] [--cluster-size 128] [--alpha 0.5] [--max-pivots 16] [--base 2]
         [--kinds lc,sss]
 Needs:  pip install rapidfuzz numpy   and   cargo build --release -p voisin-cli
+        (VOISIN=path/to/voisin runs another build, e.g. an older one for a before/after)
 
 Data: data/words.txt (94,577 words, see data/README.md) unless --words names another list, one
 word per line, UTF-8. Other languages' lists (not committed, for their licences) come from
@@ -53,7 +54,7 @@ from rapidfuzz.distance import Levenshtein
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "bench", "data")
 WORDS = os.path.join(ROOT, "data", "words.txt")
-VOISIN = os.path.join(ROOT, "target", "release", "voisin")
+VOISIN = os.environ.get("VOISIN", os.path.join(ROOT, "target", "release", "voisin"))
 KINDS = ["lc", "sss", "cover"]
 
 
