@@ -32,7 +32,35 @@ pub struct ListOfClusters<S: Space> {
     /// Members of all clusters, each cluster's sorted by (distance to center, index).
     members: Vec<u32>,
     member_dist: Vec<f64>,
+    /// [`Space::anchor`] of every center (by cluster) and member (as `members`), when the space
+    /// has anchors: a scan rules out an item whose anchor is more than the radius from the
+    /// query's without reading the item (for words: the length filter, from one sequential
+    /// array instead of a random access into the strings).
+    anchors: Option<Anchors>,
     build_evals: u64,
+}
+
+struct Anchors {
+    centers: Vec<f64>,
+    members: Vec<f64>,
+}
+
+impl Anchors {
+    /// `None` also when an id is out of range: parts read from a file are checked after they
+    /// are assembled ([`ListOfClusters::check`] refuses them then).
+    fn of<S: Space>(space: &S, clusters: &[Cluster], members: &[u32]) -> Option<Anchors> {
+        let of = |x: u32| {
+            let x = x as usize;
+            (x < space.len()).then(|| space.anchor(space.item(x)))?
+        };
+        Some(Anchors {
+            centers: clusters
+                .iter()
+                .map(|c| of(c.center))
+                .collect::<Option<_>>()?,
+            members: members.iter().map(|&x| of(x)).collect::<Option<_>>()?,
+        })
+    }
 }
 
 impl<S: Space> ListOfClusters<S> {
@@ -101,11 +129,13 @@ impl<S: Space> ListOfClusters<S> {
                 .max_by(|(_, a), (_, b)| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
                 .map(|(i, _)| i);
         }
+        let anchors = Anchors::of(&space, &clusters, &members);
         ListOfClusters {
             space,
             clusters,
             members,
             member_dist,
+            anchors,
             build_evals: evals,
         }
     }
@@ -122,11 +152,14 @@ impl<S: Space> ListOfClusters<S> {
         member_dist: Vec<f64>,
         build_evals: u64,
     ) -> Result<Self, String> {
+        // Anchors leave out ids past the set (check refuses them next).
+        let anchors = Anchors::of(&space, &clusters, &members);
         let lc = ListOfClusters {
             space,
             clusters,
             members,
             member_dist,
+            anchors,
             build_evals,
         };
         lc.check()?;
@@ -222,10 +255,20 @@ impl<S: Space> MetricIndex for ListOfClusters<S> {
 
     fn search(&self, probe: &Probe<'_, S>, out: &mut dyn Collector) {
         let space = &self.space;
-        for c in &self.clusters {
+        let anchors = self.anchors.as_ref();
+        let qa = anchors
+            .and_then(|_| space.anchor(probe.query()))
+            .unwrap_or(0.0);
+        // Whether the anchors alone put the item of anchor `a` farther than `limit` (anchors are
+        // exact, so no allowance).
+        let apart = |a: f64, limit: f64| (a - qa).abs() > limit;
+        for (i, c) in self.clusters.iter().enumerate() {
             let r = out.radius();
             // Beyond radius + r from the center neither the center nor a member can answer.
             let reach = c.radius + r + space.slack(c.radius + r);
+            if anchors.is_some_and(|a| apart(a.centers[i], reach)) {
+                continue;
+            }
             let Some(dc) = probe.within(c.center as usize, reach) else {
                 continue;
             };
@@ -240,6 +283,9 @@ impl<S: Space> MetricIndex for ListOfClusters<S> {
                     let d = self.member_dist[p];
                     if space.beyond(d - q, r, q + d) {
                         break;
+                    }
+                    if anchors.is_some_and(|a| apart(a.members[p], r)) {
+                        continue;
                     }
                     if let Some(dx) = probe.within(self.members[p] as usize, r) {
                         out.offer(dx, self.members[p]);

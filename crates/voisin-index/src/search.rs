@@ -28,10 +28,12 @@ pub struct Dist {
 
 /// One query against the items of a space, counting every distance evaluation. The count is
 /// kept per query and added to the shared atomic total once the query is done: one atomic
-/// increment per evaluation from every thread would bounce its cache line between cores.
+/// increment per evaluation from every thread would bounce its cache line between cores. The
+/// query is prepared once ([`Space::prepare`]) for all its bounded evaluations.
 pub struct Probe<'a, S: Space + ?Sized> {
     space: &'a S,
     query: &'a S::Item,
+    prepared: S::Prepared,
     evals: Cell<u64>,
 }
 
@@ -40,6 +42,7 @@ impl<'a, S: Space + ?Sized> Probe<'a, S> {
         Probe {
             space,
             query,
+            prepared: space.prepare(query),
             evals: Cell::new(0),
         }
     }
@@ -71,9 +74,12 @@ impl<'a, S: Space + ?Sized> Probe<'a, S> {
     /// Distance from the query to item `i` when it is at most `max_distance`.
     pub fn within(&self, i: usize, max_distance: f64) -> Option<Dist> {
         self.evals.set(self.evals.get() + 1);
-        let key = self
-            .space
-            .key_within(self.query, self.space.item(i), max_distance)?;
+        let key = self.space.key_within_prepared(
+            &self.prepared,
+            self.query,
+            self.space.item(i),
+            max_distance,
+        )?;
         Some(Dist {
             key,
             dist: self.space.to_distance(key),

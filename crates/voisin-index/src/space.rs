@@ -8,7 +8,8 @@
 
 use std::marker::PhantomData;
 
-use voisin::metric::{exact, levenshtein, Distance};
+use voisin::metric::levenshtein::{self, Pattern};
+use voisin::metric::{exact, Distance};
 use voisin::{Error, Metric, Result, StringSet, VectorSet};
 
 /// Relative rounding allowance for f64 distances: the triangle inequality may fail by a few ulps
@@ -41,6 +42,34 @@ pub trait Space: Send + Sync {
     fn key_within(&self, a: &Self::Item, b: &Self::Item, max_distance: f64) -> Option<f64> {
         let key = self.key(a, b);
         (self.to_distance(key) <= max_distance).then_some(key)
+    }
+
+    /// The distance from `item` to a fixed reference of the space that costs no evaluation
+    /// (levenshtein: to the empty string, the length in chars), so that by the triangle
+    /// inequality |anchor(x) − anchor(y)| ≤ d(x, y) and an index can rule an item out from two
+    /// stored numbers before it touches the item. Exact, no rounding: a space whose anchors
+    /// would need a rounding allowance returns `None`, as do spaces without one.
+    fn anchor(&self, item: &Self::Item) -> Option<f64> {
+        let _ = item;
+        None
+    }
+
+    /// A query made ready for many evaluations: what a space would otherwise rebuild for every
+    /// pair (levenshtein: the query's match masks). `()` where nothing is worth preparing.
+    type Prepared;
+
+    fn prepare(&self, query: &Self::Item) -> Self::Prepared;
+
+    /// [`Space::key_within`] from the query `a` prepared as `prepared`; the same answer.
+    fn key_within_prepared(
+        &self,
+        prepared: &Self::Prepared,
+        a: &Self::Item,
+        b: &Self::Item,
+        max_distance: f64,
+    ) -> Option<f64> {
+        let _ = prepared;
+        self.key_within(a, b, max_distance)
     }
 
     /// The metric's distance for a key (monotone in the key).
@@ -150,6 +179,9 @@ impl VectorSpace {
 
 impl Space for VectorSpace {
     type Item = [f32];
+    type Prepared = ();
+
+    fn prepare(&self, _query: &[f32]) {}
 
     fn len(&self) -> usize {
         self.values.len() / self.dim
@@ -205,6 +237,37 @@ impl StringSpace {
         &self.set
     }
 
+    /// The bounded key from `a` to `b`, with `a`'s match masks when `pattern` holds them.
+    fn levenshtein_within(
+        &self,
+        pattern: Option<&Pattern>,
+        a: &[char],
+        b: &[char],
+        max_distance: f64,
+    ) -> Option<f64> {
+        if matches!(self.metric, Metric::Custom(_)) || max_distance >= usize::MAX as f64 {
+            let key = match pattern {
+                Some(p) => p.distance(b) as f64,
+                None => self.key(a, b),
+            };
+            return (key <= max_distance).then_some(key);
+        }
+        // Edit distances are whole numbers: within `max_distance` means within its floor.
+        let max = max_distance.floor() as usize;
+        if a.len().abs_diff(b.len()) > max {
+            return None;
+        }
+        // Bounds the trimmed comparison decides cost less than the letter counts.
+        if pattern.is_none() && max > levenshtein::TRIM_MAX && letter_bound(a, b) > max {
+            return None;
+        }
+        match pattern {
+            Some(p) => p.bounded(b, max),
+            None => levenshtein::bounded(a, b, max),
+        }
+        .map(|d| d as f64)
+    }
+
     pub fn metric(&self) -> &Metric {
         &self.metric
     }
@@ -212,6 +275,17 @@ impl StringSpace {
 
 impl Space for StringSpace {
     type Item = [char];
+    /// The query's match masks under levenshtein; none under a user metric.
+    type Prepared = Option<Pattern>;
+
+    fn prepare(&self, query: &[char]) -> Option<Pattern> {
+        (self.metric == Metric::Levenshtein).then(|| Pattern::new(query))
+    }
+
+    /// The length: the edit distance from the empty string.
+    fn anchor(&self, item: &[char]) -> Option<f64> {
+        (self.metric == Metric::Levenshtein).then_some(item.len() as f64)
+    }
 
     fn len(&self) -> usize {
         self.set.len()
@@ -229,16 +303,17 @@ impl Space for StringSpace {
     }
 
     fn key_within(&self, a: &[char], b: &[char], max_distance: f64) -> Option<f64> {
-        if matches!(self.metric, Metric::Custom(_)) || max_distance >= usize::MAX as f64 {
-            let key = self.key(a, b);
-            return (key <= max_distance).then_some(key);
-        }
-        // Edit distances are whole numbers: within `max_distance` means within its floor.
-        let max = max_distance.floor() as usize;
-        if a.len().abs_diff(b.len()) > max || letter_bound(a, b) > max {
-            return None;
-        }
-        levenshtein::bounded(a, b, max).map(|d| d as f64)
+        self.levenshtein_within(None, a, b, max_distance)
+    }
+
+    fn key_within_prepared(
+        &self,
+        prepared: &Option<Pattern>,
+        a: &[char],
+        b: &[char],
+        max_distance: f64,
+    ) -> Option<f64> {
+        self.levenshtein_within(prepared.as_ref(), a, b, max_distance)
     }
 
     fn to_distance(&self, key: f64) -> f64 {
@@ -290,6 +365,9 @@ impl<T, D: Distance<T>> UserSpace<T, D> {
 
 impl<T: Send + Sync, D: Distance<T>> Space for UserSpace<T, D> {
     type Item = T;
+    type Prepared = ();
+
+    fn prepare(&self, _query: &T) {}
 
     fn len(&self) -> usize {
         self.items.len()

@@ -137,9 +137,13 @@ impl Pattern {
     /// `max / (rate of mismatches)` columns instead of the whole text. Patterns over 64 chars
     /// also advance only the 64-row blocks inside Ukkonen's band |i − j| ≤ max, so similar
     /// long strings cost about ⌈(2·max + 1)/64⌉ + 1 blocks per column instead of all of them.
+    /// Bounds of at most [`TRIM_MAX`] are decided by [`within_trimmed`] without a scan.
     pub fn bounded(&self, text: &[char], max: usize) -> Option<usize> {
         if self.len.abs_diff(text.len()) > max {
             return None;
+        }
+        if max <= TRIM_MAX {
+            return within_trimmed(&self.chars, text, max);
         }
         self.run(text, max)
     }
@@ -399,6 +403,25 @@ fn embedded(a: &[char], b: &[char]) -> Option<usize> {
     want.peek().is_none().then_some(excess)
 }
 
+/// The largest bound [`within_trimmed`] decides.
+pub const TRIM_MAX: usize = 1;
+
+/// Edit distance if it is at most `max` ≤ [`TRIM_MAX`], without a dynamic programme: once the
+/// common prefix and suffix are removed, the two strings are within one edit exactly when
+/// neither remainder is longer than one char, and the distance is then the longer remainder's
+/// length. Why: two non-empty remainders differ in their first and in their last chars; one
+/// substitution leaves every position but one equal, so both remainders have one char; one
+/// insertion or deletion makes the longer remainder the shorter one with a char added, which
+/// keeps either the first or the last chars equal unless the shorter remainder is empty. The
+/// cost is one pass over the common ends, against a scan over every text char with a lookup
+/// per char, and nothing to prepare.
+fn within_trimmed(a: &[char], b: &[char], max: usize) -> Option<usize> {
+    debug_assert!(max <= TRIM_MAX);
+    let (a, b) = trim(a, b);
+    let d = a.len().max(b.len());
+    (d <= max).then_some(d)
+}
+
 /// Removes the common prefix and suffix, which never change the distance.
 fn trim<'a>(a: &'a [char], b: &'a [char]) -> (&'a [char], &'a [char]) {
     let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
@@ -466,11 +489,14 @@ fn one_shot(p: &[char], t: &[char], max: usize) -> Option<usize> {
 }
 
 /// Edit distance if it is at most `max`, `None` otherwise. The length difference is checked
-/// first; then common ends are trimmed and [`Pattern::bounded`] scans with its diagonal
-/// cut-off.
+/// first; bounds of at most [`TRIM_MAX`] are then decided by [`within_trimmed`]; larger ones
+/// trim the common ends and scan with the diagonal cut-off of [`Pattern::bounded`].
 pub fn bounded(a: &[char], b: &[char], max: usize) -> Option<usize> {
     if a.len().abs_diff(b.len()) > max {
         return None;
+    }
+    if max <= TRIM_MAX {
+        return within_trimmed(a, b, max);
     }
     let (p, t) = pattern_and_text(a, b);
     one_shot(p, t, max)
@@ -583,17 +609,46 @@ mod tests {
             edits in prop::collection::vec((any::<prop::sample::Index>(), 0..3u8, prop::sample::select(MIXED)), 0..6),
         ) {
             // Similar strings exercise the paths where bounded must not cut off.
-            let mut b = a.clone();
-            for (at, kind, c) in edits {
-                let i = if b.is_empty() { 0 } else { at.index(b.len()) };
-                match kind {
-                    0 if !b.is_empty() => b[i] = c,
-                    1 if !b.is_empty() => { b.remove(i); }
-                    _ => b.insert(i, c),
-                }
-            }
-            check(&a, &b);
+            check(&a, &edited(&a, edits));
         }
+
+        /// Small cut-offs (0..=3, those [`within_trimmed`] decides and the first few the scan
+        /// does) on strings a few edits apart, multibyte chars included, lengths 0..=200,
+        /// against the plain DP; also [`within_trimmed`] itself.
+        #[test]
+        fn small_cutoffs_on_near_strings(
+            a in string(MIXED, 200),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), 0..3u8, prop::sample::select(MIXED)), 0..4),
+            max in 0..=3usize,
+        ) {
+            let b = edited(&a, edits);
+            let want = plain(&a, &b);
+            let expect = (want <= max).then_some(want);
+            prop_assert_eq!(bounded(&a, &b, max), expect);
+            prop_assert_eq!(bounded(&b, &a, max), expect);
+            prop_assert_eq!(Pattern::new(&a).bounded(&b, max), expect);
+            prop_assert_eq!(Pattern::new(&b).bounded(&a, max), expect);
+            if max <= TRIM_MAX {
+                prop_assert_eq!(within_trimmed(&a, &b, max), expect);
+                prop_assert_eq!(within_trimmed(&b, &a, max), expect);
+            }
+        }
+    }
+
+    /// `a` after `edits`: (position, 0 substitute / 1 delete / 2 insert, char).
+    fn edited(a: &[char], edits: Vec<(prop::sample::Index, u8, char)>) -> Vec<char> {
+        let mut b = a.to_vec();
+        for (at, kind, c) in edits {
+            let i = if b.is_empty() { 0 } else { at.index(b.len()) };
+            match kind {
+                0 if !b.is_empty() => b[i] = c,
+                1 if !b.is_empty() => {
+                    b.remove(i);
+                }
+                _ => b.insert(i, c),
+            }
+        }
+        b
     }
 
     #[test]
