@@ -52,8 +52,9 @@ impl Default for CudaOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {
     /// The fastest arithmetic whose bound proves the answer for the data: the stored type's
-    /// tensor cores for f16/bf16 sets (euclidean, sqeuclidean, inner product), fp32 for f64
-    /// storage, TF32 for the other GEMM inputs.
+    /// tensor cores for f16/bf16 sets (euclidean, sqeuclidean, inner product), fp32 for the
+    /// other inputs (TF32 lost 5.8× to fp32 on a clustered graph; see
+    /// docs/design/tensor-core-inputs.md).
     #[default]
     Auto,
     /// Strict fp32 products (cuBLAS sgemm on the SIMT cores).

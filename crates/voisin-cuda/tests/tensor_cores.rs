@@ -180,7 +180,7 @@ fn precision_of(elem: ElemType) -> Precision {
     match elem {
         ElemType::F16 => Precision::Fp16,
         ElemType::Bf16 => Precision::Bf16,
-        _ => Precision::Tf32,
+        _ => Precision::Fp32,
     }
 }
 
@@ -200,10 +200,10 @@ fn auto_reports_and_explicit_choices_are_checked() {
         auto.knn(b, q, 5, m).unwrap().stats.arithmetic.clone()
     };
     assert_eq!(arith(&f16_set, &f16_set, &e), "fp16");
-    assert_eq!(arith(&f32_set, &f32_set, &e), "tf32");
-    assert_eq!(arith(&u8_set, &u8_set, &e), "tf32");
-    assert_eq!(arith(&f16_set, &f32_set, &e), "tf32");
-    assert_eq!(arith(&f16_set, &f16_set, &Metric::Cosine), "tf32");
+    assert_eq!(arith(&f32_set, &f32_set, &e), "fp32");
+    assert_eq!(arith(&u8_set, &u8_set, &e), "fp32");
+    assert_eq!(arith(&f16_set, &f32_set, &e), "fp32");
+    assert_eq!(arith(&f16_set, &f16_set, &Metric::Cosine), "fp32");
     assert_eq!(arith(&f16_set, &f16_set, &Metric::Cityblock), "fp32");
     let mixed = auto.knn(&f16_set, &f32_set, 7, &e).unwrap();
     same(

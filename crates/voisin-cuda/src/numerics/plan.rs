@@ -487,8 +487,10 @@ impl Plan {
     /// take is refused in one line. docs/design/tensor-core-inputs.md:
     /// - f16/bf16 storage on both sides, GEMM metric without unit rows (euclidean, sqeuclidean,
     ///   inner product): `Auto`, `Fp16`/`Bf16` tile the stored values on their tensor cores;
-    /// - `Auto` otherwise: TF32 tiles for the GEMM metrics unless a side is stored as f64
-    ///   (fp32 tiles there), fp32 for the SIMT metrics;
+    /// - `Auto` otherwise: fp32 tiles. TF32 was faster on five of the six data kinds of
+    ///   gpu_bench at 1M×128 (about 1.8×) but 5.8× slower on the clustered graph, where its
+    ///   interval kept 48× more candidates (docs/design/tensor-core-inputs.md); `auto` picks
+    ///   it once a pilot can tell such data apart;
     /// - `Fp32`, `Tf32`: as asked (f32 copies of any storage).
     ///
     /// Call it once, on a fresh plan.
@@ -502,14 +504,7 @@ impl Plan {
         let half = Storage::half(base).filter(|_| base == queries && gemm);
         match (precision, half) {
             (Precision::Auto, Some(h)) => Ok(self.on_storage(h)),
-            (Precision::Auto, None) => {
-                let wide = base == ElemType::F64 || queries == ElemType::F64;
-                Ok(self.with_precision(if wide {
-                    Precision::Fp32
-                } else {
-                    Precision::Tf32
-                }))
-            }
+            (Precision::Auto, None) => Ok(self.with_precision(Precision::Fp32)),
             (Precision::Fp32 | Precision::Tf32, _) => Ok(self.with_precision(precision)),
             (Precision::Fp16 | Precision::Bf16, Some(h)) if h.precision() == precision => {
                 Ok(self.on_storage(h))
@@ -948,11 +943,11 @@ mod tests {
         assert_eq!(auto(&e, F16, F16).precision, Precision::Fp16);
         assert_eq!(auto(&e, F16, F16).storage, Storage::F16);
         assert_eq!(auto(&ip, Bf16, Bf16).storage, Storage::Bf16);
-        assert_eq!(auto(&e, F16, F32).precision, Precision::Tf32);
+        assert_eq!(auto(&e, F16, F32).precision, Precision::Fp32);
         assert_eq!(auto(&e, F16, F32).storage, Storage::F32);
-        assert_eq!(auto(&cos, F16, F16).precision, Precision::Tf32);
-        assert_eq!(auto(&e, F32, F32).precision, Precision::Tf32);
-        assert_eq!(auto(&e, U8, U8).precision, Precision::Tf32);
+        assert_eq!(auto(&cos, F16, F16).precision, Precision::Fp32);
+        assert_eq!(auto(&e, F32, F32).precision, Precision::Fp32);
+        assert_eq!(auto(&e, U8, U8).precision, Precision::Fp32);
         assert_eq!(auto(&e, F64, F32).precision, Precision::Fp32);
         assert_eq!(auto(&cb, F16, F16).precision, Precision::Fp32);
         assert_eq!(auto(&cb, F32, F32).storage, Storage::F32);
