@@ -250,9 +250,11 @@ pub struct RunOpts {
     #[arg(long, value_name = "S", default_value = "auto", value_parser = parse_select, help_heading = "GPU options")]
     pub select: voisin_cuda::Select,
 
-    /// GPU distance arithmetic: fp32, or tf32 (tensor cores; results stay exact through a
-    /// wider error bound and exact re-ranking). The CPU ignores it.
-    #[arg(long, value_name = "P", default_value = "fp32", value_parser = parse_precision, help_heading = "GPU options")]
+    /// GPU distance arithmetic: auto (the fastest whose error bound proves the answer for the
+    /// data: fp16/bf16 tensor cores on f16/bf16 data, fp32 on other data),
+    /// fp32, tf32, fp16 or bf16 (f16/bf16 data only). Results stay exact in every mode (a wider
+    /// error bound and exact re-ranking); --stats says which ran. The CPU ignores it.
+    #[arg(long, value_name = "P", default_value = "auto", value_parser = parse_precision, help_heading = "GPU options")]
     pub precision: voisin_cuda::Precision,
     /// GPUs to use: all, a count N (the first N), or ordinals such as 0,2 (default: GPU 0).
     #[arg(long, value_name = "G", value_parser = parse_gpus, help_heading = "GPU options")]

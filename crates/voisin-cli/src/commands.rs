@@ -302,6 +302,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
             } else {
                 s.device.clone()
             },
+            arithmetic: (!s.arithmetic.is_empty()).then(|| s.arithmetic.clone()),
             n_base: base.len(),
             n_queries: queries.len(),
             dim: base.as_vectors().map(|v| v.dim()),

@@ -201,6 +201,7 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
             command: "index query",
             metric: index.metric().name(),
             device: st.device.clone(),
+            arithmetic: None,
             n_base: index.len(),
             n_queries: queries.len(),
             dim: queries.as_vectors().map(|v| v.dim()),

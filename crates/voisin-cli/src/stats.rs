@@ -20,6 +20,9 @@ pub struct RunStats {
     pub command: &'static str,
     pub metric: String,
     pub device: String,
+    /// Arithmetic of the GPU's distance tiles (`--precision auto` says here what it chose).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arithmetic: Option<String>,
     pub n_base: usize,
     pub n_queries: usize,
     /// Vector dimension; absent for strings.

@@ -522,12 +522,12 @@ fn unknown_precision() {
             "-k",
             "1",
             "--precision",
-            "fp16",
+            "fp8",
             "--out",
             "out.tsv",
         ],
         "",
-        &["unknown precision 'fp16'", "tf32"],
+        &["unknown precision 'fp8'", "tf32"],
     );
 }
 

@@ -278,7 +278,8 @@ impl Engine for MultiGpu {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
         let t = Instant::now();
-        let plan = self.engines[0].pair_plan(metric, bset, qset);
+        let plan = self.engines[0].pair_plan(metric, bset, qset)?;
+        stats.arithmetic = plan.arithmetic();
         tr.mark("multi knn: plan");
         let shards = self.shards(&plan, bset, qset, true)?;
         tr.mark("multi knn: queries uploaded");
@@ -323,7 +324,8 @@ impl Engine for MultiGpu {
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         let mut stats = self.stats();
         let t = Instant::now();
-        let plan = self.engines[0].pair_plan(metric, bset, qset);
+        let plan = self.engines[0].pair_plan(metric, bset, qset)?;
+        stats.arithmetic = plan.arithmetic();
         let shards = self.shards(&plan, bset, qset, false)?;
         check_shards(&shards, bset, qset)?;
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();

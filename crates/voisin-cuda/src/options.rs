@@ -36,7 +36,7 @@ impl Default for CudaOptions {
             select: Select::Auto,
             tile_bytes: 1 << 30,
             device_memory: None,
-            precision: Precision::Fp32,
+            precision: Precision::Auto,
             fusion: Fusion::Auto,
             cancel: None,
         }
@@ -45,27 +45,60 @@ impl Default for CudaOptions {
 
 /// Arithmetic of the GEMM tiles (`--precision`).
 ///
-/// Either way results are exact: the precision only changes how wide the approximate pass's
-/// error bound is, and so how many candidates the exact re-rank sees (or how often a query is
-/// widened). SIMT metrics (cityblock, chebyshev, minkowski) always run in fp32.
+/// Whatever the choice, results are exact: the precision only changes how wide the approximate
+/// pass's error bound is, and so how many candidates the exact re-rank sees (or how often a
+/// query is widened). SIMT metrics (cityblock, chebyshev, minkowski) always run in fp32.
+/// docs/design/tensor-core-inputs.md says which arithmetic `Auto` picks for which data.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {
-    /// Strict fp32 products (cuBLAS sgemm on the SIMT cores).
+    /// The fastest arithmetic whose bound proves the answer for the data: the stored type's
+    /// tensor cores for f16/bf16 sets (euclidean, sqeuclidean, inner product), fp32 for the
+    /// other inputs (TF32 lost 5.8× to fp32 on a clustered graph; see
+    /// docs/design/tensor-core-inputs.md).
     #[default]
+    Auto,
+    /// Strict fp32 products (cuBLAS sgemm on the SIMT cores).
     Fp32,
     /// TF32 tensor-core products with fp32 accumulation: inputs keep 10 explicit mantissa
     /// bits, about 2^-10 relative error each, covered by a wider bound.
     Tf32,
+    /// f16 tensor cores on f16 storage (the rows stay f16 on the device; products exact, fp32
+    /// accumulation). Only for f16 sets under euclidean, sqeuclidean or inner product.
+    Fp16,
+    /// bf16 tensor cores on bf16 storage, as `Fp16`.
+    Bf16,
+}
+
+impl Precision {
+    /// The name on the command line and in `--stats`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Auto => "auto",
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl std::str::FromStr for Precision {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Precision::Auto),
             "fp32" => Ok(Precision::Fp32),
             "tf32" => Ok(Precision::Tf32),
+            "fp16" | "f16" => Ok(Precision::Fp16),
+            "bf16" => Ok(Precision::Bf16),
             _ => Err(Error::invalid(format!(
-                "unknown precision '{s}' (known: fp32, tf32)"
+                "unknown precision '{s}' (known: auto, fp32, tf32, fp16, bf16)"
             ))),
         }
     }

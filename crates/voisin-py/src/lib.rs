@@ -461,7 +461,7 @@ impl Index {
     /// checked here and prepared by the engine at its first search, then kept for the next
     /// ones (on a GPU, in device memory).
     #[new]
-    #[pyo3(signature = (data, metric_spec, device = "auto", precision = "fp32", threads = None, memory = None, check = true))]
+    #[pyo3(signature = (data, metric_spec, device = "auto", precision = "auto", threads = None, memory = None, check = true))]
     fn new(
         data: &Bound<'_, PyAny>,
         metric_spec: &Bound<'_, PyAny>,

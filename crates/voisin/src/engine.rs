@@ -146,6 +146,9 @@ pub struct Stats {
     pub exact_evals: u64,
     /// Device(s) that did the work, e.g. "cpu (2 threads)".
     pub device: String,
+    /// Arithmetic of the approximate distance tiles where an engine reports it (the CUDA
+    /// engines: "fp32", "tf32", "fp16", "bf16"); empty otherwise.
+    pub arithmetic: String,
 }
 
 /// Receives progress as (units done, units total); engines call it from any thread.

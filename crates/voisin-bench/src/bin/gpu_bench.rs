@@ -13,16 +13,31 @@
 //! batches of that many of the queries (k=10, the median of 20 batches): the fitted-estimator
 //! case of bench/py_bench.py without Python.
 //!
+//! `--data KIND` picks the data (base, queries and graph alike): `normal` (the default, cached
+//! as .fbin for the peer), `far` (normal + 100 in every coordinate), `clustered` (points on
+//! 1,000 random 8-d affine subspaces), `dups` (every row repeated 10 times), `u8` (SIFT-like
+//! skewed integers 0..=255 stored as u8), `f16` (normal stored as f16); all but `normal` are
+//! generated in memory, in parallel, in their stored type (an f16 set never exists as f32).
+//!
+//! `--graph-only` runs only the graph (`--n` items, `-k` neighbours) and with `--check N`
+//! compares the graph's rows of N evenly spaced items with the CPU engine's (ids and distances
+//! exactly): the headline run of issue 12 is
+//! `gpu_bench --graph-only --n 2000000 --dim 15876 --elem f16 -k 20 --check 1000 --variants auto`.
+//!
 //! usage: gpu_bench [--dir /tmp/vbench] [--base 1000000] [--queries 10000] [--dim 128]
 //!                  [--graph 1000000] [--reps 3] [--ks 10,1000] [--variants fp32,tf32-fused]
-//!                  [--batches 100,1000]
+//!                  [--batches 100,1000] [--data normal|far|clustered|dups|u8|f16]
+//!                  [--graph-only] [--n N] [-k K] [--elem f16] [--check N]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use half::f16;
 use rand::prelude::*;
 use rand_distr::StandardNormal;
+use rayon::prelude::*;
+use voisin::data::VectorData;
 use voisin::{Dataset, Engine, Metric, VectorSet};
 use voisin_cuda::probe::StderrProbe;
 use voisin_cuda::{CudaEngine, CudaOptions, Fusion, Precision};
@@ -37,6 +52,12 @@ struct Args {
     ks: Vec<usize>,
     variants: Vec<String>,
     batches: Vec<usize>,
+    /// The data kind (`--data`, `--elem f16`).
+    kind: String,
+    /// Only the graph, with `graph_k` neighbours and `check` items checked on the CPU.
+    graph_only: bool,
+    graph_k: usize,
+    check: usize,
 }
 
 fn parse() -> Args {
@@ -52,12 +73,25 @@ fn parse() -> Args {
             .map(String::from)
             .to_vec(),
         batches: Vec::new(),
+        kind: "normal".into(),
+        graph_only: false,
+        graph_k: 10,
+        check: 0,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let v = pair.get(1).map(String::as_str).unwrap_or("");
+    let mut argv = std::env::args().skip(1);
+    while let Some(opt) = argv.next() {
+        if opt == "--graph-only" {
+            a.graph_only = true;
+            continue;
+        }
+        let v = argv.next().unwrap_or_default();
+        let v = v.as_str();
         let num = || v.parse::<usize>().expect("a number");
-        match pair[0].as_str() {
+        match opt.as_str() {
+            "--data" | "--elem" => a.kind = v.into(),
+            "--n" => a.graph = num(),
+            "-k" => a.graph_k = num(),
+            "--check" => a.check = num(),
             "--dir" => a.dir = v.into(),
             "--base" => a.base = num(),
             "--queries" => a.queries = num(),
@@ -92,18 +126,142 @@ fn data(path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
     VectorSet::from_f32(n, d, values).unwrap().into()
 }
 
+/// `n` rows of `d` values of data kind `kind` (see the module doc) from `seed`, generated in
+/// parallel (65,536 rows per seeded chunk) in their stored type; `normal` is [`data`]'s cached
+/// set at `path`.
+fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
+    if kind == "normal" {
+        return data(path, n, d, seed);
+    }
+    const CHUNK: usize = 65536;
+    // Clustered: 1,000 subspaces, each a centre (spread 3) and 8 directions (norm about 1).
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let subspaces: Vec<Vec<f32>> = if kind == "clustered" {
+        (0..1000)
+            .map(|_| {
+                (0..9 * d)
+                    .map(|i| {
+                        let x: f32 = rng.sample(StandardNormal);
+                        if i < d {
+                            3.0 * x
+                        } else {
+                            x / (d as f32).sqrt()
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // One row of f32 values (the u8 and f16 kinds round them to their type).
+    let row = |rng: &mut StdRng, i: usize, out: &mut [f32]| match kind {
+        "far" => out
+            .iter_mut()
+            .for_each(|x| *x = 100.0 + rng.sample::<f32, _>(StandardNormal)),
+        "clustered" => {
+            let s = &subspaces[rng.gen_range(0..subspaces.len())];
+            out.copy_from_slice(&s[..d]);
+            for t in 0..8 {
+                let z: f32 = rng.sample(StandardNormal);
+                let dir = &s[(t + 1) * d..(t + 2) * d];
+                out.iter_mut().zip(dir).for_each(|(x, &v)| *x += z * v);
+            }
+        }
+        "dups" => {
+            // Row i repeats row i − i % 10: the same values from the same seed.
+            let mut r =
+                StdRng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add((i / 10) as u64));
+            out.iter_mut().for_each(|x| *x = r.sample(StandardNormal));
+        }
+        // SIFT-like: mostly small counts, a long tail up to 255.
+        "u8" => out
+            .iter_mut()
+            .for_each(|x| *x = (rng.gen::<f32>().powi(3) * 255.0).round()),
+        "f16" => out.iter_mut().for_each(|x| *x = rng.sample(StandardNormal)),
+        k => panic!("unknown data kind {k} (normal, far, clustered, dups, u8, f16)"),
+    };
+    // Each chunk of rows from its own seed, converted to the stored type row by row.
+    fn fill<T: Copy + Send + Sync>(
+        n: usize,
+        d: usize,
+        seed: u64,
+        zero: T,
+        conv: impl Fn(f32) -> T + Sync,
+        row: &(impl Fn(&mut StdRng, usize, &mut [f32]) + Sync),
+    ) -> Vec<T> {
+        let mut v = vec![zero; n * d];
+        v.par_chunks_mut(CHUNK * d)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                let mut rng =
+                    StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(c as u64));
+                let mut buf = vec![0f32; d];
+                for (r, out) in chunk.chunks_mut(d).enumerate() {
+                    row(&mut rng, c * CHUNK + r, &mut buf);
+                    out.iter_mut().zip(&buf).for_each(|(o, &x)| *o = conv(x));
+                }
+            });
+        v
+    }
+    let values = match kind {
+        "u8" => VectorData::U8(fill(n, d, seed, 0u8, |x| x as u8, &row).into()),
+        "f16" => VectorData::F16(fill(n, d, seed, f16::ZERO, f16::from_f32, &row).into()),
+        _ => VectorData::F32(fill(n, d, seed, 0f32, |x| x, &row).into()),
+    };
+    VectorSet::new(n, d, values).unwrap().into()
+}
+
+/// The graph's rows of `check` evenly spaced items against the CPU engine's: the k nearest
+/// other items of each, from a k + 1 search of the item's own row (the item dropped, or the
+/// last one when more than k + 1 items tie at distance 0 before it). Panics on a difference.
+fn check_graph(g: &Dataset, r: &voisin::KnnResult, k: usize, check: usize) {
+    let set = g.as_vectors().unwrap();
+    let (n, d) = (set.len(), set.dim());
+    let picks: Vec<usize> = (0..check.min(n)).map(|i| i * n / check.min(n)).collect();
+    let mut rows = Vec::with_capacity(picks.len() * d);
+    for &i in &picks {
+        rows.extend_from_slice(&set.row_f32(i));
+    }
+    let q: Dataset = VectorSet::from_f32(picks.len(), d, rows).unwrap().into();
+    let t = Instant::now();
+    let cpu = voisin::cpu::CpuEngine::default();
+    let want = cpu.knn(g, &q, k + 1, &Metric::Euclidean).unwrap();
+    for (j, &i) in picks.iter().enumerate() {
+        let (ids, dist) = want.row(j);
+        let keep: Vec<usize> = match ids.iter().position(|&x| x as usize == i) {
+            Some(p) => (0..k + 1).filter(|&c| c != p).collect(),
+            None => (0..k).collect(),
+        };
+        let (gi, gd) = r.row(i);
+        let wi: Vec<u32> = keep.iter().map(|&c| ids[c]).collect();
+        let wd: Vec<f32> = keep.iter().map(|&c| dist[c]).collect();
+        assert!(
+            gi == wi.as_slice() && gd == wd.as_slice(),
+            "item {i}: graph row differs from the CPU engine"
+        );
+    }
+    eprintln!(
+        "checked {} rows against the CPU engine in {:.1}s",
+        picks.len(),
+        t.elapsed().as_secs_f64()
+    );
+}
+
 fn bytemuck_f32(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
 
-/// The engine options of a variant name: "fp32" or "tf32", optionally "-fused" (fusion on
+/// The engine options of a variant name: a precision ("auto", "fp32", "tf32", "fp16", "bf16"), optionally "-fused" (fusion on
 /// wherever it applies) or "-auto" (the engine's default choice).
 fn options(variant: &str) -> CudaOptions {
     let (arith, fusion) = variant.split_once('-').unwrap_or((variant, "off"));
     CudaOptions {
-        precision: arith.parse::<Precision>().expect("fp32 or tf32"),
+        precision: arith
+            .parse::<Precision>()
+            .expect("a precision: auto, fp32, tf32, fp16, bf16"),
         fusion: match fusion {
             "fused" => Fusion::On,
             f => f.parse::<Fusion>().expect("fused, auto or off"),
@@ -120,10 +278,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let a = parse();
     std::fs::create_dir_all(&a.dir).unwrap();
+    if a.graph_only {
+        return graph_only(&a);
+    }
     let t = Instant::now();
-    let base = data(&a.dir.join("base.fbin"), a.base, a.dim, 1);
-    let queries = data(&a.dir.join("queries.fbin"), a.queries, a.dim, 2);
-    eprintln!("data ready in {:.1}s", t.elapsed().as_secs_f64());
+    let base = make(&a.kind, &a.dir.join("base.fbin"), a.base, a.dim, 1);
+    let queries = make(&a.kind, &a.dir.join("queries.fbin"), a.queries, a.dim, 2);
+    eprintln!("{} data ready in {:.1}s", a.kind, t.elapsed().as_secs_f64());
     let engines: Vec<(String, std::sync::Arc<CudaEngine>)> = a
         .variants
         .iter()
@@ -163,8 +324,13 @@ fn main() {
         writeln!(log, "{line}").unwrap();
     };
     let name = |case: &str, v: &str| {
-        if v == "fp32" {
+        let case = if a.kind == "normal" {
             case.to_string()
+        } else {
+            format!("{case} {}", a.kind)
+        };
+        if v == "fp32" {
+            case
         } else {
             format!("{case} {v}")
         }
@@ -257,7 +423,7 @@ fn main() {
         let g = if a.graph == a.base {
             base
         } else {
-            data(&a.dir.join("graph.fbin"), a.graph, a.dim, 4)
+            make(&a.kind, &a.dir.join("graph.fbin"), a.graph, a.dim, 4)
         };
         let mut first_graph: Option<Vec<u32>> = None;
         for (v, engine) in &engines {
@@ -281,6 +447,45 @@ fn main() {
                 }
                 Some(ids) => assert!(ids == &r.indices, "variant {v}: graph ids differ"),
             }
+        }
+    }
+}
+
+/// `--graph-only`: the graph of `--n` items of the data kind (generated in memory in its stored
+/// type: one host copy), `-k` neighbours, per variant; with `--check` its rows of that many items
+/// checked against the CPU engine.
+fn graph_only(a: &Args) {
+    let t = Instant::now();
+    let g = make(&a.kind, &a.dir.join("graph.fbin"), a.graph, a.dim, 4);
+    eprintln!(
+        "{} data {}x{} ready in {:.1}s",
+        a.kind,
+        a.graph,
+        a.dim,
+        t.elapsed().as_secs_f64()
+    );
+    for v in &a.variants {
+        let engine = CudaEngine::with_options(0, options(v)).expect("a CUDA GPU");
+        if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
+            engine
+                .set_probe(std::sync::Arc::new(StderrProbe))
+                .expect("the GPU");
+        }
+        let t = Instant::now();
+        let r = engine.graph(&g, a.graph_k, &Metric::Euclidean).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "{{\"case\":\"graph k={} {}x{} {} {v}\",\"seconds\":{secs:.3},\"device\":\"{}\",\"arithmetic\":\"{}\",\"exact_evals\":{}}}",
+            a.graph_k,
+            a.graph,
+            a.dim,
+            a.kind,
+            engine.device_name(),
+            r.stats.arithmetic,
+            r.stats.exact_evals
+        );
+        if a.check > 0 {
+            check_graph(&g, &r, a.graph_k, a.check);
         }
     }
 }

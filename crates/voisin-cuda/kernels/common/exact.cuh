@@ -7,11 +7,17 @@
 
 #pragma once
 #include "common/abi.cuh"
+#include "common/elem.cuh"
 
-// A dense row (a[i]) or a column of a dimension-major table (a[i * stride]).
+// A dense row (a[i]), a column of a dimension-major table (a[i * stride]), or a dense row of
+// stored values of the compile's element type (converted exactly: common/elem.cuh).
 struct DenseRow {
     const float* __restrict__ p;
     __device__ __forceinline__ float operator[](int i) const { return p[i]; }
+};
+struct StoredRow {
+    const elem_t* __restrict__ p;
+    __device__ __forceinline__ float operator[](int i) const { return elem_float(p[i]); }
 };
 struct StridedRow {
     const float* __restrict__ p;
@@ -84,7 +90,7 @@ __device__ __forceinline__ double exact_key_of(A a, B b, int d, int metric, doub
     return r;
 }
 
-__device__ double exact_key(const float* __restrict__ a, const float* __restrict__ b, int d,
+__device__ double exact_key(const elem_t* __restrict__ a, const elem_t* __restrict__ b, int d,
                             int metric, double zero) {
-    return exact_key_of(DenseRow{a}, DenseRow{b}, d, metric, zero);
+    return exact_key_of(StoredRow{a}, StoredRow{b}, d, metric, zero);
 }

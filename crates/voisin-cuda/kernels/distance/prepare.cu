@@ -6,14 +6,18 @@
 // exact key (metric::exact) treats it as zero: all-equal (correlation) or all-zero (cosine)
 // rows; those stay exactly zero, which gives the key 1 - 0 = 1, the metric's rule.
 
+#include "common/elem.cuh"
+
 __device__ __forceinline__ double warp_sum(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
-// in: n x d raw rows. shift: d values subtracted first (a translation; null for none).
-// centre_rows: subtract each row's own mean (correlation). unit: scale to unit norm.
-extern "C" __global__ void prepare_rows(const float* __restrict__ in, long long n, int d,
+// in: n x d raw rows in the stored type (common/elem.cuh). shift: d values subtracted first (a
+// translation; null for none). centre_rows: subtract each row's own mean (correlation). unit:
+// scale to unit norm. out: the prepared rows, or null where the tiles read the stored rows (half
+// storage: no shift, no centring, no scaling) and only the norms are wanted.
+extern "C" __global__ void prepare_rows(const elem_t* __restrict__ in, long long n, int d,
                                         const float* __restrict__ shift, int centre_rows,
                                         int unit, float* __restrict__ out,
                                         float* __restrict__ sqnorm,
@@ -21,19 +25,19 @@ extern "C" __global__ void prepare_rows(const float* __restrict__ in, long long 
     long long row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= n) return;
-    const float* x = in + row * d;
-    float* o = out + row * d;
+    const elem_t* x = in + row * d;
+    float* o = out ? out + row * d : nullptr;
     double m = 0.0;
     if (centre_rows) {
         double s = 0.0;
-        for (int i = lane; i < d; i += 32) s += (double)x[i];
+        for (int i = lane; i < d; i += 32) s += (double)elem_float(x[i]);
         m = warp_sum(s) / d;
     }
     double scale = 1.0;
     if (unit) {
         double s = 0.0;
         for (int i = lane; i < d; i += 32) {
-            double v = (double)x[i] - (shift ? (double)shift[i] : 0.0) - m;
+            double v = (double)elem_float(x[i]) - (shift ? (double)shift[i] : 0.0) - m;
             s += v * v;
         }
         s = warp_sum(s);
@@ -41,9 +45,9 @@ extern "C" __global__ void prepare_rows(const float* __restrict__ in, long long 
     }
     double s2 = 0.0;
     for (int i = lane; i < d; i += 32) {
-        double v = (double)x[i] - (shift ? (double)shift[i] : 0.0) - m;
+        double v = (double)elem_float(x[i]) - (shift ? (double)shift[i] : 0.0) - m;
         float f = (float)(unit ? v * scale : v);
-        o[i] = f;
+        if (o) o[i] = f;
         s2 += (double)f * (double)f;
     }
     s2 = warp_sum(s2);

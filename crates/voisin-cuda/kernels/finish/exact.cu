@@ -3,7 +3,7 @@
 #include "common/exact.cuh"
 
 // One thread per pair (query, base).
-extern "C" __global__ void exact_keys(const float* __restrict__ base, const float* __restrict__ qs,
+extern "C" __global__ void exact_keys(const elem_t* __restrict__ base, const elem_t* __restrict__ qs,
                                       int d, const uint2* __restrict__ pairs, long long npairs,
                                       int metric, double zero, double* __restrict__ out) {
     long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;

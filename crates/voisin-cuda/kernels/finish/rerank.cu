@@ -50,8 +50,8 @@ __device__ __forceinline__ float rr_distance(double key, int form) {
 extern "C" __global__ void rerank(const float* __restrict__ list_val,
                                   const unsigned* __restrict__ list_idx, int width, int rows,
                                   unsigned nb, int k, const double* __restrict__ abs,
-                                  double rel, double tiny, const float* __restrict__ base,
-                                  const float* __restrict__ qs, unsigned q_off, int d, int metric,
+                                  double rel, double tiny, const elem_t* __restrict__ base,
+                                  const elem_t* __restrict__ qs, unsigned q_off, int d, int metric,
                                   double zero, int form, float* __restrict__ out_dist,
                                   unsigned* __restrict__ out_idx, unsigned* __restrict__ status) {
     DYNAMIC_SHARED(unsigned long long, rr_key);
@@ -98,7 +98,7 @@ extern "C" __global__ void rerank(const float* __restrict__ list_val,
     int m = cut < n ? cut : n;
     int p = 1;
     while (p < m) p <<= 1;
-    const float* q = qs + (size_t)(q_off + r) * d;
+    const elem_t* q = qs + (size_t)(q_off + r) * d;
     for (int i = threadIdx.x; i < p; i += blockDim.x) {
         if (i < m) {
             unsigned b = li[i];

@@ -152,22 +152,33 @@ impl CudaEngine {
     }
 
     /// The per-metric plan of a search within `set` (a graph) under this engine's options.
-    pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Plan {
+    pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Result<Plan> {
         self.pair_plan(metric, set, set)
     }
 
-    /// The per-metric plan of a search of `base` for `queries` under this engine's options
-    /// (widened for f64 inputs: [`Plan::with_inputs`]).
-    pub(crate) fn pair_plan(&self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Plan {
-        self.base_plan(metric, base)
-            .with_inputs(metric, base, queries)
+    /// The per-metric plan of a search of `base` for `queries` under this engine's options:
+    /// the arithmetic for their storage ([`Plan::with_arithmetic`]; an explicit precision the
+    /// data cannot take is refused here), widened for f64 inputs ([`Plan::with_inputs`]).
+    pub(crate) fn pair_plan(
+        &self,
+        metric: &Metric,
+        base: &VectorSet,
+        queries: &VectorSet,
+    ) -> Result<Plan> {
+        Ok(Plan::new(metric, base)
+            .with_arithmetic(self.opts.precision, base.elem_type(), queries.elem_type())?
+            .with_inputs(metric, base, queries))
     }
 
-    /// The plan of `base` before any queries are known (not widened for f64 inputs yet): what
-    /// a prepared base keeps, widening a copy for each batch of queries
-    /// ([`Plan::with_roundings`]).
-    pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Plan {
-        Plan::new(metric, base).with_precision(self.opts.precision)
+    /// The plan of `base` before any queries are known (not widened for f64 inputs yet, its
+    /// arithmetic chosen for queries stored as the base is): what a prepared base keeps,
+    /// widening a copy for each batch of queries ([`Plan::with_roundings`]).
+    pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Result<Plan> {
+        Plan::new(metric, base).with_arithmetic(
+            self.opts.precision,
+            base.elem_type(),
+            base.elem_type(),
+        )
     }
 
     /// The k-NN graph of strings under levenshtein on the string kernel (its work is small next
@@ -288,10 +299,11 @@ impl Engine for CudaEngine {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let plan = self.pair_plan(metric, bset, qset);
+        let plan = self.pair_plan(metric, bset, qset)?;
+        stats.arithmetic = plan.arithmetic();
         let ctx = self.ctx(&gpu, &plan);
         let kp = knn::first_list(k);
-        if !stream::fits(&gpu, bset, qset, kp)? {
+        if !stream::fits(&gpu, bset, qset, kp, plan.storage)? {
             check_finite(bset)?;
             check_finite(qset)?;
             let rows = stream::knn(&ctx, metric, bset, qset, k, &mut stats)?;
@@ -318,11 +330,12 @@ impl Engine for CudaEngine {
         }
         let (bset, qset) = (vectors(base, metric)?, vectors(queries, metric)?);
         let gpu = self.lock()?;
-        let stats = self.stats(&gpu);
+        let mut stats = self.stats(&gpu);
         let t = Instant::now();
-        let plan = self.pair_plan(metric, bset, qset);
+        let plan = self.pair_plan(metric, bset, qset)?;
+        stats.arithmetic = plan.arithmetic();
         let ctx = self.ctx(&gpu, &plan);
-        if !stream::fits(&gpu, bset, qset, 1)? {
+        if !stream::fits(&gpu, bset, qset, 1, plan.storage)? {
             check_finite(bset)?;
             check_finite(qset)?;
             return stream::range(&ctx, metric, bset, qset, radius, stats);
@@ -410,7 +423,7 @@ impl CudaEngine {
                 0,
             ));
         }
-        let plan = self.plan(metric, set);
+        let plan = self.plan(metric, set)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         ddev.check(set, 0)?;
         graph::lists(&self.ctx(&gpu, &plan), &ddev, set, k, tile, owns)
@@ -433,7 +446,8 @@ impl CudaEngine {
         if k == 0 {
             return Ok(to_result(vec![vec![]; set.len()], k, metric, stats));
         }
-        let plan = self.plan(metric, set);
+        let plan = self.plan(metric, set)?;
+        stats.arithmetic = plan.arithmetic();
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         ddev.check(set, 0)?;
         let rows = graph::prove(&self.ctx(&gpu, &plan), &ddev, set, metric, part, &mut stats)?;

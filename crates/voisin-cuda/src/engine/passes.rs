@@ -100,7 +100,8 @@ pub(crate) fn build(
     // One triangle for all GPUs: the smallest edge any of them can hold.
     let edges = on_each(engines, |_, e, gpu| e.graph_edge(gpu, n, k))?;
     let edge = edges.into_iter().min().unwrap_or(1).max(1);
-    let plan = engines[0].plan(metric, set);
+    let plan = engines[0].plan(metric, set)?;
+    lock(&stats).arithmetic = plan.arithmetic();
     let job = driver::Build {
         data,
         metric,
@@ -114,7 +115,7 @@ pub(crate) fn build(
         let upload = Instant::now();
         let ddevs = on_each(engines, |_, _, gpu| {
             // A clear refusal rather than an allocation failure half-way.
-            stream::graph_fits(gpu, set, k)?;
+            stream::graph_fits(gpu, set, k, plan.storage)?;
             let ddev = DeviceSet::new(gpu, &plan, set)?;
             ddev.check(set, 0)?;
             Ok(ddev)
@@ -386,7 +387,9 @@ impl TileGraph for CudaEngine {
     }
 
     fn partial_kind(&self, data: &Dataset, metric: &Metric) -> Result<Option<String>> {
-        Ok(Some(lists_kind(&self.plan(metric, vectors(data, metric)?))))
+        Ok(Some(lists_kind(
+            &self.plan(metric, vectors(data, metric)?)?,
+        )))
     }
 
     fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
@@ -426,7 +429,7 @@ impl CudaEngine {
             return Err(Error::invalid("graph share does not match the data"));
         }
         let gpu = self.lock()?;
-        let plan = self.plan(metric, set);
+        let plan = self.plan(metric, set)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         let raws = pass_raws(&part.lists, rows.clone());
         let which = GraphRows {

@@ -14,7 +14,7 @@ use voisin::engine::{KnnRequest, Prepared, RangeRequest};
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, Result, Stats, VectorSet};
 
 use super::{to_result, CudaEngine};
-use crate::numerics::plan::{vectors, InputRounding, Plan};
+use crate::numerics::plan::{vectors, InputRounding, Plan, Storage};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::{range, Budget};
@@ -136,12 +136,19 @@ struct Resident {
 }
 
 impl Resident {
-    /// The plan of a search of this base for `qset` under `metric`.
-    fn plan_for(&self, metric: &Metric, qset: &VectorSet) -> Plan {
+    /// The plan of a search of this base for `qset` under `metric`; `None` when the base is
+    /// on the device in its stored half type and `qset` is stored otherwise (the tiles take one
+    /// element type: such a batch is searched as the engine searches it, on f32 copies).
+    fn plan_for(&self, metric: &Metric, bset: &VectorSet, qset: &VectorSet) -> Option<Plan> {
+        if self.plan.storage != Storage::F32 && qset.elem_type() != bset.elem_type() {
+            return None;
+        }
         let queries = InputRounding::of(metric, qset);
-        self.plan
-            .clone()
-            .with_roundings(metric, &self.rounding, &queries)
+        Some(
+            self.plan
+                .clone()
+                .with_roundings(metric, &self.rounding, &queries),
+        )
     }
 }
 
@@ -156,9 +163,9 @@ impl CudaPrepared {
             Ok(bset) if !bset.is_empty() => {
                 let gpu = engine.lock()?;
                 // Room for the base and the working set of a thousand queries.
-                let bytes = stream::resident_bytes(bset.len(), bset.dim());
+                let plan = engine.base_plan(metric, bset)?;
+                let bytes = stream::resident_bytes(bset.len(), bset.dim(), plan.storage);
                 if stream::fits_beside(&gpu, bytes, 1000, knn::first_list(10))? {
-                    let plan = engine.base_plan(metric, bset);
                     let bdev = DeviceSet::new(&gpu, &plan, bset)?;
                     bdev.check(bset, 0)?;
                     let rounding = InputRounding::of(metric, bset);
@@ -206,12 +213,16 @@ impl Prepared for CudaPrepared {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let bytes = stream::resident_bytes(qset.len(), qset.dim());
-        if !stream::fits_beside(&gpu, bytes, qset.len(), knn::first_list(k))? {
-            drop(gpu);
-            return engine.knn_request(&req);
-        }
-        let plan = res.plan_for(metric, qset);
+        let bytes = stream::resident_bytes(qset.len(), qset.dim(), res.plan.storage);
+        let plan = match res.plan_for(metric, bset, qset) {
+            Some(p) if stream::fits_beside(&gpu, bytes, qset.len(), knn::first_list(k))? => p,
+            _ => {
+                drop(gpu);
+                return engine.knn_request(&req);
+            }
+        };
+        let mut stats = stats;
+        stats.arithmetic = plan.arithmetic();
         let ctx = engine.ctx(&gpu, &plan);
         let budget = ctx.budget()?;
         let on = OnDevice {
@@ -231,17 +242,21 @@ impl Prepared for CudaPrepared {
         let qset = vectors(queries, metric)?;
         let gpu = engine.lock()?;
         let stats = engine.stats(&gpu);
-        let bytes = stream::resident_bytes(qset.len(), qset.dim());
-        if !stream::fits_beside(&gpu, bytes, qset.len(), 1)? {
-            drop(gpu);
-            return engine.range_request(&req);
-        }
+        let bytes = stream::resident_bytes(qset.len(), qset.dim(), res.plan.storage);
+        let plan = match res.plan_for(metric, bset, qset) {
+            Some(p) if stream::fits_beside(&gpu, bytes, qset.len(), 1)? => p,
+            _ => {
+                drop(gpu);
+                return engine.range_request(&req);
+            }
+        };
         let on = OnDevice {
             bset,
             bdev: &res.bdev,
         };
         let t = Instant::now();
-        let plan = res.plan_for(metric, qset);
+        let mut stats = stats;
+        stats.arithmetic = plan.arithmetic();
         engine.range_on(gpu, &plan, metric, on, (qset, req.radius()), (stats, t))
     }
 

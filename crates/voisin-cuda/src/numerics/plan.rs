@@ -71,6 +71,58 @@ pub(crate) enum TileKind {
     Simt(i32, f32),
 }
 
+/// The element type a set's rows have on the device, which the GEMM tiles read and the
+/// exact-key kernels convert (kernels/common/elem.cuh, `VOISIN_ELEM` = [`Storage::code`]).
+/// docs/design/tensor-core-inputs.md.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Storage {
+    /// f32 values (f32 sets, and every other storage converted exactly or rounded, f64).
+    #[default]
+    F32,
+    /// The stored f16 values, as they are.
+    F16,
+    /// The stored bf16 values, as they are.
+    Bf16,
+}
+
+impl Storage {
+    /// The kernels' `VOISIN_ELEM` code.
+    pub fn code(self) -> i32 {
+        match self {
+            Storage::F32 => 0,
+            Storage::F16 => 1,
+            Storage::Bf16 => 2,
+        }
+    }
+
+    /// The half storage of `elem`, if it is one.
+    fn half(elem: ElemType) -> Option<Storage> {
+        match elem {
+            ElemType::F16 => Some(Storage::F16),
+            ElemType::Bf16 => Some(Storage::Bf16),
+            _ => None,
+        }
+    }
+
+    /// The precision of tiles on this storage.
+    fn precision(self) -> Precision {
+        match self {
+            Storage::F32 => Precision::Fp32,
+            Storage::F16 => Precision::Fp16,
+            Storage::Bf16 => Precision::Bf16,
+        }
+    }
+
+    /// The smallest normal value of the storage type: inputs below it may be flushed to zero
+    /// by the tensor cores.
+    fn min_normal(self) -> f64 {
+        match self {
+            Storage::F16 => 2f64.powi(-14),
+            Storage::F32 | Storage::Bf16 => f64::from(f32::MIN_POSITIVE),
+        }
+    }
+}
+
 /// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
 /// and `upper` likewise, which is `Plan::lower/upper` operation for operation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -112,8 +164,11 @@ pub(crate) struct Plan {
     tiny: f64,
     /// γ of the GEMM bound (see [`Plan::abs_bound`]).
     gamma: f64,
-    /// Arithmetic of the GEMM tiles.
+    /// Arithmetic of the GEMM tiles (never `Auto`: [`Plan::with_arithmetic`] resolves it).
     pub precision: Precision,
+    /// The element type of the rows on the device ([`Storage::F32`] unless the tiles run on
+    /// the stored f16/bf16 values).
+    pub storage: Storage,
     /// Relative error of one product of converted inputs (0 for fp32 inputs), see
     /// [`Plan::with_precision`].
     input: f64,
@@ -353,6 +408,7 @@ impl Plan {
             tiny,
             gamma,
             precision: Precision::Fp32,
+            storage: Storage::F32,
             input: 0.0,
             flush: 0.0,
             widen: None,
@@ -413,6 +469,7 @@ impl Plan {
     /// (Cauchy–Schwarz). Tensor cores may accumulate with truncation instead of
     /// round-to-nearest, which doubles the unit roundoff of the sums: γ is doubled.
     pub fn with_precision(mut self, precision: Precision) -> Plan {
+        debug_assert!(matches!(precision, Precision::Fp32 | Precision::Tf32));
         if precision == Precision::Tf32 && self.tile == TileKind::Gemm {
             let u = 2f64.powi(-10);
             self.input = 1.05 * (2.0 * u + u * u);
@@ -423,6 +480,76 @@ impl Plan {
             self.precision = precision;
         }
         self
+    }
+
+    /// The plan with the arithmetic `precision` resolves to for a base stored as `base` and
+    /// queries stored as `queries` (the same for a graph); an explicit choice the data cannot
+    /// take is refused in one line. docs/design/tensor-core-inputs.md:
+    /// - f16/bf16 storage on both sides, GEMM metric without unit rows (euclidean, sqeuclidean,
+    ///   inner product): `Auto`, `Fp16`/`Bf16` tile the stored values on their tensor cores;
+    /// - `Auto` otherwise: fp32 tiles. TF32 was faster on five of the six data kinds of
+    ///   gpu_bench at 1M×128 (about 1.8×) but 5.8× slower on the clustered graph, where its
+    ///   interval kept 48× more candidates (docs/design/tensor-core-inputs.md); `auto` picks
+    ///   it once a pilot can tell such data apart;
+    /// - `Fp32`, `Tf32`: as asked (f32 copies of any storage).
+    ///
+    /// Call it once, on a fresh plan.
+    pub fn with_arithmetic(
+        self,
+        precision: Precision,
+        base: ElemType,
+        queries: ElemType,
+    ) -> Result<Plan> {
+        let gemm = self.tile == TileKind::Gemm && !self.unit;
+        let half = Storage::half(base).filter(|_| base == queries && gemm);
+        match (precision, half) {
+            (Precision::Auto, Some(h)) => Ok(self.on_storage(h)),
+            (Precision::Auto, None) => Ok(self.with_precision(Precision::Fp32)),
+            (Precision::Fp32 | Precision::Tf32, _) => Ok(self.with_precision(precision)),
+            (Precision::Fp16 | Precision::Bf16, Some(h)) if h.precision() == precision => {
+                Ok(self.on_storage(h))
+            }
+            (Precision::Fp16 | Precision::Bf16, _) => {
+                let want = if precision == Precision::Fp16 {
+                    "f16"
+                } else {
+                    "bf16"
+                };
+                let why = if !gemm {
+                    "this metric (it takes euclidean, sqeuclidean and inner product)".to_string()
+                } else if base != queries {
+                    format!("a {} base with {} queries", base.name(), queries.name())
+                } else {
+                    format!("{} data", base.name())
+                };
+                Err(Error::invalid(format!(
+                    "--precision {precision} runs on {want} storage only and cannot take {why}; \
+                     use --precision auto"
+                )))
+            }
+        }
+    }
+
+    /// The plan with GEMM tiles on the stored half values (`storage`): no translation (a
+    /// translated f16 row is not an f16 row), products exact in fp32 (zero input term), the
+    /// accumulation bounded as TF32's (γ doubled: the tensor cores may align and truncate), and
+    /// inputs below the type's normal range possibly flushed, `min_normal·√d` per unit of norm.
+    /// bf16 products below f32's normal range may be flushed too: at most 2⁻¹²⁶ each, inside
+    /// `tiny`.
+    fn on_storage(mut self, storage: Storage) -> Plan {
+        debug_assert!(self.tile == TileKind::Gemm && !self.unit && self.widen.is_none());
+        self.storage = storage;
+        self.precision = storage.precision();
+        self.shift = None;
+        self.input = 0.0;
+        self.gamma *= 2.0;
+        self.flush = storage.min_normal() * (self.dim as f64).sqrt();
+        self
+    }
+
+    /// The arithmetic of the tiles, as `--stats` reports it.
+    pub fn arithmetic(&self) -> String {
+        self.precision.name().to_string()
     }
 
     /// Absolute error bound of query `q`'s keys (norm `qn`) against a base of largest norm `bn`.
@@ -698,11 +825,153 @@ mod tests {
     fn precision_names() {
         assert_eq!("TF32".parse::<Precision>().unwrap(), Precision::Tf32);
         assert_eq!("fp32".parse::<Precision>().unwrap(), Precision::Fp32);
-        assert!("bf16".parse::<Precision>().is_err());
+        assert!("int4".parse::<Precision>().is_err());
+        assert_eq!("BF16".parse::<Precision>().unwrap(), Precision::Bf16);
+        assert_eq!("auto".parse::<Precision>().unwrap(), Precision::Auto);
         // SIMT metrics ignore the option.
         let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
         let p = Plan::new(&Metric::Cityblock, &b).with_precision(Precision::Tf32);
         assert_eq!(p.precision, Precision::Fp32);
+    }
+
+    /// `n` × `d` values `offset + 3·U(−1, 1)` stored as f16 or bf16 (`elem`).
+    fn half_set(rng: &mut StdRng, elem: ElemType, n: usize, d: usize, offset: f32) -> VectorSet {
+        let v: Vec<f32> = (0..n * d)
+            .map(|_| rng.gen_range(-1.0f32..1.0) * 3.0 + offset)
+            .collect();
+        let data = match elem {
+            ElemType::F16 => VectorData::F16(
+                v.iter()
+                    .map(|&x| half::f16::from_f32(x))
+                    .collect::<Vec<_>>()
+                    .into(),
+            ),
+            ElemType::Bf16 => VectorData::Bf16(
+                v.iter()
+                    .map(|&x| half::bf16::from_f32(x))
+                    .collect::<Vec<_>>()
+                    .into(),
+            ),
+            _ => unreachable!(),
+        };
+        VectorSet::new(n, d, data).unwrap()
+    }
+
+    /// An f32 sum rounded toward zero (a truncating accumulator, the tensor cores' worst case).
+    fn trunc_add(a: f32, b: f32) -> f32 {
+        let exact = a as f64 + b as f64;
+        let r = exact as f32;
+        if (r as f64).abs() > exact.abs() {
+            f32::from_bits(r.to_bits() - 1)
+        } else {
+            r
+        }
+    }
+
+    /// f16 and bf16 storage: the tiles of the stored values (unshifted), products exact in
+    /// f32, every addition truncated and each chunk summed in reverse, as tile.rs chunks it;
+    /// the norms as prepare.cu computes them. Every key lies within the plan's bound of the
+    /// exact key, near the origin and far from it (no translation on half storage).
+    #[test]
+    fn half_storage_bound_covers_truncated_accumulation() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for elem in [ElemType::F16, ElemType::Bf16] {
+            for d in [1usize, 3, 127, 1025, 2 * K_CHUNK + 3] {
+                for offset in [0.0f32, 100.0, 1000.0] {
+                    let (b, q) = (
+                        half_set(&mut rng, elem, 40, d, offset),
+                        half_set(&mut rng, elem, 5, d, offset),
+                    );
+                    for m in [Metric::Euclidean, Metric::SqEuclidean, Metric::InnerProduct] {
+                        let plan = Plan::new(&m, &b)
+                            .with_arithmetic(Precision::Auto, elem, elem)
+                            .unwrap();
+                        assert!(plan.storage != Storage::F32 && plan.shift.is_none());
+                        let sq = |r: &[f32]| r.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
+                        let bmax = (0..b.len())
+                            .map(|i| sq(&b.row_f32(i)).sqrt())
+                            .fold(0.0, f64::max);
+                        for j in 0..q.len() {
+                            let qr = q.row_f32(j);
+                            let abs = plan.abs_bound(sq(&qr).sqrt(), bmax);
+                            for i in 0..b.len() {
+                                let br = b.row_f32(i);
+                                let dot = qr
+                                    .chunks(K_CHUNK)
+                                    .zip(br.chunks(K_CHUNK))
+                                    .map(|(qc, bc)| {
+                                        qc.iter()
+                                            .zip(bc)
+                                            .rev()
+                                            .fold(0.0f32, |acc, (&x, &y)| trunc_add(acc, x * y))
+                                    })
+                                    .fold(0.0f32, trunc_add);
+                                let v = match plan.key {
+                                    TileKey::L2 => sq(&qr) as f32 + sq(&br) as f32 - 2.0 * dot,
+                                    _ => -dot,
+                                };
+                                let exact = set_key(&m, &b, i, &q, j);
+                                assert!(
+                                    plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
+                                    "{m} {elem:?} d={d} offset {offset}: approx {v} exact \
+                                     {exact} bound {abs}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// What `auto` and the explicit precisions resolve to per storage and metric, and the
+    /// one-line refusals.
+    #[test]
+    fn arithmetic_per_storage() {
+        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
+        let resolve = |m: &Metric, p: Precision, be: ElemType, qe: ElemType| {
+            Plan::new(m, &b).with_arithmetic(p, be, qe)
+        };
+        use ElemType::*;
+        let (e, ip, cos, cb) = (
+            Metric::Euclidean,
+            Metric::InnerProduct,
+            Metric::Cosine,
+            Metric::Cityblock,
+        );
+        let auto = |m: &Metric, be, qe| resolve(m, Precision::Auto, be, qe).unwrap();
+        assert_eq!(auto(&e, F16, F16).precision, Precision::Fp16);
+        assert_eq!(auto(&e, F16, F16).storage, Storage::F16);
+        assert_eq!(auto(&ip, Bf16, Bf16).storage, Storage::Bf16);
+        assert_eq!(auto(&e, F16, F32).precision, Precision::Fp32);
+        assert_eq!(auto(&e, F16, F32).storage, Storage::F32);
+        assert_eq!(auto(&cos, F16, F16).precision, Precision::Fp32);
+        assert_eq!(auto(&e, F32, F32).precision, Precision::Fp32);
+        assert_eq!(auto(&e, U8, U8).precision, Precision::Fp32);
+        assert_eq!(auto(&e, F64, F32).precision, Precision::Fp32);
+        assert_eq!(auto(&cb, F16, F16).precision, Precision::Fp32);
+        assert_eq!(auto(&cb, F32, F32).storage, Storage::F32);
+        let fp16 = resolve(&e, Precision::Fp16, F16, F16).unwrap();
+        assert_eq!(fp16.storage, Storage::F16);
+        let tf32 = resolve(&e, Precision::Tf32, F16, F16).unwrap();
+        assert_eq!(
+            (tf32.storage, tf32.precision),
+            (Storage::F32, Precision::Tf32)
+        );
+        for (m, p, be, qe, why) in [
+            (&e, Precision::Fp16, F32, F32, "f32 data"),
+            (&e, Precision::Fp16, Bf16, Bf16, "bf16 data"),
+            (&e, Precision::Bf16, F16, F16, "f16 data"),
+            (&e, Precision::Fp16, F16, F32, "a f16 base with f32 queries"),
+            (&cos, Precision::Fp16, F16, F16, "this metric"),
+            (&cb, Precision::Bf16, Bf16, Bf16, "this metric"),
+        ] {
+            let err = resolve(m, p, be, qe).unwrap_err().to_string();
+            assert!(
+                err.contains(why) && err.contains("--precision auto") && !err.contains('\n'),
+                "{err}"
+            );
+        }
     }
 
     /// Thresholds keep every approximate key whose interval may reach the radius key.

@@ -1,5 +1,8 @@
 //! Vectors resident on the device: the raw rows (for exact keys) and the prepared rows with
-//! their norms (for tiles, keys and bounds), made by kernels/distance/prepare.cu.
+//! their norms (for tiles, keys and bounds), made by kernels/distance/prepare.cu. On half
+//! storage (the plan's [`Storage`]: f16 or bf16 rows tiled on their own tensor cores) the raw
+//! rows are the stored values and the tiles read them as they are: no prepared copy
+//! (docs/design/tensor-core-inputs.md).
 //!
 //! A set is uploaded whole ([`DeviceSet::new`] and friends) or behind the work that reads it
 //! ([`DeviceSet::behind`]): the search then asks for rows as its tiles reach them
@@ -9,24 +12,215 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
-use voisin::data::VectorSet;
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, DevicePtrMut, LaunchArgs, LaunchConfig, PushKernelArg,
+};
+use voisin::data::{VectorData, VectorSet};
 use voisin::{Error, Result};
 
-use crate::numerics::plan::Plan;
+use crate::numerics::plan::{Plan, Storage};
 use crate::ops::tile::Block;
 use crate::runtime::context::{dev, Gpu, STAGE};
+use crate::runtime::staging::Staging;
+
+/// Rows on the device in a plan's storage type.
+pub(crate) enum DeviceRows {
+    F32(CudaSlice<f32>),
+    /// The stored bits of f16 or bf16 values.
+    Half(CudaSlice<u16>),
+}
+
+/// Some rows on the device, as a tile operand.
+pub(crate) enum RowsView<'a> {
+    F32(CudaView<'a, f32>),
+    Half(CudaView<'a, u16>),
+}
+
+impl DeviceRows {
+    /// Room for `values` values of `storage` on `stream` (not initialised).
+    pub fn alloc(stream: &Arc<CudaStream>, storage: Storage, values: usize) -> Result<Self> {
+        let n = values.max(1);
+        // SAFETY: every value a kernel reads is written first (the upload).
+        let rows = match storage {
+            Storage::F32 => unsafe { stream.alloc::<f32>(n) }.map(DeviceRows::F32),
+            Storage::F16 | Storage::Bf16 => unsafe { stream.alloc::<u16>(n) }.map(DeviceRows::Half),
+        };
+        rows.map_err(dev("allocating"))
+    }
+
+    /// Values `range` as a view.
+    pub fn view(&self, range: Range<usize>) -> RowsView<'_> {
+        match self {
+            DeviceRows::F32(s) => RowsView::F32(s.slice(range)),
+            DeviceRows::Half(s) => RowsView::Half(s.slice(range)),
+        }
+    }
+
+    /// Pushes the whole buffer as the next kernel argument (a pointer to the stored type).
+    pub fn arg<'a>(&'a self, l: &mut LaunchArgs<'a>) {
+        match self {
+            DeviceRows::F32(s) => l.arg(s),
+            DeviceRows::Half(s) => l.arg(s),
+        };
+    }
+}
+
+impl<'a> RowsView<'a> {
+    /// The view from value `start` on.
+    pub fn from(&self, start: usize) -> RowsView<'a> {
+        match self {
+            RowsView::F32(v) => RowsView::F32(v.slice(start..)),
+            RowsView::Half(v) => RowsView::Half(v.slice(start..)),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            RowsView::F32(v) => v.len(),
+            RowsView::Half(v) => v.len(),
+        }
+    }
+
+    /// The f32 rows of a plan on f32 storage (the SIMT and fused kernels, which the plans of
+    /// half storage never reach).
+    pub fn f32(&self) -> &CudaView<'a, f32> {
+        match self {
+            RowsView::F32(v) => v,
+            RowsView::Half(_) => {
+                unreachable!("f32 kernels run on f32 storage only (internal invariant)")
+            }
+        }
+    }
+}
+
+/// Rows on the host on their way up, in the device's storage type: f32 values (converted
+/// exactly, or rounded from f64), or the stored bits of f16/bf16 values (no copy).
+pub(crate) enum HostRows<'s> {
+    F32(Cow<'s, [f32]>),
+    Half(Cow<'s, [u16]>),
+}
+
+impl<'s> HostRows<'s> {
+    /// Rows `range` of `set` as `storage` holds them.
+    pub fn of(storage: Storage, set: &'s VectorSet, range: Range<usize>) -> Self {
+        let d = set.dim();
+        match storage {
+            Storage::F32 => HostRows::F32(set.rows_f32(range.start, range.end)),
+            Storage::F16 | Storage::Bf16 => HostRows::Half(Cow::Borrowed(
+                &half_bits(set)[range.start * d..range.end * d],
+            )),
+        }
+    }
+
+    /// Rows `ids` of `set`, in that order.
+    pub fn gather(storage: Storage, set: &VectorSet, ids: &[usize]) -> HostRows<'static> {
+        let d = set.dim();
+        match storage {
+            Storage::F32 => {
+                let mut v = Vec::with_capacity(ids.len() * d);
+                for &i in ids {
+                    v.extend_from_slice(&set.row_f32(i));
+                }
+                HostRows::F32(Cow::Owned(v))
+            }
+            Storage::F16 | Storage::Bf16 => {
+                let bits = half_bits(set);
+                let mut v = Vec::with_capacity(ids.len() * d);
+                for &i in ids {
+                    v.extend_from_slice(&bits[i * d..(i + 1) * d]);
+                }
+                HostRows::Half(Cow::Owned(v))
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            HostRows::F32(v) => v.len(),
+            HostRows::Half(v) => v.len(),
+        }
+    }
+
+    /// A new device buffer holding these rows.
+    fn upload(&self, gpu: &Gpu) -> Result<DeviceRows> {
+        Ok(match self {
+            HostRows::F32(v) => DeviceRows::F32(gpu.upload(v)?),
+            HostRows::Half(v) => DeviceRows::Half(gpu.upload(v)?),
+        })
+    }
+
+    /// Copies values `values` of these rows to the same place of `dst` (see
+    /// `Gpu::upload_into`).
+    fn upload_into(
+        &self,
+        gpu: &Gpu,
+        dst: &DeviceRows,
+        values: Range<usize>,
+        behind: bool,
+    ) -> Result<()> {
+        match (self, dst) {
+            (HostRows::F32(v), DeviceRows::F32(d)) => {
+                gpu.upload_into(&d.slice(values.clone()), &v[values], behind)
+            }
+            (HostRows::Half(v), DeviceRows::Half(d)) => {
+                gpu.upload_into(&d.slice(values.clone()), &v[values], behind)
+            }
+            _ => unreachable!("host and device rows share the plan's storage"),
+        }
+    }
+
+    /// Queues the copy of these rows into `dst` on `stream` through `staging` (the shard
+    /// loader of search/stream.rs).
+    ///
+    /// # Safety
+    /// As [`Staging::upload`]: `dst` holds at least `self.len()` values and lives until the
+    /// copies on `stream` complete.
+    pub unsafe fn stage(
+        &self,
+        staging: &mut Staging,
+        dst: &mut DeviceRows,
+        stream: &Arc<CudaStream>,
+        what: &'static str,
+    ) -> Result<()> {
+        match (self, dst) {
+            (HostRows::F32(v), DeviceRows::F32(d)) => {
+                let (ptr, _guard) = d.device_ptr_mut(stream);
+                // SAFETY: the caller's contract.
+                unsafe { staging.upload(v, ptr, stream, what) }
+            }
+            (HostRows::Half(v), DeviceRows::Half(d)) => {
+                let (ptr, _guard) = d.device_ptr_mut(stream);
+                // SAFETY: the caller's contract.
+                unsafe { staging.upload(v, ptr, stream, what) }
+            }
+            _ => unreachable!("host and device rows share the plan's storage"),
+        }
+    }
+}
+
+/// The stored bits of an f16 or bf16 set (a plan puts only such sets on half storage).
+fn half_bits(set: &VectorSet) -> &[u16] {
+    match set.data() {
+        VectorData::F16(b) => bytemuck::cast_slice(b.as_slice()),
+        VectorData::Bf16(b) => bytemuck::cast_slice(b.as_slice()),
+        _ => unreachable!("half storage is planned for f16 and bf16 sets only"),
+    }
+}
 
 pub(crate) struct DeviceSet<'s> {
-    /// The rows as given (converted to f32 exactly), for exact keys.
-    pub raw: CudaSlice<f32>,
-    /// The rows the tiles read (translated, centred or unit, per the plan).
-    pub rows: CudaSlice<f32>,
-    /// f32 squared norms of `rows`, for the L2 key.
+    /// The rows as given, in the plan's storage (f32: converted exactly, or rounded from f64),
+    /// for exact keys; the tiles' rows too on half storage.
+    pub raw: DeviceRows,
+    /// The rows the tiles read (translated, centred or unit, per the plan); none on half
+    /// storage.
+    rows: Option<CudaSlice<f32>>,
+    /// f32 squared norms of the tiles' rows, for the L2 key.
     pub sqnorm: CudaSlice<f32>,
     pub n: usize,
+    /// The element type of `raw`.
+    pub storage: Storage,
     norm_dev: CudaSlice<f64>,
     shift: Option<CudaSlice<f32>>,
     dim: usize,
@@ -34,7 +228,7 @@ pub(crate) struct DeviceSet<'s> {
     unit: i32,
     /// The host rows of a set uploaded behind its work, and how many are on the device (kept
     /// outside the lock so that the set stays covariant in `'s`).
-    src: Option<Cow<'s, [f32]>>,
+    src: Option<HostRows<'s>>,
     uploaded: Mutex<usize>,
     /// Set once every row is prepared.
     norms: OnceLock<Norms>,
@@ -53,29 +247,35 @@ struct Norms {
 impl<'s> DeviceSet<'s> {
     /// Uploads all rows of `set`.
     pub fn new(gpu: &Gpu, plan: &Plan, set: &VectorSet) -> Result<Self> {
-        Self::whole(gpu, plan, set.rows_f32(0, set.len()), set.len())
+        Self::whole(
+            gpu,
+            plan,
+            HostRows::of(plan.storage, set, 0..set.len()),
+            set.len(),
+        )
     }
 
     /// Uploads the rows `range` of `set` (one shard of the base).
     pub fn range(gpu: &Gpu, plan: &Plan, set: &VectorSet, range: Range<usize>) -> Result<Self> {
         let n = range.len();
-        Self::whole(gpu, plan, set.rows_f32(range.start, range.end), n)
+        Self::whole(gpu, plan, HostRows::of(plan.storage, set, range), n)
     }
 
     /// Uploads the rows `ids` of `set`, in that order (a widening pass over some queries).
     pub fn gather(gpu: &Gpu, plan: &Plan, set: &VectorSet, ids: &[usize]) -> Result<Self> {
-        let mut v = Vec::with_capacity(ids.len() * plan.dim);
-        for &i in ids {
-            v.extend_from_slice(&set.row_f32(i));
-        }
-        Self::whole(gpu, plan, Cow::Owned(v), ids.len())
+        Self::whole(
+            gpu,
+            plan,
+            HostRows::gather(plan.storage, set, ids),
+            ids.len(),
+        )
     }
 
     /// The rows `range` of `set`, uploaded as the work that reads them asks for them
     /// ([`DeviceSet::ensure`]); nothing is copied yet.
     pub fn behind(gpu: &Gpu, plan: &Plan, set: &'s VectorSet, range: Range<usize>) -> Result<Self> {
         let n = range.len();
-        let raw = alloc(gpu, n * plan.dim)?;
+        let raw = DeviceRows::alloc(&gpu.stream, plan.storage, n * plan.dim)?;
         // The uploads run on the copy stream, which must see this allocation first.
         gpu.fence_copies()?;
         Self::allocate(
@@ -83,21 +283,22 @@ impl<'s> DeviceSet<'s> {
             plan,
             raw,
             n,
-            Some(set.rows_f32(range.start, range.end)),
+            Some(HostRows::of(plan.storage, set, range)),
         )
     }
 
-    fn whole(gpu: &Gpu, plan: &Plan, src: Cow<'_, [f32]>, n: usize) -> Result<Self> {
-        let raw = gpu.upload(&src)?;
+    fn whole(gpu: &Gpu, plan: &Plan, src: HostRows<'_>, n: usize) -> Result<Self> {
+        let raw = src.upload(gpu)?;
         let set = Self::allocate(gpu, plan, raw, n, None)?;
         set.prepare_rows(gpu, 0..n)?;
         set.complete(gpu)?;
         Ok(set)
     }
 
-    /// Prepares `n` rows already on the device (at least n × dim values in `raw`); the work is
-    /// queued on the engine's stream, which must first wait for whatever wrote `raw`.
-    pub fn prepare(gpu: &Gpu, plan: &Plan, raw: CudaSlice<f32>, n: usize) -> Result<Self> {
+    /// Prepares `n` rows already on the device (at least n × dim values in `raw`, in the
+    /// plan's storage); the work is queued on the engine's stream, which must first wait for
+    /// whatever wrote `raw`.
+    pub fn prepare(gpu: &Gpu, plan: &Plan, raw: DeviceRows, n: usize) -> Result<Self> {
         let set = Self::allocate(gpu, plan, raw, n, None)?;
         set.prepare_rows(gpu, 0..n)?;
         set.complete(gpu)?;
@@ -107,9 +308,9 @@ impl<'s> DeviceSet<'s> {
     fn allocate(
         gpu: &Gpu,
         plan: &Plan,
-        raw: CudaSlice<f32>,
+        raw: DeviceRows,
         n: usize,
-        pending: Option<Cow<'s, [f32]>>,
+        pending: Option<HostRows<'s>>,
     ) -> Result<Self> {
         let d = plan.dim;
         let stream = &gpu.stream;
@@ -117,11 +318,16 @@ impl<'s> DeviceSet<'s> {
             Some(s) => Some(stream.clone_htod(s).map_err(dev("copying the shift"))?),
             None => None,
         };
+        let rows = match plan.storage {
+            Storage::F32 => Some(alloc(gpu, n * d)?),
+            Storage::F16 | Storage::Bf16 => None,
+        };
         Ok(DeviceSet {
             raw,
-            rows: alloc(gpu, n * d)?,
+            rows,
             sqnorm: alloc(gpu, n)?,
             n,
+            storage: plan.storage,
             // SAFETY: prepare_rows writes every norm before `complete` reads them.
             norm_dev: unsafe { stream.alloc::<f64>(n.max(1)) }.map_err(dev("allocating"))?,
             shift,
@@ -149,7 +355,7 @@ impl<'s> DeviceSet<'s> {
         let step = (STAGE / d.max(1)).max(1);
         while *next < upto.min(self.n) {
             let (r0, r1) = (*next, (*next + step).min(self.n));
-            gpu.upload_into(&self.raw.slice(r0 * d..r1 * d), &src[r0 * d..r1 * d], true)?;
+            src.upload_into(gpu, &self.raw, r0 * d..r1 * d, true)?;
             self.prepare_rows(gpu, r0..r1)?;
             *next = r1;
         }
@@ -190,25 +396,36 @@ impl<'s> DeviceSet<'s> {
         };
         let (nn, dd) = (rows.len() as i64, d as i32);
         let null: u64 = 0;
-        let input = self.raw.slice(rows.start * d..rows.end * d);
+        let input = self.raw.view(rows.start * d..rows.end * d);
         // The outputs are written through views of this set's own buffers: the kernel owns
-        // these rows until it completes, and nothing reads them before (stream order).
-        let out = self.rows.slice(rows.start * d..rows.end * d);
+        // these rows until it completes, and nothing reads them before (stream order). Half
+        // storage has no prepared rows: the kernel writes the norms only.
+        let out = self
+            .rows
+            .as_ref()
+            .map(|r| r.slice(rows.start * d..rows.end * d));
         let sq = self.sqnorm.slice(rows.clone());
         let norm = self.norm_dev.slice(rows);
-        let mut l = gpu.stream.launch_builder(&gpu.k.prepare_rows);
-        l.arg(&input).arg(&nn).arg(&dd);
+        let mut l = gpu
+            .stream
+            .launch_builder(&gpu.k.elem(self.storage)?.prepare_rows);
+        match &input {
+            RowsView::F32(v) => l.arg(v),
+            RowsView::Half(v) => l.arg(v),
+        };
+        l.arg(&nn).arg(&dd);
         match &self.shift {
             Some(s) => l.arg(s),
             None => l.arg(&null),
         };
-        l.arg(&self.centre_rows)
-            .arg(&self.unit)
-            .arg(&out)
-            .arg(&sq)
-            .arg(&norm);
-        // SAFETY: matches kernels/distance/prepare.cu; the views hold rows.len() rows of d values, the
-        // shift d values.
+        l.arg(&self.centre_rows).arg(&self.unit);
+        match &out {
+            Some(o) => l.arg(o),
+            None => l.arg(&null),
+        };
+        l.arg(&sq).arg(&norm);
+        // SAFETY: matches kernels/distance/prepare.cu, compiled for this set's storage; the
+        // views hold rows.len() rows of d values, the shift d values.
         unsafe { l.launch(cfg) }.map_err(dev("prepare_rows"))?;
         Ok(())
     }
@@ -239,8 +456,12 @@ impl<'s> DeviceSet<'s> {
 
     /// Rows `a..b` as a tile operand.
     pub fn block(&self, a: usize, b: usize, dim: usize) -> Block<'_> {
+        let values = a * dim..(b * dim).max(a * dim + 1);
         Block {
-            rows: self.rows.slice(a * dim..(b * dim).max(a * dim + 1)),
+            rows: match &self.rows {
+                Some(r) => RowsView::F32(r.slice(values)),
+                None => self.raw.view(values),
+            },
             sqnorm: self.sqnorm.slice(a..b.max(a + 1)),
             n: b - a,
         }

@@ -75,7 +75,7 @@ pub(crate) fn keys(
     let mut tr = gpu.phases();
     for chunk in pairs.chunks(CHUNK) {
         let n = chunk.len();
-        let dp = gpu.upload(bytemuck::cast_slice(chunk))?;
+        let dp = gpu.upload::<f32>(bytemuck::cast_slice(chunk))?;
         tr.mark("exact: upload pairs");
         // SAFETY: a pair of u32 is 8 bytes like two f32; the buffer holds at least 2n words.
         let vp: CudaView<'_, [u32; 2]> = unsafe { dp.transmute(n).unwrap() };
@@ -86,16 +86,19 @@ pub(crate) fn keys(
             shared_mem_bytes: 0,
         };
         let np = n as i64;
-        let mut l = gpu.stream.launch_builder(&gpu.k.exact_keys);
-        l.arg(&s.bdev.raw)
-            .arg(&s.qdev.raw)
-            .arg(&d)
+        let mut l = gpu
+            .stream
+            .launch_builder(&gpu.k.elem(s.bdev.storage)?.exact_keys);
+        s.bdev.raw.arg(&mut l);
+        s.qdev.raw.arg(&mut l);
+        l.arg(&d)
             .arg(&vp)
             .arg(&np)
             .arg(&code)
             .arg(&zero)
             .arg(&mut keys);
-        // SAFETY: matches kernels/finish/exact.cu; indices are below the sets' sizes.
+        // SAFETY: matches kernels/finish/exact.cu compiled for the sides' storage (both sides share
+        // the plan's); indices are below the sets' sizes.
         unsafe { l.launch(cfg) }.map_err(dev("exact_keys"))?;
         gpu.stream.synchronize().map_err(dev("exact_keys"))?;
         tr.mark("exact: kernel");
@@ -202,7 +205,7 @@ pub(crate) fn rerank(
     let mut dist = out.dist.slice_mut(at * job.k..);
     let mut ids = out.ids.slice_mut(at * job.k..);
     let mut status = out.status.slice_mut(at..);
-    let mut l = s.launch_builder(&gpu.k.rerank);
+    let mut l = s.launch_builder(&gpu.k.elem(job.sides.bdev.storage)?.rerank);
     l.arg(val)
         .arg(idx)
         .arg(&w)
@@ -211,10 +214,10 @@ pub(crate) fn rerank(
         .arg(&k)
         .arg(&dabs)
         .arg(&job.rel)
-        .arg(&job.tiny)
-        .arg(&job.sides.bdev.raw)
-        .arg(&job.sides.qdev.raw)
-        .arg(&qo)
+        .arg(&job.tiny);
+    job.sides.bdev.raw.arg(&mut l);
+    job.sides.qdev.raw.arg(&mut l);
+    l.arg(&qo)
         .arg(&d)
         .arg(&job.code)
         .arg(&zero)

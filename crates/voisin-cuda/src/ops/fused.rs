@@ -58,7 +58,9 @@ pub(crate) fn plan_for(
     };
     // The fused kernel sums the whole inner dimension in one accumulator; the plan's bound
     // assumes tile.rs's chunked sums beyond K_CHUNK.
-    if !wanted || plan.tile != TileKind::Gemm || kp > MAX_KP || plan.dim > K_CHUNK {
+    // The fused kernels read prepared f32 rows: tiles on stored half rows are not fused.
+    let f32_rows = matches!(plan.precision, Precision::Fp32 | Precision::Tf32);
+    if !wanted || !f32_rows || plan.tile != TileKind::Gemm || kp > MAX_KP || plan.dim > K_CHUNK {
         return None;
     }
     let cap = MERGE_SLOTS - kp;
@@ -104,6 +106,7 @@ pub(crate) fn filter(
     let (kernel, per_sm) = match plan.precision {
         Precision::Fp32 => (fp32, 1),
         Precision::Tf32 => (tf32, 2),
+        p => unreachable!("{p} tiles are not fused (plan_for)"),
     };
     let sms = gpu
         .ctx
@@ -121,9 +124,9 @@ pub(crate) fn filter(
     let mut buf_val = out.val.slice_mut(..);
     let mut buf_idx = out.idx.slice_mut(..);
     let mut l = gpu.stream.launch_builder(kernel);
-    l.arg(&q.rows)
+    l.arg(q.rows.f32())
         .arg(&nq)
-        .arg(&b.rows)
+        .arg(b.rows.f32())
         .arg(&nb)
         .arg(&d)
         .arg(&mode)

@@ -1,22 +1,25 @@
 //! One distance tile on the device: rows of one block against rows of another, row-major with a
-//! given row stride. GEMM metrics get dot products from cuBLAS (sgemm, or GemmEx on TF32 tensor
-//! cores under `Precision::Tf32`; the key is formed later, inside the selection and range
+//! given row stride. GEMM metrics get dot products from cuBLAS (sgemm, GemmEx on TF32 tensor
+//! cores under `Precision::Tf32`, or GemmEx on the stored f16/bf16 rows with fp32 accumulation
+//! under `Precision::Fp16`/`Bf16`; the key is formed later, inside the selection and range
 //! kernels); the others get keys from kernels/distance/vector_tile.cu.
 //!
 //! Owns the cuBLAS call and its column-major bookkeeping; knows nothing about selection.
 
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::{result as blas, Gemm, GemmConfig};
+use cudarc::driver::{CudaStream, DeviceRepr};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
+use crate::numerics::plan::{Plan, Storage, TileKind, K_CHUNK};
+use crate::ops::device_set::RowsView;
 use crate::options::Precision;
 use crate::runtime::context::{dev, Gpu};
 
-/// A block of transformed rows on the device.
+/// A block of the tiles' rows on the device (prepared f32 rows, or the stored half rows).
 pub(crate) struct Block<'a> {
-    pub rows: CudaView<'a, f32>,
+    pub rows: RowsView<'a>,
     pub sqnorm: CudaView<'a, f32>,
     pub n: usize,
 }
@@ -54,14 +57,27 @@ pub(crate) fn compute(
                     beta: if c == 0 { 0.0 } else { 1.0 },
                     ldc: ld as i32,
                 };
-                let (bv, qv) = (b.rows.slice(k0..), q.rows.slice(k0..));
+                let (bv, qv) = (b.rows.from(k0), q.rows.from(k0));
                 // SAFETY: from k0, the views hold (n − 1)·d + len values of each side and the
                 // output q.n × ld (asserted above).
-                match plan.precision {
-                    Precision::Fp32 => {
-                        unsafe { gpu.blas.gemm(cfg, &bv, &qv, out) }.map_err(dev("sgemm"))?
+                match (&bv, &qv, plan.precision) {
+                    (RowsView::F32(bv), RowsView::F32(qv), Precision::Fp32) => {
+                        unsafe { gpu.blas.gemm(cfg, bv, qv, out) }.map_err(dev("sgemm"))?
                     }
-                    Precision::Tf32 => tf32_gemm(gpu, cfg, &bv, &qv, out)?,
+                    (RowsView::F32(bv), RowsView::F32(qv), Precision::Tf32) => {
+                        let tf32 = cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32;
+                        gemm_ex(gpu, &cfg, (bv, qv, cudaDataType::CUDA_R_32F), tf32, out)?
+                    }
+                    (RowsView::Half(bv), RowsView::Half(qv), _) => {
+                        let t = match plan.storage {
+                            Storage::F16 => cudaDataType::CUDA_R_16F,
+                            Storage::Bf16 => cudaDataType::CUDA_R_16BF,
+                            Storage::F32 => unreachable!("half rows on half storage"),
+                        };
+                        let fp32 = cublasComputeType_t::CUBLAS_COMPUTE_32F;
+                        gemm_ex(gpu, &cfg, (bv, qv, t), fp32, out)?
+                    }
+                    _ => unreachable!("tile rows in the plan's storage and precision"),
                 }
             }
             Ok(())
@@ -74,9 +90,9 @@ pub(crate) fn compute(
             };
             let (nq, nb, dim, ld) = (q.n as i32, b.n as i32, d as i32, ld as i64);
             let mut l = gpu.stream.launch_builder(&gpu.k.vector_tile);
-            l.arg(&q.rows)
+            l.arg(q.rows.f32())
                 .arg(&nq)
-                .arg(&b.rows)
+                .arg(b.rows.f32())
                 .arg(&nb)
                 .arg(&dim)
                 .arg(&kind)
@@ -91,20 +107,21 @@ pub(crate) fn compute(
     }
 }
 
-/// The same product as sgemm on TF32 tensor cores (fp32 in and out, fp32 accumulation); the
-/// conversion's error is in the plan's bound (numerics/plan.rs `Plan::with_precision`).
-fn tf32_gemm(
+/// The product of `compute`'s sgemm call through GemmEx: inputs of type `ab.2` (f32 for TF32,
+/// f16/bf16 for the stored half rows), fp32 output, `compute` accumulation. The errors are in
+/// the plan's bound (numerics/plan.rs `Plan::with_precision`, `Plan::with_arithmetic`).
+fn gemm_ex<T: DeviceRepr>(
     gpu: &Gpu,
-    cfg: GemmConfig<f32>,
-    a: &CudaView<'_, f32>,
-    b: &CudaView<'_, f32>,
+    cfg: &GemmConfig<f32>,
+    ab: (&CudaView<'_, T>, &CudaView<'_, T>, cudaDataType),
+    compute: cublasComputeType_t,
     c: &mut CudaViewMut<'_, f32>,
 ) -> Result<()> {
-    let stream = &gpu.stream;
+    let stream: &CudaStream = &gpu.stream;
+    let (a, b, t) = ab;
     let (pa, _ra) = a.device_ptr(stream);
     let (pb, _rb) = b.device_ptr(stream);
     let (pc, _rc) = c.device_ptr_mut(stream);
-    let f32t = cudaDataType::CUDA_R_32F;
     // SAFETY: the same shapes as the sgemm call in `compute` (checked there); the handle is
     // bound to `stream`, and the pointers' guards live until the call is queued.
     unsafe {
@@ -117,18 +134,18 @@ fn tf32_gemm(
             cfg.k,
             (&cfg.alpha) as *const f32 as *const _,
             pa as *const _,
-            f32t,
+            t,
             cfg.lda,
             pb as *const _,
-            f32t,
+            t,
             cfg.ldb,
             (&cfg.beta) as *const f32 as *const _,
             pc as *mut _,
-            f32t,
+            cudaDataType::CUDA_R_32F,
             cfg.ldc,
-            cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            compute,
             cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
         )
     }
-    .map_err(dev("TF32 GemmEx"))
+    .map_err(dev("GemmEx"))
 }

@@ -194,16 +194,20 @@ impl Gpu {
     /// one (in parallel) while the other is in flight. Pageable copies ran at ~1 GB/s on the
     /// H100 machine (500 ms for a 1M×128 base); pinned DMA runs at PCIe speed. The buffer is
     /// padded to a whole number of stages (callers index it by explicit ranges).
-    pub fn upload(&self, src: &[f32]) -> Result<CudaSlice<f32>> {
+    pub fn upload<T>(&self, src: &[T]) -> Result<CudaSlice<T>>
+    where
+        T: bytemuck::Pod + cudarc::driver::DeviceRepr + Send + Sync,
+    {
         if src.len() < (1 << 20) {
-            let v = if src.is_empty() { &[0f32][..] } else { src };
+            let zero = [T::zeroed()];
+            let v = if src.is_empty() { &zero[..] } else { src };
             return self
                 .stream
                 .clone_htod(v)
                 .map_err(dev("copying to the device"));
         }
         // SAFETY: filled below before use; the padding tail is never read as data.
-        let dst = unsafe { self.stream.alloc::<f32>(src.len().div_ceil(STAGE) * STAGE) }
+        let dst = unsafe { self.stream.alloc::<T>(src.len().div_ceil(STAGE) * STAGE) }
             .map_err(dev("allocating device memory"))?;
         self.upload_into(&dst.slice(..), src, false)?;
         Ok(dst)
@@ -229,7 +233,10 @@ impl Gpu {
     /// them (a base uploaded behind its first tiles, device_set.rs). With `behind` the copies
     /// run on the copy stream, beside the kernels already queued (after `fence_copies` for a
     /// fresh `dst`); the engine's stream then waits for them.
-    pub fn upload_into(&self, dst: &CudaView<'_, f32>, src: &[f32], behind: bool) -> Result<()> {
+    pub fn upload_into<T>(&self, dst: &CudaView<'_, T>, src: &[T], behind: bool) -> Result<()>
+    where
+        T: bytemuck::Pod + cudarc::driver::DeviceRepr + Send + Sync,
+    {
         let stream = if behind { &self.copy } else { &self.stream };
         assert!(
             dst.len() >= src.len(),

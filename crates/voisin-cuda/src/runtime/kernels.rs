@@ -14,6 +14,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use voisin::{Error, Result};
 
+use crate::numerics::plan::Storage;
 use crate::runtime::abi;
 use crate::runtime::context::dev;
 
@@ -30,6 +31,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     (
         "common/bitonic.cuh",
         include_str!("../../kernels/common/bitonic.cuh"),
+    ),
+    (
+        "common/elem.cuh",
+        include_str!("../../kernels/common/elem.cuh"),
     ),
     (
         "common/exact.cuh",
@@ -117,6 +122,10 @@ const BENCH_ONLY: &[&str] = &["select/heap.cu", "select/quick.cu"];
 /// The generated header's name, as the sources include it.
 const ABI_HEADER: &str = "common/abi.cuh";
 
+/// The sources that read stored rows (common/elem.cuh): compiled once more per half storage
+/// type, with `VOISIN_ELEM` set, into a module of their own ([`ElemKernels`]).
+const ELEM_SOURCES: &[&str] = &["distance/prepare.cu", "finish/exact.cu", "finish/rerank.cu"];
+
 /// The translation unit NVRTC compiles: every kernel source (`.cu`) of this build included by
 /// name.
 pub(crate) fn root_source() -> String {
@@ -125,6 +134,14 @@ pub(crate) fn root_source() -> String {
         .filter(|(name, _)| name.ends_with(".cu"))
         .filter(|(name, _)| cfg!(feature = "bench-variants") || !BENCH_ONLY.contains(name))
         .map(|(name, _)| format!("#include \"{name}\"\n"))
+        .collect()
+}
+
+/// The translation unit of one half storage type's [`ElemKernels`].
+fn elem_source() -> String {
+    ELEM_SOURCES
+        .iter()
+        .map(|name| format!("#include \"{name}\"\n"))
         .collect()
 }
 
@@ -148,13 +165,30 @@ pub(crate) fn shared(ctx: &Arc<CudaContext>) -> Result<Arc<Kernels>> {
 /// The NVRTC output, shared by every context of the process.
 pub(crate) fn ptx() -> Result<Ptx> {
     static PTX: OnceLock<std::result::Result<Ptx, String>> = OnceLock::new();
-    PTX.get_or_init(compile).clone().map_err(Error::device)
+    PTX.get_or_init(|| compile(&root_source(), Storage::F32))
+        .clone()
+        .map_err(Error::device)
 }
 
-/// Compiles [`root_source`] with every source and the ABI header as named headers, for
-/// compute_90 (Hopper), without fast math (it would change powf and division; the exactness
-/// bounds assume IEEE operations).
-fn compile() -> std::result::Result<Ptx, String> {
+/// The NVRTC output of the element kernels for `storage`, shared by every context of the
+/// process (f32's are in [`ptx`]).
+fn elem_ptx(storage: Storage) -> Result<Ptx> {
+    static PTX: [OnceLock<std::result::Result<Ptx, String>>; 2] =
+        [OnceLock::new(), OnceLock::new()];
+    let slot = match storage {
+        Storage::F32 => return ptx(),
+        Storage::F16 => &PTX[0],
+        Storage::Bf16 => &PTX[1],
+    };
+    slot.get_or_init(|| compile(&elem_source(), storage))
+        .clone()
+        .map_err(Error::device)
+}
+
+/// Compiles `root` with every source and the ABI header as named headers, for compute_90
+/// (Hopper), without fast math (it would change powf and division; the exactness bounds
+/// assume IEEE operations), with stored rows of type `storage` (common/elem.cuh).
+fn compile(root: &str, storage: Storage) -> std::result::Result<Ptx, String> {
     let cstr = |s: &str| CString::new(s).map_err(|_| format!("cuda: a NUL byte in {s:.40}"));
     let abi = abi::header();
     let mut names = vec![cstr(ABI_HEADER)?];
@@ -165,7 +199,7 @@ fn compile() -> std::result::Result<Ptx, String> {
     }
     let name_ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
     let text_ptrs: Vec<*const c_char> = texts.iter().map(|c| c.as_ptr()).collect();
-    let root = cstr(&root_source())?;
+    let root = cstr(root)?;
     let root_name = cstr("voisin_kernels.cu")?;
     let mut prog = std::mem::MaybeUninit::uninit();
     // SAFETY: every pointer is a NUL-terminated string that outlives the program (the CStrings
@@ -184,7 +218,8 @@ fn compile() -> std::result::Result<Ptx, String> {
     }
     // SAFETY: a program just created.
     let prog = unsafe { prog.assume_init() };
-    let options = ["--gpu-architecture=compute_90"];
+    let elem = format!("-DVOISIN_ELEM={}", storage.code());
+    let options = ["--gpu-architecture=compute_90", elem.as_str()];
     // SAFETY: `prog` is live until `destroy_program` below, called once.
     let out = unsafe {
         match nvrtc::compile_program(prog, &options) {
@@ -220,6 +255,11 @@ macro_rules! registry {
         /// Every kernel the engine launches, loaded into one context.
         pub(crate) struct Kernels {
             $($(#[$cfg])* pub $name: CudaFunction,)*
+            /// The element kernels of f32 rows (from the same module).
+            f32: ElemKernels,
+            /// Those of f16 and bf16 rows, loaded at their first use.
+            half: [OnceLock<ElemKernels>; 2],
+            ctx: Arc<CudaContext>,
             /// The module they come from.
             #[allow(dead_code)]
             module: Arc<CudaModule>,
@@ -230,7 +270,13 @@ macro_rules! registry {
             pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
                 let module = ctx.load_module(ptx()?).map_err(dev("loading the kernels"))?;
                 let f = |name: &str| module.load_function(name).map_err(dev("finding a kernel"));
-                Ok(Kernels { $($(#[$cfg])* $name: f(stringify!($name))?,)* module })
+                Ok(Kernels {
+                    $($(#[$cfg])* $name: f(stringify!($name))?,)*
+                    f32: ElemKernels::find(&module)?,
+                    half: [OnceLock::new(), OnceLock::new()],
+                    ctx: ctx.clone(),
+                    module,
+                })
             }
         }
 
@@ -245,13 +291,61 @@ registry! {
     #[cfg(feature = "bench-variants")] select_heap,
     #[cfg(feature = "bench-variants")] select_quick,
     fused_filter_fp32, fused_filter_tf32, fused_merge,
-    vector_tile, transpose, prepare_rows,
-    range_count, range_fill, exact_keys, rerank,
+    vector_tile, transpose,
+    range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,
     lc_build_scan, lc_build_select, lc_build_argmax, lc_build_next, lc_build_gather,
     lc_build_to_refs,
     lev_range,
     cover_pairs_vec, cover_pairs_lev,
+}
+
+/// The kernels that read stored rows (kernels/common/elem.cuh), for one element type.
+pub(crate) struct ElemKernels {
+    pub prepare_rows: CudaFunction,
+    pub exact_keys: CudaFunction,
+    pub rerank: CudaFunction,
+    /// The module they come from (the main one for f32).
+    #[allow(dead_code)]
+    module: Arc<CudaModule>,
+}
+
+/// The element kernels' names.
+#[cfg(test)]
+const ELEM_NAMES: &[&str] = &["prepare_rows", "exact_keys", "rerank"];
+
+impl ElemKernels {
+    fn find(module: &Arc<CudaModule>) -> Result<Self> {
+        let f = |name: &str| module.load_function(name).map_err(dev("finding a kernel"));
+        Ok(ElemKernels {
+            prepare_rows: f("prepare_rows")?,
+            exact_keys: f("exact_keys")?,
+            rerank: f("rerank")?,
+            module: module.clone(),
+        })
+    }
+}
+
+impl Kernels {
+    /// The element kernels of rows stored as `storage` (compiled and loaded at the first call
+    /// for a half type; calls on one device are serialised by its engines' GPU lock, and a
+    /// race would only load the module twice).
+    pub fn elem(&self, storage: Storage) -> Result<&ElemKernels> {
+        let slot = match storage {
+            Storage::F32 => return Ok(&self.f32),
+            Storage::F16 => &self.half[0],
+            Storage::Bf16 => &self.half[1],
+        };
+        if let Some(k) = slot.get() {
+            return Ok(k);
+        }
+        let module = self
+            .ctx
+            .load_module(elem_ptx(storage)?)
+            .map_err(dev("loading the element kernels"))?;
+        let _ = slot.set(ElemKernels::find(&module)?);
+        Ok(slot.get().expect("set above"))
+    }
 }
 
 #[cfg(test)]
@@ -292,7 +386,7 @@ mod tests {
             assert!(SOURCES.iter().any(|(n, _)| n == f), "{f} is not registered");
         }
         let all: String = SOURCES.iter().map(|(_, t)| *t).collect();
-        for name in NAMES {
+        for name in NAMES.iter().chain(ELEM_NAMES) {
             assert!(
                 all.contains(&format!("void {name}("))
                     || all.contains(&format!("{name}(const"))
@@ -313,11 +407,23 @@ mod tests {
         }
         let ptx = ptx().unwrap_or_else(|e| panic!("{e}"));
         let text = ptx.to_src();
-        for name in NAMES {
+        for name in NAMES.iter().chain(ELEM_NAMES) {
             assert!(
                 text.contains(&format!(".entry {name}(")),
                 "{name} missing from the PTX"
             );
+        }
+        // The element kernels compile for each half storage type too.
+        for storage in [Storage::F16, Storage::Bf16] {
+            let text = elem_ptx(storage)
+                .unwrap_or_else(|e| panic!("{storage:?}: {e}"))
+                .to_src();
+            for name in ELEM_NAMES {
+                assert!(
+                    text.contains(&format!(".entry {name}(")),
+                    "{name} missing from the {storage:?} PTX"
+                );
+            }
         }
     }
 

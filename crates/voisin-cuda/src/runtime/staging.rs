@@ -57,19 +57,23 @@ impl Staging {
 
     /// Queues the copy of `src` to the device memory at `dst` (holding at least `src.len()`
     /// values) on `stream`, a chunk at a time through the buffers; returns once the last piece
-    /// is queued. `what` names the copy in errors.
+    /// is queued. `what` names the copy in errors. Values of any plain type (f32 rows, the
+    /// stored bits of f16/bf16 rows) go through the same buffers.
     ///
     /// # Safety
     /// `dst` must be device memory of the buffers' context valid for `src.len()` values until
     /// the copies on `stream` complete.
-    pub unsafe fn upload(
+    pub unsafe fn upload<T: bytemuck::Pod + Send + Sync>(
         &mut self,
-        src: &[f32],
+        src: &[T],
         dst: sys::CUdeviceptr,
         stream: &CudaStream,
         what: &'static str,
     ) -> Result<()> {
-        for (c, part) in src.chunks(self.chunk).enumerate() {
+        let size = std::mem::size_of::<T>();
+        // Values of T per buffer (the buffers hold `chunk` f32 words).
+        let per = self.chunk * 4 / size;
+        for (c, part) in src.chunks(per).enumerate() {
             let slot = &mut self.slots[self.next];
             self.next ^= 1;
             // The copy that last read this buffer must finish before the host refills it.
@@ -78,10 +82,11 @@ impl Staging {
             if let Some(e) = slot.read.take() {
                 e.synchronize().map_err(dev("waiting for a copy"))?;
             }
-            let host = slot
+            let words = slot
                 .host
                 .as_mut_slice()
                 .map_err(dev("waiting for a copy"))?;
+            let host: &mut [T] = bytemuck::cast_slice_mut(words);
             host[..part.len()]
                 .par_chunks_mut(1 << 16)
                 .zip(part.par_chunks(1 << 16))
@@ -91,7 +96,7 @@ impl Staging {
             // before the event recorded after this copy has passed.
             unsafe {
                 cudarc::driver::result::memcpy_htod_async(
-                    dst + (c * self.chunk * 4) as u64,
+                    dst + (c * per * size) as u64,
                     &host[..part.len()],
                     stream.cu_stream(),
                 )

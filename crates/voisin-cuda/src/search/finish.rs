@@ -273,6 +273,7 @@ mod tests {
             Precision::Fp32 => |x: f32| x,
             // TF32 at its worst: the 13 low mantissa bits cut off.
             Precision::Tf32 => |x: f32| f32::from_bits(x.to_bits() & !0x1fff),
+            p => unreachable!("f64 rows tile in fp32 or tf32, not {p}"),
         };
         let mut src = HostSource {
             tiles: HostTiles::new(&plan, metric, base, queries, conv),

@@ -81,7 +81,9 @@ pub(crate) fn lists(
             } else {
                 kp
             };
-            let mut lists = Lists::done(n, kp);
+            // The passes keep the list `pass_list` makes of kp (twice as long under TF32 for
+            // 64..=256): the slots hold that many.
+            let mut lists = Lists::done(n, knn::pass_list(plan, kp));
             let mut evals = 0;
             for it in (0..nt).filter(|&it| owns(it, it)) {
                 let rows = it * tile..it * tile + size(it);

@@ -70,7 +70,7 @@ pub(crate) fn candidates(
 /// TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
 /// last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
 /// were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
-fn pass_list(plan: &Plan, kp: usize) -> usize {
+pub(crate) fn pass_list(plan: &Plan, kp: usize) -> usize {
     if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) {
         2 * kp
     } else {

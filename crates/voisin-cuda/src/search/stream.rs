@@ -16,13 +16,13 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::sync_channel;
 use std::time::Instant;
 
-use cudarc::driver::{CudaEvent, CudaSlice, DevicePtrMut};
+use cudarc::driver::CudaEvent;
 use rayon::prelude::*;
 use voisin::data::VectorSet;
 use voisin::{Error, Metric, RangeResult, Result, Stats};
 
-use crate::numerics::plan::Plan;
-use crate::ops::device_set::DeviceSet;
+use crate::numerics::plan::{Plan, Storage};
+use crate::ops::device_set::{DeviceRows, DeviceSet, HostRows};
 use crate::ops::{exact, range, Budget};
 use crate::options::Select;
 use crate::runtime::context::{dev, Gpu};
@@ -36,16 +36,20 @@ use crate::search::{shard, Ctx};
 /// speed.
 const CHUNK: usize = 4 << 20;
 
-/// The device bytes a set takes when resident: padded raw rows (see `Gpu::upload`), prepared
-/// rows and the norms.
-pub(crate) fn resident_bytes(n: usize, dim: usize) -> usize {
+/// The device bytes a set takes when resident with its rows as `storage`: padded raw rows
+/// (see `Gpu::upload`), prepared f32 rows (none on half storage: the tiles read the stored
+/// rows) and the norms.
+pub(crate) fn resident_bytes(n: usize, dim: usize, storage: Storage) -> usize {
     let values = n * dim;
     let raw = if values < (1 << 20) {
         values
     } else {
         values.div_ceil(16 << 20) * (16 << 20)
     };
-    (raw + values) * 4 + n * 16
+    match storage {
+        Storage::F32 => (raw + values) * 4 + n * 16,
+        Storage::F16 | Storage::Bf16 => raw * 2 + n * 16,
+    }
 }
 
 /// Device bytes a search needs beyond its inputs: the smallest working set and the lists.
@@ -67,7 +71,7 @@ pub(crate) fn shard_rows(avail: usize, dim: usize) -> Result<usize> {
 }
 
 /// One shard's raw rows on the device, with the event of its copy.
-type Loaded = (CudaSlice<f32>, CudaEvent, Range<usize>);
+type Loaded = (DeviceRows, CudaEvent, Range<usize>);
 
 /// Runs `work(shard, rows)` on each shard of `rows` rows of `set`, in order.
 pub(crate) fn for_each_shard(
@@ -97,17 +101,12 @@ pub(crate) fn for_each_shard(
                 // Uploads only: write-combined pages.
                 let mut staging = Staging::write_combined(&ctx, CHUNK)?;
                 for r in ranges {
-                    let src = set.rows_f32(r.start, r.end);
-                    // SAFETY: filled below before the engine's stream reads it (event).
-                    let mut dst = unsafe { copy.alloc::<f32>(src.len().max(1)) }
-                        .map_err(dev("allocating a shard"))?;
-                    {
-                        let (ptr, _guard) = dst.device_ptr_mut(&copy);
-                        // SAFETY: `dst` holds src.len() values of this context and lives until
-                        // the engine's stream, ordered after the copies by `ready`, is done
-                        // with it.
-                        unsafe { staging.upload(&src, ptr, &copy, "copying a shard") }?;
-                    }
+                    let src = HostRows::of(plan.storage, set, r.clone());
+                    // Filled below before the engine's stream reads it (event).
+                    let mut dst = DeviceRows::alloc(&copy, plan.storage, src.len())?;
+                    // SAFETY: `dst` holds src.len() values of this context and lives until
+                    // the engine's stream, ordered after the copies by `ready`, is done with it.
+                    unsafe { src.stage(&mut staging, &mut dst, &copy, "copying a shard") }?;
                     let ready = copy.record_event(None).map_err(dev("recording an event"))?;
                     if tx.send(Ok((dst, ready, r.clone()))).is_err() {
                         // The work stopped on an error of its own.
@@ -137,8 +136,15 @@ pub(crate) fn for_each_shard(
 }
 
 /// Whether base and queries fit on the device with room for the working set.
-pub(crate) fn fits(gpu: &Gpu, b: &VectorSet, q: &VectorSet, kp: usize) -> Result<bool> {
-    let rows = resident_bytes(b.len(), b.dim()) + resident_bytes(q.len(), q.dim());
+pub(crate) fn fits(
+    gpu: &Gpu,
+    b: &VectorSet,
+    q: &VectorSet,
+    kp: usize,
+    storage: Storage,
+) -> Result<bool> {
+    let rows =
+        resident_bytes(b.len(), b.dim(), storage) + resident_bytes(q.len(), q.dim(), storage);
     fits_beside(gpu, rows, q.len(), kp)
 }
 
@@ -149,9 +155,9 @@ pub(crate) fn fits_beside(gpu: &Gpu, rows: usize, queries: usize, kp: usize) -> 
 }
 
 /// A graph's set must fit (its tiles pair every item with every other; not streamed yet).
-pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize) -> Result<()> {
+pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, storage: Storage) -> Result<()> {
     let kp = knn::first_list(k).max(crate::ops::select::COLS_KP);
-    let need = resident_bytes(set.len(), set.dim()) + working_bytes(set.len(), kp);
+    let need = resident_bytes(set.len(), set.dim(), storage) + working_bytes(set.len(), kp);
     let free = gpu.free_memory()?;
     if need > free {
         return Err(Error::device(format!(
@@ -325,8 +331,8 @@ mod tests {
 
     #[test]
     fn resident_sizes_follow_the_upload_padding() {
-        assert_eq!(resident_bytes(10, 4), (40 + 40) * 4 + 160);
-        let big = resident_bytes(1 << 20, 20);
+        assert_eq!(resident_bytes(10, 4, Storage::F32), (40 + 40) * 4 + 160);
+        let big = resident_bytes(1 << 20, 20, Storage::F32);
         assert_eq!(big, ((32 << 20) + (20 << 20)) * 4 + (16 << 20));
     }
 

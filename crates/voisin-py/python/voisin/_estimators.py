@@ -312,7 +312,7 @@ _COMMON_DOC = """
         Order of ``minkowski``.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         ``auto`` uses an NVIDIA GPU when one is usable, the CPU otherwise.
-    precision : {"fp32", "tf32"}, default="fp32"
+    precision : {"auto", "fp32", "tf32", "fp16", "bf16"}, default="auto"
         GPU arithmetic of the candidate filter; answers are exact either way.
     n_jobs : int, optional
         CPU threads (default: every core).
@@ -353,7 +353,7 @@ class NearestNeighbors(_Neighbors):
     )
 
     def __init__(self, *, n_neighbors: int = 5, radius: float = 1.0, metric: Any = "minkowski",
-                 p: float = 2, device: str = "auto", precision: str = "fp32",
+                 p: float = 2, device: str = "auto", precision: str = "auto",
                  n_jobs: Optional[int] = None, progress: Any = False):
         self.n_neighbors = n_neighbors
         self.radius = radius
@@ -428,7 +428,7 @@ class KNeighborsTransformer(_GraphTransformer):
     )
 
     def __init__(self, *, mode: str = "distance", n_neighbors: int = 5, metric: Any = "minkowski",
-                 p: float = 2, device: str = "auto", precision: str = "fp32",
+                 p: float = 2, device: str = "auto", precision: str = "auto",
                  n_jobs: Optional[int] = None, progress: Any = False):
         self.mode = mode
         self.n_neighbors = n_neighbors
@@ -469,7 +469,7 @@ class RadiusNeighborsTransformer(_GraphTransformer):
     )
 
     def __init__(self, *, mode: str = "distance", radius: float = 1.0, metric: Any = "minkowski",
-                 p: float = 2, device: str = "auto", precision: str = "fp32",
+                 p: float = 2, device: str = "auto", precision: str = "auto",
                  n_jobs: Optional[int] = None, progress: Any = False):
         self.mode = mode
         self.radius = radius

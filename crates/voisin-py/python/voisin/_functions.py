@@ -73,7 +73,7 @@ def index(
     *,
     p: Optional[float] = None,
     device: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     check: bool = True,
@@ -94,7 +94,7 @@ def knn(
     metric: MetricLike = "euclidean",
     p: Optional[float] = None,
     device: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
@@ -120,7 +120,7 @@ def knn(
         The order of ``minkowski`` (scikit-learn's spelling; ``"minkowski:3"`` works too).
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         ``auto`` uses an NVIDIA GPU when one is usable and the CPU otherwise.
-    precision : {"fp32", "tf32"}, default="fp32"
+    precision : {"auto", "fp32", "tf32", "fp16", "bf16"}, default="auto"
         GPU arithmetic of the candidate filter; answers are exact either way.
     n_jobs : int, optional
         CPU threads (default: every core).
@@ -161,7 +161,7 @@ def knn_graph(
     include_self: bool = False,
     output: str = "arrays",
     device: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
@@ -227,7 +227,7 @@ def range_search(
     p: Optional[float] = None,
     output: str = "csr",
     device: str = "auto",
-    precision: str = "fp32",
+    precision: str = "auto",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,

@@ -19,7 +19,7 @@ class Index:
         data: _Items,
         metric_spec: Union[str, Callable[[Any, Any], float]],
         device: str = "auto",
-        precision: str = "fp32",
+        precision: str = "auto",
         threads: Optional[int] = None,
         memory: Optional[int] = None,
         check: bool = True,

@@ -1,0 +1,271 @@
+//! Every input type (f32, f16, bf16, u8) under every arithmetic (`auto` and the explicit ones
+//! its data can take) against the CPU engine: k-NN, graph and range, ids AND distances equal
+//! byte for byte; ties and duplicates; k = 1, 10, 100, 256, 1000, n − 1; dims 1, 3, 127, 1025;
+//! data far from the origin; a streamed f16 base; a prepared f16 base with f32 queries; the
+//! refusals of choices the data cannot take; `--stats`' arithmetic.
+//! docs/design/tensor-core-inputs.md. Every test needs a CUDA GPU:
+//! `cargo test -p voisin-cuda --test tensor_cores -- --ignored --test-threads 1`.
+
+mod common;
+use common::seed;
+
+use std::sync::Arc;
+
+use half::{bf16, f16};
+use rand::prelude::*;
+use rand_distr::StandardNormal;
+use voisin::cpu::CpuEngine;
+use voisin::data::{ElemType, VectorData};
+use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
+use voisin_cuda::{CudaEngine, CudaOptions, Precision};
+
+/// `n` rows of `d` values `offset + N(0, 1)·spread` stored as `elem` (u8: 0..=255 integers
+/// around 128 + offset), every `dup`-th row a copy of the one before (ties).
+fn typed(rng: &mut StdRng, elem: ElemType, n: usize, d: usize, offset: f32, dup: usize) -> Dataset {
+    let mut v: Vec<f32> = (0..n * d)
+        .map(|_| {
+            let x: f32 = rng.sample(StandardNormal);
+            match elem {
+                ElemType::U8 => (128.0 + offset + 40.0 * x).round().clamp(0.0, 255.0),
+                _ => offset + x,
+            }
+        })
+        .collect();
+    for r in (1..n).step_by(dup.max(1)) {
+        let (a, b) = v.split_at_mut(r * d);
+        b[..d].copy_from_slice(&a[(r - 1) * d..r * d]);
+    }
+    let data = match elem {
+        ElemType::F32 => VectorData::F32(v.into()),
+        ElemType::F16 => VectorData::F16(
+            v.iter()
+                .map(|&x| f16::from_f32(x))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        ElemType::Bf16 => VectorData::Bf16(
+            v.iter()
+                .map(|&x| bf16::from_f32(x))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        ElemType::U8 => VectorData::U8(v.iter().map(|&x| x as u8).collect::<Vec<_>>().into()),
+        ElemType::F64 => unreachable!(),
+    };
+    VectorSet::new(n, d, data).unwrap().into()
+}
+
+fn gpu(precision: Precision) -> CudaEngine {
+    let opts = CudaOptions {
+        precision,
+        ..Default::default()
+    };
+    CudaEngine::with_options(0, opts).expect("a CUDA GPU")
+}
+
+/// The arithmetics `elem` data can take: auto, fp32, tf32, and its own half type.
+fn precisions(elem: ElemType) -> Vec<Precision> {
+    let mut p = vec![Precision::Auto, Precision::Fp32, Precision::Tf32];
+    match elem {
+        ElemType::F16 => p.push(Precision::Fp16),
+        ElemType::Bf16 => p.push(Precision::Bf16),
+        _ => {}
+    }
+    p
+}
+
+fn same(got: &KnnResult, want: &KnnResult, what: &str) {
+    common::identical(got, want, what);
+}
+
+fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
+    assert_eq!(got.offsets, want.offsets, "{what}: offsets");
+    assert_eq!(got.indices, want.indices, "{what}: indices");
+    assert_eq!(got.distances, want.distances, "{what}: distances");
+}
+
+/// Whether `p` may run `metric` on `elem` data (explicit half precisions take their own type
+/// and the metrics without unit rows).
+fn takes(p: Precision, elem: ElemType, metric: &Metric) -> bool {
+    let half_metric = matches!(
+        metric,
+        Metric::Euclidean | Metric::SqEuclidean | Metric::InnerProduct
+    );
+    match p {
+        Precision::Fp16 => elem == ElemType::F16 && half_metric,
+        Precision::Bf16 => elem == ElemType::Bf16 && half_metric,
+        _ => true,
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_input_type_and_precision_matches_the_cpu() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let (n, nq, d) = (1100, 60, 127);
+    let metrics = [
+        Metric::Euclidean,
+        Metric::SqEuclidean,
+        Metric::InnerProduct,
+        Metric::Cosine,
+        Metric::Cityblock,
+    ];
+    for elem in [ElemType::F16, ElemType::Bf16, ElemType::U8, ElemType::F32] {
+        let base = typed(&mut rng, elem, n, d, 0.0, 7);
+        let queries = typed(&mut rng, elem, nq, d, 0.0, 5);
+        for p in precisions(elem) {
+            let g = gpu(p);
+            for metric in &metrics {
+                if !takes(p, elem, metric) {
+                    continue;
+                }
+                for k in [1, 10, 100, 256, 1000] {
+                    let what = format!("{elem:?} {p} {metric} knn k={k}");
+                    let got = g.knn(&base, &queries, k, metric).unwrap();
+                    same(&got, &cpu.knn(&base, &queries, k, metric).unwrap(), &what);
+                }
+                for k in [1, 10, 256, n - 1] {
+                    let what = format!("{elem:?} {p} {metric} graph k={k}");
+                    let got = g.graph(&base, k, metric).unwrap();
+                    same(&got, &cpu.graph(&base, k, metric).unwrap(), &what);
+                }
+                // A radius around the 10th neighbour of the first query.
+                let ten = cpu.knn(&base, &queries, 10, metric).unwrap();
+                let radius = ten.row(0).1[9] as f64;
+                let what = format!("{elem:?} {p} {metric} range {radius}");
+                let got = g.range(&base, &queries, radius, metric).unwrap();
+                same_range(
+                    &got,
+                    &cpu.range(&base, &queries, radius, metric).unwrap(),
+                    &what,
+                );
+            }
+        }
+    }
+}
+
+/// Half storage on every dimension class, near the origin and far from it (no translation on
+/// half storage: the bound widens, the answers stay exact), with many duplicates.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn half_storage_dims_far_data_and_duplicates() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    for elem in [ElemType::F16, ElemType::Bf16] {
+        let g = gpu(Precision::Auto);
+        for d in [1usize, 3, 127, 1025] {
+            for offset in [0.0f32, 100.0] {
+                for dup in [2usize, 50] {
+                    let base = typed(&mut rng, elem, 700, d, offset, dup);
+                    let queries = typed(&mut rng, elem, 40, d, offset, dup);
+                    for metric in [Metric::Euclidean, Metric::InnerProduct] {
+                        let what = format!("{elem:?} d={d} offset {offset} dup {dup} {metric}");
+                        for k in [1, 10, 100] {
+                            let got = g.knn(&base, &queries, k, &metric).unwrap();
+                            assert_eq!(got.stats.arithmetic, format!("{}", precision_of(elem)));
+                            let want = cpu.knn(&base, &queries, k, &metric).unwrap();
+                            same(&got, &want, &format!("{what} knn k={k}"));
+                        }
+                        let got = g.graph(&base, 10, &metric).unwrap();
+                        same(&got, &cpu.graph(&base, 10, &metric).unwrap(), &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn precision_of(elem: ElemType) -> Precision {
+    match elem {
+        ElemType::F16 => Precision::Fp16,
+        ElemType::Bf16 => Precision::Bf16,
+        _ => Precision::Fp32,
+    }
+}
+
+/// `--stats` names the arithmetic `auto` chose; explicit choices the data cannot take are
+/// refused in one line; mixed storage runs on f32 copies.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn auto_reports_and_explicit_choices_are_checked() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let f16_set = typed(&mut rng, ElemType::F16, 500, 16, 0.0, 3);
+    let f32_set = typed(&mut rng, ElemType::F32, 500, 16, 0.0, 3);
+    let u8_set = typed(&mut rng, ElemType::U8, 500, 16, 0.0, 3);
+    let auto = gpu(Precision::Auto);
+    let e = Metric::Euclidean;
+    let arith = |b: &Dataset, q: &Dataset, m: &Metric| {
+        auto.knn(b, q, 5, m).unwrap().stats.arithmetic.clone()
+    };
+    assert_eq!(arith(&f16_set, &f16_set, &e), "fp16");
+    assert_eq!(arith(&f32_set, &f32_set, &e), "fp32");
+    assert_eq!(arith(&u8_set, &u8_set, &e), "fp32");
+    assert_eq!(arith(&f16_set, &f32_set, &e), "fp32");
+    assert_eq!(arith(&f16_set, &f16_set, &Metric::Cosine), "fp32");
+    assert_eq!(arith(&f16_set, &f16_set, &Metric::Cityblock), "fp32");
+    let mixed = auto.knn(&f16_set, &f32_set, 7, &e).unwrap();
+    same(
+        &mixed,
+        &cpu.knn(&f16_set, &f32_set, 7, &e).unwrap(),
+        "mixed",
+    );
+    for (p, data, m) in [
+        (Precision::Fp16, &f32_set, &e),
+        (Precision::Bf16, &f16_set, &e),
+        (Precision::Fp16, &f16_set, &Metric::Cosine),
+    ] {
+        let err = gpu(p).knn(data, data, 3, m).unwrap_err().to_string();
+        assert!(
+            err.contains("--precision") && !err.contains('\n'),
+            "{p} {m}: {err}"
+        );
+    }
+}
+
+/// A prepared f16 base answers f16 batches on its resident f16 rows and f32 batches through
+/// the engine's f32 path, both equal to the CPU engine.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn prepared_f16_base_with_any_queries() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let g = Arc::new(gpu(Precision::Auto));
+    let base = Arc::new(typed(&mut rng, ElemType::F16, 3000, 24, 0.0, 9));
+    for metric in [Metric::Euclidean, Metric::InnerProduct, Metric::Cosine] {
+        let prepared = Arc::clone(&g).prepare(Arc::clone(&base), &metric).unwrap();
+        for elem in [ElemType::F16, ElemType::F32] {
+            let queries = typed(&mut rng, elem, 200, 24, 0.0, 4);
+            for k in [1, 10, 1000] {
+                let what = format!("{metric} {elem:?} queries k={k}");
+                let got = prepared.knn(&queries, k).unwrap();
+                same(&got, &cpu.knn(&base, &queries, k, &metric).unwrap(), &what);
+            }
+            let radius = cpu.knn(&base, &queries, 10, &metric).unwrap().row(0).1[9] as f64;
+            let got = prepared.range(&queries, radius).unwrap();
+            let want = cpu.range(&base, &queries, radius, &metric).unwrap();
+            same_range(&got, &want, &format!("{metric} {elem:?} range"));
+        }
+    }
+}
+
+/// An f16 base larger than the memory the engine may use streams through in f16 shards.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn streamed_f16_base() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let base = typed(&mut rng, ElemType::F16, 400_000, 32, 0.0, 11);
+    let queries = typed(&mut rng, ElemType::F16, 50, 32, 0.0, 5);
+    let opts = CudaOptions {
+        device_memory: Some(40 << 20),
+        ..Default::default()
+    };
+    let g = CudaEngine::with_options(0, opts).expect("a CUDA GPU");
+    for k in [1, 10, 100] {
+        let got = g.knn(&base, &queries, k, &Metric::Euclidean).unwrap();
+        let want = cpu.knn(&base, &queries, k, &Metric::Euclidean).unwrap();
+        same(&got, &want, &format!("streamed f16 k={k}"));
+    }
+}
