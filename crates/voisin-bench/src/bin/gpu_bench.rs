@@ -209,7 +209,18 @@ fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
         "f16" => VectorData::F16(fill(n, d, seed, f16::ZERO, f16::from_f32, &row).into()),
         _ => VectorData::F32(fill(n, d, seed, 0f32, |x| x, &row).into()),
     };
-    VectorSet::new(n, d, values).unwrap().into()
+    let set = VectorSet::new(n, d, values).unwrap();
+    // The peer (bench/gpu/torch_peer.py) reads f32 .fbin: the same values, written as f32 (each
+    // stored type converts exactly); not for sets past 1 GiB (the headline graph).
+    if n * d <= 1 << 28 {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+        f.write_all(&(n as u32).to_le_bytes()).unwrap();
+        f.write_all(&(d as u32).to_le_bytes()).unwrap();
+        for x in set.rows_f32(0, n).iter() {
+            f.write_all(&x.to_le_bytes()).unwrap();
+        }
+    }
+    set.into()
 }
 
 /// The graph's rows of `check` evenly spaced items against the CPU engine's: the k nearest
