@@ -229,6 +229,7 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
             line["superclusters_copied"] = s.copied.into();
             line["copy_s"] = s.copy_s.into();
             line["copy_overlap_share"] = s.overlap_share().into();
+            line["superclusters_shrinks"] = s.shrinks.into();
         }
         stats_line(line);
     }

@@ -454,12 +454,13 @@ impl Case<'_> {
                 "{{\"case\":\"index_mode\",\"mode\":\"{mode}\",\"index\":\"{spec}\",{what},\
                  \"queries\":{nq},\"setup_s\":{setup_s},\"index_s\":{secs},\"index_qps\":{},\
                  \"superclusters\":{},\"copied\":{},\"copy_s\":{},\"overlap_share\":{},\
-                 \"identical\":{same}}}",
+                 \"shrinks\":{},\"identical\":{same}}}",
                 nq as f64 / secs,
                 st.superclusters,
                 st.copied,
                 st.copy_s,
-                st.overlap_share()
+                st.overlap_share(),
+                st.shrinks
             );
         };
         for ((&s, &r), want) in self.a.sels.iter().zip(self.radii).zip(range) {

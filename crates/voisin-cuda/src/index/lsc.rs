@@ -8,6 +8,7 @@
 //! they are merged per query on the host (`spread.rs`).
 
 use std::ops::Range;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use cudarc::driver::{CudaEvent, PinnedHostSlice};
@@ -23,7 +24,7 @@ use super::spread::{
     run_bytes, Row,
 };
 use crate::engine::CudaEngine;
-use crate::runtime::context::dev;
+use crate::runtime::context::{dev, is_oom};
 
 /// What streaming superclusters did during one search (all zero when the index was resident).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -36,6 +37,9 @@ pub struct StreamStats {
     pub copy_s: f64,
     /// Seconds of copying during which the engine's stream was searching.
     pub overlapped_s: f64,
+    /// Times the device ran out of memory and the superclusters were cut again with half the
+    /// share (the search then started over).
+    pub shrinks: usize,
 }
 
 impl StreamStats {
@@ -45,6 +49,7 @@ impl StreamStats {
         self.copied += o.copied;
         self.copy_s += o.copy_s;
         self.overlapped_s += o.overlapped_s;
+        self.shrinks += o.shrinks;
     }
 
     /// The share of copy time overlapped with searching (0 without copies).
@@ -59,6 +64,7 @@ impl StreamStats {
 
 /// A group of consecutive clusters: centre = its first cluster's centre; radius = the distance
 /// of the largest exact key from the centre to any of its items.
+#[derive(PartialEq)]
 struct Supercluster {
     run: Range<usize>,
     centre: u32,
@@ -70,8 +76,18 @@ struct Supercluster {
 pub struct GpuLsc<'a> {
     engine: &'a CudaEngine,
     lc: &'a ListOfClusters<VectorSpace>,
+    /// The clusters of `lc` streamed.
+    run: Range<usize>,
+    /// The superclusters now; cut again with half the share when the device runs out of memory.
+    layout: RwLock<Arc<Layout>>,
+}
+
+/// Superclusters of at most `share` device bytes each, and the working-set budget of each
+/// supercluster's search (fixed within a search: see `Searcher::budget`).
+#[derive(PartialEq)]
+struct Layout {
+    share: usize,
     scs: Vec<Supercluster>,
-    /// Working-set budget of each supercluster's search (fixed: see `Searcher::budget`).
     budget: usize,
 }
 
@@ -127,6 +143,18 @@ impl<'a> GpuLsc<'a> {
                 lc.clusters().len()
             )));
         }
+        let layout = RwLock::new(Arc::new(Self::layout(lc, run.clone(), share)));
+        Ok(GpuLsc {
+            engine,
+            lc,
+            run,
+            layout,
+        })
+    }
+
+    /// Clusters `run` of `lc` grouped into superclusters of at most `share` device bytes each
+    /// (at least one cluster each).
+    fn layout(lc: &ListOfClusters<VectorSpace>, run: Range<usize>, share: usize) -> Layout {
         let mut runs = Vec::new();
         let mut start = run.start;
         while start < run.end {
@@ -161,18 +189,50 @@ impl<'a> GpuLsc<'a> {
             })
             .collect();
         // A search's slots, and the answers waiting on the device, each take about a share.
-        let budget = share.max(crate::ops::MIN_BUDGET);
-        Ok(GpuLsc {
-            engine,
-            lc,
+        Layout {
+            share,
             scs,
-            budget,
-        })
+            budget: share.max(crate::ops::MIN_BUDGET),
+        }
+    }
+
+    /// The layout now (a search keeps the one it started with).
+    fn current(&self) -> Arc<Layout> {
+        Arc::clone(&self.layout.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Runs `search` on the current layout; when the device runs out of memory, cuts the
+    /// superclusters again with half the share (and so half the working budget, down to
+    /// [`crate::ops::MIN_BUDGET`]) and starts over, until halving changes nothing (then the
+    /// error is returned). Answers do not depend on the layout: it only changes the work.
+    fn shrinking<T>(
+        &self,
+        mut search: impl FnMut(&Layout) -> Result<(T, StreamStats)>,
+    ) -> Result<(T, StreamStats)> {
+        let mut shrinks = 0;
+        loop {
+            let now = self.current();
+            match search(&now) {
+                Ok((r, mut st)) => {
+                    st.shrinks += shrinks;
+                    return Ok((r, st));
+                }
+                Err(e) if is_oom(&e) => {
+                    let smaller = Self::layout(self.lc, self.run.clone(), now.share / 2);
+                    if smaller.scs == now.scs && smaller.budget == now.budget {
+                        return Err(e);
+                    }
+                    *self.layout.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(smaller);
+                    shrinks += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Number of superclusters.
     pub fn superclusters(&self) -> usize {
-        self.scs.len()
+        self.current().scs.len()
     }
 
     /// Every indexed item within `radius` of each query, rows sorted by (distance, index), and
@@ -182,17 +242,19 @@ impl<'a> GpuLsc<'a> {
         let t = Instant::now();
         let q = self.query_rows(queries)?;
         let nq = queries.len();
-        let mut rows: Vec<Row> = vec![Vec::new(); nq];
-        let mut stats = Stats::default();
-        let streamed = self.stream(&q, &mut vec![radius; nq], |lc, qids, sub, _| {
-            let r = lc.range(sub, radius)?;
-            add_range_rows(&mut rows, qids, &r);
-            add_stats(&mut stats, &r.stats);
-            Ok(r.indices.len())
-        })?;
-        order_rows(self.lc.space(), &q, &mut rows, None);
-        stats.compute = t.elapsed();
-        Ok((range_result(rows, stats), streamed))
+        self.shrinking(|layout| {
+            let mut rows: Vec<Row> = vec![Vec::new(); nq];
+            let mut stats = Stats::default();
+            let streamed = self.stream(layout, &q, &mut vec![radius; nq], |lc, qids, sub, _| {
+                let r = lc.range(sub, radius)?;
+                add_range_rows(&mut rows, qids, &r);
+                add_stats(&mut stats, &r.stats);
+                Ok(r.indices.len())
+            })?;
+            order_rows(self.lc.space(), &q, &mut rows, None);
+            stats.compute = t.elapsed();
+            Ok((range_result(rows, stats), streamed))
+        })
     }
 
     /// The k nearest indexed items of each query (k capped at the number of items), ties by
@@ -205,45 +267,47 @@ impl<'a> GpuLsc<'a> {
         let nq = queries.len();
         let space = self.lc.space();
         let d = space.dim();
-        let items: usize = self.scs.iter().map(|s| self.items(s)).sum();
+        let items: usize = self.current().scs.iter().map(|s| self.items(s)).sum();
         let k = k.min(items);
-        let mut rows: Vec<Row> = vec![Vec::new(); nq];
-        // A query's bound: the exact distance of its k-th answer so far (infinite before k).
-        let mut bound = vec![f64::INFINITY; nq];
-        let mut stats = Stats::default();
-        let streamed = if k == 0 {
-            StreamStats::default()
-        } else {
-            self.stream(&q, &mut bound, |lc, qids, sub, bound| {
-                let r = lc.knn(sub, k)?;
-                add_knn_rows(&mut rows, qids, &r);
-                add_stats(&mut stats, &r.stats);
-                let mut mine: Vec<(usize, Row)> = qids
-                    .iter()
-                    .map(|&i| (i, std::mem::take(&mut rows[i])))
-                    .collect();
-                let kth: Vec<f64> = mine
-                    .par_iter_mut()
-                    .map(|(i, row)| {
-                        let query = &q[*i * d..(*i + 1) * d];
-                        order_row(space, query, row, Some(k));
-                        match row.get(k - 1) {
-                            Some(&(_, id)) => {
-                                space.to_distance(space.key(query, space.item(id as usize)))
+        self.shrinking(|layout| {
+            let mut rows: Vec<Row> = vec![Vec::new(); nq];
+            // A query's bound: the exact distance of its k-th answer so far (infinite before k).
+            let mut bound = vec![f64::INFINITY; nq];
+            let mut stats = Stats::default();
+            let streamed = if k == 0 {
+                StreamStats::default()
+            } else {
+                self.stream(layout, &q, &mut bound, |lc, qids, sub, bound| {
+                    let r = lc.knn(sub, k)?;
+                    add_knn_rows(&mut rows, qids, &r);
+                    add_stats(&mut stats, &r.stats);
+                    let mut mine: Vec<(usize, Row)> = qids
+                        .iter()
+                        .map(|&i| (i, std::mem::take(&mut rows[i])))
+                        .collect();
+                    let kth: Vec<f64> = mine
+                        .par_iter_mut()
+                        .map(|(i, row)| {
+                            let query = &q[*i * d..(*i + 1) * d];
+                            order_row(space, query, row, Some(k));
+                            match row.get(k - 1) {
+                                Some(&(_, id)) => {
+                                    space.to_distance(space.key(query, space.item(id as usize)))
+                                }
+                                None => f64::INFINITY,
                             }
-                            None => f64::INFINITY,
-                        }
-                    })
-                    .collect();
-                for ((i, row), b) in mine.into_iter().zip(kth) {
-                    rows[i] = row;
-                    bound[i] = b;
-                }
-                Ok(r.indices.len())
-            })?
-        };
-        stats.compute = t.elapsed();
-        Ok((knn_result(rows, k, stats)?, streamed))
+                        })
+                        .collect();
+                    for ((i, row), b) in mine.into_iter().zip(kth) {
+                        rows[i] = row;
+                        bound[i] = b;
+                    }
+                    Ok(r.indices.len())
+                })?
+            };
+            stats.compute = t.elapsed();
+            Ok((knn_result(rows, k, stats)?, streamed))
+        })
     }
 
     /// Items of a supercluster (centres and members).
@@ -273,6 +337,7 @@ impl<'a> GpuLsc<'a> {
     /// still reach it after.
     fn stream(
         &self,
+        layout: &Layout,
         q: &[f32],
         bound: &mut [f64],
         mut search: impl FnMut(&GpuLc<'a>, &[usize], &VectorSet, &mut [f64]) -> Result<usize>,
@@ -281,16 +346,16 @@ impl<'a> GpuLsc<'a> {
         let d = space.dim();
         let nq = q.len() / d;
         let mut st = StreamStats {
-            superclusters: self.scs.len(),
+            superclusters: layout.scs.len(),
             ..Default::default()
         };
         if nq == 0 {
             return Ok(st);
         }
         // Distances from every query to a supercluster's centre, computed when first needed.
-        let mut centre_dist: Vec<Vec<f64>> = vec![Vec::new(); self.scs.len()];
+        let mut centre_dist: Vec<Vec<f64>> = vec![Vec::new(); layout.scs.len()];
         let reaching = |centre_dist: &mut Vec<Vec<f64>>, bound: &[f64], s: usize| -> Vec<usize> {
-            let sc = &self.scs[s];
+            let sc = &layout.scs[s];
             if centre_dist[s].is_empty() {
                 let c = space.item(sc.centre as usize);
                 centre_dist[s] = q
@@ -314,10 +379,10 @@ impl<'a> GpuLsc<'a> {
         // Answers per query (twice the largest rate seen), to size the chunks of queries.
         let mut per_query = 64usize;
         let next_after = |centre_dist: &mut Vec<Vec<f64>>, bound: &[f64], from: usize| {
-            (from..self.scs.len()).find(|&s| !reaching(centre_dist, bound, s).is_empty())
+            (from..layout.scs.len()).find(|&s| !reaching(centre_dist, bound, s).is_empty())
         };
         let mut cur = match next_after(&mut centre_dist, bound, 0) {
-            Some(s) => Some(self.send(s, &mut pinned)?),
+            Some(s) => Some(self.send(layout, s, &mut pinned)?),
             None => None,
         };
         while let Some(now) = cur {
@@ -330,7 +395,7 @@ impl<'a> GpuLsc<'a> {
             }
             // Queued before this search, so the copy engine works while the kernels do.
             cur = match next_after(&mut centre_dist, bound, now.sc + 1) {
-                Some(s) => Some(self.send(s, &mut pinned)?),
+                Some(s) => Some(self.send(layout, s, &mut pinned)?),
                 None => None,
             };
             let qids = reaching(&mut centre_dist, bound, now.sc);
@@ -340,7 +405,9 @@ impl<'a> GpuLsc<'a> {
                 // chunks whose answers, at the rate seen so far, fit the budget.
                 let mut at = 0;
                 while at < qids.len() {
-                    let take = (self.budget / (8 * per_query)).max(64).min(qids.len() - at);
+                    let take = (layout.budget / (8 * per_query))
+                        .max(64)
+                        .min(qids.len() - at);
                     let ids = &qids[at..at + take];
                     let rows: Vec<f32> = ids
                         .iter()
@@ -376,8 +443,8 @@ impl<'a> GpuLsc<'a> {
 
     /// Queues the copy of supercluster `s` on the copy stream (the host returns once it is
     /// queued) and makes its searcher.
-    fn send(&self, s: usize, pinned: &mut Pinned) -> Result<InFlight<'a>> {
-        let host = LcHost::of(self.lc, self.scs[s].run.clone())?;
+    fn send(&self, layout: &Layout, s: usize, pinned: &mut Pinned) -> Result<InFlight<'a>> {
+        let host = LcHost::of(self.lc, layout.scs[s].run.clone())?;
         let gpu = self.engine.lock()?;
         let need = host.staged_bytes();
         let slot = &mut pinned.bufs[pinned.next];
@@ -398,7 +465,14 @@ impl<'a> GpuLsc<'a> {
         let (start, lc_dev) = host.upload_behind(&gpu, host_buf)?;
         let end = mark(copy)?;
         *done = Some(mark(copy)?);
-        let lc = GpuLc::on_device(self.engine, &gpu, self.lc, &host, lc_dev, Some(self.budget))?;
+        let lc = GpuLc::on_device(
+            self.engine,
+            &gpu,
+            self.lc,
+            &host,
+            lc_dev,
+            Some(layout.budget),
+        )?;
         Ok(InFlight {
             sc: s,
             lc,
