@@ -10,12 +10,12 @@ mod common;
 use common::{adversarial, identical, identical_range, seed};
 use rand::prelude::*;
 use rand_distr::StandardNormal;
-use voisin::{reference, Dataset, KnnResult, Metric, RangeResult, VectorSet};
+use voisin::{reference, Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
 use voisin_cuda::index::{
     knn_on, lc_device_bytes, range_on, GpuLc, GpuLcSpread, GpuLsc, StreamStats,
 };
 use voisin_cuda::{CudaEngine, CudaOptions};
-use voisin_index::{DatasetIndex, Index, ListOfClusters, VectorSpace};
+use voisin_index::{DatasetIndex, Index, Kind, ListOfClusters, Params, VectorSpace};
 
 /// Gaussian blobs around 40 random centres (what the List of Clusters prunes well).
 fn clustered(rng: &mut StdRng, n: usize, d: usize) -> VectorSet {
@@ -63,10 +63,37 @@ fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
     identical(got, want, what);
 }
 
-/// 0, and the median distances of the 1st and 10th reference neighbours.
-fn radii(base: &VectorSet, q: &VectorSet, metric: &Metric) -> Vec<f64> {
+/// Where the brute-force answers come from: the f64 reference, or the CUDA engine's exact
+/// brute force (checked against the reference by matches_reference.rs), which a million rows
+/// afford.
+#[derive(Clone, Copy)]
+enum Brute<'a> {
+    Reference,
+    Gpu(&'a CudaEngine),
+}
+
+impl Brute<'_> {
+    fn knn(self, b: &Dataset, qs: &Dataset, k: usize, metric: &Metric) -> KnnResult {
+        match self {
+            Brute::Reference => reference::knn(b, qs, k, metric),
+            Brute::Gpu(e) => e.knn(b, qs, k, metric),
+        }
+        .unwrap()
+    }
+
+    fn range(self, b: &Dataset, qs: &Dataset, r: f64, metric: &Metric) -> RangeResult {
+        match self {
+            Brute::Reference => reference::range(b, qs, r, metric),
+            Brute::Gpu(e) => e.range(b, qs, r, metric),
+        }
+        .unwrap()
+    }
+}
+
+/// 0, and the median distances of the 1st and 10th brute-force neighbours.
+fn radii(base: &VectorSet, q: &VectorSet, metric: &Metric, brute: Brute) -> Vec<f64> {
     let (b, qs): (Dataset, Dataset) = (base.clone().into(), q.clone().into());
-    let nn = reference::knn(&b, &qs, 10, metric).unwrap();
+    let nn = brute.knn(&b, &qs, 10, metric);
     let mut out = vec![0.0];
     for k in [1, 10] {
         let mut ds: Vec<f32> = (0..nn.n_queries).map(|r| nn.row(r).1[k - 1]).collect();
@@ -93,26 +120,23 @@ struct Want {
     knn: Vec<KnnResult>,
 }
 
-/// For k = 1, 10 and n - 1 (`all_k`) or 1, 10 and 100.
+/// For k = 1, 10 and n - 1 (`all_k`) or 1, 10 and 100, the brute force by `brute`.
 fn want(
     e: &CudaEngine,
     lc: &ListOfClusters<VectorSpace>,
     (base, q): (&VectorSet, &VectorSet),
     metric: &Metric,
-    all_k: bool,
+    (all_k, brute): (bool, Brute),
     what: &str,
 ) -> Want {
     let (b, qs): (Dataset, Dataset) = (base.clone().into(), q.clone().into());
-    let radii = radii(base, q, metric);
+    let radii = radii(base, q, metric, brute);
     let ks = vec![1, 10, if all_k { base.len() - 1 } else { 100 }];
     let range: Vec<RangeResult> = radii
         .iter()
-        .map(|&r| reference::range(&b, &qs, r, metric).unwrap())
+        .map(|&r| brute.range(&b, &qs, r, metric))
         .collect();
-    let knn: Vec<KnnResult> = ks
-        .iter()
-        .map(|&k| reference::knn(&b, &qs, k, metric).unwrap())
-        .collect();
+    let knn: Vec<KnnResult> = ks.iter().map(|&k| brute.knn(&b, &qs, k, metric)).collect();
     let one = GpuLc::new(e, lc).unwrap();
     for (&r, w) in radii.iter().zip(&range) {
         identical_range(
@@ -167,7 +191,14 @@ fn one_stage_on_gpu_zero_listed_twice_and_three_times_equals_one_gpu_and_brute_f
         for metric in [Metric::Euclidean, Metric::Cityblock, Metric::Chebyshev] {
             let lc = build(&base, &metric, 16);
             let what = format!("{name} {metric}");
-            let w = want(&engines[0], &lc, (&base, &q), &metric, true, &what);
+            let w = want(
+                &engines[0],
+                &lc,
+                (&base, &q),
+                &metric,
+                (true, Brute::Reference),
+                &what,
+            );
             for g in [2, 3] {
                 let spread = GpuLcSpread::new(&engines[..g], &lc).unwrap();
                 assert_eq!(spread.parts(), g, "{what}");
@@ -193,7 +224,14 @@ fn superclusters_of_a_sixteenth_and_of_one_cluster_equal_the_resident_list() {
         for metric in [Metric::Euclidean, Metric::Cityblock] {
             let lc = build(&base, &metric, 32);
             let what = format!("{name} {metric}");
-            let w = want(&e, &lc, (&base, &q), &metric, true, &what);
+            let w = want(
+                &e,
+                &lc,
+                (&base, &q),
+                &metric,
+                (true, Brute::Reference),
+                &what,
+            );
             // A memory cap of a quarter of the index: superclusters of a quarter of that.
             let bytes = lc_device_bytes(&lc);
             for (share, label) in [(bytes / 16, "a sixteenth"), (1, "one cluster")] {
@@ -219,18 +257,41 @@ fn superclusters_of_a_sixteenth_and_of_one_cluster_equal_the_resident_list() {
 
 /// The engine option: a device-memory cap of a quarter of the index makes `range_on` and
 /// `knn_on` (what `voisin index query --gpu-memory` runs) stream the list; answers unchanged.
+/// A million rows (the List built on the GPU), so that a quarter of the index (~19 MB) is a
+/// real working space.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_device_memory_cap_of_a_quarter_of_the_index_streams_it_with_the_same_answers() {
     let mut rng = StdRng::seed_from_u64(seed());
-    let (n, d) = (200_000, 16);
+    let (n, d) = (1_000_000, 16);
     let base = clustered(&mut rng, n, d);
     let q = queries(&mut rng, &base, 200);
     let metric = Metric::Euclidean;
-    let lc = build(&base, &metric, 64);
-    let bytes = lc_device_bytes(&lc);
     let free = CudaEngine::new(0).expect("a CUDA GPU");
-    let w = want(&free, &lc, (&base, &q), &metric, false, "capped");
+    let params = Params {
+        cluster_size: 64,
+        ..Default::default()
+    };
+    let built = voisin_cuda::index::build(
+        &free,
+        &base.clone().into(),
+        metric.clone(),
+        Kind::Lc,
+        &params,
+    )
+    .unwrap();
+    let DatasetIndex::Vectors(Index::Lc(lc)) = built else {
+        panic!("the GPU build of a List of Clusters of vectors gave another index");
+    };
+    let bytes = lc_device_bytes(&lc);
+    let w = want(
+        &free,
+        &lc,
+        (&base, &q),
+        &metric,
+        (false, Brute::Gpu(&free)),
+        "capped",
+    );
     drop(free);
     let index = DatasetIndex::Vectors(Index::Lc(lc));
     let qs: Dataset = q.clone().into();
