@@ -198,36 +198,24 @@ impl<'a> GpuLsc<'a> {
 
     /// The layout now (a search keeps the one it started with).
     fn current(&self) -> Arc<Layout> {
-        Arc::clone(&self.layout.read().unwrap_or_else(|p| p.into_inner()))
+        now(&self.layout)
     }
 
     /// Runs `search` on the current layout; when the device runs out of memory, cuts the
     /// superclusters again with half the share (and so half the working budget, down to
-    /// [`crate::ops::MIN_BUDGET`]) and starts over, until halving changes nothing (then the
-    /// error is returned). Answers do not depend on the layout: it only changes the work.
+    /// [`crate::ops::MIN_BUDGET`]) and starts over (see [`shrinking`]). Answers do not depend
+    /// on the layout: it only changes the work.
     fn shrinking<T>(
         &self,
-        mut search: impl FnMut(&Layout) -> Result<(T, StreamStats)>,
+        search: impl FnMut(&Layout) -> Result<(T, StreamStats)>,
     ) -> Result<(T, StreamStats)> {
-        let mut shrinks = 0;
-        loop {
-            let now = self.current();
-            match search(&now) {
-                Ok((r, mut st)) => {
-                    st.shrinks += shrinks;
-                    return Ok((r, st));
-                }
-                Err(e) if is_oom(&e) => {
-                    let smaller = Self::layout(self.lc, self.run.clone(), now.share / 2);
-                    if smaller.scs == now.scs && smaller.budget == now.budget {
-                        return Err(e);
-                    }
-                    *self.layout.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(smaller);
-                    shrinks += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let smaller = |now: &Layout| {
+            let s = Self::layout(self.lc, self.run.clone(), now.share / 2);
+            (s.scs != now.scs || s.budget != now.budget).then_some(s)
+        };
+        let ((r, mut st), shrinks) = shrinking(&self.layout, smaller, search)?;
+        st.shrinks += shrinks;
+        Ok((r, st))
     }
 
     /// Number of superclusters.
@@ -479,5 +467,91 @@ impl<'a> GpuLsc<'a> {
             start,
             end,
         })
+    }
+}
+
+/// The layout in `slot` now (a search keeps the one it started with).
+fn now<L>(slot: &RwLock<Arc<L>>) -> Arc<L> {
+    Arc::clone(&slot.read().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Runs `search` on the layout in `slot`; when it fails with [`Error::OutOfMemory`], puts
+/// `smaller(layout)` in its place (kept for later searches) and starts over, until `smaller`
+/// has nothing smaller (then the error is returned). Returns the answer and how many times the
+/// layout shrank.
+fn shrinking<L, T>(
+    slot: &RwLock<Arc<L>>,
+    smaller: impl Fn(&L) -> Option<L>,
+    mut search: impl FnMut(&L) -> Result<T>,
+) -> Result<(T, usize)> {
+    let mut shrinks = 0;
+    loop {
+        let now = now(slot);
+        match search(&now) {
+            Ok(r) => return Ok((r, shrinks)),
+            Err(e) if is_oom(&e) => match smaller(&now) {
+                Some(s) => {
+                    *slot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(s);
+                    shrinks += 1;
+                }
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A search that runs out of memory above `fits` bytes.
+    fn search(fits: usize, tried: &mut Vec<usize>) -> impl FnMut(&usize) -> Result<usize> + '_ {
+        move |&share| {
+            tried.push(share);
+            if share > fits {
+                Err(Error::OutOfMemory(format!("{share} bytes")))
+            } else {
+                Ok(share)
+            }
+        }
+    }
+
+    fn half(floor: usize) -> impl Fn(&usize) -> Option<usize> {
+        move |&s| (s / 2 >= floor).then_some(s / 2)
+    }
+
+    #[test]
+    fn out_of_memory_halves_the_share_until_it_fits_and_keeps_it() {
+        let slot = RwLock::new(Arc::new(64));
+        let mut tried = Vec::new();
+        let got = shrinking(&slot, half(1), search(10, &mut tried)).unwrap();
+        assert_eq!(got, (8, 3));
+        assert_eq!(tried, [64, 32, 16, 8]);
+        assert_eq!(**slot.read().unwrap(), 8, "the smaller layout is kept");
+        let mut tried = Vec::new();
+        assert_eq!(
+            shrinking(&slot, half(1), search(10, &mut tried)).unwrap(),
+            (8, 0)
+        );
+        assert_eq!(tried, [8]);
+    }
+
+    #[test]
+    fn out_of_memory_at_the_smallest_layout_and_other_errors_are_returned() {
+        let slot = RwLock::new(Arc::new(64));
+        let mut tried = Vec::new();
+        let e = shrinking(&slot, half(16), search(10, &mut tried)).unwrap_err();
+        assert!(is_oom(&e), "{e:?}");
+        assert_eq!(tried, [64, 32, 16]);
+        let slot = RwLock::new(Arc::new(64));
+        let mut calls = 0;
+        let e = shrinking(&slot, half(1), |_: &usize| -> Result<()> {
+            calls += 1;
+            Err(Error::invalid("bad query"))
+        })
+        .unwrap_err();
+        assert!(!is_oom(&e), "{e:?}");
+        assert_eq!((calls, **slot.read().unwrap()), (1, 64));
     }
 }
