@@ -251,10 +251,18 @@ fn sss_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
 fn gpu_build_refuses_what_it_does_not_build() {
     let e = engine();
     let v: Dataset = VectorSet::from_f32(4, 2, vec![0.0; 8]).unwrap().into();
-    let err = voisin_cuda::index::build(&e, &v, Metric::Euclidean, Kind::Cover, &Params::default())
+    // The cover tree builds on the GPU when asked (index/cover_build.rs), the k-d tree does not;
+    // auto builds neither there.
+    let err = voisin_cuda::index::build(&e, &v, Metric::Euclidean, Kind::Kd, &Params::default())
         .err()
-        .expect("cover is not built on the GPU");
-    assert!(err.to_string().contains("not build cover"), "{err}");
+        .expect("kd is not built on the GPU");
+    assert!(err.to_string().contains("not build kd"), "{err}");
+    assert!(!voisin_cuda::index::builds(
+        &v,
+        &Metric::Euclidean,
+        Kind::Cover,
+        &Params::default()
+    ));
     let err = voisin_cuda::index::build(&e, &v, Metric::Cosine, Kind::Lc, &Params::default())
         .err()
         .expect("cosine is not a true metric");
