@@ -330,19 +330,31 @@ impl Gpu {
         Ok(staging)
     }
 
-    /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size.
-    pub fn ballast(&self, cap: usize) -> Result<Option<CudaSlice<u8>>> {
-        let free = self.free_memory()?;
-        if free <= cap {
-            return Ok(None);
+    /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size. In
+    /// pieces of at most 1 GiB, halved when one is refused: one allocation of nearly all the
+    /// free memory can fail (H100, next to another engine's freed pool) where pieces fit.
+    pub fn ballast(&self, cap: usize) -> Result<Vec<CudaSlice<u8>>> {
+        const PIECE: usize = 1 << 30;
+        const SMALLEST: usize = 2 << 20;
+        let mut held = Vec::new();
+        let mut piece = PIECE;
+        loop {
+            let free = self.free_memory()?;
+            if free <= cap.saturating_add(SMALLEST) || piece < SMALLEST {
+                return Ok(held);
+            }
+            let want = piece.min(free - cap);
+            // SAFETY: never read or written.
+            match unsafe { self.stream.alloc::<u8>(want) } {
+                Ok(b) => {
+                    self.stream
+                        .synchronize()
+                        .map_err(dev("allocating ballast"))?;
+                    held.push(b);
+                }
+                Err(_) => piece /= 2,
+            }
         }
-        // SAFETY: never read or written.
-        let b =
-            unsafe { self.stream.alloc::<u8>(free - cap) }.map_err(dev("allocating ballast"))?;
-        self.stream
-            .synchronize()
-            .map_err(dev("allocating ballast"))?;
-        Ok(Some(b))
     }
 
     /// Free device memory in bytes. Memory this process freed but the stream-ordered pool
