@@ -9,10 +9,10 @@
 
 mod common;
 
-use common::{adversarial, identical, identical_range, seed};
+use common::{adversarial, identical_knn, identical_range, seed};
 use rand::prelude::*;
 use rand_distr::StandardNormal;
-use voisin::{reference, Dataset, KnnResult, Metric, VectorSet};
+use voisin::{reference, Dataset, Metric, VectorSet};
 use voisin_cuda::CudaEngine;
 use voisin_index::{DatasetIndex, Index, Kind, Params};
 
@@ -45,16 +45,6 @@ fn metrics() -> Vec<Metric> {
         Metric::Chebyshev,
         Metric::Minkowski(3.0),
     ]
-}
-
-/// Exact k-NN answers: the shapes, then ids and distances bit for bit.
-fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
-    assert_eq!(
-        (got.n_queries, got.k),
-        (want.n_queries, want.k),
-        "{what}: shape"
-    );
-    identical(got, want, what);
 }
 
 /// A GPU-built index: equal to the CPU build where the keys are exact, valid always, and its
@@ -102,7 +92,7 @@ fn check(e: &CudaEngine, base: &VectorSet, metric: &Metric, kind: Kind, params: 
     let loaded = voisin_index::file::load(&path).unwrap();
     let _ = std::fs::remove_file(&path);
     for (how, index) in [("built", &gpu), ("loaded", &loaded)] {
-        same_knn(
+        identical_knn(
             &index.knn(&data, k).unwrap(),
             &want_knn,
             &format!("{what} {how} knn"),
@@ -112,14 +102,14 @@ fn check(e: &CudaEngine, base: &VectorSet, metric: &Metric, kind: Kind, params: 
             &want_range,
             &format!("{what} {how} range"),
         );
-        same_knn(
+        identical_knn(
             &index.graph(&data, 3).unwrap(),
             &want_graph,
             &format!("{what} {how} graph"),
         );
     }
     if voisin_cuda::index::supports(&gpu, &data) {
-        same_knn(
+        identical_knn(
             &voisin_cuda::index::knn(e, &gpu, &data, k).unwrap(),
             &want_knn,
             &format!("{what} GPU knn"),
@@ -199,7 +189,7 @@ fn lc_built_on_gpu_at_scale() {
             }
             let q = clustered(&mut rng, 200, 3).into();
             let want = reference::knn(&data, &q, 10, &metric).unwrap();
-            same_knn(
+            identical_knn(
                 &gpu.knn(&q, 10).unwrap(),
                 &want,
                 &format!("{n} {m} {metric}"),

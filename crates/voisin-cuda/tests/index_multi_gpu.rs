@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{adversarial, identical, identical_range, seed};
+use common::{adversarial, identical_knn, identical_range, seed};
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::{reference, Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
@@ -52,15 +52,6 @@ fn queries(rng: &mut StdRng, base: &VectorSet, fresh: usize) -> VectorSet {
         );
     }
     VectorSet::from_f32(v.len() / d, d, v).unwrap()
-}
-
-fn same_knn(got: &KnnResult, want: &KnnResult, what: &str) {
-    assert_eq!(
-        (got.n_queries, got.k),
-        (want.n_queries, want.k),
-        "{what}: shape"
-    );
-    identical(got, want, what);
 }
 
 /// Where the brute-force answers come from: the f64 reference, or the CUDA engine's exact
@@ -146,7 +137,7 @@ fn want(
         );
     }
     for (&k, w) in ks.iter().zip(&knn) {
-        same_knn(&one.knn(q, k).unwrap(), w, &format!("{what} one GPU k={k}"));
+        identical_knn(&one.knn(q, k).unwrap(), w, &format!("{what} one GPU k={k}"));
     }
     Want {
         radii,
@@ -170,7 +161,7 @@ where
     }
     for (&k, w) in want.ks.iter().zip(&want.knn) {
         let (got, s) = knn(q, k).unwrap();
-        same_knn(&got, w, &format!("{what} knn k={k}"));
+        identical_knn(&got, w, &format!("{what} knn k={k}"));
         st.add(&s);
     }
     st

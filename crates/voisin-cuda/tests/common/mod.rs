@@ -110,6 +110,16 @@ pub fn identical(a: &KnnResult, b: &KnnResult, what: &str) {
     assert_eq!(a.distances, b.distances, "{what}: distances");
 }
 
+/// Exact k-NN answers: the shapes, then ids and distances bit for bit.
+pub fn identical_knn(got: &KnnResult, want: &KnnResult, what: &str) {
+    assert_eq!(
+        (got.n_queries, got.k),
+        (want.n_queries, want.k),
+        "{what}: shape"
+    );
+    identical(got, want, what);
+}
+
 /// The range answers of two exact computations agree bit for bit.
 pub fn identical_range(a: &RangeResult, b: &RangeResult, what: &str) {
     assert_eq!(a.offsets, b.offsets, "{what}: offsets");
