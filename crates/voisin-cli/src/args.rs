@@ -132,8 +132,9 @@ pub struct IndexBuildArgs {
         default_value_t = 2.0
     )]
     pub radius_base: f64,
-    /// Where the build runs: cpu; cuda for List of Clusters and SSS indexes over vectors
-    /// (euclidean, cityblock, chebyshev, minkowski:P); auto: cuda where it can build, else cpu.
+    /// Where the build runs: cpu; cuda for List of Clusters, SSS and cover tree indexes over
+    /// vectors (euclidean, cityblock, chebyshev, minkowski:P) or strings (levenshtein); auto:
+    /// cuda for List of Clusters and SSS over vectors (where it is faster), else cpu.
     #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
 }

@@ -4,6 +4,8 @@
 //! force (ids and distances), and a file round trip answered on the CPU.
 //! Every test needs a CUDA GPU: run with `cargo test -p voisin-cuda --test cover_gpu -- --ignored`.
 
+mod common;
+
 use std::time::Instant;
 
 use rand::prelude::*;
@@ -12,6 +14,8 @@ use voisin::{Dataset, Metric, StringSet, VectorSet};
 use voisin_cuda::index::build_cover;
 use voisin_cuda::CudaEngine;
 use voisin_index::{file, DatasetIndex, Index, Kind, Params};
+
+use common::{hard_words, word_list};
 
 fn engine() -> CudaEngine {
     CudaEngine::new(0).expect("a CUDA GPU")
@@ -152,31 +156,11 @@ fn words_of(list: &[String]) -> Dataset {
 #[ignore = "needs a CUDA GPU"]
 fn words_under_levenshtein() {
     let e = engine();
-    // From the repository root (where the device runs staged tests), else from the sources.
-    let path = [
-        "data/words.txt",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt"),
-    ]
-    .into_iter()
-    .find(|p| std::path::Path::new(p).exists())
-    .expect("data/words.txt is shipped");
-    let text = std::fs::read_to_string(path).expect("data/words.txt is readable");
-    let mut list: Vec<String> = text.lines().step_by(31).map(String::from).collect();
-    // Duplicates, the empty string, and two long strings (over 64 chars: measured on the host).
-    list.extend(["", "", "cat", "cat"].map(String::from));
-    list.push("a".repeat(70));
-    list.push(format!("{}b", "a".repeat(69)));
-    let mut r = StdRng::seed_from_u64(9);
-    list.extend((0..500).map(|_| {
-        let len = r.gen_range(0..=8);
-        (0..len)
-            .map(|_| ['a', 'b', 'é'][r.gen_range(0..3)])
-            .collect::<String>()
-    }));
+    let list = hard_words(31, 500, &mut StdRng::seed_from_u64(9));
     let data = words_of(&list);
     let queries = words_of(
-        &text
-            .lines()
+        &word_list(1)
+            .iter()
             .skip(5)
             .step_by(3001)
             .map(|w| format!("{w}e"))

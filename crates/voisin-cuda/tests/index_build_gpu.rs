@@ -9,10 +9,10 @@
 
 mod common;
 
-use common::{adversarial, identical_knn, identical_range, seed};
+use common::{adversarial, hard_words, identical_knn, identical_range, seed, word_list};
 use rand::prelude::*;
 use rand_distr::StandardNormal;
-use voisin::{reference, Dataset, Metric, VectorSet};
+use voisin::{reference, Dataset, Metric, StringSet, VectorSet};
 use voisin_cuda::CudaEngine;
 use voisin_index::{DatasetIndex, Index, Kind, Params};
 
@@ -232,6 +232,102 @@ fn sss_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
         assert!(
             g.parts() == c.parts(),
             "{params:?}: differs from the CPU build"
+        );
+    }
+}
+
+/// List of Clusters and SSS over words under levenshtein, built on the GPU through the device
+/// pair oracle: the CPU build's index file byte for byte (and the LC's evaluation count), and
+/// answers equal to the reference on the CPU after a save and load. Duplicates, the empty
+/// string, strings over 64 chars (measured on the host), non-ASCII chars, n below the cluster
+/// size.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn lc_and_sss_over_words_built_on_gpu_are_the_cpu_builds() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(seed());
+    let list = hard_words(31, 300, &mut rng);
+    let small: Vec<String> = list[..5].to_vec();
+    let queries: Dataset = StringSet::from_strings(
+        list.iter()
+            .step_by(97)
+            .map(|w| format!("{w}e"))
+            .chain(["", "cat", "aab"].map(String::from))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap()
+    .into();
+    let metric = Metric::Levenshtein;
+    for (words, what) in [(&list, "words"), (&small, "five words")] {
+        let data: Dataset = StringSet::from_strings(words).unwrap().into();
+        for (kind, params) in [
+            (Kind::Lc, lc(1)),
+            (Kind::Lc, lc(2)),
+            (Kind::Lc, lc(32)),
+            (Kind::Lc, lc(64)),
+            (Kind::Sss, sss(0.5, 64)),
+            (Kind::Sss, sss(0.2, 8)),
+        ] {
+            let what = format!("{what}: {kind} {params:?}");
+            let gpu = voisin_cuda::index::build(&e, &data, metric.clone(), kind, &params)
+                .unwrap_or_else(|err| panic!("{what}: {err}"));
+            let cpu = DatasetIndex::build(&data, metric.clone(), kind, &params).unwrap();
+            assert!(
+                voisin_index::file::to_bytes(&gpu).unwrap()
+                    == voisin_index::file::to_bytes(&cpu).unwrap(),
+                "{what}: the index file differs from the CPU build's"
+            );
+            if kind == Kind::Lc {
+                assert_eq!(gpu.build_evals(), cpu.build_evals(), "{what}");
+            }
+            let path = std::env::temp_dir()
+                .join(format!("voisin-build-gpu-words-{}.idx", std::process::id()));
+            voisin_index::file::save(&gpu, &path).unwrap();
+            let loaded = voisin_index::file::load(&path).unwrap();
+            let _ = std::fs::remove_file(&path);
+            for r in [0.0, 1.0, 2.0] {
+                identical_range(
+                    &loaded.range(&queries, r).unwrap(),
+                    &reference::range(&data, &queries, r, &metric).unwrap(),
+                    &format!("{what} range {r}"),
+                );
+            }
+            let k = 10.min(words.len());
+            identical_knn(
+                &loaded.knn(&queries, k).unwrap(),
+                &reference::knn(&data, &queries, k, &metric).unwrap(),
+                &format!("{what} knn"),
+            );
+        }
+    }
+}
+
+/// The whole word list (94,577 words): GPU and CPU build times printed (no timing asserted),
+/// the files equal.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn words_txt_built_on_gpu_equals_the_cpu_build() {
+    let e = engine();
+    let data: Dataset = StringSet::from_strings(word_list(1)).unwrap().into();
+    // One small build first, so that the kernels' compilation is not timed.
+    let warm: Dataset = StringSet::from_strings(["ab", "b"]).unwrap().into();
+    voisin_cuda::index::build(&e, &warm, Metric::Levenshtein, Kind::Lc, &lc(2)).unwrap();
+    for (kind, params) in [(Kind::Lc, lc(32)), (Kind::Sss, Params::default())] {
+        let t = std::time::Instant::now();
+        let gpu = voisin_cuda::index::build(&e, &data, Metric::Levenshtein, kind, &params).unwrap();
+        let tg = t.elapsed();
+        let t = std::time::Instant::now();
+        let cpu = DatasetIndex::build(&data, Metric::Levenshtein, kind, &params).unwrap();
+        let tc = t.elapsed();
+        eprintln!(
+            "words.txt {kind}: GPU build {tg:.3?}, CPU build {tc:.3?} ({} threads), {} evaluations",
+            rayon::current_num_threads(),
+            gpu.build_evals()
+        );
+        assert!(
+            voisin_index::file::to_bytes(&gpu).unwrap()
+                == voisin_index::file::to_bytes(&cpu).unwrap(),
+            "words.txt {kind}: the index file differs from the CPU build's"
         );
     }
 }

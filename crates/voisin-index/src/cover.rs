@@ -19,10 +19,9 @@
 mod batched;
 mod build;
 
-pub use batched::{CpuOracle, PairBatch, PairOracle};
-
 use rayon::prelude::*;
 
+use crate::pairs::PairOracle;
 use crate::search::{Collector, Dist, MetricIndex, Probe};
 use crate::space::Space;
 use crate::ItemTally;

@@ -11,6 +11,7 @@
 
 use rayon::prelude::*;
 
+use crate::pairs::{one_to_many, PairOracle};
 use crate::search::{Collector, MetricIndex, Probe};
 use crate::space::Space;
 use crate::ItemTally;
@@ -76,6 +77,50 @@ impl<S: Space> ListOfClusters<S> {
         cluster_size: usize,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Self {
+        let measure = |space: &S, center: u32, left: &[(u32, f64)]| {
+            let c = space.item(center as usize);
+            Ok(left
+                .par_iter()
+                .map(|&(x, sum)| {
+                    let d = space.to_distance(space.key(c, space.item(x as usize)));
+                    (d, x, sum + d)
+                })
+                .collect())
+        };
+        Self::build_by(space, cluster_size, progress, measure)
+            .expect("the CPU's distance pass does not fail")
+    }
+
+    /// [`ListOfClusters::build_with_progress`] with every distance asked of `oracle`, one batch
+    /// per cluster (the center against every item left): the GPU build of strings. With an
+    /// oracle that answers the space's exact distances the index is the CPU build's, part for
+    /// part (same centers, members, order, radii and evaluation count).
+    pub fn build_with(
+        space: S,
+        cluster_size: usize,
+        progress: &(dyn Fn(usize) + Sync),
+        oracle: &dyn PairOracle,
+    ) -> voisin::Result<Self> {
+        let measure = |_: &S, center: u32, left: &[(u32, f64)]| {
+            let ids: Vec<u32> = left.iter().map(|&(x, _)| x).collect();
+            let d = one_to_many(oracle, center, &ids)?;
+            Ok(left
+                .par_iter()
+                .zip(d)
+                .map(|(&(x, sum), d)| (d, x, sum + d))
+                .collect())
+        };
+        Self::build_by(space, cluster_size, progress, measure)
+    }
+
+    /// The heuristic, with `measure(space, center, left)` giving (distance to the center, item,
+    /// summed distance with it) for every item left, in `left`'s order.
+    fn build_by(
+        space: S,
+        cluster_size: usize,
+        progress: &(dyn Fn(usize) + Sync),
+        measure: impl Fn(&S, u32, &[(u32, f64)]) -> voisin::Result<Vec<(f64, u32, f64)>>,
+    ) -> voisin::Result<Self> {
         let n = space.len();
         let take = cluster_size.max(1) - 1;
         let mut evals = 0u64;
@@ -92,14 +137,7 @@ impl<S: Space> ListOfClusters<S> {
         while let Some(pos) = next {
             // The order of `left` is free: the cut and the arg-max below break ties by index.
             let center = left.swap_remove(pos).0;
-            let c = space.item(center as usize);
-            let mut dists: Vec<(f64, u32, f64)> = left
-                .par_iter()
-                .map(|&(x, sum)| {
-                    let d = space.to_distance(space.key(c, space.item(x as usize)));
-                    (d, x, sum + d)
-                })
-                .collect();
+            let mut dists = measure(&space, center, &left)?;
             evals += dists.len() as u64;
             let by_rank =
                 |a: &(f64, u32, f64), b: &(f64, u32, f64)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
@@ -130,14 +168,14 @@ impl<S: Space> ListOfClusters<S> {
                 .map(|(i, _)| i);
         }
         let anchors = Anchors::of(&space, &clusters, &members);
-        ListOfClusters {
+        Ok(ListOfClusters {
             space,
             clusters,
             members,
             member_dist,
             anchors,
             build_evals: evals,
-        }
+        })
     }
 
     /// Assembles an index from its parts (read from a file, or built elsewhere: the GPU build

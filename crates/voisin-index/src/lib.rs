@@ -7,6 +7,8 @@
 //!   one query. [`kd`]: a k-d tree for low-dimensional vectors under a coordinate-wise metric.
 //! - [`search`]: probes that count distance evaluations, range and k-NN collectors, the parallel
 //!   loop over queries and the result types of the core crate.
+//! - [`pairs`]: the [`PairOracle`] seam through which constructions ask for batches of
+//!   distances (the GPU builds answer them on the device).
 //! - [`file`]: the self-contained index file (items, structure, checksum).
 //! - [`auto`]: brute force or which index for a run (`--engine`), from an intrinsic-dimension
 //!   estimate.
@@ -30,6 +32,7 @@ pub mod cover;
 pub mod file;
 pub mod kd;
 pub mod lc;
+pub mod pairs;
 pub mod pilot;
 pub mod search;
 pub mod space;
@@ -43,6 +46,7 @@ use voisin::{Dataset, Error, KnnResult, Metric, RangeResult, Result};
 pub use cover::CoverTree;
 pub use kd::KdTree;
 pub use lc::ListOfClusters;
+pub use pairs::{CpuOracle, PairBatch, PairOracle};
 pub use search::MetricIndex;
 pub use space::{Space, StringSpace, UserSpace, VectorSpace};
 pub use sss::Sss;

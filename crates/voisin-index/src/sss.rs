@@ -10,9 +10,13 @@
 
 use rayon::prelude::*;
 
+use crate::pairs::{answers, one_to_many, PairBatch, PairOracle};
 use crate::search::{Collector, Dist, MetricIndex, Probe};
 use crate::space::Space;
 use crate::ItemTally;
+
+/// Candidates per batch of the pivot scan with an oracle.
+const PIVOT_BATCH: usize = 1 << 16;
 
 /// An SSS pivot index over a space.
 ///
@@ -48,57 +52,134 @@ impl<S: Space> Sss<S> {
         max_pivots: usize,
         progress: &(dyn Fn(usize) + Sync),
     ) -> Self {
+        Self::build_by(space, alpha, max_pivots, progress, None)
+            .expect("the CPU's distances do not fail")
+    }
+
+    /// [`Sss::build_with_progress`] with the distance work asked of `oracle` in batches: the two
+    /// sweeps one batch each, the pivot scan in batches of candidates against the pivots known
+    /// at the batch's start (pivots found inside a batch are compared here, exactly), the table
+    /// in one batch. With an oracle that answers the space's exact distances the pivots and the
+    /// table are the CPU build's; the evaluation count includes whole candidate batches.
+    pub fn build_with(
+        space: S,
+        alpha: f64,
+        max_pivots: usize,
+        progress: &(dyn Fn(usize) + Sync),
+        oracle: &dyn PairOracle,
+    ) -> voisin::Result<Self> {
+        Self::build_by(space, alpha, max_pivots, progress, Some(oracle))
+    }
+
+    fn build_by(
+        space: S,
+        alpha: f64,
+        max_pivots: usize,
+        progress: &(dyn Fn(usize) + Sync),
+        oracle: Option<&dyn PairOracle>,
+    ) -> voisin::Result<Self> {
         let n = space.len();
+        let max_pivots = max_pivots.max(1);
         let dist = |a: usize, b: usize| space.to_distance(space.key(space.item(a), space.item(b)));
-        let farthest = |from: usize| {
-            (0..n)
-                .into_par_iter()
-                .map(|x| (dist(from, x), x))
+        // The item farthest from `from`, ties to the smaller index, and its distance.
+        let farthest = |from: usize| -> voisin::Result<(f64, usize)> {
+            let d = match oracle {
+                None => (0..n).into_par_iter().map(|x| dist(from, x)).collect(),
+                Some(o) => one_to_many(o, from as u32, &(0..n as u32).collect::<Vec<_>>())?,
+            };
+            Ok(d.into_par_iter()
+                .enumerate()
+                .map(|(x, d)| (d, x))
                 .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+                .expect("n > 0"))
         };
         let mut pivots = Vec::new();
         let mut evals = 0u64;
         if n > 0 {
-            let (_, far) = farthest(0).expect("n > 0");
-            let (max, _) = farthest(far).expect("n > 0");
+            let (_, far) = farthest(0)?;
+            let (max, _) = farthest(far)?;
             evals += 2 * n as u64;
             let threshold = alpha * max;
             pivots.push(0u32);
-            for x in 1..n {
-                if pivots.len() >= max_pivots.max(1) {
-                    break;
+            match oracle {
+                None => {
+                    for x in 1..n {
+                        if pivots.len() >= max_pivots {
+                            break;
+                        }
+                        let far_from_all = pivots.iter().all(|&p| {
+                            evals += 1;
+                            dist(p as usize, x) >= threshold
+                        });
+                        if far_from_all {
+                            pivots.push(x as u32);
+                        }
+                        if x % 4096 == 0 {
+                            progress(x);
+                        }
+                    }
                 }
-                let far_from_all = pivots.iter().all(|&p| {
-                    evals += 1;
-                    dist(p as usize, x) >= threshold
-                });
-                if far_from_all {
-                    pivots.push(x as u32);
-                }
-                if x % 4096 == 0 {
-                    progress(x);
+                Some(o) => {
+                    let mut at = 1;
+                    while at < n && pivots.len() < max_pivots {
+                        let end = (at + PIVOT_BATCH).min(n);
+                        let known = pivots.len();
+                        let mut b = PairBatch::default();
+                        for &p in &pivots {
+                            b.push(p, f64::INFINITY, at as u32..end as u32);
+                        }
+                        let d = answers(o, &b)?;
+                        evals += d.len() as u64;
+                        let width = end - at;
+                        for x in at..end {
+                            if pivots.len() >= max_pivots {
+                                break;
+                            }
+                            let far_from_all = (0..known)
+                                .all(|i| d[i * width + (x - at)] >= threshold)
+                                && pivots[known..].iter().all(|&p| {
+                                    evals += 1;
+                                    dist(p as usize, x) >= threshold
+                                });
+                            if far_from_all {
+                                pivots.push(x as u32);
+                            }
+                        }
+                        progress(end);
+                        at = end;
+                    }
                 }
             }
         }
-        let rows: Vec<Vec<f64>> = (0..n)
-            .into_par_iter()
-            .map(|x| pivots.iter().map(|&p| dist(x, p as usize)).collect())
-            .collect();
-        evals += (n * pivots.len()) as u64;
+        let np = pivots.len();
+        let flat: Vec<f64> = match oracle {
+            None => (0..n)
+                .into_par_iter()
+                .flat_map_iter(|x| pivots.iter().map(move |&p| dist(x, p as usize)))
+                .collect(),
+            Some(o) => {
+                let mut b = PairBatch::default();
+                for x in 0..n as u32 {
+                    b.push(x, f64::INFINITY, pivots.iter().copied());
+                }
+                answers(o, &b)?
+            }
+        };
+        evals += (n * np) as u64;
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.sort_by(|&a, &b| {
-            rows[a as usize][0]
-                .total_cmp(&rows[b as usize][0])
+            flat[a as usize * np]
+                .total_cmp(&flat[b as usize * np])
                 .then(a.cmp(&b))
         });
         let table = order
             .iter()
-            .flat_map(|&x| rows[x as usize].iter().copied())
+            .flat_map(|&x| flat[x as usize * np..(x as usize + 1) * np].iter().copied())
             .collect();
         let mut sss = Self::assemble(space, pivots, order, table);
         sss.build_evals = evals;
         progress(n);
-        sss
+        Ok(sss)
     }
 
     /// Assembles an index from its parts (read from a file, or built elsewhere: the GPU build of

@@ -2,7 +2,8 @@
 //! SSS pivot selection and table run with the device's distance kernels
 //! (kernels/index/lc_build.cu); the result is a `voisin-index` structure assembled from its parts
 //! and validated by the CPU build's own checks, so it saves to the same index file and answers on
-//! the CPU or the GPU.
+//! the CPU or the GPU. Over strings (levenshtein) the List of Clusters and SSS run the CPU's
+//! heuristics on the host with every distance batch measured by the device pair oracle.
 //!
 //! Under euclidean, cityblock and chebyshev every distance is the exact key of index/space.cuh,
 //! bit-identical to the host's, and the GPU build is the CPU build (same centers, members, order
@@ -14,8 +15,11 @@ use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 use voisin::{Dataset, Error, Metric, Result};
 use voisin_index::lc::Cluster;
-use voisin_index::{DatasetIndex, Index, Kind, ListOfClusters, Params, Space, Sss, VectorSpace};
+use voisin_index::{
+    DatasetIndex, Index, Kind, ListOfClusters, Params, Space, Sss, StringSpace, VectorSpace,
+};
 
+use super::oracle::DeviceOracle;
 use super::schedule::{check_dim, dimension_major, metric_code, upload};
 use crate::engine::CudaEngine;
 use crate::runtime::context::{dev, Gpu};
@@ -36,8 +40,10 @@ const PIVOT_BATCH: usize = 1 << 16;
 const REFS_PER_LAUNCH: usize = 65_535;
 
 /// The index `kind` over `data` under `metric`, built on the engine's GPU: List of Clusters or
-/// SSS over vectors (see [`builds`]), or a cover tree over vectors or strings
-/// ([`super::build_cover`]); anything else is a clear error naming what the GPU takes.
+/// SSS over vectors (see [`builds`]) or over strings under levenshtein (the CPU's heuristics with
+/// every distance from the device pair oracle, `oracle.rs`: the CPU build, part for part), or a
+/// cover tree over vectors or strings ([`super::build_cover`]); anything else is a clear error
+/// naming what the GPU takes.
 pub fn build(
     engine: &CudaEngine,
     data: &Dataset,
@@ -65,8 +71,38 @@ pub fn build_with_progress(
         return super::build_cover(engine, data, metric, params.base);
     }
     check(data, &metric, kind, params)?;
-    let Dataset::Vectors(v) = data else {
-        unreachable!("check refuses strings");
+    let v = match data {
+        Dataset::Vectors(v) => v,
+        Dataset::Strings(s) => {
+            // The heuristics on the host, every distance from the device pair oracle.
+            let space = StringSpace::new(s.clone(), metric)?;
+            let oracle = DeviceOracle::strings(engine, &space)?;
+            let index = match kind {
+                Kind::Lc => Index::Lc(ListOfClusters::build_with(
+                    space.clone(),
+                    params.cluster_size,
+                    progress,
+                    &oracle,
+                )?),
+                Kind::Sss => Index::Sss(Sss::build_with(
+                    space.clone(),
+                    params.alpha,
+                    params.max_pivots,
+                    progress,
+                    &oracle,
+                )?),
+                _ => unreachable!("check refuses the other kinds"),
+            };
+            // Checked as the vector builds' `from_parts` check theirs: every stored distance
+            // re-measured on the host.
+            let valid = match &index {
+                Index::Lc(lc) => lc.check(),
+                Index::Sss(sss) => sss.check(),
+                _ => Ok(()),
+            };
+            valid.map_err(|e| Error::device(format!("cuda: the index built on the GPU: {e}")))?;
+            return Ok(DatasetIndex::Strings(index));
+        }
     };
     let space = VectorSpace::new(v, metric)?;
     let index = match kind {
@@ -85,11 +121,13 @@ pub fn build_with_progress(
 
 /// Whether the GPU builds `kind` over `data` under `metric` with `params` (what `voisin index
 /// build --device auto` asks): List of Clusters (clusters of at most [`MAX_CLUSTER`] items) or
-/// SSS over vectors under euclidean, cityblock, chebyshev or minkowski:P. Not the cover tree:
-/// [`build`] makes it on the GPU when asked, but its batched build measured slower than the
-/// CPU's (docs/design/gpu-cover-tree.md), so auto leaves it to the CPU.
+/// SSS over vectors under euclidean, cityblock, chebyshev or minkowski:P. Not the cover tree,
+/// nor List of Clusters or SSS over strings: [`build`] makes them on the GPU when asked, through
+/// the device pair oracle, but the cover tree's batched build measured slower than the CPU's
+/// (docs/design/gpu-cover-tree.md) and the strings' builds are no faster than the CPU's on the
+/// measured word lists (docs/design/gpu-index-build.md), so auto leaves them to the CPU.
 pub fn builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
-    check(data, metric, kind, params).is_ok()
+    matches!(data, Dataset::Vectors(_)) && check(data, metric, kind, params).is_ok()
 }
 
 fn check(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> Result<()> {
@@ -98,10 +136,15 @@ fn check(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> Result
             "the GPU does not build {kind} indexes (it builds lc, sss and cover; use --device cpu)"
         )));
     }
-    let Dataset::Vectors(v) = data else {
-        return Err(Error::invalid(
-            "the GPU builds indexes over vectors only; strings build on the CPU (use --device cpu)",
-        ));
+    let v = match data {
+        Dataset::Vectors(v) => v,
+        Dataset::Strings(_) if *metric == Metric::Levenshtein => return Ok(()),
+        Dataset::Strings(_) => {
+            return Err(Error::invalid(format!(
+                "the GPU builds indexes over strings under levenshtein, not {metric} (use \
+                 --device cpu)"
+            )))
+        }
     };
     device_metric(metric)?;
     check_dim("index build", v.dim(), SCAN_STATIC_SMEM)?;

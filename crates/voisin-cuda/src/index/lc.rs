@@ -181,7 +181,15 @@ pub(crate) fn mark(stream: &CudaStream) -> Result<CudaEvent> {
 /// An uninitialised device buffer of `len` values (at least one, so it has an address).
 fn alloc<T: DeviceRepr>(gpu: &Gpu, len: usize) -> Result<CudaSlice<T>> {
     // SAFETY: every value that is read is written by `copy_behind` first.
-    unsafe { gpu.stream.alloc::<T>(len.max(1)) }.map_err(dev("allocating a supercluster"))
+    unsafe { gpu.stream.alloc::<T>(len.max(1)) }.map_err(|e| {
+        // What was asked and what was left say whether the share or something else is at fault.
+        let free = gpu.ctx.mem_get_info().map_or(0, |m| m.0);
+        dev(format!(
+            "allocating {} bytes of a supercluster ({} bytes free)",
+            len.max(1) * std::mem::size_of::<T>(),
+            free
+        ))(e)
+    })
 }
 
 /// Puts `src` at the next 8-aligned offset of `pinned` and queues its copy to `dst` on the

@@ -22,6 +22,7 @@ mod build;
 mod cover_build;
 mod lc;
 mod lsc;
+mod oracle;
 mod schedule;
 mod spread;
 mod sss;

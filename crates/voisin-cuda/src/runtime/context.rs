@@ -67,7 +67,10 @@ impl CudaFailure for cudarc::cublas::result::CublasError {
 
 /// Maps a CUDA-side error to the engine's error with what was being done:
 /// [`Error::OutOfMemory`] when the device ran out of memory, [`Error::Device`] otherwise.
-pub(crate) fn dev<E: CudaFailure>(what: &'static str) -> impl FnOnce(E) -> Error {
+pub(crate) fn dev<E: CudaFailure>(
+    what: impl Into<std::borrow::Cow<'static, str>>,
+) -> impl FnOnce(E) -> Error {
+    let what = what.into();
     move |e| {
         let msg = format!("cuda: {what} failed: {e:?}");
         if e.out_of_memory() {

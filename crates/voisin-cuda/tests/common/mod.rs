@@ -126,3 +126,34 @@ pub fn identical_range(a: &RangeResult, b: &RangeResult, what: &str) {
     assert_eq!(a.indices, b.indices, "{what}: ids");
     assert_eq!(a.distances, b.distances, "{what}: distances");
 }
+
+/// `data/words.txt` (from the repository root, where the device runs staged tests, else from
+/// the sources), every `step`-th line.
+pub fn word_list(step: usize) -> Vec<String> {
+    let path = [
+        "data/words.txt",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt"),
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .expect("data/words.txt is shipped");
+    let text = std::fs::read_to_string(path).expect("data/words.txt is readable");
+    text.lines().step_by(step).map(String::from).collect()
+}
+
+/// Every `step`-th word of `data/words.txt` and the hard cases of levenshtein: duplicates, the
+/// empty string, two strings over 64 chars (one machine word of bit vectors: measured on the
+/// host) and `random` short words over {a, b, é} (many ties).
+pub fn hard_words(step: usize, random: usize, rng: &mut StdRng) -> Vec<String> {
+    let mut list = word_list(step);
+    list.extend(["", "", "cat", "cat"].map(String::from));
+    list.push("a".repeat(70));
+    list.push(format!("{}b", "a".repeat(69)));
+    list.extend((0..random).map(|_| {
+        let len = rng.gen_range(0..=8);
+        (0..len)
+            .map(|_| ['a', 'b', 'é'][rng.gen_range(0..3)])
+            .collect::<String>()
+    }));
+    list
+}

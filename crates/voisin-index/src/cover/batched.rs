@@ -23,101 +23,10 @@ use rayon::prelude::*;
 use voisin::{Error, Result};
 
 use super::build::{
-    dist_within, relative_groups, relatives_with, Active, Center, GroupPoints, Rel, RelAsk, Split,
-    Stages,
+    relative_groups, relatives_with, Active, Center, GroupPoints, Rel, RelAsk, Split, Stages,
 };
+use crate::pairs::{PairBatch, PairOracle};
 use crate::space::Space;
-
-/// Queries for a [`PairOracle`]: query q is item `items()[q]` against the candidates
-/// `cands()[starts()[q]..starts()[q + 1]]` with radius `radii()[q]`.
-#[derive(Clone, Debug)]
-pub struct PairBatch {
-    items: Vec<u32>,
-    radii: Vec<f64>,
-    starts: Vec<usize>,
-    cands: Vec<u32>,
-}
-
-impl Default for PairBatch {
-    fn default() -> Self {
-        PairBatch {
-            items: Vec::new(),
-            radii: Vec::new(),
-            starts: vec![0],
-            cands: Vec::new(),
-        }
-    }
-}
-
-impl PairBatch {
-    pub fn items(&self) -> &[u32] {
-        &self.items
-    }
-
-    pub fn radii(&self) -> &[f64] {
-        &self.radii
-    }
-
-    /// `len() + 1` offsets into [`PairBatch::cands`].
-    pub fn starts(&self) -> &[usize] {
-        &self.starts
-    }
-
-    pub fn cands(&self) -> &[u32] {
-        &self.cands
-    }
-
-    /// Number of queries.
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    /// Adds a query.
-    pub fn push(&mut self, item: u32, radius: f64, cands: impl IntoIterator<Item = u32>) {
-        self.items.push(item);
-        self.radii.push(radius);
-        self.cands.extend(cands);
-        self.starts.push(self.cands.len());
-    }
-
-    fn append(&mut self, other: &PairBatch) {
-        let at = self.cands.len();
-        self.items.extend(&other.items);
-        self.radii.extend(&other.radii);
-        self.cands.extend(&other.cands);
-        self.starts.extend(other.starts[1..].iter().map(|s| s + at));
-    }
-}
-
-/// Measures batches of pairs for the batched construction.
-pub trait PairOracle: Sync {
-    /// For every candidate of every query of `batch`, in order, the distance from the query's
-    /// item to it, exactly the space's `to_distance(key(item, candidate))`, when it is at most
-    /// the query's radius, else NaN (a NaN distance is never within a radius either).
-    fn within(&self, batch: &PairBatch) -> Result<Vec<f64>>;
-}
-
-/// The oracle on CPU threads, with the space's own (bounded) distance.
-pub struct CpuOracle<'a, S: Space>(pub &'a S);
-
-impl<S: Space> PairOracle for CpuOracle<'_, S> {
-    fn within(&self, batch: &PairBatch) -> Result<Vec<f64>> {
-        let space = self.0;
-        Ok((0..batch.len())
-            .into_par_iter()
-            .flat_map_iter(|q| {
-                let (x, r) = (batch.items[q], batch.radii[q]);
-                batch.cands[batch.starts[q]..batch.starts[q + 1]]
-                    .iter()
-                    .map(move |&c| dist_within(space, x, c, r).unwrap_or(f64::NAN))
-            })
-            .collect())
-    }
-}
 
 /// The stages of build.rs with an oracle doing the distance work.
 pub(super) struct Batched<'a, S: Space, O: PairOracle> {
@@ -146,7 +55,7 @@ impl<S: Space, O: PairOracle> Batched<'_, S, O> {
             all.append(p);
         }
         let t = std::time::Instant::now();
-        let mut out = if all.cands.is_empty() {
+        let mut out = if all.cands().is_empty() {
             Vec::new()
         } else {
             self.oracle.within(&all)?
@@ -155,19 +64,19 @@ impl<S: Space, O: PairOracle> Batched<'_, S, O> {
             let mut tally = self.tally.lock().unwrap_or_else(|p| p.into_inner());
             let x = &mut tally[stage];
             x.calls += 1;
-            x.pairs += all.cands.len() as u64;
+            x.pairs += all.cands().len() as u64;
             x.oracle += t.elapsed().as_secs_f64();
         }
-        if out.len() != all.cands.len() {
+        if out.len() != all.cands().len() {
             return Err(Error::device(format!(
                 "the pair oracle answered {} of {} pairs",
                 out.len(),
-                all.cands.len()
+                all.cands().len()
             )));
         }
         let mut answers = Vec::with_capacity(parts.len());
         for p in parts.iter().rev() {
-            answers.push(out.split_off(out.len() - p.cands.len()));
+            answers.push(out.split_off(out.len() - p.cands().len()));
         }
         answers.reverse();
         Ok(answers)
@@ -275,7 +184,7 @@ impl<S: Space, O: PairOracle> Batched<'_, S, O> {
             .zip(which.par_iter().zip(&answers))
             .map(|((a, b), (which, d))| {
                 let mut out = Split {
-                    evals: b.cands.len() as u64,
+                    evals: b.cands().len() as u64,
                     ..Split::default()
                 };
                 let mut q = 0;
@@ -284,7 +193,7 @@ impl<S: Space, O: PairOracle> Batched<'_, S, O> {
                         out.near.push((x, dx));
                         continue;
                     }
-                    let span = b.starts[q]..b.starts[q + 1];
+                    let span = b.starts()[q]..b.starts()[q + 1];
                     q += 1;
                     let mut best: Option<(Rel, f64)> = None;
                     for (&k, &dk) in which[span.clone()].iter().zip(&d[span]) {
@@ -324,14 +233,14 @@ impl<S: Space, O: PairOracle> Batched<'_, S, O> {
             if batches.iter().all(PairBatch::is_empty) {
                 break;
             }
-            evals += batches.iter().map(|b| b.cands.len() as u64).sum::<u64>();
+            evals += batches.iter().map(|b| b.cands().len() as u64).sum::<u64>();
             let answers = self.ask(2, &batches)?;
             let batches: Vec<PairBatch> = nets
                 .par_iter_mut()
                 .zip(answers)
                 .map(|(n, d)| n.close_window(&d, self.space, active, sep))
                 .collect();
-            evals += batches.iter().map(|b| b.cands.len() as u64).sum::<u64>();
+            evals += batches.iter().map(|b| b.cands().len() as u64).sum::<u64>();
             let answers = self.ask(2, &batches)?;
             nets.par_iter_mut()
                 .zip(answers)
@@ -474,7 +383,8 @@ impl<'a> Net<'a> {
             b.push(self.g.pts[i].0, sep, list.iter().map(|&j| self.g.pts[j].0));
             self.asked.extend(list);
         }
-        self.spans.clone_from(&b.starts);
+        self.spans.clear();
+        self.spans.extend_from_slice(b.starts());
         b
     }
 
@@ -549,6 +459,7 @@ mod tests {
 
     use super::*;
     use crate::cover::CoverTree;
+    use crate::pairs::CpuOracle;
     use crate::space::{StringSpace, VectorSpace};
 
     /// The batched build with the CPU's distances gives the CPU build's tree, node for node,

@@ -31,6 +31,7 @@ use std::collections::BinaryHeap;
 use rayon::prelude::*;
 
 use super::{dist, Node};
+use crate::pairs::dist_within;
 use crate::space::Space;
 
 /// The construction's output, in the layout `CoverTree` keeps.
@@ -305,12 +306,6 @@ fn next_level(base: f64, upper: i32, dists: impl Iterator<Item = f64>) -> i32 {
     }
     let level = level_at_least(base, m) - 1;
     level.min(upper - 1)
-}
-
-/// Distance from item `a` to item `b` when at most `max`.
-pub(super) fn dist_within<S: Space>(space: &S, a: u32, b: u32, max: f64) -> Option<f64> {
-    let key = space.key_within(space.item(a as usize), space.item(b as usize), max)?;
-    Some(space.to_distance(key)).filter(|&d| d <= max)
 }
 
 impl<S: Space> Stages for Builder<'_, S> {
