@@ -65,25 +65,15 @@ pub fn pairs(answer: Answer) -> RangeResult {
             by_row[a].push((d, b));
         }
     }
-    let mut offsets = Vec::with_capacity(n + 1);
-    offsets.push(0);
-    let (mut indices, mut distances) = (Vec::new(), Vec::new());
-    for mut row in by_row {
+    for row in &mut by_row {
         // A pair found from both ends appears twice with the same exact distance.
         row.sort_by_key(|&(_, j)| j);
         row.dedup_by_key(|&mut (_, j)| j);
         row.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-        for (d, j) in row {
-            indices.push(j);
-            distances.push(d);
-        }
-        offsets.push(indices.len());
     }
     RangeResult {
-        offsets,
-        indices,
-        distances,
         stats,
+        ..RangeResult::from_rows_by(by_row, f64::from)
     }
 }
 

@@ -104,10 +104,14 @@ impl RangeResult {
         Self::from_rows_by(rows, |key| metric.key_to_distance(key))
     }
 
-    /// [`RangeResult::from_rows`] with any key-to-distance conversion.
-    pub fn from_rows_by(rows: Vec<Vec<(f64, u32)>>, to_distance: impl Fn(f64) -> f64) -> Self {
+    /// [`RangeResult::from_rows`] with any key type and key-to-distance conversion (rows of
+    /// reported f32 distances pass `f64::from`, which round-trips exactly).
+    pub fn from_rows_by<K>(rows: Vec<Vec<(K, u32)>>, to_distance: impl Fn(K) -> f64) -> Self {
+        let total: usize = rows.iter().map(Vec::len).sum();
         let mut out = RangeResult {
             offsets: Vec::with_capacity(rows.len() + 1),
+            indices: Vec::with_capacity(total),
+            distances: Vec::with_capacity(total),
             ..Default::default()
         };
         out.offsets.push(0);

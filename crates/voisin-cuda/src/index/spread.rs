@@ -95,22 +95,9 @@ pub(crate) fn order_rows(
 
 /// The range result of ordered rows.
 pub(crate) fn range_result(rows: Vec<Row>, stats: Stats) -> RangeResult {
-    let mut offsets = Vec::with_capacity(rows.len() + 1);
-    offsets.push(0);
-    let total: usize = rows.iter().map(Vec::len).sum();
-    let (mut indices, mut distances) = (Vec::with_capacity(total), Vec::with_capacity(total));
-    for row in rows {
-        for (dist, id) in row {
-            distances.push(dist);
-            indices.push(id);
-        }
-        offsets.push(indices.len());
-    }
     RangeResult {
-        offsets,
-        indices,
-        distances,
         stats,
+        ..RangeResult::from_rows_by(rows, f64::from)
     }
 }
 
