@@ -39,7 +39,7 @@ pub struct CudaEngine {
     /// The levenshtein kernel, loaded at the first string range search.
     lev: std::sync::OnceLock<cudarc::driver::CudaFunction>,
     /// Free memory held back under `device_memory`.
-    _ballast: Vec<cudarc::driver::CudaSlice<u8>>,
+    _ballast: crate::runtime::context::Ballast,
     /// Shrinks, streamed shards and host finishes, for diagnostics.
     counters: Counters,
 }
@@ -61,7 +61,7 @@ impl CudaEngine {
         let gpu = Gpu::open(device)?;
         let ballast = match opts.device_memory {
             Some(cap) => gpu.ballast(cap)?,
-            None => Vec::new(),
+            None => crate::runtime::context::Ballast::none(&gpu.ctx),
         };
         Ok(CudaEngine {
             gpu: Mutex::new(gpu),

@@ -333,28 +333,45 @@ impl Gpu {
         Ok(staging)
     }
 
-    /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size. In
-    /// pieces of at most 1 GiB, halved when one is refused: one allocation of nearly all the
-    /// free memory can fail (H100, next to another engine's freed pool) where pieces fit.
-    pub fn ballast(&self, cap: usize) -> Result<Vec<CudaSlice<u8>>> {
+    /// Holds all free memory above `cap` bytes, so that the engine sees a GPU of that size.
+    ///
+    /// Half of the cap is first reserved inside the stream-ordered pool that the engine's
+    /// allocations come from, and kept there (see [`Ballast`]): the pool grows by mappings of its
+    /// own granularity, and under a small cap a pool that had to grow could not, so that even a
+    /// 64-byte allocation failed with 33 MB free (H100 run g1, a cap of a quarter of a 1M x 16
+    /// List of Clusters). The rest of the free memory above the other half is then held outside
+    /// the pool, in pieces of at most 1 GiB, halved when one is refused: one allocation of nearly
+    /// all the free memory can fail (H100, next to another engine's freed pool) where pieces fit.
+    pub fn ballast(&self, cap: usize) -> Result<Ballast> {
         const PIECE: usize = 1 << 30;
         const SMALLEST: usize = 2 << 20;
-        let mut held = Vec::new();
+        let device = self.ctx.ordinal();
+        let reserve = (cap / 2).max(1);
+        // SAFETY: never read or written; freed into the pool at once, which keeps it.
+        let held = unsafe { self.stream.alloc::<u8>(reserve) }.map_err(dev("reserving memory"))?;
+        self.stream.synchronize().map_err(dev("reserving memory"))?;
+        let mut ballast = Ballast {
+            ctx: self.ctx.clone(),
+            device,
+            reserved: reserve,
+            held: Vec::new(),
+        };
+        pool_keep(device, reserve as isize);
+        drop(held);
+        self.stream.synchronize().map_err(dev("reserving memory"))?;
+        let outside = cap - reserve.min(cap);
         let mut piece = PIECE;
         loop {
-            let free = self.free_memory()?;
-            if free <= cap.saturating_add(SMALLEST) || piece < SMALLEST {
-                return Ok(held);
+            self.ctx.synchronize().map_err(dev("synchronising"))?;
+            let free = self.ctx.mem_get_info().map_err(dev("querying memory"))?.0;
+            if free <= outside.saturating_add(SMALLEST) || piece < SMALLEST {
+                return Ok(ballast);
             }
-            let want = piece.min(free - cap);
-            // SAFETY: never read or written.
-            match unsafe { self.stream.alloc::<u8>(want) } {
-                Ok(b) => {
-                    self.stream
-                        .synchronize()
-                        .map_err(dev("allocating ballast"))?;
-                    held.push(b);
-                }
+            let want = piece.min(free - outside);
+            // SAFETY: a plain allocation of this context (bound to the thread by the query
+            // above), never read or written, freed by `Ballast`'s drop.
+            match unsafe { cudarc::driver::result::malloc_sync(want) } {
+                Ok(p) => ballast.held.push(p),
                 Err(_) => piece /= 2,
             }
         }
@@ -363,17 +380,121 @@ impl Gpu {
     /// Free device memory in bytes. Memory this process freed but the stream-ordered pool
     /// still holds is released first: otherwise it reads as used until some later
     /// synchronisation, and then a ballast or a fit check measured against it is wrong.
+    ///
+    /// Under a cap ([`Gpu::ballast`]) the pool keeps the reserved part of the cap, and what it
+    /// holds unused counts as free: the engine's allocations are served from it.
     pub fn free_memory(&self) -> Result<usize> {
         self.ctx.synchronize().map_err(dev("synchronising"))?;
+        let keep = pool_keep(self.ctx.ordinal(), 0);
+        let mut idle = 0usize;
         let mut pool = std::ptr::null_mut();
         // SAFETY: plain queries on this context's device; a failure only skips the trim.
         unsafe {
             if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
                 == sys::CUresult::CUDA_SUCCESS
             {
-                let _ = sys::cuMemPoolTrimTo(pool, 0);
+                let _ = sys::cuMemPoolTrimTo(pool, keep);
+                if keep > 0 {
+                    idle =
+                        pool_attr(pool, ATTR_RESERVED).saturating_sub(pool_attr(pool, ATTR_USED));
+                }
             }
         }
-        Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0)
+        Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0 + idle)
     }
+}
+
+/// What a capped engine holds so that it sees a GPU of its cap: a part of the cap reserved in
+/// the device's stream-ordered pool (kept there while the engine lives) and the memory above
+/// the cap held outside the pool. Dropping it frees both.
+pub(crate) struct Ballast {
+    ctx: Arc<CudaContext>,
+    device: usize,
+    reserved: usize,
+    held: Vec<sys::CUdeviceptr>,
+}
+
+impl Ballast {
+    /// No ballast (an engine without a cap).
+    pub(crate) fn none(ctx: &Arc<CudaContext>) -> Self {
+        Ballast {
+            ctx: ctx.clone(),
+            device: ctx.ordinal(),
+            reserved: 0,
+            held: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Ballast {
+    fn drop(&mut self) {
+        if self.reserved == 0 && self.held.is_empty() {
+            return;
+        }
+        let _ = self.ctx.bind_to_thread();
+        for &p in &self.held {
+            // SAFETY: allocated by `Gpu::ballast` with cuMemAlloc on this context, never used.
+            let _ = unsafe { cudarc::driver::result::free_sync(p) };
+        }
+        pool_keep(self.device, -(self.reserved as isize));
+    }
+}
+
+const ATTR_RESERVED: sys::CUmemPool_attribute =
+    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT;
+const ATTR_USED: sys::CUmemPool_attribute =
+    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT;
+
+/// A byte count of a pool (0 when it cannot be read).
+///
+/// # Safety
+/// `pool` is a live memory pool.
+unsafe fn pool_attr(pool: sys::CUmemoryPool, attr: sys::CUmemPool_attribute) -> usize {
+    let mut v: u64 = 0;
+    // SAFETY: the attribute is a u64 (cuMemPoolGetAttribute's documentation).
+    let ok = unsafe { sys::cuMemPoolGetAttribute(pool, attr, (&mut v as *mut u64).cast()) };
+    if ok == sys::CUresult::CUDA_SUCCESS {
+        v as usize
+    } else {
+        0
+    }
+}
+
+/// Adds `delta` to the bytes the default pool of `device` keeps reserved for capped engines
+/// and returns the new total; while it is above 0 the pool releases nothing by itself (release
+/// threshold at its maximum) and [`Gpu::free_memory`] trims it down to that total only.
+fn pool_keep(device: usize, delta: isize) -> usize {
+    static KEEP: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+    let mut keep = KEEP.lock().unwrap_or_else(|p| p.into_inner());
+    let at = match keep.iter().position(|(d, _)| *d == device) {
+        Some(i) => i,
+        None => {
+            keep.push((device, 0));
+            keep.len() - 1
+        }
+    };
+    let before = keep[at].1;
+    let now = before.saturating_add_signed(delta);
+    keep[at].1 = now;
+    if (before == 0) != (now == 0) {
+        let mut threshold: u64 = if now > 0 { u64::MAX } else { 0 };
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: plain calls on the device's default pool; a failure leaves the threshold.
+        unsafe {
+            let mut cu = 0;
+            if sys::cuDeviceGet(&mut cu, device as i32) == sys::CUresult::CUDA_SUCCESS
+                && sys::cuDeviceGetDefaultMemPool(&mut pool, cu) == sys::CUresult::CUDA_SUCCESS
+            {
+                let _ = sys::cuMemPoolSetAttribute(
+                    pool,
+                    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                    (&mut threshold as *mut u64).cast(),
+                );
+                if now == 0 {
+                    let _ = sys::cuMemPoolTrimTo(pool, 0);
+                }
+            }
+        }
+    }
+    now
 }
