@@ -40,9 +40,9 @@ Lc reference(const std::vector<float>& v, int n, int d, int take, int metric) {
   return out;
 }
 
-// Drives the kernels as build.rs does (compaction threshold lowered to reach it at small n).
-Lc simulated(const std::vector<float>& v, int n, int d, int take, int metric, unsigned threads) {
-  const int CH = LCB_CHUNK;
+// Drives the kernels as build.rs does (compaction threshold lowered to reach it at small n; at
+// most `grid` blocks, so that several blocks share the slots grid-stride).
+Lc simulated(const std::vector<float>& v, int n, int d, int take, int metric, unsigned threads, unsigned grid) {
   std::vector<int> cuts; int left = n;
   while (left > 0) { left -= 1; int c = std::min(take, left); left -= c; cuts.push_back(c); }
   int nc = cuts.size(), nm = n - nc;
@@ -54,32 +54,24 @@ Lc simulated(const std::vector<float>& v, int n, int d, int take, int metric, un
   std::vector<unsigned char> alive(n, 1); alive[0] = 0;
   std::vector<float> cbuf(v.begin(), v.begin() + d);
   std::vector<unsigned> centers(nc, 0), members(std::max(nm, 1)); std::vector<double> mdist(std::max(nm, 1));
-  size_t cand = (n + CH - 1) / CH * std::max(take, 1);
-  std::vector<unsigned long long> ka(cand), kb(cand), bk(264); std::vector<unsigned> sa(cand), sb(cand), bs(264);
+  std::vector<unsigned long long> keys(n), ak(std::max(take, 1)), bk(n), best_k(grid);
+  std::vector<unsigned> hist(LCB_BINS, 0), as(std::max(take, 1)), bs(n), best_s(grid), done(1, 0), counts(3, 0);
+  std::vector<long long> state(2, 0);
   left = n - 1; long start = 0;
   for (int step = 0; step < nc; ++step) {
     int cut = cuts[step];
     if (left > 0) {
-      int blocks = (len + CH - 1) / CH;
-      launch({(unsigned)blocks,1,1},{threads,1,1},[&]{ lc_build_scan(cv.data(), len, alive.data(), sums.data(), len, d, metric, 0.0, -0.0, cbuf.data(), take, ka.data(), sa.data()); });
-      if (cut > 0) {
-        long entries = (long)blocks * take;
-        while (entries > CH) {
-          int nb = (entries + CH - 1) / CH;
-          launch({(unsigned)nb,1,1},{threads,1,1},[&]{ lc_build_select(ka.data(), sa.data(), entries, take, kb.data(), sb.data(), nullptr, nullptr, nullptr, nullptr, 0); });
-          std::swap(ka, kb); std::swap(sa, sb);
-          entries = (long)nb * take;
-        }
-        launch({1,1,1},{threads,1,1},[&]{ lc_build_select(ka.data(), sa.data(), entries, cut, nullptr, nullptr, ids.data(), alive.data(), members.data(), mdist.data(), start); });
-      }
+      unsigned blocks = std::min<unsigned>((len + threads - 1) / threads, grid);
+      long long next = step + 1 < nc ? step + 1 : -1;
+      launch({blocks,1,1},{threads,1,1},[&]{ lc_build_scan(cv.data(), len, alive.data(), sums.data(), len, d, metric, 0.0, -0.0, cbuf.data(), cut, keys.data(), hist.data(), state.data(), done.data()); });
+      launch({blocks,1,1},{threads,1,1},[&]{ lc_build_collect(keys.data(), alive.data(), sums.data(), len, cut, state.data(), ak.data(), as.data(), bk.data(), bs.data(), counts.data(), best_k.data(), best_s.data(), ids.data(), members.data(), mdist.data(), start, cv.data(), len, d, cbuf.data(), centers.data(), next); });
+      CHECK(done[0] == 0 && counts[0] == 0 && counts[1] == 0 && counts[2] == 0, "counters not reset at step %d", step);
+      CHECK(std::all_of(hist.begin(), hist.end(), [](unsigned h) { return h == 0; }), "histogram not cleared at step %d", step);
     }
     left -= cut; start += cut;
     if (step + 1 < nc) {
-      int nb = std::min((len + (int)threads - 1) / (int)threads, 264);
-      launch({(unsigned)nb,1,1},{threads,1,1},[&]{ lc_build_argmax(sums.data(), alive.data(), len, bk.data(), bs.data()); });
-      launch({1,1,1},{threads,1,1},[&]{ lc_build_next(bk.data(), bs.data(), nb, cv.data(), len, d, ids.data(), alive.data(), cbuf.data(), centers.data(), step + 1); });
       left -= 1;
-      if (len > 2 * 16 && left <= len / 2) {
+      if (len > 2 * 16 && left <= len / 4 * 3) {
         std::vector<unsigned> keep;
         for (int i = 0; i < len; ++i) if (alive[i]) keep.push_back(i);
         CHECK((int)keep.size() == left, "alive %zu expected %d", keep.size(), left);
@@ -96,12 +88,13 @@ Lc simulated(const std::vector<float>& v, int n, int d, int take, int metric, un
   return out;
 }
 
-void test(int n, int d, int size, int levels, int metric) {
+// levels > 0: coordinates on a grid of `levels` values (many ties); levels == 0: random floats.
+void test(int n, int d, int size, int levels, int metric, unsigned grid = 3) {
   std::vector<float> v((size_t)n * d);
-  for (auto& x : v) x = (float)(rng() % levels) * 0.25f;
+  for (auto& x : v) x = levels > 0 ? (float)(rng() % levels) * 0.25f : std::uniform_real_distribution<float>(-3, 3)(rng);
   if (n > 3) { for (int j = 0; j < d; ++j) v[(size_t)3 * d + j] = v[j]; }  // a duplicate of item 0
   Lc want = reference(v, n, d, size - 1, metric);
-  Lc got = simulated(v, n, d, size - 1, metric, 32);
+  Lc got = simulated(v, n, d, size - 1, metric, 32, grid);
   CHECK(got.centers == want.centers, "centers differ n=%d d=%d size=%d metric=%d", n, d, size, metric);
   CHECK(got.members == want.members, "members differ n=%d d=%d size=%d metric=%d", n, d, size, metric);
   bool same = got.dist.size() == want.dist.size();
@@ -113,10 +106,24 @@ int main() {
   for (int metric : {EX_SQEUCLIDEAN, EX_CITYBLOCK, EX_CHEBYSHEV}) {
     test(1, 3, 4, 5, metric);
     test(3, 2, 8, 3, metric);      // n < cluster size
-    test(150, 3, 8, 4, metric);    // many ties, several selection rounds
+    test(150, 3, 8, 4, metric);    // many ties
     test(301, 1, 17, 6, metric);   // n not a multiple of the size, dim 1
     test(70, 5, 1, 50, metric);    // clusters of one item
-    test(260, 2, 32, 5, metric);   // the largest cluster of a chunk (half of it)
+    test(260, 2, 32, 5, metric);   // larger clusters than the pairs ranked at once
+    test(400, 3, 16, 0, metric, 5); // distinct distances: the histogram alone decides most
+    test(300, 4, 9, 1, metric, 2); // every item equal: one bin, ties by slot
+    test(200, 7, 64, 0, metric, 1); // one block
+  }
+  {
+    // Zero and tiny distances beside huge ones (the histogram's first and last bins).
+    int n = 120, d = 2;
+    std::vector<float> v((size_t)n * d);
+    for (int i = 0; i < n; ++i) for (int j = 0; j < d; ++j)
+      v[(size_t)i * d + j] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? 1e-30f * (float)(i % 7) : 1e30f * (float)(i % 5);
+    for (int metric : {EX_SQEUCLIDEAN, EX_CITYBLOCK, EX_CHEBYSHEV}) {
+      Lc want = reference(v, n, d, 7, metric), got = simulated(v, n, d, 7, metric, 32, 4);
+      CHECK(got.centers == want.centers && got.members == want.members, "extremes metric=%d", metric);
+    }
   }
   // Distances to reference rows.
   int n = 37, d = 4;

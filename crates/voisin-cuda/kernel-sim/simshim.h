@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <atomic>
 #include <barrier>
 #include <thread>
 #include <vector>
@@ -22,6 +23,8 @@ alignas(16) float sim_smem[1 << 16];
 // A kernel's dynamic shared memory (common/keys.cuh): a pointer into sim_smem.
 #define DYNAMIC_SHARED(T, name) T* name = (T*)sim_smem
 inline void __syncthreads() { bar->arrive_and_wait(); }
+// Blocks run one after another here, so a fence orders nothing more than program order.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 template <class T> T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

@@ -3,7 +3,7 @@
 //! the metrics with exact device keys, and answer range, k-NN and graph queries equal to the
 //! brute-force reference (ids and distances), on the CPU and on the GPU, also after a save and
 //! load. Clustered and adversarial data (duplicates, ties), n not a multiple of the cluster size,
-//! n below it, dimensions 1, 3 and 20.
+//! n below it, dimensions 1, 3, 20, 127, 1025 and 7000.
 //! Every test needs a CUDA GPU: run with `cargo test -p voisin-cuda --test index_build_gpu --
 //! --include-ignored`.
 
@@ -163,7 +163,26 @@ fn lc_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
     }
 }
 
-/// Sizes where the build takes several selection rounds and compactions (chunks of 2048 slots).
+/// Dimensions 127 and 1025, and one beyond the 6,144 floats the first build's shared memory
+/// held (the step kernels read the center's row from global memory now).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn lc_built_on_gpu_in_high_dimensions() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(seed());
+    for (d, n) in [(127, 900), (1025, 500), (7000, 120)] {
+        for metric in [Metric::Euclidean, Metric::Cityblock] {
+            for base in [
+                clustered(&mut rng, n, d),
+                vectors(adversarial(&mut rng, n, d)),
+            ] {
+                check(&e, &base, &metric, Kind::Lc, &lc(16));
+            }
+        }
+    }
+}
+
+/// Sizes where the build takes many steps over several blocks and compactions.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn lc_built_on_gpu_at_scale() {

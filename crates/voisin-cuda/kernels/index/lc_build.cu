@@ -3,14 +3,16 @@
 //
 // List of Clusters, one step per cluster, all state on the device: the items left are slots of a
 // compacted dimension-major table (`cv`, row `stride`) with their ids, an alive flag and their
-// running sum of distances to the centers so far. A step is
-//   lc_build_scan    distance of every alive slot to the center (held in `cbuf`), sums updated,
-//                    each block's `take` nearest (key, slot) pairs;
-//   lc_build_select  the same cut over the blocks' lists, repeated until one block holds them all,
-//                    whose last launch (`place`) writes the cluster's members and their distances
-//                    and marks them gone;
-//   lc_build_argmax  per block, the alive slot with the largest sum (ties to the smaller slot);
-//   lc_build_next    the best of those: the next center, copied to `cbuf` and marked gone.
+// running sum of distances to the centers so far. A step is two launches:
+//   lc_build_scan     distance of every alive slot to the center (held in `cbuf`), sums updated,
+//                     each slot's order key stored and counted in a histogram of the keys; the
+//                     last block to finish finds the bin `b` where the count reaches the cluster's
+//                     `cut` members (everything below b is a member);
+//   lc_build_collect  slots below b go to list A (all members), slots in b to list B (the
+//                     boundary), the others' largest sum per block (next-center candidates); the
+//                     last block to finish takes A and the smallest of B by (key, slot) as the
+//                     members in order, writes them and marks them gone, and picks the next
+//                     center among the other blocks' candidates and B's remainder.
 // Slots keep the items' order (compaction is stable), so ties by slot are ties by index, and
 // pairs compare by (total order of the distance, slot): the CPU build's (distance, index) order.
 // The keys are index/space.cuh's exact keys, bit-identical to the host's, so the steps choose
@@ -20,9 +22,14 @@
 #include "index/space.cuh"
 
 #define LCB_THREADS 1024
-// Pairs one block sorts (src/index/build.rs CHUNK); kernel-sim/lc_build.sh makes it small.
-#ifndef LCB_CHUNK
-#define LCB_CHUNK 2048
+// Bins of the key histogram (lcb_bin).
+#define LCB_BINS 8192
+// Pairs the last block ranks in shared memory: the largest cluster's members (src/index/build.rs
+// MAX_CLUSTER - 1 fit). kernel-sim/lc_build.sh makes LCB_FAST small so that its sets reach the
+// radix path as well.
+#define LCB_SORT 1024
+#ifndef LCB_FAST
+#define LCB_FAST LCB_SORT
 #endif
 #define LCB_NONE 0xffffffffu
 
@@ -35,6 +42,17 @@ __device__ __forceinline__ unsigned long long lcb_order(double x) {
 __device__ __forceinline__ double lcb_unorder(unsigned long long o) {
     unsigned long long u = (o >> 63) ? (o & 0x7fffffffffffffffull) : ~o;
     return __longlong_as_double((long long)u);
+}
+
+// The histogram bin of an order key, non-decreasing in the key: 0 for negative values (-0.0),
+// 1 for positives below 2^-126 (0.0 among them), the last bin above 2^127, and between them the
+// exponent and 5 mantissa bits (bins 1/32 of an octave wide).
+__device__ __forceinline__ unsigned lcb_bin(unsigned long long o) {
+    if (!(o >> 63)) return 0;
+    const int e = (int)((o >> 52) & 0x7ff);
+    if (e < 1023 - 126) return 1;
+    if (e > 1023 + 127) return LCB_BINS - 1;
+    return 2 + (unsigned)(e - (1023 - 126)) * 32 + (unsigned)((o >> 47) & 31);
 }
 
 // The distance from the row `c` (dense) to column `x` of a dimension-major table: the exact
@@ -55,130 +73,24 @@ __device__ __forceinline__ bool lcb_less(unsigned long long ka, unsigned sa, uns
     return ka < kb || (ka == kb && sa < sb);
 }
 
-// One compare-exchange of a bitonic network: k[lo] <= k[hi] afterwards when `asc`, else >=.
-__device__ __forceinline__ void lcb_exchange(unsigned long long* k, unsigned* s, int lo, int hi,
-                                             bool asc) {
-    if (lcb_less(k[hi], s[hi], k[lo], s[lo]) == asc) {
-        unsigned long long tk = k[lo]; k[lo] = k[hi]; k[hi] = tk;
-        unsigned ts = s[lo]; s[lo] = s[hi]; s[hi] = ts;
-    }
-}
-
-// Leaves the `take` smallest of the LCB_CHUNK pairs, ascending, in k[0..take), s[0..take), by the
-// whole block (bitonic top-k): runs of p = take rounded up to a power of two are sorted,
-// alternately ascending and descending; then, halving, the p smallest of an ascending and a
-// descending run are their elementwise minima, a bitonic run that one merge sorts (about half the
-// work of sorting the chunk for p = 64).
-__device__ void lcb_topk(unsigned long long* k, unsigned* s, int take) {
-    int p = 1;
-    while (p < take) p <<= 1;
-    for (int size = 2; size <= p; size <<= 1) {
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int i = threadIdx.x; i < (LCB_CHUNK >> 1); i += blockDim.x) {
-                int lo = 2 * i - (i & (stride - 1));
-                lcb_exchange(k, s, lo, lo + stride, (lo & size) == 0);
-            }
-            __syncthreads();
-        }
-    }
-    // Live runs start at multiples of gap * p; run t of a level pairs with run t + 1 (t even).
-    for (int gap = 1; gap * p < LCB_CHUNK; gap <<= 1) {
-        const int span = gap * p, pairs = LCB_CHUNK / (2 * span);
-        for (int i = threadIdx.x; i < pairs * p; i += blockDim.x) {
-            const int a = 2 * (i / p) * span + i % p, b = a + span;
-            if (lcb_less(k[b], s[b], k[a], s[a])) {
-                k[a] = k[b];
-                s[a] = s[b];
-            }
-        }
-        __syncthreads();
-        for (int stride = p >> 1; stride > 0; stride >>= 1) {
-            for (int i = threadIdx.x; i < pairs * (p >> 1); i += blockDim.x) {
-                const int t = i / (p >> 1), j = i % (p >> 1);
-                const int lo = 2 * t * span + 2 * j - (j & (stride - 1));
-                lcb_exchange(k, s, lo, lo + stride, (t & 1) == 0);
-            }
-            __syncthreads();
-        }
-    }
-}
-
-// Distances of the `len` slots to the center in `cbuf` (alive slots only), sums updated; block b
-// writes its `take` nearest pairs (padded with (~0, LCB_NONE)) to out_key/out_slot + b * take.
-extern "C" __global__ void __launch_bounds__(LCB_THREADS)
-lc_build_scan(const float* __restrict__ cv, long long stride, const unsigned char* __restrict__ alive,
-              double* __restrict__ sums, long long len, int d, int metric, double mpow,
-              double zero, const float* __restrict__ cbuf, int take,
-              unsigned long long* __restrict__ out_key, unsigned* __restrict__ out_slot) {
-    __shared__ unsigned long long sk[LCB_CHUNK];
-    __shared__ unsigned ss[LCB_CHUNK];
-    DYNAMIC_SHARED(float, lcb_center);
-    const float* c = lcb_center;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) lcb_center[i] = cbuf[i];
-    __syncthreads();
-    const long long base = (long long)blockIdx.x * LCB_CHUNK;
-    for (int j = threadIdx.x; j < LCB_CHUNK; j += blockDim.x) {
-        const long long s = base + j;
-        unsigned long long key = ~0ull;
-        unsigned slot = LCB_NONE;
-        if (s < len && alive[s]) {
-            const double dist = lcb_dist(metric, mpow, c, cv + s, stride, d, zero);
-            sums[s] = __dadd_rn(sums[s], dist);
-            key = lcb_order(dist);
-            slot = (unsigned)s;
-        }
-        sk[j] = key;
-        ss[j] = slot;
-    }
-    __syncthreads();
-    if (take == 0) return;
-    lcb_topk(sk, ss, take);
-    for (int j = threadIdx.x; j < take; j += blockDim.x) {
-        out_key[(long long)blockIdx.x * take + j] = sk[j];
-        out_slot[(long long)blockIdx.x * take + j] = ss[j];
-    }
-}
-
-// The `take` smallest pairs of each LCB_CHUNK of the `len` input pairs, as lc_build_scan writes
-// them. With `members` (one block, len <= LCB_CHUNK): the cluster's first `take` pairs become
-// members[start..start + take) (the slots' ids) and mdist (their distances), and their slots
-// are marked gone.
-extern "C" __global__ void __launch_bounds__(LCB_THREADS)
-lc_build_select(const unsigned long long* __restrict__ in_key, const unsigned* __restrict__ in_slot,
-                long long len, int take, unsigned long long* __restrict__ out_key,
-                unsigned* __restrict__ out_slot, const unsigned* __restrict__ ids,
-                unsigned char* __restrict__ alive, unsigned* __restrict__ members,
-                double* __restrict__ mdist, long long start) {
-    __shared__ unsigned long long sk[LCB_CHUNK];
-    __shared__ unsigned ss[LCB_CHUNK];
-    const long long base = (long long)blockIdx.x * LCB_CHUNK;
-    for (int j = threadIdx.x; j < LCB_CHUNK; j += blockDim.x) {
-        const long long s = base + j;
-        sk[j] = s < len ? in_key[s] : ~0ull;
-        ss[j] = s < len ? in_slot[s] : LCB_NONE;
-    }
-    __syncthreads();
-    lcb_topk(sk, ss, take);
-    for (int j = threadIdx.x; j < take; j += blockDim.x) {
-        if (members) {
-            const unsigned slot = ss[j];
-            members[start + j] = ids[slot];
-            mdist[start + j] = lcb_unorder(sk[j]);
-            alive[slot] = 0;
-        } else {
-            out_key[(long long)blockIdx.x * take + j] = sk[j];
-            out_slot[(long long)blockIdx.x * take + j] = ss[j];
-        }
-    }
-}
-
 // Whether (ka, sa) ranks above (kb, sb) for the next center: larger sum, ties to the smaller slot.
 __device__ __forceinline__ bool lcb_better(unsigned long long ka, unsigned sa,
                                            unsigned long long kb, unsigned sb) {
     return ka > kb || (ka == kb && sa < sb);
 }
 
-// Reduces the block's (key, slot) candidates in shared memory to entry 0.
+// Slot `s` as a next-center candidate against the thread's best so far (by its sum).
+__device__ __forceinline__ void lcb_offer(const double* sums, unsigned s,
+                                          unsigned long long& best_k, unsigned& best_s) {
+    const unsigned long long o = lcb_order(sums[s]);
+    if (lcb_better(o, s, best_k, best_s)) {
+        best_k = o;
+        best_s = s;
+    }
+}
+
+// Reduces the block's (key, slot) candidates in shared memory to entry 0. blockDim.x is a power
+// of two.
 __device__ void lcb_reduce_best(unsigned long long* k, unsigned* s) {
     for (int half = blockDim.x >> 1; half > 0; half >>= 1) {
         if ((int)threadIdx.x < half && lcb_better(k[threadIdx.x + half], s[threadIdx.x + half],
@@ -190,62 +102,259 @@ __device__ void lcb_reduce_best(unsigned long long* k, unsigned* s) {
     }
 }
 
-// Per block (grid-stride over the slots), the alive slot with the largest sum: best_key[b],
-// best_slot[b] (LCB_NONE when the block saw none). blockDim.x is a power of two.
-extern "C" __global__ void __launch_bounds__(LCB_THREADS)
-lc_build_argmax(const double* __restrict__ sums, const unsigned char* __restrict__ alive,
-                long long len, unsigned long long* __restrict__ best_key,
-                unsigned* __restrict__ best_slot) {
-    __shared__ unsigned long long sk[LCB_THREADS];
-    __shared__ unsigned ss[LCB_THREADS];
-    unsigned long long bk = 0;
-    unsigned bs = LCB_NONE;
-    for (long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x; s < len;
-         s += (long long)gridDim.x * blockDim.x) {
-        if (!alive[s]) continue;
-        const unsigned long long k = lcb_order(sums[s]);
-        if (lcb_better(k, (unsigned)s, bk, bs)) {
-            bk = k;
-            bs = (unsigned)s;
-        }
-    }
-    sk[threadIdx.x] = bk;
-    ss[threadIdx.x] = bs;
+// Whether this block is the last of the grid to get here (every block's global writes before
+// the call are visible to it then). `done` is reset by the last block.
+__device__ bool lcb_last_block(unsigned* done, bool* flag) {
+    __threadfence();
     __syncthreads();
-    lcb_reduce_best(sk, ss);
+    if (threadIdx.x == 0) *flag = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    const bool last = *flag;
+    if (last) {
+        __threadfence();
+        if (threadIdx.x == 0) *done = 0;
+    }
+    return last;
+}
+
+// Distances of the `len` slots to the center in `cbuf` (alive slots only): sums updated, each
+// slot's order key in keys[slot] and, with cut > 0, counted in `hist` (LCB_BINS, zero on entry
+// and again on exit). The last block writes state[0] = the bin where the count reaches `cut`,
+// state[1] = the count below it.
+extern "C" __global__ void __launch_bounds__(LCB_THREADS)
+lc_build_scan(const float* __restrict__ cv, long long stride, const unsigned char* __restrict__ alive,
+              double* __restrict__ sums, long long len, int d, int metric, double mpow,
+              double zero, const float* __restrict__ cbuf, int cut,
+              unsigned long long* __restrict__ keys, unsigned* hist, long long* state,
+              unsigned* done) {
+    __shared__ unsigned sh[LCB_BINS];
+    __shared__ unsigned run[LCB_THREADS];
+    __shared__ unsigned long long part[32];
+    __shared__ bool flag;
+    // The center's row is read from cbuf by every thread alike (one cached load per warp), so
+    // no dimension limit comes from shared memory.
+    if (cut > 0)
+        for (int i = threadIdx.x; i < LCB_BINS; i += blockDim.x) sh[i] = 0;
+    __syncthreads();
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x; s < len; s += step) {
+        if (!alive[s]) continue;
+        const double dist = lcb_dist(metric, mpow, cbuf, cv + s, stride, d, zero);
+        sums[s] = __dadd_rn(sums[s], dist);
+        const unsigned long long key = lcb_order(dist);
+        keys[s] = key;
+        if (cut > 0) atomicAdd(&sh[lcb_bin(key)], 1u);
+    }
+    if (cut == 0) return;
+    __syncthreads();
+    for (int i = threadIdx.x; i < LCB_BINS; i += blockDim.x)
+        if (sh[i]) atomicAdd(&hist[i], sh[i]);
+    if (!lcb_last_block(done, &flag)) return;
+    // The last block: the whole histogram in shared memory (cleared in global memory for the
+    // next step); each thread totals a run of bins, 32 threads total runs of those, and one
+    // thread walks the three levels down to the bin.
+    for (int i = threadIdx.x; i < LCB_BINS; i += blockDim.x) {
+        sh[i] = ((volatile unsigned*)hist)[i];
+        hist[i] = 0;
+    }
+    __syncthreads();
+    const int per1 = LCB_BINS / blockDim.x;
+    {
+        unsigned t = 0;
+        for (int i = 0; i < per1; ++i) t += sh[threadIdx.x * per1 + i];
+        run[threadIdx.x] = t;
+    }
+    __syncthreads();
+    const int groups = blockDim.x < 32 ? blockDim.x : 32, per2 = blockDim.x / groups;
+    if ((int)threadIdx.x < groups) {
+        unsigned long long t = 0;
+        for (int i = 0; i < per2; ++i) t += run[threadIdx.x * per2 + i];
+        part[threadIdx.x] = t;
+    }
+    __syncthreads();
     if (threadIdx.x == 0) {
-        best_key[blockIdx.x] = sk[0];
-        best_slot[blockIdx.x] = ss[0];
+        const unsigned long long want = (unsigned long long)cut;
+        unsigned long long below = 0;
+        int g = 0;
+        while (g + 1 < groups && below + part[g] < want) below += part[g++];
+        int t = g * per2;
+        while (t + 1 < (g + 1) * per2 && below + run[t] < want) below += run[t++];
+        int b = t * per1;
+        while (b + 1 < (t + 1) * per1 && below + sh[b] < want) below += sh[b++];
+        state[0] = b;
+        state[1] = (long long)below;
     }
 }
 
-// One block: the best of the `nb` blocks' candidates becomes center `step` (centers[step], its
-// row copied to cbuf, its slot marked gone). blockDim.x is a power of two.
+// The r-th smallest (1-based) of the `n` pairs (key, slot) in global memory, by (key, slot): a
+// radix select by the whole block, 8 bits a pass (8 passes over the key, 4 over the slot). The
+// result is written to *tk, *ts (shared).
+__device__ void lcb_select_rth(const unsigned long long* key, const unsigned* slot, unsigned n,
+                               unsigned r, unsigned* count, unsigned long long* tk, unsigned* ts,
+                               unsigned* rem) {
+    if (threadIdx.x == 0) {
+        *tk = 0;
+        *ts = 0;
+        *rem = r;
+    }
+    for (int pass = 0; pass < 12; ++pass) {
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) count[i] = 0;
+        __syncthreads();
+        const unsigned long long pk = *tk;
+        const unsigned ps = *ts;
+        for (unsigned i = threadIdx.x; i < n; i += blockDim.x) {
+            const unsigned long long k = ((volatile unsigned long long*)key)[i];
+            const unsigned s = ((volatile unsigned*)slot)[i];
+            bool match;
+            unsigned digit;
+            if (pass < 8) {
+                match = pass == 0 || (k >> (64 - 8 * pass)) == (pk >> (64 - 8 * pass));
+                digit = (unsigned)(k >> (56 - 8 * pass)) & 255;
+            } else {
+                const int p = pass - 8;
+                match = k == pk && (p == 0 || (s >> (32 - 8 * p)) == (ps >> (32 - 8 * p)));
+                digit = (s >> (24 - 8 * p)) & 255;
+            }
+            if (match) atomicAdd(&count[digit], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned below = 0, digit = 0;
+            while (digit < 255 && below + count[digit] < *rem) below += count[digit++];
+            *rem -= below;
+            if (pass < 8) *tk |= (unsigned long long)digit << (56 - 8 * pass);
+            else *ts |= digit << (24 - 8 * (pass - 8));
+        }
+        __syncthreads();
+    }
+}
+
+// Per alive slot, by the bin of its key against state[0] (cut > 0): below, to list A (ak, as);
+// in it, to list B (bk, bs); above (or cut == 0), a next-center candidate (the block's best sum
+// goes to best_key/best_slot[blockIdx.x]). counts[0], counts[1]: the lists' lengths; counts[2]:
+// blocks done (all zero on entry and again on exit). The last block: the cut smallest of A and B
+// by (key, slot) become members[start..start + cut) (ids) and mdist (distances), in order, and
+// their slots are marked gone; with next >= 0, the best candidate of the blocks and of B's rest
+// becomes center `next` (centers[next], its row in cbuf, its slot marked gone).
 extern "C" __global__ void __launch_bounds__(LCB_THREADS)
-lc_build_next(const unsigned long long* __restrict__ best_key,
-              const unsigned* __restrict__ best_slot, int nb, const float* __restrict__ cv,
-              long long stride, int d, const unsigned* __restrict__ ids,
-              unsigned char* __restrict__ alive, float* __restrict__ cbuf,
-              unsigned* __restrict__ centers, long long step) {
-    __shared__ unsigned long long sk[LCB_THREADS];
-    __shared__ unsigned ss[LCB_THREADS];
-    unsigned long long bk = 0;
-    unsigned bs = LCB_NONE;
-    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
-        if (lcb_better(best_key[b], best_slot[b], bk, bs)) {
-            bk = best_key[b];
-            bs = best_slot[b];
+lc_build_collect(const unsigned long long* __restrict__ keys, unsigned char* alive,
+                 const double* __restrict__ sums, long long len, int cut,
+                 const long long* __restrict__ state, unsigned long long* ak, unsigned* as,
+                 unsigned long long* bk, unsigned* bs, unsigned* counts,
+                 unsigned long long* best_key, unsigned* best_slot,
+                 const unsigned* __restrict__ ids, unsigned* __restrict__ members,
+                 double* __restrict__ mdist, long long start, const float* __restrict__ cv,
+                 long long stride, int d, float* __restrict__ cbuf,
+                 unsigned* __restrict__ centers, long long next) {
+    __shared__ unsigned long long rk[LCB_THREADS];
+    __shared__ unsigned rs[LCB_THREADS];
+    __shared__ unsigned long long sk[LCB_SORT];
+    __shared__ unsigned ss[LCB_SORT];
+    __shared__ unsigned count[256];
+    __shared__ unsigned long long tk;
+    __shared__ unsigned ts, rem, taken;
+    __shared__ bool flag;
+    const long long b = cut > 0 ? state[0] : -1;
+    unsigned long long best_k = 0;
+    unsigned best_s = LCB_NONE;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x; s < len; s += step) {
+        if (!alive[s]) continue;
+        if (b >= 0) {
+            const unsigned long long k = keys[s];
+            const long long bin = lcb_bin(k);
+            if (bin < b) {
+                const unsigned at = atomicAdd(&counts[0], 1u);
+                ak[at] = k;
+                as[at] = (unsigned)s;
+                continue;
+            }
+            if (bin == b) {
+                const unsigned at = atomicAdd(&counts[1], 1u);
+                bk[at] = k;
+                bs[at] = (unsigned)s;
+                continue;
+            }
+        }
+        lcb_offer(sums, (unsigned)s, best_k, best_s);
+    }
+    rk[threadIdx.x] = best_k;
+    rs[threadIdx.x] = best_s;
+    __syncthreads();
+    lcb_reduce_best(rk, rs);
+    if (threadIdx.x == 0) {
+        best_key[blockIdx.x] = rk[0];
+        best_slot[blockIdx.x] = rs[0];
+    }
+    if (!lcb_last_block(&counts[2], &flag)) return;
+    // The last block. The candidates of every block first.
+    best_k = 0;
+    best_s = LCB_NONE;
+    for (unsigned i = threadIdx.x; i < gridDim.x; i += blockDim.x) {
+        const unsigned long long o = ((volatile unsigned long long*)best_key)[i];
+        const unsigned s = ((volatile unsigned*)best_slot)[i];
+        if (lcb_better(o, s, best_k, best_s)) {
+            best_k = o;
+            best_s = s;
         }
     }
-    sk[threadIdx.x] = bk;
-    ss[threadIdx.x] = bs;
+    if (cut > 0) {
+        const unsigned na = ((volatile unsigned*)counts)[0], nb = ((volatile unsigned*)counts)[1];
+        // The members: A whole (na < cut) and B's cut - na smallest. With few pairs, all of them
+        // ranked; otherwise B's (cut - na)-th smallest found first and only the members ranked.
+        const bool all = na + nb <= LCB_FAST;
+        if (!all) lcb_select_rth(bk, bs, nb, (unsigned)cut - na, count, &tk, &ts, &rem);
+        if (threadIdx.x == 0) taken = na;
+        __syncthreads();
+        for (unsigned i = threadIdx.x; i < na; i += blockDim.x) {
+            sk[i] = ((volatile unsigned long long*)ak)[i];
+            ss[i] = ((volatile unsigned*)as)[i];
+        }
+        for (unsigned i = threadIdx.x; i < nb; i += blockDim.x) {
+            const unsigned long long k = ((volatile unsigned long long*)bk)[i];
+            const unsigned s = ((volatile unsigned*)bs)[i];
+            if (all) {
+                sk[na + i] = k;
+                ss[na + i] = s;
+            } else if (!lcb_less(tk, ts, k, s)) {
+                const unsigned at = atomicAdd(&taken, 1u);
+                sk[at] = k;
+                ss[at] = s;
+            } else {
+                lcb_offer(sums, s, best_k, best_s);
+            }
+        }
+        __syncthreads();
+        const unsigned m = all ? na + nb : (unsigned)cut;
+        for (unsigned i = threadIdx.x; i < m; i += blockDim.x) {
+            const unsigned long long k = sk[i];
+            const unsigned s = ss[i];
+            unsigned rank = 0;
+            for (unsigned j = 0; j < m; ++j) rank += lcb_less(sk[j], ss[j], k, s);
+            if (rank < (unsigned)cut) {
+                members[start + rank] = ids[s];
+                mdist[start + rank] = lcb_unorder(k);
+                alive[s] = 0;
+            } else {
+                lcb_offer(sums, s, best_k, best_s);
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        counts[0] = 0;
+        counts[1] = 0;
+    }
+    if (next < 0) return;
+    rk[threadIdx.x] = best_k;
+    rs[threadIdx.x] = best_s;
     __syncthreads();
-    lcb_reduce_best(sk, ss);
-    const unsigned slot = ss[0];
+    lcb_reduce_best(rk, rs);
+    const unsigned slot = rs[0];
     if (slot == LCB_NONE) return;
     for (int i = threadIdx.x; i < d; i += blockDim.x) cbuf[i] = cv[(long long)i * stride + slot];
     if (threadIdx.x == 0) {
-        centers[step] = ids[slot];
+        centers[next] = ids[slot];
         alive[slot] = 0;
     }
 }

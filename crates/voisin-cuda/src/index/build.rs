@@ -24,16 +24,19 @@ use super::schedule::{check_dim, dimension_major, metric_code, upload};
 use crate::engine::CudaEngine;
 use crate::runtime::context::{dev, Gpu};
 
-/// Threads of the sorting kernels (index/lc_build.cu LCB_THREADS).
+/// Threads of the List of Clusters step kernels (index/lc_build.cu LCB_THREADS).
 const THREADS: u32 = 1024;
-/// Pairs one block sorts (LCB_CHUNK).
-const CHUNK: usize = 2048;
-/// Static shared memory of lc_build_scan (the chunk's keys and slots).
-const SCAN_STATIC_SMEM: usize = CHUNK * 12;
-/// The largest cluster the GPU builds: each selection round keeps at most half a chunk.
-pub const MAX_CLUSTER: usize = CHUNK / 2;
-/// Blocks of the next-center arg-max.
-const ARGMAX_BLOCKS: usize = 264;
+/// Bins of the step's key histogram (LCB_BINS).
+const BINS: usize = 8192;
+/// The largest cluster the GPU builds: its members are ranked in the shared memory of one block
+/// (LCB_SORT pairs).
+pub const MAX_CLUSTER: usize = 1024;
+/// Blocks at most of a step's two kernels (grid-stride over the slots; two per SM of an H100).
+const STEP_BLOCKS: usize = 264;
+/// Compaction of the items left below this many slots is not worth its round trip.
+const COMPACT_FROM: usize = 4096;
+/// Static shared memory of lc_build_to_refs (none: the reference row is dynamic).
+const TO_REFS_STATIC_SMEM: usize = 0;
 /// Candidates per SSS pivot-selection batch.
 const PIVOT_BATCH: usize = 1 << 16;
 /// Reference rows per launch of lc_build_to_refs (the grid's y dimension).
@@ -147,7 +150,9 @@ fn check(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> Result
         }
     };
     device_metric(metric)?;
-    check_dim("index build", v.dim(), SCAN_STATIC_SMEM)?;
+    if kind == Kind::Sss {
+        check_dim("index build", v.dim(), TO_REFS_STATIC_SMEM)?;
+    }
     if v.len() >= u32::MAX as usize {
         return Err(Error::invalid(
             "the GPU builds indexes over fewer than 2^32 - 1 items",
@@ -260,7 +265,6 @@ pub fn build_lc(
             "the GPU builds clusters of 1 to {MAX_CLUSTER} items, not {cluster_size}"
         )));
     }
-    check_dim("index build", d, SCAN_STATIC_SMEM)?;
     let take = cluster_size - 1;
     // Each cluster's members after its center: known in advance, so no step reads anything back.
     let mut cuts = Vec::new();
@@ -294,30 +298,46 @@ pub fn build_lc(
     let nm = n - nc;
     let mut members = s.alloc_zeros::<u32>(nm.max(1)).map_err(dev("allocating"))?;
     let mut mdist = s.alloc_zeros::<f64>(nm.max(1)).map_err(dev("allocating"))?;
-    let cand = n.div_ceil(CHUNK) * take.max(1);
-    let mut ka = s.alloc_zeros::<u64>(cand).map_err(dev("allocating"))?;
-    let mut sa = s.alloc_zeros::<u32>(cand).map_err(dev("allocating"))?;
-    let mut kb = s.alloc_zeros::<u64>(cand).map_err(dev("allocating"))?;
-    let mut sb = s.alloc_zeros::<u32>(cand).map_err(dev("allocating"))?;
+    // A step's working state (lc_build.cu): every slot's key; the histogram, the bin it picks
+    // and the blocks' counter; list A (members for sure, fewer than `take`), list B (the
+    // boundary bin: any alive slot, at worst), their lengths and counter; the blocks' best
+    // next centers. The counters and the histogram are left at zero by the kernels.
+    let mut keys = s.alloc_zeros::<u64>(n).map_err(dev("allocating"))?;
+    let mut hist = s.alloc_zeros::<u32>(BINS).map_err(dev("allocating"))?;
+    let mut state = s.alloc_zeros::<i64>(2).map_err(dev("allocating"))?;
+    let mut done = s.alloc_zeros::<u32>(1).map_err(dev("allocating"))?;
+    let mut a_key = s
+        .alloc_zeros::<u64>(take.max(1))
+        .map_err(dev("allocating"))?;
+    let mut a_slot = s
+        .alloc_zeros::<u32>(take.max(1))
+        .map_err(dev("allocating"))?;
+    let mut b_key = s.alloc_zeros::<u64>(n).map_err(dev("allocating"))?;
+    let mut b_slot = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
+    let mut counts = s.alloc_zeros::<u32>(3).map_err(dev("allocating"))?;
     let mut best_k = s
-        .alloc_zeros::<u64>(ARGMAX_BLOCKS)
+        .alloc_zeros::<u64>(STEP_BLOCKS)
         .map_err(dev("allocating"))?;
     let mut best_s = s
-        .alloc_zeros::<u32>(ARGMAX_BLOCKS)
+        .alloc_zeros::<u32>(STEP_BLOCKS)
         .map_err(dev("allocating"))?;
-    let (di, zero, null) = (d as i32, sum_zero(), 0u64);
-    let sort_cfg = |blocks: usize, smem: usize| LaunchConfig {
-        grid_dim: (blocks as u32, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: smem as u32,
-    };
+    let (di, zero) = (d as i32, sum_zero());
     let mut evals = 0u64;
     let mut left = n - 1; // alive items besides the current center
     let mut start = 0usize;
     for (step, &cut) in cuts.iter().enumerate() {
         if left > 0 {
-            let (len, blocks) = (rest.len as i64, rest.len.div_ceil(CHUNK));
-            let takei = take as i32;
+            let len = rest.len as i64;
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    rest.len.div_ceil(THREADS as usize).min(STEP_BLOCKS) as u32,
+                    1,
+                    1,
+                ),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let cuti = cut as i32;
             let mut l = s.launch_builder(&gpu.k.lc_build_scan);
             l.arg(&rest.cv)
                 .arg(&len)
@@ -329,87 +349,54 @@ pub fn build_lc(
                 .arg(&mpow)
                 .arg(&zero)
                 .arg(&cbuf)
-                .arg(&takei)
-                .arg(&mut ka)
-                .arg(&mut sa);
+                .arg(&cuti)
+                .arg(&mut keys)
+                .arg(&mut hist)
+                .arg(&mut state)
+                .arg(&mut done);
             // SAFETY: lc_build_scan's arguments in its order; the table holds len slots of d
-            // values, the candidate buffers blocks * take pairs, shared memory the center row.
-            unsafe { l.launch(sort_cfg(blocks, d * 4)) }.map_err(dev("List of Clusters scan"))?;
+            // values, keys n >= len slots, hist BINS bins, cbuf the center's d values.
+            unsafe { l.launch(cfg) }.map_err(dev("List of Clusters scan"))?;
             evals += left as u64;
-            if cut > 0 {
-                let mut entries = blocks * take;
-                // Cut each chunk of the blocks' lists down until one block holds them all.
-                while entries > CHUNK {
-                    let nb = entries.div_ceil(CHUNK);
-                    let ent = entries as i64;
-                    let mut l = s.launch_builder(&gpu.k.lc_build_select);
-                    l.arg(&ka)
-                        .arg(&sa)
-                        .arg(&ent)
-                        .arg(&takei)
-                        .arg(&mut kb)
-                        .arg(&mut sb)
-                        .arg(&null)
-                        .arg(&null)
-                        .arg(&null)
-                        .arg(&null)
-                        .arg(&null);
-                    // SAFETY: lc_build_select's arguments in its order (no members: a cut
-                    // round); input entries pairs, output nb * take <= entries pairs.
-                    unsafe { l.launch(sort_cfg(nb, 0)) }
-                        .map_err(dev("List of Clusters selection"))?;
-                    std::mem::swap(&mut ka, &mut kb);
-                    std::mem::swap(&mut sa, &mut sb);
-                    entries = nb * take;
-                }
-                let (ent, cuti, at) = (entries as i64, cut as i32, start as i64);
-                let mut l = s.launch_builder(&gpu.k.lc_build_select);
-                l.arg(&ka)
-                    .arg(&sa)
-                    .arg(&ent)
-                    .arg(&cuti)
-                    .arg(&null)
-                    .arg(&null)
-                    .arg(&rest.ids)
-                    .arg(&mut rest.alive)
-                    .arg(&mut members)
-                    .arg(&mut mdist)
-                    .arg(&at);
-                // SAFETY: as above, one block placing `cut` <= the alive items' count members
-                // at start..start + cut < nm.
-                unsafe { l.launch(sort_cfg(1, 0)) }.map_err(dev("List of Clusters members"))?;
-            }
+            let (at, next) = (
+                start as i64,
+                if step + 1 < nc { step as i64 + 1 } else { -1 },
+            );
+            let mut l = s.launch_builder(&gpu.k.lc_build_collect);
+            l.arg(&keys)
+                .arg(&mut rest.alive)
+                .arg(&rest.sums)
+                .arg(&len)
+                .arg(&cuti)
+                .arg(&state)
+                .arg(&mut a_key)
+                .arg(&mut a_slot)
+                .arg(&mut b_key)
+                .arg(&mut b_slot)
+                .arg(&mut counts)
+                .arg(&mut best_k)
+                .arg(&mut best_s)
+                .arg(&rest.ids)
+                .arg(&mut members)
+                .arg(&mut mdist)
+                .arg(&at)
+                .arg(&rest.cv)
+                .arg(&len)
+                .arg(&di)
+                .arg(&mut cbuf)
+                .arg(&mut centers)
+                .arg(&next);
+            // SAFETY: lc_build_collect's arguments in its order, on the same grid as the scan
+            // (STEP_BLOCKS best slots at most); list A holds the fewer than `take` slots below
+            // the cut's bin, list B n >= len slots; `cut` <= the alive items' count members go
+            // to start..start + cut <= nm, and a next center (step + 1 < nc) exists.
+            unsafe { l.launch(cfg) }.map_err(dev("List of Clusters members"))?;
         }
         left -= cut;
         start += cut;
         if step + 1 < nc {
-            let len = rest.len as i64;
-            let nb = rest.len.div_ceil(THREADS as usize).min(ARGMAX_BLOCKS);
-            let mut l = s.launch_builder(&gpu.k.lc_build_argmax);
-            l.arg(&rest.sums)
-                .arg(&rest.alive)
-                .arg(&len)
-                .arg(&mut best_k)
-                .arg(&mut best_s);
-            // SAFETY: lc_build_argmax's arguments in its order; nb <= ARGMAX_BLOCKS results.
-            unsafe { l.launch(sort_cfg(nb, 0)) }.map_err(dev("List of Clusters next center"))?;
-            let (nbi, next) = (nb as i32, (step + 1) as i64);
-            let mut l = s.launch_builder(&gpu.k.lc_build_next);
-            l.arg(&best_k)
-                .arg(&best_s)
-                .arg(&nbi)
-                .arg(&rest.cv)
-                .arg(&len)
-                .arg(&di)
-                .arg(&rest.ids)
-                .arg(&mut rest.alive)
-                .arg(&mut cbuf)
-                .arg(&mut centers)
-                .arg(&next);
-            // SAFETY: lc_build_next's arguments in its order; step + 1 < nc centers.
-            unsafe { l.launch(sort_cfg(1, 0)) }.map_err(dev("List of Clusters next center"))?;
             left -= 1;
-            if rest.len > 2 * CHUNK && left <= rest.len / 2 {
+            if rest.len > COMPACT_FROM && left <= rest.len / 4 * 3 {
                 rest = rest.compact(&gpu, d, left)?;
             }
         }
@@ -536,7 +523,7 @@ pub fn build_sss(
 ) -> Result<Sss<VectorSpace>> {
     let (n, d) = (space.len(), space.dim());
     let dm = device_metric(space.metric())?;
-    check_dim("index build", d, SCAN_STATIC_SMEM)?;
+    check_dim("index build", d, TO_REFS_STATIC_SMEM)?;
     if n == 0 {
         return Sss::from_parts(space, vec![], vec![], vec![], 0).map_err(built_wrong);
     }

@@ -294,7 +294,7 @@ registry! {
     vector_tile, transpose,
     range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,
-    lc_build_scan, lc_build_select, lc_build_argmax, lc_build_next, lc_build_gather,
+    lc_build_scan, lc_build_collect, lc_build_gather,
     lc_build_to_refs,
     lev_range,
     cover_pairs_vec, cover_pairs_lev,
