@@ -449,6 +449,7 @@ impl<'a> GpuLsc<'a> {
         }
         let (buf, done) = slot.as_mut().expect("allocated above");
         let host_buf = buf.as_mut_slice().map_err(dev("reading pinned memory"))?;
+        host.stage(host_buf);
         let copy = gpu.copy_stream();
         let (start, lc_dev) = host.upload_behind(&gpu, host_buf)?;
         let end = mark(copy)?;
