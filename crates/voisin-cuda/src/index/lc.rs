@@ -146,7 +146,8 @@ impl LcHost {
         })
     }
 
-    /// Bytes of page-locked memory [`LcHost::stage`] writes.
+    /// Bytes of page-locked memory [`LcHost::stage`] writes: at most [`STAGING_PADDING`] more
+    /// than the run's `spread::run_bytes`.
     pub(crate) fn staged_bytes(&self) -> usize {
         self.placed()[6].end
     }
@@ -196,6 +197,10 @@ impl LcHost {
         Ok((start, lc))
     }
 }
+
+/// Bytes a run's staging may take beyond its `spread::run_bytes`: the alignment before each
+/// of the seven arrays, and the one value an empty array of members still holds.
+pub(crate) const STAGING_PADDING: usize = 7 * 8;
 
 /// A timing event recorded now on `stream`.
 pub(crate) fn mark(stream: &CudaStream) -> Result<CudaEvent> {
@@ -328,7 +333,7 @@ mod tests {
     use voisin::{Metric, VectorSet};
 
     #[test]
-    fn staging_puts_every_array_8_aligned_apart_and_intact() {
+    fn staging_puts_every_array_8_aligned_apart_intact_and_within_its_bound() {
         let n = 60;
         let v: Vec<f32> = (0..n * 3).map(|i| ((i * 7919) % 101) as f32).collect();
         let set = VectorSet::from_f32(n, 3, v).unwrap();
@@ -346,6 +351,8 @@ mod tests {
             for w in placed.windows(2) {
                 assert!(w[0].end <= w[1].start, "{run:?}: {placed:?}");
             }
+            let bound = super::super::spread::run_bytes(&lc, run.clone()) + STAGING_PADDING;
+            assert!(host.staged_bytes() <= bound, "{run:?}");
         }
     }
 }
