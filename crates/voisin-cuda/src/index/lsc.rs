@@ -38,6 +38,13 @@ pub struct StreamStats {
     pub copy_s: f64,
     /// Seconds of copying during which the engine's stream was searching.
     pub overlapped_s: f64,
+    /// Host seconds spent staging superclusters for their copies: packing them in the device
+    /// layout and filling the page-locked buffer (waiting for that buffer's last copy to end is
+    /// not counted).
+    pub stage_s: f64,
+    /// Of `stage_s`, the seconds during which a supercluster was being searched (staging that
+    /// hid behind the search).
+    pub stage_hidden_s: f64,
     /// Times the device ran out of memory and the superclusters were cut again with half the
     /// share (the search then started over).
     pub shrinks: usize,
@@ -50,6 +57,8 @@ impl StreamStats {
         self.copied += o.copied;
         self.copy_s += o.copy_s;
         self.overlapped_s += o.overlapped_s;
+        self.stage_s += o.stage_s;
+        self.stage_hidden_s += o.stage_hidden_s;
         self.shrinks += o.shrinks;
     }
 
@@ -159,6 +168,8 @@ struct Pinned {
     bufs: [Buffer; 2],
     /// The buffer the newest copy reads; the other is the one to stage into.
     sent: usize,
+    /// Host intervals spent staging (packing and filling, not waiting for a copy to end).
+    staging: Vec<(Instant, Instant)>,
 }
 
 impl Pinned {
@@ -169,6 +180,7 @@ impl Pinned {
             size,
             bufs: Default::default(),
             sent: 1,
+            staging: Vec::new(),
         }
     }
 
@@ -181,12 +193,15 @@ impl Pinned {
         layout: &Layout,
         s: usize,
     ) -> Result<Staged> {
+        let packing = Instant::now();
         let host = LcHost::of(lc, layout.scs[s].run.clone())?;
+        self.staging.push((packing, Instant::now()));
         let at = self.sent ^ 1;
         let b = &mut self.bufs[at];
         if let Some(done) = &b.done {
             done.synchronize().map_err(dev("waiting for a copy"))?;
         }
+        let filling = Instant::now();
         let need = host.staged_bytes();
         if b.bytes.as_ref().is_none_or(|p| p.len() < need) {
             b.bytes = None;
@@ -197,6 +212,7 @@ impl Pinned {
         }
         let p = b.bytes.as_mut().expect("allocated above");
         host.stage(p.as_mut_slice().map_err(dev("reading pinned memory"))?);
+        self.staging.push((filling, Instant::now()));
         Ok(Staged {
             sc: s,
             host,
@@ -457,6 +473,9 @@ impl<'a> GpuLsc<'a> {
             let gpu = self.engine.lock()?;
             (mark(&gpu.stream)?, gpu.ctx.clone())
         };
+        let host_origin = Instant::now();
+        // Host intervals of the searches (from a supercluster's first chunk to its last).
+        let mut searching = Vec::new();
         let largest = layout.scs.iter().map(|s| run_bytes(self.lc, s.run.clone()));
         let mut pinned = Pinned::new(ctx, largest.max().unwrap_or(0) + STAGING_PADDING);
         let (lc, mut copies, mut searches) = (self.lc, Vec::new(), Vec::new());
@@ -508,6 +527,7 @@ impl<'a> GpuLsc<'a> {
                 }
                 // The answers of a search wait on the device until it ends: queries go in
                 // chunks whose answers, at the rate seen so far, fit the budget.
+                let began = Instant::now();
                 let mut at = 0;
                 while at < qids.len() {
                     let take = (layout.budget / (8 * per_query))
@@ -528,6 +548,9 @@ impl<'a> GpuLsc<'a> {
                     per_query = per_query.max(2 * found.div_ceil(take));
                     at += take;
                 }
+                if !qids.is_empty() {
+                    searching.push((began, Instant::now()));
+                }
                 Ok(())
             });
             // The search's error first: out of memory there makes the caller shrink the layout.
@@ -543,6 +566,11 @@ impl<'a> GpuLsc<'a> {
             v.iter().map(|(a, b)| Ok((at(a)?, at(b)?))).collect()
         };
         (st.copy_s, st.overlapped_s) = covered(&spans(&copies)?, &spans(&searches)?);
+        let host = |v: &[(Instant, Instant)]| -> Vec<(f64, f64)> {
+            let s = |t: &Instant| t.duration_since(host_origin).as_secs_f64();
+            v.iter().map(|(a, b)| (s(a), s(b))).collect()
+        };
+        (st.stage_s, st.stage_hidden_s) = covered(&host(&pinned.staging), &host(&searching));
         Ok(st)
     }
 
@@ -587,7 +615,8 @@ impl<'a> GpuLsc<'a> {
 
 /// Seconds covered by the intervals `a`, and of those the seconds that intervals `b` cover too
 /// (the intervals of one list do not overlap one another: copies follow one another on the
-/// copy stream, searches on the engine's stream).
+/// copy stream, searches on the engine's stream or on the calling thread, stagings on the
+/// host one after the other).
 fn covered(a: &[(f64, f64)], b: &[(f64, f64)]) -> (f64, f64) {
     let mut total = 0.0;
     let mut both = 0.0;
