@@ -508,17 +508,19 @@ impl<'a> GpuLsc<'a> {
                     None => None,
                 };
             }
-            // Its device phase alone (allocations, queued copies): in flight before this search.
+            // The one after the staged one, picked under the bounds known now, is staged beside
+            // the search (in the buffer `now`'s copy read: staging waits for that copy's end).
+            let after = staged
+                .as_ref()
+                .and_then(|x| next_after(&mut centre_dist, bound, x.sc + 1));
+            let qids = reaching(&mut centre_dist, bound, now.sc);
+            // The staged one's device phase alone (allocations, queued copies), last before the
+            // search, so that the host does as little as it can between the copy's start and
+            // the search's (the pre-filter above scans every query).
             cur = match staged.take() {
                 Some(x) => Some(self.send(layout, x, &mut pinned)?),
                 None => None,
             };
-            // The one after it, picked under the bounds known now, is staged beside the search
-            // (in the buffer `now`'s copy read: staging waits for that copy's end).
-            let after = cur
-                .as_ref()
-                .and_then(|c| next_after(&mut centre_dist, bound, c.sc + 1));
-            let qids = reaching(&mut centre_dist, bound, now.sc);
             let mut staging = None;
             let job = after.map(|s| (s, &mut pinned, &mut staging));
             let searched = rayon::in_place_scope(|scope| -> Result<()> {
