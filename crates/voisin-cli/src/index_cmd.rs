@@ -229,6 +229,8 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
             line["superclusters_copied"] = s.copied.into();
             line["copy_s"] = s.copy_s.into();
             line["copy_overlap_share"] = s.overlap_share().into();
+            line["stage_s"] = s.stage_s.into();
+            line["stage_hidden_s"] = s.stage_hidden_s.into();
             line["superclusters_shrinks"] = s.shrinks.into();
         }
         stats_line(line);

@@ -41,8 +41,9 @@
 //! each checked identical to the resident LC's answers: `--gpus 0,0` spreads it over the GPUs
 //! listed (1-Stage; a GPU listed twice gets two parts), `--lsc` streams it in superclusters
 //! through GPU 0 with the device memory capped at a quarter of the index (List of
-//! Superclusters; prints the superclusters copied and the share of copy time overlapped with
-//! the searches). `--no-bf` skips the brute-force runs (the resident LC is then its own
+//! Superclusters; prints the superclusters copied, the share of copy time overlapped with
+//! the searches, and the host's staging seconds with the part hidden behind the searches).
+//! `--no-bf` skips the brute-force runs (the resident LC is then its own
 //! reference).
 //!
 //! usage: lc_bench [--base 1000000] [--queries 23831] [--dim 20] [--clusters 1000]
@@ -454,12 +455,14 @@ impl Case<'_> {
                 "{{\"case\":\"index_mode\",\"mode\":\"{mode}\",\"index\":\"{spec}\",{what},\
                  \"queries\":{nq},\"setup_s\":{setup_s},\"index_s\":{secs},\"index_qps\":{},\
                  \"superclusters\":{},\"copied\":{},\"copy_s\":{},\"overlap_share\":{},\
-                 \"shrinks\":{},\"identical\":{same}}}",
+                 \"stage_s\":{},\"stage_hidden_s\":{},\"shrinks\":{},\"identical\":{same}}}",
                 nq as f64 / secs,
                 st.superclusters,
                 st.copied,
                 st.copy_s,
                 st.overlap_share(),
+                st.stage_s,
+                st.stage_hidden_s,
                 st.shrinks
             );
         };

@@ -8,6 +8,7 @@ use std::ops::Range;
 use cudarc::driver::{
     sys, CudaEvent, CudaSlice, CudaStream, DeviceRepr, LaunchArgs, PushKernelArg,
 };
+use rayon::prelude::*;
 use voisin::{Error, Result};
 use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
 
@@ -105,20 +106,6 @@ impl LcHost {
         })
     }
 
-    /// Device bytes of the run's copy.
-    pub(crate) fn bytes(&self) -> usize {
-        fn b<T>(v: &[T]) -> usize {
-            std::mem::size_of_val(v)
-        }
-        b(&self.ctr)
-            + b(&self.crad)
-            + b(&self.cid)
-            + b(&self.cbeg)
-            + b(&self.mem)
-            + b(&self.mdist)
-            + b(&self.mid)
-    }
-
     /// The copy on the engine's stream (large arrays through the pinned staging buffers).
     fn upload(&self, gpu: &Gpu) -> Result<Lc> {
         Ok(Lc {
@@ -134,13 +121,58 @@ impl LcHost {
         })
     }
 
-    /// The copy behind the work already queued on the engine's stream: buffers allocated on
-    /// the engine's stream, filled on the copy stream from `pinned` (page-locked, at least
-    /// [`LcHost::staged_bytes`] long, not read by an earlier copy still in flight), so that the
-    /// host returns as soon as the copies are queued. The engine's stream must wait for the
-    /// copy stream before it reads the copy.
+    /// The run's arrays as bytes, in `Lc`'s field order (lc_search's argument order).
+    fn arrays(&self) -> [&[u8]; 7] {
+        [
+            bytemuck::cast_slice(&self.ctr),
+            bytemuck::cast_slice(&self.crad),
+            bytemuck::cast_slice(&self.cid),
+            bytemuck::cast_slice(&self.cbeg),
+            bytemuck::cast_slice(&self.mem),
+            bytemuck::cast_slice(&self.mdist),
+            bytemuck::cast_slice(&self.mid),
+        ]
+    }
+
+    /// Where each of [`LcHost::arrays`] lies in the page-locked staging: one after the other,
+    /// each at an 8-aligned offset. [`LcHost::stage`] writes them there and
+    /// [`LcHost::upload_behind`] copies them from there, so both read this one layout.
+    fn placed(&self) -> [Range<usize>; 7] {
+        let mut at = 0usize;
+        self.arrays().map(|a| {
+            let start = at.next_multiple_of(8);
+            at = start + a.len();
+            start..at
+        })
+    }
+
+    /// Bytes of page-locked memory [`LcHost::stage`] writes: at most [`STAGING_PADDING`] more
+    /// than the run's `spread::run_bytes`.
+    pub(crate) fn staged_bytes(&self) -> usize {
+        self.placed()[6].end
+    }
+
+    /// Writes the run into `pinned` (page-locked, at least [`LcHost::staged_bytes`] long) for
+    /// [`LcHost::upload_behind`]. Host work only, no device call and no engine lock, so that it
+    /// can run while the engine's stream searches; the caller owns the rule that no copy still
+    /// in flight reads `pinned`.
+    pub(crate) fn stage(&self, pinned: &mut [u8]) {
+        for (a, at) in self.arrays().into_iter().zip(self.placed()) {
+            pinned[at]
+                .par_chunks_mut(1 << 20)
+                .zip(a.par_chunks(1 << 20))
+                .for_each(|(o, i)| o.copy_from_slice(i));
+        }
+    }
+
+    /// The copy behind the work already queued on the engine's stream, from `pinned` as
+    /// [`LcHost::stage`] filled it: buffers allocated on the engine's stream, filled on the copy
+    /// stream, so that the host returns as soon as the copies are queued (no host packing here:
+    /// the copy is in flight at once). `pinned` must not be written again before the copy
+    /// stream's next event has completed. The engine's stream must wait for the copy stream
+    /// before it reads the copy.
     /// Returns a timing event recorded on the copy stream when the copies start, and the copy.
-    pub(crate) fn upload_behind(&self, gpu: &Gpu, pinned: &mut [u8]) -> Result<(CudaEvent, Lc)> {
+    pub(crate) fn upload_behind(&self, gpu: &Gpu, pinned: &[u8]) -> Result<(CudaEvent, Lc)> {
         let mut lc = Lc {
             ctr: alloc(gpu, self.ctr.len())?,
             crad: alloc(gpu, self.crad.len())?,
@@ -154,22 +186,21 @@ impl LcHost {
         };
         gpu.fence_copies()?;
         let start = mark(gpu.copy_stream())?;
-        let mut at = 0;
-        copy_behind(gpu, pinned, &mut at, &self.ctr, &mut lc.ctr)?;
-        copy_behind(gpu, pinned, &mut at, &self.crad, &mut lc.crad)?;
-        copy_behind(gpu, pinned, &mut at, &self.cid, &mut lc.cid)?;
-        copy_behind(gpu, pinned, &mut at, &self.cbeg, &mut lc.cbeg)?;
-        copy_behind(gpu, pinned, &mut at, &self.mem, &mut lc.mem)?;
-        copy_behind(gpu, pinned, &mut at, &self.mdist, &mut lc.mdist)?;
-        copy_behind(gpu, pinned, &mut at, &self.mid, &mut lc.mid)?;
+        let [ctr, crad, cid, cbeg, mem, mdist, mid] = self.placed().map(|at| &pinned[at]);
+        copy_behind(gpu, ctr, &mut lc.ctr)?;
+        copy_behind(gpu, crad, &mut lc.crad)?;
+        copy_behind(gpu, cid, &mut lc.cid)?;
+        copy_behind(gpu, cbeg, &mut lc.cbeg)?;
+        copy_behind(gpu, mem, &mut lc.mem)?;
+        copy_behind(gpu, mdist, &mut lc.mdist)?;
+        copy_behind(gpu, mid, &mut lc.mid)?;
         Ok((start, lc))
     }
-
-    /// Bytes of page-locked memory [`LcHost::upload_behind`] needs (every array 8-aligned).
-    pub(crate) fn staged_bytes(&self) -> usize {
-        self.bytes() + 7 * 8
-    }
 }
+
+/// Bytes a run's staging may take beyond its `spread::run_bytes`: the alignment before each
+/// of the seven arrays, and the one value an empty array of members still holds.
+pub(crate) const STAGING_PADDING: usize = 7 * 8;
 
 /// A timing event recorded now on `stream`.
 pub(crate) fn mark(stream: &CudaStream) -> Result<CudaEvent> {
@@ -192,29 +223,24 @@ fn alloc<T: DeviceRepr>(gpu: &Gpu, len: usize) -> Result<CudaSlice<T>> {
     })
 }
 
-/// Puts `src` at the next 8-aligned offset of `pinned` and queues its copy to `dst` on the
-/// copy stream.
-fn copy_behind<T: DeviceRepr + bytemuck::Pod>(
-    gpu: &Gpu,
-    pinned: &mut [u8],
-    at: &mut usize,
-    src: &[T],
-    dst: &mut CudaSlice<T>,
-) -> Result<()> {
-    if src.is_empty() {
+/// Queues the copy of `host` (an array of `dst`'s values, as bytes, in page-locked memory) to
+/// `dst` on the copy stream.
+fn copy_behind<T: DeviceRepr>(gpu: &Gpu, host: &[u8], dst: &mut CudaSlice<T>) -> Result<()> {
+    if host.is_empty() {
         return Ok(());
     }
-    let bytes: &[u8] = bytemuck::cast_slice(src);
-    *at = at.next_multiple_of(8);
-    let host = &mut pinned[*at..*at + bytes.len()];
-    host.copy_from_slice(bytes);
-    *at += bytes.len();
+    // Guards the unsafe copy below against a staging whose arrays are not `Lc`'s fields.
+    assert!(
+        host.len() <= dst.len() * std::mem::size_of::<T>(),
+        "a staged array longer than its device buffer"
+    );
     let copy = gpu.copy_stream();
     let (ptr, _guard) = cudarc::driver::DevicePtrMut::device_ptr_mut(dst, copy);
-    // SAFETY: `dst` holds `src.len()` values of this context; `host` is page-locked and is not
-    // written again before the copy stream's event that follows this copy has completed (the
-    // caller's rule), and `dst` is freed on the engine's stream only after it waited for it.
-    unsafe { cudarc::driver::result::memcpy_htod_async(ptr, &*host, copy.cu_stream()) }
+    // SAFETY: `dst` holds at least `host.len()` bytes of this context (asserted above); `host`
+    // is page-locked and is not written again before the copy stream's event that follows
+    // this copy has completed (the caller's rule), and `dst` is freed on the engine's stream
+    // only after it waited for that event (`lsc.rs`'s `InFlight`).
+    unsafe { cudarc::driver::result::memcpy_htod_async(ptr, host, copy.cu_stream()) }
         .map_err(dev("copying a supercluster"))
 }
 
@@ -300,3 +326,33 @@ impl<'e> GpuLc<'e> {
 }
 
 super::index_api!(GpuLc);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use voisin::{Metric, VectorSet};
+
+    #[test]
+    fn staging_puts_every_array_8_aligned_apart_intact_and_within_its_bound() {
+        let n = 60;
+        let v: Vec<f32> = (0..n * 3).map(|i| ((i * 7919) % 101) as f32).collect();
+        let set = VectorSet::from_f32(n, 3, v).unwrap();
+        let lc = ListOfClusters::build(VectorSpace::new(&set, Metric::Euclidean).unwrap(), 7);
+        let nc = lc.clusters().len();
+        for run in [0..nc, 0..1, 1..nc.min(4), nc - 1..nc, 2..2] {
+            let host = LcHost::of(&lc, run.clone()).unwrap();
+            let mut pinned = vec![0xa5u8; host.staged_bytes()];
+            host.stage(&mut pinned);
+            let placed = host.placed();
+            for ((a, at), w) in host.arrays().into_iter().zip(&placed).zip(0..) {
+                assert_eq!(at.start % 8, 0, "{run:?}: array {w}");
+                assert_eq!(&pinned[at.clone()], a, "{run:?}: array {w}");
+            }
+            for w in placed.windows(2) {
+                assert!(w[0].end <= w[1].start, "{run:?}: {placed:?}");
+            }
+            let bound = super::super::spread::run_bytes(&lc, run.clone()) + STAGING_PADDING;
+            assert!(host.staged_bytes() <= bound, "{run:?}");
+        }
+    }
+}

@@ -3,7 +3,8 @@
 //!
 //! Consecutive clusters are grouped into superclusters whose copies fit a share of the memory;
 //! a CPU pre-filter skips the superclusters no query can reach, and the next needed supercluster
-//! is copied on the copy stream while the current one is searched on the engine's stream.
+//! is copied on the copy stream while the current one is searched on the engine's stream and
+//! the host stages the one after (see `GpuLsc::stream`).
 //! Each supercluster is an ordinary `GpuLc` over a run of clusters, so its answers are exact;
 //! they are merged per query on the host (`spread.rs`).
 
@@ -11,20 +12,20 @@ use std::ops::Range;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use cudarc::driver::{CudaEvent, PinnedHostSlice};
+use cudarc::driver::{CudaContext, CudaEvent, PinnedHostSlice};
 use rayon::prelude::*;
 use voisin::engine::check_k;
 use voisin::{Error, KnnResult, RangeResult, Result, Stats, VectorSet};
 use voisin_index::space::Space;
 use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
 
-use super::lc::{mark, GpuLc, LcHost};
+use super::lc::{mark, GpuLc, LcHost, STAGING_PADDING};
 use super::spread::{
     add_knn_rows, add_range_rows, add_stats, knn_result, order_row, order_rows, range_result,
     run_bytes, Row,
 };
 use crate::engine::CudaEngine;
-use crate::runtime::context::{dev, is_oom};
+use crate::runtime::context::{dev, is_oom, Gpu};
 
 /// What streaming superclusters did during one search (all zero when the index was resident).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -37,6 +38,13 @@ pub struct StreamStats {
     pub copy_s: f64,
     /// Seconds of copying during which the engine's stream was searching.
     pub overlapped_s: f64,
+    /// Host seconds spent staging superclusters for their copies: packing them in the device
+    /// layout and filling the page-locked buffer (waiting for that buffer's last copy to end is
+    /// not counted).
+    pub stage_s: f64,
+    /// Of `stage_s`, the seconds during which a supercluster was being searched (staging that
+    /// hid behind the search).
+    pub stage_hidden_s: f64,
     /// Times the device ran out of memory and the superclusters were cut again with half the
     /// share (the search then started over).
     pub shrinks: usize,
@@ -49,6 +57,8 @@ impl StreamStats {
         self.copied += o.copied;
         self.copy_s += o.copy_s;
         self.overlapped_s += o.overlapped_s;
+        self.stage_s += o.stage_s;
+        self.stage_hidden_s += o.stage_hidden_s;
         self.shrinks += o.shrinks;
     }
 
@@ -95,26 +105,119 @@ struct Layout {
 struct InFlight<'a> {
     sc: usize,
     lc: GpuLc<'a>,
-    start: CudaEvent,
-    end: CudaEvent,
+    /// The copy's start and end on the copy stream, until the engine's stream waits for the end
+    /// ([`InFlight::arrive`]).
+    copy: Option<(CudaEvent, CudaEvent)>,
 }
 
-/// Page-locked buffers the copies go through, used in turn, each with the event after its last
-/// copy (refilled only once that copy is over).
-struct Pinned {
-    bufs: [Option<(PinnedHostSlice<u8>, Option<CudaEvent>)>; 2],
-    next: usize,
+impl InFlight<'_> {
+    /// Makes the engine's stream wait for the copy (the search reads it after); returns the
+    /// copy's events, for the timing.
+    fn arrive(&mut self, gpu: &Gpu) -> Result<(CudaEvent, CudaEvent)> {
+        let (_, end) = self.copy.as_ref().expect("a copy arrives once");
+        gpu.stream.wait(end).map_err(dev("ordering the streams"))?;
+        Ok(self.copy.take().expect("checked above"))
+    }
 }
 
-impl Drop for Pinned {
-    /// A buffer is freed only once its last copy is over (a search that failed may leave one
-    /// in flight).
+impl Drop for InFlight<'_> {
+    /// Its device buffers are freed on the engine's stream: a copy that stream never waited for
+    /// (a failed search leaves the next supercluster in flight) is waited for here first, or it
+    /// could write into memory the pool has handed out again.
     fn drop(&mut self) {
-        for (_, done) in self.bufs.iter().flatten() {
-            if let Some(e) = done {
-                let _ = e.synchronize();
-            }
+        if let Some((_, end)) = &self.copy {
+            let _ = end.synchronize();
         }
+    }
+}
+
+/// A supercluster staged on the host: its arrays in the device layout, also written into
+/// buffer `buf` of [`Pinned`], waiting for its device phase ([`GpuLsc::send`]).
+struct Staged {
+    sc: usize,
+    host: LcHost,
+    buf: usize,
+}
+
+/// A page-locked buffer the copies go through, and the event after the last copy that reads it
+/// (it is refilled only once that copy is over).
+#[derive(Default)]
+struct Buffer {
+    bytes: Option<PinnedHostSlice<u8>>,
+    done: Option<CudaEvent>,
+}
+
+impl Drop for Buffer {
+    /// Freed only once its last copy is over (a failed search may leave one in flight).
+    fn drop(&mut self) {
+        if let Some(e) = &self.done {
+            let _ = e.synchronize();
+        }
+    }
+}
+
+/// The two page-locked buffers, used in turn: the newest copy reads one while the next
+/// supercluster is staged into the other.
+struct Pinned {
+    ctx: Arc<CudaContext>,
+    /// Bytes a buffer is allocated with: enough for the layout's largest supercluster, so that
+    /// no buffer is allocated (or freed) once searches run; a page-locked allocation may
+    /// synchronise the device (the CUDA Programming Guide's implicit synchronisation), which
+    /// would stop the copy overlapping the search.
+    size: usize,
+    bufs: [Buffer; 2],
+    /// The buffer the newest copy reads; the other is the one to stage into.
+    sent: usize,
+    /// Host intervals spent staging (packing and filling, not waiting for a copy to end).
+    staging: Vec<(Instant, Instant)>,
+}
+
+impl Pinned {
+    /// No buffer allocated yet; the first staging goes to buffer 0.
+    fn new(ctx: Arc<CudaContext>, size: usize) -> Self {
+        Pinned {
+            ctx,
+            size,
+            bufs: Default::default(),
+            sent: 1,
+            staging: Vec::new(),
+        }
+    }
+
+    /// Stages supercluster `s` of `layout` (clusters of `lc`) into the buffer the newest copy
+    /// does not read: packs it, waits until that buffer's last copy is over, and fills it.
+    /// Host work only, without the engine lock, so that it runs beside a search.
+    fn stage(
+        &mut self,
+        lc: &ListOfClusters<VectorSpace>,
+        layout: &Layout,
+        s: usize,
+    ) -> Result<Staged> {
+        let packing = Instant::now();
+        let host = LcHost::of(lc, layout.scs[s].run.clone())?;
+        self.staging.push((packing, Instant::now()));
+        let at = self.sent ^ 1;
+        let b = &mut self.bufs[at];
+        if let Some(done) = &b.done {
+            done.synchronize().map_err(dev("waiting for a copy"))?;
+        }
+        let filling = Instant::now();
+        let need = host.staged_bytes();
+        if b.bytes.as_ref().is_none_or(|p| p.len() < need) {
+            b.bytes = None;
+            // SAFETY: every byte a copy reads is written by `LcHost::stage` first.
+            let p = unsafe { self.ctx.alloc_pinned::<u8>(need.max(self.size)) }
+                .map_err(dev("allocating page-locked memory"))?;
+            b.bytes = Some(p);
+        }
+        let p = b.bytes.as_mut().expect("allocated above");
+        host.stage(p.as_mut_slice().map_err(dev("reading pinned memory"))?);
+        self.staging.push((filling, Instant::now()));
+        Ok(Staged {
+            sc: s,
+            host,
+            buf: at,
+        })
     }
 }
 
@@ -319,10 +422,16 @@ impl<'a> GpuLsc<'a> {
     /// Streams the superclusters some query reaches — query i reaches a supercluster unless its
     /// distance to the centre minus the radius exceeds `bound(i)` beyond the index's rounding
     /// allowance — and calls `search` with each copy, the ids of the queries that reach it
-    /// (ascending) and their rows, in chunks; `search` returns how many answers it found. `bound` is asked again after every search (k-NN bounds
-    /// shrink): the next supercluster is copied while the current one is searched if some query
-    /// reaches it under the bounds known before that search, and searched by the queries that
-    /// still reach it after.
+    /// (ascending) and their rows, in chunks; `search` returns how many answers it found.
+    /// `bound` is asked again after every search (k-NN bounds shrink).
+    ///
+    /// A pipeline of three superclusters: while one is searched (on the engine's stream), the
+    /// next one's copy runs on the copy stream and the host stages the one after (packs it
+    /// and, once the current one's copy is over, fills the page-locked buffer that copy read;
+    /// only the quick device phase, [`GpuLsc::send`], takes the engine lock). The next one is
+    /// the first after the current one that some query reaches under the bounds known before
+    /// the current search, the one after it likewise, and each is searched by the queries that
+    /// still reach it after the search before it. Answers do not depend on this schedule.
     fn stream(
         &self,
         layout: &Layout,
@@ -357,40 +466,70 @@ impl<'a> GpuLsc<'a> {
                 .filter(|&i| !space.beyond(dq[i] - sc.radius, bound[i], dq[i] + sc.radius))
                 .collect()
         };
-        let origin = mark(&self.engine.lock()?.stream)?;
-        let mut pinned = Pinned {
-            bufs: [None, None],
-            next: 0,
-        };
-        let mut copies: Vec<(CudaEvent, CudaEvent)> = Vec::new();
-        let mut searches: Vec<(CudaEvent, CudaEvent)> = Vec::new();
-        // Answers per query (twice the largest rate seen), to size the chunks of queries.
-        let mut per_query = 64usize;
         let next_after = |centre_dist: &mut Vec<Vec<f64>>, bound: &[f64], from: usize| {
             (from..layout.scs.len()).find(|&s| !reaching(centre_dist, bound, s).is_empty())
         };
+        let (origin, ctx) = {
+            let gpu = self.engine.lock()?;
+            (mark(&gpu.stream)?, gpu.ctx.clone())
+        };
+        let host_origin = Instant::now();
+        // Host intervals of the searches (from a supercluster's first chunk to its last).
+        let mut searching = Vec::new();
+        let largest = layout.scs.iter().map(|s| run_bytes(self.lc, s.run.clone()));
+        let mut pinned = Pinned::new(ctx, largest.max().unwrap_or(0) + STAGING_PADDING);
+        let (lc, mut copies, mut searches) = (self.lc, Vec::new(), Vec::new());
+        // Answers per query (twice the largest rate seen), to size the chunks of queries.
+        let mut per_query = 64usize;
+        // The pipeline fills: the first supercluster is copied, the next staged meanwhile.
         let mut cur = match next_after(&mut centre_dist, bound, 0) {
-            Some(s) => Some(self.send(layout, s, &mut pinned)?),
+            Some(s) => Some(self.send(layout, pinned.stage(lc, layout, s)?, &mut pinned)?),
             None => None,
         };
-        while let Some(now) = cur {
+        let mut staged = match cur
+            .as_ref()
+            .and_then(|c| next_after(&mut centre_dist, bound, c.sc + 1))
+        {
+            Some(s) => Some(pinned.stage(lc, layout, s)?),
+            None => None,
+        };
+        while let Some(mut now) = cur.take() {
+            // The copy lands before the search reads it.
+            copies.push(now.arrive(&*self.engine.lock()?)?);
+            // The staged supercluster was picked under the bounds before the last search. If
+            // those that search left rule it out for every query it is skipped (its staging
+            // wasted, its buffer free again) and the first one after it that some query still
+            // reaches is staged now, in the open. Either way the one copied next is the first
+            // after `now` that some query reaches under the bounds known now.
+            if let Some(x) = staged.take_if(|x| reaching(&mut centre_dist, bound, x.sc).is_empty())
             {
-                // The copy lands before the search reads it.
-                let gpu = self.engine.lock()?;
-                gpu.stream
-                    .wait(&now.end)
-                    .map_err(dev("ordering the streams"))?;
+                staged = match next_after(&mut centre_dist, bound, x.sc + 1) {
+                    Some(s) => Some(pinned.stage(lc, layout, s)?),
+                    None => None,
+                };
             }
-            // Queued before this search, so the copy engine works while the kernels do.
-            cur = match next_after(&mut centre_dist, bound, now.sc + 1) {
-                Some(s) => Some(self.send(layout, s, &mut pinned)?),
+            // The one after the staged one, picked under the bounds known now, is staged beside
+            // the search (in the buffer `now`'s copy read: staging waits for that copy's end).
+            let after = staged
+                .as_ref()
+                .and_then(|x| next_after(&mut centre_dist, bound, x.sc + 1));
+            let qids = reaching(&mut centre_dist, bound, now.sc);
+            // The staged one's device phase alone (allocations, queued copies), last before the
+            // search, so that the host does as little as it can between the copy's start and
+            // the search's (the pre-filter above scans every query).
+            cur = match staged.take() {
+                Some(x) => Some(self.send(layout, x, &mut pinned)?),
                 None => None,
             };
-            let qids = reaching(&mut centre_dist, bound, now.sc);
-            if !qids.is_empty() {
-                let start = mark(&self.engine.lock()?.stream)?;
+            let mut staging = None;
+            let job = after.map(|s| (s, &mut pinned, &mut staging));
+            let searched = rayon::in_place_scope(|scope| -> Result<()> {
+                if let Some((s, pinned, staging)) = job {
+                    scope.spawn(move |_| *staging = Some(pinned.stage(lc, layout, s)));
+                }
                 // The answers of a search wait on the device until it ends: queries go in
                 // chunks whose answers, at the rate seen so far, fit the budget.
+                let began = Instant::now();
                 let mut at = 0;
                 while at < qids.len() {
                     let take = (layout.budget / (8 * per_query))
@@ -402,72 +541,94 @@ impl<'a> GpuLsc<'a> {
                         .flat_map(|&i| q[i * d..(i + 1) * d].iter().copied())
                         .collect();
                     let sub = VectorSet::from_f32(ids.len(), d, rows)?;
+                    // Marks around the search call alone, queued right before its first upload:
+                    // the engine's stream counts as searching from then to the answers'
+                    // download, not while the host builds a chunk or merges answers.
+                    let start = mark(&self.engine.lock()?.stream)?;
                     let found = search(&now.lc, ids, &sub, bound)?;
+                    searches.push((start, mark(&self.engine.lock()?.stream)?));
                     per_query = per_query.max(2 * found.div_ceil(take));
                     at += take;
                 }
-                let end = mark(&self.engine.lock()?.stream)?;
-                searches.push((start, end));
-            }
-            copies.push((now.start, now.end));
-            st.copied += 1;
+                if !qids.is_empty() {
+                    searching.push((began, Instant::now()));
+                }
+                Ok(())
+            });
+            // The search's error first: out of memory there makes the caller shrink the layout.
+            searched?;
+            staged = staging.transpose()?;
         }
-        // Intervals in ms from `origin`; copies never overlap each other, nor searches.
+        st.copied = copies.len();
+        // Intervals in seconds from `origin`.
         let at = |e: &CudaEvent| -> Result<f64> {
             Ok(origin.elapsed_ms(e).map_err(dev("timing the streams"))? as f64 / 1e3)
         };
         let spans = |v: &[(CudaEvent, CudaEvent)]| -> Result<Vec<(f64, f64)>> {
             v.iter().map(|(a, b)| Ok((at(a)?, at(b)?))).collect()
         };
-        let (cs, ss) = (spans(&copies)?, spans(&searches)?);
-        for &(c0, c1) in &cs {
-            st.copy_s += (c1 - c0).max(0.0);
-            for &(s0, s1) in &ss {
-                st.overlapped_s += (c1.min(s1) - c0.max(s0)).max(0.0);
-            }
-        }
+        (st.copy_s, st.overlapped_s) = covered(&spans(&copies)?, &spans(&searches)?);
+        let host = |v: &[(Instant, Instant)]| -> Vec<(f64, f64)> {
+            let s = |t: &Instant| t.duration_since(host_origin).as_secs_f64();
+            v.iter().map(|(a, b)| (s(a), s(b))).collect()
+        };
+        (st.stage_s, st.stage_hidden_s) = covered(&host(&pinned.staging), &host(&searching));
         Ok(st)
     }
 
-    /// Queues the copy of supercluster `s` on the copy stream (the host returns once it is
-    /// queued) and makes its searcher.
-    fn send(&self, layout: &Layout, s: usize, pinned: &mut Pinned) -> Result<InFlight<'a>> {
-        let host = LcHost::of(self.lc, layout.scs[s].run.clone())?;
+    /// The device phase of a staged supercluster: allocates its buffers, queues its copies on
+    /// the copy stream from the page-locked buffer it was staged into (the host returns once
+    /// they are queued) and makes its searcher. The only phase of a copy that takes the engine
+    /// lock, and a quick one (no host packing), so that the copy is in flight before the search
+    /// that follows starts.
+    fn send(&self, layout: &Layout, x: Staged, pinned: &mut Pinned) -> Result<InFlight<'a>> {
         let gpu = self.engine.lock()?;
-        let need = host.staged_bytes();
-        let slot = &mut pinned.bufs[pinned.next];
-        pinned.next ^= 1;
-        if let Some((_, Some(done))) = slot {
-            done.synchronize().map_err(dev("waiting for a copy"))?;
-        }
-        if slot.as_ref().is_none_or(|(b, _)| b.len() < need) {
-            *slot = None;
-            // SAFETY: written before every copy that reads it.
-            let buf = unsafe { gpu.ctx.alloc_pinned::<u8>(need) }
-                .map_err(dev("allocating page-locked memory"))?;
-            *slot = Some((buf, None));
-        }
-        let (buf, done) = slot.as_mut().expect("allocated above");
-        let host_buf = buf.as_mut_slice().map_err(dev("reading pinned memory"))?;
         let copy = gpu.copy_stream();
-        let (start, lc_dev) = host.upload_behind(&gpu, host_buf)?;
-        let end = mark(copy)?;
-        *done = Some(mark(copy)?);
-        let lc = GpuLc::on_device(
-            self.engine,
+        let b = &mut pinned.bufs[x.buf];
+        let bytes = b.bytes.as_ref().expect("staged into");
+        let queued = x.host.upload_behind(
             &gpu,
-            self.lc,
-            &host,
-            lc_dev,
-            Some(layout.budget),
-        )?;
-        Ok(InFlight {
-            sc: s,
-            lc,
-            start,
-            end,
-        })
+            bytes.as_slice().map_err(dev("reading pinned memory"))?,
+        );
+        // After every copy queued (all of them, or those queued before a failure).
+        let end = mark(copy)?;
+        b.done = Some(mark(copy)?);
+        pinned.sent = x.buf;
+        let made = queued.and_then(|(start, lc_dev)| {
+            let budget = Some(layout.budget);
+            let lc = GpuLc::on_device(self.engine, &gpu, self.lc, &x.host, lc_dev, budget)?;
+            Ok((start, lc))
+        });
+        match made {
+            Ok((start, lc)) => Ok(InFlight {
+                sc: x.sc,
+                lc,
+                copy: Some((start, end)),
+            }),
+            Err(e) => {
+                // The failure dropped device buffers (freed on the engine's stream) that a
+                // queued copy may still write: it ends before anything is allocated again.
+                let _ = end.synchronize();
+                Err(e)
+            }
+        }
     }
+}
+
+/// Seconds covered by the intervals `a`, and of those the seconds that intervals `b` cover too
+/// (the intervals of one list do not overlap one another: copies follow one another on the
+/// copy stream, searches on the engine's stream or on the calling thread, stagings on the
+/// host one after the other).
+fn covered(a: &[(f64, f64)], b: &[(f64, f64)]) -> (f64, f64) {
+    let mut total = 0.0;
+    let mut both = 0.0;
+    for &(a0, a1) in a {
+        total += (a1 - a0).max(0.0);
+        for &(b0, b1) in b {
+            both += (a1.min(b1) - a0.max(b0)).max(0.0);
+        }
+    }
+    (total, both)
 }
 
 /// The layout in `slot` now (a search keeps the one it started with).
@@ -535,6 +696,15 @@ mod tests {
             (8, 0)
         );
         assert_eq!(tried, [8]);
+    }
+
+    #[test]
+    fn covered_counts_each_interval_and_the_part_the_others_cover() {
+        let copies = [(0.0, 1.0), (1.0, 3.0), (5.0, 6.0)];
+        let searches = [(0.5, 2.0), (2.5, 2.75), (4.0, 4.5)];
+        assert_eq!(covered(&copies, &searches), (4.0, 1.75));
+        assert_eq!(covered(&copies, &[]), (4.0, 0.0));
+        assert_eq!(covered(&[], &searches), (0.0, 0.0));
     }
 
     #[test]

@@ -23,7 +23,7 @@ const PILOT_QUERIES: usize = 64;
 /// One query's answers: (f32 distance, item id).
 pub(crate) type Row = Vec<(f32, u32)>;
 
-/// Device bytes of the copy of clusters `run` (what `LcHost::bytes` will count).
+/// Device bytes of the copy of clusters `run` (the arrays of `LcHost::of(lc, run)`).
 pub(crate) fn run_bytes(lc: &ListOfClusters<VectorSpace>, run: Range<usize>) -> usize {
     let d = lc.space().dim();
     let clusters = &lc.clusters()[run];
