@@ -13,6 +13,7 @@
 // than 64 chars gets -1 and is measured on the host.
 
 #include "index/space.cuh"
+#include "strings/myers.cuh"
 
 #define COVER_MINKOWSKI (-1)
 #define COVER_NAN __longlong_as_double(0x7ff8000000000000LL)
@@ -99,16 +100,7 @@ extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
                 unsigned long long eq = 0ull;
                 for (unsigned k = 0; k < la; ++k)
                     eq |= (unsigned long long)(chars[sa + k] == c) << k;
-                const unsigned long long xv = eq | mv;
-                const unsigned long long xh = (((eq & pv) + pv) ^ pv) | eq;
-                unsigned long long ph = mv | ~(xh | pv);
-                unsigned long long mh = pv & xh;
-                if (ph & last) ++dist;
-                else if (mh & last) --dist;
-                ph = (ph << 1) | 1ull;
-                mh <<= 1;
-                pv = mh | ~(xv | ph);
-                mv = ph & xv;
+                myers_step(eq, last, pv, mv, dist);
             }
         }
         out[i] = (double)dist <= r ? (double)dist : COVER_NAN;

@@ -10,6 +10,7 @@
 // not written, so the host can size the buffer and run again.
 
 #include "common/abi.cuh"  // LEV_W: pattern chars per machine word
+#include "strings/myers.cuh"
 
 extern "C" __global__ void lev_range(const unsigned* __restrict__ chars,
                                      const unsigned* __restrict__ offs,
@@ -44,18 +45,7 @@ extern "C" __global__ void lev_range(const unsigned* __restrict__ chars,
 #pragma unroll
                 for (unsigned step = 32; step; step >>= 1)
                     if (sc[pos + step - 1] < c) pos += step;
-                unsigned long long eq = sc[pos] == c ? sm[pos] : 0ull;
-                unsigned long long xv = eq | mv;
-                unsigned long long xh = (((eq & pv) + pv) ^ pv) | eq;
-                unsigned long long ph = mv | ~(xh | pv);
-                unsigned long long mh = pv & xh;
-                if (ph & last) ++d;
-                else if (mh & last) --d;
-                // The top row of the matrix is 0, 1, 2, ...: a +1 enters at row 0.
-                ph = (ph << 1) | 1ull;
-                mh <<= 1;
-                pv = mh | ~(xv | ph);
-                mv = ph & xv;
+                myers_step(sc[pos] == c ? sm[pos] : 0ull, last, pv, mv, d);
                 // Cells on the diagonal that ends in the final cell never decrease, so once
                 // this column's cell on it, row i = m - (columns left), exceeds r, so does the
                 // distance. D[i][j] = j + (vertical +1s) - (vertical -1s) in rows 1..i.

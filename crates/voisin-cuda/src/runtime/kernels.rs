@@ -45,6 +45,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/index/space.cuh"),
     ),
     (
+        "strings/myers.cuh",
+        include_str!("../../kernels/strings/myers.cuh"),
+    ),
+    (
         "select/block.cu",
         include_str!("../../kernels/select/block.cu"),
     ),
