@@ -267,6 +267,14 @@ fn lc_and_sss_over_words_built_on_gpu_are_the_cpu_builds() {
     let mut rng = StdRng::seed_from_u64(seed());
     let list = hard_words(31, 300, &mut rng);
     let small: Vec<String> = list[..5].to_vec();
+    // With two strings over 64 chars the List of Clusters goes through the pair oracle; with
+    // one (or none) through the device steps (index/build.rs lc_on_device).
+    let one_long: Vec<String> = list
+        .iter()
+        .filter(|w| *w != &format!("{}b", "a".repeat(69)))
+        .cloned()
+        .collect();
+    assert_eq!(one_long.len() + 1, list.len());
     let queries: Dataset = StringSet::from_strings(
         list.iter()
             .step_by(97)
@@ -277,13 +285,19 @@ fn lc_and_sss_over_words_built_on_gpu_are_the_cpu_builds() {
     .unwrap()
     .into();
     let metric = Metric::Levenshtein;
-    for (words, what) in [(&list, "words"), (&small, "five words")] {
+    for (words, what) in [
+        (&list, "words"),
+        (&one_long, "words, one over 64 chars"),
+        (&small, "five words"),
+    ] {
         let data: Dataset = StringSet::from_strings(words).unwrap().into();
         for (kind, params) in [
             (Kind::Lc, lc(1)),
             (Kind::Lc, lc(2)),
             (Kind::Lc, lc(32)),
             (Kind::Lc, lc(64)),
+            // Larger than the device steps' clusters: the pair oracle's build.
+            (Kind::Lc, lc(1100)),
             (Kind::Sss, sss(0.5, 64)),
             (Kind::Sss, sss(0.2, 8)),
         ] {

@@ -74,35 +74,20 @@ extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
                                            const unsigned* __restrict__ offs,
                                            COVER_PAIR_PARAMS) {
     cover_for_pairs(starts, nq, t0, n, [&](long long i, unsigned q) {
-        unsigned a = qitem[q], b = cands[i];
-        unsigned sa = offs[a], la = offs[a + 1] - sa, sb = offs[b], lb = offs[b + 1] - sb;
+        const unsigned a = qitem[q], b = cands[i];
+        const unsigned sa = offs[a], la = offs[a + 1] - sa, sb = offs[b], lb = offs[b + 1] - sb;
+        const unsigned shorter = la < lb ? la : lb, longer = la < lb ? lb : la;
         const double r = qrad[q];
-        // The pattern is the shorter string.
-        if (la > lb) {
-            unsigned t = sa; sa = sb; sb = t;
-            t = la; la = lb; lb = t;
-        }
-        if ((double)(lb - la) > r) {
+        if ((double)(longer - shorter) > r) {
             out[i] = COVER_NAN;
             return;
         }
-        if (la > 64) {
+        // The pattern (the shorter string) must fit one machine word.
+        if (shorter > 64) {
             out[i] = -1.0;
             return;
         }
-        unsigned dist = lb;
-        if (la > 0) {
-            const unsigned long long last = 1ull << (la - 1);
-            unsigned long long pv = ~0ull, mv = 0ull;
-            dist = la;
-            for (unsigned t = 0; t < lb; ++t) {
-                const unsigned c = chars[sb + t];
-                unsigned long long eq = 0ull;
-                for (unsigned k = 0; k < la; ++k)
-                    eq |= (unsigned long long)(chars[sa + k] == c) << k;
-                myers_step(eq, last, pv, mv, dist);
-            }
-        }
+        const unsigned dist = myers_distance(chars, sa, la, sb, lb);
         out[i] = (double)dist <= r ? (double)dist : COVER_NAN;
     });
 }

@@ -4,7 +4,8 @@
 // List of Clusters, one step per cluster, all state on the device: the items left are slots of a
 // compacted dimension-major table (`cv`, row `stride`) with their ids, an alive flag and their
 // running sum of distances to the centers so far. A step is two launches:
-//   lc_build_scan     distance of every alive slot to the center (held in `cbuf`), sums updated,
+//   lc_build_scan     distance of every alive slot to the center (vectors: its row in `cbuf`;
+//                     strings: lc_build_scan_lev, its id in `centers`), sums updated,
 //                     each slot's order key stored and counted in a histogram of the keys; the
 //                     last block to finish finds the bin `b` where the count reaches the cluster's
 //                     `cut` members (everything below b is a member);
@@ -20,6 +21,7 @@
 // host re-measures exactly for the chosen members.
 
 #include "index/space.cuh"
+#include "strings/myers.cuh"
 
 #define LCB_THREADS 1024
 // Bins of the key histogram (lcb_bin).
@@ -117,31 +119,28 @@ __device__ bool lcb_last_block(unsigned* done, bool* flag) {
     return last;
 }
 
-// Distances of the `len` slots to the center in `cbuf` (alive slots only): sums updated, each
-// slot's order key in keys[slot] and, with cut > 0, counted in `hist` (LCB_BINS, zero on entry
-// and again on exit). The last block writes state[0] = the bin where the count reaches `cut`,
-// state[1] = the count below it.
-extern "C" __global__ void __launch_bounds__(LCB_THREADS)
-lc_build_scan(const float* __restrict__ cv, long long stride, const unsigned char* __restrict__ alive,
-              double* __restrict__ sums, long long len, int d, int metric, double mpow,
-              double zero, const float* __restrict__ cbuf, int cut,
-              unsigned long long* __restrict__ keys, unsigned* hist, long long* state,
-              unsigned* done) {
+// Distances of the `len` slots to the current center (alive slots only; `dist(s)` measures
+// slot s): sums updated, each slot's order key in keys[slot] and, with cut > 0, counted in
+// `hist` (LCB_BINS, zero on entry and again on exit). The last block writes state[0] = the bin
+// where the count reaches `cut`, state[1] = the count below it.
+template <class Dist>
+__device__ void lcb_scan(Dist dist, const unsigned char* __restrict__ alive,
+                         double* __restrict__ sums, long long len, int cut,
+                         unsigned long long* __restrict__ keys, unsigned* hist, long long* state,
+                         unsigned* done) {
     __shared__ unsigned sh[LCB_BINS];
     __shared__ unsigned run[LCB_THREADS];
     __shared__ unsigned long long part[32];
     __shared__ bool flag;
-    // The center's row is read from cbuf by every thread alike (one cached load per warp), so
-    // no dimension limit comes from shared memory.
     if (cut > 0)
         for (int i = threadIdx.x; i < LCB_BINS; i += blockDim.x) sh[i] = 0;
     __syncthreads();
     const long long step = (long long)gridDim.x * blockDim.x;
     for (long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x; s < len; s += step) {
         if (!alive[s]) continue;
-        const double dist = lcb_dist(metric, mpow, cbuf, cv + s, stride, d, zero);
-        sums[s] = __dadd_rn(sums[s], dist);
-        const unsigned long long key = lcb_order(dist);
+        const double ds = dist(s);
+        sums[s] = __dadd_rn(sums[s], ds);
+        const unsigned long long key = lcb_order(ds);
         keys[s] = key;
         if (cut > 0) atomicAdd(&sh[lcb_bin(key)], 1u);
     }
@@ -184,6 +183,36 @@ lc_build_scan(const float* __restrict__ cv, long long stride, const unsigned cha
         state[0] = b;
         state[1] = (long long)below;
     }
+}
+
+// The scan over vectors: the center's row in `cbuf`, read by every thread alike (one cached
+// load per warp, so no dimension limit comes from shared memory).
+extern "C" __global__ void __launch_bounds__(LCB_THREADS)
+lc_build_scan(const float* __restrict__ cv, long long stride, int d, int metric, double mpow,
+              double zero, const float* __restrict__ cbuf,
+              const unsigned char* __restrict__ alive, double* __restrict__ sums, long long len,
+              int cut, unsigned long long* __restrict__ keys, unsigned* hist, long long* state,
+              unsigned* done) {
+    lcb_scan([&](long long s) { return lcb_dist(metric, mpow, cbuf, cv + s, stride, d, zero); },
+             alive, sums, len, cut, keys, hist, state, done);
+}
+
+// The scan over strings (levenshtein): item i is chars[offs[i]..offs[i + 1]) (code points), slot
+// s holds item ids[s], and the center is item centers[step]. Every pair has a string of at most
+// 64 chars (the host sends no set with two longer ones), Myers' pattern.
+extern "C" __global__ void __launch_bounds__(LCB_THREADS)
+lc_build_scan_lev(const unsigned* __restrict__ chars, const unsigned* __restrict__ offs,
+                  const unsigned* __restrict__ ids, const unsigned* __restrict__ centers,
+                  long long step, const unsigned char* __restrict__ alive,
+                  double* __restrict__ sums, long long len, int cut,
+                  unsigned long long* __restrict__ keys, unsigned* hist, long long* state,
+                  unsigned* done) {
+    const unsigned c = centers[step], sc = offs[c], lc = offs[c + 1] - sc;
+    lcb_scan([&](long long s) {
+                 const unsigned x = ids[s], sx = offs[x];
+                 return (double)myers_distance(chars, sc, lc, sx, offs[x + 1] - sx);
+             },
+             alive, sums, len, cut, keys, hist, state, done);
 }
 
 // The r-th smallest (1-based) of the `n` pairs (key, slot) in global memory, by (key, slot): a

@@ -1,6 +1,6 @@
 // Myers' bit-parallel edit distance (one machine word: patterns of at most 64 chars), shared by
-// the levenshtein range search (strings/levenshtein.cu) and the cover tree's pair distances
-// (index/cover_pairs.cu).
+// the levenshtein range search (strings/levenshtein.cu), the cover tree's pair distances
+// (index/cover_pairs.cu) and the List of Clusters' build over strings (index/lc_build.cu).
 
 #pragma once
 
@@ -22,4 +22,28 @@ __device__ __forceinline__ void myers_step(unsigned long long eq, unsigned long 
     mh <<= 1;
     pv = mh | ~(xv | ph);
     mv = ph & xv;
+}
+
+// The edit distance of chars[sa..sa + la) and chars[sb..sb + lb) (code points) when the shorter
+// is at most 64 chars long (the pattern; each text char's match mask by a scan of it).
+__device__ __forceinline__ unsigned myers_distance(const unsigned* __restrict__ chars, unsigned sa,
+                                                   unsigned la, unsigned sb, unsigned lb) {
+    if (la > lb) {
+        unsigned t = sa; sa = sb; sb = t;
+        t = la; la = lb; lb = t;
+    }
+    unsigned dist = lb;
+    if (la > 0) {
+        const unsigned long long last = 1ull << (la - 1);
+        unsigned long long pv = ~0ull, mv = 0ull;
+        dist = la;
+        for (unsigned t = 0; t < lb; ++t) {
+            const unsigned c = chars[sb + t];
+            unsigned long long eq = 0ull;
+            for (unsigned k = 0; k < la; ++k)
+                eq |= (unsigned long long)(chars[sa + k] == c) << k;
+            myers_step(eq, last, pv, mv, dist);
+        }
+    }
+    return dist;
 }

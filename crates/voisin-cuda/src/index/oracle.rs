@@ -28,7 +28,7 @@ const MINKOWSKI: i32 = -1;
 const ON_HOST: f64 = -1.0;
 
 /// The strings as code points, item by item, and each item's offset (n + 1 of them).
-fn pack(set: &StringSet) -> Result<(Vec<u32>, Vec<u32>)> {
+pub(crate) fn pack(set: &StringSet) -> Result<(Vec<u32>, Vec<u32>)> {
     let total: usize = set.iter().map(<[char]>::len).sum();
     if total >= u32::MAX as usize {
         return Err(Error::invalid(format!(

@@ -298,7 +298,7 @@ registry! {
     vector_tile, transpose,
     range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,
-    lc_build_scan, lc_build_collect, lc_build_gather,
+    lc_build_scan, lc_build_scan_lev, lc_build_collect, lc_build_gather,
     lc_build_to_refs,
     lev_range,
     cover_pairs_vec, cover_pairs_lev,
