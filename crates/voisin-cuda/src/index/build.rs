@@ -333,19 +333,20 @@ pub fn build_lc(
     let all: Vec<u32> = (0..n as u32).collect();
     let cv = gpu.upload(&dimension_major(values, d, &all))?;
     drop(all);
-    let cbuf = upload(&gpu, &values[..d])?;
-    let table = Table::Vectors { code, mpow };
-    let mut st = lc_steps(&gpu, n, d, cv, cbuf, &table, cluster_size, progress)?;
+    let items = StepItems {
+        n,
+        d,
+        cv,
+        cbuf: upload(&gpu, &values[..d])?,
+        table: Table::Vectors { code, mpow },
+    };
+    let mut st = lc_steps(&gpu, items, cluster_size, progress)?;
     drop(gpu);
     let mut clusters = st.clusters();
     if mpow > 0.0 {
         rekey(&space, &clusters, &mut st.members, &mut st.member_dist);
-        for c in &mut clusters {
-            c.radius = st.member_dist[c.start..c.end]
-                .last()
-                .copied()
-                .unwrap_or(0.0);
-        }
+        // The radii from the exact distances.
+        clusters = st.clusters();
     }
     ListOfClusters::from_parts(space, clusters, st.members, st.member_dist, st.evals)
         .map_err(built_wrong)
@@ -367,13 +368,18 @@ fn build_lc_strings(
     }
     let (chars, offs) = super::oracle::pack(space.strings())?;
     let gpu = engine.lock()?;
-    let table = Table::Strings {
-        chars: upload(&gpu, &chars)?,
-        offs: upload(&gpu, &offs)?,
+    let items = StepItems {
+        n,
+        d: 0,
+        cv: upload(&gpu, &[0f32])?,
+        cbuf: upload(&gpu, &[0f32])?,
+        table: Table::Strings {
+            chars: upload(&gpu, &chars)?,
+            offs: upload(&gpu, &offs)?,
+        },
     };
     drop((chars, offs));
-    let (cv, cbuf) = (upload(&gpu, &[0f32])?, upload(&gpu, &[0f32])?);
-    let st = lc_steps(&gpu, n, 0, cv, cbuf, &table, cluster_size, progress)?;
+    let st = lc_steps(&gpu, items, cluster_size, progress)?;
     drop(gpu);
     let clusters = st.clusters();
     ListOfClusters::from_parts(space, clusters, st.members, st.member_dist, st.evals)
@@ -397,20 +403,32 @@ fn check_cluster_size(cluster_size: usize) -> Result<()> {
     Ok(())
 }
 
-/// The List of Clusters' steps over `n` items (`table`; vectors: their dimension-major rows `cv`
-/// of `d` values, the first center's row in `cbuf`; strings: d = 0 and one-value placeholders)
-/// with clusters of `cluster_size` items, all state on the device.
-#[allow(clippy::too_many_arguments)]
-fn lc_steps(
-    gpu: &Gpu,
+/// The items the List of Clusters' steps run over, on the device: `n` of them, measured as
+/// `table` says; vectors: their dimension-major rows `cv` of `d` values and the first center's
+/// row in `cbuf`; strings: d = 0 and one-value placeholders.
+struct StepItems {
     n: usize,
     d: usize,
     cv: CudaSlice<f32>,
-    mut cbuf: CudaSlice<f32>,
-    table: &Table,
+    cbuf: CudaSlice<f32>,
+    table: Table,
+}
+
+/// The List of Clusters' steps over `items` with clusters of `cluster_size` items, all state on
+/// the device.
+fn lc_steps(
+    gpu: &Gpu,
+    items: StepItems,
     cluster_size: usize,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Steps> {
+    let StepItems {
+        n,
+        d,
+        cv,
+        mut cbuf,
+        table,
+    } = items;
     let take = cluster_size - 1;
     // Each cluster's members after its center: known in advance, so no step reads anything back.
     let mut cuts = Vec::new();
@@ -479,7 +497,7 @@ fn lc_steps(
             };
             let (cuti, at) = (cut as i32, step as i64);
             // Each kernel's own arguments first (what it measures), then the shared tail.
-            let mut l = match table {
+            let mut l = match &table {
                 Table::Vectors { code, mpow } => {
                     let mut l = s.launch_builder(&gpu.k.lc_build_scan);
                     l.arg(&rest.cv)
