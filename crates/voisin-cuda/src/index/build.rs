@@ -130,21 +130,67 @@ pub fn build_with_progress(
     Ok(DatasetIndex::Vectors(index))
 }
 
-/// Whether the GPU builds `kind` over `data` under `metric` with `params` (what `voisin index
-/// build --device auto` asks): List of Clusters (clusters of at most [`MAX_CLUSTER`] items) or
-/// SSS over vectors under euclidean, cityblock, chebyshev or minkowski:P, and the List of
-/// Clusters over strings under levenshtein when the device steps take them (at most one string
-/// over 64 chars: 0.128 s against 4.08 s on 16 CPU threads for `data/words.txt`, H100 run h8).
-/// Not the cover tree, nor the SSS or the pair-oracle List of Clusters over strings: [`build`]
-/// makes them on the GPU when asked, but the cover tree's batched build measured slower than the
-/// CPU's (docs/design/gpu-cover-tree.md) and the oracle builds no faster than the CPU's on the
-/// measured word lists (docs/design/gpu-index-build.md), so auto leaves them to the CPU.
+/// Whether `voisin index build --device auto` builds `kind` over `data` under `metric` with
+/// `params` on the GPU: when the device builds it ([`device_builds`]) and the CPU build would
+/// take longer than a process's GPU setup ([`gpu_pays`], with the current rayon pool's threads:
+/// the CLI asks from inside its pool).
 pub fn builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
+    device_builds(data, metric, kind, params)
+        && gpu_pays(
+            cpu_build_evals(data.len(), kind, params),
+            rayon::current_num_threads(),
+        )
+}
+
+/// Whether the GPU builds `kind` over `data` under `metric` with `params` by its own steps: List
+/// of Clusters (clusters of at most [`MAX_CLUSTER`] items) or SSS over vectors under euclidean,
+/// cityblock, chebyshev or minkowski:P, and the List of Clusters over strings under levenshtein
+/// when the device steps take them (at most one string over 64 chars: 0.128 s against 4.08 s
+/// on 16 CPU threads for `data/words.txt`, H100 run h8). Not the cover tree, nor the SSS or the
+/// pair-oracle List of Clusters over strings: [`build`] makes them on the GPU when asked, but
+/// the cover tree's batched build measured slower than the CPU's (docs/design/gpu-cover-tree.md)
+/// and the oracle builds no faster than the CPU's on the measured word lists
+/// (docs/design/gpu-index-build.md), so auto leaves them to the CPU.
+pub fn device_builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
     let device_steps = match data {
         Dataset::Vectors(_) => true,
         Dataset::Strings(s) => kind == Kind::Lc && lc_on_device(s, params),
     };
     device_steps && check(data, metric, kind, params).is_ok()
+}
+
+/// Distance evaluations a CPU thread makes per second in an index build, as measured on the
+/// H100 machine's 16 threads: the List of Clusters over `data/words.txt` 139.8M in 4.0–4.1 s
+/// (~2.1M a thread), over 100k clustered 20-d vectors 78M in 1.4 s (~3.5M).
+const CPU_EVALS_PER_THREAD_S: f64 = 2.5e6;
+
+/// What a process's GPU build costs beyond its distances: the context, NVRTC and the uploads,
+/// ~1 s once the driver has cached the module (runs h6, h8, h9: `voisin index build` over
+/// words.txt 1.17 s against 0.13 s in process).
+const GPU_SETUP_S: f64 = 1.0;
+
+/// Whether a build of `evals` distance evaluations would take the CPU's `threads` longer than
+/// the GPU's setup alone (the GPU's own time is a small part of it at these sizes).
+fn gpu_pays(evals: f64, threads: usize) -> bool {
+    evals / (CPU_EVALS_PER_THREAD_S * threads.max(1) as f64) > GPU_SETUP_S
+}
+
+/// The distance evaluations of the CPU build of `kind` over `n` items: the List of Clusters
+/// one per item left per cluster (exact); the SSS its n × pivots table at most.
+fn cpu_build_evals(n: usize, kind: Kind, params: &Params) -> f64 {
+    match kind {
+        Kind::Lc => {
+            let take = params.cluster_size.max(1) - 1;
+            let (mut left, mut evals) = (n, 0f64);
+            while left > 0 {
+                left -= 1;
+                evals += left as f64;
+                left -= take.min(left);
+            }
+            evals
+        }
+        _ => n as f64 * params.max_pivots as f64,
+    }
 }
 
 fn check(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> Result<()> {
@@ -767,11 +813,11 @@ mod tests {
         StringSet::from_strings(list).unwrap().into()
     }
 
-    /// What `--device auto` builds on the GPU: vector LC and SSS; over strings the List of
-    /// Clusters only, and only when the device steps take the set (at most one string over 64
-    /// chars).
+    /// What the device's own steps build: vector LC and SSS; over strings the List of Clusters
+    /// only, and only when the device steps take the set (at most one string over 64 chars).
     #[test]
-    fn auto_builds_on_the_gpu_what_the_device_steps_take() {
+    fn the_device_builds_what_its_steps_take() {
+        let builds = device_builds;
         let lev = Metric::Levenshtein;
         let (lc, sss) = (Params::default(), Params::default());
         let short: Vec<String> = ["", "cat", "cart", "dog"].map(String::from).to_vec();
@@ -793,5 +839,27 @@ mod tests {
             ..Params::default()
         };
         assert!(!builds(&words(&short), &lev, Kind::Lc, &big));
+    }
+
+    /// Auto takes the GPU only where the CPU build would outlast the GPU's setup: the word
+    /// list's lc:32 (139.8M evaluations; 4.1 s on 16 threads), not lc:128 (35M; 1.2 s, as
+    /// fast as the GPU's process) nor small sets.
+    #[test]
+    fn auto_takes_the_gpu_when_the_cpu_build_would_outlast_its_setup() {
+        let lc = |m| Params {
+            cluster_size: m,
+            ..Params::default()
+        };
+        let words = cpu_build_evals(94_577, Kind::Lc, &lc(32));
+        assert!((words - 139_806_976.0).abs() < 1.0, "{words}");
+        assert!(gpu_pays(words, 16));
+        assert!(!gpu_pays(cpu_build_evals(94_577, Kind::Lc, &lc(128)), 16));
+        assert!(!gpu_pays(cpu_build_evals(5_000, Kind::Lc, &lc(32)), 2));
+        assert!(gpu_pays(cpu_build_evals(1_000_000, Kind::Lc, &lc(64)), 16));
+        assert_eq!(cpu_build_evals(0, Kind::Lc, &lc(32)), 0.0);
+        assert_eq!(cpu_build_evals(5, Kind::Lc, &lc(1)), 10.0);
+        assert_eq!(cpu_build_evals(10, Kind::Sss, &Params::default()), 640.0);
+        let tiny: Dataset = VectorSet::from_f32(3, 2, vec![0.0; 6]).unwrap().into();
+        assert!(!builds(&tiny, &Metric::Euclidean, Kind::Lc, &lc(2)));
     }
 }
