@@ -69,7 +69,7 @@ Lc simulated(const std::vector<float>& v, int n, int d, int take, int metric, un
   std::vector<unsigned> centers(nc, 0), members(std::max(nm, 1)); std::vector<double> mdist(std::max(nm, 1));
   std::vector<unsigned long long> keys(n), ak(std::max(take, 1)), bk(n), best_k(grid);
   std::vector<unsigned> hist(LCB_BINS, 0), as(std::max(take, 1)), bs(n), best_s(grid), done(1, 0), counts(3, 0);
-  std::vector<long long> state(2, 0);
+  std::vector<long long> cut_bin(1, 0);
   left = n - 1; long start = 0;
   for (int step = 0; step < nc; ++step) {
     int cut = cuts[step];
@@ -77,10 +77,10 @@ Lc simulated(const std::vector<float>& v, int n, int d, int take, int metric, un
       unsigned blocks = std::min<unsigned>((len + threads - 1) / threads, grid);
       long long next = step + 1 < nc ? step + 1 : -1;
       if (strs)
-        launch({blocks,1,1},{threads,1,1},[&]{ lc_build_scan_lev(strs->chars.data(), strs->offs.data(), ids.data(), centers.data(), step, alive.data(), sums.data(), len, cut, keys.data(), hist.data(), state.data(), done.data()); });
+        launch({blocks,1,1},{threads,1,1},[&]{ lc_build_scan_lev(strs->chars.data(), strs->offs.data(), ids.data(), centers.data(), step, alive.data(), sums.data(), len, cut, keys.data(), hist.data(), cut_bin.data(), done.data()); });
       else
-        launch({blocks,1,1},{threads,1,1},[&]{ lc_build_scan(cv.data(), len, d, metric, 0.0, -0.0, cbuf.data(), alive.data(), sums.data(), len, cut, keys.data(), hist.data(), state.data(), done.data()); });
-      launch({blocks,1,1},{threads,1,1},[&]{ lc_build_collect(keys.data(), alive.data(), sums.data(), len, cut, state.data(), ak.data(), as.data(), bk.data(), bs.data(), counts.data(), best_k.data(), best_s.data(), ids.data(), members.data(), mdist.data(), start, cv.data(), len, d, cbuf.data(), centers.data(), next); });
+        launch({blocks,1,1},{threads,1,1},[&]{ lc_build_scan(cv.data(), len, d, metric, 0.0, -0.0, cbuf.data(), alive.data(), sums.data(), len, cut, keys.data(), hist.data(), cut_bin.data(), done.data()); });
+      launch({blocks,1,1},{threads,1,1},[&]{ lc_build_collect(keys.data(), alive.data(), sums.data(), len, cut, cut_bin.data(), ak.data(), as.data(), bk.data(), bs.data(), counts.data(), best_k.data(), best_s.data(), ids.data(), members.data(), mdist.data(), start, cv.data(), len, d, cbuf.data(), centers.data(), next); });
       CHECK(done[0] == 0 && counts[0] == 0 && counts[1] == 0 && counts[2] == 0, "counters not reset at step %d", step);
       CHECK(std::all_of(hist.begin(), hist.end(), [](unsigned h) { return h == 0; }), "histogram not cleared at step %d", step);
     }

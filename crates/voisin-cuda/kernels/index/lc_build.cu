@@ -121,12 +121,12 @@ __device__ bool lcb_last_block(unsigned* done, bool* flag) {
 
 // Distances of the `len` slots to the current center (alive slots only; `dist(s)` measures
 // slot s): sums updated, each slot's order key in keys[slot] and, with cut > 0, counted in
-// `hist` (LCB_BINS, zero on entry and again on exit). The last block writes state[0] = the bin
-// where the count reaches `cut`, state[1] = the count below it.
+// `hist` (LCB_BINS, zero on entry and again on exit). The last block writes *cut_bin: the bin
+// where the count reaches `cut`.
 template <class Dist>
 __device__ void lcb_scan(Dist dist, const unsigned char* __restrict__ alive,
                          double* __restrict__ sums, long long len, int cut,
-                         unsigned long long* __restrict__ keys, unsigned* hist, long long* state,
+                         unsigned long long* __restrict__ keys, unsigned* hist, long long* cut_bin,
                          unsigned* done) {
     __shared__ unsigned sh[LCB_BINS];
     __shared__ unsigned run[LCB_THREADS];
@@ -180,8 +180,7 @@ __device__ void lcb_scan(Dist dist, const unsigned char* __restrict__ alive,
         while (t + 1 < (g + 1) * per2 && below + run[t] < want) below += run[t++];
         int b = t * per1;
         while (b + 1 < (t + 1) * per1 && below + sh[b] < want) below += sh[b++];
-        state[0] = b;
-        state[1] = (long long)below;
+        *cut_bin = b;
     }
 }
 
@@ -191,10 +190,10 @@ extern "C" __global__ void __launch_bounds__(LCB_THREADS)
 lc_build_scan(const float* __restrict__ cv, long long stride, int d, int metric, double mpow,
               double zero, const float* __restrict__ cbuf,
               const unsigned char* __restrict__ alive, double* __restrict__ sums, long long len,
-              int cut, unsigned long long* __restrict__ keys, unsigned* hist, long long* state,
+              int cut, unsigned long long* __restrict__ keys, unsigned* hist, long long* cut_bin,
               unsigned* done) {
     lcb_scan([&](long long s) { return lcb_dist(metric, mpow, cbuf, cv + s, stride, d, zero); },
-             alive, sums, len, cut, keys, hist, state, done);
+             alive, sums, len, cut, keys, hist, cut_bin, done);
 }
 
 // The scan over strings (levenshtein): item i is chars[offs[i]..offs[i + 1]) (code points), slot
@@ -205,14 +204,14 @@ lc_build_scan_lev(const unsigned* __restrict__ chars, const unsigned* __restrict
                   const unsigned* __restrict__ ids, const unsigned* __restrict__ centers,
                   long long step, const unsigned char* __restrict__ alive,
                   double* __restrict__ sums, long long len, int cut,
-                  unsigned long long* __restrict__ keys, unsigned* hist, long long* state,
+                  unsigned long long* __restrict__ keys, unsigned* hist, long long* cut_bin,
                   unsigned* done) {
     const unsigned c = centers[step], sc = offs[c], lc = offs[c + 1] - sc;
     lcb_scan([&](long long s) {
                  const unsigned x = ids[s], sx = offs[x];
                  return (double)myers_distance(chars, sc, lc, sx, offs[x + 1] - sx);
              },
-             alive, sums, len, cut, keys, hist, state, done);
+             alive, sums, len, cut, keys, hist, cut_bin, done);
 }
 
 // The r-th smallest (1-based) of the `n` pairs (key, slot) in global memory, by (key, slot): a
@@ -258,7 +257,7 @@ __device__ void lcb_select_rth(const unsigned long long* key, const unsigned* sl
     }
 }
 
-// Per alive slot, by the bin of its key against state[0] (cut > 0): below, to list A (ak, as);
+// Per alive slot, by the bin of its key against *cut_bin (cut > 0): below, to list A (ak, as);
 // in it, to list B (bk, bs); above (or cut == 0), a next-center candidate (the block's best sum
 // goes to best_key/best_slot[blockIdx.x]). counts[0], counts[1]: the lists' lengths; counts[2]:
 // blocks done (all zero on entry and again on exit). The last block: the cut smallest of A and B
@@ -268,7 +267,7 @@ __device__ void lcb_select_rth(const unsigned long long* key, const unsigned* sl
 extern "C" __global__ void __launch_bounds__(LCB_THREADS)
 lc_build_collect(const unsigned long long* __restrict__ keys, unsigned char* alive,
                  const double* __restrict__ sums, long long len, int cut,
-                 const long long* __restrict__ state, unsigned long long* ak, unsigned* as,
+                 const long long* __restrict__ cut_bin, unsigned long long* ak, unsigned* as,
                  unsigned long long* bk, unsigned* bs, unsigned* counts,
                  unsigned long long* best_key, unsigned* best_slot,
                  const unsigned* __restrict__ ids, unsigned* __restrict__ members,
@@ -283,7 +282,7 @@ lc_build_collect(const unsigned long long* __restrict__ keys, unsigned char* ali
     __shared__ unsigned long long tk;
     __shared__ unsigned ts, rem, taken;
     __shared__ bool flag;
-    const long long b = cut > 0 ? state[0] : -1;
+    const long long b = cut > 0 ? *cut_bin : -1;
     unsigned long long best_k = 0;
     unsigned best_s = LCB_NONE;
     const long long step = (long long)gridDim.x * blockDim.x;

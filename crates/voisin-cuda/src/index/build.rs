@@ -80,13 +80,13 @@ pub fn build_with_progress(
     let v = match data {
         Dataset::Vectors(v) => v,
         Dataset::Strings(s) => {
-            // The heuristics on the host, every distance from the device pair oracle.
             let space = StringSpace::new(s.clone(), metric)?;
             if kind == Kind::Lc && lc_on_device(s, params) {
                 // The vector build's steps with edit distances: nothing crosses PCIe per cluster.
                 let lc = build_lc_strings(engine, space, params.cluster_size, progress)?;
                 return Ok(DatasetIndex::Strings(Index::Lc(lc)));
             }
+            // Else the heuristics on the host, every distance from the device pair oracle.
             let oracle = DeviceOracle::strings(engine, &space)?;
             let index = match kind {
                 Kind::Lc => Index::Lc(ListOfClusters::build_with(
@@ -175,17 +175,32 @@ fn gpu_pays(evals: f64, threads: usize) -> bool {
     evals / (CPU_EVALS_PER_THREAD_S * threads.max(1) as f64) > GPU_SETUP_S
 }
 
+/// The members after its center of each cluster of a List of Clusters over `n` items with
+/// clusters of `cluster_size` items (the last may hold fewer).
+fn cluster_cuts(n: usize, cluster_size: usize) -> Vec<usize> {
+    let take = cluster_size.max(1) - 1;
+    let mut cuts = Vec::with_capacity(n.div_ceil(take + 1));
+    let mut left = n;
+    while left > 0 {
+        left -= 1;
+        let cut = take.min(left);
+        left -= cut;
+        cuts.push(cut);
+    }
+    cuts
+}
+
 /// The distance evaluations of the CPU build of `kind` over `n` items: the List of Clusters
 /// one per item left per cluster (exact); the SSS its n × pivots table at most.
 fn cpu_build_evals(n: usize, kind: Kind, params: &Params) -> f64 {
     match kind {
         Kind::Lc => {
-            let take = params.cluster_size.max(1) - 1;
-            let (mut left, mut evals) = (n, 0f64);
-            while left > 0 {
+            let mut left = n;
+            let mut evals = 0f64;
+            for cut in cluster_cuts(n, params.cluster_size) {
                 left -= 1;
                 evals += left as f64;
-                left -= take.min(left);
+                left -= cut;
             }
             evals
         }
@@ -476,15 +491,8 @@ fn lc_steps(
         table,
     } = items;
     let take = cluster_size - 1;
-    // Each cluster's members after its center: known in advance, so no step reads anything back.
-    let mut cuts = Vec::new();
-    let mut left = n;
-    while left > 0 {
-        left -= 1;
-        let cut = take.min(left);
-        left -= cut;
-        cuts.push(cut);
-    }
+    // Known in advance, so no step reads anything back.
+    let cuts = cluster_cuts(n, cluster_size);
     let nc = cuts.len();
     let s = &gpu.stream;
     let all: Vec<u32> = (0..n as u32).collect();
@@ -508,7 +516,7 @@ fn lc_steps(
     // next centers. The counters and the histogram are left at zero by the kernels.
     let mut keys = s.alloc_zeros::<u64>(n).map_err(dev("allocating"))?;
     let mut hist = s.alloc_zeros::<u32>(BINS).map_err(dev("allocating"))?;
-    let mut state = s.alloc_zeros::<i64>(2).map_err(dev("allocating"))?;
+    let mut cut_bin = s.alloc_zeros::<i64>(1).map_err(dev("allocating"))?;
     let mut done = s.alloc_zeros::<u32>(1).map_err(dev("allocating"))?;
     let mut a_key = s
         .alloc_zeros::<u64>(take.max(1))
@@ -567,7 +575,7 @@ fn lc_steps(
                 .arg(&cuti)
                 .arg(&mut keys)
                 .arg(&mut hist)
-                .arg(&mut state)
+                .arg(&mut cut_bin)
                 .arg(&mut done);
             // SAFETY: lc_build_scan's or lc_build_scan_lev's arguments in their order. Vectors:
             // the table holds len slots of d values, cbuf the center's d values. Strings: every
@@ -585,7 +593,7 @@ fn lc_steps(
                 .arg(&rest.sums)
                 .arg(&len)
                 .arg(&cuti)
-                .arg(&state)
+                .arg(&cut_bin)
                 .arg(&mut a_key)
                 .arg(&mut a_slot)
                 .arg(&mut b_key)

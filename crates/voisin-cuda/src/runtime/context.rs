@@ -345,18 +345,16 @@ impl Gpu {
     pub fn ballast(&self, cap: usize) -> Result<Ballast> {
         const PIECE: usize = 1 << 30;
         const SMALLEST: usize = 2 << 20;
-        let device = self.ctx.ordinal();
         let reserve = (cap / 2).max(1);
         // SAFETY: never read or written; freed into the pool at once, which keeps it.
         let held = unsafe { self.stream.alloc::<u8>(reserve) }.map_err(dev("reserving memory"))?;
         self.stream.synchronize().map_err(dev("reserving memory"))?;
         let mut ballast = Ballast {
             ctx: self.ctx.clone(),
-            device,
             reserved: reserve,
             held: Vec::new(),
         };
-        pool_keep(device, reserve as isize);
+        pool_keep(self.ctx.ordinal(), reserve as isize);
         drop(held);
         self.stream.synchronize().map_err(dev("reserving memory"))?;
         let outside = cap - reserve.min(cap);
@@ -409,7 +407,6 @@ impl Gpu {
 /// the cap held outside the pool. Dropping it frees both.
 pub(crate) struct Ballast {
     ctx: Arc<CudaContext>,
-    device: usize,
     reserved: usize,
     held: Vec<sys::CUdeviceptr>,
 }
@@ -419,7 +416,6 @@ impl Ballast {
     pub(crate) fn none(ctx: &Arc<CudaContext>) -> Self {
         Ballast {
             ctx: ctx.clone(),
-            device: ctx.ordinal(),
             reserved: 0,
             held: Vec::new(),
         }
@@ -436,7 +432,7 @@ impl Drop for Ballast {
             // SAFETY: allocated by `Gpu::ballast` with cuMemAlloc on this context, never used.
             let _ = unsafe { cudarc::driver::result::free_sync(p) };
         }
-        pool_keep(self.device, -(self.reserved as isize));
+        pool_keep(self.ctx.ordinal(), -(self.reserved as isize));
     }
 }
 
