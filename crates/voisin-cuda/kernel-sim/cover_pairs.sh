@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Runs kernels/index/cover_pairs.cu (the GPU cover tree build's pair kernels) on the CPU simulator
-# of run.sh against plain C++: exact keys and distances under euclidean, cityblock and chebyshev,
-# the minkowski screen, levenshtein by dynamic programming, NaN beyond the radius, -1 for two
+# Runs kernels/index/cover_pairs.cu (the device pair oracle's kernel) on the CPU simulator of
+# run.sh against plain C++: levenshtein by dynamic programming, NaN beyond the radius, -1 for two
 # strings over 64 chars; batches launched in two chunks with few threads (grid-stride loops and
 # the query search by pair index).
 # usage: VOISIN_ABI_DIR=<dir holding common/abi.cuh> crates/voisin-cuda/kernel-sim/cover_pairs.sh   (needs g++ with C++20)

@@ -129,6 +129,9 @@ fn vectors_under_every_true_metric() {
         (5, 1003, 3, false),
         (6, 777, 20, false),
         (7, 2500, 20, true),
+        // Slots over cover_build.rs's BLOCK_MAX (rounds over the grid), and under minkowski
+        // distances on the radius itself (slots redone on the host).
+        (8, 20_000, 3, true),
     ] {
         let data = clustered(seed, n, d, grid);
         let queries = vector_queries(&data, seed + 100);
@@ -180,8 +183,8 @@ fn words_under_levenshtein() {
     }
 }
 
-/// The sets of the speed goal, checked against the CPU build's file (no quadratic checks): the
-/// build times are printed.
+/// The sets of the speed goal (100k clustered vectors, the whole of `data/words.txt`), checked
+/// against the CPU build's file (no quadratic checks): the build times are printed.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn larger_sets_equal_the_cpu_build() {
@@ -199,6 +202,17 @@ fn larger_sets_equal_the_cpu_build() {
     let queries = vector_queries(&data, 12);
     let want = reference::knn(&data, &queries, 5, &Metric::Euclidean).unwrap();
     compare_knn(&want, &gpu.knn(&queries, 5).unwrap(), 0.0).unwrap();
+
+    let words = words_of(&word_list(1));
+    let t = Instant::now();
+    let gpu = build_cover(&e, &words, Metric::Levenshtein, 2.0).unwrap();
+    let tg = t.elapsed();
+    let t = Instant::now();
+    let cpu =
+        DatasetIndex::build(&words, Metric::Levenshtein, Kind::Cover, &Params::default()).unwrap();
+    let tc = t.elapsed();
+    eprintln!("data/words.txt: GPU build {tg:.2?}, CPU build {tc:.2?}");
+    assert!(file::to_bytes(&gpu).unwrap() == file::to_bytes(&cpu).unwrap());
 }
 
 #[test]

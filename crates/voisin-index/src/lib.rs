@@ -43,7 +43,7 @@ use std::str::FromStr;
 
 use voisin::{Dataset, Error, KnnResult, Metric, RangeResult, Result};
 
-pub use cover::CoverTree;
+pub use cover::{CoverTree, CpuNets, NetBatch, NetOracle, Nets};
 pub use kd::KdTree;
 pub use lc::ListOfClusters;
 pub use pairs::{CpuOracle, PairBatch, PairOracle};

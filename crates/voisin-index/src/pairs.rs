@@ -2,8 +2,8 @@
 //! asks a [`PairOracle`] for whole batches of "this item against these candidates, within this
 //! radius" ([`PairBatch`]) instead of evaluating pairs one by one, so that a GPU can answer them
 //! (voisin-cuda's device oracle). [`CpuOracle`] answers on CPU threads with the space's own
-//! distance. The cover tree's batched build, and the List of Clusters' and SSS's `build_with`,
-//! ask through it; with an oracle that returns the space's exact distances, each gives the CPU
+//! distance. The List of Clusters' and SSS's `build_with` ask through it (the cover tree has its
+//! own seam, `cover::NetOracle`); with an oracle that returns the space's exact distances, each gives the CPU
 //! build's structure.
 
 use rayon::prelude::*;
@@ -66,17 +66,9 @@ impl PairBatch {
         self.cands.extend(cands);
         self.starts.push(self.cands.len());
     }
-
-    pub(crate) fn append(&mut self, other: &PairBatch) {
-        let at = self.cands.len();
-        self.items.extend(&other.items);
-        self.radii.extend(&other.radii);
-        self.cands.extend(&other.cands);
-        self.starts.extend(other.starts[1..].iter().map(|s| s + at));
-    }
 }
 
-/// Measures batches of pairs for the batched construction.
+/// Measures batches of pairs for the List of Clusters' and SSS's `build_with`.
 pub trait PairOracle: Sync {
     /// For every candidate of every query of `batch`, in order, the distance from the query's
     /// item to it, exactly the space's `to_distance(key(item, candidate))`, when it is at most

@@ -1,5 +1,5 @@
 //! Cover tree construction on larger sets than `exact.rs` uses: every build must satisfy covering
-//! and full separation (all nodes present at a level, cousins included) with exact reaches, on
+//! and the seed's separation (a node's children at one level apart) with exact reaches, on
 //! random vectors (euclidean, cityblock), grids full of duplicates and ties, words of the shipped
 //! list (levenshtein) and a user metric; the tree must not depend on the number of threads; and
 //! the answers must equal the reference.

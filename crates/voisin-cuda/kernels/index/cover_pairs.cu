@@ -1,22 +1,15 @@
-// The cover tree's construction on the GPU (src/index/cover_build.rs, docs/design/gpu-cover-tree.md):
-// one kernel family "items x candidate lists -> distance within radius". The host's batch holds
-// queries q (item qitem[q], radius qrad[q]) and their candidates cands[starts[q]..starts[q+1]];
+// The device pair oracle (src/index/oracle.rs) that the List of Clusters' and SSS's builds over
+// strings ask where their device steps do not apply: "items x candidate lists -> distance
+// within radius". The host's batch holds queries q (item qitem[q], radius qrad[q]) and their
+// candidates cands[starts[q]..starts[q+1]];
 // a launch covers the pairs t0..t0+n of the batch (cands and out are that chunk), one thread a
 // pair (grid-stride), which finds its query by binary search in `starts`.
 //
-// out[t]: the distance when it is within the radius, else NaN. Vectors under euclidean, cityblock
-// and chebyshev: the exact f64 key of voisin::metric::exact::vector_key (common/exact.cuh) and the
-// host's key_to_distance, so stored distances equal the CPU's to the bit. Minkowski (code
-// COVER_MINKOWSKI): an approximate distance, written when within the radius widened by a relative
-// 1e-6; the host re-measures every such pair exactly and decides on that. Strings: levenshtein
-// (Myers' bit vectors over the shorter string, exact); a pair whose both strings are longer
-// than 64 chars gets -1 and is measured on the host.
+// out[t]: the edit distance (levenshtein, Myers' bit vectors over the shorter string, exact)
+// when it is within the radius, else NaN; -1 for a pair of two strings longer than 64 chars,
+// which the host measures.
 
-#include "index/space.cuh"
-#include "strings/myers.cuh"
-
-#define COVER_MINKOWSKI (-1)
-#define COVER_NAN __longlong_as_double(0x7ff8000000000000LL)
+#include "index/cover.cuh"
 
 // The batch's arguments, after the items' own: queries (item, radius, offsets into the
 // candidates), the chunk's first pair t0 and size n, its candidates and answers.
@@ -46,48 +39,13 @@ __device__ __forceinline__ void cover_for_pairs(const unsigned long long* starts
         f(i, cover_query(starts, nq, t0 + (unsigned long long)i));
 }
 
-extern "C" __global__ void cover_pairs_vec(const float* __restrict__ rows, int d, int metric,
-                                           double p, double zero, COVER_PAIR_PARAMS) {
-    cover_for_pairs(starts, nq, t0, n, [&](long long i, unsigned q) {
-        const float* x = rows + (long long)qitem[q] * d;
-        const float* y = rows + (long long)cands[i] * d;
-        const double r = qrad[q];
-        double dist;
-        bool in;
-        if (metric == COVER_MINKOWSKI) {
-            double m = 0.0;
-            for (int k = 0; k < d; ++k) m = fmax(m, fabs((double)x[k] - (double)y[k]));
-            double s = 0.0;
-            if (m > 0.0)
-                for (int k = 0; k < d; ++k) s += pow(fabs((double)x[k] - (double)y[k]) / m, p);
-            dist = m > 0.0 ? m * pow(s, 1.0 / p) : 0.0;
-            in = dist <= r + 1e-6 * r;
-        } else {
-            dist = lc_dist(metric, exact_key_of(DenseRow{x}, DenseRow{y}, d, metric, zero));
-            in = dist <= r;
-        }
-        out[i] = in ? dist : COVER_NAN;
-    });
-}
-
 extern "C" __global__ void cover_pairs_lev(const unsigned* __restrict__ chars,
                                            const unsigned* __restrict__ offs,
                                            COVER_PAIR_PARAMS) {
+    const CoverStrs strs{chars, offs};
     cover_for_pairs(starts, nq, t0, n, [&](long long i, unsigned q) {
-        const unsigned a = qitem[q], b = cands[i];
-        const unsigned sa = offs[a], la = offs[a + 1] - sa, sb = offs[b], lb = offs[b + 1] - sb;
-        const unsigned shorter = la < lb ? la : lb, longer = la < lb ? lb : la;
         const double r = qrad[q];
-        if ((double)(longer - shorter) > r) {
-            out[i] = COVER_NAN;
-            return;
-        }
-        // The pattern (the shorter string) must fit one machine word.
-        if (shorter > 64) {
-            out[i] = -1.0;
-            return;
-        }
-        const unsigned dist = myers_distance(chars, sa, la, sb, lb);
-        out[i] = (double)dist <= r ? (double)dist : COVER_NAN;
+        const double dist = strs.within(qitem[q], cands[i], r);
+        out[i] = dist < 0.0 ? -1.0 : dist <= r ? dist : COVER_NAN;
     });
 }

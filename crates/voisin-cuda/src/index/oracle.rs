@@ -1,29 +1,22 @@
 //! A pair oracle on one GPU (voisin-index's `PairOracle`): the batches of "item against
-//! candidates within a radius" that the cover tree's level algorithm and the List of Clusters'
-//! and SSS's `build_with` ask for, measured by `kernels/index/cover_pairs.cu`, one thread a pair.
+//! candidates within a radius" that the List of Clusters' and SSS's `build_with` ask for where
+//! their device steps do not apply, measured by `kernels/index/cover_pairs.cu`, one thread a pair.
 //!
-//! Exactness: under euclidean, cityblock and chebyshev the device computes the host's exact f64
-//! keys and distances (`index/space.cuh`); under levenshtein the integer edit distance; so every
-//! answer is the CPU's to the bit. Under minkowski the device only screens: every pair it finds
-//! within the radius (widened by a relative 1e-6, far above its rounding) is measured again on
-//! the host, which decides. Pairs of two strings longer than 64 chars (one machine word of bit
-//! vectors) are measured on the host.
+//! Exactness: the integer edit distance, so every answer is the CPU's; pairs of two strings
+//! longer than 64 chars (one machine word of bit vectors) are measured on the host.
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 use voisin::{Error, Metric, Result, StringSet};
-use voisin_index::{PairBatch, PairOracle, Space, StringSpace, VectorSpace};
+use voisin_index::{PairBatch, PairOracle, Space, StringSpace};
 
 use crate::engine::CudaEngine;
-use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
 /// Pairs per launch (the chunk's candidates and answers: 768 MiB of device memory).
 const CHUNK: usize = 1 << 26;
 /// Threads per block.
 const THREADS: u32 = 256;
-/// The kernel's code for minkowski (cover_pairs.cu's COVER_MINKOWSKI).
-const MINKOWSKI: i32 = -1;
 /// What the kernel writes for a pair it leaves to the host.
 const ON_HOST: f64 = -1.0;
 
@@ -47,28 +40,15 @@ pub(crate) fn pack(set: &StringSet) -> Result<(Vec<u32>, Vec<u32>)> {
     Ok((chars, offs))
 }
 
-/// The items on the device.
-enum Items {
-    /// Row-major f32 rows; `code` an EX_* code or [`MINKOWSKI`] with order `p`.
-    Vectors {
-        rows: CudaSlice<f32>,
-        dim: i32,
-        code: i32,
-        p: f64,
-    },
-    Strings {
-        chars: CudaSlice<u32>,
-        offs: CudaSlice<u32>,
-    },
-}
-
 /// The pair oracle on one GPU.
 pub(crate) struct DeviceOracle<'a, S: Space> {
     engine: &'a CudaEngine,
     /// The host's space, for the pairs the host decides.
     space: &'a S,
     kernel: CudaFunction,
-    on: Items,
+    /// The strings as code points and each one's offset (`pack`).
+    chars: CudaSlice<u32>,
+    offs: CudaSlice<u32>,
 }
 
 impl<S: Space> DeviceOracle<'_, S> {
@@ -96,16 +76,9 @@ impl<S: Space> DeviceOracle<'_, S> {
             // SAFETY: every answer is written by the kernel below (one per pair).
             let mut dout = unsafe { s.alloc::<f64>(chunk.len()) }.map_err(dev("allocating"))?;
             let mut l = s.launch_builder(&self.kernel);
-            let zero: f64 = std::iter::empty::<f64>().sum();
-            match &self.on {
-                Items::Vectors { rows, dim, code, p } => {
-                    l.arg(rows).arg(dim).arg(code).arg(p).arg(&zero);
-                }
-                Items::Strings { chars, offs } => {
-                    l.arg(chars).arg(offs);
-                }
-            }
-            l.arg(&items)
+            l.arg(&self.chars)
+                .arg(&self.offs)
+                .arg(&items)
                 .arg(&radii)
                 .arg(&starts)
                 .arg(&nq)
@@ -119,7 +92,7 @@ impl<S: Space> DeviceOracle<'_, S> {
                 block_dim: (THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
-            // SAFETY: matches cover_pairs_vec / cover_pairs_lev in kernels/index/cover_pairs.cu:
+            // SAFETY: matches cover_pairs_lev in kernels/index/cover_pairs.cu:
             // every item and candidate id is below the number of items (the batch comes from
             // the construction over this set), `starts` has nq + 1 entries and covers the chunk.
             unsafe { l.launch(cfg) }.map_err(dev("cover_pairs"))?;
@@ -144,13 +117,6 @@ impl<S: Space> PairOracle for DeviceOracle<'_, S> {
             let gpu = self.engine.lock()?;
             self.measure(&gpu, batch)?
         };
-        let host_decides = matches!(
-            self.on,
-            Items::Vectors {
-                code: MINKOWSKI,
-                ..
-            }
-        );
         let space = self.space;
         let starts = batch.starts();
         out.par_chunks_mut(1 << 16)
@@ -163,7 +129,7 @@ impl<S: Space> PairOracle for DeviceOracle<'_, S> {
                     while starts[q + 1] <= t {
                         q += 1;
                     }
-                    if *d == ON_HOST || (host_decides && !d.is_nan()) {
+                    if *d == ON_HOST {
                         let (x, y, r) = (batch.items()[q], batch.cands()[t], batch.radii()[q]);
                         let key =
                             space.key_within(space.item(x as usize), space.item(y as usize), r);
@@ -175,39 +141,6 @@ impl<S: Space> PairOracle for DeviceOracle<'_, S> {
                 }
             });
         Ok(out)
-    }
-}
-
-impl<'a> DeviceOracle<'a, VectorSpace> {
-    /// The oracle over `space`'s rows, uploaded now: euclidean, cityblock, chebyshev or
-    /// minkowski (p >= 1); other metrics are refused.
-    pub(crate) fn vectors(engine: &'a CudaEngine, space: &'a VectorSpace) -> Result<Self> {
-        let (code, p) = match space.metric() {
-            Metric::Euclidean => (abi::EX_SQEUCLIDEAN, 0.0),
-            Metric::Cityblock => (abi::EX_CITYBLOCK, 0.0),
-            Metric::Chebyshev => (abi::EX_CHEBYSHEV, 0.0),
-            Metric::Minkowski(p) => (MINKOWSKI, *p),
-            m => {
-                return Err(Error::invalid(format!(
-                    "the GPU measures pairs of vectors under euclidean, cityblock, chebyshev \
-                     and minkowski, not {m}"
-                )))
-            }
-        };
-        let gpu = engine.lock()?;
-        let on = Items::Vectors {
-            rows: gpu.upload(space.values())?,
-            dim: space.dim() as i32,
-            code,
-            p,
-        };
-        let kernel = gpu.k.cover_pairs_vec.clone();
-        Ok(DeviceOracle {
-            engine,
-            space,
-            kernel,
-            on,
-        })
     }
 }
 
@@ -227,16 +160,12 @@ impl<'a> DeviceOracle<'a, StringSpace> {
                 .clone_htod(v)
                 .map_err(dev("copying strings to the device"))
         };
-        let on = Items::Strings {
-            chars: up(&chars)?,
-            offs: up(&offs)?,
-        };
-        let kernel = gpu.k.cover_pairs_lev.clone();
         Ok(DeviceOracle {
             engine,
             space,
-            kernel,
-            on,
+            kernel: gpu.k.cover_pairs_lev.clone(),
+            chars: up(&chars)?,
+            offs: up(&offs)?,
         })
     }
 }

@@ -109,6 +109,14 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/index/cover_pairs.cu"),
     ),
     (
+        "index/cover.cuh",
+        include_str!("../../kernels/index/cover.cuh"),
+    ),
+    (
+        "index/cover_net.cu",
+        include_str!("../../kernels/index/cover_net.cu"),
+    ),
+    (
         "index/lc_build.cu",
         include_str!("../../kernels/index/lc_build.cu"),
     ),
@@ -301,7 +309,8 @@ registry! {
     lc_build_scan, lc_build_scan_lev, lc_build_collect, lc_build_gather,
     lc_build_to_refs,
     lev_range,
-    cover_pairs_vec, cover_pairs_lev,
+    cover_pairs_lev,
+    cover_net_block_vec, cover_net_block_lev, cover_net_round_vec, cover_net_round_lev,
 }
 
 /// The kernels that read stored rows (kernels/common/elem.cuh), for one element type.
@@ -453,6 +462,7 @@ mod tests {
             "select_variants.sh",
             "rerank.sh",
             "cover_pairs.sh",
+            "cover_net.sh",
             "lc_build.sh",
         ] {
             let out = std::process::Command::new("bash")
