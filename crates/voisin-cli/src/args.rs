@@ -134,8 +134,8 @@ pub struct IndexBuildArgs {
     pub radius_base: f64,
     /// Where the build runs: cpu; cuda for List of Clusters, SSS and cover tree indexes over
     /// vectors (euclidean, cityblock, chebyshev, minkowski:P) or strings (levenshtein); auto:
-    /// cuda for List of Clusters and SSS over vectors and List of Clusters over strings when the
-    /// CPU build would take more than about a second, else cpu.
+    /// cuda for List of Clusters and SSS over vectors, List of Clusters over strings and cover
+    /// trees when the CPU build would take more than about a second, else cpu.
     #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
 }

@@ -85,8 +85,8 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
         )
         .map(|i| (i, engine.device_name()))
     };
-    // Under auto, what the GPU does not build (cover and k-d trees, strings, other metrics)
-    // goes to the CPU.
+    // Under auto, what the GPU does not build (k-d trees, SSS over strings, other metrics) or
+    // would build no sooner than the CPU goes to the CPU.
     let gpu_builds = || voisin_cuda::index::builds(&data, &metric, kind, &params);
     let one_gpu = Gpus::default();
     let built = on_device(a.device, global, &one_gpu, gpu_builds, on_cpu, on_gpu);

@@ -370,8 +370,8 @@ fn words_txt_built_on_gpu_equals_the_cpu_build() {
 fn gpu_build_refuses_what_it_does_not_build() {
     let e = engine();
     let v: Dataset = VectorSet::from_f32(4, 2, vec![0.0; 8]).unwrap().into();
-    // The cover tree builds on the GPU when asked (index/cover_build.rs), the k-d tree does not;
-    // auto builds neither there.
+    // The cover tree builds on the GPU (index/cover_build.rs), the k-d tree does not; auto
+    // leaves a cover tree over four items to the CPU (the GPU's setup would cost more).
     let err = voisin_cuda::index::build(&e, &v, Metric::Euclidean, Kind::Kd, &Params::default())
         .err()
         .expect("kd is not built on the GPU");

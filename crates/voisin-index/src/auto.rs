@@ -23,9 +23,10 @@
 //!   force would make (counted [`BOUNDED_STRING_DISCOUNT`] times cheaper for a range search over
 //!   strings, whose brute force uses a bounded distance) must exceed the build's estimated
 //!   evaluations: about n²/2m for the List of
-//!   Clusters, and n·min(n, [`COVER_BUILD_PER_ITEM`]·e^ρ) for the cover tree, whose full
-//!   separation costs grow exponentially with the dimension (measured on 100k uniform vectors:
-//!   63 evaluations per item in 2-d, ρ ≈ 2.9; 1,106 in 4-d, ρ ≈ 5.7; 17,947 in 8-d).
+//!   Clusters, and n·min(n, [`COVER_BUILD_PER_ITEM`]·e^(ρ/4)) for the cover tree, whose greedy
+//!   passes grow with the dimension (measured on 100k uniform vectors, euclidean: 11.1
+//!   evaluations per item in 2-d, ρ = 2.3; 26.3 in 4-d, ρ = 5.1; 114 in 8-d, ρ = 11.2; 376 in
+//!   16-d, ρ = 22.2, where the fit overestimates and auto takes brute force anyway).
 //!
 //! The index is the List of Clusters for strings (range searches; the fastest on words in `bench/`), the k-d tree
 //! for vectors of at most [`KD_MAX_DIM`] coordinates under a coordinate-wise metric (its build
@@ -55,9 +56,9 @@ pub const BOUNDED_STRING_DISCOUNT: f64 = 32.0;
 pub const KD_MAX_DIM: usize = 16;
 /// Pairs of items sampled to estimate ρ.
 pub const SAMPLE_PAIRS: usize = 2000;
-/// Cover-tree build evaluations per item are estimated as this times e^ρ (fitted to the
+/// Cover-tree build evaluations per item are estimated as this times e^(ρ/4) (fitted to the
 /// measurements in the module doc).
-pub const COVER_BUILD_PER_ITEM: f64 = 4.0;
+pub const COVER_BUILD_PER_ITEM: f64 = 7.0;
 
 /// What runs the search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,7 +192,7 @@ pub fn decide(
     let nf = n as f64;
     let build = match kind {
         Kind::Lc => nf * nf / (2.0 * params.cluster_size.max(1) as f64),
-        Kind::Cover => nf * nf.min(COVER_BUILD_PER_ITEM * rho.exp()),
+        Kind::Cover => cover_build_evals(n, rho),
         Kind::Sss => nf * params.max_pivots as f64,
         Kind::Kd => nf * nf.log2().max(1.0) / 4.0,
     };
@@ -213,6 +214,13 @@ pub fn decide(
         reason: format!("{what} of intrinsic dimension {rho:.1} (at most {limit}) and {} queries to pay for the build", work.queries),
         intrinsic_dim: Some(rho),
     })
+}
+
+/// The estimated distance evaluations of a cover-tree build over `n` items of intrinsic
+/// dimension `rho` (the module doc): n·min(n, [`COVER_BUILD_PER_ITEM`]·e^(ρ/4)).
+pub fn cover_build_evals(n: usize, rho: f64) -> f64 {
+    let nf = n as f64;
+    nf * nf.min(COVER_BUILD_PER_ITEM * (rho / 4.0).exp())
 }
 
 /// Chávez's intrinsic dimension ρ = μ²/2σ² of the distances between `pairs` pairs of distinct

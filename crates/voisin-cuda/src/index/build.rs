@@ -21,6 +21,8 @@ use voisin_index::{
     DatasetIndex, Index, Kind, ListOfClusters, Params, Space, Sss, StringSpace, VectorSpace,
 };
 
+use voisin_index::auto;
+
 use super::oracle::DeviceOracle;
 use super::schedule::{check_dim, dimension_major, metric_code, upload};
 use crate::engine::CudaEngine;
@@ -73,7 +75,7 @@ pub fn build_with_progress(
     params.check()?;
     voisin_index::check_kind(data, &metric, kind)?;
     if kind == Kind::Cover {
-        // Vectors and strings, batched distance work on the device (index/cover_build.rs).
+        // Vectors and strings, every level's greedy passes on the device (index/cover_build.rs).
         return super::build_cover(engine, data, metric, params.base);
     }
     check(data, &metric, kind, params)?;
@@ -137,21 +139,27 @@ pub fn build_with_progress(
 pub fn builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
     device_builds(data, metric, kind, params)
         && gpu_pays(
-            cpu_build_evals(data.len(), kind, params),
+            cpu_build_evals(data, metric, kind, params),
             rayon::current_num_threads(),
         )
 }
 
 /// Whether the GPU builds `kind` over `data` under `metric` with `params` by its own steps: List
 /// of Clusters (clusters of at most [`MAX_CLUSTER`] items) or SSS over vectors under euclidean,
-/// cityblock, chebyshev or minkowski:P, and the List of Clusters over strings under levenshtein
+/// cityblock, chebyshev or minkowski:P, the List of Clusters over strings under levenshtein
 /// when the device steps take them (at most one string over 64 chars: 0.128 s against 4.08 s
-/// on 16 CPU threads for `data/words.txt`, H100 run h8). Not the cover tree, nor the SSS or the
-/// pair-oracle List of Clusters over strings: [`build`] makes them on the GPU when asked, but
-/// the cover tree's batched build measured slower than the CPU's (docs/design/gpu-cover-tree.md)
-/// and the oracle builds no faster than the CPU's on the measured word lists
-/// (docs/design/gpu-index-build.md), so auto leaves them to the CPU.
+/// on 16 CPU threads for `data/words.txt`, H100 run h8), and the cover tree under those metrics
+/// (index/cover_build.rs: 1M clustered 20-d vectors in 1.08 s against 4.76 s on 16 CPU
+/// threads, run c1). Not the SSS or the pair-oracle List of Clusters over strings: [`build`]
+/// makes them on the GPU when asked, but they build no faster than the CPU's on the measured
+/// word lists (docs/design/gpu-index-build.md), so auto leaves them to the CPU.
 pub fn device_builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
+    if kind == Kind::Cover {
+        return match data {
+            Dataset::Vectors(_) => device_metric(metric).is_ok(),
+            Dataset::Strings(_) => *metric == Metric::Levenshtein,
+        };
+    }
     let device_steps = match data {
         Dataset::Vectors(_) => true,
         Dataset::Strings(s) => kind == Kind::Lc && lc_on_device(s, params),
@@ -190,9 +198,11 @@ fn cluster_cuts(n: usize, cluster_size: usize) -> Vec<usize> {
     cuts
 }
 
-/// The distance evaluations of the CPU build of `kind` over `n` items: the List of Clusters
-/// one per item left per cluster (exact); the SSS its n × pivots table at most.
-fn cpu_build_evals(n: usize, kind: Kind, params: &Params) -> f64 {
+/// The distance evaluations of the CPU build of `kind` over `data`: the List of Clusters one
+/// per item left per cluster (exact); the cover tree auto's estimate from a sample's intrinsic
+/// dimension; the SSS its n × pivots table at most.
+fn cpu_build_evals(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> f64 {
+    let n = data.len();
     match kind {
         Kind::Lc => {
             let mut left = n;
@@ -203,6 +213,10 @@ fn cpu_build_evals(n: usize, kind: Kind, params: &Params) -> f64 {
                 left -= cut;
             }
             evals
+        }
+        Kind::Cover => {
+            let rho = auto::intrinsic_dimension(data, metric, auto::SAMPLE_PAIRS);
+            auto::cover_build_evals(n, if rho.is_nan() { 0.0 } else { rho })
         }
         _ => n as f64 * params.max_pivots as f64,
     }
@@ -837,11 +851,19 @@ mod tests {
         assert!(builds(&words(&one_long), &lev, Kind::Lc, &lc));
         assert!(!builds(&words(&two_long), &lev, Kind::Lc, &lc));
         assert!(!builds(&words(&short), &lev, Kind::Sss, &sss));
-        assert!(!builds(&words(&short), &lev, Kind::Cover, &lc));
+        assert!(builds(&words(&short), &lev, Kind::Cover, &lc));
+        assert!(!builds(
+            &words(&short),
+            &Metric::Euclidean,
+            Kind::Cover,
+            &lc
+        ));
         let v: Dataset = VectorSet::from_f32(3, 2, vec![0.0; 6]).unwrap().into();
         assert!(builds(&v, &Metric::Euclidean, Kind::Lc, &lc));
         assert!(builds(&v, &Metric::Cityblock, Kind::Sss, &sss));
         assert!(!builds(&v, &Metric::Cosine, Kind::Lc, &lc));
+        assert!(builds(&v, &Metric::Minkowski(3.0), Kind::Cover, &lc));
+        assert!(!builds(&v, &Metric::Cosine, Kind::Cover, &lc));
         let big = Params {
             cluster_size: MAX_CLUSTER + 1,
             ..Params::default()
@@ -849,25 +871,66 @@ mod tests {
         assert!(!builds(&words(&short), &lev, Kind::Lc, &big));
     }
 
+    /// `n` empty strings: a set of that size (the List of Clusters' and SSS's counts depend on
+    /// nothing else).
+    fn sized(n: usize) -> Dataset {
+        words(&vec![String::new(); n])
+    }
+
     /// Auto takes the GPU only where the CPU build would outlast the GPU's setup: the word
     /// list's lc:32 (139.8M evaluations; 4.1 s on 16 threads), not lc:128 (35M; 1.2 s, as
-    /// fast as the GPU's process) nor small sets.
+    /// fast as the GPU's process) nor small sets; the cover tree over 1M clustered 20-d vectors
+    /// (4.76 s on 16 threads, 1.08 s on the GPU), not over the word list (0.59 s on 16 threads).
     #[test]
     fn auto_takes_the_gpu_when_the_cpu_build_would_outlast_its_setup() {
         let lc = |m| Params {
             cluster_size: m,
             ..Params::default()
         };
-        let words = cpu_build_evals(94_577, Kind::Lc, &lc(32));
-        assert!((words - 139_806_976.0).abs() < 1.0, "{words}");
-        assert!(gpu_pays(words, 16));
-        assert!(!gpu_pays(cpu_build_evals(94_577, Kind::Lc, &lc(128)), 16));
-        assert!(!gpu_pays(cpu_build_evals(5_000, Kind::Lc, &lc(32)), 2));
-        assert!(gpu_pays(cpu_build_evals(1_000_000, Kind::Lc, &lc(64)), 16));
-        assert_eq!(cpu_build_evals(0, Kind::Lc, &lc(32)), 0.0);
-        assert_eq!(cpu_build_evals(5, Kind::Lc, &lc(1)), 10.0);
-        assert_eq!(cpu_build_evals(10, Kind::Sss, &Params::default()), 640.0);
+        let lev = Metric::Levenshtein;
+        let evals = |n, kind, p: &Params| cpu_build_evals(&sized(n), &lev, kind, p);
+        let lc32 = evals(94_577, Kind::Lc, &lc(32));
+        assert!((lc32 - 139_806_976.0).abs() < 1.0, "{lc32}");
+        assert!(gpu_pays(lc32, 16));
+        assert!(!gpu_pays(evals(94_577, Kind::Lc, &lc(128)), 16));
+        assert!(!gpu_pays(evals(5_000, Kind::Lc, &lc(32)), 2));
+        assert!(gpu_pays(evals(1_000_000, Kind::Lc, &lc(64)), 16));
+        assert_eq!(evals(0, Kind::Lc, &lc(32)), 0.0);
+        assert_eq!(evals(5, Kind::Lc, &lc(1)), 10.0);
+        assert_eq!(evals(10, Kind::Sss, &Params::default()), 640.0);
         let tiny: Dataset = VectorSet::from_f32(3, 2, vec![0.0; 6]).unwrap().into();
         assert!(!builds(&tiny, &Metric::Euclidean, Kind::Lc, &lc(2)));
+
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt");
+        let text = std::fs::read_to_string(path).expect("data/words.txt is shipped");
+        let list = words(&text.lines().map(String::from).collect::<Vec<_>>());
+        let cover = Params::default();
+        assert!(!gpu_pays(
+            cpu_build_evals(&list, &lev, Kind::Cover, &cover),
+            16
+        ));
+        // lc_bench's clustered set: 1,000 centres in the unit cube, spreads 0.025 to 0.075.
+        let (n, d) = (1_000_000, 20);
+        let mut state = 7u64;
+        let mut unit = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let centres: Vec<f64> = (0..1000 * d).map(|_| unit()).collect();
+        let mut rows = Vec::with_capacity(n * d);
+        for _ in 0..n {
+            let c = (unit() * 1000.0) as usize;
+            let spread = 0.05 * (0.5 + unit());
+            // A sum of uniforms for a normal-like offset.
+            rows.extend((0..d).map(|k| {
+                let z = (0..4).map(|_| unit()).sum::<f64>() - 2.0;
+                (centres[c * d + k] + spread * z * 1.7) as f32
+            }));
+        }
+        let clustered: Dataset = VectorSet::from_f32(n, d, rows).unwrap().into();
+        let euclid = cpu_build_evals(&clustered, &Metric::Euclidean, Kind::Cover, &cover);
+        assert!(gpu_pays(euclid, 16), "{euclid}");
     }
 }
