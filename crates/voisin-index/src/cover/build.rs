@@ -3,8 +3,9 @@
 //! keeps covering (a child at level j is within bʲ⁺¹ of its parent), nesting (implicit in the
 //! compressed form) and the seed's separation: the children a node gets at level j are more than
 //! bʲ from it and from each other. Cousins are not compared (full separation, which an earlier
-//! build kept, cost 11 times the evaluations on 100k clustered 20-d vectors and 45 times on
-//! words for a search that measured 24 % more at most: docs/design/gpu-cover-tree.md).
+//! build kept, cost 11 times the evaluations on 100k clustered 20-d vectors and 61 times on
+//! `data/words.txt`, for searches that measure at most a quarter fewer:
+//! docs/design/gpu-cover-tree.md).
 //!
 //! State between levels, for the level `upper` just finished: every *active* node (one with
 //! items still to place below it) holds them with their distances, all within b^upper of it.
