@@ -360,7 +360,8 @@ impl<S: Space> NetOracle for DeviceNets<'_, S> {
             tally.3 += device;
             tally.4 += t.elapsed().as_secs_f64();
         }
-        // Minkowski: the device decided, the host measures what is stored.
+        // Minkowski: the device decided, the host measures what is stored (the slots redone
+        // above already hold the host's distances).
         if matches!(
             self.on,
             Items::Vectors {
@@ -370,14 +371,27 @@ impl<S: Space> NetOracle for DeviceNets<'_, S> {
         ) {
             let space = self.space;
             let Nets { owner, dist, .. } = &mut out;
-            dist.par_iter_mut().enumerate().for_each(|(p, d)| {
-                let k = batch.starts.partition_point(|&s| s <= p) - 1;
-                let c = batch.starts[k] + owner[p] as usize;
-                if c != p && c < n {
-                    let (x, y) = (batch.items[c] as usize, batch.items[p] as usize);
-                    *d = space.to_distance(space.key(space.item(x), space.item(y)));
-                }
-            });
+            let mut rest: &mut [f64] = dist;
+            let mut slots = Vec::with_capacity(batch.slots());
+            for k in 0..batch.slots() {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(batch.range(k).len());
+                slots.push((k, head));
+                rest = tail;
+            }
+            slots
+                .into_par_iter()
+                .filter(|(k, _)| a.flags[*k] == 0)
+                .for_each(|(k, d)| {
+                    let r = batch.range(k);
+                    for (q, d) in d.iter_mut().enumerate() {
+                        let c = owner[r.start + q] as usize;
+                        if c != q && c < r.len() {
+                            let x = batch.items[r.start + c] as usize;
+                            let y = batch.items[r.start + q] as usize;
+                            *d = space.to_distance(space.key(space.item(x), space.item(y)));
+                        }
+                    }
+                });
         }
         Ok(out)
     }
