@@ -23,11 +23,15 @@
 //! compares the graph's rows of N evenly spaced items with the CPU engine's (ids and distances
 //! exactly): the headline run of issue 12 is
 //! `gpu_bench --graph-only --n 2000000 --dim 15876 --elem f16 -k 20 --check 1000 --variants auto`.
+//! With `--save-rows F` the checked items' rows go to F instead, and a later
+//! `gpu_bench --graph-only … --check 1000 --check-saved F` (same data options) regenerates the
+//! data and checks them without a GPU graph: the check on 16 CPU cores outlasts one device call.
 //!
 //! usage: gpu_bench [--dir /tmp/vbench] [--base 1000000] [--queries 10000] [--dim 128]
 //!                  [--graph 1000000] [--reps 3] [--ks 10,1000] [--variants fp32,tf32-fused]
 //!                  [--batches 100,1000] [--data normal|far|clustered|dups|u8|f16]
 //!                  [--graph-only] [--n N] [-k K] [--elem f16] [--check N]
+//!                  [--save-rows F | --check-saved F]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -58,6 +62,11 @@ struct Args {
     graph_only: bool,
     graph_k: usize,
     check: usize,
+    /// `--save-rows F`: the graph's rows of the `check` items written to F (their check then
+    /// runs later, from `--check-saved F`, in a process of its own).
+    save_rows: Option<PathBuf>,
+    /// `--check-saved F`: no GPU graph; the rows saved in F checked against the CPU engine.
+    check_saved: Option<PathBuf>,
 }
 
 fn parse() -> Args {
@@ -77,6 +86,8 @@ fn parse() -> Args {
         graph_only: false,
         graph_k: 10,
         check: 0,
+        save_rows: None,
+        check_saved: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(opt) = argv.next() {
@@ -92,6 +103,8 @@ fn parse() -> Args {
             "--n" => a.graph = num(),
             "-k" => a.graph_k = num(),
             "--check" => a.check = num(),
+            "--save-rows" => a.save_rows = Some(v.into()),
+            "--check-saved" => a.check_saved = Some(v.into()),
             "--dir" => a.dir = v.into(),
             "--base" => a.base = num(),
             "--queries" => a.queries = num(),
@@ -226,10 +239,35 @@ fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
 /// The graph's rows of `check` evenly spaced items against the CPU engine's: the k nearest
 /// other items of each, from a k + 1 search of the item's own row (the item dropped, or the
 /// last one when more than k + 1 items tie at distance 0 before it). Panics on a difference.
-fn check_graph(g: &Dataset, r: &voisin::KnnResult, k: usize, check: usize) {
+/// The `check` evenly spaced items of an `n`-item graph whose rows are checked.
+fn check_picks(n: usize, check: usize) -> Vec<usize> {
+    (0..check.min(n)).map(|i| i * n / check.min(n)).collect()
+}
+
+/// The rows of the checked items of `r` as bytes: per item, k ids then k distances (LE).
+fn rows_bytes(r: &voisin::KnnResult, picks: &[usize]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &i in picks {
+        let (ids, dist) = r.row(i);
+        ids.iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+        dist.iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+    }
+    out
+}
+
+/// Compares the graph's rows of the checked items (`row(j)` for the j-th pick) with the CPU
+/// engine's k-NN of those items (ids and distances exactly, the item itself left out).
+fn check_graph<'r>(
+    g: &Dataset,
+    row: impl Fn(usize) -> (&'r [u32], &'r [f32]),
+    k: usize,
+    check: usize,
+) {
     let set = g.as_vectors().unwrap();
     let (n, d) = (set.len(), set.dim());
-    let picks: Vec<usize> = (0..check.min(n)).map(|i| i * n / check.min(n)).collect();
+    let picks = check_picks(n, check);
     let mut rows = Vec::with_capacity(picks.len() * d);
     for &i in &picks {
         rows.extend_from_slice(&set.row_f32(i));
@@ -244,7 +282,7 @@ fn check_graph(g: &Dataset, r: &voisin::KnnResult, k: usize, check: usize) {
             Some(p) => (0..k + 1).filter(|&c| c != p).collect(),
             None => (0..k).collect(),
         };
-        let (gi, gd) = r.row(i);
+        let (gi, gd) = row(j);
         let wi: Vec<u32> = keep.iter().map(|&c| ids[c]).collect();
         let wd: Vec<f32> = keep.iter().map(|&c| dist[c]).collect();
         assert!(
@@ -253,7 +291,7 @@ fn check_graph(g: &Dataset, r: &voisin::KnnResult, k: usize, check: usize) {
         );
     }
     eprintln!(
-        "checked {} rows against the CPU engine in {:.1}s",
+        "checked {} rows against the CPU engine in {:.1}s: identical",
         picks.len(),
         t.elapsed().as_secs_f64()
     );
@@ -475,6 +513,30 @@ fn graph_only(a: &Args) {
         a.dim,
         t.elapsed().as_secs_f64()
     );
+    if let Some(path) = &a.check_saved {
+        let bytes = std::fs::read(path).expect("the saved rows");
+        let k = a.graph_k;
+        let rows: Vec<(Vec<u32>, Vec<f32>)> = bytes
+            .chunks_exact(8 * k)
+            .map(|r| {
+                let word = |c: &[u8]| [c[0], c[1], c[2], c[3]];
+                let ids = r[..4 * k]
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(word(c)));
+                let dist = r[4 * k..]
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(word(c)));
+                (ids.collect(), dist.collect())
+            })
+            .collect();
+        assert_eq!(
+            rows.len(),
+            check_picks(a.graph, a.check).len(),
+            "saved rows"
+        );
+        check_graph(&g, |j| (&rows[j].0, &rows[j].1), k, a.check);
+        return;
+    }
     for v in &a.variants {
         let engine = CudaEngine::with_options(0, options(v)).expect("a CUDA GPU");
         if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
@@ -495,8 +557,17 @@ fn graph_only(a: &Args) {
             r.stats.arithmetic,
             r.stats.exact_evals
         );
-        if a.check > 0 {
-            check_graph(&g, &r, a.graph_k, a.check);
+        if let Some(path) = &a.save_rows {
+            let picks = check_picks(a.graph, a.check);
+            std::fs::write(path, rows_bytes(&r, &picks)).expect("writing the rows");
+            eprintln!(
+                "saved the rows of {} items to {}",
+                picks.len(),
+                path.display()
+            );
+        } else if a.check > 0 {
+            let picks = check_picks(a.graph, a.check);
+            check_graph(&g, |j| r.row(picks[j]), a.graph_k, a.check);
         }
     }
 }
