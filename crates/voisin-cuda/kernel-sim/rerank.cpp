@@ -35,7 +35,7 @@ void test(int nb, int d, int nq, int width, int k, int levels, double noise, dou
   std::vector<float> dist(nq * k, -1); std::vector<unsigned> ids(nq * k, 7), status(nq, 5);
   unsigned threads = std::clamp(width / 2, 32, 256);
   launch({(unsigned)nq,1,1},{threads,1,1},[&]{ rerank(lv.data(), li.data(), width, nq, nb, k, abs.data(), rel, tiny,
-      base.data(), qs.data(), 0, d, EX_SQEUCLIDEAN, zero, form, dist.data(), ids.data(), status.data()); });
+      base.data(), qs.data(), 0, d, (long long)d, EX_SQEUCLIDEAN, zero, form, dist.data(), ids.data(), status.data()); });
   for (int q = 0; q < nq; ++q) {
     const float* v = &lv[q * width]; const unsigned* ix = &li[q * width];
     int n = 0; while (n < width && ix[n] != NO_INDEX) ++n;

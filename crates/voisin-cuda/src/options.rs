@@ -52,7 +52,8 @@ impl Default for CudaOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {
     /// The fastest arithmetic whose bound proves the answer for the data: the stored type's
-    /// tensor cores for f16/bf16 sets (euclidean, sqeuclidean, inner product), fp32 for the
+    /// tensor cores for f16/bf16 sets (euclidean, sqeuclidean, inner product), int8 tensor
+    /// cores for u8 sets under euclidean and sqeuclidean, fp32 for the
     /// other inputs (TF32 lost 5.8× to fp32 on a clustered graph; see
     /// docs/design/tensor-core-inputs.md).
     #[default]
@@ -67,6 +68,11 @@ pub enum Precision {
     Fp16,
     /// bf16 tensor cores on bf16 storage, as `Fp16`.
     Bf16,
+    /// int8 tensor cores with int32 accumulation on u8 storage: each row goes to the tiles as
+    /// its values minus 128 (exact in i8), so the dot products and the squared distances are
+    /// exact integers; only the key's final f32 roundings are bounded. Only for u8 sets under
+    /// euclidean or sqeuclidean (docs/design/tensor-core-inputs.md).
+    Int8,
 }
 
 impl Precision {
@@ -78,6 +84,7 @@ impl Precision {
             Precision::Tf32 => "tf32",
             Precision::Fp16 => "fp16",
             Precision::Bf16 => "bf16",
+            Precision::Int8 => "int8",
         }
     }
 }
@@ -97,8 +104,9 @@ impl std::str::FromStr for Precision {
             "tf32" => Ok(Precision::Tf32),
             "fp16" | "f16" => Ok(Precision::Fp16),
             "bf16" => Ok(Precision::Bf16),
+            "int8" | "i8" => Ok(Precision::Int8),
             _ => Err(Error::invalid(format!(
-                "unknown precision '{s}' (known: auto, fp32, tf32, fp16, bf16)"
+                "unknown precision '{s}' (known: auto, fp32, tf32, fp16, bf16, int8)"
             ))),
         }
     }

@@ -63,12 +63,13 @@ fn gpu(precision: Precision) -> CudaEngine {
     CudaEngine::with_options(0, opts).expect("a CUDA GPU")
 }
 
-/// The arithmetics `elem` data can take: auto, fp32, tf32, and its own half type.
+/// The arithmetics `elem` data can take: auto, fp32, tf32, and its own tensor cores'.
 fn precisions(elem: ElemType) -> Vec<Precision> {
     let mut p = vec![Precision::Auto, Precision::Fp32, Precision::Tf32];
     match elem {
         ElemType::F16 => p.push(Precision::Fp16),
         ElemType::Bf16 => p.push(Precision::Bf16),
+        ElemType::U8 => p.push(Precision::Int8),
         _ => {}
     }
     p
@@ -85,15 +86,14 @@ fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
 }
 
 /// Whether `p` may run `metric` on `elem` data (explicit half precisions take their own type
-/// and the metrics without unit rows).
+/// and the metrics without unit rows, int8 takes u8 under the squared-distance metrics).
 fn takes(p: Precision, elem: ElemType, metric: &Metric) -> bool {
-    let half_metric = matches!(
-        metric,
-        Metric::Euclidean | Metric::SqEuclidean | Metric::InnerProduct
-    );
+    let l2 = matches!(metric, Metric::Euclidean | Metric::SqEuclidean);
+    let half_metric = l2 || *metric == Metric::InnerProduct;
     match p {
         Precision::Fp16 => elem == ElemType::F16 && half_metric,
         Precision::Bf16 => elem == ElemType::Bf16 && half_metric,
+        Precision::Int8 => elem == ElemType::U8 && l2,
         _ => true,
     }
 }
@@ -145,21 +145,27 @@ fn every_input_type_and_precision_matches_the_cpu() {
     }
 }
 
-/// Half storage on every dimension class, near the origin and far from it (no translation on
-/// half storage: the bound widens, the answers stay exact), with many duplicates.
+/// The storage's own tensor cores (f16, bf16; int8 for u8) on every dimension class (none a
+/// multiple of 8: the stored half rows are padded on the device), near the origin and far from
+/// it (no translation on half storage: the bound widens, the answers stay exact; u8 values
+/// then pile up at 255), with many duplicates.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn half_storage_dims_far_data_and_duplicates() {
+fn own_cores_dims_far_data_and_duplicates() {
     let mut rng = StdRng::seed_from_u64(seed());
     let cpu = CpuEngine::default();
-    for elem in [ElemType::F16, ElemType::Bf16] {
+    for elem in [ElemType::F16, ElemType::Bf16, ElemType::U8] {
         let g = gpu(Precision::Auto);
+        let metrics = match elem {
+            ElemType::U8 => [Metric::Euclidean, Metric::SqEuclidean],
+            _ => [Metric::Euclidean, Metric::InnerProduct],
+        };
         for d in [1usize, 3, 127, 1025] {
             for offset in [0.0f32, 100.0] {
                 for dup in [2usize, 50] {
                     let base = typed(&mut rng, elem, 700, d, offset, dup);
                     let queries = typed(&mut rng, elem, 40, d, offset, dup);
-                    for metric in [Metric::Euclidean, Metric::InnerProduct] {
+                    for metric in metrics.clone() {
                         let what = format!("{elem:?} d={d} offset {offset} dup {dup} {metric}");
                         for k in [1, 10, 100] {
                             let got = g.knn(&base, &queries, k, &metric).unwrap();
@@ -180,6 +186,7 @@ fn precision_of(elem: ElemType) -> Precision {
     match elem {
         ElemType::F16 => Precision::Fp16,
         ElemType::Bf16 => Precision::Bf16,
+        ElemType::U8 => Precision::Int8,
         _ => Precision::Fp32,
     }
 }
@@ -201,7 +208,9 @@ fn auto_reports_and_explicit_choices_are_checked() {
     };
     assert_eq!(arith(&f16_set, &f16_set, &e), "fp16");
     assert_eq!(arith(&f32_set, &f32_set, &e), "fp32");
-    assert_eq!(arith(&u8_set, &u8_set, &e), "fp32");
+    assert_eq!(arith(&u8_set, &u8_set, &e), "int8");
+    assert_eq!(arith(&u8_set, &u8_set, &Metric::InnerProduct), "fp32");
+    assert_eq!(arith(&u8_set, &f32_set, &e), "fp32");
     assert_eq!(arith(&f16_set, &f32_set, &e), "fp32");
     assert_eq!(arith(&f16_set, &f16_set, &Metric::Cosine), "fp32");
     assert_eq!(arith(&f16_set, &f16_set, &Metric::Cityblock), "fp32");
@@ -215,6 +224,8 @@ fn auto_reports_and_explicit_choices_are_checked() {
         (Precision::Fp16, &f32_set, &e),
         (Precision::Bf16, &f16_set, &e),
         (Precision::Fp16, &f16_set, &Metric::Cosine),
+        (Precision::Int8, &f32_set, &e),
+        (Precision::Int8, &u8_set, &Metric::InnerProduct),
     ] {
         let err = gpu(p).knn(data, data, 3, m).unwrap_err().to_string();
         assert!(
@@ -224,18 +235,24 @@ fn auto_reports_and_explicit_choices_are_checked() {
     }
 }
 
-/// A prepared f16 base answers f16 batches on its resident f16 rows and f32 batches through
-/// the engine's f32 path, both equal to the CPU engine.
+/// A prepared f16 (u8) base answers f16 (u8) batches on its resident stored rows and f32
+/// batches through the engine's f32 path, all equal to the CPU engine.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn prepared_f16_base_with_any_queries() {
+fn prepared_f16_and_u8_bases_with_any_queries() {
     let mut rng = StdRng::seed_from_u64(seed());
     let cpu = CpuEngine::default();
     let g = Arc::new(gpu(Precision::Auto));
-    let base = Arc::new(typed(&mut rng, ElemType::F16, 3000, 24, 0.0, 9));
-    for metric in [Metric::Euclidean, Metric::InnerProduct, Metric::Cosine] {
+    for (own, metric) in [
+        (ElemType::F16, Metric::Euclidean),
+        (ElemType::F16, Metric::InnerProduct),
+        (ElemType::F16, Metric::Cosine),
+        (ElemType::U8, Metric::Euclidean),
+        (ElemType::U8, Metric::InnerProduct),
+    ] {
+        let base = Arc::new(typed(&mut rng, own, 3000, 24, 0.0, 9));
         let prepared = Arc::clone(&g).prepare(Arc::clone(&base), &metric).unwrap();
-        for elem in [ElemType::F16, ElemType::F32] {
+        for elem in [own, ElemType::F32] {
             let queries = typed(&mut rng, elem, 200, 24, 0.0, 4);
             for k in [1, 10, 1000] {
                 let what = format!("{metric} {elem:?} queries k={k}");
@@ -250,22 +267,26 @@ fn prepared_f16_base_with_any_queries() {
     }
 }
 
-/// An f16 base larger than the memory the engine may use streams through in f16 shards.
+/// An f16 (u8) base larger than the memory the engine may use streams through in f16 (u8)
+/// shards: f16 rows of 30 values padded to 32 by the shard loader, u8 rows tiled as int8.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn streamed_f16_base() {
+fn streamed_f16_and_u8_bases() {
     let mut rng = StdRng::seed_from_u64(seed());
     let cpu = CpuEngine::default();
-    let base = typed(&mut rng, ElemType::F16, 400_000, 32, 0.0, 11);
-    let queries = typed(&mut rng, ElemType::F16, 50, 32, 0.0, 5);
     let opts = CudaOptions {
         device_memory: Some(40 << 20),
         ..Default::default()
     };
     let g = CudaEngine::with_options(0, opts).expect("a CUDA GPU");
-    for k in [1, 10, 100] {
-        let got = g.knn(&base, &queries, k, &Metric::Euclidean).unwrap();
-        let want = cpu.knn(&base, &queries, k, &Metric::Euclidean).unwrap();
-        same(&got, &want, &format!("streamed f16 k={k}"));
+    for elem in [ElemType::F16, ElemType::U8] {
+        let base = typed(&mut rng, elem, 400_000, 30, 0.0, 11);
+        let queries = typed(&mut rng, elem, 50, 30, 0.0, 5);
+        for k in [1, 10, 100] {
+            let got = g.knn(&base, &queries, k, &Metric::Euclidean).unwrap();
+            assert_eq!(got.stats.arithmetic, precision_of(elem).to_string());
+            let want = cpu.knn(&base, &queries, k, &Metric::Euclidean).unwrap();
+            same(&got, &want, &format!("streamed {elem:?} k={k}"));
+        }
     }
 }

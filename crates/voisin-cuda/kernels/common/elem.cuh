@@ -1,6 +1,6 @@
 // The element type of stored rows (src/ops/device_set.rs), chosen per NVRTC compile by
 // VOISIN_ELEM (src/runtime/kernels.rs, `Storage::code`): 0 f32, 1 f16, 2 bf16, the half types as
-// their bits. `elem_float` gives the stored value as an f32, exactly (every f16 and bf16 value is
+// their bits, 3 u8. `elem_float` gives the stored value as an f32, exactly (every f16 and bf16 value is
 // an f32 number), so the exact keys of common/exact.cuh see the values the CPU engine sees.
 // docs/design/tensor-core-inputs.md.
 
@@ -34,6 +34,9 @@ __device__ __forceinline__ float elem_float(elem_t h) {
 typedef unsigned short elem_t;
 // bf16 is the high half of an f32.
 __device__ __forceinline__ float elem_float(elem_t h) { return __uint_as_float((unsigned)h << 16); }
+#elif VOISIN_ELEM == 3
+typedef unsigned char elem_t;
+__device__ __forceinline__ float elem_float(elem_t b) { return (float)b; }
 #else
-#error "VOISIN_ELEM: 0 (f32), 1 (f16) or 2 (bf16)"
+#error "VOISIN_ELEM: 0 (f32), 1 (f16), 2 (bf16) or 3 (u8)"
 #endif

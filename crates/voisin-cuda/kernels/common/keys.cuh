@@ -5,7 +5,8 @@
 // reads and rewrites the tile. The modes KEY_* and NO_INDEX come from src/runtime/abi.rs (`TileKey`):
 // KEY_L2 |r|^2 + |c|^2 - 2 r.c (euclidean, sqeuclidean, on centred data), KEY_NEG_DOT -r.c
 // (inner_product), KEY_ONE_MINUS 1 - r.c (cosine, correlation, on unit rows), KEY_DIRECT the
-// tile already holds the key (cityblock, chebyshev, minkowski).
+// tile already holds the key (cityblock, chebyshev, minkowski), KEY_L2_INT as KEY_L2 with the
+// tile's 32-bit words holding the int32 dot products of int8 tiles (u8 rows minus 128).
 
 #pragma once
 #include "common/abi.cuh"
@@ -14,6 +15,7 @@ __device__ __forceinline__ float tile_key(int mode, float t, const float* __rest
                                           const float* __restrict__ cn, int r, int c) {
     switch (mode) {
     case KEY_L2: return rn[r] + cn[c] - 2.0f * t;
+    case KEY_L2_INT: return rn[r] + cn[c] - 2.0f * (float)__float_as_int(t);
     case KEY_NEG_DOT: return -t;
     case KEY_ONE_MINUS: return 1.0f - t;
     default: return t;

@@ -13,20 +13,25 @@ __device__ __forceinline__ double warp_sum(double v) {
     return v;
 }
 
-// in: n x d raw rows in the stored type (common/elem.cuh). shift: d values subtracted first (a
-// translation; null for none). centre_rows: subtract each row's own mean (correlation). unit:
-// scale to unit norm. out: the prepared rows, or null where the tiles read the stored rows (half
-// storage: no shift, no centring, no scaling) and only the norms are wanted.
+// in: n raw rows of d values in the stored type (common/elem.cuh), ld_in apart. shift: d values
+// subtracted first (a translation; null for none). centre_rows: subtract each row's own mean
+// (correlation). unit: scale to unit norm. out: the prepared f32 rows (d apart), or null. out8:
+// the prepared rows as int8 (ld8 apart, zero from d on), or null: int8 tiles of u8 rows shifted
+// by 128, whose values are integers in [-128, 127] and so exact. Both null where the tiles read
+// the stored rows (f16/bf16 tiles: no shift, no centring, no scaling) and only the norms are
+// wanted.
 extern "C" __global__ void prepare_rows(const elem_t* __restrict__ in, long long n, int d,
-                                        const float* __restrict__ shift, int centre_rows,
-                                        int unit, float* __restrict__ out,
+                                        long long ld_in, const float* __restrict__ shift,
+                                        int centre_rows, int unit, float* __restrict__ out,
+                                        signed char* __restrict__ out8, long long ld8,
                                         float* __restrict__ sqnorm,
                                         double* __restrict__ norm) {
     long long row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= n) return;
-    const elem_t* x = in + row * d;
+    const elem_t* x = in + row * ld_in;
     float* o = out ? out + row * d : nullptr;
+    signed char* o8 = out8 ? out8 + row * ld8 : nullptr;
     double m = 0.0;
     if (centre_rows) {
         double s = 0.0;
@@ -48,8 +53,11 @@ extern "C" __global__ void prepare_rows(const elem_t* __restrict__ in, long long
         double v = (double)elem_float(x[i]) - (shift ? (double)shift[i] : 0.0) - m;
         float f = (float)(unit ? v * scale : v);
         if (o) o[i] = f;
+        if (o8) o8[i] = (signed char)(int)f;
         s2 += (double)f * (double)f;
     }
+    if (o8)
+        for (long long i = d + lane; i < ld8; i += 32) o8[i] = 0;
     s2 = warp_sum(s2);
     if (lane == 0) {
         sqnorm[row] = (float)s2;

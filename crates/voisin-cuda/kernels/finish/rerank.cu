@@ -45,13 +45,14 @@ __device__ __forceinline__ float rr_distance(double key, int form) {
 // list_val/list_idx: rows x width (width a power of two), each row sorted ascending by key with
 // its valid entries first (empty slots hold +inf and NO_INDEX). nb: base items (a row holding
 // that many entries is the whole base: nothing to prove). abs: each row's bound. base/qs: raw
-// rows for exact keys (query of row r: q_off + r). Outputs: rows x k distances and ids, and per
+// rows of d values, ld apart, for exact keys (query of row r: q_off + r). Outputs: rows x k distances and ids, and per
 // row the number of exact keys computed, or RR_NOT_DONE. Shared memory: width x 12 bytes.
 extern "C" __global__ void rerank(const float* __restrict__ list_val,
                                   const unsigned* __restrict__ list_idx, int width, int rows,
                                   unsigned nb, int k, const double* __restrict__ abs,
                                   double rel, double tiny, const elem_t* __restrict__ base,
-                                  const elem_t* __restrict__ qs, unsigned q_off, int d, int metric,
+                                  const elem_t* __restrict__ qs, unsigned q_off, int d,
+                                  long long ld, int metric,
                                   double zero, int form, float* __restrict__ out_dist,
                                   unsigned* __restrict__ out_idx, unsigned* __restrict__ status) {
     DYNAMIC_SHARED(unsigned long long, rr_key);
@@ -98,11 +99,11 @@ extern "C" __global__ void rerank(const float* __restrict__ list_val,
     int m = cut < n ? cut : n;
     int p = 1;
     while (p < m) p <<= 1;
-    const elem_t* q = qs + (size_t)(q_off + r) * d;
+    const elem_t* q = qs + (size_t)(q_off + r) * ld;
     for (int i = threadIdx.x; i < p; i += blockDim.x) {
         if (i < m) {
             unsigned b = li[i];
-            rr_key[i] = rr_order(exact_key(base + (size_t)b * d, q, d, metric, zero));
+            rr_key[i] = rr_order(exact_key(base + (size_t)b * ld, q, d, metric, zero));
             rr_idx[i] = b;
         } else {
             rr_key[i] = ~0ull;

@@ -303,7 +303,7 @@ impl Engine for CudaEngine {
         stats.arithmetic = plan.arithmetic();
         let ctx = self.ctx(&gpu, &plan);
         let kp = knn::first_list(k);
-        if !stream::fits(&gpu, bset, qset, kp, plan.storage)? {
+        if !stream::fits(&gpu, bset, qset, kp, &plan)? {
             check_finite(bset)?;
             check_finite(qset)?;
             let rows = stream::knn(&ctx, metric, bset, qset, k, &mut stats)?;
@@ -335,7 +335,7 @@ impl Engine for CudaEngine {
         let plan = self.pair_plan(metric, bset, qset)?;
         stats.arithmetic = plan.arithmetic();
         let ctx = self.ctx(&gpu, &plan);
-        if !stream::fits(&gpu, bset, qset, 1, plan.storage)? {
+        if !stream::fits(&gpu, bset, qset, 1, &plan)? {
             check_finite(bset)?;
             check_finite(qset)?;
             return stream::range(&ctx, metric, bset, qset, radius, stats);

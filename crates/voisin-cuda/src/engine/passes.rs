@@ -115,7 +115,7 @@ pub(crate) fn build(
         let upload = Instant::now();
         let ddevs = on_each(engines, |_, _, gpu| {
             // A clear refusal rather than an allocation failure half-way.
-            stream::graph_fits(gpu, set, k, plan.storage)?;
+            stream::graph_fits(gpu, set, k, &plan)?;
             let ddev = DeviceSet::new(gpu, &plan, set)?;
             ddev.check(set, 0)?;
             Ok(ddev)

@@ -164,7 +164,7 @@ impl CudaPrepared {
                 let gpu = engine.lock()?;
                 // Room for the base and the working set of a thousand queries.
                 let plan = engine.base_plan(metric, bset)?;
-                let bytes = stream::resident_bytes(bset.len(), bset.dim(), plan.storage);
+                let bytes = stream::resident_bytes(bset.len(), bset.dim(), &plan);
                 if stream::fits_beside(&gpu, bytes, 1000, knn::first_list(10))? {
                     let bdev = DeviceSet::new(&gpu, &plan, bset)?;
                     bdev.check(bset, 0)?;
@@ -213,7 +213,7 @@ impl Prepared for CudaPrepared {
         if k == 0 || qset.is_empty() {
             return Ok(to_result(vec![vec![]; qset.len()], k, metric, stats));
         }
-        let bytes = stream::resident_bytes(qset.len(), qset.dim(), res.plan.storage);
+        let bytes = stream::resident_bytes(qset.len(), qset.dim(), &res.plan);
         let plan = match res.plan_for(metric, bset, qset) {
             Some(p) if stream::fits_beside(&gpu, bytes, qset.len(), knn::first_list(k))? => p,
             _ => {
@@ -242,7 +242,7 @@ impl Prepared for CudaPrepared {
         let qset = vectors(queries, metric)?;
         let gpu = engine.lock()?;
         let stats = engine.stats(&gpu);
-        let bytes = stream::resident_bytes(qset.len(), qset.dim(), res.plan.storage);
+        let bytes = stream::resident_bytes(qset.len(), qset.dim(), &res.plan);
         let plan = match res.plan_for(metric, bset, qset) {
             Some(p) if stream::fits_beside(&gpu, bytes, qset.len(), 1)? => p,
             _ => {

@@ -31,6 +31,8 @@ pub(crate) enum TileKey {
     OneMinus = abi::KEY_ONE_MINUS,
     /// The tile holds the key (distance/vector_tile.cu).
     Direct = abi::KEY_DIRECT,
+    /// As `L2`, the tile's words holding int32 dot products of int8 rows (u8 minus 128).
+    L2Int = abi::KEY_L2_INT,
 }
 
 /// The exact kernel's code for `metric`, or `None` when its keys are computed on the host.
@@ -71,18 +73,20 @@ pub(crate) enum TileKind {
     Simt(i32, f32),
 }
 
-/// The element type a set's rows have on the device, which the GEMM tiles read and the
-/// exact-key kernels convert (kernels/common/elem.cuh, `VOISIN_ELEM` = [`Storage::code`]).
-/// docs/design/tensor-core-inputs.md.
+/// The element type a set's rows have on the device, which the exact-key kernels convert
+/// (kernels/common/elem.cuh, `VOISIN_ELEM` = [`Storage::code`]) and the f16/bf16 tiles read as
+/// they are. Both sides of a search share it. docs/design/tensor-core-inputs.md.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Storage {
-    /// f32 values (f32 sets, and every other storage converted exactly or rounded, f64).
+    /// f32 values (f32 sets, f64 sets rounded, and pairs of two element types, converted).
     #[default]
     F32,
     /// The stored f16 values, as they are.
     F16,
     /// The stored bf16 values, as they are.
     Bf16,
+    /// The stored u8 values, as they are.
+    U8,
 }
 
 impl Storage {
@@ -92,24 +96,50 @@ impl Storage {
             Storage::F32 => 0,
             Storage::F16 => 1,
             Storage::Bf16 => 2,
+            Storage::U8 => 3,
         }
     }
 
-    /// The half storage of `elem`, if it is one.
-    fn half(elem: ElemType) -> Option<Storage> {
-        match elem {
-            ElemType::F16 => Some(Storage::F16),
-            ElemType::Bf16 => Some(Storage::Bf16),
-            _ => None,
+    /// The storage of a search of a base stored as `base` for queries stored as `queries`
+    /// (the same for a graph): their common element type where the device keeps it as it is,
+    /// f32 otherwise (an exact-key kernel reads both sides as one type).
+    pub fn of_pair(base: ElemType, queries: ElemType) -> Storage {
+        match base {
+            _ if base != queries => Storage::F32,
+            ElemType::F16 => Storage::F16,
+            ElemType::Bf16 => Storage::Bf16,
+            ElemType::U8 => Storage::U8,
+            ElemType::F32 | ElemType::F64 => Storage::F32,
         }
     }
 
-    /// The precision of tiles on this storage.
+    /// Bytes per stored value.
+    pub fn bytes(self) -> usize {
+        match self {
+            Storage::F32 => 4,
+            Storage::F16 | Storage::Bf16 => 2,
+            Storage::U8 => 1,
+        }
+    }
+
+    /// Values from the start of one stored row of `d` values to the next: f16 and bf16 rows,
+    /// which the tiles may read as they are, start on 16 bytes (cuBLAS's tensor-core kernels
+    /// want it of the leading dimension: an f16 GEMM of 16384² × 15876 ran at 272 TFLOP/s with
+    /// rows 15876 apart on the H100); the others are dense.
+    pub fn row_stride(self, d: usize) -> usize {
+        match self {
+            Storage::F16 | Storage::Bf16 => d.next_multiple_of(8),
+            Storage::F32 | Storage::U8 => d,
+        }
+    }
+
+    /// The precision of tiles on this storage's own tensor cores.
     fn precision(self) -> Precision {
         match self {
             Storage::F32 => Precision::Fp32,
             Storage::F16 => Precision::Fp16,
             Storage::Bf16 => Precision::Bf16,
+            Storage::U8 => Precision::Int8,
         }
     }
 
@@ -118,10 +148,25 @@ impl Storage {
     fn min_normal(self) -> f64 {
         match self {
             Storage::F16 => 2f64.powi(-14),
-            Storage::F32 | Storage::Bf16 => f64::from(f32::MIN_POSITIVE),
+            Storage::F32 | Storage::Bf16 | Storage::U8 => f64::from(f32::MIN_POSITIVE),
         }
     }
 }
+
+/// The rows a plan's GEMM tiles read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TileRows {
+    /// Prepared f32 rows (translated, centred or unit; fp32, TF32 and the SIMT tiles).
+    F32,
+    /// The stored f16/bf16 rows, as they are.
+    Stored,
+    /// Prepared int8 rows: u8 values minus 128, [`I8_ALIGN`]-padded.
+    I8,
+}
+
+/// int8 tile rows start on this many values (bytes), which cuBLAS's int8 tensor-core kernels
+/// want of the leading dimension; the padding is zero.
+pub(crate) const I8_ALIGN: usize = 16;
 
 /// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
 /// and `upper` likewise, which is `Plan::lower/upper` operation for operation.
@@ -204,6 +249,12 @@ pub(crate) fn accumulation_length(d: usize) -> usize {
     } else {
         K_CHUNK + d.div_ceil(K_CHUNK)
     }
+}
+
+/// Whether int8 tiles of `d` dimensions have exact int32 dot products: each product of two
+/// values in [-128, 127] is at most 2¹⁴, so d of them stay below 2³¹ while d < 2¹⁷.
+pub(crate) fn int8_exact(d: usize) -> bool {
+    d < 1 << 17
 }
 
 /// The vectors of a data set, or a clear error for what this engine does not handle.
@@ -483,44 +534,57 @@ impl Plan {
     }
 
     /// The plan with the arithmetic `precision` resolves to for a base stored as `base` and
-    /// queries stored as `queries` (the same for a graph); an explicit choice the data cannot
-    /// take is refused in one line. docs/design/tensor-core-inputs.md:
-    /// - f16/bf16 storage on both sides, GEMM metric without unit rows (euclidean, sqeuclidean,
-    ///   inner product): `Auto`, `Fp16`/`Bf16` tile the stored values on their tensor cores;
+    /// queries stored as `queries` (the same for a graph), on the pair's [`Storage`]; an
+    /// explicit choice the data cannot take is refused in one line.
+    /// docs/design/tensor-core-inputs.md:
+    /// - f16/bf16 storage, GEMM metric without unit rows (euclidean, sqeuclidean, inner
+    ///   product): `Auto`, `Fp16`/`Bf16` tile the stored values on their tensor cores;
+    /// - u8 storage under euclidean or sqeuclidean: `Auto`, `Int8` tile the values minus 128 on
+    ///   the int8 tensor cores, whose int32 dot products are exact;
     /// - `Auto` otherwise: fp32 tiles. TF32 was faster on five of the six data kinds of
     ///   gpu_bench at 1M×128 (about 1.8×) but 5.8× slower on the clustered graph, where its
     ///   interval kept 48× more candidates (docs/design/tensor-core-inputs.md); `auto` picks
     ///   it once a pilot can tell such data apart;
-    /// - `Fp32`, `Tf32`: as asked (f32 copies of any storage).
+    /// - `Fp32`, `Tf32`: as asked, on f32 rows prepared on the device from the stored ones.
     ///
     /// Call it once, on a fresh plan.
     pub fn with_arithmetic(
-        self,
+        mut self,
         precision: Precision,
         base: ElemType,
         queries: ElemType,
     ) -> Result<Plan> {
-        let gemm = self.tile == TileKind::Gemm && !self.unit;
-        let half = Storage::half(base).filter(|_| base == queries && gemm);
-        match (precision, half) {
-            (Precision::Auto, Some(h)) => Ok(self.on_storage(h)),
+        self.storage = Storage::of_pair(base, queries);
+        let own = match self.storage {
+            Storage::F16 | Storage::Bf16 if self.tile == TileKind::Gemm && !self.unit => {
+                Some(self.storage)
+            }
+            Storage::U8 if self.key == TileKey::L2 && int8_exact(self.dim) => Some(Storage::U8),
+            _ => None,
+        };
+        match (precision, own) {
+            (Precision::Auto, Some(own)) => Ok(self.on_own_cores(own)),
             (Precision::Auto, None) => Ok(self.with_precision(Precision::Fp32)),
             (Precision::Fp32 | Precision::Tf32, _) => Ok(self.with_precision(precision)),
-            (Precision::Fp16 | Precision::Bf16, Some(h)) if h.precision() == precision => {
-                Ok(self.on_storage(h))
+            (Precision::Fp16 | Precision::Bf16 | Precision::Int8, Some(own))
+                if own.precision() == precision =>
+            {
+                Ok(self.on_own_cores(own))
             }
-            (Precision::Fp16 | Precision::Bf16, _) => {
-                let want = if precision == Precision::Fp16 {
-                    "f16"
-                } else {
-                    "bf16"
+            (Precision::Fp16 | Precision::Bf16 | Precision::Int8, _) => {
+                let (want, metrics) = match precision {
+                    Precision::Fp16 => ("f16", "euclidean, sqeuclidean and inner product"),
+                    Precision::Bf16 => ("bf16", "euclidean, sqeuclidean and inner product"),
+                    _ => ("u8", "euclidean and sqeuclidean"),
                 };
-                let why = if !gemm {
-                    "this metric (it takes euclidean, sqeuclidean and inner product)".to_string()
-                } else if base != queries {
+                let why = if base != queries {
                     format!("a {} base with {} queries", base.name(), queries.name())
-                } else {
+                } else if base.name() != want {
                     format!("{} data", base.name())
+                } else if precision == Precision::Int8 && !int8_exact(self.dim) {
+                    format!("{} dimensions (int32 sums hold up to 131071)", self.dim)
+                } else {
+                    format!("this metric (it takes {metrics})")
                 };
                 Err(Error::invalid(format!(
                     "--precision {precision} runs on {want} storage only and cannot take {why}; \
@@ -530,21 +594,44 @@ impl Plan {
         }
     }
 
-    /// The plan with GEMM tiles on the stored half values (`storage`): no translation (a
-    /// translated f16 row is not an f16 row), products exact in fp32 (zero input term), the
-    /// accumulation bounded as TF32's (γ doubled: the tensor cores may align and truncate), and
-    /// inputs below the type's normal range possibly flushed, `min_normal·√d` per unit of norm.
-    /// bf16 products below f32's normal range may be flushed too: at most 2⁻¹²⁶ each, inside
-    /// `tiny`.
-    fn on_storage(mut self, storage: Storage) -> Plan {
+    /// The plan with GEMM tiles on the storage's own tensor cores.
+    ///
+    /// f16/bf16: the stored values as they are, with no translation (a translated f16 row is
+    /// not an f16 row); products exact in fp32 (zero input term), the accumulation bounded as
+    /// TF32's (γ doubled: the tensor cores may align and truncate), and inputs below the
+    /// type's normal range possibly flushed, `min_normal·√d` per unit of norm. bf16 products
+    /// below f32's normal range may be flushed too: at most 2⁻¹²⁶ each, inside `tiny`.
+    ///
+    /// u8: the values minus 128 as int8 (exact), int32 dot products (exact while
+    /// d·128² < 2³¹, [`int8_exact`]); the key ‖r‖² + ‖c‖² − 2·r·c then meets only f32
+    /// roundings: each squared norm (exact in f64) and the dot product rounded to f32, one
+    /// addition and one subtraction, each within a unit of (‖r‖ + ‖c‖)², so at most five
+    /// units. γ of 18 units covers them with room, whatever the dimension.
+    fn on_own_cores(mut self, storage: Storage) -> Plan {
         debug_assert!(self.tile == TileKind::Gemm && !self.unit && self.widen.is_none());
-        self.storage = storage;
+        debug_assert_eq!(self.storage, storage);
         self.precision = storage.precision();
-        self.shift = None;
         self.input = 0.0;
-        self.gamma *= 2.0;
-        self.flush = storage.min_normal() * (self.dim as f64).sqrt();
+        if storage == Storage::U8 {
+            self.key = TileKey::L2Int;
+            self.shift = Some(vec![128.0; self.dim]);
+            self.gamma = 2.0 * 9.0 * U32;
+            self.flush = 0.0;
+        } else {
+            self.shift = None;
+            self.gamma *= 2.0;
+            self.flush = storage.min_normal() * (self.dim as f64).sqrt();
+        }
         self
+    }
+
+    /// The rows the GEMM tiles read under this plan.
+    pub fn tile_rows(&self) -> TileRows {
+        match self.precision {
+            Precision::Fp16 | Precision::Bf16 => TileRows::Stored,
+            Precision::Int8 => TileRows::I8,
+            _ => TileRows::F32,
+        }
     }
 
     /// The arithmetic of the tiles, as `--stats` reports it.
@@ -558,7 +645,7 @@ impl Plan {
         // twice. Unit rows have norms within a few ulps of 1.
         let input = self.input * qn * bn + self.flush * (qn + bn);
         let b = match self.key {
-            TileKey::L2 => self.gamma * (qn + bn) * (qn + bn) + 2.0 * input,
+            TileKey::L2 | TileKey::L2Int => self.gamma * (qn + bn) * (qn + bn) + 2.0 * input,
             TileKey::NegDot => self.gamma * qn * bn + input,
             TileKey::OneMinus => 4.0 * self.gamma + 1.01 * (self.input + 2.0 * self.flush),
             TileKey::Direct => 0.0,
@@ -701,6 +788,11 @@ impl HostTiles {
             let diffs = || qr.iter().zip(br).map(|(&x, &y)| (x - y).abs());
             match (plan.key, metric) {
                 (TileKey::L2, _) => norm(qr) as f32 + norm(br) as f32 - 2.0 * dot(),
+                // int32 sums of the int8 rows, exact, rounded to f32 once.
+                (TileKey::L2Int, _) => {
+                    let dot: i64 = qr.iter().zip(br).map(|(&x, &y)| x as i64 * y as i64).sum();
+                    norm(qr) as f32 + norm(br) as f32 - 2.0 * dot as f32
+                }
                 (TileKey::NegDot, _) => -dot(),
                 (TileKey::OneMinus, _) => 1.0 - dot(),
                 (TileKey::Direct, Metric::Cityblock) => diffs().sum(),
@@ -924,6 +1016,54 @@ mod tests {
         }
     }
 
+    /// u8 rows on int8 tiles: values minus 128, int32 dot products, the key's f32 roundings.
+    /// Every key lies within the plan's bound of the exact key, on random bytes, on the
+    /// extremes (all 0 against all 255: the largest norms), and on duplicates (key 0).
+    #[test]
+    fn int8_bound_covers_u8_keys() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let u8_set = |rng: &mut StdRng, n: usize, d: usize| {
+            let v: Vec<u8> = (0..n * d)
+                .map(|i| match i % 7 {
+                    0 => 0,
+                    1 => 255,
+                    _ => rng.gen(),
+                })
+                .collect();
+            VectorSet::new(n, d, VectorData::U8(v.into())).unwrap()
+        };
+        for d in [1usize, 3, 127, 1025, 2 * K_CHUNK + 3] {
+            let b = u8_set(&mut rng, 40, d);
+            let mut qv: Vec<u8> = b.rows_f32(0, 3).iter().map(|&x| x as u8).collect();
+            qv.extend(std::iter::repeat_n(0u8, d));
+            qv.extend(std::iter::repeat_n(255u8, d));
+            let q = VectorSet::new(5, d, VectorData::U8(qv.into())).unwrap();
+            let b = {
+                let mut bv: Vec<u8> = b.rows_f32(0, 40).iter().map(|&x| x as u8).collect();
+                bv.extend(std::iter::repeat_n(255u8, d));
+                VectorSet::new(41, d, VectorData::U8(bv.into())).unwrap()
+            };
+            for m in [Metric::Euclidean, Metric::SqEuclidean] {
+                let plan = Plan::new(&m, &b)
+                    .with_arithmetic(Precision::Auto, ElemType::U8, ElemType::U8)
+                    .unwrap();
+                assert_eq!(plan.key, TileKey::L2Int);
+                let tiles = HostTiles::new(&plan, &m, &b, &q, |x| x);
+                for j in 0..q.len() {
+                    let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
+                    for i in 0..b.len() {
+                        let v = tiles.keys[j][i];
+                        let exact = set_key(&m, &b, i, &q, j);
+                        assert!(
+                            plan.lower(v, abs) <= exact && exact <= plan.upper(v, abs),
+                            "{m} d={d}: approx {v} exact {exact} bound {abs}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     /// What `auto` and the explicit precisions resolve to per storage and metric, and the
     /// one-line refusals.
     #[test]
@@ -947,17 +1087,28 @@ mod tests {
         assert_eq!(auto(&e, F16, F32).storage, Storage::F32);
         assert_eq!(auto(&cos, F16, F16).precision, Precision::Fp32);
         assert_eq!(auto(&e, F32, F32).precision, Precision::Fp32);
-        assert_eq!(auto(&e, U8, U8).precision, Precision::Fp32);
+        assert_eq!(auto(&e, U8, U8).precision, Precision::Int8);
+        assert_eq!(auto(&e, U8, U8).key, TileKey::L2Int);
+        assert_eq!(auto(&e, U8, U8).tile_rows(), TileRows::I8);
+        assert_eq!(auto(&ip, U8, U8).precision, Precision::Fp32);
+        assert_eq!(auto(&ip, U8, U8).storage, Storage::U8);
+        assert_eq!(auto(&cb, U8, U8).tile_rows(), TileRows::F32);
+        assert_eq!(auto(&e, U8, F32).storage, Storage::F32);
         assert_eq!(auto(&e, F64, F32).precision, Precision::Fp32);
         assert_eq!(auto(&cb, F16, F16).precision, Precision::Fp32);
         assert_eq!(auto(&cb, F32, F32).storage, Storage::F32);
         let fp16 = resolve(&e, Precision::Fp16, F16, F16).unwrap();
         assert_eq!(fp16.storage, Storage::F16);
+        assert_eq!(fp16.tile_rows(), TileRows::Stored);
+        // Other arithmetic on half rows: the stored rows stay as they are, the tiles read f32
+        // rows prepared from them on the device.
         let tf32 = resolve(&e, Precision::Tf32, F16, F16).unwrap();
         assert_eq!(
-            (tf32.storage, tf32.precision),
-            (Storage::F32, Precision::Tf32)
+            (tf32.storage, tf32.precision, tf32.tile_rows()),
+            (Storage::F16, Precision::Tf32, TileRows::F32)
         );
+        let int8 = resolve(&Metric::SqEuclidean, Precision::Int8, U8, U8).unwrap();
+        assert_eq!(int8.precision, Precision::Int8);
         for (m, p, be, qe, why) in [
             (&e, Precision::Fp16, F32, F32, "f32 data"),
             (&e, Precision::Fp16, Bf16, Bf16, "bf16 data"),
@@ -965,6 +1116,10 @@ mod tests {
             (&e, Precision::Fp16, F16, F32, "a f16 base with f32 queries"),
             (&cos, Precision::Fp16, F16, F16, "this metric"),
             (&cb, Precision::Bf16, Bf16, Bf16, "this metric"),
+            (&e, Precision::Int8, F32, F32, "f32 data"),
+            (&e, Precision::Int8, U8, F32, "a u8 base with f32 queries"),
+            (&ip, Precision::Int8, U8, U8, "this metric"),
+            (&cos, Precision::Int8, U8, U8, "this metric"),
         ] {
             let err = resolve(m, p, be, qe).unwrap_err().to_string();
             assert!(

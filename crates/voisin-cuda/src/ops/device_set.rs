@@ -20,22 +20,32 @@ use cudarc::driver::{
 use voisin::data::{VectorData, VectorSet};
 use voisin::{Error, Result};
 
-use crate::numerics::plan::{Plan, Storage};
+use crate::numerics::plan::{Plan, Storage, TileRows, I8_ALIGN};
 use crate::ops::tile::Block;
 use crate::runtime::context::{dev, Gpu, STAGE};
-use crate::runtime::staging::Staging;
+use crate::runtime::staging::{Pitch, Staging};
 
 /// Rows on the device in a plan's storage type.
 pub(crate) enum DeviceRows {
     F32(CudaSlice<f32>),
     /// The stored bits of f16 or bf16 values.
     Half(CudaSlice<u16>),
+    U8(CudaSlice<u8>),
 }
 
-/// Some rows on the device, as a tile operand.
+/// Some rows on the device: stored rows, or the tiles' operand.
 pub(crate) enum RowsView<'a> {
     F32(CudaView<'a, f32>),
     Half(CudaView<'a, u16>),
+    U8(CudaView<'a, u8>),
+    /// Prepared int8 tile rows.
+    I8(CudaView<'a, i8>),
+}
+
+/// Rows prepared for the tiles on the device ([`TileRows`]).
+enum Prepared {
+    F32(CudaSlice<f32>),
+    I8(CudaSlice<i8>),
 }
 
 impl DeviceRows {
@@ -46,6 +56,7 @@ impl DeviceRows {
         let rows = match storage {
             Storage::F32 => unsafe { stream.alloc::<f32>(n) }.map(DeviceRows::F32),
             Storage::F16 | Storage::Bf16 => unsafe { stream.alloc::<u16>(n) }.map(DeviceRows::Half),
+            Storage::U8 => unsafe { stream.alloc::<u8>(n) }.map(DeviceRows::U8),
         };
         rows.map_err(dev("allocating"))
     }
@@ -55,6 +66,7 @@ impl DeviceRows {
         match self {
             DeviceRows::F32(s) => RowsView::F32(s.slice(range)),
             DeviceRows::Half(s) => RowsView::Half(s.slice(range)),
+            DeviceRows::U8(s) => RowsView::U8(s.slice(range)),
         }
     }
 
@@ -63,6 +75,7 @@ impl DeviceRows {
         match self {
             DeviceRows::F32(s) => l.arg(s),
             DeviceRows::Half(s) => l.arg(s),
+            DeviceRows::U8(s) => l.arg(s),
         };
     }
 }
@@ -73,6 +86,8 @@ impl<'a> RowsView<'a> {
         match self {
             RowsView::F32(v) => RowsView::F32(v.slice(start..)),
             RowsView::Half(v) => RowsView::Half(v.slice(start..)),
+            RowsView::U8(v) => RowsView::U8(v.slice(start..)),
+            RowsView::I8(v) => RowsView::I8(v.slice(start..)),
         }
     }
 
@@ -80,42 +95,60 @@ impl<'a> RowsView<'a> {
         match self {
             RowsView::F32(v) => v.len(),
             RowsView::Half(v) => v.len(),
+            RowsView::U8(v) => v.len(),
+            RowsView::I8(v) => v.len(),
         }
     }
 
-    /// The f32 rows of a plan on f32 storage (the SIMT and fused kernels, which the plans of
-    /// half storage never reach).
+    /// Pushes the view as the next kernel argument.
+    pub fn arg<'b>(&'b self, l: &mut LaunchArgs<'b>) {
+        match self {
+            RowsView::F32(v) => l.arg(v),
+            RowsView::Half(v) => l.arg(v),
+            RowsView::U8(v) => l.arg(v),
+            RowsView::I8(v) => l.arg(v),
+        };
+    }
+
+    /// The f32 rows of a plan with f32 tile rows (the SIMT and fused kernels, which the other
+    /// plans never reach).
     pub fn f32(&self) -> &CudaView<'a, f32> {
         match self {
             RowsView::F32(v) => v,
-            RowsView::Half(_) => {
-                unreachable!("f32 kernels run on f32 storage only (internal invariant)")
-            }
+            _ => unreachable!("f32 kernels run on f32 tile rows only (internal invariant)"),
         }
     }
 }
 
 /// Rows on the host on their way up, in the device's storage type: f32 values (converted
-/// exactly, or rounded from f64), or the stored bits of f16/bf16 values (no copy).
+/// exactly, or rounded from f64), or the stored f16/bf16 bits or u8 values (no copy).
 pub(crate) enum HostRows<'s> {
     F32(Cow<'s, [f32]>),
     Half(Cow<'s, [u16]>),
+    U8(Cow<'s, [u8]>),
 }
 
 impl<'s> HostRows<'s> {
     /// Rows `range` of `set` as `storage` holds them.
     pub fn of(storage: Storage, set: &'s VectorSet, range: Range<usize>) -> Self {
         let d = set.dim();
+        let values = range.start * d..range.end * d;
         match storage {
             Storage::F32 => HostRows::F32(set.rows_f32(range.start, range.end)),
-            Storage::F16 | Storage::Bf16 => HostRows::Half(Cow::Borrowed(
-                &half_bits(set)[range.start * d..range.end * d],
-            )),
+            Storage::F16 | Storage::Bf16 => HostRows::Half(Cow::Borrowed(&half_bits(set)[values])),
+            Storage::U8 => HostRows::U8(Cow::Borrowed(&u8_values(set)[values])),
         }
     }
 
     /// Rows `ids` of `set`, in that order.
     pub fn gather(storage: Storage, set: &VectorSet, ids: &[usize]) -> HostRows<'static> {
+        fn pick<T: Copy>(all: &[T], d: usize, ids: &[usize]) -> Vec<T> {
+            let mut v = Vec::with_capacity(ids.len() * d);
+            for &i in ids {
+                v.extend_from_slice(&all[i * d..(i + 1) * d]);
+            }
+            v
+        }
         let d = set.dim();
         match storage {
             Storage::F32 => {
@@ -126,13 +159,9 @@ impl<'s> HostRows<'s> {
                 HostRows::F32(Cow::Owned(v))
             }
             Storage::F16 | Storage::Bf16 => {
-                let bits = half_bits(set);
-                let mut v = Vec::with_capacity(ids.len() * d);
-                for &i in ids {
-                    v.extend_from_slice(&bits[i * d..(i + 1) * d]);
-                }
-                HostRows::Half(Cow::Owned(v))
+                HostRows::Half(Cow::Owned(pick(half_bits(set), d, ids)))
             }
+            Storage::U8 => HostRows::U8(Cow::Owned(pick(u8_values(set), d, ids))),
         }
     }
 
@@ -140,47 +169,55 @@ impl<'s> HostRows<'s> {
         match self {
             HostRows::F32(v) => v.len(),
             HostRows::Half(v) => v.len(),
+            HostRows::U8(v) => v.len(),
         }
     }
 
-    /// A new device buffer holding these rows.
-    fn upload(&self, gpu: &Gpu) -> Result<DeviceRows> {
+    /// A new device buffer holding these rows, spread to `pitch`.
+    fn upload(&self, gpu: &Gpu, pitch: Pitch) -> Result<DeviceRows> {
         Ok(match self {
-            HostRows::F32(v) => DeviceRows::F32(gpu.upload(v)?),
-            HostRows::Half(v) => DeviceRows::Half(gpu.upload(v)?),
+            HostRows::F32(v) => DeviceRows::F32(gpu.upload_rows(v, pitch)?),
+            HostRows::Half(v) => DeviceRows::Half(gpu.upload_rows(v, pitch)?),
+            HostRows::U8(v) => DeviceRows::U8(gpu.upload_rows(v, pitch)?),
         })
     }
 
-    /// Copies values `values` of these rows to the same place of `dst` (see
-    /// `Gpu::upload_into`).
+    /// Copies the rows holding host values `values` to their place in `dst`, spread to `pitch`
+    /// (see `Gpu::upload_into`).
     fn upload_into(
         &self,
         gpu: &Gpu,
         dst: &DeviceRows,
         values: Range<usize>,
+        pitch: Pitch,
         behind: bool,
     ) -> Result<()> {
+        let at = pitch.device_len(values.start)..pitch.device_len(values.end);
         match (self, dst) {
             (HostRows::F32(v), DeviceRows::F32(d)) => {
-                gpu.upload_into(&d.slice(values.clone()), &v[values], behind)
+                gpu.upload_into(&d.slice(at), &v[values], pitch, behind)
             }
             (HostRows::Half(v), DeviceRows::Half(d)) => {
-                gpu.upload_into(&d.slice(values.clone()), &v[values], behind)
+                gpu.upload_into(&d.slice(at), &v[values], pitch, behind)
+            }
+            (HostRows::U8(v), DeviceRows::U8(d)) => {
+                gpu.upload_into(&d.slice(at), &v[values], pitch, behind)
             }
             _ => unreachable!("host and device rows share the plan's storage"),
         }
     }
 
-    /// Queues the copy of these rows into `dst` on `stream` through `staging` (the shard
-    /// loader of search/stream.rs).
+    /// Queues the copy of these rows into `dst`, spread to `pitch`, on `stream` through
+    /// `staging` (the shard loader of search/stream.rs).
     ///
     /// # Safety
-    /// As [`Staging::upload`]: `dst` holds at least `self.len()` values and lives until the
-    /// copies on `stream` complete.
+    /// As [`Staging::upload`]: `dst` holds at least `pitch.device_len(self.len())` values and
+    /// lives until the copies on `stream` complete.
     pub unsafe fn stage(
         &self,
         staging: &mut Staging,
         dst: &mut DeviceRows,
+        pitch: Pitch,
         stream: &Arc<CudaStream>,
         what: &'static str,
     ) -> Result<()> {
@@ -188,12 +225,17 @@ impl<'s> HostRows<'s> {
             (HostRows::F32(v), DeviceRows::F32(d)) => {
                 let (ptr, _guard) = d.device_ptr_mut(stream);
                 // SAFETY: the caller's contract.
-                unsafe { staging.upload(v, ptr, stream, what) }
+                unsafe { staging.upload(v, pitch, ptr, stream, what) }
             }
             (HostRows::Half(v), DeviceRows::Half(d)) => {
                 let (ptr, _guard) = d.device_ptr_mut(stream);
                 // SAFETY: the caller's contract.
-                unsafe { staging.upload(v, ptr, stream, what) }
+                unsafe { staging.upload(v, pitch, ptr, stream, what) }
+            }
+            (HostRows::U8(v), DeviceRows::U8(d)) => {
+                let (ptr, _guard) = d.device_ptr_mut(stream);
+                // SAFETY: the caller's contract.
+                unsafe { staging.upload(v, pitch, ptr, stream, what) }
             }
             _ => unreachable!("host and device rows share the plan's storage"),
         }
@@ -209,13 +251,24 @@ fn half_bits(set: &VectorSet) -> &[u16] {
     }
 }
 
+/// The stored values of a u8 set (a plan puts only such sets on u8 storage).
+fn u8_values(set: &VectorSet) -> &[u8] {
+    match set.data() {
+        VectorData::U8(b) => b.as_slice(),
+        _ => unreachable!("u8 storage is planned for u8 sets only"),
+    }
+}
+
 pub(crate) struct DeviceSet<'s> {
     /// The rows as given, in the plan's storage (f32: converted exactly, or rounded from f64),
-    /// for exact keys; the tiles' rows too on half storage.
+    /// `raw_ld` values apart, for exact keys; the tiles' rows too for f16/bf16 tiles.
     pub raw: DeviceRows,
-    /// The rows the tiles read (translated, centred or unit, per the plan); none on half
-    /// storage.
-    rows: Option<CudaSlice<f32>>,
+    /// Values from one stored row to the next ([`Storage::row_stride`]).
+    pub raw_ld: usize,
+    /// The rows the tiles read (translated, centred or unit, per the plan, or int8), `tile_ld`
+    /// values apart; none for f16/bf16 tiles, which read `raw`.
+    rows: Option<Prepared>,
+    tile_ld: usize,
     /// f32 squared norms of the tiles' rows, for the L2 key.
     pub sqnorm: CudaSlice<f32>,
     pub n: usize,
@@ -275,7 +328,7 @@ impl<'s> DeviceSet<'s> {
     /// ([`DeviceSet::ensure`]); nothing is copied yet.
     pub fn behind(gpu: &Gpu, plan: &Plan, set: &'s VectorSet, range: Range<usize>) -> Result<Self> {
         let n = range.len();
-        let raw = DeviceRows::alloc(&gpu.stream, plan.storage, n * plan.dim)?;
+        let raw = DeviceRows::alloc(&gpu.stream, plan.storage, n * pitch(plan).ld)?;
         // The uploads run on the copy stream, which must see this allocation first.
         gpu.fence_copies()?;
         Self::allocate(
@@ -288,15 +341,15 @@ impl<'s> DeviceSet<'s> {
     }
 
     fn whole(gpu: &Gpu, plan: &Plan, src: HostRows<'_>, n: usize) -> Result<Self> {
-        let raw = src.upload(gpu)?;
+        let raw = src.upload(gpu, pitch(plan))?;
         let set = Self::allocate(gpu, plan, raw, n, None)?;
         set.prepare_rows(gpu, 0..n)?;
         set.complete(gpu)?;
         Ok(set)
     }
 
-    /// Prepares `n` rows already on the device (at least n × dim values in `raw`, in the
-    /// plan's storage); the work is queued on the engine's stream, which must first wait for
+    /// Prepares `n` rows already on the device (at least n rows in `raw`, in the plan's storage
+    /// and row stride); the work is queued on the engine's stream, which must first wait for
     /// whatever wrote `raw`.
     pub fn prepare(gpu: &Gpu, plan: &Plan, raw: DeviceRows, n: usize) -> Result<Self> {
         let set = Self::allocate(gpu, plan, raw, n, None)?;
@@ -318,13 +371,22 @@ impl<'s> DeviceSet<'s> {
             Some(s) => Some(stream.clone_htod(s).map_err(dev("copying the shift"))?),
             None => None,
         };
-        let rows = match plan.storage {
-            Storage::F32 => Some(alloc(gpu, n * d)?),
-            Storage::F16 | Storage::Bf16 => None,
+        let raw_ld = plan.storage.row_stride(d);
+        let (rows, tile_ld) = match plan.tile_rows() {
+            TileRows::F32 => (Some(Prepared::F32(alloc(gpu, n * d)?)), d),
+            TileRows::Stored => (None, raw_ld),
+            TileRows::I8 => {
+                let ld = d.next_multiple_of(I8_ALIGN);
+                // SAFETY: prepare_rows writes every value (the padding as zeros).
+                let rows = unsafe { stream.alloc::<i8>((n * ld).max(1)) };
+                (Some(Prepared::I8(rows.map_err(dev("allocating"))?)), ld)
+            }
         };
         Ok(DeviceSet {
             raw,
+            raw_ld,
             rows,
+            tile_ld,
             sqnorm: alloc(gpu, n)?,
             n,
             storage: plan.storage,
@@ -355,7 +417,8 @@ impl<'s> DeviceSet<'s> {
         let step = (STAGE / d.max(1)).max(1);
         while *next < upto.min(self.n) {
             let (r0, r1) = (*next, (*next + step).min(self.n));
-            src.upload_into(gpu, &self.raw, r0 * d..r1 * d, true)?;
+            let pitch = Pitch { d, ld: self.raw_ld };
+            src.upload_into(gpu, &self.raw, r0 * d..r1 * d, pitch, true)?;
             self.prepare_rows(gpu, r0..r1)?;
             *next = r1;
         }
@@ -394,36 +457,44 @@ impl<'s> DeviceSet<'s> {
             block_dim: (32 * warps_per_block, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (nn, dd) = (rows.len() as i64, d as i32);
+        let (nn, dd, ld_in) = (rows.len() as i64, d as i32, self.raw_ld as i64);
         let null: u64 = 0;
-        let input = self.raw.view(rows.start * d..rows.end * d);
+        let input = self
+            .raw
+            .view(rows.start * self.raw_ld..rows.end * self.raw_ld);
         // The outputs are written through views of this set's own buffers: the kernel owns
-        // these rows until it completes, and nothing reads them before (stream order). Half
-        // storage has no prepared rows: the kernel writes the norms only.
-        let out = self
-            .rows
-            .as_ref()
-            .map(|r| r.slice(rows.start * d..rows.end * d));
+        // these rows until it completes, and nothing reads them before (stream order). f16/bf16
+        // tiles have no prepared rows: the kernel writes the norms only.
+        let (ld8, out) = (
+            self.tile_ld as i64,
+            rows.start * self.tile_ld..rows.end * self.tile_ld,
+        );
+        let (out32, out8) = match &self.rows {
+            Some(Prepared::F32(r)) => (Some(r.slice(out)), None),
+            Some(Prepared::I8(r)) => (None, Some(r.slice(out))),
+            None => (None, None),
+        };
         let sq = self.sqnorm.slice(rows.clone());
         let norm = self.norm_dev.slice(rows);
         let mut l = gpu
             .stream
             .launch_builder(&gpu.k.elem(self.storage)?.prepare_rows);
-        match &input {
-            RowsView::F32(v) => l.arg(v),
-            RowsView::Half(v) => l.arg(v),
-        };
-        l.arg(&nn).arg(&dd);
+        input.arg(&mut l);
+        l.arg(&nn).arg(&dd).arg(&ld_in);
         match &self.shift {
             Some(s) => l.arg(s),
             None => l.arg(&null),
         };
         l.arg(&self.centre_rows).arg(&self.unit);
-        match &out {
+        match &out32 {
             Some(o) => l.arg(o),
             None => l.arg(&null),
         };
-        l.arg(&sq).arg(&norm);
+        match &out8 {
+            Some(o) => l.arg(o),
+            None => l.arg(&null),
+        };
+        l.arg(&ld8).arg(&sq).arg(&norm);
         // SAFETY: matches kernels/distance/prepare.cu, compiled for this set's storage; the
         // views hold rows.len() rows of d values, the shift d values.
         unsafe { l.launch(cfg) }.map_err(dev("prepare_rows"))?;
@@ -455,16 +526,28 @@ impl<'s> DeviceSet<'s> {
     }
 
     /// Rows `a..b` as a tile operand.
-    pub fn block(&self, a: usize, b: usize, dim: usize) -> Block<'_> {
-        let values = a * dim..(b * dim).max(a * dim + 1);
+    pub fn block(&self, a: usize, b: usize) -> Block<'_> {
+        let ld = self.tile_ld;
+        let values = a * ld..(b * ld).max(a * ld + 1);
         Block {
             rows: match &self.rows {
-                Some(r) => RowsView::F32(r.slice(values)),
+                Some(Prepared::F32(r)) => RowsView::F32(r.slice(values)),
+                Some(Prepared::I8(r)) => RowsView::I8(r.slice(values)),
                 None => self.raw.view(values),
             },
+            ld,
             sqnorm: self.sqnorm.slice(a..b.max(a + 1)),
             n: b - a,
         }
+    }
+}
+
+/// How a plan's stored rows lie on the device.
+pub(crate) fn pitch(plan: &Plan) -> Pitch {
+    let d = plan.dim.max(1);
+    Pitch {
+        d,
+        ld: plan.storage.row_stride(d),
     }
 }
 

@@ -71,6 +71,9 @@ pub(crate) fn keys(
     };
     let zero = sum_zero();
     let d = s.bset.dim() as i32;
+    // Both sides share the plan's storage and so its row stride.
+    debug_assert_eq!(s.bdev.raw_ld, s.qdev.raw_ld);
+    let ld = s.bdev.raw_ld as i64;
     let mut out: Vec<f64> = Vec::new();
     let mut tr = gpu.phases();
     for chunk in pairs.chunks(CHUNK) {
@@ -92,6 +95,7 @@ pub(crate) fn keys(
         s.bdev.raw.arg(&mut l);
         s.qdev.raw.arg(&mut l);
         l.arg(&d)
+            .arg(&ld)
             .arg(&vp)
             .arg(&np)
             .arg(&code)
@@ -202,6 +206,7 @@ pub(crate) fn rerank(
         job.k as i32,
     );
     let (qo, d, zero) = (q_off as u32, job.sides.bset.dim() as i32, sum_zero());
+    let ld = job.sides.bdev.raw_ld as i64;
     let mut dist = out.dist.slice_mut(at * job.k..);
     let mut ids = out.ids.slice_mut(at * job.k..);
     let mut status = out.status.slice_mut(at..);
@@ -219,6 +224,7 @@ pub(crate) fn rerank(
     job.sides.qdev.raw.arg(&mut l);
     l.arg(&qo)
         .arg(&d)
+        .arg(&ld)
         .arg(&job.code)
         .arg(&zero)
         .arg(&job.form)

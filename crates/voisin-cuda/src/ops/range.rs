@@ -23,7 +23,7 @@ pub(crate) fn candidates(
     thr: &[f32],
     budget: &Budget,
 ) -> Result<(Vec<usize>, Vec<u32>)> {
-    let (d, nb, nq) = (plan.dim, base.n, queries.n);
+    let (nb, nq) = (base.n, queries.n);
     let b_tile = nb.clamp(1, 16384);
     let q_tile = (budget.bytes / (b_tile * 4)).clamp(1, nq.clamp(1, 8192));
     let stream = &gpu.stream;
@@ -52,10 +52,10 @@ pub(crate) fn candidates(
         let mut fill = fill;
         for q0 in (0..nq).step_by(q_tile) {
             let q1 = (q0 + q_tile).min(nq);
-            let qb = queries.block(q0, q1, d);
+            let qb = queries.block(q0, q1);
             for b0 in (0..nb).step_by(b_tile) {
                 let b1 = (b0 + b_tile).min(nb);
-                let bb = base.block(b0, b1, d);
+                let bb = base.block(b0, b1);
                 let (rows, cols) = (q1 - q0, b1 - b0);
                 tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), cols)?;
                 let (ld, r, c) = (cols as i64, rows as i32, cols as i32);

@@ -1,8 +1,10 @@
 //! One distance tile on the device: rows of one block against rows of another, row-major with a
 //! given row stride. GEMM metrics get dot products from cuBLAS (sgemm, GemmEx on TF32 tensor
-//! cores under `Precision::Tf32`, or GemmEx on the stored f16/bf16 rows with fp32 accumulation
-//! under `Precision::Fp16`/`Bf16`; the key is formed later, inside the selection and range
-//! kernels); the others get keys from kernels/distance/vector_tile.cu.
+//! cores under `Precision::Tf32`, GemmEx on the stored f16/bf16 rows with fp32 accumulation
+//! under `Precision::Fp16`/`Bf16`, or on int8 rows with int32 accumulation under
+//! `Precision::Int8`, whose int32 results the tile holds as they are, `TileKey::L2Int`); the key
+//! is formed later, inside the selection and range kernels. The others get keys from
+//! kernels/distance/vector_tile.cu.
 //!
 //! Owns the cuBLAS call and its column-major bookkeeping; knows nothing about selection.
 
@@ -17,9 +19,11 @@ use crate::ops::device_set::RowsView;
 use crate::options::Precision;
 use crate::runtime::context::{dev, Gpu};
 
-/// A block of the tiles' rows on the device (prepared f32 rows, or the stored half rows).
+/// A block of the tiles' rows on the device (prepared f32 or int8 rows, or the stored half
+/// rows), `ld` values apart.
 pub(crate) struct Block<'a> {
     pub rows: RowsView<'a>,
+    pub ld: usize,
     pub sqnorm: CudaView<'a, f32>,
     pub n: usize,
 }
@@ -36,45 +40,67 @@ pub(crate) fn compute(
     let d = plan.dim;
     match plan.tile {
         TileKind::Gemm => {
-            debug_assert!(b.rows.len() >= b.n * d && q.rows.len() >= q.n * d);
+            debug_assert_eq!(q.ld, b.ld);
+            debug_assert!(b.rows.len() >= b.n * b.ld && q.rows.len() >= q.n * q.ld);
             debug_assert!(out.len() >= (q.n.saturating_sub(1)) * ld + b.n);
+            // Row-major Q (q.n × d, rows q.ld apart) and B (b.n × d) are column-major
+            // ld × n matrices. The row-major tile D = Q Bᵀ is the column-major (b.n × q.n)
+            // matrix Bᵀ Q.
+            let shape = |k0: usize, len: usize, beta: f32| GemmConfig {
+                transa: cublasOperation_t::CUBLAS_OP_T,
+                transb: cublasOperation_t::CUBLAS_OP_N,
+                m: b.n as i32,
+                n: q.n as i32,
+                k: len as i32,
+                alpha: 1.0f32,
+                lda: b.ld as i32,
+                ldb: q.ld as i32,
+                beta: if k0 == 0 { 0.0 } else { beta },
+                ldc: ld as i32,
+            };
+            if let (RowsView::I8(bv), RowsView::I8(qv)) = (&b.rows, &q.rows) {
+                // int32 sums are exact: one call over the whole (zero-padded) rows.
+                let cfg = shape(0, q.ld, 0.0);
+                return gemm_ex(
+                    gpu,
+                    &cfg,
+                    (bv, qv, cudaDataType::CUDA_R_8I),
+                    Accumulate::Int,
+                    out,
+                );
+            }
             // Chunks of the inner dimension, the later ones added into the tile: the error
-            // bound of numerics/plan.rs (`accumulation_length`) counts on this order.
-            for (c, k0) in (0..d).step_by(K_CHUNK).enumerate() {
-                let len = K_CHUNK.min(d - k0);
-                // Row-major Q (q.n × d) and B (b.n × d) are column-major d × n matrices. The
-                // row-major tile D = Q Bᵀ is the column-major (b.n × q.n) matrix Bᵀ Q; a chunk
-                // starts k0 values into each row and keeps the row stride d.
-                let cfg = GemmConfig {
-                    transa: cublasOperation_t::CUBLAS_OP_T,
-                    transb: cublasOperation_t::CUBLAS_OP_N,
-                    m: b.n as i32,
-                    n: q.n as i32,
-                    k: len as i32,
-                    alpha: 1.0f32,
-                    lda: d as i32,
-                    ldb: d as i32,
-                    beta: if c == 0 { 0.0 } else { 1.0 },
-                    ldc: ld as i32,
-                };
+            // bound of numerics/plan.rs (`accumulation_length`) counts on this order. Stored
+            // half rows run over their zero padding too (exact: adding 0 rounds nothing, and
+            // the padding never adds a chunk, K_CHUNK being a multiple of it): an f16 GEMM of
+            // 16384² × 15880 in 8 chunks ran at 674 TFLOP/s against 566 over 15876 values,
+            // with rows 15880 apart in both (H100).
+            let kd = match q.rows {
+                RowsView::Half(_) => q.ld,
+                _ => d,
+            };
+            for k0 in (0..kd).step_by(K_CHUNK) {
+                let cfg = shape(k0, K_CHUNK.min(kd - k0), 1.0);
+                // A chunk starts k0 values into each row and keeps the row stride.
                 let (bv, qv) = (b.rows.from(k0), q.rows.from(k0));
-                // SAFETY: from k0, the views hold (n − 1)·d + len values of each side and the
+                // SAFETY: from k0, the views hold (n − 1)·ld + len values of each side and the
                 // output q.n × ld (asserted above).
                 match (&bv, &qv, plan.precision) {
                     (RowsView::F32(bv), RowsView::F32(qv), Precision::Fp32) => {
                         unsafe { gpu.blas.gemm(cfg, bv, qv, out) }.map_err(dev("sgemm"))?
                     }
                     (RowsView::F32(bv), RowsView::F32(qv), Precision::Tf32) => {
-                        let tf32 = cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32;
+                        let tf32 =
+                            Accumulate::Float(cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32);
                         gemm_ex(gpu, &cfg, (bv, qv, cudaDataType::CUDA_R_32F), tf32, out)?
                     }
                     (RowsView::Half(bv), RowsView::Half(qv), _) => {
                         let t = match plan.storage {
                             Storage::F16 => cudaDataType::CUDA_R_16F,
                             Storage::Bf16 => cudaDataType::CUDA_R_16BF,
-                            Storage::F32 => unreachable!("half rows on half storage"),
+                            _ => unreachable!("half rows on half storage"),
                         };
-                        let fp32 = cublasComputeType_t::CUBLAS_COMPUTE_32F;
+                        let fp32 = Accumulate::Float(cublasComputeType_t::CUBLAS_COMPUTE_32F);
                         gemm_ex(gpu, &cfg, (bv, qv, t), fp32, out)?
                     }
                     _ => unreachable!("tile rows in the plan's storage and precision"),
@@ -107,14 +133,23 @@ pub(crate) fn compute(
     }
 }
 
+/// How GemmEx sums: in fp32 under a compute type (TF32 tensor cores, or the f16/bf16 ones), or
+/// in int32 on the int8 tensor cores (output words hold int32 values).
+#[derive(Clone, Copy)]
+enum Accumulate {
+    Float(cublasComputeType_t),
+    Int,
+}
+
 /// The product of `compute`'s sgemm call through GemmEx: inputs of type `ab.2` (f32 for TF32,
-/// f16/bf16 for the stored half rows), fp32 output, `compute` accumulation. The errors are in
-/// the plan's bound (numerics/plan.rs `Plan::with_precision`, `Plan::with_arithmetic`).
+/// f16/bf16 for the stored half rows, int8 rows), `acc` accumulation into 32-bit words (f32, or
+/// int32 for int8). The errors are in the plan's bound (numerics/plan.rs
+/// `Plan::with_precision`, `Plan::with_arithmetic`).
 fn gemm_ex<T: DeviceRepr>(
     gpu: &Gpu,
     cfg: &GemmConfig<f32>,
     ab: (&CudaView<'_, T>, &CudaView<'_, T>, cudaDataType),
-    compute: cublasComputeType_t,
+    acc: Accumulate,
     c: &mut CudaViewMut<'_, f32>,
 ) -> Result<()> {
     let stream: &CudaStream = &gpu.stream;
@@ -122,8 +157,20 @@ fn gemm_ex<T: DeviceRepr>(
     let (pa, _ra) = a.device_ptr(stream);
     let (pb, _rb) = b.device_ptr(stream);
     let (pc, _rc) = c.device_ptr_mut(stream);
+    // The scalars in the accumulation's type.
+    let (alpha, beta) = (cfg.alpha as i32, cfg.beta as i32);
+    let (scale_a, scale_b, ct, compute): (*const f32, *const f32, _, _) = match acc {
+        Accumulate::Float(compute) => (&cfg.alpha, &cfg.beta, cudaDataType::CUDA_R_32F, compute),
+        Accumulate::Int => (
+            (&alpha) as *const i32 as *const f32,
+            (&beta) as *const i32 as *const f32,
+            cudaDataType::CUDA_R_32I,
+            cublasComputeType_t::CUBLAS_COMPUTE_32I,
+        ),
+    };
     // SAFETY: the same shapes as the sgemm call in `compute` (checked there); the handle is
-    // bound to `stream`, and the pointers' guards live until the call is queued.
+    // bound to `stream`, the scalars live until the call returns (host pointer mode), and the
+    // pointers' guards live until the call is queued.
     unsafe {
         blas::gemm_ex(
             *gpu.blas.handle(),
@@ -132,16 +179,16 @@ fn gemm_ex<T: DeviceRepr>(
             cfg.m,
             cfg.n,
             cfg.k,
-            (&cfg.alpha) as *const f32 as *const _,
+            scale_a as *const _,
             pa as *const _,
             t,
             cfg.lda,
             pb as *const _,
             t,
             cfg.ldb,
-            (&cfg.beta) as *const f32 as *const _,
+            scale_b as *const _,
             pc as *mut _,
-            cudaDataType::CUDA_R_32F,
+            ct,
             cfg.ldc,
             compute,
             cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,

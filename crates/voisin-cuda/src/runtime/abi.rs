@@ -50,6 +50,8 @@ abi_table! {
     KEY_ONE_MINUS: i32 = 2;
     /// The tile already holds the key (the SIMT metrics).
     KEY_DIRECT: i32 = 3;
+    /// As KEY_L2, the tile's words holding int32 dot products (int8 tiles of u8 rows).
+    KEY_L2_INT: i32 = 4;
     /// An empty list slot's index.
     NO_INDEX: u32 = u32::MAX;
 

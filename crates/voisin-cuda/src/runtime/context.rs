@@ -13,7 +13,7 @@ use voisin::{Error, Result};
 
 use crate::runtime::kernels::Kernels;
 use crate::runtime::probe::{NoProbe, Phases, Probe};
-use crate::runtime::staging::Staging;
+use crate::runtime::staging::{Pitch, Staging};
 
 /// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
 /// (cudarc panics when a library is missing, so presence is checked before anything is called).
@@ -212,7 +212,22 @@ impl Gpu {
         // SAFETY: filled below before use; the padding tail is never read as data.
         let dst = unsafe { self.stream.alloc::<T>(src.len().div_ceil(STAGE) * STAGE) }
             .map_err(dev("allocating device memory"))?;
-        self.upload_into(&dst.slice(..), src, false)?;
+        self.upload_into(&dst.slice(..), src, Pitch::DENSE, false)?;
+        Ok(dst)
+    }
+
+    /// [`Gpu::upload`] of rows spread to `pitch` on the device (zeros after each row's values).
+    pub fn upload_rows<T>(&self, src: &[T], pitch: Pitch) -> Result<CudaSlice<T>>
+    where
+        T: bytemuck::Pod + cudarc::driver::DeviceRepr + Send + Sync,
+    {
+        if pitch.ld == pitch.d {
+            return self.upload(src);
+        }
+        // SAFETY: every value is written by the copy (rows and their zero padding).
+        let dst = unsafe { self.stream.alloc::<T>(pitch.device_len(src.len()).max(1)) }
+            .map_err(dev("allocating device memory"))?;
+        self.upload_into(&dst.slice(..), src, pitch, false)?;
         Ok(dst)
     }
 
@@ -235,22 +250,30 @@ impl Gpu {
     /// the last piece is queued, so a caller can interleave pieces with the work that reads
     /// them (a base uploaded behind its first tiles, device_set.rs). With `behind` the copies
     /// run on the copy stream, beside the kernels already queued (after `fence_copies` for a
-    /// fresh `dst`); the engine's stream then waits for them.
-    pub fn upload_into<T>(&self, dst: &CudaView<'_, T>, src: &[T], behind: bool) -> Result<()>
+    /// fresh `dst`); the engine's stream then waits for them. Rows go to the device spread to
+    /// `pitch` (`Pitch::DENSE`: as they are).
+    pub fn upload_into<T>(
+        &self,
+        dst: &CudaView<'_, T>,
+        src: &[T],
+        pitch: Pitch,
+        behind: bool,
+    ) -> Result<()>
     where
         T: bytemuck::Pod + cudarc::driver::DeviceRepr + Send + Sync,
     {
         let stream = if behind { &self.copy } else { &self.stream };
         assert!(
-            dst.len() >= src.len(),
+            dst.len() >= pitch.device_len(src.len()),
             "upload past the end of a device buffer"
         );
         let mut staging = self.staging()?;
         let staging = staging.as_mut().expect("allocated by staging()");
         let (base, _guard) = dst.device_ptr(&self.stream);
-        // SAFETY: `dst` is device memory of this context holding at least `src.len()` values
-        // (asserted above); slices are freed on the engine's stream only, after these copies.
-        unsafe { staging.upload(src, base, stream, "copying to the device") }?;
+        // SAFETY: `dst` is device memory of this context holding at least the rows' device
+        // values (asserted above); slices are freed on the engine's stream only, after these
+        // copies.
+        unsafe { staging.upload(src, pitch, base, stream, "copying to the device") }?;
         if behind {
             self.stream
                 .join(&self.copy)

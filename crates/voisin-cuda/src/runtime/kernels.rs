@@ -149,7 +149,7 @@ pub(crate) fn root_source() -> String {
         .collect()
 }
 
-/// The translation unit of one half storage type's [`ElemKernels`].
+/// The translation unit of one storage type other than f32's [`ElemKernels`].
 fn elem_source() -> String {
     ELEM_SOURCES
         .iter()
@@ -185,12 +185,13 @@ pub(crate) fn ptx() -> Result<Ptx> {
 /// The NVRTC output of the element kernels for `storage`, shared by every context of the
 /// process (f32's are in [`ptx`]).
 fn elem_ptx(storage: Storage) -> Result<Ptx> {
-    static PTX: [OnceLock<std::result::Result<Ptx, String>>; 2] =
-        [OnceLock::new(), OnceLock::new()];
+    static PTX: [OnceLock<std::result::Result<Ptx, String>>; 3] =
+        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = match storage {
         Storage::F32 => return ptx(),
         Storage::F16 => &PTX[0],
         Storage::Bf16 => &PTX[1],
+        Storage::U8 => &PTX[2],
     };
     slot.get_or_init(|| compile(&elem_source(), storage))
         .clone()
@@ -269,8 +270,8 @@ macro_rules! registry {
             $($(#[$cfg])* pub $name: CudaFunction,)*
             /// The element kernels of f32 rows (from the same module).
             f32: ElemKernels,
-            /// Those of f16 and bf16 rows, loaded at their first use.
-            half: [OnceLock<ElemKernels>; 2],
+            /// Those of f16, bf16 and u8 rows, loaded at their first use.
+            other: [OnceLock<ElemKernels>; 3],
             ctx: Arc<CudaContext>,
             /// The module they come from.
             #[allow(dead_code)]
@@ -285,7 +286,7 @@ macro_rules! registry {
                 Ok(Kernels {
                     $($(#[$cfg])* $name: f(stringify!($name))?,)*
                     f32: ElemKernels::find(&module)?,
-                    half: [OnceLock::new(), OnceLock::new()],
+                    other: [OnceLock::new(), OnceLock::new(), OnceLock::new()],
                     ctx: ctx.clone(),
                     module,
                 })
@@ -341,13 +342,14 @@ impl ElemKernels {
 
 impl Kernels {
     /// The element kernels of rows stored as `storage` (compiled and loaded at the first call
-    /// for a half type; calls on one device are serialised by its engines' GPU lock, and a
+    /// for a type other than f32; calls on one device are serialised by its engines' GPU lock, and a
     /// race would only load the module twice).
     pub fn elem(&self, storage: Storage) -> Result<&ElemKernels> {
         let slot = match storage {
             Storage::F32 => return Ok(&self.f32),
-            Storage::F16 => &self.half[0],
-            Storage::Bf16 => &self.half[1],
+            Storage::F16 => &self.other[0],
+            Storage::Bf16 => &self.other[1],
+            Storage::U8 => &self.other[2],
         };
         if let Some(k) = slot.get() {
             return Ok(k);
@@ -426,8 +428,8 @@ mod tests {
                 "{name} missing from the PTX"
             );
         }
-        // The element kernels compile for each half storage type too.
-        for storage in [Storage::F16, Storage::Bf16] {
+        // The element kernels compile for each other storage type too.
+        for storage in [Storage::F16, Storage::Bf16, Storage::U8] {
             let text = elem_ptx(storage)
                 .unwrap_or_else(|e| panic!("{storage:?}: {e}"))
                 .to_src();

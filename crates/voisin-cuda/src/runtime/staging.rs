@@ -14,6 +14,29 @@ use voisin::Result;
 
 use crate::runtime::context::dev;
 
+/// How rows lie: `d` values each on the host, `ld` apart on the device (`ld ≥ d`; the device
+/// values between are zero). Rows stored as f16/bf16 start on 16 bytes on the device
+/// (`Storage::row_stride`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pitch {
+    pub d: usize,
+    pub ld: usize,
+}
+
+impl Pitch {
+    /// Values as they are, no padding.
+    pub const DENSE: Pitch = Pitch { d: 1, ld: 1 };
+
+    /// Device values for `values` host values (whole rows).
+    pub fn device_len(self, values: usize) -> usize {
+        if self.ld == self.d {
+            values
+        } else {
+            values / self.d * self.ld
+        }
+    }
+}
+
 /// One pinned buffer and the event of the last copy that read it.
 struct Slot {
     host: PinnedHostSlice<f32>,
@@ -55,25 +78,40 @@ impl Staging {
         Self::new(ctx, chunk, sys::CU_MEMHOSTALLOC_WRITECOMBINED)
     }
 
-    /// Queues the copy of `src` to the device memory at `dst` (holding at least `src.len()`
-    /// values) on `stream`, a chunk at a time through the buffers; returns once the last piece
-    /// is queued. `what` names the copy in errors. Values of any plain type (f32 rows, the
-    /// stored bits of f16/bf16 rows) go through the same buffers.
+    /// Queues the copy of `src` to the device memory at `dst` (holding at least
+    /// `pitch.device_len(src.len())` values) on `stream`, a chunk at a time through the
+    /// buffers, rows spread to `pitch.ld` values with zeros after their `pitch.d`; returns once
+    /// the last piece is queued. `what` names the copy in errors. Values of any plain type (f32
+    /// rows, the stored bits of f16/bf16 rows, u8 values) go through the same buffers.
     ///
     /// # Safety
-    /// `dst` must be device memory of the buffers' context valid for `src.len()` values until
+    /// `dst` must be device memory of the buffers' context valid for that many values until
     /// the copies on `stream` complete.
     pub unsafe fn upload<T: bytemuck::Pod + Send + Sync>(
         &mut self,
         src: &[T],
+        pitch: Pitch,
         dst: sys::CUdeviceptr,
         stream: &CudaStream,
         what: &'static str,
     ) -> Result<()> {
         let size = std::mem::size_of::<T>();
-        // Values of T per buffer (the buffers hold `chunk` f32 words).
-        let per = self.chunk * 4 / size;
-        for (c, part) in src.chunks(per).enumerate() {
+        let Pitch { d, ld } = pitch;
+        debug_assert!(ld >= d && src.len().is_multiple_of(d));
+        // Whole rows per buffer (the buffers hold `chunk` f32 words); dense values need no
+        // row boundaries.
+        let per_row = if ld == d { 1 } else { ld };
+        let rows = (self.chunk * 4 / size / per_row).max(1);
+        let (step_src, step_dst) = if ld == d {
+            (rows, rows)
+        } else {
+            (rows * d, rows * ld)
+        };
+        assert!(
+            step_dst * size <= self.chunk * 4,
+            "a row longer than a staging buffer"
+        );
+        for (c, part) in src.chunks(step_src).enumerate() {
             let slot = &mut self.slots[self.next];
             self.next ^= 1;
             // The copy that last read this buffer must finish before the host refills it.
@@ -87,17 +125,28 @@ impl Staging {
                 .as_mut_slice()
                 .map_err(dev("waiting for a copy"))?;
             let host: &mut [T] = bytemuck::cast_slice_mut(words);
-            host[..part.len()]
-                .par_chunks_mut(1 << 16)
-                .zip(part.par_chunks(1 << 16))
-                .for_each(|(h, p)| h.copy_from_slice(p));
+            let len = pitch.device_len(part.len());
+            if ld == d {
+                host[..len]
+                    .par_chunks_mut(1 << 16)
+                    .zip(part.par_chunks(1 << 16))
+                    .for_each(|(h, p)| h.copy_from_slice(p));
+            } else {
+                host[..len]
+                    .par_chunks_mut(ld)
+                    .zip(part.par_chunks(d))
+                    .for_each(|(h, p)| {
+                        h[..d].copy_from_slice(p);
+                        h[d..].fill(T::zeroed());
+                    });
+            }
             // SAFETY: `host[..len]` is page-locked memory of this context, the destination
             // range lies inside `dst` (the caller's contract), and the buffer is not refilled
             // before the event recorded after this copy has passed.
             unsafe {
                 cudarc::driver::result::memcpy_htod_async(
-                    dst + (c * per * size) as u64,
-                    &host[..part.len()],
+                    dst + (c * step_dst * size) as u64,
+                    &host[..len],
                     stream.cu_stream(),
                 )
             }

@@ -221,7 +221,7 @@ pub(crate) fn symmetric_candidates(
     t: usize,
     owns: &TileOwner<'_>,
 ) -> Result<Lists> {
-    let (n, d) = (data.n, plan.dim);
+    let n = data.n;
     let nt = n.div_ceil(t);
     let size = |it: usize| ((it + 1) * t).min(n) - it * t;
     // How many other items each tile row's lists see, for completeness.
@@ -257,10 +257,10 @@ pub(crate) fn symmetric_candidates(
     let mut queued: std::collections::VecDeque<cudarc::driver::CudaEvent> = Default::default();
     for it in 0..nt {
         let (i0, i1) = (it * t, ((it + 1) * t).min(n));
-        let bi = data.block(i0, i1, d);
+        let bi = data.block(i0, i1);
         for jt in (it..nt).filter(|&jt| owns(it, jt)) {
             let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
-            let bj = data.block(j0, j1, d);
+            let bj = data.block(j0, j1);
             let (ni, nj) = (i1 - i0, j1 - j0);
             if queued.len() >= IN_FLIGHT {
                 let e = queued.pop_front().expect("non-empty");

@@ -121,7 +121,7 @@ fn passes(
     mut each: impl FnMut(BlockLists<'_>) -> Result<()>,
 ) -> Result<()> {
     let (gpu, plan) = (ctx.gpu, ctx.plan);
-    let (d, nb, nq) = (plan.dim, base.n, qdev.n);
+    let (nb, nq) = (base.n, qdev.n);
     if nq == 0 {
         return base.complete(gpu);
     }
@@ -173,7 +173,7 @@ fn passes(
                 items: std::ops::Range<usize>,
                 list_at: usize|
      -> Result<()> {
-        let qb = qdev.block(rows.start, rows.end, d);
+        let qb = qdev.block(rows.start, rows.end);
         let len = qb.n * width;
         let (mut v, mut i) = (
             lv.slice_mut(list_at..list_at + len),
@@ -187,7 +187,7 @@ fn passes(
             // A base uploaded behind the first tiles: its next rows go up while the GPU works
             // on the ones queued before (device_set.rs).
             base.ensure(gpu, b1)?;
-            let bb = base.block(b0, b1, d);
+            let bb = base.block(b0, b1);
             tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), b1 - b0)?;
             let at = TileAt {
                 rows: qb.n,
@@ -226,9 +226,9 @@ fn passes(
                 stream
                     .memset_zeros(&mut survivors.count.slice_mut(..qn))
                     .map_err(dev("clearing counters"))?;
-                let qb = qdev.block(q0, q1, d);
+                let qb = qdev.block(q0, q1);
                 base.ensure(gpu, nb)?;
-                let rest = base.block(f.first, nb, d);
+                let rest = base.block(f.first, nb);
                 let last = lv.slice(kp - 1..);
                 let thr = fused::Thresholds {
                     values: &last,

@@ -21,8 +21,8 @@ use rayon::prelude::*;
 use voisin::data::VectorSet;
 use voisin::{Error, Metric, RangeResult, Result, Stats};
 
-use crate::numerics::plan::{Plan, Storage};
-use crate::ops::device_set::{DeviceRows, DeviceSet, HostRows};
+use crate::numerics::plan::{Plan, TileRows, I8_ALIGN};
+use crate::ops::device_set::{pitch, DeviceRows, DeviceSet, HostRows};
 use crate::ops::{exact, range, Budget};
 use crate::options::Select;
 use crate::runtime::context::{dev, Gpu};
@@ -36,20 +36,24 @@ use crate::search::{shard, Ctx};
 /// speed.
 const CHUNK: usize = 4 << 20;
 
-/// The device bytes a set takes when resident with its rows as `storage`: padded raw rows
-/// (see `Gpu::upload`), prepared f32 rows (none on half storage: the tiles read the stored
-/// rows) and the norms.
-pub(crate) fn resident_bytes(n: usize, dim: usize, storage: Storage) -> usize {
-    let values = n * dim;
-    let raw = if values < (1 << 20) {
+/// The device bytes a set of `n` rows of `dim` values takes when resident under `plan`: its
+/// stored rows (dense ones padded as `Gpu::upload` pads them, f16/bf16 rows to their stride),
+/// the prepared tile rows (f32 or int8; none where the tiles read the stored rows) and the
+/// norms.
+pub(crate) fn resident_bytes(n: usize, dim: usize, plan: &Plan) -> usize {
+    let ld = plan.storage.row_stride(dim);
+    let values = n * ld;
+    let raw = if values < (1 << 20) || ld != dim {
         values
     } else {
         values.div_ceil(16 << 20) * (16 << 20)
     };
-    match storage {
-        Storage::F32 => (raw + values) * 4 + n * 16,
-        Storage::F16 | Storage::Bf16 => raw * 2 + n * 16,
-    }
+    let tiles = match plan.tile_rows() {
+        TileRows::F32 => n * dim * 4,
+        TileRows::Stored => 0,
+        TileRows::I8 => n * dim.next_multiple_of(I8_ALIGN),
+    };
+    raw * plan.storage.bytes() + tiles + n * 16
 }
 
 /// Device bytes a search needs beyond its inputs: the smallest working set and the lists.
@@ -102,11 +106,14 @@ pub(crate) fn for_each_shard(
                 let mut staging = Staging::write_combined(&ctx, CHUNK)?;
                 for r in ranges {
                     let src = HostRows::of(plan.storage, set, r.clone());
+                    let pitch = pitch(plan);
                     // Filled below before the engine's stream reads it (event).
-                    let mut dst = DeviceRows::alloc(&copy, plan.storage, src.len())?;
-                    // SAFETY: `dst` holds src.len() values of this context and lives until
-                    // the engine's stream, ordered after the copies by `ready`, is done with it.
-                    unsafe { src.stage(&mut staging, &mut dst, &copy, "copying a shard") }?;
+                    let mut dst =
+                        DeviceRows::alloc(&copy, plan.storage, pitch.device_len(src.len()))?;
+                    // SAFETY: `dst` holds the rows' device values, of this context, and lives
+                    // until the engine's stream, ordered after the copies by `ready`, is done
+                    // with it.
+                    unsafe { src.stage(&mut staging, &mut dst, pitch, &copy, "copying a shard") }?;
                     let ready = copy.record_event(None).map_err(dev("recording an event"))?;
                     if tx.send(Ok((dst, ready, r.clone()))).is_err() {
                         // The work stopped on an error of its own.
@@ -141,10 +148,9 @@ pub(crate) fn fits(
     b: &VectorSet,
     q: &VectorSet,
     kp: usize,
-    storage: Storage,
+    plan: &Plan,
 ) -> Result<bool> {
-    let rows =
-        resident_bytes(b.len(), b.dim(), storage) + resident_bytes(q.len(), q.dim(), storage);
+    let rows = resident_bytes(b.len(), b.dim(), plan) + resident_bytes(q.len(), q.dim(), plan);
     fits_beside(gpu, rows, q.len(), kp)
 }
 
@@ -155,9 +161,9 @@ pub(crate) fn fits_beside(gpu: &Gpu, rows: usize, queries: usize, kp: usize) -> 
 }
 
 /// A graph's set must fit (its tiles pair every item with every other; not streamed yet).
-pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, storage: Storage) -> Result<()> {
+pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, plan: &Plan) -> Result<()> {
     let kp = knn::first_list(k).max(crate::ops::select::COLS_KP);
-    let need = resident_bytes(set.len(), set.dim(), storage) + working_bytes(set.len(), kp);
+    let need = resident_bytes(set.len(), set.dim(), plan) + working_bytes(set.len(), kp);
     let free = gpu.free_memory()?;
     if need > free {
         return Err(Error::device(format!(
@@ -331,9 +337,27 @@ mod tests {
 
     #[test]
     fn resident_sizes_follow_the_upload_padding() {
-        assert_eq!(resident_bytes(10, 4, Storage::F32), (40 + 40) * 4 + 160);
-        let big = resident_bytes(1 << 20, 20, Storage::F32);
+        use crate::options::Precision;
+        use voisin::data::ElemType;
+        let e = ElemType::F32;
+        let plan = |elem: ElemType, d: usize, p: Precision| {
+            let set = VectorSet::from_f32(1, d, vec![0.0; d]).unwrap();
+            Plan::new(&Metric::Euclidean, &set)
+                .with_arithmetic(p, elem, elem)
+                .unwrap()
+        };
+        let f32_plan = plan(e, 4, Precision::Fp32);
+        assert_eq!(resident_bytes(10, 4, &f32_plan), (40 + 40) * 4 + 160);
+        let big = resident_bytes(1 << 20, 20, &plan(e, 20, Precision::Fp32));
         assert_eq!(big, ((32 << 20) + (20 << 20)) * 4 + (16 << 20));
+        // f16 rows to a 16-byte stride, no prepared rows; u8 rows dense and int8 rows padded
+        // to 16; u8 rows under fp32 with f32 tile rows.
+        let f16 = plan(ElemType::F16, 5, Precision::Auto);
+        assert_eq!(resident_bytes(10, 5, &f16), 10 * 8 * 2 + 160);
+        let u8_int8 = plan(ElemType::U8, 5, Precision::Auto);
+        assert_eq!(resident_bytes(10, 5, &u8_int8), 50 + 10 * 16 + 160);
+        let u8_fp32 = plan(ElemType::U8, 5, Precision::Fp32);
+        assert_eq!(resident_bytes(10, 5, &u8_fp32), 50 + 200 + 160);
     }
 
     #[test]
