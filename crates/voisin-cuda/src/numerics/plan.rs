@@ -460,7 +460,10 @@ impl Plan {
         self
     }
 
-    /// The plan with the GEMM tiles in `precision` (SIMT tiles stay fp32).
+    /// The plan with the GEMM tiles in `precision`: `Tf32` turns fp32 GEMM tiles on f32 rows
+    /// into TF32 tiles; anything else leaves the plan as it is (SIMT tiles stay fp32, a TF32
+    /// plan stays TF32, tiles on half storage keep their arithmetic). So it may be called on a
+    /// plan already resolved to fp32, and the terms below are added exactly once.
     ///
     /// TF32 bound, assuming the worst conversion (truncation to 10 explicit mantissa bits, not
     /// rounding; cuBLAS does not document which): each input is x(1+δ) with |δ| < 2^-10, so a
@@ -470,7 +473,7 @@ impl Plan {
     /// round-to-nearest, which doubles the unit roundoff of the sums: γ is doubled.
     pub fn with_precision(mut self, precision: Precision) -> Plan {
         debug_assert!(matches!(precision, Precision::Fp32 | Precision::Tf32));
-        if precision == Precision::Tf32 && self.tile == TileKind::Gemm {
+        if precision == Precision::Tf32 && self.fp32_gemm() {
             let u = 2f64.powi(-10);
             self.input = 1.05 * (2.0 * u + u * u);
             self.gamma *= 2.0;
@@ -545,6 +548,26 @@ impl Plan {
         self.gamma *= 2.0;
         self.flush = storage.min_normal() * (self.dim as f64).sqrt();
         self
+    }
+
+    /// Whether the tiles are fp32 GEMM tiles on f32 rows (what TF32 may replace).
+    fn fp32_gemm(&self) -> bool {
+        self.tile == TileKind::Gemm
+            && self.precision == Precision::Fp32
+            && self.storage == Storage::F32
+    }
+
+    /// How many entries of a list a proof of its `kk` nearest needs, for a query of bound `abs`
+    /// whose list holds the approximate keys `keys` (ascending, at least `kk`): up to and with
+    /// the first entry whose lower bound clears the upper bound of the `kk`-th (no item after
+    /// it, nor any left out of a list that ends there, can be among the `kk` nearest). `None`
+    /// when no entry of `keys` clears it. What the list pilots measure per query.
+    pub fn proof_length(&self, keys: &[f32], kk: usize, abs: f64) -> Option<usize> {
+        debug_assert!(kk >= 1 && keys.len() >= kk);
+        let top = self.upper(keys[kk - 1], abs);
+        keys.iter()
+            .position(|&v| self.lower(v, abs) > top)
+            .map(|r| r + 1)
     }
 
     /// The arithmetic of the tiles, as `--stats` reports it.
@@ -972,6 +995,27 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// A proof reaches the first entry whose lower bound clears the k-th's upper bound.
+    #[test]
+    fn proof_length_reaches_the_first_clear_entry() {
+        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
+        let plan = Plan::new(&Metric::InnerProduct, &b);
+        let keys = [1.0f32, 2.0, 2.5, 3.0, 4.0, 9.0];
+        // The 2nd key's upper bound is just above 2 (+ abs); the lower bound of an entry v is
+        // v − abs.
+        assert_eq!(plan.proof_length(&keys, 2, 0.0), Some(3));
+        assert_eq!(plan.proof_length(&keys, 2, 0.3), Some(4));
+        assert_eq!(plan.proof_length(&keys, 2, 0.8), Some(5));
+        assert_eq!(plan.proof_length(&keys, 2, 3.0), Some(6));
+        assert_eq!(plan.proof_length(&keys, 2, 3.6), None);
+        assert_eq!(plan.proof_length(&keys, 6, 0.0), None);
+        // Ties at the k-th: the proof passes them all.
+        assert_eq!(
+            plan.proof_length(&[1.0, 1.0, 1.0, 1.0, 2.0], 1, 0.0),
+            Some(5)
+        );
     }
 
     /// Thresholds keep every approximate key whose interval may reach the radius key.

@@ -539,12 +539,77 @@ fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
     )
 }
 
-/// Queries the pilot of [`pilot_list`] looks at.
+/// Queries a pilot looks at.
 const PILOT_QUERIES: usize = 32;
 /// Dimension from which the fp32 bound (which grows with it) gets a pilot.
 const PILOT_DIM: usize = 1024;
 /// Longest list the pilot looks along.
 const PILOT_MAX: usize = 16384;
+
+/// The list a pilot first looks along for a first list of `kp`.
+fn pilot_probe(kp: usize) -> usize {
+    (4 * kp).max(256)
+}
+
+/// The queries of a pilot on the device: up to [`PILOT_QUERIES`] evenly spaced rows of a
+/// search's queries, and how many nearest their proofs must settle (`kk`: k, plus the query
+/// itself where the queries are the base).
+struct Pilot {
+    sub: DeviceSet<'static>,
+    kk: usize,
+}
+
+impl Pilot {
+    fn new(
+        ctx: &Ctx<'_>,
+        queries: &voisin::VectorSet,
+        k: usize,
+        self_pairs: bool,
+    ) -> Result<Pilot> {
+        let m = queries.len().min(PILOT_QUERIES);
+        let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
+        let mut tr = ctx.gpu.phases();
+        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, queries, &ids)?;
+        tr.mark("pilot: gather");
+        Ok(Pilot {
+            sub,
+            kk: k + usize::from(self_pairs),
+        })
+    }
+
+    /// The approximate keys of each pilot query's list of `seen` under `ctx`'s plan, sorted;
+    /// `None` for a list with nothing to prove (complete, or shorter than `kk`). One pass over
+    /// the base.
+    fn lists(
+        &self,
+        ctx: &Ctx<'_>,
+        base: &DeviceSet,
+        seen: usize,
+        budget: &Budget,
+    ) -> Result<Vec<Option<Vec<f32>>>> {
+        let mut tr = ctx.gpu.phases();
+        let raws = candidates(ctx, base, &self.sub, seen, Select::Auto, budget)?;
+        tr.mark("pilot: candidates");
+        Ok(raws
+            .into_iter()
+            .map(|raw| {
+                if raw.complete || raw.cands.len() < self.kk {
+                    return None;
+                }
+                let mut keys: Vec<f32> = raw.cands.iter().map(|c| c.0).collect();
+                keys.sort_unstable_by(f32::total_cmp);
+                Some(keys)
+            })
+            .collect())
+    }
+
+    /// How long a list proves pilot query `j`, whose list holds `keys` (sorted), under `plan`
+    /// against a base of largest norm `base_norm` ([`Plan::proof_length`]).
+    fn need(&self, plan: &Plan, j: usize, keys: &[f32], base_norm: f64) -> Option<usize> {
+        let abs = plan.abs_bound(self.sub.norm()[j], base_norm);
+        plan.proof_length(keys, self.kk, abs)
+    }
+}
 
 /// The first list size for k, raised where a pilot shows the error bound needs more room.
 ///
@@ -576,38 +641,22 @@ pub(crate) fn pilot_list(
     }
     // The pilot reads the whole base and its largest norm at once.
     base.complete(gpu)?;
-    let kk = k + usize::from(self_pairs);
-    let m = queries.len().min(PILOT_QUERIES);
-    let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
-    let mut tr = gpu.phases();
-    let sub = DeviceSet::gather(gpu, plan, queries, &ids)?;
-    tr.mark("pilot: gather");
+    let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
     // A scan of every base norm: once, not per pilot query (32 scans of 1M norms were 28 ms).
     let base_norm = base.max_norm();
-    let mut probe = (4 * kp).max(256);
+    let mut probe = pilot_probe(kp);
     let need = loop {
         let seen = probe.min(base.n);
         if seen <= kp {
             return Ok(kp);
         }
-        let raws = candidates(ctx, base, &sub, seen, Select::Auto, budget)?;
-        tr.mark("pilot: candidates");
-        let mut need = Some(kp);
-        for (j, mut raw) in raws.into_iter().enumerate() {
-            if raw.complete || raw.cands.len() < kk {
-                continue;
-            }
-            raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-            let abs = plan.abs_bound(sub.norm()[j], base_norm);
-            let top = plan.upper(raw.cands[kk - 1].0, abs);
-            // The list must reach the first entry whose lower bound clears the k-th's upper one.
-            let at = raw.cands.iter().position(|c| plan.lower(c.0, abs) > top);
-            need = match (need, at) {
-                (Some(n), Some(r)) => Some(n.max(r + 1)),
-                _ => None,
-            };
-        }
-        tr.mark("pilot: proofs");
+        let lists = pilot.lists(ctx, base, seen, budget)?;
+        // The longest proof, or `None` while some query's is out of sight.
+        let need = lists
+            .iter()
+            .enumerate()
+            .filter_map(|(j, keys)| Some(pilot.need(plan, j, keys.as_ref()?, base_norm)))
+            .try_fold(kp, |n, r| Some(n.max(r?)));
         match need {
             Some(n) => break n,
             None if seen >= base.n || probe >= PILOT_MAX => break 2 * seen,
