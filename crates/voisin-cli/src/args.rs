@@ -253,7 +253,8 @@ pub struct RunOpts {
     pub select: voisin_cuda::Select,
 
     /// GPU distance arithmetic: auto (the fastest whose error bound proves the answer for the
-    /// data: fp16/bf16 tensor cores on f16/bf16 data, fp32 on other data),
+    /// data: fp16/bf16 tensor cores on f16/bf16 data; on other data tf32 where a pilot finds
+    /// its bound proves cheaply, fp32 otherwise),
     /// fp32, tf32, fp16 or bf16 (f16/bf16 data only). Results stay exact in every mode (a wider
     /// error bound and exact re-ranking); --stats says which ran. The CPU ignores it.
     #[arg(long, value_name = "P", default_value = "auto", value_parser = parse_precision, help_heading = "GPU options")]
