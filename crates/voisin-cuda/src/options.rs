@@ -53,9 +53,16 @@ impl Default for CudaOptions {
 pub enum Precision {
     /// The fastest arithmetic whose bound proves the answer for the data: the stored type's
     /// tensor cores for f16/bf16 sets (euclidean, sqeuclidean, inner product), int8 tensor
-    /// cores for u8 sets under euclidean and sqeuclidean, fp32 for the
-    /// other inputs (TF32 lost 5.8× to fp32 on a clustered graph; see
-    /// docs/design/tensor-core-inputs.md).
+    /// cores for u8 sets under euclidean and sqeuclidean; for the other
+    /// inputs under the GEMM metrics (cosine and correlation included), TF32 or fp32 as a pilot
+    /// on the device decides once the base is up: TF32 where its wider bound proves 32 pilot
+    /// queries with lists at most twice as long, in sum, as fp32's or the first list (TF32 was
+    /// about 2× faster on normal data), fp32 where it does not (TF32 lost 5.8× to fp32 on a
+    /// clustered graph). The pilot runs for the
+    /// k-NN search of a resident base (a prepared base decides at its first search and keeps
+    /// the choice) and for graphs built by one process; streamed bases, k-NN over several GPUs,
+    /// range searches and the graphs of MPI ranks keep fp32. SIMT metrics run fp32.
+    /// `--stats` reports what ran. See docs/design/tensor-core-inputs.md.
     #[default]
     Auto,
     /// Strict fp32 products (cuBLAS sgemm on the SIMT cores).

@@ -2,7 +2,8 @@
 //! its data can take) against the CPU engine: k-NN, graph and range, ids AND distances equal
 //! byte for byte; ties and duplicates; k = 1, 10, 100, 256, 1000, n − 1; dims 1, 3, 127, 1025;
 //! data far from the origin; a streamed f16 base; a prepared f16 base with f32 queries; the
-//! refusals of choices the data cannot take; `--stats`' arithmetic.
+//! refusals of choices the data cannot take; `--stats`' arithmetic; `auto`'s TF32 pilot on
+//! normal and clustered f32 data.
 //! docs/design/tensor-core-inputs.md. Every test needs a CUDA GPU:
 //! `cargo test -p voisin-cuda --test tensor_cores -- --ignored --test-threads 1`.
 
@@ -207,12 +208,19 @@ fn auto_reports_and_explicit_choices_are_checked() {
         auto.knn(b, q, 5, m).unwrap().stats.arithmetic.clone()
     };
     assert_eq!(arith(&f16_set, &f16_set, &e), "fp16");
-    assert_eq!(arith(&f32_set, &f32_set, &e), "fp32");
     assert_eq!(arith(&u8_set, &u8_set, &e), "int8");
-    assert_eq!(arith(&u8_set, &u8_set, &Metric::InnerProduct), "fp32");
-    assert_eq!(arith(&u8_set, &f32_set, &e), "fp32");
-    assert_eq!(arith(&f16_set, &f32_set, &e), "fp32");
-    assert_eq!(arith(&f16_set, &f16_set, &Metric::Cosine), "fp32");
+    // f32 rows under a GEMM metric: fp32 or TF32 as the pilot finds (see
+    // `auto_picks_tf32_where_its_pilot_proves_cheaply`); SIMT metrics stay fp32.
+    for (b, q, m) in [
+        (&f32_set, &f32_set, &e),
+        (&u8_set, &u8_set, &Metric::InnerProduct),
+        (&u8_set, &f32_set, &e),
+        (&f16_set, &f32_set, &e),
+        (&f16_set, &f16_set, &Metric::Cosine),
+    ] {
+        let a = arith(b, q, m);
+        assert!(a == "fp32" || a == "tf32", "{m}: {a}");
+    }
     assert_eq!(arith(&f16_set, &f16_set, &Metric::Cityblock), "fp32");
     let mixed = auto.knn(&f16_set, &f32_set, 7, &e).unwrap();
     same(
@@ -232,6 +240,103 @@ fn auto_reports_and_explicit_choices_are_checked() {
             err.contains("--precision") && !err.contains('\n'),
             "{p} {m}: {err}"
         );
+    }
+}
+
+/// f32 rows of standard normal values: `n` for the base, `nq` for the queries.
+fn normal_f32(rng: &mut StdRng, n: usize, nq: usize, d: usize) -> (Dataset, Dataset) {
+    let mut rows = |m: usize| -> Dataset {
+        let v = (0..m * d).map(|_| rng.sample(StandardNormal)).collect();
+        VectorSet::from_f32(m, d, v).unwrap().into()
+    };
+    (rows(n), rows(nq))
+}
+
+/// Points on `subspaces` random 8-d affine subspaces, as gpu_bench's clustered kind (centres of
+/// spread 3, directions of norm about 1, N(0, 1) coordinates): `n` for the base and `nq` for the
+/// queries, both spread over every subspace.
+fn clustered_f32(
+    rng: &mut StdRng,
+    n: usize,
+    nq: usize,
+    d: usize,
+    subspaces: usize,
+) -> (Dataset, Dataset) {
+    let spaces: Vec<Vec<f32>> = (0..subspaces)
+        .map(|_| {
+            (0..9 * d)
+                .map(|i| {
+                    let x: f32 = rng.sample(StandardNormal);
+                    if i < d {
+                        3.0 * x
+                    } else {
+                        x / (d as f32).sqrt()
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let mut rows = |m: usize| -> Dataset {
+        let mut v = Vec::with_capacity(m * d);
+        for i in 0..m {
+            let s = &spaces[i % subspaces];
+            let mut row = s[..d].to_vec();
+            for t in 0..8 {
+                let z: f32 = rng.sample(StandardNormal);
+                let dir = &s[(t + 1) * d..(t + 2) * d];
+                row.iter_mut().zip(dir).for_each(|(x, &u)| *x += z * u);
+            }
+            v.extend(row);
+        }
+        VectorSet::from_f32(m, d, v).unwrap().into()
+    };
+    (rows(n), rows(nq))
+}
+
+/// `auto` on f32 data: its pilot picks TF32 for normal data and fp32 for clustered data (8,000
+/// points on eight 8-d subspaces, as dense on each as gpu_bench's clustered kind), for k-NN and
+/// graphs under euclidean and cosine, and a prepared base keeps the choice of its first search;
+/// `--stats` names what ran and the answers equal the CPU engine's, as those of the explicit
+/// choices (which run no pilot) do.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn auto_picks_tf32_where_its_pilot_proves_cheaply() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let (n, nq, d) = (8000, 300, 128);
+    let cases = [
+        ("normal", normal_f32(&mut rng, n, nq, d), "tf32"),
+        ("clustered", clustered_f32(&mut rng, n, nq, d, 8), "fp32"),
+    ];
+    let g = Arc::new(gpu(Precision::Auto));
+    for (what, (base, queries), want) in &cases {
+        for metric in [Metric::Euclidean, Metric::Cosine] {
+            let say = format!("{what} {metric}");
+            for k in [1, 10, 100] {
+                let got = g.knn(base, queries, k, &metric).unwrap();
+                let cpu_knn = cpu.knn(base, queries, k, &metric).unwrap();
+                same(&got, &cpu_knn, &format!("{say} knn k={k}"));
+                assert_eq!(got.stats.arithmetic, *want, "{say} knn k={k}");
+            }
+            let got = g.graph(base, 10, &metric).unwrap();
+            same(&got, &cpu.graph(base, 10, &metric).unwrap(), &say);
+            assert_eq!(got.stats.arithmetic, *want, "{say} graph");
+            for p in [Precision::Fp32, Precision::Tf32] {
+                let got = gpu(p).knn(base, queries, 10, &metric).unwrap();
+                assert_eq!(got.stats.arithmetic, p.name(), "{say} explicit");
+                let cpu_knn = cpu.knn(base, queries, 10, &metric).unwrap();
+                same(&got, &cpu_knn, &format!("{say} explicit {p}"));
+            }
+        }
+        // A prepared base decides at its first search (k = 10) and keeps it (k = 100).
+        let shared = Arc::new(base.clone());
+        let prepared = Arc::clone(&g).prepare(shared, &Metric::Euclidean).unwrap();
+        for k in [10, 100] {
+            let got = prepared.knn(queries, k).unwrap();
+            let want_knn = cpu.knn(base, queries, k, &Metric::Euclidean).unwrap();
+            same(&got, &want_knn, &format!("{what} prepared k={k}"));
+            assert_eq!(got.stats.arithmetic, *want, "{what} prepared k={k}");
+        }
     }
 }
 

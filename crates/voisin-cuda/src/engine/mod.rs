@@ -314,7 +314,8 @@ impl Engine for CudaEngine {
         // counts as compute; the queries are uploaded whole.
         let bdev = DeviceSet::behind(&gpu, &plan, bset, 0..bset.len())?;
         let on = OnDevice { bset, bdev: &bdev };
-        self.knn_on(&ctx, metric, on, (qset, k), budget, (stats, tr0))
+        let asked = (qset, k, &knn::AutoChoice::default());
+        self.knn_on(&ctx, metric, on, asked, budget, (stats, tr0))
     }
 
     fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
@@ -401,7 +402,9 @@ impl CudaEngine {
     /// rank: deal the pairs (e.g. cyclically by their row-major index), run this on each rank,
     /// gather the shares at one rank, [`PartialGraph::merge`] them and call
     /// [`CudaEngine::graph_finish`] there. With the radix selection (k above ~1800) a tile row I
-    /// is computed whole by the owner of (I, I).
+    /// is computed whole by the owner of (I, I). Under `--precision auto` the tiles here are
+    /// fp32 (no TF32 pilot): the shares and their proof, computed in separate calls, must agree
+    /// on one plan.
     pub fn graph_tiles(
         &self,
         data: &Dataset,

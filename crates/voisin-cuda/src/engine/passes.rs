@@ -32,6 +32,12 @@
 //! ([`voisin::graph::pass_steps`]) through [`CudaEngine::graph_tiles`] and
 //! [`CudaEngine::graph_rows`].
 //!
+//! Arithmetic: under `--precision auto`, once the set is up, a pilot on the first GPU chooses
+//! TF32 or fp32 tiles for the whole build (`knn::AutoChoice`; every GPU's shares and the proof
+//! run under that one plan, and a checkpoint's running lists name it). The ranks of voisin-mpi,
+//! which compute shares and proofs in separate calls ([`CudaEngine::graph_tiles`]), keep fp32
+//! under `auto`.
+//!
 //! Memory: the running share holds `width` candidates (8 bytes each) per item on the host, the
 //! same lists a one-shot multi-GPU graph merges once.
 //!
@@ -54,7 +60,7 @@ use crate::numerics::plan::{vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::context;
 use crate::search::graph::{self, GraphRows, Lists, PartialGraph};
-use crate::search::knn::Raw;
+use crate::search::knn::{AutoChoice, Raw};
 use crate::search::stream;
 
 /// The graph of `data` on `engines` (one or more GPUs holding the whole set), with finished
@@ -122,13 +128,23 @@ pub(crate) fn build(
         })?;
         lock(&stats).transfer += upload.elapsed();
         tr.mark("graph: upload and prepare");
+        // Under `--precision auto`, a pilot on the first GPU picks TF32 or fp32 tiles for every
+        // GPU: the shares merge and prove under one plan.
+        let plan = {
+            let gpu = engines[0].lock()?;
+            let ctx = engines[0].ctx(&gpu, &plan);
+            let (ddev, budget) = (&ddevs[0], ctx.budget()?);
+            AutoChoice::default().plan(&ctx, ddev, set, k, true, &budget)?
+        };
+        lock(&stats).arithmetic = plan.arithmetic();
+        tr.mark("graph: arithmetic pilot");
         Ok(engines
             .iter()
             .zip(ddevs)
             .enumerate()
             .map(|(g, (engine, ddev))| GpuBuild {
                 engine,
-                plan: &plan,
+                plan: plan.clone(),
                 set,
                 ddev,
                 metric,
@@ -149,7 +165,8 @@ fn lock(stats: &Mutex<Stats>) -> std::sync::MutexGuard<'_, Stats> {
 /// build, shares of dealt tile pairs, and (on the first GPU) the proof of finished rows.
 pub(crate) struct GpuBuild<'a> {
     engine: &'a CudaEngine,
-    plan: &'a Plan,
+    /// The build's plan, the same on every GPU.
+    plan: Plan,
     set: &'a VectorSet,
     ddev: DeviceSet<'a>,
     metric: &'a Metric,
@@ -167,7 +184,7 @@ impl Backend for GpuBuild<'_> {
         let gpu = self.engine.lock()?;
         let mut tr = gpu.phases();
         let part = graph::lists(
-            &self.engine.ctx(&gpu, self.plan),
+            &self.engine.ctx(&gpu, &self.plan),
             &self.ddev,
             self.set,
             self.k,
@@ -198,7 +215,7 @@ impl Backend for GpuBuild<'_> {
         let mut stats = lock(self.stats);
         let mut tr = gpu.phases();
         let rows = graph::prove_rows(
-            &self.engine.ctx(&gpu, self.plan),
+            &self.engine.ctx(&gpu, &self.plan),
             &self.ddev,
             self.set,
             self.metric,
@@ -218,7 +235,7 @@ impl Backend for GpuBuild<'_> {
         let mut stats = lock(self.stats);
         let mut tr = gpu.phases();
         let rows = graph::prove(
-            &self.engine.ctx(&gpu, self.plan),
+            &self.engine.ctx(&gpu, &self.plan),
             &self.ddev,
             self.set,
             self.metric,
@@ -245,7 +262,7 @@ impl Backend for GpuBuild<'_> {
     }
 
     fn partial_kind(&self) -> String {
-        lists_kind(self.plan)
+        lists_kind(&self.plan)
     }
 
     fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {

@@ -19,6 +19,7 @@ use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::{range, Budget};
 use crate::runtime::context::Gpu;
+use crate::search::knn::AutoChoice;
 use crate::search::{knn, stream, Ctx};
 
 /// A base on this GPU: its host rows (host finish, messages) and its device copy.
@@ -33,24 +34,33 @@ type Started = (Stats, Instant);
 
 impl CudaEngine {
     /// k-NN of `qset` against the base `on` this GPU, under `ctx` (the base's plan) with the
-    /// working-set `budget` measured before the base went up: the queries are uploaded, the
-    /// pilot sizes the first lists, the search and its finish run, and then NaN and infinite
-    /// values are named (base before queries) if any row had one.
+    /// working-set `budget` measured before the base went up: the queries are uploaded, under
+    /// `--precision auto` a pilot picks TF32 or fp32 tiles (once per base: `auto` keeps the
+    /// choice), another sizes the first lists, the search and its finish run, and then NaN and
+    /// infinite values are named (base before queries) if any row had one. `--stats` reports
+    /// the arithmetic that ran.
     pub(super) fn knn_on(
         &self,
         ctx: &Ctx<'_>,
         metric: &Metric,
         on: OnDevice<'_>,
-        (qset, k): (&VectorSet, usize),
+        (qset, k, auto): (&VectorSet, usize, &AutoChoice),
         budget: Budget,
         (mut stats, started): Started,
     ) -> Result<KnnResult> {
-        let (gpu, plan) = (ctx.gpu, ctx.plan);
+        let gpu = ctx.gpu;
         let mut tr = gpu.phases();
-        let qdev = DeviceSet::new(gpu, plan, qset)?;
+        let qdev = DeviceSet::new(gpu, ctx.plan, qset)?;
         stats.transfer += started.elapsed();
         let t = Instant::now();
         tr.mark("knn: upload and prepare");
+        let plan = auto.plan(ctx, on.bdev, qset, k, false, &budget)?;
+        let ctx = &Ctx {
+            plan: &plan,
+            ..*ctx
+        };
+        stats.arithmetic = plan.arithmetic();
+        tr.mark("knn: arithmetic pilot");
         let kp = knn::pilot_list(ctx, on.bdev, qset, k, false, &budget)?;
         tr.mark("knn: pilot");
         stats.compute += t.elapsed();
@@ -114,7 +124,9 @@ impl CudaEngine {
 
 /// A base prepared on one GPU ([`Engine::prepare`] of [`CudaEngine`]): the metric's plan and
 /// the rows with their norms stay in device memory until it is dropped, so each search uploads
-/// its queries only. A base the CUDA engine does not hold resident (strings, or one that does
+/// its queries only. Under `--precision auto` its first k-NN search chooses TF32 or fp32 tiles
+/// (a pilot, as a one-shot search runs) and the later ones keep that choice; range searches
+/// stay fp32. A base the CUDA engine does not hold resident (strings, or one that does
 /// not fit beside the working set) is kept on the host and searched as the engine searches it;
 /// so is a batch of queries too large to go up beside the resident base.
 pub struct CudaPrepared {
@@ -133,6 +145,8 @@ struct Resident {
     /// The base's f64 storage and rounding, measured once.
     rounding: InputRounding,
     bdev: DeviceSet<'static>,
+    /// TF32 or fp32 under `--precision auto`: chosen at the first k-NN search, kept after.
+    auto: AutoChoice,
 }
 
 impl Resident {
@@ -173,6 +187,7 @@ impl CudaPrepared {
                         plan,
                         rounding,
                         bdev,
+                        auto: AutoChoice::default(),
                     })
                 } else {
                     None
@@ -221,15 +236,14 @@ impl Prepared for CudaPrepared {
                 return engine.knn_request(&req);
             }
         };
-        let mut stats = stats;
-        stats.arithmetic = plan.arithmetic();
         let ctx = engine.ctx(&gpu, &plan);
         let budget = ctx.budget()?;
         let on = OnDevice {
             bset,
             bdev: &res.bdev,
         };
-        engine.knn_on(&ctx, metric, on, (qset, k), budget, (stats, started))
+        let asked = (qset, k, &res.auto);
+        engine.knn_on(&ctx, metric, on, asked, budget, (stats, started))
     }
 
     fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult> {

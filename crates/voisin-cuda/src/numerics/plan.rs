@@ -211,8 +211,8 @@ pub(crate) struct Plan {
     gamma: f64,
     /// Arithmetic of the GEMM tiles (never `Auto`: [`Plan::with_arithmetic`] resolves it).
     pub precision: Precision,
-    /// The element type of the rows on the device ([`Storage::F32`] unless the tiles run on
-    /// the stored f16/bf16 values).
+    /// The element type of the stored rows on the device (the pair's, [`Storage::of_pair`];
+    /// which rows the tiles read is [`Plan::tile_rows`]).
     pub storage: Storage,
     /// Relative error of one product of converted inputs (0 for fp32 inputs), see
     /// [`Plan::with_precision`].
@@ -511,7 +511,11 @@ impl Plan {
         self
     }
 
-    /// The plan with the GEMM tiles in `precision` (SIMT tiles stay fp32).
+    /// The plan with the GEMM tiles in `precision`: `Tf32` turns fp32 GEMM tiles on f32 rows
+    /// into TF32 tiles; anything else leaves the plan as it is (SIMT tiles stay fp32, a TF32
+    /// plan stays TF32, tiles on half storage keep their arithmetic). So it may be called on a
+    /// plan already resolved to fp32 (what `--precision auto` does once its pilot chose TF32,
+    /// [`Plan::auto_tf32`]) and the terms below are added exactly once.
     ///
     /// TF32 bound, assuming the worst conversion (truncation to 10 explicit mantissa bits, not
     /// rounding; cuBLAS does not document which): each input is x(1+δ) with |δ| < 2^-10, so a
@@ -521,7 +525,7 @@ impl Plan {
     /// round-to-nearest, which doubles the unit roundoff of the sums: γ is doubled.
     pub fn with_precision(mut self, precision: Precision) -> Plan {
         debug_assert!(matches!(precision, Precision::Fp32 | Precision::Tf32));
-        if precision == Precision::Tf32 && self.tile == TileKind::Gemm {
+        if precision == Precision::Tf32 && self.fp32_gemm() {
             let u = 2f64.powi(-10);
             self.input = 1.05 * (2.0 * u + u * u);
             self.gamma *= 2.0;
@@ -541,10 +545,14 @@ impl Plan {
     ///   product): `Auto`, `Fp16`/`Bf16` tile the stored values on their tensor cores;
     /// - u8 storage under euclidean or sqeuclidean: `Auto`, `Int8` tile the values minus 128 on
     ///   the int8 tensor cores, whose int32 dot products are exact;
-    /// - `Auto` otherwise: fp32 tiles. TF32 was faster on five of the six data kinds of
-    ///   gpu_bench at 1M×128 (about 1.8×) but 5.8× slower on the clustered graph, where its
-    ///   interval kept 48× more candidates (docs/design/tensor-core-inputs.md); `auto` picks
-    ///   it once a pilot can tell such data apart;
+    /// - `Auto` otherwise: fp32 tiles here. Where those are GEMM tiles on f32 rows (f32, u8
+    ///   and f64 storage, mixed pairs, cosine and correlation included; not the SIMT metrics),
+    ///   the search of a resident base (k-NN, graph) runs a pilot on the device once the base
+    ///   is up and switches to TF32 ([`Plan::auto_tf32`]) when TF32's bound proves the pilot
+    ///   queries cheaply ([`tf32_proves_cheaply`]). TF32 was about 2× faster than fp32 at
+    ///   1M×128 on normal, far-from-origin and duplicate-heavy data, but 5.8× slower on a
+    ///   clustered graph, where its interval kept 48× more candidates
+    ///   (docs/design/tensor-core-inputs.md): the pilot tells such data apart;
     /// - `Fp32`, `Tf32`: as asked, on f32 rows prepared on the device from the stored ones.
     ///
     /// Call it once, on a fresh plan.
@@ -634,6 +642,36 @@ impl Plan {
         }
     }
 
+    /// Under `--precision auto` (`asked`), this plan's TF32 form when a pilot may choose it:
+    /// the plan resolved to fp32 GEMM tiles on f32 rows ([`Plan::with_arithmetic`]'s `Auto`
+    /// without half storage). `None` for an explicit precision, tiles on half storage and SIMT
+    /// metrics. The prepared rows are the same for both, so a search may switch after its base
+    /// went up.
+    pub fn auto_tf32(&self, asked: Precision) -> Option<Plan> {
+        (asked == Precision::Auto && self.fp32_gemm())
+            .then(|| self.clone().with_precision(Precision::Tf32))
+    }
+
+    /// Whether the tiles are fp32 GEMM tiles on f32 rows (what TF32 may replace).
+    fn fp32_gemm(&self) -> bool {
+        self.tile == TileKind::Gemm
+            && self.precision == Precision::Fp32
+            && self.tile_rows() == TileRows::F32
+    }
+
+    /// How many entries of a list a proof of its `kk` nearest needs, for a query of bound `abs`
+    /// whose list holds the approximate keys `keys` (ascending, at least `kk`): up to and with
+    /// the first entry whose lower bound clears the upper bound of the `kk`-th (no item after
+    /// it, nor any left out of a list that ends there, can be among the `kk` nearest). `None`
+    /// when no entry of `keys` clears it. What the list pilots measure per query.
+    pub fn proof_length(&self, keys: &[f32], kk: usize, abs: f64) -> Option<usize> {
+        debug_assert!(kk >= 1 && keys.len() >= kk);
+        let top = self.upper(keys[kk - 1], abs);
+        keys.iter()
+            .position(|&v| self.lower(v, abs) > top)
+            .map(|r| r + 1)
+    }
+
     /// The arithmetic of the tiles, as `--stats` reports it.
     pub fn arithmetic(&self) -> String {
         self.precision.name().to_string()
@@ -687,6 +725,41 @@ impl Plan {
         // a superset.
         (t + t.abs() * 1e-6 + 1e-30) as f32
     }
+}
+
+/// What the `--precision auto` pilot measured for one of its queries: how long a list proves it
+/// ([`Plan::proof_length`]) under fp32's bound and under TF32's, both on the same TF32 list
+/// (fp32's is an estimate: its keys would differ from TF32's by far less than TF32's bound).
+/// `None`: longer than the pilot's list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PilotNeed {
+    pub fp32: Option<usize>,
+    pub tf32: Option<usize>,
+}
+
+/// How many times fp32's expected proof lengths TF32's may reach under `--precision auto`.
+pub(crate) const TF32_ROOM: usize = 2;
+
+/// Whether `--precision auto` runs TF32 tiles, from the pilot's proof lengths `needs` (lists of
+/// `listed` entries) for k-NN lists whose first size is `first` (`knn::first_list`).
+///
+/// The rule: the pilot queries' proof lengths under TF32, summed, must stay within
+/// [`TF32_ROOM`] times fp32's, each of fp32's counted at least `first` (the list a search keeps
+/// anyway, so any proof inside it costs nothing more). A proof length is the number of exact
+/// evaluations the query gets when its list is that long, and a query that does not prove
+/// within its list pays a widening pass; so this bounds TF32's expected exact evaluations at
+/// twice fp32's, or at twice the first list where fp32 proves inside it. A length beyond the
+/// pilot's list counts as twice the list (as `knn::pilot_list` assumes). Normal data at
+/// 1M×128 kept 1.4× fp32's exact evaluations under TF32, clustered data 48×: the rule takes
+/// TF32 for the one and fp32 for the other, with room on both sides. Relative to fp32 rather
+/// than to `first` alone, so that data where fp32 itself needs long lists (many duplicates)
+/// still gets TF32 when TF32 costs little more. No pilot query to prove (every list complete:
+/// a base no longer than the pilot's lists) keeps fp32.
+pub(crate) fn tf32_proves_cheaply(needs: &[PilotNeed], first: usize, listed: usize) -> bool {
+    let count = |n: Option<usize>| n.unwrap_or(2 * listed);
+    let tf32: usize = needs.iter().map(|n| count(n.tf32)).sum();
+    let fp32: usize = needs.iter().map(|n| count(n.fp32).max(first)).sum();
+    !needs.is_empty() && tf32 <= TF32_ROOM * fp32
 }
 
 /// Column mean of up to 65536 evenly spaced rows, rounded to f32. Only a translation: its
@@ -1126,6 +1199,232 @@ mod tests {
                 err.contains(why) && err.contains("--precision auto") && !err.contains('\n'),
                 "{err}"
             );
+        }
+    }
+
+    /// `auto`'s switch to TF32 after the fact gives the plan an explicit `tf32` makes, term for
+    /// term (γ doubled once, the input and flush terms), with or without f64 inputs and for a
+    /// prepared base's per-batch widening; a second switch changes nothing. Only fp32 GEMM
+    /// tiles on f32 rows under `auto` may switch.
+    #[test]
+    fn auto_tf32_is_a_fresh_tf32_plan() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let narrow = set(&mut rng, 40, 9, 5.0);
+        let wide = f64_set(&mut rng, 40, 9, 5.0, 1.0);
+        let queries = f64_set(&mut rng, 6, 9, 5.0, 1.0);
+        let gemm = [
+            Metric::Euclidean,
+            Metric::SqEuclidean,
+            Metric::InnerProduct,
+            Metric::Cosine,
+            Metric::Correlation,
+        ];
+        for m in &gemm {
+            for (b, q) in [(&narrow, &narrow), (&wide, &queries), (&narrow, &queries)] {
+                let resolve = |p: Precision| {
+                    Plan::new(m, b)
+                        .with_arithmetic(p, b.elem_type(), q.elem_type())
+                        .unwrap()
+                        .with_inputs(m, b, q)
+                };
+                let auto = resolve(Precision::Auto);
+                assert_eq!(auto.precision, Precision::Fp32, "{m}");
+                let switched = auto.auto_tf32(Precision::Auto).expect("fp32 GEMM tiles");
+                let fresh = resolve(Precision::Tf32);
+                assert_eq!(format!("{switched:?}"), format!("{fresh:?}"), "{m}");
+                assert_eq!(switched.abs_bound(2.0, 3.0), fresh.abs_bound(2.0, 3.0));
+                assert!(
+                    switched.abs_bound(2.0, 3.0) > auto.abs_bound(2.0, 3.0),
+                    "{m}"
+                );
+                assert_eq!(switched.arithmetic(), "tf32");
+                let twice = switched.clone().with_precision(Precision::Tf32);
+                assert_eq!(format!("{twice:?}"), format!("{fresh:?}"), "{m}");
+                assert!(switched.auto_tf32(Precision::Auto).is_none());
+                assert!(fresh.auto_tf32(Precision::Auto).is_none());
+                for asked in [Precision::Fp32, Precision::Tf32] {
+                    assert!(resolve(asked).auto_tf32(asked).is_none(), "{m} {asked}");
+                }
+            }
+            // A prepared base keeps the plan before queries and widens a copy per batch.
+            let (rb, rq) = (InputRounding::of(m, &wide), InputRounding::of(m, &queries));
+            let base = |p: Precision| {
+                Plan::new(m, &wide)
+                    .with_arithmetic(p, ElemType::F64, ElemType::F64)
+                    .unwrap()
+            };
+            let switched = base(Precision::Auto)
+                .auto_tf32(Precision::Auto)
+                .unwrap()
+                .with_roundings(m, &rb, &rq);
+            let per_batch = base(Precision::Auto)
+                .with_roundings(m, &rb, &rq)
+                .auto_tf32(Precision::Auto)
+                .unwrap();
+            let fresh = base(Precision::Tf32).with_roundings(m, &rb, &rq);
+            assert_eq!(format!("{switched:?}"), format!("{fresh:?}"), "{m}");
+            assert_eq!(format!("{per_batch:?}"), format!("{fresh:?}"), "{m}");
+        }
+        // SIMT metrics and tiles on the storage's own cores have no TF32 form.
+        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
+        let auto = |m: &Metric, e: ElemType| {
+            Plan::new(m, &b)
+                .with_arithmetic(Precision::Auto, e, e)
+                .unwrap()
+                .auto_tf32(Precision::Auto)
+        };
+        assert!(auto(&Metric::Cityblock, ElemType::F32).is_none());
+        assert!(auto(&Metric::Minkowski(3.0), ElemType::F32).is_none());
+        assert!(auto(&Metric::Euclidean, ElemType::F16).is_none());
+        // u8 under euclidean runs on int8 tiles; under inner product on f32 rows.
+        assert!(auto(&Metric::Euclidean, ElemType::U8).is_none());
+        assert!(auto(&Metric::InnerProduct, ElemType::U8).is_some());
+        // Cosine on f16 storage runs on f32 copies: TF32 may take it.
+        assert!(auto(&Metric::Cosine, ElemType::F16).is_some());
+    }
+
+    /// A proof reaches the first entry whose lower bound clears the k-th's upper bound.
+    #[test]
+    fn proof_length_reaches_the_first_clear_entry() {
+        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
+        let plan = Plan::new(&Metric::InnerProduct, &b);
+        let keys = [1.0f32, 2.0, 2.5, 3.0, 4.0, 9.0];
+        // The 2nd key's upper bound is just above 2 (+ abs); the lower bound of an entry v is
+        // v − abs.
+        assert_eq!(plan.proof_length(&keys, 2, 0.0), Some(3));
+        assert_eq!(plan.proof_length(&keys, 2, 0.3), Some(4));
+        assert_eq!(plan.proof_length(&keys, 2, 0.8), Some(5));
+        assert_eq!(plan.proof_length(&keys, 2, 3.0), Some(6));
+        assert_eq!(plan.proof_length(&keys, 2, 3.6), None);
+        assert_eq!(plan.proof_length(&keys, 6, 0.0), None);
+        // Ties at the k-th: the proof passes them all.
+        assert_eq!(
+            plan.proof_length(&[1.0, 1.0, 1.0, 1.0, 2.0], 1, 0.0),
+            Some(5)
+        );
+    }
+
+    /// The rule on pilot measurements: TF32 where its proofs stay near fp32's (or inside twice
+    /// the first list), fp32 where TF32 needs 40× the first list (clustered data).
+    #[test]
+    fn tf32_rule_on_pilot_measurements() {
+        let need = |fp32, tf32| PilotNeed { fp32, tf32 };
+        let (first, listed) = (18, 512);
+        let rule = |needs: &[PilotNeed]| tf32_proves_cheaply(needs, first, listed);
+        // Normal data: both prove inside the first list, TF32 a few entries later.
+        let cheap = vec![need(Some(12), Some(15)); 32];
+        assert!(rule(&cheap));
+        // A few queries longer under TF32 do not tip it.
+        let mut some_longer = cheap.clone();
+        some_longer[..4].fill(need(Some(12), Some(90)));
+        assert!(rule(&some_longer));
+        // Clustered data: TF32 needs 40× the first list, or more than the pilot listed.
+        assert!(!rule(&vec![need(Some(12), Some(40 * first)); 32]));
+        assert!(!rule(&vec![need(Some(14), None); 32]));
+        // Just inside and just beyond twice the first list.
+        assert!(rule(&vec![need(Some(11), Some(2 * first)); 32]));
+        assert!(!rule(&vec![need(Some(11), Some(2 * first + 1)); 32]));
+        // Duplicates: fp32 needs long lists too, TF32 little more: TF32.
+        assert!(rule(&vec![need(Some(110), Some(150)); 32]));
+        assert!(!rule(&vec![need(Some(110), Some(300)); 32]));
+        assert!(rule(&vec![need(None, None); 32]));
+        // Nothing measured (every pilot list complete): fp32.
+        assert!(!rule(&[]));
+    }
+
+    /// `n` rows of `d` values on `subspaces` random 8-d affine subspaces (as gpu_bench's
+    /// clustered data: centres of spread 3, directions of norm about 1, N(0, 1) coordinates).
+    fn clustered(rng: &mut StdRng, n: usize, d: usize, subspaces: usize) -> VectorSet {
+        let normal = |rng: &mut StdRng| rng.sample::<f32, _>(rand_distr::StandardNormal);
+        let spaces: Vec<Vec<f32>> = (0..subspaces)
+            .map(|_| {
+                (0..9 * d)
+                    .map(|i| {
+                        let x = normal(rng);
+                        if i < d {
+                            3.0 * x
+                        } else {
+                            x / (d as f32).sqrt()
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut v = Vec::with_capacity(n * d);
+        for i in 0..n {
+            let s = &spaces[i % subspaces];
+            let mut row = s[..d].to_vec();
+            for t in 0..8 {
+                let z = normal(rng);
+                let dir = &s[(t + 1) * d..(t + 2) * d];
+                row.iter_mut().zip(dir).for_each(|(x, &u)| *x += z * u);
+            }
+            v.extend(row);
+        }
+        VectorSet::from_f32(n, d, v).unwrap()
+    }
+
+    /// The pilot of a graph done on the host: TF32 keys ([`HostTiles`], truncating inputs) of 32
+    /// evenly spaced items against the whole set, lists of `listed`, each list's proof length
+    /// under the fp32 and the TF32 plan (self pair included: k + 1), and the rule.
+    fn host_pilot(m: &Metric, set: &VectorSet, k: usize) -> (bool, Vec<PilotNeed>) {
+        let fp32 = Plan::new(m, set)
+            .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
+            .unwrap();
+        let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();
+        let (n, d) = (set.len(), set.dim());
+        let ids: Vec<usize> = (0..32).map(|i| i * n / 32).collect();
+        let rows = ids.iter().flat_map(|&i| set.row_f32(i).to_vec()).collect();
+        let q = VectorSet::from_f32(ids.len(), d, rows).unwrap();
+        let tiles = HostTiles::new(&tf32, m, set, &q, tf32_truncate);
+        let (kk, listed) = (k + 1, 512);
+        let needs: Vec<PilotNeed> = (0..q.len())
+            .map(|j| {
+                let mut keys = tiles.keys[j].clone();
+                keys.sort_unstable_by(f32::total_cmp);
+                keys.truncate(listed);
+                let need =
+                    |p: &Plan| p.proof_length(&keys, kk, p.abs_bound(tiles.qnorm[j], tiles.bmax));
+                PilotNeed {
+                    fp32: need(&fp32),
+                    tf32: need(&tf32),
+                }
+            })
+            .collect();
+        let first = k + (k / 8).max(8);
+        (tf32_proves_cheaply(&needs, first, listed), needs)
+    }
+
+    /// On the host's emulation of the tiles, the pilot takes TF32 for normal data (near the
+    /// origin and far from it) and fp32 for clustered data (2,000 points on two 8-d subspaces,
+    /// as dense on each as gpu_bench's 1M on 1,000), d = 128, euclidean and cosine.
+    #[test]
+    fn host_pilot_tells_normal_from_clustered_data() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let (n, d, k) = (2000, 128, 10);
+        let normal = |rng: &mut StdRng, offset: f32| {
+            let v = (0..n * d)
+                .map(|_| offset + rng.sample::<f32, _>(rand_distr::StandardNormal))
+                .collect();
+            VectorSet::from_f32(n, d, v).unwrap()
+        };
+        let both = [Metric::Euclidean, Metric::Cosine];
+        // (Cosine far from the origin is left out: its keys are closer together than even
+        // fp32's bound, and no list of the pilot proves under either arithmetic.)
+        let cases = [
+            ("normal", normal(&mut rng, 0.0), &both[..], true),
+            ("normal + 100", normal(&mut rng, 100.0), &both[..1], true),
+            ("clustered", clustered(&mut rng, n, d, 2), &both[..], false),
+        ];
+        for (what, set, metrics, tf32) in &cases {
+            for m in metrics.iter() {
+                let (got, needs) = host_pilot(m, set, k);
+                let show: Vec<_> = needs.iter().map(|n| (n.fp32, n.tf32)).collect();
+                assert_eq!(
+                    got, *tf32,
+                    "{what} {m}: (fp32, tf32) proof lengths {show:?}"
+                );
+            }
         }
     }
 
