@@ -55,10 +55,10 @@ pub enum Precision {
     /// tensor cores for f16/bf16 sets (euclidean, sqeuclidean, inner product), int8 tensor
     /// cores for u8 sets under euclidean and sqeuclidean; for the other
     /// inputs under the GEMM metrics (cosine and correlation included), TF32 or fp32 as a pilot
-    /// on the device decides once the base is up: TF32 where its wider bound proves 32 pilot
-    /// queries with lists at most twice as long, in sum, as fp32's or the first list (TF32 was
-    /// about 2× faster on normal data), fp32 where it does not (TF32 lost 5.8× to fp32 on a
-    /// clustered graph). The pilot runs for the
+    /// on the device decides once the base is up: TF32 where the exact evaluations its wider
+    /// bound adds on 32 pilot queries cost less than the tile time it saves (TF32 was about 2×
+    /// faster on normal data), fp32 where they do not (TF32 lost 5.8× to fp32 on a clustered
+    /// graph). The pilot runs for the
     /// k-NN search of a resident base (a prepared base decides at its first search and keeps
     /// the choice) and for graphs built by one process; streamed bases, k-NN over several GPUs,
     /// range searches and the graphs of MPI ranks keep fp32. SIMT metrics run fp32.

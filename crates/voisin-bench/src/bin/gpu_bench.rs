@@ -363,11 +363,12 @@ fn main() {
     let mut report = |case: &str, flops: f64, times: Vec<f64>, stats: &voisin::Stats| {
         let line = format!(
             "{{\"case\":\"{case}\",\"seconds\":{:.6},\"flops\":{flops:.6e},\"device\":\"{device}\",\
-             \"compute_s\":{:.6},\"select_s\":{:.6},\"exact_evals\":{}}}",
+             \"compute_s\":{:.6},\"select_s\":{:.6},\"exact_evals\":{},\"arithmetic\":\"{}\"}}",
             median(times),
             stats.compute.as_secs_f64(),
             stats.select.as_secs_f64(),
-            stats.exact_evals
+            stats.exact_evals,
+            stats.arithmetic
         );
         println!("{line}");
         writeln!(log, "{line}").unwrap();

@@ -737,29 +737,59 @@ pub(crate) struct PilotNeed {
     pub tf32: Option<usize>,
 }
 
-/// How many times fp32's expected proof lengths TF32's may reach under `--precision auto`.
-pub(crate) const TF32_ROOM: usize = 2;
+/// What an exact evaluation costs a search, in ns: per dimension where the list the search
+/// keeps holds it (the device re-ranks it: the exact-key kernel took 88 ns a pair at d = 15876
+/// on the H100, run d2), and a fixed part more beyond that list, where the query is widened
+/// (run d3 on the H100: the clustered 1M × 128 k-NN's extra evaluations under TF32 cost ~100 ns
+/// each, the clustered graph's ~53 ns).
+const EVAL_NS_PER_DIM: f64 = 0.006;
+const WIDENED_EVAL_NS: f64 = 100.0;
+
+/// What TF32 tiles save per pair and dimension, in ns, measured end to end on the H100 (run
+/// d3): 1M × 128 k-NN of 10k queries 0.111 s → 0.077 s (2.7e-5), and the 100k × 15876 graph
+/// 4.48 s → 2.20 s over 5·10⁹ pairs (4.5e-5; wide tiles run TF32 at ~300 TFLOP/s).
+fn tf32_saving_ns(dim: usize) -> f64 {
+    if dim >= 1024 {
+        4.3e-5
+    } else {
+        2.66e-5
+    }
+}
 
 /// Whether `--precision auto` runs TF32 tiles, from the pilot's proof lengths `needs` (lists of
-/// `listed` entries) for k-NN lists whose first size is `first` (`knn::first_list`).
+/// `listed` entries) for k-NN lists whose first size is `first` (`knn::first_list`) and which
+/// the search keeps `kept` entries wide, where each query meets `pairs` tile pairs (the base;
+/// half the set for a graph's symmetric tiles) of `dim` dimensions.
 ///
-/// The rule: the pilot queries' proof lengths under TF32, summed, must stay within
-/// [`TF32_ROOM`] times fp32's, each of fp32's counted at least `first` (the list a search keeps
-/// anyway, so any proof inside it costs nothing more). A proof length is the number of exact
-/// evaluations the query gets when its list is that long, and a query that does not prove
-/// within its list pays a widening pass; so this bounds TF32's expected exact evaluations at
-/// twice fp32's, or at twice the first list where fp32 proves inside it. A length beyond the
-/// pilot's list counts as twice the list (as `knn::pilot_list` assumes). Normal data at
-/// 1M×128 kept 1.4× fp32's exact evaluations under TF32, clustered data 48×: the rule takes
-/// TF32 for the one and fp32 for the other, with room on both sides. Relative to fp32 rather
-/// than to `first` alone, so that data where fp32 itself needs long lists (many duplicates)
-/// still gets TF32 when TF32 costs little more. No pilot query to prove (every list complete:
-/// a base no longer than the pilot's lists) keeps fp32.
-pub(crate) fn tf32_proves_cheaply(needs: &[PilotNeed], first: usize, listed: usize) -> bool {
-    let count = |n: Option<usize>| n.unwrap_or(2 * listed);
-    let tf32: usize = needs.iter().map(|n| count(n.tf32)).sum();
-    let fp32: usize = needs.iter().map(|n| count(n.fp32).max(first)).sum();
-    !needs.is_empty() && tf32 <= TF32_ROOM * fp32
+/// The rule is a cost comparison per query: TF32 saves `pairs · dim ·` [`tf32_saving_ns`] of
+/// tile time and costs the exact evaluations its wider bound adds, the pilot queries' mean
+/// excess of TF32's proof length over fp32's (each of fp32's counted at least `first`: a proof
+/// inside the list a search keeps anyway costs nothing more): up to `kept` at
+/// [`EVAL_NS_PER_DIM`] each (the device re-ranks them), beyond it [`WIDENED_EVAL_NS`] more. A
+/// length beyond the pilot's list counts as twice the list (as `knn::pilot_list` assumes). No
+/// pilot query to prove (every list complete: a base no longer than the pilot's lists) keeps
+/// fp32.
+pub(crate) fn tf32_proves_cheaply(
+    needs: &[PilotNeed],
+    (first, kept, listed): (usize, usize, usize),
+    (pairs, dim): (usize, usize),
+) -> bool {
+    if needs.is_empty() {
+        return false;
+    }
+    let count = |n: Option<usize>| n.unwrap_or(2 * listed) as f64;
+    let d = dim as f64;
+    let cost = needs
+        .iter()
+        .map(|n| {
+            let (t, f) = (count(n.tf32), count(n.fp32).max(first as f64));
+            let inside = (t.min(kept as f64) - f).max(0.0);
+            let beyond = (t - f).max(0.0) - inside;
+            inside * EVAL_NS_PER_DIM * d + beyond * (WIDENED_EVAL_NS + EVAL_NS_PER_DIM * d)
+        })
+        .sum::<f64>()
+        / needs.len() as f64;
+    cost < pairs as f64 * d * tf32_saving_ns(dim)
 }
 
 /// Column mean of up to 65536 evenly spaced rows, rounded to f32. Only a translation: its
@@ -1304,32 +1334,50 @@ mod tests {
         );
     }
 
-    /// The rule on pilot measurements: TF32 where its proofs stay near fp32's (or inside twice
-    /// the first list), fp32 where TF32 needs 40× the first list (clustered data).
+    /// The rule on pilot measurements: TF32 where the evaluations it adds cost less than the
+    /// tile time it saves; the cases of bench/RESULTS.md's session 8.
     #[test]
     fn tf32_rule_on_pilot_measurements() {
         let need = |fp32, tf32| PilotNeed { fp32, tf32 };
-        let (first, listed) = (18, 512);
-        let rule = |needs: &[PilotNeed]| tf32_proves_cheaply(needs, first, listed);
-        // Normal data: both prove inside the first list, TF32 a few entries later.
-        let cheap = vec![need(Some(12), Some(15)); 32];
-        assert!(rule(&cheap));
+        let graph_1m = (500_000, 128);
+        let knn_1m = (1_000_000, 128);
+        // k = 10: first list 18, kept 32 wide; pilot lists of 512.
+        let rule = |needs: &[PilotNeed], shape| tf32_proves_cheaply(needs, (18, 32, 512), shape);
+        // Normal data: both prove inside the list, TF32 a few entries later.
+        let cheap = vec![need(Some(12), Some(22)); 32];
+        assert!(rule(&cheap, graph_1m) && rule(&cheap, knn_1m));
         // A few queries longer under TF32 do not tip it.
         let mut some_longer = cheap.clone();
-        some_longer[..4].fill(need(Some(12), Some(90)));
-        assert!(rule(&some_longer));
-        // Clustered data: TF32 needs 40× the first list, or more than the pilot listed.
-        assert!(!rule(&vec![need(Some(12), Some(40 * first)); 32]));
-        assert!(!rule(&vec![need(Some(14), None); 32]));
-        // Just inside and just beyond twice the first list.
-        assert!(rule(&vec![need(Some(11), Some(2 * first)); 32]));
-        assert!(!rule(&vec![need(Some(11), Some(2 * first + 1)); 32]));
+        some_longer[..2].fill(need(Some(12), Some(90)));
+        assert!(rule(&some_longer, graph_1m));
+        // Clustered data: TF32 needs 70–400 entries, or more than the pilot listed.
+        assert!(!rule(&vec![need(Some(12), Some(110)); 32], graph_1m));
+        assert!(!rule(&vec![need(Some(12), Some(74)); 32], knn_1m));
+        assert!(!rule(&vec![need(Some(14), None); 32], knn_1m));
+        // The same extra evaluations are worth it against a base 100× larger.
+        assert!(rule(
+            &vec![need(Some(12), Some(110)); 32],
+            (50_000_000, 128)
+        ));
         // Duplicates: fp32 needs long lists too, TF32 little more: TF32.
-        assert!(rule(&vec![need(Some(110), Some(150)); 32]));
-        assert!(!rule(&vec![need(Some(110), Some(300)); 32]));
-        assert!(rule(&vec![need(None, None); 32]));
+        assert!(rule(&vec![need(Some(110), Some(120)); 32], graph_1m));
+        assert!(rule(&vec![need(None, None); 32], graph_1m));
+        // A small base saves too little for any widening.
+        assert!(!rule(&vec![need(Some(12), Some(40)); 32], (8000, 128)));
+        // k = 1000: lists 2048 wide re-ranked on the device; TF32's longer proofs fit.
+        let wide_list =
+            |needs: &[PilotNeed]| tf32_proves_cheaply(needs, (1125, 2048, 4500), knn_1m);
+        assert!(wide_list(&vec![need(Some(1010), Some(1600)); 32]));
+        assert!(!wide_list(&vec![need(Some(1010), Some(4000)); 32]));
+        // The wide graph (100k × 15876): ~95 more per row, inside the list its pilot sized.
+        let wide = tf32_proves_cheaply(
+            &vec![need(Some(15), Some(110)); 32],
+            (18, 140, 512),
+            (50_000, 15876),
+        );
+        assert!(wide);
         // Nothing measured (every pilot list complete): fp32.
-        assert!(!rule(&[]));
+        assert!(!rule(&[], graph_1m));
     }
 
     /// `n` rows of `d` values on `subspaces` random 8-d affine subspaces (as gpu_bench's
@@ -1392,7 +1440,13 @@ mod tests {
             })
             .collect();
         let first = k + (k / 8).max(8);
-        (tf32_proves_cheaply(&needs, first, listed), needs)
+        // Decided for the graph this sample stands for (1M items, as dense on each subspace as
+        // gpu_bench's clustered kind): half of it per row, lists kept 32 wide.
+        let kept = first.next_power_of_two().max(32);
+        (
+            tf32_proves_cheaply(&needs, (first, kept, listed), (500_000, d)),
+            needs,
+        )
     }
 
     /// On the host's emulation of the tiles, the pilot takes TF32 for normal data (near the

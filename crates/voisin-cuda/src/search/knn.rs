@@ -686,7 +686,24 @@ fn tf32_pilot(
         .collect();
     // The lists hold what the TF32 pass keeps for `seen` (`pass_list` may double it).
     let listed = lists.iter().flatten().map(Vec::len).min().unwrap_or(seen);
-    let take = tf32_proves_cheaply(&needs, first, listed);
+    // Tile pairs per query: the base, or half the set for a graph's symmetric tiles.
+    let pairs = if self_pairs { base.n / 2 } else { base.n };
+    // The list the search keeps (the device re-ranks inside it): the selection's width of
+    // TF32's pass list, small graph lists padded to the column kernel's; wide data gets a list
+    // pilot that sizes its lists to the proofs.
+    let kept = if ctx.plan.dim >= PILOT_DIM {
+        listed
+    } else {
+        let kp = pass_list(tf32, first);
+        let width = ctx.select().resolve(kp).map_or(kp, |m| m.width(kp));
+        if self_pairs {
+            width.max(select::COLS_KP)
+        } else {
+            width
+        }
+    };
+    let shape = (pairs, ctx.plan.dim);
+    let take = tf32_proves_cheaply(&needs, (first, kept, listed), shape);
     let sum = |f: fn(&PilotNeed) -> Option<usize>| -> String {
         let known: Vec<usize> = needs.iter().filter_map(f).collect();
         format!(
