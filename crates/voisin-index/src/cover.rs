@@ -325,7 +325,7 @@ impl<S: Space> CoverTree<S> {
 }
 
 fn dist<S: Space>(space: &S, a: u32, b: u32) -> f64 {
-    space.to_distance(space.key(space.item(a as usize), space.item(b as usize)))
+    space.distance(a as usize, b as usize)
 }
 
 impl<S: Space> MetricIndex for CoverTree<S> {

@@ -75,6 +75,11 @@ pub trait Space: Send + Sync {
     /// The metric's distance for a key (monotone in the key).
     fn to_distance(&self, key: f64) -> f64;
 
+    /// The exact distance between items `a` and `b` of the set.
+    fn distance(&self, a: usize, b: usize) -> f64 {
+        self.to_distance(self.key(self.item(a), self.item(b)))
+    }
+
     /// How far computed distances of magnitude `scale` may stray from the triangle inequality.
     fn slack(&self, scale: f64) -> f64 {
         FLOAT_SLACK * scale.abs()

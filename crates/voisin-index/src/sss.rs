@@ -80,7 +80,7 @@ impl<S: Space> Sss<S> {
     ) -> voisin::Result<Self> {
         let n = space.len();
         let max_pivots = max_pivots.max(1);
-        let dist = |a: usize, b: usize| space.to_distance(space.key(space.item(a), space.item(b)));
+        let dist = |a: usize, b: usize| space.distance(a, b);
         // The item farthest from `from`, ties to the smaller index, and its distance.
         let farthest = |from: usize| -> voisin::Result<(f64, usize)> {
             let d = match oracle {
@@ -276,8 +276,7 @@ impl<S: Space> Sss<S> {
             .zip(self.table.par_chunks(np))
             .filter_map(|(&x, row)| {
                 self.pivots.iter().zip(row).find_map(|(&p, &stored)| {
-                    let d = space
-                        .to_distance(space.key(space.item(x as usize), space.item(p as usize)));
+                    let d = space.distance(x as usize, p as usize);
                     (d.to_bits() != stored.to_bits()).then(|| {
                         format!(
                             "item {x} is stored at distance {stored} from pivot {p} but is at {d}"

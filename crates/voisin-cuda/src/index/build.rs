@@ -758,7 +758,7 @@ pub fn build_sss(
     let all: Vec<u32> = (0..n as u32).collect();
     let x = gpu.upload(&dimension_major(space.values(), d, &all))?;
     drop(all);
-    let dist = |a: usize, b: usize| space.to_distance(space.key(space.item(a), space.item(b)));
+    let dist = |a: usize, b: usize| space.distance(a, b);
     // The farthest item from `from`: largest distance, ties to the smaller index.
     let farthest = |from: u32| -> Result<(f64, usize)> {
         let ds = to_refs(&gpu, &space, &x.slice(..), n, &[from], n, dm)?;

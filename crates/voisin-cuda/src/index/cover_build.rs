@@ -12,8 +12,8 @@
 //! Exactness: the distances are the CPU's to the bit (index/cover.cuh), except minkowski's,
 //! which the device only uses to decide pairs clearly on one side of the radius; a slot with a
 //! pair too close to call, or with two strings over 64 chars, is redone on the CPU
-//! (`CpuNets`), and under minkowski every stored distance is measured again on the host. The
-//! tree is the CPU build's, node for node.
+//! (`CpuNets`), and under minkowski every distance the device stored is measured again on the
+//! host. The tree is the CPU build's, node for node.
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
@@ -387,8 +387,7 @@ impl<S: Space> NetOracle for DeviceNets<'_, S> {
                         let c = owner[r.start + q] as usize;
                         if c != q && c < r.len() {
                             let x = batch.items[r.start + c] as usize;
-                            let y = batch.items[r.start + q] as usize;
-                            *d = space.to_distance(space.key(space.item(x), space.item(y)));
+                            *d = space.distance(x, batch.items[r.start + q] as usize);
                         }
                     }
                 });

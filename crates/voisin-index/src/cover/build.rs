@@ -136,11 +136,11 @@ pub(super) fn build<S: Space, O: NetOracle + ?Sized>(
         active.extend(next);
         upper = level;
     }
-    evals += measure_reach(space, &mut nodes);
     let mut kids: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
     for (id, node) in nodes.iter().enumerate().skip(1) {
         kids[node.parent as usize].push(id as u32);
     }
+    evals += measure_reach(space, &mut nodes, &kids);
     for (i, node) in nodes.iter_mut().enumerate() {
         node.c0 = out.children.len();
         out.children.extend(&kids[i]);
@@ -201,12 +201,9 @@ fn next_level(base: f64, upper: i32, dists: impl Iterator<Item = f64>) -> i32 {
 
 /// Sets every node's reach to the largest distance to a node below it, lowest levels first so
 /// that a subtree whose bound (distance + its reach) cannot beat the best so far is skipped.
-/// Duplicates are at distance 0 from their node, so they never exceed it. Returns evaluations.
-fn measure_reach<S: Space>(space: &S, nodes: &mut [Node]) -> u64 {
-    let mut kids: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
-    for (id, node) in nodes.iter().enumerate().skip(1) {
-        kids[node.parent as usize].push(id as u32);
-    }
+/// Duplicates are at distance 0 from their node, so they never exceed it. `kids` lists each
+/// node's children. Returns evaluations.
+fn measure_reach<S: Space>(space: &S, nodes: &mut [Node], kids: &[Vec<u32>]) -> u64 {
     let mut by_level: Vec<(i32, u32)> = nodes
         .iter()
         .enumerate()
@@ -218,7 +215,7 @@ fn measure_reach<S: Space>(space: &S, nodes: &mut [Node]) -> u64 {
         let same: Vec<u32> = same.iter().map(|x| x.1).collect();
         let done: Vec<(f64, u64)> = same
             .par_iter()
-            .map(|&id| farthest(space, nodes, &kids, id))
+            .map(|&id| farthest(space, nodes, kids, id))
             .collect();
         for (&id, (reach, e)) in same.iter().zip(done) {
             nodes[id as usize].reach = reach;

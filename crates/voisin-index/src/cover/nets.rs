@@ -93,32 +93,26 @@ fn greedy<S: Space>(space: &S, items: &[u32], dists: &[f64], sep: f64) -> Nets {
     while let Some((&c, tail)) = rest.split_first() {
         let (xc, dc) = (items[c as usize], dists[c as usize]);
         out.owner[c as usize] = c;
-        let measure = |&j: &u32| -> (u32, Option<f64>) {
+        // None: ruled out unmeasured; Some(None): measured, beyond sep; Some(Some(d)): within.
+        let measure = |&j: &u32| -> (u32, Option<Option<f64>>) {
             let dj = dists[j as usize];
             if space.beyond((dj - dc).abs(), sep, dj + dc) {
                 return (j, None);
             }
-            (
-                j,
-                Some(dist_within(space, xc, items[j as usize], sep).unwrap_or(f64::NAN)),
-            )
+            (j, Some(dist_within(space, xc, items[j as usize], sep)))
         };
-        let answers: Vec<(u32, Option<f64>)> = if tail.len() > 4096 {
+        let answers: Vec<(u32, Option<Option<f64>>)> = if tail.len() > 4096 {
             tail.par_iter().map(measure).collect()
         } else {
             tail.iter().map(measure).collect()
         };
         let mut keep = Vec::with_capacity(tail.len());
-        for (j, d) in answers {
-            match d {
+        for (j, answer) in answers {
+            out.evals += u64::from(answer.is_some());
+            match answer.flatten() {
                 Some(d) => {
-                    out.evals += 1;
-                    if d.is_nan() {
-                        keep.push(j);
-                    } else {
-                        out.owner[j as usize] = c;
-                        out.dist[j as usize] = d;
-                    }
+                    out.owner[j as usize] = c;
+                    out.dist[j as usize] = d;
                 }
                 None => keep.push(j),
             }
