@@ -67,10 +67,8 @@ __device__ void net_block(Dist dist_of, const unsigned* __restrict__ slots,
     const unsigned slot = slots[blockIdx.x];
     const unsigned b = starts[slot], m = starts[slot + 1] - b;
     unsigned* L = list + b;
-    for (unsigned i = threadIdx.x; i < m; i += blockDim.x) {
-        L[i] = i;
-        taken[b + i] = 0;
-    }
+    // `taken` comes zeroed from the host (src/index/cover_build.rs).
+    for (unsigned i = threadIdx.x; i < m; i += blockDim.x) L[i] = i;
     __syncthreads();
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     unsigned left = m, measured = 0;

@@ -237,6 +237,7 @@ impl<S: Space> DeviceNets<'_, S> {
             starts: gpu.upload(&starts)?,
             items: gpu.upload(batch.items)?,
             dists: gpu.upload(batch.dists)?,
+            // Zero: every position free (both kernels read it so).
             taken: s.alloc_zeros::<u32>(n.max(1)).map_err(alloc())?,
             // SAFETY: every position is written by the kernels (a slot's pass ends with every
             // item taken; a flagged slot's answers are not read).

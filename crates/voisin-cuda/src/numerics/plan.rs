@@ -160,13 +160,23 @@ pub(crate) enum TileRows {
     F32,
     /// The stored f16/bf16 rows, as they are.
     Stored,
-    /// Prepared int8 rows: u8 values minus 128, [`I8_ALIGN`]-padded.
+    /// Prepared int8 rows: u8 values minus 128, padded ([`TileRows::stride`]).
     I8,
 }
 
-/// int8 tile rows start on this many values (bytes), which cuBLAS's int8 tensor-core kernels
-/// want of the leading dimension; the padding is zero.
-pub(crate) const I8_ALIGN: usize = 16;
+impl TileRows {
+    /// Values from one tile row of `d` values to the next, for rows stored as `storage`:
+    /// prepared f32 rows are dense, int8 rows start on 16 bytes (which cuBLAS's int8
+    /// tensor-core kernels want of the leading dimension; the padding is zero), and the stored
+    /// rows keep their own stride.
+    pub fn stride(self, storage: Storage, d: usize) -> usize {
+        match self {
+            TileRows::F32 => d,
+            TileRows::Stored => storage.row_stride(d),
+            TileRows::I8 => d.next_multiple_of(16),
+        }
+    }
+}
 
 /// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
 /// and `upper` likewise, which is `Plan::lower/upper` operation for operation.

@@ -20,7 +20,7 @@ use cudarc::driver::{
 use voisin::data::{VectorData, VectorSet};
 use voisin::{Error, Result};
 
-use crate::numerics::plan::{Plan, Storage, TileRows, I8_ALIGN};
+use crate::numerics::plan::{Plan, Storage, TileRows};
 use crate::ops::tile::Block;
 use crate::runtime::context::{dev, Gpu, STAGE};
 use crate::runtime::staging::{Pitch, Staging};
@@ -261,14 +261,12 @@ fn u8_values(set: &VectorSet) -> &[u8] {
 
 pub(crate) struct DeviceSet<'s> {
     /// The rows as given, in the plan's storage (f32: converted exactly, or rounded from f64),
-    /// `raw_ld` values apart, for exact keys; the tiles' rows too for f16/bf16 tiles.
+    /// [`DeviceSet::raw_ld`] values apart, for exact keys; the tiles' rows too for f16/bf16
+    /// tiles.
     pub raw: DeviceRows,
-    /// Values from one stored row to the next ([`Storage::row_stride`]).
-    pub raw_ld: usize,
-    /// The rows the tiles read (translated, centred or unit, per the plan, or int8), `tile_ld`
-    /// values apart; none for f16/bf16 tiles, which read `raw`.
+    /// The rows the tiles read (translated, centred or unit, per the plan, or int8),
+    /// [`DeviceSet::tile_ld`] values apart; none for f16/bf16 tiles, which read `raw`.
     rows: Option<Prepared>,
-    tile_ld: usize,
     /// f32 squared norms of the tiles' rows, for the L2 key.
     pub sqnorm: CudaSlice<f32>,
     pub n: usize,
@@ -328,7 +326,11 @@ impl<'s> DeviceSet<'s> {
     /// ([`DeviceSet::ensure`]); nothing is copied yet.
     pub fn behind(gpu: &Gpu, plan: &Plan, set: &'s VectorSet, range: Range<usize>) -> Result<Self> {
         let n = range.len();
-        let raw = DeviceRows::alloc(&gpu.stream, plan.storage, n * pitch(plan).ld)?;
+        let raw = DeviceRows::alloc(
+            &gpu.stream,
+            plan.storage,
+            n * plan.storage.row_stride(plan.dim),
+        )?;
         // The uploads run on the copy stream, which must see this allocation first.
         gpu.fence_copies()?;
         Self::allocate(
@@ -341,7 +343,7 @@ impl<'s> DeviceSet<'s> {
     }
 
     fn whole(gpu: &Gpu, plan: &Plan, src: HostRows<'_>, n: usize) -> Result<Self> {
-        let raw = src.upload(gpu, pitch(plan))?;
+        let raw = src.upload(gpu, pitch(plan.storage, plan.dim))?;
         let set = Self::allocate(gpu, plan, raw, n, None)?;
         set.prepare_rows(gpu, 0..n)?;
         set.complete(gpu)?;
@@ -371,22 +373,19 @@ impl<'s> DeviceSet<'s> {
             Some(s) => Some(stream.clone_htod(s).map_err(dev("copying the shift"))?),
             None => None,
         };
-        let raw_ld = plan.storage.row_stride(d);
-        let (rows, tile_ld) = match plan.tile_rows() {
-            TileRows::F32 => (Some(Prepared::F32(alloc(gpu, n * d)?)), d),
-            TileRows::Stored => (None, raw_ld),
+        let rows = match plan.tile_rows() {
+            TileRows::F32 => Some(Prepared::F32(alloc(gpu, n * d)?)),
+            TileRows::Stored => None,
             TileRows::I8 => {
-                let ld = d.next_multiple_of(I8_ALIGN);
+                let ld = TileRows::I8.stride(plan.storage, d);
                 // SAFETY: prepare_rows writes every value (the padding as zeros).
                 let rows = unsafe { stream.alloc::<i8>((n * ld).max(1)) };
-                (Some(Prepared::I8(rows.map_err(dev("allocating"))?)), ld)
+                Some(Prepared::I8(rows.map_err(dev("allocating"))?))
             }
         };
         Ok(DeviceSet {
             raw,
-            raw_ld,
             rows,
-            tile_ld,
             sqnorm: alloc(gpu, n)?,
             n,
             storage: plan.storage,
@@ -417,8 +416,7 @@ impl<'s> DeviceSet<'s> {
         let step = (STAGE / d.max(1)).max(1);
         while *next < upto.min(self.n) {
             let (r0, r1) = (*next, (*next + step).min(self.n));
-            let pitch = Pitch { d, ld: self.raw_ld };
-            src.upload_into(gpu, &self.raw, r0 * d..r1 * d, pitch, true)?;
+            src.upload_into(gpu, &self.raw, r0 * d..r1 * d, pitch(self.storage, d), true)?;
             self.prepare_rows(gpu, r0..r1)?;
             *next = r1;
         }
@@ -457,18 +455,14 @@ impl<'s> DeviceSet<'s> {
             block_dim: (32 * warps_per_block, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (nn, dd, ld_in) = (rows.len() as i64, d as i32, self.raw_ld as i64);
+        let (raw_ld, tile_ld) = (self.raw_ld(), self.tile_ld());
+        let (nn, dd, ld_in) = (rows.len() as i64, d as i32, raw_ld as i64);
         let null: u64 = 0;
-        let input = self
-            .raw
-            .view(rows.start * self.raw_ld..rows.end * self.raw_ld);
+        let input = self.raw.view(rows.start * raw_ld..rows.end * raw_ld);
         // The outputs are written through views of this set's own buffers: the kernel owns
         // these rows until it completes, and nothing reads them before (stream order). f16/bf16
         // tiles have no prepared rows: the kernel writes the norms only.
-        let (ld8, out) = (
-            self.tile_ld as i64,
-            rows.start * self.tile_ld..rows.end * self.tile_ld,
-        );
+        let (ld8, out) = (tile_ld as i64, rows.start * tile_ld..rows.end * tile_ld);
         let (out32, out8) = match &self.rows {
             Some(Prepared::F32(r)) => (Some(r.slice(out)), None),
             Some(Prepared::I8(r)) => (None, Some(r.slice(out))),
@@ -525,9 +519,24 @@ impl<'s> DeviceSet<'s> {
         crate::numerics::plan::first_non_finite(set, &rows)
     }
 
+    /// Values from one stored row to the next ([`Storage::row_stride`]).
+    pub fn raw_ld(&self) -> usize {
+        self.storage.row_stride(self.dim)
+    }
+
+    /// Values from one tile row to the next ([`TileRows::stride`]).
+    fn tile_ld(&self) -> usize {
+        let tiles = match &self.rows {
+            Some(Prepared::F32(_)) => TileRows::F32,
+            Some(Prepared::I8(_)) => TileRows::I8,
+            None => TileRows::Stored,
+        };
+        tiles.stride(self.storage, self.dim)
+    }
+
     /// Rows `a..b` as a tile operand.
     pub fn block(&self, a: usize, b: usize) -> Block<'_> {
-        let ld = self.tile_ld;
+        let ld = self.tile_ld();
         let values = a * ld..(b * ld).max(a * ld + 1);
         Block {
             rows: match &self.rows {
@@ -542,12 +551,12 @@ impl<'s> DeviceSet<'s> {
     }
 }
 
-/// How a plan's stored rows lie on the device.
-pub(crate) fn pitch(plan: &Plan) -> Pitch {
-    let d = plan.dim.max(1);
+/// How rows of `d` values stored as `storage` lie on the device.
+pub(crate) fn pitch(storage: Storage, d: usize) -> Pitch {
+    let d = d.max(1);
     Pitch {
         d,
-        ld: plan.storage.row_stride(d),
+        ld: storage.row_stride(d),
     }
 }
 

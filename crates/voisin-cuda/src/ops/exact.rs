@@ -72,8 +72,8 @@ pub(crate) fn keys(
     let zero = sum_zero();
     let d = s.bset.dim() as i32;
     // Both sides share the plan's storage and so its row stride.
-    debug_assert_eq!(s.bdev.raw_ld, s.qdev.raw_ld);
-    let ld = s.bdev.raw_ld as i64;
+    debug_assert_eq!(s.bdev.raw_ld(), s.qdev.raw_ld());
+    let ld = s.bdev.raw_ld() as i64;
     let mut out: Vec<f64> = Vec::new();
     let mut tr = gpu.phases();
     for chunk in pairs.chunks(CHUNK) {
@@ -206,7 +206,7 @@ pub(crate) fn rerank(
         job.k as i32,
     );
     let (qo, d, zero) = (q_off as u32, job.sides.bset.dim() as i32, sum_zero());
-    let ld = job.sides.bdev.raw_ld as i64;
+    let ld = job.sides.bdev.raw_ld() as i64;
     let mut dist = out.dist.slice_mut(at * job.k..);
     let mut ids = out.ids.slice_mut(at * job.k..);
     let mut status = out.status.slice_mut(at..);

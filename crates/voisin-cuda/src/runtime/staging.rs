@@ -99,14 +99,10 @@ impl Staging {
         let Pitch { d, ld } = pitch;
         debug_assert!(ld >= d && src.len().is_multiple_of(d));
         // Whole rows per buffer (the buffers hold `chunk` f32 words); dense values need no
-        // row boundaries.
-        let per_row = if ld == d { 1 } else { ld };
-        let rows = (self.chunk * 4 / size / per_row).max(1);
-        let (step_src, step_dst) = if ld == d {
-            (rows, rows)
-        } else {
-            (rows * d, rows * ld)
-        };
+        // row boundaries, so their unit is one value.
+        let (from, to) = if ld == d { (1, 1) } else { (d, ld) };
+        let units = (self.chunk * 4 / size / to).max(1);
+        let (step_src, step_dst) = (units * from, units * to);
         assert!(
             step_dst * size <= self.chunk * 4,
             "a row longer than a staging buffer"

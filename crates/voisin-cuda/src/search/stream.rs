@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use voisin::data::VectorSet;
 use voisin::{Error, Metric, RangeResult, Result, Stats};
 
-use crate::numerics::plan::{Plan, TileRows, I8_ALIGN};
+use crate::numerics::plan::{Plan, TileRows};
 use crate::ops::device_set::{pitch, DeviceRows, DeviceSet, HostRows};
 use crate::ops::{exact, range, Budget};
 use crate::options::Select;
@@ -51,7 +51,7 @@ pub(crate) fn resident_bytes(n: usize, dim: usize, plan: &Plan) -> usize {
     let tiles = match plan.tile_rows() {
         TileRows::F32 => n * dim * 4,
         TileRows::Stored => 0,
-        TileRows::I8 => n * dim.next_multiple_of(I8_ALIGN),
+        TileRows::I8 => n * TileRows::I8.stride(plan.storage, dim),
     };
     raw * plan.storage.bytes() + tiles + n * 16
 }
@@ -106,7 +106,7 @@ pub(crate) fn for_each_shard(
                 let mut staging = Staging::write_combined(&ctx, CHUNK)?;
                 for r in ranges {
                     let src = HostRows::of(plan.storage, set, r.clone());
-                    let pitch = pitch(plan);
+                    let pitch = pitch(plan.storage, plan.dim);
                     // Filled below before the engine's stream reads it (event).
                     let mut dst =
                         DeviceRows::alloc(&copy, plan.storage, pitch.device_len(src.len()))?;
