@@ -8,7 +8,7 @@
 //! `cargo test -p voisin-cuda --test tensor_cores -- --ignored --test-threads 1`.
 
 mod common;
-use common::seed;
+use common::{seed, subspaces};
 
 use std::sync::Arc;
 
@@ -252,42 +252,18 @@ fn normal_f32(rng: &mut StdRng, n: usize, nq: usize, d: usize) -> (Dataset, Data
     (rows(n), rows(nq))
 }
 
-/// Points on `subspaces` random 8-d affine subspaces, as gpu_bench's clustered kind (centres of
-/// spread 3, directions of norm about 1, N(0, 1) coordinates): `n` for the base and `nq` for the
-/// queries, both spread over every subspace.
+/// Points on `count` random 8-d affine subspaces (common/subspaces.rs): `n` for the base and
+/// `nq` for the queries, both spread over every subspace.
 fn clustered_f32(
     rng: &mut StdRng,
     n: usize,
     nq: usize,
     d: usize,
-    subspaces: usize,
+    count: usize,
 ) -> (Dataset, Dataset) {
-    let spaces: Vec<Vec<f32>> = (0..subspaces)
-        .map(|_| {
-            (0..9 * d)
-                .map(|i| {
-                    let x: f32 = rng.sample(StandardNormal);
-                    if i < d {
-                        3.0 * x
-                    } else {
-                        x / (d as f32).sqrt()
-                    }
-                })
-                .collect()
-        })
-        .collect();
+    let spaces = subspaces::subspaces(rng, count, d);
     let mut rows = |m: usize| -> Dataset {
-        let mut v = Vec::with_capacity(m * d);
-        for i in 0..m {
-            let s = &spaces[i % subspaces];
-            let mut row = s[..d].to_vec();
-            for t in 0..8 {
-                let z: f32 = rng.sample(StandardNormal);
-                let dir = &s[(t + 1) * d..(t + 2) * d];
-                row.iter_mut().zip(dir).for_each(|(x, &u)| *x += z * u);
-            }
-            v.extend(row);
-        }
+        let v = subspaces::rows_on(rng, &spaces, m, d);
         VectorSet::from_f32(m, d, v).unwrap().into()
     };
     (rows(n), rows(nq))

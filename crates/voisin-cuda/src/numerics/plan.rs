@@ -941,6 +941,10 @@ impl HostTiles {
 }
 
 #[cfg(test)]
+#[path = "../../tests/common/subspaces.rs"]
+mod subspaces;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use rand::prelude::*;
@@ -1408,36 +1412,11 @@ mod tests {
         assert!(!rule(&[], graph_1m));
     }
 
-    /// `n` rows of `d` values on `subspaces` random 8-d affine subspaces (as gpu_bench's
-    /// clustered data: centres of spread 3, directions of norm about 1, N(0, 1) coordinates).
-    fn clustered(rng: &mut StdRng, n: usize, d: usize, subspaces: usize) -> VectorSet {
-        let normal = |rng: &mut StdRng| rng.sample::<f32, _>(rand_distr::StandardNormal);
-        let spaces: Vec<Vec<f32>> = (0..subspaces)
-            .map(|_| {
-                (0..9 * d)
-                    .map(|i| {
-                        let x = normal(rng);
-                        if i < d {
-                            3.0 * x
-                        } else {
-                            x / (d as f32).sqrt()
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut v = Vec::with_capacity(n * d);
-        for i in 0..n {
-            let s = &spaces[i % subspaces];
-            let mut row = s[..d].to_vec();
-            for t in 0..8 {
-                let z = normal(rng);
-                let dir = &s[(t + 1) * d..(t + 2) * d];
-                row.iter_mut().zip(dir).for_each(|(x, &u)| *x += z * u);
-            }
-            v.extend(row);
-        }
-        VectorSet::from_f32(n, d, v).unwrap()
+    /// `n` rows of `d` values on `count` random 8-d affine subspaces (as gpu_bench's
+    /// clustered data, tests/common/subspaces.rs).
+    fn clustered(rng: &mut StdRng, n: usize, d: usize, count: usize) -> VectorSet {
+        let spaces = subspaces::subspaces(rng, count, d);
+        VectorSet::from_f32(n, d, subspaces::rows_on(rng, &spaces, n, d)).unwrap()
     }
 
     /// The pilot of a graph done on the host: TF32 keys ([`HostTiles`], truncating inputs) of 32

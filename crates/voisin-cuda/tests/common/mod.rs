@@ -3,6 +3,8 @@
 //! value), and the sharded engines' larger and tie-heavy sets. Each test file uses some of them.
 #![allow(dead_code)]
 
+pub mod subspaces;
+
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::{Dataset, KnnResult, Metric, RangeResult, VectorSet};
