@@ -755,11 +755,17 @@ pub(crate) struct PilotNeed {
 const EVAL_NS_PER_DIM: f64 = 0.006;
 const WIDENED_EVAL_NS: f64 = 100.0;
 
-/// What a widening pass costs a query per pair and dimension, in ns: its candidates are looked
-/// for again over the whole base, at about fp32 tile speed (2 flops at 36 TFLOP/s). Run d5 on
-/// the H100: the clustered 1M × 128 k-NN at k = 1000 took 0.181 s under TF32 against 0.150 s
-/// under fp32 with its extra evaluations inside 2048-wide lists, the widened queries' passes
-/// being the difference.
+/// What a widening pass is charged per query, per pair and dimension, in ns: its candidates are
+/// looked for again over the whole base, at about fp32 tile speed (2 flops at 36 TFLOP/s).
+///
+/// It undercharges on purpose. A widened query's whole cost is larger: at k = 1000 its list of
+/// 4500 is selected, downloaded, sorted and re-ranked, ~120 µs a query against this charge's
+/// 7 µs (run e3 on the H100: the 149 of 10k queries TF32 left unproved in the clustered
+/// 1M × 128 k-NN took 17.7 ms of host finish). But 32 pilot queries resolve widening rates only
+/// in steps of 3 %: there one pilot query widened against 1.5 % of the search's, and the full
+/// charge took fp32 (0.172 s with the pilot) where TF32 ran in 0.135 s and fp32 alone in
+/// 0.149 s. Where many queries widen, the evaluations beyond the list
+/// ([`WIDENED_EVAL_NS`]) decide.
 const REPASS_NS: f64 = 2.0 / 36e3;
 
 /// What TF32 tiles save per pair and dimension, in ns, measured end to end on the H100 (run
