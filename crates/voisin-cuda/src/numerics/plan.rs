@@ -762,9 +762,9 @@ const WIDENED_EVAL_NS: f64 = 100.0;
 /// 4500 is selected, downloaded, sorted and re-ranked, ~120 µs a query against this charge's
 /// 7 µs (run e3 on the H100: the 149 of 10k queries TF32 left unproved in the clustered
 /// 1M × 128 k-NN took 17.7 ms of host finish). But 32 pilot queries resolve widening rates only
-/// in steps of 3 %: there one pilot query widened against 1.5 % of the search's, and the full
-/// charge took fp32 (0.172 s with the pilot) where TF32 ran in 0.135 s and fp32 alone in
-/// 0.149 s. Where many queries widen, the evaluations beyond the list
+/// in steps of 3 %: there at least one pilot query widened against 1.5 % of the search's, and
+/// the full charge took fp32 (0.172 s with the pilot) where TF32 ran in 0.135 s and fp32 alone
+/// in 0.149 s. Where many queries widen, the evaluations beyond the list
 /// ([`WIDENED_EVAL_NS`]) decide.
 const REPASS_NS: f64 = 2.0 / 36e3;
 
