@@ -44,6 +44,11 @@ use rayon::prelude::*;
 use voisin::data::VectorData;
 use voisin::{Dataset, Engine, Metric, VectorSet};
 use voisin_cuda::probe::StderrProbe;
+
+/// The clustered kind's subspaces, the generator the GPU tests use.
+#[allow(dead_code)]
+#[path = "../../../voisin-cuda/tests/common/subspaces.rs"]
+mod subspaces;
 use voisin_cuda::{CudaEngine, CudaOptions, Fusion, Precision};
 
 struct Args {
@@ -149,21 +154,8 @@ fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
     const CHUNK: usize = 65536;
     // Clustered: 1,000 subspaces, each a centre (spread 3) and 8 directions (norm about 1).
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-    let subspaces: Vec<Vec<f32>> = if kind == "clustered" {
-        (0..1000)
-            .map(|_| {
-                (0..9 * d)
-                    .map(|i| {
-                        let x: f32 = rng.sample(StandardNormal);
-                        if i < d {
-                            3.0 * x
-                        } else {
-                            x / (d as f32).sqrt()
-                        }
-                    })
-                    .collect()
-            })
-            .collect()
+    let spaces: Vec<Vec<f32>> = if kind == "clustered" {
+        subspaces::subspaces(&mut rng, 1000, d)
     } else {
         Vec::new()
     };
@@ -173,13 +165,8 @@ fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
             .iter_mut()
             .for_each(|x| *x = 100.0 + rng.sample::<f32, _>(StandardNormal)),
         "clustered" => {
-            let s = &subspaces[rng.gen_range(0..subspaces.len())];
-            out.copy_from_slice(&s[..d]);
-            for t in 0..8 {
-                let z: f32 = rng.sample(StandardNormal);
-                let dir = &s[(t + 1) * d..(t + 2) * d];
-                out.iter_mut().zip(dir).for_each(|(x, &v)| *x += z * v);
-            }
+            let s = &spaces[rng.gen_range(0..spaces.len())];
+            subspaces::point_on(rng, s, out);
         }
         "dups" => {
             // Row i repeats row i − i % 10: the same values from the same seed.
