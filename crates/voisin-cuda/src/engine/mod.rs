@@ -28,7 +28,7 @@ use crate::options::CudaOptions;
 use crate::runtime::context::{self, Gpu};
 use crate::runtime::probe;
 use crate::search::graph::{self, Lists, PartialGraph};
-use crate::search::{knn, stream, Counters, Ctx};
+use crate::search::{knn, pilot, stream, Counters, Ctx};
 use crate::strings;
 
 /// The engine on one GPU. Calls are serialised on the device's stream.
@@ -314,7 +314,7 @@ impl Engine for CudaEngine {
         // counts as compute; the queries are uploaded whole.
         let bdev = DeviceSet::behind(&gpu, &plan, bset, 0..bset.len())?;
         let on = OnDevice { bset, bdev: &bdev };
-        let asked = (qset, k, &knn::AutoChoice::default());
+        let asked = (qset, k, &pilot::AutoChoice::default());
         self.knn_on(&ctx, metric, on, asked, budget, (stats, tr0))
     }
 

@@ -33,7 +33,7 @@
 //! [`CudaEngine::graph_rows`].
 //!
 //! Arithmetic: under `--precision auto`, once the set is up, a pilot on the first GPU chooses
-//! TF32 or fp32 tiles for the whole build (`knn::AutoChoice`; every GPU's shares and the proof
+//! TF32 or fp32 tiles for the whole build (`pilot::AutoChoice`; every GPU's shares and the proof
 //! run under that one plan, and a checkpoint's running lists name it). The ranks of voisin-mpi,
 //! which compute shares and proofs in separate calls ([`CudaEngine::graph_tiles`]), keep fp32
 //! under `auto`.
@@ -60,7 +60,8 @@ use crate::numerics::plan::{vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::context;
 use crate::search::graph::{self, GraphRows, Lists, PartialGraph};
-use crate::search::knn::{AutoChoice, Raw};
+use crate::search::knn::Raw;
+use crate::search::pilot::AutoChoice;
 use crate::search::stream;
 
 /// The graph of `data` on `engines` (one or more GPUs holding the whole set), with finished

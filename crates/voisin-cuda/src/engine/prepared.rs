@@ -19,8 +19,8 @@ use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::{range, Budget};
 use crate::runtime::context::Gpu;
-use crate::search::knn::AutoChoice;
-use crate::search::{knn, stream, Ctx};
+use crate::search::pilot::AutoChoice;
+use crate::search::{knn, pilot, stream, Ctx};
 
 /// A base on this GPU: its host rows (host finish, messages) and its device copy.
 #[derive(Clone, Copy)]
@@ -61,7 +61,7 @@ impl CudaEngine {
         };
         stats.arithmetic = plan.arithmetic();
         tr.mark("knn: arithmetic pilot");
-        let kp = knn::pilot_list(ctx, on.bdev, qset, k, false, &budget)?;
+        let kp = pilot::pilot_list(ctx, on.bdev, qset, k, false, &budget)?;
         tr.mark("knn: pilot");
         stats.compute += t.elapsed();
         let sides = Sides {

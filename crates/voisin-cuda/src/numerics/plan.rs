@@ -791,7 +791,7 @@ fn tf32_saving_ns(dim: usize) -> f64 {
 /// [`EVAL_NS_PER_DIM`] each (the device re-ranks them), beyond it [`WIDENED_EVAL_NS`] more, and
 /// a query TF32 leaves unproved in its list where fp32 proves it pays a widening pass,
 /// `pairs · dim ·` [`REPASS_NS`]. A
-/// length beyond the pilot's list counts as twice the list (as `knn::pilot_list` assumes). No
+/// length beyond the pilot's list counts as twice the list (as `pilot::pilot_list` assumes). No
 /// pilot query to prove (every list complete: a base no longer than the pilot's lists) keeps
 /// fp32.
 pub(crate) fn tf32_proves_cheaply(

@@ -17,7 +17,7 @@ use crate::runtime::context::{dev, Gpu};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource};
 use crate::search::knn::{self, Raw};
-use crate::search::{shard, Ctx};
+use crate::search::{pilot, shard, Ctx};
 
 /// Tile pairs queued ahead of the device: enough to keep it busy (each pair is milliseconds of
 /// work), few enough that the host never waits inside a launch on a full queue.
@@ -55,7 +55,7 @@ pub(crate) fn lists(
     let n = set.len();
     // The set against itself: self pairs sit among the lists.
     let budget = ctx.budget()?;
-    let kp = knn::pilot_list(ctx, ddev, set, k, true, &budget)?;
+    let kp = pilot::pilot_list(ctx, ddev, set, k, true, &budget)?;
     let nt = n.div_ceil(tile);
     let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
     // The symmetric schedule needs the block kernel's running lists; radix selection works

@@ -9,6 +9,7 @@
 pub(crate) mod finish;
 pub(crate) mod graph;
 pub(crate) mod knn;
+pub(crate) mod pilot;
 pub(crate) mod range;
 pub(crate) mod shard;
 pub(crate) mod stream;
