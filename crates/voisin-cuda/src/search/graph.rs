@@ -82,8 +82,8 @@ pub(crate) fn lists(
                 kp
             };
             // The passes keep the list `pass_list` makes of kp (twice as long under TF32 for
-            // 64..=256): the slots hold that many.
-            let mut lists = Lists::done(n, knn::pass_list(plan, kp));
+            // 64..=256, where the selection keeps that many): the slots hold that many.
+            let mut lists = Lists::done(n, knn::pass_list(plan, kp, sel));
             let mut evals = 0;
             for it in (0..nt).filter(|&it| owns(it, it)) {
                 let rows = it * tile..it * tile + size(it);

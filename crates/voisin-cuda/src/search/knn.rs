@@ -70,8 +70,11 @@ pub(crate) fn candidates(
 /// TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
 /// last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
 /// were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
-pub(crate) fn pass_list(plan: &Plan, kp: usize) -> usize {
-    if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) {
+/// Not beyond what the selection `sel` keeps (heap selection: 256 entries): there the list
+/// stays `kp`, and more queries go to the widening path.
+pub(crate) fn pass_list(plan: &Plan, kp: usize, sel: Select) -> usize {
+    let fits = |l: usize| sel.max_list().is_none_or(|max| sel.width(l) <= max);
+    if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) && fits(2 * kp) {
         2 * kp
     } else {
         kp
@@ -125,7 +128,7 @@ fn passes(
     if nq == 0 {
         return base.complete(gpu);
     }
-    let kp = pass_list(plan, kp);
+    let kp = pass_list(plan, kp, sel);
     let want = kp;
     let mode = sel.resolve(kp)?;
     let kp = mode.width(kp);
@@ -554,6 +557,21 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn tf32_pass_lists_double_only_where_the_selection_keeps_them() {
+        let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
+        let fp32 = Plan::new(&Metric::Euclidean, &set);
+        let tf32 = fp32.clone().with_precision(Precision::Tf32);
+        // k = 200: a list of 225, 450 under TF32 where the selection keeps it.
+        assert_eq!(pass_list(&tf32, 225, Select::Auto), 450);
+        assert_eq!(pass_list(&tf32, 225, Select::Block), 450);
+        assert_eq!(pass_list(&fp32, 225, Select::Auto), 225);
+        // Heap lists hold 256: doubling would make the selection refuse the search.
+        assert_eq!(pass_list(&tf32, 225, Select::Heap), 225);
+        assert_eq!(pass_list(&tf32, 72, Select::Heap), 144);
+        assert_eq!(pass_list(&tf32, 1125, Select::Auto), 1125);
     }
 
     #[test]

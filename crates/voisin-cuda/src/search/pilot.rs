@@ -25,7 +25,7 @@ use crate::search::Ctx;
 /// wanted): the room the TF32 pilot would look for, so the pilot (~5 ms at 1M × 128, k = 1000,
 /// a list pass over the whole base for 32 queries) is skipped there.
 fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
-    let kp = pass_list(plan, kp);
+    let kp = pass_list(plan, kp, sel);
     matches!(
         sel.resolve(kp),
         Ok(m @ (Select::Block | Select::Heap)) if 2 * m.width(kp) >= 3 * kp
@@ -185,7 +185,7 @@ fn tf32_pilot(
     let kept = if ctx.plan.dim >= PILOT_DIM {
         listed
     } else {
-        let kp = pass_list(tf32, first);
+        let kp = pass_list(tf32, first, ctx.select());
         let width = ctx.select().resolve(kp).map_or(kp, |m| m.width(kp));
         if self_pairs {
             width.max(select::COLS_KP)
