@@ -54,7 +54,7 @@ impl CudaEngine {
         stats.transfer += started.elapsed();
         let t = Instant::now();
         tr.mark("knn: upload and prepare");
-        let plan = auto.plan(ctx, on.bdev, qset, k, false, &budget)?;
+        let plan = auto.plan(ctx, (on.bset, on.bdev), qset, k, false, &budget)?;
         let ctx = &Ctx {
             plan: &plan,
             ..*ctx

@@ -682,6 +682,69 @@ impl Plan {
             .map(|r| r + 1)
     }
 
+    /// Row `x` prepared on the host as kernels/distance/prepare.cu prepares f32 tile rows
+    /// (translated by the shift, centred on its own mean, scaled to unit norm, each as the plan
+    /// says; computed in f64 and rounded once), written to `out`; returns the prepared row's
+    /// squared norm (summed in f64 over its f32 values, in any order). For host estimates (the pilot) and tests: the
+    /// tiles read the device's rows.
+    pub fn prepare_row(&self, x: &[f32], out: &mut [f32]) -> f64 {
+        let d = x.len();
+        let out = &mut out[..d];
+        let mean = if self.centre_rows {
+            x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
+        } else {
+            0.0
+        };
+        let zeros;
+        let shift: &[f32] = match &self.shift {
+            Some(s) => s,
+            None => {
+                zeros = vec![0f32; d];
+                &zeros
+            }
+        };
+        let moved = || {
+            x.iter()
+                .zip(shift)
+                .map(|(&v, &s)| v as f64 - s as f64 - mean)
+        };
+        let scale = if self.unit {
+            let n = moved().map(|y| y * y).sum::<f64>().sqrt();
+            if n > 0.0 {
+                1.0 / n
+            } else {
+                0.0
+            }
+        } else {
+            1.0
+        };
+        for (o, y) in out.iter_mut().zip(moved()) {
+            *o = (y * scale) as f32;
+        }
+        // In four running sums, so that the loop vectorises.
+        let mut sq = [0f64; 4];
+        let chunks = out.chunks_exact(4);
+        let tail: f64 = chunks.remainder().iter().map(|&v| (v as f64).powi(2)).sum();
+        for c in chunks {
+            for l in 0..4 {
+                sq[l] += (c[l] as f64) * (c[l] as f64);
+            }
+        }
+        sq.iter().sum::<f64>() + tail
+    }
+
+    /// The key a GEMM tile's epilogue makes of a dot product `dot` of two prepared rows whose
+    /// squared norms are `q_sq` and `b_sq` (kernels/common/keys.cuh), in f32 on the host.
+    /// `None` for keys that are not made from a dot product.
+    pub fn gemm_key(&self, dot: f32, q_sq: f32, b_sq: f32) -> Option<f32> {
+        match self.key {
+            TileKey::L2 | TileKey::L2Int => Some(q_sq + b_sq - 2.0 * dot),
+            TileKey::NegDot => Some(-dot),
+            TileKey::OneMinus => Some(1.0 - dot),
+            TileKey::Direct => None,
+        }
+    }
+
     /// The arithmetic of the tiles, as `--stats` reports it.
     pub fn arithmetic(&self) -> String {
         self.precision.name().to_string()
@@ -886,21 +949,9 @@ impl HostTiles {
     ) -> HostTiles {
         let d = plan.dim;
         let prep = |x: &[f32]| -> Vec<f32> {
-            let shift = plan.shift.clone().unwrap_or(vec![0.0; d]);
-            let mean = if plan.centre_rows {
-                x.iter().map(|&v| v as f64).sum::<f64>() / d as f64
-            } else {
-                0.0
-            };
-            let y: Vec<f64> = x
-                .iter()
-                .zip(&shift)
-                .map(|(&v, &s)| v as f64 - s as f64 - mean)
-                .collect();
-            let n = y.iter().map(|v| v * v).sum::<f64>().sqrt();
-            let scale = if plan.unit && n > 0.0 { 1.0 / n } else { 1.0 };
-            let scale = if plan.unit && n == 0.0 { 0.0 } else { scale };
-            y.iter().map(|v| (v * scale) as f32).collect()
+            let mut out = vec![0f32; d];
+            plan.prepare_row(x, &mut out);
+            out
         };
         let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
         let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
@@ -920,15 +971,16 @@ impl HostTiles {
                     .fold(0.0f32, |acc, part| acc + part)
             };
             let diffs = || qr.iter().zip(br).map(|(&x, &y)| (x - y).abs());
+            let sq = (norm(qr) as f32, norm(br) as f32);
             match (plan.key, metric) {
-                (TileKey::L2, _) => norm(qr) as f32 + norm(br) as f32 - 2.0 * dot(),
                 // int32 sums of the int8 rows, exact, rounded to f32 once.
                 (TileKey::L2Int, _) => {
                     let dot: i64 = qr.iter().zip(br).map(|(&x, &y)| x as i64 * y as i64).sum();
-                    norm(qr) as f32 + norm(br) as f32 - 2.0 * dot as f32
+                    plan.gemm_key(dot as f32, sq.0, sq.1).unwrap()
                 }
-                (TileKey::NegDot, _) => -dot(),
-                (TileKey::OneMinus, _) => 1.0 - dot(),
+                (TileKey::L2 | TileKey::NegDot | TileKey::OneMinus, _) => {
+                    plan.gemm_key(dot(), sq.0, sq.1).unwrap()
+                }
                 (TileKey::Direct, Metric::Cityblock) => diffs().sum(),
                 (TileKey::Direct, Metric::Chebyshev) => diffs().fold(0.0f32, f32::max),
                 (TileKey::Direct, Metric::Minkowski(p)) => diffs().map(|t| t.powf(*p as f32)).sum(),
@@ -948,7 +1000,7 @@ impl HostTiles {
 
 #[cfg(test)]
 #[path = "../../tests/common/subspaces.rs"]
-mod subspaces;
+pub(crate) mod subspaces;
 
 #[cfg(test)]
 mod tests {

@@ -423,6 +423,12 @@ impl<'s> DeviceSet<'s> {
         Ok(())
     }
 
+    /// Whether every row is up and its norms are known (a set uploaded behind its work is not,
+    /// until [`DeviceSet::complete`]).
+    pub fn is_up(&self) -> bool {
+        self.norms.get().is_some()
+    }
+
     /// Uploads whatever is left and reads the norms back (waits for the stream).
     pub fn complete(&self, gpu: &Gpu) -> Result<()> {
         if self.norms.get().is_some() {

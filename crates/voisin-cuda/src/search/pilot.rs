@@ -10,6 +10,7 @@
 
 use std::sync::OnceLock;
 
+use rayon::prelude::*;
 use voisin::Result;
 
 use crate::numerics::plan::{tf32_proves_cheaply, PilotNeed, Plan};
@@ -59,10 +60,8 @@ impl Pilot {
         k: usize,
         self_pairs: bool,
     ) -> Result<Pilot> {
-        let m = queries.len().min(PILOT_QUERIES);
-        let ids: Vec<usize> = (0..m).map(|i| i * queries.len() / m).collect();
         let mut tr = ctx.gpu.phases();
-        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, queries, &ids)?;
+        let sub = DeviceSet::gather(ctx.gpu, ctx.plan, queries, &pilot_ids(queries.len()))?;
         tr.mark("pilot: gather");
         Ok(Pilot {
             sub,
@@ -111,19 +110,22 @@ impl Pilot {
 pub(crate) struct AutoChoice(OnceLock<bool>);
 
 impl AutoChoice {
-    /// The plan a search of `base` (on the device, whole or going up) for `queries` runs
-    /// under: `ctx`'s own, or its TF32 form where auto may take TF32 and the pilot (now, or at
-    /// this base's first search) took it. `self_pairs`: the queries are the base (a graph).
+    /// The plan a search of `base` (its host rows, and the device set they are or are going up
+    /// to) for `queries` runs under: `ctx`'s own, or its TF32 form where auto may take TF32 and
+    /// the pilot (now, or at this base's first search) took it. `self_pairs`: the queries are
+    /// the base (a graph).
     ///
-    /// The pilot: up to 32 evenly spaced queries, TF32 lists of the usual pilot length
-    /// (4 × `first_list(k)`, at least 256) in one pass over the base, and for each the length
-    /// of list that proves it under TF32's bound and under fp32's (the same keys);
-    /// [`tf32_proves_cheaply`] decides. It needs the whole base: a base going up behind the
-    /// first tiles is up once the pilot has run.
+    /// The pilot: up to 32 evenly spaced queries, their lists of the usual pilot length
+    /// (4 × `first_list(k)`, at least 256), and for each the length of list that proves it
+    /// under TF32's bound and under fp32's (the same keys); [`tf32_proves_cheaply`] decides.
+    /// Against a base that is up (a prepared base, a graph) the lists come from one TF32 pass
+    /// over it on the device. A k-NN base still to go up behind the first tiles is sampled on
+    /// the host instead ([`Sample`]), unless it is wide (d ≥ 1024: its list pilot needs the
+    /// whole base up before the search anyway).
     pub fn plan(
         &self,
         ctx: &Ctx<'_>,
-        base: &DeviceSet,
+        (bset, base): (&voisin::VectorSet, &DeviceSet),
         queries: &voisin::VectorSet,
         k: usize,
         self_pairs: bool,
@@ -135,7 +137,8 @@ impl AutoChoice {
         let take = match self.0.get() {
             Some(&take) => take,
             None => {
-                let take = tf32_pilot(ctx, &tf32, base, (queries, k, self_pairs), budget)?;
+                let asked = (queries, k, self_pairs);
+                let take = tf32_pilot(ctx, &tf32, (bset, base), asked, budget)?;
                 let _ = self.0.set(take);
                 take
             }
@@ -149,7 +152,7 @@ impl AutoChoice {
 fn tf32_pilot(
     ctx: &Ctx<'_>,
     tf32: &Plan,
-    base: &DeviceSet,
+    (bset, base): (&voisin::VectorSet, &DeviceSet),
     (queries, k, self_pairs): (&voisin::VectorSet, usize, bool),
     budget: &Budget,
 ) -> Result<bool> {
@@ -158,25 +161,37 @@ fn tf32_pilot(
     if queries.is_empty() || seen <= first {
         return Ok(false);
     }
-    let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
-    let on_tf32 = Ctx { plan: tf32, ..*ctx };
-    let lists = pilot.lists(&on_tf32, base, seen, budget)?;
-    // The candidate pass brought every base row up; its largest norm is known now.
-    base.complete(ctx.gpu)?;
-    let base_norm = base.max_norm();
-    let needs: Vec<PilotNeed> = lists
-        .iter()
-        .enumerate()
-        .filter_map(|(j, keys)| {
-            let keys = keys.as_ref()?;
-            Some(PilotNeed {
-                fp32: pilot.need(ctx.plan, j, keys, base_norm),
-                tf32: pilot.need(tf32, j, keys, base_norm),
-            })
-        })
-        .collect();
+    let kk = k + usize::from(self_pairs);
     // The lists hold what the TF32 pass keeps for `seen` (`pass_list` may double it).
-    let listed = lists.iter().flatten().map(Vec::len).min().unwrap_or(seen);
+    let on_host = !self_pairs && ctx.plan.dim < PILOT_DIM && !base.is_up();
+    let (needs, listed, whence) = if on_host {
+        let mut tr = ctx.gpu.phases();
+        let sample = Sample::new(ctx.plan, bset);
+        let listed = pass_list(tf32, seen, Select::Auto).min(base.n);
+        let needs = sample.needs((ctx.plan, tf32), queries, (kk, listed), &mut |w| tr.mark(w));
+        let whence = format!("on the host, 1 base row in {}", sample.step);
+        (needs, listed, whence)
+    } else {
+        let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
+        let on_tf32 = Ctx { plan: tf32, ..*ctx };
+        let lists = pilot.lists(&on_tf32, base, seen, budget)?;
+        // The candidate pass brought every base row up; its largest norm is known now.
+        base.complete(ctx.gpu)?;
+        let base_norm = base.max_norm();
+        let needs: Vec<PilotNeed> = lists
+            .iter()
+            .enumerate()
+            .filter_map(|(j, keys)| {
+                let keys = keys.as_ref()?;
+                Some(PilotNeed {
+                    fp32: pilot.need(ctx.plan, j, keys, base_norm),
+                    tf32: pilot.need(tf32, j, keys, base_norm),
+                })
+            })
+            .collect();
+        let listed = lists.iter().flatten().map(Vec::len).min().unwrap_or(seen);
+        (needs, listed, "on the device".to_string())
+    };
     // Tile pairs per query: the base, or half the set for a graph's symmetric tiles.
     let pairs = if self_pairs { base.n / 2 } else { base.n };
     // The list the search keeps (the device re-ranks inside it): the selection's width of
@@ -204,13 +219,225 @@ fn tf32_pilot(
         )
     };
     ctx.gpu.phases().note(format_args!(
-        "auto arithmetic: {} ({} pilot queries; proof lengths fp32 {}, tf32 {}; first list {first})",
+        "auto arithmetic: {} ({} pilot queries {whence}; proof lengths fp32 {}, tf32 {}; \
+         first list {first}, pilot lists {listed}, kk {kk})",
         if take { "tf32" } else { "fp32" },
         needs.len(),
         sum(|n| n.fp32),
         sum(|n| n.tf32),
     ));
     Ok(take)
+}
+
+/// Base values the host pilot reads at most: 2²² (16 MB of f32), 32,768 rows at d = 128 (a
+/// thirty-second of 1M rows, which took the whole base's decision on every data kind of the
+/// host experiment; an eighth took 5–9 ms of the H100 machine's 16 cores, run f1).
+const SAMPLE_VALUES: usize = 1 << 22;
+
+/// Rows drawn evenly over a base (at most [`SAMPLE_VALUES`] values), for the arithmetic pilot
+/// of a base that is not on the device yet: the pilot queries' keys against
+/// the sample are computed on the host (rows prepared as the device prepares them, the keys
+/// from one GEMM per block of rows, [`Plan::gemm_key`]), in f32 and without the tiles'
+/// conversion (the pilot's TF32 keys differ from them by far less than TF32's bound).
+///
+/// A sample of a fraction f of the base stands for it as follows: the `kk` nearest of the
+/// base are about the ks = round(kk·f) nearest of the sample (at least the nearest), and each
+/// further entry of the sample about 1/f entries of the base. So each query's proof is found in
+/// the sample's sorted keys for its ks nearest, and a proof there of ks + e + 1 entries (e
+/// entries that the bound does not clear, then the one it clears) stands for kk + e/f + 1 in
+/// the base. Every row is in the sample with the same chance f, so the counts scale without
+/// bias. Scaling the whole length instead counts the nearest alone as 1/f entries: on 400k
+/// normal rows (a seventh sampled) k = 1 then looked longer than its kept list of 16 under TF32
+/// and kept fp32 (tensor_cores, run f2). On the host, for
+/// 200k-row bases of normal, far, clustered and duplicated data (the rule priced for 1M rows of
+/// the same density), a quarter, an eighth, a sixteenth and a thirty-second of the base took
+/// the whole base's decision at k = 1, 10, 100 and 1000, with mean proof lengths near the whole
+/// base's (docs/design/tensor-core-inputs.md). The base's largest norm (in the bounds) is the
+/// sample's.
+///
+/// The sample is one row from every `step`, at an offset drawn by a fixed hash of the step's
+/// number: spread over the whole base like a stride (a file sorted by cluster is sampled in
+/// every cluster), without a stride's aliasing with data that repeats with a period dividing
+/// it (rows dealt to clusters in turn), and the same every time. Single rows, each drawn on its
+/// own: runs of a page of consecutive rows read faster but sample neighbouring rows together,
+/// and on data whose copies sit together (ten in a row) a sixteenth of the base read as runs
+/// of 8 made the proofs look 7× longer than the whole base's, a thirty-second took fp32 where
+/// TF32 is twice as fast.
+pub(crate) struct Sample<'a> {
+    set: &'a voisin::VectorSet,
+    /// One row in every `step`.
+    pub step: usize,
+}
+
+impl<'a> Sample<'a> {
+    pub fn new(plan: &Plan, set: &'a voisin::VectorSet) -> Self {
+        Self::of_values(plan, set, SAMPLE_VALUES)
+    }
+
+    /// A sample of at most about `values` values (at least one row in every `step`).
+    fn of_values(plan: &Plan, set: &'a voisin::VectorSet, values: usize) -> Self {
+        let all = set.len() * plan.dim.max(1);
+        Sample {
+            set,
+            step: all.div_ceil(values.max(1)).max(1),
+        }
+    }
+
+    /// The sampled rows, ascending.
+    fn rows(&self) -> Vec<usize> {
+        let n = self.set.len();
+        (0..n.div_ceil(self.step))
+            .map(|r| {
+                let at = r * self.step;
+                at + (splitmix64(r as u64) % self.step.min(n - at) as u64) as usize
+            })
+            .collect()
+    }
+
+    /// The proof lengths of the pilot queries of `queries` under both plans (fp32 and TF32,
+    /// the same keys), for their `kk` nearest, as lists of the whole base would show them:
+    /// `None` where that is beyond `listed` entries (the device pilot's lists).
+    pub fn needs(
+        &self,
+        (fp32, tf32): (&Plan, &Plan),
+        queries: &voisin::VectorSet,
+        (kk, listed): (usize, usize),
+        mark: &mut dyn FnMut(&str),
+    ) -> Vec<PilotNeed> {
+        let (n, d) = (self.set.len(), fp32.dim);
+        let rows = self.rows();
+        let (m, f) = (rows.len(), rows.len() as f64 / n as f64);
+        // The pilot queries' prepared rows (nq × d) and squared norms.
+        let ids = pilot_ids(queries.len());
+        let nq = ids.len();
+        let mut qrows = vec![0f32; nq * d];
+        let qsq: Vec<f64> = ids
+            .iter()
+            .zip(qrows.chunks_mut(d.max(1)))
+            .map(|(&j, out)| fp32.prepare_row(&queries.row_f32(j), out))
+            .collect();
+        // The sample's nearest that stand for the base's `kk` nearest, and the sample entries
+        // that stand for a list of `listed` (see `scaled`), one more to see past it.
+        let ks = ((kk as f64 * f).round() as usize).clamp(1, m);
+        let look = (ks + (listed.saturating_sub(kk) as f64 * f).ceil() as usize + 1).clamp(ks, m);
+        // Per block of BLOCK sample rows, prepared and multiplied by the queries in one GEMM,
+        // and of each query's keys only the `look` smallest kept, at j·kept..(j + 1)·kept;
+        // with the block's largest squared norm. Four parts of the sample per worker thread, each
+        // allocating its buffers once (fresh ones per block cost more in page faults than the
+        // GEMM).
+        const BLOCK: usize = 1024;
+        let per = m.div_ceil(4 * rayon::current_num_threads().max(1)).max(1);
+        let runs: Vec<(Vec<f32>, f64)> = rows
+            .par_chunks(per)
+            .flat_map_iter(|part| {
+                let mut block = vec![0f32; BLOCK.min(part.len()) * d];
+                let mut keys = vec![0f32; BLOCK.min(part.len()) * nq];
+                let mut bsq = vec![0f64; BLOCK.min(part.len())];
+                let mut out = Vec::with_capacity(part.len().div_ceil(BLOCK));
+                for ids in part.chunks(BLOCK) {
+                    let len = ids.len();
+                    let pairs = ids.iter().zip(block.chunks_mut(d.max(1))).zip(&mut bsq);
+                    for ((&i, row), sq) in pairs {
+                        *sq = fp32.prepare_row(&self.set.row_f32(i), row);
+                    }
+                    dots(&qrows, &block, (nq, len, d), &mut keys);
+                    let kept = look.min(len);
+                    let mut smallest = Vec::with_capacity(nq * kept);
+                    for (j, row) in keys.chunks_mut(len).take(nq).enumerate() {
+                        for (v, &b) in row.iter_mut().zip(&bsq[..len]) {
+                            *v = fp32
+                                .gemm_key(*v, qsq[j] as f32, b as f32)
+                                .unwrap_or(f32::INFINITY);
+                        }
+                        if kept < len {
+                            row.select_nth_unstable_by(kept - 1, f32::total_cmp);
+                        }
+                        smallest.extend_from_slice(&row[..kept]);
+                    }
+                    out.push((smallest, bsq[..len].iter().cloned().fold(0.0, f64::max)));
+                }
+                out
+            })
+            .collect();
+        let base_norm = runs.iter().map(|r| r.1).fold(0.0, f64::max).sqrt();
+        mark("pilot: sample keys on the host");
+        // A proof length in the sample is its `ks` nearest, the entries after them that the
+        // bound does not clear (each standing for 1/f of the base's) and the first it clears:
+        // in the base, the `kk` nearest, 1/f times those entries, and the one that clears.
+        let scaled = |len: Option<usize>| {
+            let extra = (len? - ks - 1) as f64 / f;
+            let len = kk + extra.round() as usize + 1;
+            (len <= listed).then_some(len)
+        };
+        let needs = (0..nq)
+            .into_par_iter()
+            .map(|j| {
+                let mut mine: Vec<f32> = Vec::new();
+                for (smallest, _) in &runs {
+                    let kept = smallest.len() / nq;
+                    mine.extend_from_slice(&smallest[j * kept..(j + 1) * kept]);
+                }
+                if look < mine.len() {
+                    mine.select_nth_unstable_by(look - 1, f32::total_cmp);
+                    mine.truncate(look);
+                }
+                mine.sort_unstable_by(f32::total_cmp);
+                let need = |p: &Plan| {
+                    let abs = p.abs_bound(qsq[j].sqrt(), base_norm);
+                    scaled(p.proof_length(&mine, ks, abs))
+                };
+                PilotNeed {
+                    fp32: need(fp32),
+                    tf32: need(tf32),
+                }
+            })
+            .collect();
+        mark("pilot: proof lengths on the host");
+        needs
+    }
+}
+
+/// `out[i·n + j] = a_i · b_j` for row-major `a` (m × d) and `b` (n × d), on this thread.
+fn dots(a: &[f32], b: &[f32], (m, n, d): (usize, usize, usize), out: &mut [f32]) {
+    assert!(a.len() >= m * d && b.len() >= n * d && out.len() >= m * n);
+    // SAFETY: the asserted lengths cover the m × d, n × d and m × n extents at these strides.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            d,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            d as isize,
+            b.as_ptr(),
+            d as isize,
+            1,
+            0.0f32,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// A fixed mixing of `x` (splitmix64's finaliser): the sample's draw.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Up to [`PILOT_QUERIES`] evenly spaced rows of `n`: the pilot's queries.
+fn pilot_ids(n: usize) -> Vec<usize> {
+    let m = n.min(PILOT_QUERIES);
+    (0..m).map(|i| i * n / m).collect()
 }
 
 /// The first list size for k, raised where a pilot shows the error bound needs more room.
@@ -279,6 +506,9 @@ pub(crate) fn pilot_list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numerics::plan::subspaces;
+    use rand::prelude::*;
+    use voisin::data::ElemType;
     use voisin::{Metric, VectorSet};
 
     #[test]
@@ -292,5 +522,128 @@ mod tests {
         // Unsorted lists are proved on the host over what it downloads: the pilot stays.
         assert!(!room(1000, Select::Quick) && !room(1000, Select::Radix));
         assert!(!room(3000, Select::Auto));
+    }
+
+    #[test]
+    fn the_sample_takes_one_row_from_every_step() {
+        for (n, d, values) in [
+            (1, 4, 1),
+            (10, 4, 40),
+            (10, 4, 8),
+            (1000, 4, 400),
+            (1001, 256, 4000),
+            (97, 1000, 7),
+            (5000, 3, 1 << 24),
+        ] {
+            let base = VectorSet::from_f32(n, d, vec![0.0; n * d]).unwrap();
+            let plan = Plan::new(&Metric::Euclidean, &base);
+            let s = Sample::of_values(&plan, &base, values);
+            let rows = s.rows();
+            assert_eq!(s.step, (n * d).div_ceil(values).max(1), "n {n} d {d}");
+            // One row in every step, so at most about `values` values, and all of a base
+            // that fits.
+            assert_eq!(rows.len(), n.div_ceil(s.step), "n {n} d {d}");
+            for (r, &i) in rows.iter().enumerate() {
+                assert!(
+                    i >= r * s.step && i < ((r + 1) * s.step).min(n),
+                    "n {n}: {i}"
+                );
+            }
+        }
+        // Not a stride: data dealt to 8 clusters in turn is sampled in all of them.
+        let (n, d) = (80_000, 128);
+        let base = VectorSet::from_f32(n, d, vec![0.0; n * d]).unwrap();
+        let plan = Plan::new(&Metric::Euclidean, &base);
+        let s = Sample::of_values(&plan, &base, n * d / 16);
+        assert_eq!(s.step % 8, 0, "a step the clusters' period divides");
+        let mut seen = [0usize; 8];
+        s.rows().iter().for_each(|&i| seen[i % 8] += 1);
+        assert!(seen.iter().all(|&c| c > 400), "{seen:?}");
+    }
+
+    /// The fp32 plan `auto` resolves to for `set`, and its TF32 form.
+    fn auto_plans(m: &Metric, set: &VectorSet) -> (Plan, Plan) {
+        let fp32 = Plan::new(m, set)
+            .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
+            .unwrap();
+        let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();
+        (fp32, tf32)
+    }
+
+    /// The host pilot's decision for a k-NN search of `queries` in `base` from a sample of
+    /// about `values` values, with the rule's shape of a base of `stands_for` items (the size
+    /// whose density the data has), as `tf32_pilot` decides it.
+    fn decide(
+        m: &Metric,
+        (base, queries): (&VectorSet, &VectorSet),
+        k: usize,
+        values: usize,
+        stands_for: usize,
+    ) -> (bool, Vec<PilotNeed>) {
+        let t0 = std::time::Instant::now();
+        let (fp32, tf32) = auto_plans(m, base);
+        eprint!("[plans {:.1}ms]", t0.elapsed().as_secs_f64() * 1e3);
+        let first = first_list(k);
+        let listed = pass_list(&tf32, pilot_probe(first), Select::Auto).min(base.len());
+        let needs = Sample::of_values(&fp32, base, values).needs(
+            (&fp32, &tf32),
+            queries,
+            (k, listed),
+            &mut |_| {},
+        );
+        let kp = pass_list(&tf32, first, Select::Auto);
+        let kept = Select::Auto.resolve(kp).map_or(kp, |s| s.width(kp));
+        let take = tf32_proves_cheaply(&needs, (first, kept, listed), (stands_for, fp32.dim));
+        (take, needs)
+    }
+
+    /// On the host pilot, a quarter or a sixteenth of the base takes the decision the whole base
+    /// takes: TF32 for normal data (near the origin and far from it), fp32 for clustered data
+    /// (as dense on each 8-d subspace as gpu_bench's 1M rows on 1,000), k = 1, 10 and 100,
+    /// d = 128.
+    #[test]
+    fn a_sampled_pilot_tells_normal_from_clustered_data() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let (n, d) = (8000, 128);
+        let normal = |rng: &mut StdRng, n: usize, offset: f32| {
+            let v = (0..n * d)
+                .map(|_| offset + rng.sample::<f32, _>(rand_distr::StandardNormal))
+                .collect();
+            VectorSet::from_f32(n, d, v).unwrap()
+        };
+        let spaces = subspaces::subspaces(&mut rng, 8, d);
+        let on_spaces = |rng: &mut StdRng, n: usize| {
+            VectorSet::from_f32(n, d, subspaces::rows_on(rng, &spaces, n, d)).unwrap()
+        };
+        let cases = [
+            (
+                "normal",
+                normal(&mut rng, n, 0.0),
+                normal(&mut rng, 64, 0.0),
+                true,
+            ),
+            (
+                "normal + 100",
+                normal(&mut rng, n, 100.0),
+                normal(&mut rng, 64, 100.0),
+                true,
+            ),
+            (
+                "clustered",
+                on_spaces(&mut rng, n),
+                on_spaces(&mut rng, 64),
+                false,
+            ),
+        ];
+        for (what, base, queries, tf32) in &cases {
+            for k in [1, 10, 100] {
+                for values in [n * d, n * d / 4, n * d / 16] {
+                    let shape = (base, queries);
+                    let (got, needs) = decide(&Metric::Euclidean, shape, k, values, 1_000_000);
+                    let show: Vec<_> = needs.iter().map(|n| (n.fp32, n.tf32)).collect();
+                    assert_eq!(got, *tf32, "{what} k={k}, {values} values: {show:?}");
+                }
+            }
+        }
     }
 }
