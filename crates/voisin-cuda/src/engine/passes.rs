@@ -135,7 +135,9 @@ pub(crate) fn build(
             let gpu = engines[0].lock()?;
             let ctx = engines[0].ctx(&gpu, &plan);
             let (ddev, budget) = (&ddevs[0], ctx.budget()?);
-            AutoChoice::default().plan(&ctx, (set, ddev), set, k, true, &budget)?
+            AutoChoice::default()
+                .plan(&ctx, (set, ddev), set, k, true, &budget)?
+                .0
         };
         lock(&stats).arithmetic = plan.arithmetic();
         tr.mark("graph: arithmetic pilot");

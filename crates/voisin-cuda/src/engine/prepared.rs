@@ -54,14 +54,15 @@ impl CudaEngine {
         stats.transfer += started.elapsed();
         let t = Instant::now();
         tr.mark("knn: upload and prepare");
-        let plan = auto.plan(ctx, (on.bset, on.bdev), qset, k, false, &budget)?;
+        let (plan, list) = auto.plan(ctx, (on.bset, on.bdev), qset, k, false, &budget)?;
         let ctx = &Ctx {
             plan: &plan,
             ..*ctx
         };
         stats.arithmetic = plan.arithmetic();
         tr.mark("knn: arithmetic pilot");
-        let kp = pilot::pilot_list(ctx, on.bdev, qset, k, false, &budget)?;
+        // The arithmetic pilot may have sized TF32's first list already.
+        let kp = pilot::pilot_list(ctx, on.bdev, qset, k, false, &budget)?.max(list.unwrap_or(0));
         tr.mark("knn: pilot");
         stats.compute += t.elapsed();
         let sides = Sides {

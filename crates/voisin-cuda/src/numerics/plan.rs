@@ -559,7 +559,7 @@ impl Plan {
     ///   and f64 storage, mixed pairs, cosine and correlation included; not the SIMT metrics),
     ///   the search of a resident base (k-NN, graph) runs a pilot on the device once the base
     ///   is up and switches to TF32 ([`Plan::auto_tf32`]) when TF32's bound proves the pilot
-    ///   queries cheaply ([`tf32_proves_cheaply`]). TF32 was about 2× faster than fp32 at
+    ///   queries cheaply ([`tf32_list`]). TF32 was about 2× faster than fp32 at
     ///   1M×128 on normal, far-from-origin and duplicate-heavy data, but 5.8× slower on a
     ///   clustered graph, where its interval kept 48× more candidates
     ///   (docs/design/tensor-core-inputs.md): the pilot tells such data apart;
@@ -842,48 +842,76 @@ fn tf32_saving_ns(dim: usize) -> f64 {
     }
 }
 
-/// Whether `--precision auto` runs TF32 tiles, from the pilot's proof lengths `needs` (lists of
-/// `listed` entries) for k-NN lists whose first size is `first` (`knn::first_list`) and which
-/// the search keeps `kept` entries wide, where each query meets `pairs` tile pairs (the base;
-/// half the set for a graph's symmetric tiles) of `dim` dimensions.
+/// What a search pays per query for each entry its lists keep beyond the narrowest, in ns:
+/// a wider selection, a longer list to download and prove. Measured end to end on the H100
+/// (run f3): TF32 k-NN of 1M × 128 for 10k queries took 0.055 s with lists 32 wide (k = 10)
+/// and 0.098 s with lists 2048 wide (k = 1000), 2.1 ns per entry and query.
+const LIST_ENTRY_NS: f64 = 2.0;
+
+/// Whether `--precision auto` runs TF32 tiles, and with which list, from the pilot's proof
+/// lengths `needs` (lists of `listed` entries) for k-NN lists whose first size is `first`
+/// (`knn::first_list`), where each query meets `pairs` tile pairs (the base; half the set for
+/// a graph's symmetric tiles) of `dim` dimensions. `kept` holds the widths a search under TF32
+/// may keep its lists at, its usual width first; returns the index of the cheapest, or `None`
+/// where fp32 is cheaper than all (or nothing was measured: every pilot list complete, a base
+/// no longer than the pilot's lists).
 ///
 /// The rule is a cost comparison per query: TF32 saves `pairs · dim ·` [`tf32_saving_ns`] of
 /// tile time and costs the exact evaluations its wider bound adds, the pilot queries' mean
 /// excess of TF32's proof length over fp32's (each of fp32's counted at least `first`: a proof
-/// inside the list a search keeps anyway costs nothing more): up to `kept` at
+/// inside the list a search keeps anyway costs nothing more): up to the kept width at
 /// [`EVAL_NS_PER_DIM`] each (the device re-ranks them), beyond it [`WIDENED_EVAL_NS`] more, and
 /// a query TF32 leaves unproved in its list where fp32 proves it pays a widening pass,
-/// `pairs · dim ·` [`REPASS_NS`]. A
-/// length beyond the pilot's list counts as twice the list (as `pilot::pilot_list` assumes). No
-/// pilot query to prove (every list complete: a base no longer than the pilot's lists) keeps
-/// fp32.
-pub(crate) fn tf32_proves_cheaply(
+/// `pairs · dim ·` [`REPASS_NS`]. A length beyond the pilot's list counts as twice the list (as
+/// `pilot::pilot_list` assumes), and at the usual width whatever the width (no list the pilot
+/// measured proves it). A width beyond the usual costs [`LIST_ENTRY_NS`] per extra entry and
+/// query.
+///
+/// Wider lists matter where TF32's bound is wide next to the gaps between near neighbours
+/// (clustered data, k = 10: proofs of ~110 entries against fp32's 11): the usual 32-wide list
+/// sends most queries to the host's widening, a list of 128 or 256 proves them on the device
+/// for far less than TF32's tiles save.
+pub(crate) fn tf32_list(
     needs: &[PilotNeed],
-    (first, kept, listed): (usize, usize, usize),
+    (first, listed): (usize, usize),
+    kept: &[usize],
     (pairs, dim): (usize, usize),
-) -> bool {
-    if needs.is_empty() {
-        return false;
+) -> Option<usize> {
+    if needs.is_empty() || kept.is_empty() {
+        return None;
     }
     let count = |n: Option<usize>| n.unwrap_or(2 * listed) as f64;
     let d = dim as f64;
-    let cost = needs
+    let kept_usual = kept[0];
+    let cost = |kept: usize| {
+        needs
+            .iter()
+            .map(|n| {
+                // A proof beyond the pilot's lists is widened whatever the width: priced at the
+                // usual one.
+                let kept = if n.tf32.is_some() { kept } else { kept_usual } as f64;
+                let (t, f) = (count(n.tf32), count(n.fp32).max(first as f64));
+                let inside = (t.min(kept) - f).max(0.0);
+                let beyond = (t - f).max(0.0) - inside;
+                // A query that fp32 proves in its list and TF32 does not is widened: a pass more.
+                let repass = if t > kept && f <= kept {
+                    pairs as f64 * d * REPASS_NS
+                } else {
+                    0.0
+                };
+                inside * EVAL_NS_PER_DIM * d
+                    + beyond * (WIDENED_EVAL_NS + EVAL_NS_PER_DIM * d)
+                    + repass
+            })
+            .sum::<f64>()
+            / needs.len() as f64
+    };
+    let (at, best) = kept
         .iter()
-        .map(|n| {
-            let (t, f, kept) = (count(n.tf32), count(n.fp32).max(first as f64), kept as f64);
-            let inside = (t.min(kept) - f).max(0.0);
-            let beyond = (t - f).max(0.0) - inside;
-            // A query that fp32 proves in its list and TF32 does not is widened: a pass more.
-            let repass = if t > kept && f <= kept {
-                pairs as f64 * d * REPASS_NS
-            } else {
-                0.0
-            };
-            inside * EVAL_NS_PER_DIM * d + beyond * (WIDENED_EVAL_NS + EVAL_NS_PER_DIM * d) + repass
-        })
-        .sum::<f64>()
-        / needs.len() as f64;
-    cost < pairs as f64 * d * tf32_saving_ns(dim)
+        .map(|&w| cost(w) + w.saturating_sub(kept_usual) as f64 * LIST_ENTRY_NS)
+        .enumerate()
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    (best < pairs as f64 * d * tf32_saving_ns(dim)).then_some(at)
 }
 
 /// Column mean of up to 65536 evenly spaced rows, rounded to f32. Only a translation: its
@@ -1423,6 +1451,15 @@ mod tests {
 
     /// The rule on pilot measurements: TF32 where the evaluations it adds cost less than the
     /// tile time it saves; the cases of bench/RESULTS.md's session 8.
+    /// The rule with one kept width.
+    fn tf32_proves_cheaply(
+        needs: &[PilotNeed],
+        (first, kept, listed): (usize, usize, usize),
+        shape: (usize, usize),
+    ) -> bool {
+        tf32_list(needs, (first, listed), &[kept], shape).is_some()
+    }
+
     #[test]
     fn tf32_rule_on_pilot_measurements() {
         let need = |fp32, tf32| PilotNeed { fp32, tf32 };
@@ -1468,6 +1505,42 @@ mod tests {
         assert!(wide);
         // Nothing measured (every pilot list complete): fp32.
         assert!(!rule(&[], graph_1m));
+    }
+
+    #[test]
+    fn tf32_widens_its_list_where_that_proves_on_the_device() {
+        let need = |fp32, tf32| PilotNeed { fp32, tf32 };
+        let knn_1m = (1_000_000, 128);
+        // k = 10: first list 18, kept 32 wide; TF32 may keep 128, 256 or 512; pilot lists 512.
+        let widths = [32, 128, 256, 512];
+        let pick = |needs: &[PilotNeed], shape| tf32_list(needs, (18, 512), &widths, shape);
+        // Normal data proves in the usual list.
+        assert_eq!(pick(&vec![need(Some(12), Some(22)); 32], knn_1m), Some(0));
+        // Clustered data: ~110 entries under TF32 prove on the device in a list of 128, and
+        // the wider list costs less than widening every query.
+        assert_eq!(pick(&vec![need(Some(12), Some(110)); 32], knn_1m), Some(1));
+        assert_eq!(pick(&vec![need(Some(12), Some(200)); 32], knn_1m), Some(2));
+        // Without the wider widths the same proofs keep fp32 (the widening passes).
+        assert!(tf32_list(
+            &vec![need(Some(12), Some(110)); 32],
+            (18, 512),
+            &[32],
+            knn_1m
+        )
+        .is_none());
+        // Proofs beyond the pilot's lists and a base too small to save: fp32.
+        assert_eq!(pick(&vec![need(Some(12), None); 32], knn_1m), None);
+        assert_eq!(
+            pick(&vec![need(Some(12), Some(110)); 32], (8000, 128)),
+            None
+        );
+        // A proof no list holds is not worth a wider list for every query; one a wider list
+        // holds may be (a widened query costs ~120 µs).
+        let mut few = vec![need(Some(12), Some(20)); 32];
+        few[0] = need(Some(12), None);
+        assert_eq!(pick(&few, knn_1m), Some(0));
+        few[0] = need(Some(12), Some(300));
+        assert_eq!(pick(&few, knn_1m), Some(2));
     }
 
     /// `n` rows of `d` values on `count` random 8-d affine subspaces (as gpu_bench's

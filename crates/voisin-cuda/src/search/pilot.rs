@@ -6,14 +6,14 @@
 //! sample of it (so that the upload stays behind the search's first tiles).
 //!
 //! Owns the pilots' sampling and measurements. The rule that weighs them
-//! ([`tf32_proves_cheaply`]) and the bounds belong to numerics/plan.rs.
+//! ([`tf32_list`]) and the bounds belong to numerics/plan.rs.
 
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
 use voisin::Result;
 
-use crate::numerics::plan::{tf32_proves_cheaply, PilotNeed, Plan};
+use crate::numerics::plan::{tf32_list, PilotNeed, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::select::{self, Select};
 use crate::ops::Budget;
@@ -117,7 +117,9 @@ impl AutoChoice {
     ///
     /// The pilot: up to 32 evenly spaced queries, their lists of the usual pilot length
     /// (4 × `first_list(k)`, at least 256), and for each the length of list that proves it
-    /// under TF32's bound and under fp32's (the same keys); [`tf32_proves_cheaply`] decides.
+    /// under TF32's bound and under fp32's (the same keys); [`tf32_list`] decides, and for a
+    /// k-NN search (d < 1024) also whether TF32 should start from a wider first list, which
+    /// comes back with the plan (only from the search whose pilot ran: it is sized for its k).
     /// Against a base that is up (a prepared base, a graph) the lists come from one TF32 pass
     /// over it on the device. A k-NN base still to go up behind the first tiles is sampled on
     /// the host instead ([`Sample`]), unless it is wide (d ≥ 1024: its list pilot needs the
@@ -130,36 +132,41 @@ impl AutoChoice {
         k: usize,
         self_pairs: bool,
         budget: &Budget,
-    ) -> Result<Plan> {
+    ) -> Result<(Plan, Option<usize>)> {
         let Some(tf32) = ctx.plan.auto_tf32(ctx.opts.precision) else {
-            return Ok(ctx.plan.clone());
+            return Ok((ctx.plan.clone(), None));
         };
-        let take = match self.0.get() {
-            Some(&take) => take,
+        let (take, list) = match self.0.get() {
+            Some(&take) => (take, None),
             None => {
                 let asked = (queries, k, self_pairs);
-                let take = tf32_pilot(ctx, &tf32, (bset, base), asked, budget)?;
+                let (take, list) = tf32_pilot(ctx, &tf32, (bset, base), asked, budget)?;
                 let _ = self.0.set(take);
-                take
+                (take, list)
             }
         };
-        Ok(if take { tf32 } else { ctx.plan.clone() })
+        Ok(if take {
+            (tf32, list)
+        } else {
+            (ctx.plan.clone(), None)
+        })
     }
 }
 
 /// Whether `tf32` (the TF32 form of `ctx`'s fp32 plan) proves the pilot queries of `queries`
-/// cheaply enough to replace it (see [`AutoChoice::plan`]).
+/// cheaply enough to replace it, and the wider first list it should start from, if any (see
+/// [`AutoChoice::plan`]).
 fn tf32_pilot(
     ctx: &Ctx<'_>,
     tf32: &Plan,
     (bset, base): (&voisin::VectorSet, &DeviceSet),
     (queries, k, self_pairs): (&voisin::VectorSet, usize, bool),
     budget: &Budget,
-) -> Result<bool> {
+) -> Result<(bool, Option<usize>)> {
     let first = first_list(k);
     let seen = pilot_probe(first).min(base.n);
     if queries.is_empty() || seen <= first {
-        return Ok(false);
+        return Ok((false, None));
     }
     let kk = k + usize::from(self_pairs);
     // The lists hold what the TF32 pass keeps for `seen` (`pass_list` may double it).
@@ -208,8 +215,30 @@ fn tf32_pilot(
             width
         }
     };
+    // Wider first lists a k-NN search may keep instead under TF32: sorted (the device proves
+    // them), within what the pilot's lists show, one list per width.
+    let sel = ctx.select();
+    let width = |l: usize| {
+        let kp = pass_list(tf32, l, sel);
+        match sel.resolve(kp) {
+            Ok(m @ (Select::Block | Select::Heap)) => Some(m.width(kp)),
+            _ => None,
+        }
+    };
+    let mut options = vec![(first, kept)];
+    if !self_pairs && ctx.plan.dim < PILOT_DIM {
+        for l in WIDER_LISTS.into_iter().filter(|&l| l > first) {
+            match width(l) {
+                Some(w) if w > options[options.len() - 1].1 && w <= listed => options.push((l, w)),
+                _ => {}
+            }
+        }
+    }
     let shape = (pairs, ctx.plan.dim);
-    let take = tf32_proves_cheaply(&needs, (first, kept, listed), shape);
+    let kept_widths: Vec<usize> = options.iter().map(|o| o.1).collect();
+    let pick = tf32_list(&needs, (first, listed), &kept_widths, shape);
+    let take = pick.is_some();
+    let list = pick.filter(|&i| i > 0).map(|i| options[i].0);
     let sum = |f: fn(&PilotNeed) -> Option<usize>| -> String {
         let known: Vec<usize> = needs.iter().filter_map(f).collect();
         format!(
@@ -219,15 +248,19 @@ fn tf32_pilot(
         )
     };
     ctx.gpu.phases().note(format_args!(
-        "auto arithmetic: {} ({} pilot queries {whence}; proof lengths fp32 {}, tf32 {}; \
+        "auto arithmetic: {}{} ({} pilot queries {whence}; proof lengths fp32 {}, tf32 {}; \
          first list {first}, pilot lists {listed}, kk {kk})",
         if take { "tf32" } else { "fp32" },
+        list.map_or(String::new(), |l| format!(", first list {l}")),
         needs.len(),
         sum(|n| n.fp32),
         sum(|n| n.tf32),
     ));
-    Ok(take)
+    Ok((take, list))
 }
+
+/// First lists a k-NN search may widen to under TF32 ([`tf32_list`]).
+const WIDER_LISTS: [usize; 6] = [64, 128, 256, 512, 1024, 2048];
 
 /// Base values the host pilot reads at most: 2²² (16 MB of f32), 32,768 rows at d = 128 (a
 /// thirty-second of 1M rows, which took the whole base's decision on every data kind of the
@@ -600,7 +633,7 @@ mod tests {
         );
         let kp = pass_list(&tf32, first, Select::Auto);
         let kept = Select::Auto.resolve(kp).map_or(kp, |s| s.width(kp));
-        let take = tf32_proves_cheaply(&needs, (first, kept, listed), (stands_for, fp32.dim));
+        let take = tf32_list(&needs, (first, listed), &[kept], (stands_for, fp32.dim)).is_some();
         (take, needs)
     }
 
