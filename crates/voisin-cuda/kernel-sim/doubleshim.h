@@ -8,9 +8,4 @@ inline double __dsqrt_rn(double a) { return std::sqrt(a); }
 inline float __double2float_rn(double a) { return (float)a; }
 inline long long __double_as_longlong(double x) { long long u; memcpy(&u, &x, 8); return u; }
 inline double __longlong_as_double(long long u) { double x; memcpy(&x, &u, 8); return x; }
-template <class T> T atomicMin(T* p, T v) {
-  T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-  while (v < old && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
-  return old;
-}
 struct uint2 { unsigned x, y; };

@@ -125,7 +125,81 @@ void test_cols(int rows, int cols, int ntiles, bool dup, bool excl) {
   printf("cols rows=%d cols=%d tiles=%d dup=%d excl=%d done\n", rows, cols, ntiles, dup, excl);
 }
 
+
+// The graph's symmetric schedule with the tile filter (select/survivors.cu) on warm pairs and
+// block select (rows, and columns through a transposed copy) on cold ones, as
+// src/search/graph.rs runs it: every list must keep block select's contract (sorted, no self,
+// no repeated id, keys as the matrix holds them, every item left out at least the largest
+// kept), and hold exactly the kp smallest keys where no buffer overflowed (`exact`).
+void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact) {
+  std::vector<float> d(n * n);
+  for (int i = 0; i < n; ++i) for (int j = 0; j <= i; ++j)
+    d[i*n+j] = d[j*n+i] = dup ? (float)(rng() % 6) : std::uniform_real_distribution<float>(0, 100)(rng);
+  std::vector<float> lv(n * kp); std::vector<unsigned> li(n * kp);
+  launch({(unsigned)((n*kp+255)/256),1,1},{256,1,1},[&]{ fill_lists(lv.data(), li.data(), (unsigned long long)n*kp); });
+  std::vector<unsigned> rc(t, 0), rf(t, 0), cc(t, 0), cf(t, 0), ri(t * cap), ci(t * cap);
+  std::vector<float> rv(t * cap), cv(t * cap);
+  int nt = (n + t - 1) / t, nbuf = std::max(kp, 2 * 4 * 256), filtered = 0, overflowed = 0;
+  std::vector<int> fed(nt, 0);
+  auto warm = [&](int f) { return 2 * f >= t; };
+  for (int it = 0; it < nt; ++it) for (int jt = it; jt < nt; ++jt) {
+    int i0 = it * t, i1 = std::min(n, i0 + t), j0 = jt * t, j1 = std::min(n, j0 + t), ni = i1 - i0, nj = j1 - j0;
+    std::vector<float> tile(ni * nj), tr(nj * ni);
+    for (int r = 0; r < ni; ++r) for (int c = 0; c < nj; ++c) tr[c*ni+r] = tile[r*nj+c] = d[(i0+r)*n + j0+c];
+    bool filter = warm(fed[it]) && (jt == it || warm(fed[jt]));
+    fed[it] += nj - (jt == it); if (jt != it) fed[jt] += ni;
+    if (filter) {
+      ++filtered;
+      int both = jt != it;
+      launch({(unsigned)((nj + 127) / 128),(unsigned)((ni + 15) / 16),1},{32,1,1},[&]{ tile_filter(tile.data(), nj, ni, nj, KEY_DIRECT, nullptr, nullptr, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
+      for (int r = 0; r < ni; ++r) overflowed += rc[r] > (unsigned)cap;
+      for (int c = 0; c < nj && both; ++c) overflowed += cc[c] > (unsigned)cap;
+      int slots = 2; while (slots < kp + cap) slots <<= 1;
+      launch({(unsigned)ni,1,1},{64,1,1},[&]{ merge_survivors(lv.data() + i0*kp, li.data() + i0*kp, kp, rc.data(), rf.data(), rv.data(), ri.data(), cap, slots); });
+      if (both) launch({(unsigned)nj,1,1},{64,1,1},[&]{ merge_survivors(lv.data() + j0*kp, li.data() + j0*kp, kp, cc.data(), cf.data(), cv.data(), ci.data(), cap, slots); });
+      for (int r = 0; r < t; ++r) CHECK(rc[r] == 0 && rf[r] == 0 && cc[r] == 0 && cf[r] == 0, "counters not zeroed after the merge");
+    } else {
+      launch({(unsigned)ni,1,1},{256,1,1},[&]{ select_block(tile.data(), nj, ni, nj, KEY_DIRECT, nullptr, nullptr, i0, j0, 1, lv.data() + i0*kp, li.data() + i0*kp, kp, nbuf); });
+      if (jt != it) launch({(unsigned)nj,1,1},{256,1,1},[&]{ select_block(tr.data(), ni, nj, ni, KEY_DIRECT, nullptr, nullptr, j0, i0, 1, lv.data() + j0*kp, li.data() + j0*kp, kp, nbuf); });
+    }
+  }
+  int short_lists = 0;
+  for (int r = 0; r < n; ++r) {
+    std::vector<char> in(n, 0);
+    float largest = -INFINITY; int m = 0;
+    for (int i = 0; i < kp; ++i) {
+      unsigned id = li[r*kp+i];
+      CHECK(i == 0 || lv[r*kp+i] >= lv[r*kp+i-1], "graph filter r=%d: slots not sorted", r);
+      if (id == NO_INDEX) continue;
+      CHECK(i == m, "graph filter r=%d: an empty slot before an entry", r);
+      ++m;
+      CHECK(id < (unsigned)n && (int)id != r, "graph filter r=%d: id %u", r, id);
+      if (id >= (unsigned)n) continue;
+      CHECK(!in[id], "graph filter r=%d: id %u twice", r, id); in[id] = 1;
+      CHECK(d[r*n+id] == lv[r*kp+i], "graph filter r=%d: key of %u", r, id);
+      CHECK(lv[r*kp+i] >= largest, "graph filter r=%d: not sorted", r);
+      largest = lv[r*kp+i];
+    }
+    short_lists += m < std::min(kp, n - 1);
+    for (int j = 0; j < n; ++j)
+      if (j != r && !in[j]) CHECK(d[r*n+j] >= largest, "graph filter r=%d: %d left out at %f under %f", r, j, d[r*n+j], largest);
+    if (exact) {
+      std::vector<float> want; for (int j = 0; j < n; ++j) if (j != r) want.push_back(d[r*n+j]);
+      std::sort(want.begin(), want.end());
+      CHECK(m == std::min(kp, n - 1), "graph filter r=%d: %d entries", r, m);
+      for (int i = 0; i < m; ++i) CHECK(lv[r*kp+i] == want[i], "graph filter r=%d i=%d: %f want %f", r, i, lv[r*kp+i], want[i]);
+    }
+  }
+  CHECK(filtered > 0, "graph filter: no pair filtered");
+  if (exact) CHECK(overflowed == 0, "graph filter: %d buffers overflowed", overflowed);
+  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, filtered, overflowed, short_lists);
+}
+
 int main() {
+  test_graph_filter(300, 96, 8, 64, false, true);
+  test_graph_filter(500, 160, 32, 256, false, true);
+  test_graph_filter(300, 96, 8, 4, false, false);
+  test_graph_filter(300, 80, 16, 24, true, false);
   test_cols(300, 70, 3, false, true);
   test_cols(50, 33, 4, true, true);
   test_cols(17, 40, 2, false, false);

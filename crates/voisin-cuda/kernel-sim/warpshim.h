@@ -3,13 +3,7 @@
 using std::max;
 inline unsigned sim_lane_vals[64][32];
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
-inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline float fminf(float a, float b) { return std::fmin(a, b); }
-template <class T> T atomicMax(T* p, T v) {
-  T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
-  while (old < v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
-  return old;
-}
 inline void sim_gather(unsigned bits, unsigned out[32]) {
   unsigned t = threadIdx.y * blockDim.x + threadIdx.x, w = t / 32;
   sim_lane_vals[w][t % 32] = bits;

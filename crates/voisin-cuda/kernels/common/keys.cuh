@@ -28,6 +28,11 @@ __device__ __forceinline__ unsigned order_bits(float v) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// The float whose order_bits are `b`.
+__device__ __forceinline__ float order_key(unsigned b) {
+    return __uint_as_float((b & 0x80000000u) ? (b & 0x7fffffffu) : ~b);
+}
+
 // Declares the kernel's dynamic shared memory as an array `name` of T (the CPU simulation of
 // kernel-sim/ defines its own, a pointer into its shared block).
 #ifndef DYNAMIC_SHARED

@@ -6,19 +6,18 @@
 // Why a filter and not a running list: the host first selects each query's kp smallest keys in
 // an ordinary tile (knn.rs), whose largest is the threshold; with a threshold that tight only a
 // few hundred or thousand items per query pass in a 1M base, so appends are rare and plain
-// atomics on the per-query counter suffice. fused_merge then keeps the kp smallest of the list
-// and the buffer. Counts past the buffer's capacity are still counted: the host sees the
-// overflow and redoes those queries without fusion.
+// atomics on the per-query counter suffice. merge_survivors (survivors.cu) then keeps the kp
+// smallest of the list and the buffer. Counts past the buffer's capacity are still counted: the
+// host sees the overflow and redoes those queries without fusion.
 //
 // One generic kernel body: the variation between strict fp32 (SIMT FMA) and TF32 (mma.sync
 // m16n8k8 on tensor cores, inputs rounded by cvt.rna, fp32 accumulation) is the template flag.
 // Both give each thread the same 64 outputs, the m16n8 accumulator layout of the mma: rows
 // g and g+8, columns 2t and 2t+1 of each 16 x 8 piece (g = lane / 4, t = lane % 4).
 
-#include "common/bitonic.cuh"
 #include "common/keys.cuh"
 
-// FZ_BN (base items per tile) and FZ_MERGE (shared slots of fused_merge) come from src/runtime/abi.rs.
+// FZ_BN (base items per tile) comes from src/runtime/abi.rs.
 #define FZ_BM 128
 #define FZ_BK 32
 // Row stride of the row-major shared slabs (rows x 32 dims): 36 = 4 mod 32 keeps the fragment
@@ -240,38 +239,4 @@ extern "C" __global__ void __launch_bounds__(FZ_THREADS, 2)
                       unsigned* __restrict__ buf_idx, int cap) {
     fused_filter_body<true>(q, nq, b, nb, d, mode, qn, bn, col_off, thr, thr_stride, count,
                             buf_val, buf_idx, cap);
-}
-
-// Keeps the kp smallest of a query's sorted running list (list_*, kp slots) and its buffered
-// candidates (min(count, cap) of them): both go to shared memory and one bitonic sort on
-// (key, index) orders them. One block per query; FZ_MERGE slots of shared memory, so
-// kp + cap <= FZ_MERGE. Queries whose count passed cap are left alone (the host redoes them).
-extern "C" __global__ void fused_merge(float* __restrict__ list_val, unsigned* __restrict__ list_idx,
-                                       int kp, const unsigned* __restrict__ count,
-                                       const float* __restrict__ buf_val,
-                                       const unsigned* __restrict__ buf_idx, int cap) {
-    __shared__ float sv[FZ_MERGE];
-    __shared__ unsigned si[FZ_MERGE];
-    int r = blockIdx.x;
-    unsigned m = count[r];
-    if (m > (unsigned)cap || m == 0) return;
-    int total = kp + (int)m, size = 2;
-    while (size < total) size <<= 1;
-    float* lv = list_val + (size_t)r * kp;
-    unsigned* li = list_idx + (size_t)r * kp;
-    for (int i = threadIdx.x; i < size; i += blockDim.x) {
-        if (i < kp) {
-            sv[i] = lv[i];
-            si[i] = li[i];
-        } else if (i < total) {
-            sv[i] = buf_val[(size_t)r * cap + (i - kp)];
-            si[i] = buf_idx[(size_t)r * cap + (i - kp)];
-        } else {
-            sv[i] = __int_as_float(0x7f800000);
-            si[i] = NO_INDEX;
-        }
-    }
-    __syncthreads();
-    bitonic_sort<true>(sv, si, size);
-    copy_list(lv, li, sv, si, kp, threadIdx.x, blockDim.x);
 }

@@ -9,11 +9,11 @@
 //! left out has an approximate key at least the largest one kept.
 
 use cudarc::driver::sys::CUdevice_attribute;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
-use crate::ops::select::ListsOut;
+use crate::ops::survivors::{Survivors, MERGE_SLOTS};
 use crate::ops::tile::Block;
 use crate::options::{Fusion, Precision};
 use crate::runtime::abi;
@@ -21,8 +21,6 @@ use crate::runtime::context::{dev, Gpu};
 
 /// Largest list the fused pass serves (the merge sorts list + buffer in FZ_MERGE slots).
 pub(crate) const MAX_KP: usize = 256;
-/// Shared-memory slots of fused_merge.
-const MERGE_SLOTS: usize = abi::FZ_MERGE;
 
 /// How one fused pass runs: the first `first` base items go through ordinary tiles (they set
 /// the thresholds), the rest through the fused kernel with `cap` buffer slots per query.
@@ -72,15 +70,6 @@ pub(crate) fn plan_for(
     (nb >= 4 * first).then_some(FusedPlan { first, cap })
 }
 
-/// The candidates the fused filter lets through, per query of a block: how many (`count`,
-/// which may pass `cap`) and the first `cap` of them (`val`, `idx`: rows × cap).
-pub(crate) struct Survivors {
-    pub count: CudaSlice<u32>,
-    pub val: CudaSlice<f32>,
-    pub idx: CudaSlice<u32>,
-    pub cap: usize,
-}
-
 /// Each query's threshold: `values[r * stride]` for query r.
 #[derive(Clone, Copy)]
 pub(crate) struct Thresholds<'a> {
@@ -102,10 +91,9 @@ pub(crate) fn filter(
 ) -> Result<()> {
     // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
     // for fp32, two for TF32); each loops over the tile pairs.
-    let (fp32, tf32, _) = kernels(gpu)?;
     let (kernel, per_sm) = match plan.precision {
-        Precision::Fp32 => (fp32, 1),
-        Precision::Tf32 => (tf32, 2),
+        Precision::Fp32 => (&gpu.k.fused_filter_fp32, 1),
+        Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
         p => unreachable!("{p} tiles are not fused (plan_for)"),
     };
     let sms = gpu
@@ -144,52 +132,6 @@ pub(crate) fn filter(
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("fused_filter"))
-}
-
-/// The fused kernels: filter in fp32, filter in TF32, merge.
-type FusedKernels<'a> = (&'a CudaFunction, &'a CudaFunction, &'a CudaFunction);
-
-/// The fused kernels of `gpu`.
-fn kernels(gpu: &Gpu) -> Result<FusedKernels<'_>> {
-    let k = &gpu.k;
-    Ok((&k.fused_filter_fp32, &k.fused_filter_tf32, &k.fused_merge))
-}
-
-/// Merges each of the first `rows` rows' survivors into its sorted list (rows × kp, kp =
-/// `lists.width`); rows whose count passed the cap are left alone for the caller to redo.
-pub(crate) fn merge(
-    gpu: &Gpu,
-    rows: usize,
-    lists: ListsOut<'_, '_>,
-    from: &Survivors,
-) -> Result<()> {
-    let (kp, cap) = (lists.width, from.cap);
-    debug_assert!(kp + cap <= MERGE_SLOTS);
-    let (count, buf_val, buf_idx) = (
-        from.count.slice(..rows),
-        from.val.slice(..),
-        from.idx.slice(..),
-    );
-    let cfg = LaunchConfig {
-        grid_dim: (rows as u32, 1, 1),
-        block_dim: (512, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let (kp, cap) = (kp as i32, cap as i32);
-    let (_, _, fused_merge) = kernels(gpu)?;
-    let mut l = gpu.stream.launch_builder(fused_merge);
-    l.arg(lists.val)
-        .arg(lists.idx)
-        .arg(&kp)
-        .arg(&count)
-        .arg(&buf_val)
-        .arg(&buf_idx)
-        .arg(&cap);
-    // SAFETY: matches fused_merge in kernels/select/fused_filter.cu; lists rows × kp, buffers
-    // rows × cap, count rows.
-    unsafe { l.launch(cfg) }
-        .map(|_| ())
-        .map_err(dev("fused_merge"))
 }
 
 #[cfg(test)]

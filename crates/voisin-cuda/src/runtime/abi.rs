@@ -96,7 +96,7 @@ abi_table! {
     SC_KP: usize = 32;
     /// Base items per tile of the fused filter (select/fused_filter.cu).
     FZ_BN: usize = 128;
-    /// Shared-memory slots of fused_merge: the list and the buffer together.
+    /// Shared-memory slots of merge_survivors (select/survivors.cu): the list and the buffer together.
     FZ_MERGE: usize = 4096;
     /// Pivots per SSS table at most (index/sss_search.cu).
     SSS_MAX_PIVOTS: usize = 64;

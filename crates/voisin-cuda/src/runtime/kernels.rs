@@ -73,6 +73,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/select/fused_filter.cu"),
     ),
     (
+        "select/survivors.cu",
+        include_str!("../../kernels/select/survivors.cu"),
+    ),
+    (
         "distance/vector_tile.cu",
         include_str!("../../kernels/distance/vector_tile.cu"),
     ),
@@ -303,7 +307,7 @@ registry! {
     select_block, fill_lists, list_prefix, select_cols, select_radix,
     #[cfg(feature = "bench-variants")] select_heap,
     #[cfg(feature = "bench-variants")] select_quick,
-    fused_filter_fp32, fused_filter_tf32, fused_merge,
+    fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors,
     vector_tile, transpose,
     range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,

@@ -12,6 +12,7 @@ use voisin::{Error, Metric, Result, Stats, VectorSet};
 use crate::numerics::plan::Plan;
 use crate::ops::device_set::DeviceSet;
 use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
+use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, tile, Budget};
 use crate::runtime::context::{dev, Gpu};
 use crate::runtime::probe::Phases;
@@ -26,6 +27,11 @@ const IN_FLIGHT: usize = 4;
 /// The tile edge of the symmetric schedule for `n` items and lists of `kp` under `budget`:
 /// square tiles within the budget, one buffer or two when the column candidates go through a
 /// transpose. Large tiles mean fewer, larger sgemm calls and launches (16384² is 1 GiB).
+///
+/// The tile filter's buffers (8 bytes per tile row and slot, 67 MB at 16384 and k = 10) stay
+/// outside the budget, as the candidate lists do: counting them halved the tile at the default
+/// budget, and the graph ran slower on 8192² tiles with the filter than on 16384² without it
+/// (docs/design/graph-tile-filter.md).
 pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
     let bufs = if kp == select::COLS_KP { 1 } else { 2 };
     let mut t = 16384usize.min(n.max(1));
@@ -33,6 +39,19 @@ pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
         t /= 2;
     }
     t
+}
+
+/// Longest list the graph's tile filter serves: its buffers grow with the list.
+const FILTER_MAX_KP: usize = 256;
+
+/// Buffer slots per item of the graph's tile filter for lists of `kp` (None: lists too long,
+/// block select and the column kernel or transpose serve them). A pair is filtered once its
+/// lists have seen half a tile, so a tile offers each about 2 kp items under the threshold at
+/// most, on any data (the threshold is the list's kp-th key among what it has seen): 4 kp
+/// slots, at least 256, leave the buffer half empty. An overflow costs speed, never
+/// exactness (kernels/select/survivors.cu).
+fn filter_cap(kp: usize) -> Option<usize> {
+    (kp <= FILTER_MAX_KP).then(|| (4 * kp).max(256).min(survivors::MERGE_SLOTS - kp))
 }
 
 /// The graph's tile edge for `n` items and `k` under a budget.
@@ -240,21 +259,38 @@ pub(crate) fn symmetric_candidates(
     select::fill_lists(gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
     let mut tile_buf = alloc(t * t)?;
     let mut trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
-    // Under a probe that asks for it, the first row of tiles is timed step by step
-    // (synchronising after each kernel) to split the graph's time between sgemm, selection and
-    // transpose; otherwise nothing waits.
+    // Pairs whose lists are warm go through the tile filter (one read of the tile for rows and
+    // columns); its buffers, for the rows and the columns of a pair.
+    let cap = filter_cap(kp);
+    let mut filtered = match cap {
+        Some(cap) => Some((
+            Survivors::new(gpu, t, cap, true)?,
+            Survivors::new(gpu, t, cap, true)?,
+        )),
+        None => None,
+    };
+    // Items each tile's lists have been fed so far: a list that has seen fewer than half a tile
+    // of items has a threshold too loose to filter with.
+    let mut fed = vec![0usize; nt];
+    let warm = |fed: usize| 2 * fed >= t;
+    // Under a probe that asks for it, the first two rows of tiles are timed step by step
+    // (synchronising after each kernel) to split the graph's time between sgemm, selection,
+    // transpose, the tile filter and its merges (the first row's pairs are cold, most of the
+    // second's filtered); otherwise nothing waits.
     let phases = gpu.phases();
     let probe = phases.synchronised_steps();
-    let mut spent = [0f64; 4];
-    let mut mark = |it: usize, slot: usize, since: &mut std::time::Instant| -> Result<()> {
-        if probe && it == 0 {
+    const STEPS: [&str; 6] = ["sgemm", "select", "transpose", "queue", "filter", "merge"];
+    let mut spent = [[0f64; STEPS.len()]; 2];
+    let mut mark = |it: usize, step: usize, since: &mut std::time::Instant| -> Result<()> {
+        if probe && it < 2 {
             stream.synchronize().map_err(dev("synchronising"))?;
-            spent[slot] += since.elapsed().as_secs_f64();
+            spent[it][step] += since.elapsed().as_secs_f64();
             *since = std::time::Instant::now();
         }
         Ok(())
     };
     let mut queued: std::collections::VecDeque<cudarc::driver::CudaEvent> = Default::default();
+    let mut filtered_pairs = 0usize;
     for it in 0..nt {
         let (i0, i1) = (it * t, ((it + 1) * t).min(n));
         let bi = data.block(i0, i1);
@@ -291,6 +327,41 @@ pub(crate) fn symmetric_candidates(
                 rn: &bi.sqnorm,
                 cn: &bj.sqnorm,
             };
+            let filter = filtered
+                .as_mut()
+                .filter(|_| warm(fed[it]) && (jt == it || warm(fed[jt])));
+            fed[it] += nj - usize::from(jt == it);
+            if jt != it {
+                fed[jt] += ni;
+            }
+            if let Some((row_out, col_out)) = filter {
+                filtered_pairs += 1;
+                {
+                    let (row_list, col_list) =
+                        (lv.slice(i0 * kp..i1 * kp), lv.slice(j0 * kp..j1 * kp));
+                    let into = survivors::FilterInto {
+                        rows: &row_list,
+                        row_out: &mut *row_out,
+                        cols: (jt != it).then_some((&col_list, &mut *col_out)),
+                        width: kp,
+                    };
+                    survivors::tile_filter(gpu, rows_in, into)?;
+                }
+                mark(it, 4, &mut since)?;
+                for (from, len, out) in [(i0, ni, &mut *row_out), (j0, nj, &mut *col_out)]
+                    .into_iter()
+                    .take(if jt == it { 1 } else { 2 })
+                {
+                    let lists = ListsOut {
+                        val: &mut lv.slice_mut(from * kp..(from + len) * kp),
+                        idx: &mut li.slice_mut(from * kp..(from + len) * kp),
+                        width: kp,
+                    };
+                    survivors::merge(gpu, len, lists, out)?;
+                }
+                mark(it, 5, &mut since)?;
+                continue;
+            }
             select::block(
                 gpu,
                 rows_in,
@@ -347,14 +418,23 @@ pub(crate) fn symmetric_candidates(
             }
         }
     }
+    phases.note(format_args!(
+        "graph: {filtered_pairs} tile pairs filtered in one read (buffers of {cap:?})"
+    ));
     if probe {
-        phases.note(format_args!(
-            "graph first tile row ({nt} tiles of {t}): sgemm {:.1} ms, select {:.1} ms, \
-             transpose {:.1} ms",
-            spent[0] * 1e3,
-            spent[1] * 1e3,
-            spent[2] * 1e3
-        ));
+        for (row, spent) in spent.iter().enumerate().take(nt) {
+            let steps: Vec<String> = STEPS
+                .iter()
+                .zip(spent)
+                .filter(|(_, &s)| s > 0.0)
+                .map(|(name, s)| format!("{name} {:.1} ms", s * 1e3))
+                .collect();
+            phases.note(format_args!(
+                "graph tile row {row} ({} tiles of {t}): {}",
+                nt - row,
+                steps.join(", ")
+            ));
+        }
     }
     let mut keys = gpu.download(&lv.slice(..))?;
     let mut ids = gpu.download(&li.slice(..))?;

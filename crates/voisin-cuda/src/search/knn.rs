@@ -16,6 +16,7 @@ use voisin::{KnnResult, Result, Stats};
 use crate::numerics::plan::{BoundParts, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
+use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, fused, tile, Budget};
 use crate::options::Precision;
 use crate::runtime::context::{dev, Gpu};
@@ -162,12 +163,12 @@ fn passes(
     let mut lv = alloc(q_tile * width)?;
     let mut li = alloc_u32(q_tile * width)?;
     let fused_cap = fusing.map_or(0, |f| f.cap);
-    let mut survivors = fused::Survivors {
-        count: alloc_u32(if fusing.is_some() { q_tile } else { 0 })?,
-        val: alloc(q_tile * fused_cap)?,
-        idx: alloc_u32(q_tile * fused_cap)?,
-        cap: fused_cap,
-    };
+    let mut survivors = Survivors::new(
+        gpu,
+        if fusing.is_some() { q_tile } else { 0 },
+        fused_cap,
+        false,
+    )?;
     ta.mark("candidates: buffers");
     let pass = |tile_buf: &mut CudaSlice<f32>,
                 lv: &mut CudaSlice<f32>,
@@ -243,7 +244,7 @@ fn passes(
                     idx: &mut li.slice_mut(..qn * kp),
                     width: kp,
                 };
-                fused::merge(gpu, qn, lists, &survivors)?;
+                survivors::merge(gpu, qn, lists, &mut survivors)?;
                 let counts = gpu.download(&survivors.count.slice(..qn))?;
                 let over: Vec<usize> = (0..qn).filter(|&r| counts[r] as usize > f.cap).collect();
                 if let (Some(&lo), Some(&hi)) = (over.first(), over.last()) {

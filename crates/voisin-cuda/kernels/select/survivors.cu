@@ -1,0 +1,164 @@
+// Threshold filters and the merge of what passes them (src/ops/survivors.rs).
+//
+// A running list's largest key is a threshold: once a list has seen a few thousand items, only
+// the few pairs at or under it can enter it. The filters append those pairs to a per-row buffer
+// (an atomic counter per row, `cap` slots) instead of keeping a list; merge_survivors then keeps
+// the kp smallest of the list and its buffer. Two filters feed it: the fused filter
+// (fused_filter.cu), which computes its dot products in registers, and tile_filter here, which
+// reads a distance tile that is already in device memory once and feeds both its rows' lists
+// and its columns' lists (the k-NN graph's symmetric tiles: block select read the tile once for
+// the rows and select_cols once more for the columns).
+//
+// A buffer that overflows (more than `cap` pairs passed, a threshold far from the list's final
+// one) loses pairs. The knn path redoes such rows (merge_survivors leaves them alone when given
+// no floor). The graph path gives a floor: the smallest key the buffer dropped, kept by
+// atomicMax over inverted order bits (0 = nothing dropped). merge_survivors then merges the
+// buffer anyway and cuts the list to the keys at most that floor, so the list keeps the
+// contract of block select (every item left out has a key at least the list's largest): what
+// was dropped has a key at least the floor, what failed the threshold a key above the old
+// largest, which is at least the floor too. A cut list is short; the proof widens it later.
+
+#include "common/bitonic.cuh"
+#include "common/keys.cuh"
+#include "common/loads.cuh"
+
+// Rows of the tile per block of tile_filter; each thread owns ROW_GROUP consecutive columns.
+#define TF_ROWS 16
+
+// Appends (key, id) to `item`'s buffer, or records its key in the item's floor once the buffer
+// is full.
+__device__ __forceinline__ void tf_append(unsigned* __restrict__ count,
+                                          unsigned* __restrict__ floor,
+                                          float* __restrict__ buf_val,
+                                          unsigned* __restrict__ buf_idx, int cap, int item,
+                                          float key, unsigned id) {
+    unsigned p = atomicAdd(&count[item], 1u);
+    if (p < (unsigned)cap) {
+        buf_val[(size_t)item * cap + p] = key;
+        buf_idx[(size_t)item * cap + p] = id;
+    } else {
+        atomicMax(&floor[item], ~order_bits(key));
+    }
+}
+
+// Filters a tile (rows x cols, row stride ld; the ten arguments every selection kernel starts
+// with, select/block.cu) against its rows' lists (row_list: rows x kp, sorted, the largest
+// last) and, with `both`, its columns' lists (col_list: cols x kp): a pair whose key is at most
+// the row's largest goes to the row's buffer as column col_off + c, at most the column's
+// largest to the column's buffer as row row_off + r. Each row's threshold is read once, before
+// any merge: the buffers hold every pair under it (up to cap). Grid: (ceil(cols / (4 *
+// blockDim.x)), ceil(rows / TF_ROWS)); counters and floors of rows and columns zero before
+// (merge_survivors leaves them so).
+extern "C" __global__ void tile_filter(const float* __restrict__ tile, long long ld, int rows,
+                                       int cols, int mode, const float* __restrict__ rn,
+                                       const float* __restrict__ cn, unsigned row_off,
+                                       unsigned col_off, int exclude_self,
+                                       const float* __restrict__ row_list,
+                                       const float* __restrict__ col_list, int kp, int both,
+                                       unsigned* __restrict__ row_count,
+                                       unsigned* __restrict__ row_floor,
+                                       float* __restrict__ row_val, unsigned* __restrict__ row_idx,
+                                       unsigned* __restrict__ col_count,
+                                       unsigned* __restrict__ col_floor,
+                                       float* __restrict__ col_val, unsigned* __restrict__ col_idx,
+                                       int cap) {
+    __shared__ float row_thr[TF_ROWS];
+    const float no_pass = __int_as_float(0xff800000);  // -inf: nothing is at most it
+    int r0 = blockIdx.y * TF_ROWS;
+    int start = blockIdx.x * blockDim.x * ROW_GROUP;
+    int c0 = start + threadIdx.x * ROW_GROUP;
+    int nr = min(TF_ROWS, rows - r0);
+    if (threadIdx.x < TF_ROWS)
+        row_thr[threadIdx.x] =
+            (int)threadIdx.x < nr ? row_list[(size_t)(r0 + threadIdx.x) * kp + kp - 1] : no_pass;
+    float col_thr[ROW_GROUP];
+#pragma unroll
+    for (int e = 0; e < ROW_GROUP; ++e)
+        col_thr[e] = both && c0 + e < cols ? col_list[(size_t)(c0 + e) * kp + kp - 1] : no_pass;
+    __syncthreads();
+    if (c0 >= cols) return;
+    const bool vec = (ld & 3) == 0;
+    // Every row's values are loaded before any is used: TF_ROWS float4 loads in flight.
+    float v[TF_ROWS][1][ROW_GROUP];
+#pragma unroll
+    for (int i = 0; i < TF_ROWS; ++i)
+        if (i < nr)
+            load_row_groups<1>(v[i], tile + (size_t)(r0 + i) * ld, start, threadIdx.x,
+                               blockDim.x, cols, vec);
+#pragma unroll
+    for (int i = 0; i < TF_ROWS; ++i) {
+        if (i >= nr) break;
+        int r = r0 + i;
+        float rt = row_thr[i];
+#pragma unroll
+        for (int e = 0; e < ROW_GROUP; ++e) {
+            int c = c0 + e;
+            if (c >= cols || (exclude_self && row_off + r == col_off + c)) continue;
+            float key = tile_key(mode, v[i][0][e], rn, cn, r, c);
+            if (key <= rt)
+                tf_append(row_count, row_floor, row_val, row_idx, cap, r, key, col_off + c);
+            if (key <= col_thr[e])
+                tf_append(col_count, col_floor, col_val, col_idx, cap, c, key, row_off + r);
+        }
+    }
+}
+
+// Keeps the kp smallest of a row's sorted running list (list_*, kp slots) and its buffered
+// pairs (min(count, cap) of them): both go to shared memory and one bitonic sort on (key,
+// index) orders them. One block per row, any number of threads; dynamic shared memory of
+// `slots` (key, index) pairs, a power of two at least kp + cap and at most FZ_MERGE. The graph
+// merges every row of a tile after each filter, most with a few pairs: small blocks with little
+// shared memory let many rows merge at once on each multiprocessor. Without `floor` (null), rows whose count passed cap are left alone (the caller
+// redoes them) and the counters stay as they are. With it, such rows are merged and cut to the
+// keys at most their floor (see the top of this file), and every merged row's counter and
+// floor are zeroed for the next filter.
+extern "C" __global__ void merge_survivors(float* __restrict__ list_val,
+                                           unsigned* __restrict__ list_idx, int kp,
+                                           unsigned* __restrict__ count,
+                                           unsigned* __restrict__ floor,
+                                           const float* __restrict__ buf_val,
+                                           const unsigned* __restrict__ buf_idx, int cap,
+                                           int slots) {
+    DYNAMIC_SHARED(float, sv);
+    unsigned* si = (unsigned*)(sv + slots);
+    int r = blockIdx.x;
+    unsigned m = count[r];
+    if (m == 0 || (m > (unsigned)cap && floor == nullptr)) return;
+    unsigned kept = m > (unsigned)cap ? (unsigned)cap : m;
+    int total = kp + (int)kept, size = 2;
+    while (size < total) size <<= 1;
+    float* lv = list_val + (size_t)r * kp;
+    unsigned* li = list_idx + (size_t)r * kp;
+    for (int i = threadIdx.x; i < size; i += blockDim.x) {
+        if (i < kp) {
+            sv[i] = lv[i];
+            si[i] = li[i];
+        } else if (i < total) {
+            sv[i] = buf_val[(size_t)r * cap + (i - kp)];
+            si[i] = buf_idx[(size_t)r * cap + (i - kp)];
+        } else {
+            sv[i] = __int_as_float(0x7f800000);
+            si[i] = NO_INDEX;
+        }
+    }
+    __syncthreads();
+    bitonic_sort<true>(sv, si, size);
+    if (floor != nullptr && m > (unsigned)cap) {
+        // Keys above the smallest dropped one leave the list; their slots keep that key with no
+        // index, a ceiling: the list's largest slot, so no later filter or selection lets in
+        // an item above what was dropped.
+        unsigned cut = ~floor[r];
+        float ceiling = order_key(cut);
+        for (int i = threadIdx.x; i < kp; i += blockDim.x)
+            if (order_bits(sv[i]) > cut) {
+                sv[i] = ceiling;
+                si[i] = NO_INDEX;
+            }
+        __syncthreads();
+    }
+    copy_list(lv, li, sv, si, kp, threadIdx.x, blockDim.x);
+    if (floor != nullptr && threadIdx.x == 0) {
+        count[r] = 0;
+        floor[r] = 0;
+    }
+}

@@ -1,0 +1,179 @@
+//! Pairs that pass a list's threshold, buffered per row, and their merge into the running lists
+//! (kernels/select/survivors.cu).
+//!
+//! Owns the buffers ([`Survivors`]), the merge and the filter over a written tile
+//! ([`tile_filter`]): the k-NN graph's symmetric tiles read once for the lists of their rows and
+//! of their columns. The fused filter (ops/fused.rs) fills the same buffers from dot products in
+//! registers. The lists keep block select's contract: every item left out has a key at least
+//! the list's largest.
+
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use voisin::Result;
+
+use crate::ops::select::{ListsOut, TileIn};
+use crate::runtime::abi;
+use crate::runtime::context::{dev, Gpu};
+
+/// Shared-memory slots of merge_survivors: a list and its buffer together.
+pub(crate) const MERGE_SLOTS: usize = abi::FZ_MERGE;
+
+/// Tile rows per block of tile_filter (kernels/select/survivors.cu `TF_ROWS`).
+const FILTER_ROWS: usize = 16;
+const THREADS: usize = 256;
+
+/// The pairs a filter let through, per row of a block of rows: how many (`count`, which may
+/// pass `cap`) and the first `cap` of them (`val`, `idx`: rows × cap). With `floor`, the
+/// smallest key a full buffer dropped, per row (inverted order bits; 0: none dropped): the merge
+/// then keeps an overflowed row, cut to what it can prove, instead of leaving it to be redone.
+pub(crate) struct Survivors {
+    pub count: CudaSlice<u32>,
+    pub floor: Option<CudaSlice<u32>>,
+    pub val: CudaSlice<f32>,
+    pub idx: CudaSlice<u32>,
+    pub cap: usize,
+}
+
+impl Survivors {
+    /// Buffers of `cap` slots for `rows` rows, counters (and floors, `floors`) zeroed.
+    pub fn new(gpu: &Gpu, rows: usize, cap: usize, floors: bool) -> Result<Survivors> {
+        let s = &gpu.stream;
+        let zeros = |n: usize| s.alloc_zeros::<u32>(n.max(1)).map_err(dev("allocating"));
+        Ok(Survivors {
+            count: zeros(rows)?,
+            floor: if floors { Some(zeros(rows)?) } else { None },
+            // SAFETY: slots are read only below their row's count, after the filter wrote them.
+            val: unsafe { s.alloc::<f32>((rows * cap).max(1)) }.map_err(dev("allocating"))?,
+            idx: unsafe { s.alloc::<u32>((rows * cap).max(1)) }.map_err(dev("allocating"))?,
+            cap,
+        })
+    }
+}
+
+/// Merges each of the first `rows` rows' survivors into its sorted list (rows × kp, kp =
+/// `lists.width`). Without floors, rows whose count passed the cap are left alone for the caller
+/// to redo and the counts stay for it to read; with them, every row is merged (an overflowed one
+/// cut to its floor) and its count and floor are zeroed for the next filter.
+pub(crate) fn merge(
+    gpu: &Gpu,
+    rows: usize,
+    lists: ListsOut<'_, '_>,
+    from: &mut Survivors,
+) -> Result<()> {
+    let (kp, cap) = (lists.width, from.cap);
+    debug_assert!((kp + cap).next_power_of_two() <= MERGE_SLOTS);
+    if rows == 0 {
+        return Ok(());
+    }
+    // Shared slots for the list and a full buffer; a thread per eight of them (64 to 512):
+    // the graph's merges (288 entries at k = 10, most rows with a few pairs) run 32 blocks per
+    // multiprocessor, the fused filter's (up to FZ_MERGE) as before.
+    let slots = (kp + cap).next_power_of_two();
+    let threads = (slots / 8).clamp(64, 512);
+    let cfg = LaunchConfig {
+        grid_dim: (rows as u32, 1, 1),
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: (slots * 8) as u32,
+    };
+    let (kp, cap, slots) = (kp as i32, cap as i32, slots as i32);
+    let null = 0u64;
+    let mut count = from.count.slice_mut(..rows);
+    let mut floor = from.floor.as_mut().map(|f| f.slice_mut(..rows));
+    let (buf_val, buf_idx) = (from.val.slice(..), from.idx.slice(..));
+    let mut l = gpu.stream.launch_builder(&gpu.k.merge_survivors);
+    l.arg(lists.val).arg(lists.idx).arg(&kp).arg(&mut count);
+    match &mut floor {
+        Some(f) => l.arg(f),
+        None => l.arg(&null),
+    };
+    l.arg(&buf_val).arg(&buf_idx).arg(&cap).arg(&slots);
+    // SAFETY: matches merge_survivors in kernels/select/survivors.cu; lists rows × kp, buffers
+    // rows × cap, count (and floor, or a null pointer) rows; shared memory for `slots` pairs
+    // (at most FZ_MERGE: 32 KiB, under the 48 KiB a kernel gets without opting in).
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("merge_survivors"))
+}
+
+/// The running lists a tile's rows and, for an off-diagonal tile of the graph, its columns
+/// belong to (each `width` slots per item, sorted, the largest last), and their buffers.
+pub(crate) struct FilterInto<'a, 'v> {
+    pub rows: &'a CudaView<'v, f32>,
+    pub row_out: &'a mut Survivors,
+    pub cols: Option<(&'a CudaView<'v, f32>, &'a mut Survivors)>,
+    pub width: usize,
+}
+
+/// Appends every pair of `tile` whose key is at most its row's list's largest to the row's
+/// buffer and, with `into.cols`, at most its column's largest to the column's buffer: the tile
+/// is read once. Thresholds are the lists' as they stand before the launch; counters and floors
+/// are zero (as [`merge`] with floors leaves them).
+pub(crate) fn tile_filter(gpu: &Gpu, tile: TileIn<'_>, into: FilterInto<'_, '_>) -> Result<()> {
+    let at = tile.at;
+    debug_assert!(into.row_out.floor.is_some() && into.row_out.count.len() >= at.rows);
+    let per_block = THREADS * abi::ROW_GROUP;
+    let cfg = LaunchConfig {
+        grid_dim: (
+            at.cols.div_ceil(per_block) as u32,
+            at.rows.div_ceil(FILTER_ROWS) as u32,
+            1,
+        ),
+        block_dim: (THREADS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (ld, nrows, ncols, key) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
+    let (kp, cap) = (into.width as i32, into.row_out.cap as i32);
+    let exclude_self = at.exclude_self as i32;
+    let both = into.cols.is_some() as i32;
+    // Without columns the column arguments are null pointers, never read (both = 0).
+    let null = 0u64;
+    let mut l = gpu.stream.launch_builder(&gpu.k.tile_filter);
+    l.arg(tile.values)
+        .arg(&ld)
+        .arg(&nrows)
+        .arg(&ncols)
+        .arg(&key)
+        .arg(tile.rn)
+        .arg(tile.cn)
+        .arg(&at.row_off)
+        .arg(&at.col_off)
+        .arg(&exclude_self)
+        .arg(into.rows);
+    let (col_list, col_out) = match into.cols {
+        Some((list, out)) => (Some(list), Some(out)),
+        None => (None, None),
+    };
+    match col_list {
+        Some(list) => l.arg(list),
+        None => l.arg(&null),
+    };
+    l.arg(&kp).arg(&both);
+    for out in [Some(into.row_out), col_out] {
+        match out {
+            Some(Survivors {
+                count,
+                floor: Some(floor),
+                val,
+                idx,
+                cap: c,
+            }) => {
+                debug_assert_eq!(*c as i32, cap);
+                l.arg(count).arg(floor).arg(val).arg(idx);
+            }
+            Some(_) => {
+                return Err(voisin::Error::device(
+                    "cuda: the graph's survivor buffers keep floors (internal error)",
+                ))
+            }
+            None => {
+                l.arg(&null).arg(&null).arg(&null).arg(&null);
+            }
+        }
+    }
+    l.arg(&cap);
+    // SAFETY: matches tile_filter in kernels/select/survivors.cu: the tile holds rows × ld
+    // values, the lists rows × kp and cols × kp, the buffers (count, floor: rows or cols; val,
+    // idx: × cap) as many rows and columns.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("tile_filter"))
+}
