@@ -131,10 +131,16 @@ void test_cols(int rows, int cols, int ntiles, bool dup, bool excl) {
 // src/search/graph.rs runs it: every list must keep block select's contract (sorted, no self,
 // no repeated id, keys as the matrix holds them, every item left out at least the largest
 // kept), and hold exactly the kp smallest keys where no buffer overflowed (`exact`).
-void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact) {
-  std::vector<float> d(n * n);
-  for (int i = 0; i < n; ++i) for (int j = 0; j <= i; ++j)
-    d[i*n+j] = d[j*n+i] = dup ? (float)(rng() % 6) : std::uniform_real_distribution<float>(0, 100)(rng);
+// With `l2` the tile holds dot products and the keys come from squared norms (KEY_L2).
+void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false) {
+  std::vector<float> d(n * n), dot(n * n), norm(n);
+  for (auto& x : norm) x = std::uniform_real_distribution<float>(0, 100)(rng);
+  for (int i = 0; i < n; ++i) for (int j = 0; j <= i; ++j) {
+    dot[i*n+j] = dot[j*n+i] = dup ? (float)(rng() % 6) : std::uniform_real_distribution<float>(0, 100)(rng);
+    // As tile_key_of computes it (norm[i] + norm[j] is the same sum either way round).
+    d[i*n+j] = d[j*n+i] = l2 ? norm[i] + norm[j] - 2.0f * dot[i*n+j] : dot[i*n+j];
+  }
+  const int mode = l2 ? KEY_L2 : KEY_DIRECT;
   std::vector<float> lv(n * kp); std::vector<unsigned> li(n * kp);
   launch({(unsigned)((n*kp+255)/256),1,1},{256,1,1},[&]{ fill_lists(lv.data(), li.data(), (unsigned long long)n*kp); });
   std::vector<unsigned> rc(t, 0), rf(t, 0), cc(t, 0), cf(t, 0), ri(t * cap), ci(t * cap);
@@ -145,13 +151,13 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact) {
   for (int it = 0; it < nt; ++it) for (int jt = it; jt < nt; ++jt) {
     int i0 = it * t, i1 = std::min(n, i0 + t), j0 = jt * t, j1 = std::min(n, j0 + t), ni = i1 - i0, nj = j1 - j0;
     std::vector<float> tile(ni * nj), tr(nj * ni);
-    for (int r = 0; r < ni; ++r) for (int c = 0; c < nj; ++c) tr[c*ni+r] = tile[r*nj+c] = d[(i0+r)*n + j0+c];
+    for (int r = 0; r < ni; ++r) for (int c = 0; c < nj; ++c) tr[c*ni+r] = tile[r*nj+c] = dot[(i0+r)*n + j0+c];
     bool filter = warm(fed[it]) && (jt == it || warm(fed[jt]));
     fed[it] += nj - (jt == it); if (jt != it) fed[jt] += ni;
     if (filter) {
       ++filtered;
       int both = jt != it;
-      launch({(unsigned)((nj + 127) / 128),(unsigned)((ni + 15) / 16),1},{32,1,1},[&]{ tile_filter(tile.data(), nj, ni, nj, KEY_DIRECT, nullptr, nullptr, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
+      launch({(unsigned)((nj + 127) / 128),(unsigned)((ni + 63) / 64),1},{32,1,1},[&]{ tile_filter(tile.data(), nj, ni, nj, mode, norm.data() + i0, norm.data() + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
       for (int r = 0; r < ni; ++r) overflowed += rc[r] > (unsigned)cap;
       for (int c = 0; c < nj && both; ++c) overflowed += cc[c] > (unsigned)cap;
       int slots = 2; while (slots < kp + cap) slots <<= 1;
@@ -159,8 +165,8 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact) {
       if (both) launch({(unsigned)nj,1,1},{64,1,1},[&]{ merge_survivors(lv.data() + j0*kp, li.data() + j0*kp, kp, cc.data(), cf.data(), cv.data(), ci.data(), cap, slots); });
       for (int r = 0; r < t; ++r) CHECK(rc[r] == 0 && rf[r] == 0 && cc[r] == 0 && cf[r] == 0, "counters not zeroed after the merge");
     } else {
-      launch({(unsigned)ni,1,1},{256,1,1},[&]{ select_block(tile.data(), nj, ni, nj, KEY_DIRECT, nullptr, nullptr, i0, j0, 1, lv.data() + i0*kp, li.data() + i0*kp, kp, nbuf); });
-      if (jt != it) launch({(unsigned)nj,1,1},{256,1,1},[&]{ select_block(tr.data(), ni, nj, ni, KEY_DIRECT, nullptr, nullptr, j0, i0, 1, lv.data() + j0*kp, li.data() + j0*kp, kp, nbuf); });
+      launch({(unsigned)ni,1,1},{256,1,1},[&]{ select_block(tile.data(), nj, ni, nj, mode, norm.data() + i0, norm.data() + j0, i0, j0, 1, lv.data() + i0*kp, li.data() + i0*kp, kp, nbuf); });
+      if (jt != it) launch({(unsigned)nj,1,1},{256,1,1},[&]{ select_block(tr.data(), ni, nj, ni, mode, norm.data() + j0, norm.data() + i0, j0, i0, 1, lv.data() + j0*kp, li.data() + j0*kp, kp, nbuf); });
     }
   }
   int short_lists = 0;
@@ -192,7 +198,7 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact) {
   }
   CHECK(filtered > 0, "graph filter: no pair filtered");
   if (exact) CHECK(overflowed == 0, "graph filter: %d buffers overflowed", overflowed);
-  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, filtered, overflowed, short_lists);
+  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, filtered, overflowed, short_lists);
 }
 
 int main() {
@@ -200,6 +206,8 @@ int main() {
   test_graph_filter(500, 160, 32, 256, false, true);
   test_graph_filter(300, 96, 8, 4, false, false);
   test_graph_filter(300, 80, 16, 24, true, false);
+  test_graph_filter(300, 96, 8, 64, false, true, true);
+  test_graph_filter(300, 96, 8, 6, true, false, true);
   test_cols(300, 70, 3, false, true);
   test_cols(50, 33, 4, true, true);
   test_cols(17, 40, 2, false, false);

@@ -11,15 +11,27 @@
 #pragma once
 #include "common/abi.cuh"
 
-__device__ __forceinline__ float tile_key(int mode, float t, const float* __restrict__ rn,
-                                          const float* __restrict__ cn, int r, int c) {
+// Whether the mode reads the squared norms of the tile's rows and columns.
+__device__ __forceinline__ bool key_reads_norms(int mode) {
+    return mode == KEY_L2 || mode == KEY_L2_INT;
+}
+
+// The key of tile value t whose row and column norms (read only where key_reads_norms) are
+// already at hand: kernels that use one norm for many values keep it in a register.
+__device__ __forceinline__ float tile_key_of(int mode, float t, float rnorm, float cnorm) {
     switch (mode) {
-    case KEY_L2: return rn[r] + cn[c] - 2.0f * t;
-    case KEY_L2_INT: return rn[r] + cn[c] - 2.0f * (float)__float_as_int(t);
+    case KEY_L2: return rnorm + cnorm - 2.0f * t;
+    case KEY_L2_INT: return rnorm + cnorm - 2.0f * (float)__float_as_int(t);
     case KEY_NEG_DOT: return -t;
     case KEY_ONE_MINUS: return 1.0f - t;
     default: return t;
     }
+}
+
+__device__ __forceinline__ float tile_key(int mode, float t, const float* __restrict__ rn,
+                                          const float* __restrict__ cn, int r, int c) {
+    return key_reads_norms(mode) ? tile_key_of(mode, t, rn[r], cn[c])
+                                 : tile_key_of(mode, t, 0.0f, 0.0f);
 }
 
 // Maps a float to an unsigned integer with the same order, for radix selection.

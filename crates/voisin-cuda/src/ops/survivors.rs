@@ -18,7 +18,7 @@ use crate::runtime::context::{dev, Gpu};
 pub(crate) const MERGE_SLOTS: usize = abi::FZ_MERGE;
 
 /// Tile rows per block of tile_filter (kernels/select/survivors.cu `TF_ROWS`).
-const FILTER_ROWS: usize = 16;
+const FILTER_ROWS: usize = 64;
 const THREADS: usize = 256;
 
 /// The pairs a filter let through, per row of a block of rows: how many (`count`, which may
