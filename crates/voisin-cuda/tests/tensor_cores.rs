@@ -8,7 +8,7 @@
 //! `cargo test -p voisin-cuda --test tensor_cores -- --ignored --test-threads 1`.
 
 mod common;
-use common::{seed, subspaces};
+use common::{graph_rows, seed, subspaces};
 
 use std::sync::Arc;
 
@@ -269,27 +269,15 @@ fn clustered_f32(
     (rows(n), rows(nq))
 }
 
-/// The graph rows of `sample` items of `base` against the CPU engine's k-NN of those items
-/// (k + 1, the item itself left out), ids and distances exactly.
+/// The graph rows of 200 evenly spaced items of `base` against the CPU engine's
+/// (common/graph_rows.rs), ids and distances exactly.
 fn graph_rows_match(got: &KnnResult, base: &Dataset, k: usize, metric: &Metric, what: &str) {
-    let set = base.as_vectors().unwrap();
-    let (n, d) = (set.len(), set.dim());
-    let picks: Vec<usize> = (0..200).map(|i| i * n / 200).collect();
-    let rows = picks
+    let picks = graph_rows::picks(base.len(), 200);
+    for (&i, (wi, wd)) in picks
         .iter()
-        .flat_map(|&i| set.row_f32(i).to_vec())
-        .collect();
-    let q: Dataset = VectorSet::from_f32(picks.len(), d, rows).unwrap().into();
-    let want = CpuEngine::default().knn(base, &q, k + 1, metric).unwrap();
-    for (j, &i) in picks.iter().enumerate() {
-        let (ids, dist) = want.row(j);
-        let keep: Vec<usize> = match ids.iter().position(|&x| x as usize == i) {
-            Some(p) => (0..=k).filter(|&c| c != p).collect(),
-            None => (0..k).collect(),
-        };
+        .zip(graph_rows::expected(base, &picks, k, metric))
+    {
         let (gi, gd) = got.row(i);
-        let wi: Vec<u32> = keep.iter().map(|&c| ids[c]).collect();
-        let wd: Vec<f32> = keep.iter().map(|&c| dist[c]).collect();
         assert!(
             gi == wi.as_slice() && gd == wd.as_slice(),
             "{what}: row {i}"

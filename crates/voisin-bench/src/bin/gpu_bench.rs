@@ -45,6 +45,9 @@ use voisin::data::VectorData;
 use voisin::{Dataset, Engine, Metric, VectorSet};
 use voisin_cuda::probe::StderrProbe;
 
+/// The expected rows of checked graph items, as the GPU tests compute them.
+#[path = "../../../voisin-cuda/tests/common/graph_rows.rs"]
+mod graph_rows;
 /// The clustered kind's subspaces, the generator the GPU tests use.
 #[allow(dead_code)]
 #[path = "../../../voisin-cuda/tests/common/subspaces.rs"]
@@ -223,14 +226,6 @@ fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
     set.into()
 }
 
-/// The graph's rows of `check` evenly spaced items against the CPU engine's: the k nearest
-/// other items of each, from a k + 1 search of the item's own row (the item dropped, or the
-/// last one when more than k + 1 items tie at distance 0 before it). Panics on a difference.
-/// The `check` evenly spaced items of an `n`-item graph whose rows are checked.
-fn check_picks(n: usize, check: usize) -> Vec<usize> {
-    (0..check.min(n)).map(|i| i * n / check.min(n)).collect()
-}
-
 /// The rows of the checked items of `r` as bytes: per item, k ids then k distances (LE).
 fn rows_bytes(r: &voisin::KnnResult, picks: &[usize]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -244,34 +239,20 @@ fn rows_bytes(r: &voisin::KnnResult, picks: &[usize]) -> Vec<u8> {
     out
 }
 
-/// Compares the graph's rows of the checked items (`row(j)` for the j-th pick) with the CPU
-/// engine's k-NN of those items (ids and distances exactly, the item itself left out).
+/// Compares the graph's rows of the checked items (`row(j)` for the j-th of
+/// `graph_rows::picks`) with the CPU engine's k-NN of those items (ids and distances exactly,
+/// the item itself left out; voisin-cuda's tests/common/graph_rows.rs). Panics on a difference.
 fn check_graph<'r>(
     g: &Dataset,
     row: impl Fn(usize) -> (&'r [u32], &'r [f32]),
     k: usize,
     check: usize,
 ) {
-    let set = g.as_vectors().unwrap();
-    let (n, d) = (set.len(), set.dim());
-    let picks = check_picks(n, check);
-    let mut rows = Vec::with_capacity(picks.len() * d);
-    for &i in &picks {
-        rows.extend_from_slice(&set.row_f32(i));
-    }
-    let q: Dataset = VectorSet::from_f32(picks.len(), d, rows).unwrap().into();
+    let picks = graph_rows::picks(g.len(), check);
     let t = Instant::now();
-    let cpu = voisin::cpu::CpuEngine::default();
-    let want = cpu.knn(g, &q, k + 1, &Metric::Euclidean).unwrap();
-    for (j, &i) in picks.iter().enumerate() {
-        let (ids, dist) = want.row(j);
-        let keep: Vec<usize> = match ids.iter().position(|&x| x as usize == i) {
-            Some(p) => (0..k + 1).filter(|&c| c != p).collect(),
-            None => (0..k).collect(),
-        };
+    let want = graph_rows::expected(g, &picks, k, &Metric::Euclidean);
+    for (j, (&i, (wi, wd))) in picks.iter().zip(&want).enumerate() {
         let (gi, gd) = row(j);
-        let wi: Vec<u32> = keep.iter().map(|&c| ids[c]).collect();
-        let wd: Vec<f32> = keep.iter().map(|&c| dist[c]).collect();
         assert!(
             gi == wi.as_slice() && gd == wd.as_slice(),
             "item {i}: graph row differs from the CPU engine"
@@ -519,14 +500,27 @@ fn graph_only(a: &Args) {
             .collect();
         assert_eq!(
             rows.len(),
-            check_picks(a.graph, a.check).len(),
+            graph_rows::picks(a.graph, a.check).len(),
             "saved rows"
         );
         check_graph(&g, |j| (&rows[j].0, &rows[j].1), k, a.check);
         return;
     }
+    // Warm-up data of the same kind and storage: NVRTC compilation (the storage type's element
+    // kernels too), module load and cuBLAS initialisation stay out of the numbers, as in the
+    // other cases (session 11's runs timed a second graph in the same process instead).
+    let warm = make(
+        &a.kind,
+        &a.dir.join("warm.fbin"),
+        5000.min(a.graph),
+        a.dim,
+        3,
+    );
     for v in &a.variants {
         let engine = CudaEngine::with_options(0, options(v)).expect("a CUDA GPU");
+        engine
+            .graph(&warm, a.graph_k.min(10), &Metric::Euclidean)
+            .unwrap();
         if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
             engine
                 .set_probe(std::sync::Arc::new(StderrProbe))
@@ -546,7 +540,7 @@ fn graph_only(a: &Args) {
             r.stats.exact_evals
         );
         if let Some(path) = &a.save_rows {
-            let picks = check_picks(a.graph, a.check);
+            let picks = graph_rows::picks(a.graph, a.check);
             std::fs::write(path, rows_bytes(&r, &picks)).expect("writing the rows");
             eprintln!(
                 "saved the rows of {} items to {}",
@@ -554,7 +548,7 @@ fn graph_only(a: &Args) {
                 path.display()
             );
         } else if a.check > 0 {
-            let picks = check_picks(a.graph, a.check);
+            let picks = graph_rows::picks(a.graph, a.check);
             check_graph(&g, |j| r.row(picks[j]), a.graph_k, a.check);
         }
     }

@@ -3,6 +3,7 @@
 //! value), and the sharded engines' larger and tie-heavy sets. Each test file uses some of them.
 #![allow(dead_code)]
 
+pub mod graph_rows;
 pub mod subspaces;
 
 use rand::prelude::*;
