@@ -16,7 +16,11 @@
 // buffer anyway and cuts the list to the keys at most that floor, so the list keeps the
 // contract of block select (every item left out has a key at least the list's largest): what
 // was dropped has a key at least the floor, what failed the threshold a key above the old
-// largest, which is at least the floor too. A cut list is short; the proof widens it later.
+// largest, which is at least the floor too. The cut slots keep the floor's key with no index
+// (NO_INDEX: empty to whoever reads the list) as a ceiling: they stay the list's largest keys,
+// so no later tile lets in an item above the floor, which would leave a dropped item under the
+// list's largest (the CPU simulation, kernel-sim/sim.cpp, failed without it). A cut list may
+// end short; the proof widens it.
 
 #include "common/bitonic.cuh"
 #include "common/keys.cuh"
