@@ -34,6 +34,39 @@ __device__ __forceinline__ float tile_key(int mode, float t, const float* __rest
                                  : tile_key_of(mode, t, 0.0f, 0.0f);
 }
 
+// A mode's key as one multiply-add whose coefficients are read once per kernel, for the
+// filters that test every value of a tile and so cannot afford a switch per value
+// (select/survivors.cu tile_filter, select/pair_filter.cu): key = delta * t + (rs + cs), with
+// rs and cs the squared norms of the row and the column where `norms`, else rs = alpha and
+// cs = 0. The same keys as tile_key_of: fl(fl(rs + cs) - 2t) for KEY_L2 (2t is exact, so a
+// fused multiply-add rounds it once too), -t, fl(1 - t) and t for the others (up to the sign
+// of a zero key).
+struct KeyForm {
+    float delta;
+    float alpha;
+    bool norms;
+    bool int_word;  // tile words hold int32 sums (KEY_L2_INT)
+};
+
+__device__ __forceinline__ KeyForm key_form(int mode) {
+    switch (mode) {
+    case KEY_L2: return {-2.0f, 0.0f, true, false};
+    case KEY_L2_INT: return {-2.0f, 0.0f, true, true};
+    case KEY_NEG_DOT: return {-1.0f, 0.0f, false, false};
+    case KEY_ONE_MINUS: return {-1.0f, 1.0f, false, false};
+    default: return {1.0f, 0.0f, false, false};
+    }
+}
+
+// The value a tile word stands for: itself, or the int32 sum it holds.
+__device__ __forceinline__ float form_value(const KeyForm& f, float word) {
+    return f.int_word ? (float)__float_as_int(word) : word;
+}
+
+__device__ __forceinline__ float form_key(const KeyForm& f, float t, float rs, float cs) {
+    return fmaf(f.delta, t, rs + cs);
+}
+
 // Maps a float to an unsigned integer with the same order, for radix selection.
 __device__ __forceinline__ unsigned order_bits(float v) {
     unsigned u = __float_as_uint(v);

@@ -37,6 +37,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/elem.cuh"),
     ),
     (
+        "common/append.cuh",
+        include_str!("../../kernels/common/append.cuh"),
+    ),
+    (
         "common/exact.cuh",
         include_str!("../../kernels/common/exact.cuh"),
     ),
