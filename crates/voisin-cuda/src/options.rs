@@ -119,18 +119,20 @@ impl std::str::FromStr for Precision {
     }
 }
 
-/// Whether k-NN candidate passes fuse distances and selection (set in `CudaOptions`; no CLI
-/// flag yet, gpu_bench has `-fused` variants).
+/// Whether candidate passes fuse distances and selection (set in `CudaOptions`; no CLI flag
+/// yet, gpu_bench has `-fused`, `-auto` and `-off` variants).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fusion {
-    /// Fused where it is measured faster than tiles through memory: passes of at most
-    /// 512 queries (small batches against a large base; docs/design/fused-selection.md). Larger
-    /// passes are not fused: there the fused kernels lost to cuBLAS + block select on the H100.
+    /// Fused where it is measured faster than tiles through memory: k-NN passes of at most
+    /// 512 queries (small batches against a large base; docs/design/fused-selection.md; larger
+    /// passes lost to cuBLAS + block select on the H100), and the k-NN graph's warm tile pairs
+    /// on tensor cores (TF32, f16, bf16, int8; docs/design/graph-tile-filter.md).
     #[default]
     Auto,
     /// Never: every tile goes through device memory.
     Off,
-    /// Whenever the pass allows it (GEMM metric, small list, base large enough).
+    /// Whenever the pass allows it (GEMM metric, small list, base large enough; the graph as
+    /// under `Auto`).
     On,
 }
 

@@ -3,7 +3,7 @@
 //! byte for byte; ties and duplicates; k = 1, 10, 100, 256, 1000, n − 1; dims 1, 3, 127, 1025;
 //! data far from the origin; a streamed f16 base; a prepared f16 base with f32 queries; the
 //! refusals of choices the data cannot take; `--stats`' arithmetic; `auto`'s TF32 pilot on
-//! normal and clustered f32 data.
+//! normal and clustered f32 data; the graph's warm tile pairs, fused on tensor cores and not.
 //! docs/design/tensor-core-inputs.md. Every test needs a CUDA GPU:
 //! `cargo test -p voisin-cuda --test tensor_cores -- --ignored --test-threads 1`.
 
@@ -141,6 +141,59 @@ fn every_input_type_and_precision_matches_the_cpu() {
                     &cpu.range(&base, &queries, radius, metric).unwrap(),
                     &what,
                 );
+            }
+        }
+    }
+}
+
+/// The k-NN graph's warm tile pairs, filtered by the fused tile pair on tensor cores
+/// (ops/pair.rs: TF32, f16, bf16, int8) and, with fusion off or under fp32, by the tile filter
+/// over a written tile: a small tile budget gives 512-item tiles, so most pairs of a 2,100-item
+/// set are filtered and the last tile is ragged. Every input type, dims that are and are not
+/// whole 16-byte rows, duplicates, data near and far from the origin; byte for byte against the
+/// CPU engine.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn graph_tile_pairs_fused_and_not_match_the_cpu() {
+    use voisin_cuda::Fusion;
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let n = 2100;
+    let metrics = [
+        Metric::Euclidean,
+        Metric::SqEuclidean,
+        Metric::InnerProduct,
+        Metric::Cosine,
+    ];
+    for (elem, d, offset) in [
+        (ElemType::F32, 128, 0.0),
+        (ElemType::F32, 12, 40.0),
+        (ElemType::F16, 127, 0.0),
+        (ElemType::F16, 1025, 0.0),
+        (ElemType::Bf16, 3, 0.0),
+        (ElemType::U8, 127, 0.0),
+        (ElemType::U8, 20, 60.0),
+    ] {
+        let data = typed(&mut rng, elem, n, d, offset, 9);
+        for metric in &metrics {
+            for k in [1, 10, 100, n - 1] {
+                let want = cpu.graph(&data, k, metric).unwrap();
+                for p in precisions(elem) {
+                    if !takes(p, elem, metric) {
+                        continue;
+                    }
+                    for fusion in [Fusion::Auto, Fusion::Off] {
+                        let opts = CudaOptions {
+                            precision: p,
+                            fusion,
+                            tile_bytes: 3 << 20,
+                            ..Default::default()
+                        };
+                        let g = CudaEngine::with_options(0, opts).expect("a CUDA GPU");
+                        let what = format!("{elem:?} d={d} {p} {fusion:?} {metric} graph k={k}");
+                        same(&g.graph(&data, k, metric).unwrap(), &want, &what);
+                    }
+                }
             }
         }
     }

@@ -7,7 +7,8 @@
 //! Each engine variant (`--variants`, default fp32,fp32-fused,tf32,tf32-fused: GEMM arithmetic
 //! and whether small-k passes fuse distance and selection) runs every case; the plain fp32 one
 //! keeps the bare case names that bench/gpu/torch_peer.py tabulates, the others get the variant
-//! as a suffix ("knn k=10 tf32-fused"). Graphs run per arithmetic only (fusion does not apply).
+//! as a suffix ("knn k=10 tf32-fused"). A bare variant name runs with fusion off; for the
+//! graph, fusion (`-auto`, `-fused`) means its warm tile pairs on the fused tile pair.
 //!
 //! `--batches 100,1000` adds a prepared base (uploaded once, [`Engine::prepare`]) answering
 //! batches of that many of the queries (k=10, the median of 20 batches): the fitted-estimator

@@ -1,7 +1,7 @@
 //! Kernel launchers and the device-side steps built on them, each taking the GPU and the plan:
 //! a set's upload and row preparation (`device_set`), one distance tile (`tile`), the selection
 //! variants (`select`), the fused distance + filter (`fused`), threshold filters' survivors and
-//! their merge (`survivors`), exact keys and the device finish
+//! their merge (`survivors`), the graph's fused tile pair (`pair`), exact keys and the device finish
 //! (`exact`) and the range filter (`range`).
 //!
 //! Reads `runtime` (the GPU, its kernels, the host↔kernel table) and `numerics` (the plan);
@@ -10,6 +10,7 @@
 pub(crate) mod device_set;
 pub(crate) mod exact;
 pub(crate) mod fused;
+pub(crate) mod pair;
 pub(crate) mod range;
 pub mod select;
 pub(crate) mod survivors;

@@ -7,7 +7,7 @@
 //! registers. The lists keep block select's contract: every item left out has a key at least
 //! the list's largest.
 
-use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView, LaunchArgs, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::ops::select::{ListsOut, TileIn};
@@ -121,11 +121,7 @@ pub(crate) fn tile_filter(gpu: &Gpu, tile: TileIn<'_>, into: FilterInto<'_, '_>)
         shared_mem_bytes: 0,
     };
     let (ld, nrows, ncols, key) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
-    let (kp, cap) = (into.width as i32, into.row_out.cap as i32);
-    let exclude_self = at.exclude_self as i32;
-    let both = into.cols.is_some() as i32;
-    // Without columns the column arguments are null pointers, never read (both = 0).
-    let null = 0u64;
+    let scalars = IntoScalars::of(&into, (at.row_off, at.col_off), at.exclude_self);
     let mut l = gpu.stream.launch_builder(&gpu.k.tile_filter);
     l.arg(tile.values)
         .arg(&ld)
@@ -133,10 +129,55 @@ pub(crate) fn tile_filter(gpu: &Gpu, tile: TileIn<'_>, into: FilterInto<'_, '_>)
         .arg(&ncols)
         .arg(&key)
         .arg(tile.rn)
-        .arg(tile.cn)
-        .arg(&at.row_off)
-        .arg(&at.col_off)
-        .arg(&exclude_self)
+        .arg(tile.cn);
+    push_into(&mut l, &scalars, into)?;
+    // SAFETY: matches tile_filter in kernels/select/survivors.cu: the tile holds rows × ld
+    // values, the lists rows × kp and cols × kp, the buffers (count, floor: rows or cols; val,
+    // idx: × cap) as many rows and columns.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("tile_filter"))
+}
+
+/// The scalars among a filter's arguments after the tile's own, owned by the launching frame
+/// (a launch holds references to its arguments): where the pair sits and [`FilterInto`]'s.
+pub(crate) struct IntoScalars {
+    row_off: u32,
+    col_off: u32,
+    exclude_self: i32,
+    kp: i32,
+    both: i32,
+    cap: i32,
+    null: u64,
+}
+
+impl IntoScalars {
+    /// For a pair whose rows and columns are items from `offsets` (0 and 1) on, skipping each
+    /// item's pair with itself when `exclude_self`.
+    pub fn of(into: &FilterInto<'_, '_>, offsets: (u32, u32), exclude_self: bool) -> Self {
+        IntoScalars {
+            row_off: offsets.0,
+            col_off: offsets.1,
+            exclude_self: exclude_self as i32,
+            kp: into.width as i32,
+            both: into.cols.is_some() as i32,
+            cap: into.row_out.cap as i32,
+            null: 0,
+        }
+    }
+}
+
+/// Pushes the arguments the filters (tile_filter, pair_filter_*) take after the tile's own:
+/// row_off, col_off, exclude_self, row_list, col_list, kp, both, the rows' count, floor, val
+/// and idx, the columns' (null pointers without columns, never read then), cap.
+pub(crate) fn push_into<'a>(
+    l: &mut LaunchArgs<'a>,
+    s: &'a IntoScalars,
+    into: FilterInto<'a, '_>,
+) -> Result<()> {
+    l.arg(&s.row_off)
+        .arg(&s.col_off)
+        .arg(&s.exclude_self)
         .arg(into.rows);
     let (col_list, col_out) = match into.cols {
         Some((list, out)) => (Some(list), Some(out)),
@@ -144,9 +185,9 @@ pub(crate) fn tile_filter(gpu: &Gpu, tile: TileIn<'_>, into: FilterInto<'_, '_>)
     };
     match col_list {
         Some(list) => l.arg(list),
-        None => l.arg(&null),
+        None => l.arg(&s.null),
     };
-    l.arg(&kp).arg(&both);
+    l.arg(&s.kp).arg(&s.both);
     for out in [Some(into.row_out), col_out] {
         match out {
             Some(Survivors {
@@ -154,9 +195,9 @@ pub(crate) fn tile_filter(gpu: &Gpu, tile: TileIn<'_>, into: FilterInto<'_, '_>)
                 floor: Some(floor),
                 val,
                 idx,
-                cap: c,
+                cap,
             }) => {
-                debug_assert_eq!(*c as i32, cap);
+                debug_assert_eq!(*cap as i32, s.cap);
                 l.arg(count).arg(floor).arg(val).arg(idx);
             }
             Some(_) => {
@@ -165,15 +206,10 @@ pub(crate) fn tile_filter(gpu: &Gpu, tile: TileIn<'_>, into: FilterInto<'_, '_>)
                 ))
             }
             None => {
-                l.arg(&null).arg(&null).arg(&null).arg(&null);
+                l.arg(&s.null).arg(&s.null).arg(&s.null).arg(&s.null);
             }
         }
     }
-    l.arg(&cap);
-    // SAFETY: matches tile_filter in kernels/select/survivors.cu: the tile holds rows × ld
-    // values, the lists rows × kp and cols × kp, the buffers (count, floor: rows or cols; val,
-    // idx: × cap) as many rows and columns.
-    unsafe { l.launch(cfg) }
-        .map(|_| ())
-        .map_err(dev("tile_filter"))
+    l.arg(&s.cap);
+    Ok(())
 }

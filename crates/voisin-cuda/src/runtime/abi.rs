@@ -96,6 +96,14 @@ abi_table! {
     SC_KP: usize = 32;
     /// Base items per tile of the fused filter (select/fused_filter.cu).
     FZ_BN: usize = 128;
+    /// Rows per block of the graph's fused tile pair (select/pair_filter.cu).
+    PF_BM: usize = 128;
+    /// Columns per block of the fused tile pair (a quarter per warp).
+    PF_BN: usize = 128;
+    /// 32-bit words of the inner dimension per shared-memory slab of the fused tile pair.
+    PF_BK: usize = 32;
+    /// Slabs in flight in the fused tile pair.
+    PF_STAGES: usize = 3;
     /// Shared-memory slots of merge_survivors (select/survivors.cu): the list and the buffer together.
     FZ_MERGE: usize = 4096;
     /// Pivots per SSS table at most (index/sss_search.cu).

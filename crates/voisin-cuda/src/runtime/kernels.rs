@@ -10,6 +10,7 @@
 use std::ffi::{c_char, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use voisin::{Error, Result};
@@ -39,6 +40,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     (
         "common/append.cuh",
         include_str!("../../kernels/common/append.cuh"),
+    ),
+    (
+        "common/mma.cuh",
+        include_str!("../../kernels/common/mma.cuh"),
     ),
     (
         "common/exact.cuh",
@@ -79,6 +84,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     (
         "select/survivors.cu",
         include_str!("../../kernels/select/survivors.cu"),
+    ),
+    (
+        "select/pair_filter.cu",
+        include_str!("../../kernels/select/pair_filter.cu"),
     ),
     (
         "distance/vector_tile.cu",
@@ -291,13 +300,15 @@ macro_rules! registry {
             pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
                 let module = ctx.load_module(ptx()?).map_err(dev("loading the kernels"))?;
                 let f = |name: &str| module.load_function(name).map_err(dev("finding a kernel"));
-                Ok(Kernels {
+                let k = Kernels {
                     $($(#[$cfg])* $name: f(stringify!($name))?,)*
                     f32: ElemKernels::find(&module)?,
                     other: [OnceLock::new(), OnceLock::new(), OnceLock::new()],
                     ctx: ctx.clone(),
                     module,
-                })
+                };
+                k.opt_in()?;
+                Ok(k)
             }
         }
 
@@ -312,6 +323,7 @@ registry! {
     #[cfg(feature = "bench-variants")] select_heap,
     #[cfg(feature = "bench-variants")] select_quick,
     fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors,
+    pair_filter_tf32, pair_filter_f16, pair_filter_bf16, pair_filter_s8,
     vector_tile, transpose,
     range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,
@@ -320,6 +332,26 @@ registry! {
     lev_range,
     cover_pairs_lev,
     cover_net_block_vec, cover_net_block_lev, cover_net_round_vec, cover_net_round_lev,
+}
+
+impl Kernels {
+    /// Lets the kernels that need more than the 48 KiB of shared memory a launch gets by
+    /// default have it (the fused tile pair's slabs, ops/pair.rs).
+    fn opt_in(&self) -> Result<()> {
+        for f in [
+            &self.pair_filter_tf32,
+            &self.pair_filter_f16,
+            &self.pair_filter_bf16,
+            &self.pair_filter_s8,
+        ] {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                crate::ops::pair::SHARED_BYTES as i32,
+            )
+            .map_err(dev("giving a kernel its shared memory"))?;
+        }
+        Ok(())
+    }
 }
 
 /// The kernels that read stored rows (kernels/common/elem.cuh), for one element type.

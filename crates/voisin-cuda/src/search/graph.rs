@@ -11,9 +11,11 @@ use voisin::{Error, Metric, Result, Stats, VectorSet};
 
 use crate::numerics::plan::Plan;
 use crate::ops::device_set::DeviceSet;
+use crate::ops::pair;
 use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, tile, Budget};
+use crate::options::Fusion;
 use crate::runtime::context::{dev, Gpu};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource};
@@ -89,7 +91,7 @@ pub(crate) fn lists(
             // Small lists are padded to the column kernel's size so the column candidates
             // are read in place (kernels/select_cols.cu) instead of through a transpose.
             let kp = Select::Block.width(kp).max(select::COLS_KP);
-            let lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns)?;
+            let lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns, ctx.opts.fusion)?;
             (lists, evals)
         }
         sel => {
@@ -232,6 +234,9 @@ impl CandidateSource for RowsOfGraph<'_> {
 /// tile pairs (I, J) of edge `t` with I ≤ J that `owns` accepts. An item's list covers the items
 /// of the owned pairs that hold it, and is complete when it holds all of them, so the lists of
 /// callers that split the triangle between them merge with [`PartialGraph::merge`].
+///
+/// Pairs whose lists are warm go through the tile filter; unless `fusion` is off, on tensor
+/// cores that is the fused tile pair (ops/pair.rs), which never writes the tile.
 pub(crate) fn symmetric_candidates(
     gpu: &Gpu,
     plan: &Plan,
@@ -239,6 +244,7 @@ pub(crate) fn symmetric_candidates(
     kp: usize,
     t: usize,
     owns: &TileOwner<'_>,
+    fusion: Fusion,
 ) -> Result<Lists> {
     let n = data.n;
     let nt = n.div_ceil(t);
@@ -272,6 +278,11 @@ pub(crate) fn symmetric_candidates(
     // Items each tile's lists have been fed so far: a list that has seen fewer than half a tile
     // of items has a threshold too loose to filter with.
     let mut fed = vec![0usize; nt];
+    // The fused tile pair for warm pairs, where the plan's tiles allow it.
+    let fused = match (fusion, n) {
+        (Fusion::Off, _) | (_, 0) => None,
+        _ => pair::kind_for(plan),
+    };
     let warm = |fed: usize| 2 * fed >= t;
     // Under a probe that asks for it, the first two rows of tiles are timed step by step
     // (synchronising after each kernel) to split the graph's time between sgemm, selection,
@@ -279,7 +290,15 @@ pub(crate) fn symmetric_candidates(
     // second's filtered); otherwise nothing waits.
     let phases = gpu.phases();
     let probe = phases.synchronised_steps();
-    const STEPS: [&str; 6] = ["sgemm", "select", "transpose", "queue", "filter", "merge"];
+    const STEPS: [&str; 7] = [
+        "sgemm",
+        "select",
+        "transpose",
+        "queue",
+        "filter",
+        "merge",
+        "fused",
+    ];
     let mut spent = [[0f64; STEPS.len()]; 2];
     let mut mark = |it: usize, step: usize, since: &mut std::time::Instant| -> Result<()> {
         if probe && it < 2 {
@@ -309,8 +328,18 @@ pub(crate) fn symmetric_candidates(
             );
             let mut since = std::time::Instant::now();
             mark(it, 3, &mut since)?;
-            tile::compute(gpu, plan, &bi, &bj, &mut tile_buf.slice_mut(..), nj)?;
-            mark(it, 0, &mut since)?;
+            let filter = filtered
+                .as_mut()
+                .filter(|_| warm(fed[it]) && (jt == it || warm(fed[jt])));
+            fed[it] += nj - usize::from(jt == it);
+            if jt != it {
+                fed[jt] += ni;
+            }
+            let fuse = fused.filter(|_| filter.is_some());
+            if fuse.is_none() {
+                tile::compute(gpu, plan, &bi, &bj, &mut tile_buf.slice_mut(..), nj)?;
+                mark(it, 0, &mut since)?;
+            }
             let rows_at = TileAt {
                 rows: ni,
                 cols: nj,
@@ -327,13 +356,6 @@ pub(crate) fn symmetric_candidates(
                 rn: &bi.sqnorm,
                 cn: &bj.sqnorm,
             };
-            let filter = filtered
-                .as_mut()
-                .filter(|_| warm(fed[it]) && (jt == it || warm(fed[jt])));
-            fed[it] += nj - usize::from(jt == it);
-            if jt != it {
-                fed[jt] += ni;
-            }
             if let Some((row_out, col_out)) = filter {
                 filtered_pairs += 1;
                 {
@@ -345,9 +367,22 @@ pub(crate) fn symmetric_candidates(
                         cols: (jt != it).then_some((&col_list, &mut *col_out)),
                         width: kp,
                     };
-                    survivors::tile_filter(gpu, rows_in, into)?;
+                    match fuse {
+                        Some(kind) => {
+                            let at = pair::PairAt {
+                                row_off: i0 as u32,
+                                col_off: j0 as u32,
+                                exclude_self: true,
+                            };
+                            pair::filter(gpu, plan, kind, (&bi, &bj), at, into)?;
+                            mark(it, 6, &mut since)?;
+                        }
+                        None => {
+                            survivors::tile_filter(gpu, rows_in, into)?;
+                            mark(it, 4, &mut since)?;
+                        }
+                    }
                 }
-                mark(it, 4, &mut since)?;
                 for (from, len, out) in [(i0, ni, &mut *row_out), (j0, nj, &mut *col_out)]
                     .into_iter()
                     .take(if jt == it { 1 } else { 2 })
@@ -418,8 +453,14 @@ pub(crate) fn symmetric_candidates(
             }
         }
     }
+    let how = if fused.is_some() {
+        "fused on tensor cores"
+    } else {
+        "in one read of the tile"
+    };
     phases.note(format_args!(
-        "graph: {filtered_pairs} tile pairs filtered in one read (buffers of {cap:?})"
+        "graph: {filtered_pairs} tile pairs filtered {how} ({} buffer slots per item)",
+        cap.unwrap_or(0)
     ));
     if probe {
         for (row, spent) in spent.iter().enumerate().take(nt) {

@@ -1,0 +1,215 @@
+// The k-NN graph's fused tile pair (src/ops/pair.rs): the dot products of a block of one tile's
+// rows against a block of another's on tensor cores, in registers, and in the epilogue the
+// filter of tile_filter (select/survivors.cu): a pair whose key is at most its row's list's
+// largest goes to the row's buffer, at most its column's largest to the column's buffer. The
+// distance tile never goes to device memory: the graph wrote 1 GiB per 16384² pair and read it
+// back once more (docs/design/graph-tile-filter.md).
+//
+// Rows are 32-bit words (common/mma.cuh): prepared f32 rows on TF32 tensor cores, stored
+// f16/bf16 rows on their own, prepared int8 rows (u8 minus 128) on int8 ones with exact int32
+// sums. One body; the element kind is the template parameter.
+//
+// A block owns PF_BM rows x PF_BN columns; 8 warps as 2 (rows) x 4 (columns), each 64 x
+// PF_BN / 4. The inner dimension goes through shared memory PF_BK words at a time, PF_STAGES
+// slabs in flight (cp.async), so the copies of the next slabs overlap the products of this one.
+
+#include "common/append.cuh"
+#include "common/keys.cuh"
+#include "common/mma.cuh"
+
+#define PF_THREADS 256
+// Words from one shared row to the next: 36 = 4 mod 32 keeps the fragment reads (row g, word t:
+// g * 36 + t) free of bank conflicts, and 144-byte rows keep the 16-byte copies aligned.
+#define PF_LD (PF_BK + 4)
+
+// Dynamic shared memory of a block: the slabs in flight.
+#define PF_SHARED (PF_STAGES * (PF_BM + PF_BN) * PF_LD * 4)
+
+// Copies slab kt (words kt * PF_BK, + PF_BK) of rows [r0, r0 + n_rows) of `m` (ldw words
+// apart, kw words long, nm rows) into `s` (n_rows x PF_LD words); zeros past either end.
+template <int ROWS>
+__device__ __forceinline__ void pf_copy(unsigned* s, const unsigned* __restrict__ m, int nm,
+                                        int ldw, int kw, int r0, int kt) {
+    static_assert(ROWS * (PF_BK / 4) % PF_THREADS == 0, "whole copies per thread");
+#pragma unroll
+    for (int q = 0; q < ROWS * (PF_BK / 4) / PF_THREADS; ++q) {
+        int e = q * PF_THREADS + threadIdx.x;
+        int row = e / (PF_BK / 4), k = kt * PF_BK + (e % (PF_BK / 4)) * 4;
+        bool in = r0 + row < nm && k < kw;
+        const unsigned* src = in ? m + (size_t)(r0 + row) * ldw + k : m;
+        copy16_async(shared_address(s + row * PF_LD + (e % (PF_BK / 4)) * 4), src, in);
+    }
+}
+
+// a: na rows of the tile's row block, b: nb rows of its column block, both ldw words apart and
+// kw words long (kw and ldw multiples of 4, the rows 16-byte aligned; padding words zero);
+// an, bn their squared norms (read where the mode needs them). The other arguments are
+// tile_filter's (select/survivors.cu), with the same meaning. Grid: (ceil(nb / PF_BN),
+// ceil(na / PF_BM)), PF_THREADS threads, PF_SHARED bytes of dynamic shared memory.
+//
+// The epilogue is branch-free for the values that pass nothing: each thread sets a bit per
+// value that passes its row's or its column's threshold (64 values: 8 rows x 8 columns), and
+// only then appends what the bits name, in one loop. Appending inside the unrolled loop over
+// the values put 128 copies of the append code in the kernel: ncu found the warps waiting on
+// instruction fetches 41 % of the time, and the epilogue alone took as long as reading the
+// whole tile from device memory (0.82 ms per 16384² pair on the H200).
+template <int KIND>
+__device__ __forceinline__ void pair_filter_body(
+    const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb, int ldw,
+    int kw, int mode, const float* __restrict__ an, const float* __restrict__ bn,
+    unsigned row_off, unsigned col_off, int exclude_self, const float* __restrict__ row_list,
+    const float* __restrict__ col_list, int kp, int both, unsigned* __restrict__ row_count,
+    unsigned* __restrict__ row_floor, float* __restrict__ row_val,
+    unsigned* __restrict__ row_idx, unsigned* __restrict__ col_count,
+    unsigned* __restrict__ col_floor, float* __restrict__ col_val,
+    unsigned* __restrict__ col_idx, int cap) {
+    constexpr int BN = PF_BN, WN = PF_BN / 4, J = WN / 8;
+    static_assert(J == 4, "a thread's values are 8 rows x 8 columns: one 64-bit mask");
+    typedef typename Mma<KIND>::acc_t acc_t;
+    extern __shared__ __align__(16) unsigned pf_shared[];
+    unsigned* as = pf_shared;                            // [PF_STAGES][PF_BM][PF_LD]
+    unsigned* bs = pf_shared + PF_STAGES * PF_BM * PF_LD;  // [PF_STAGES][BN][PF_LD]
+    // Each row's and column's threshold and key term, read while the products run.
+    __shared__ float s_rthr[PF_BM], s_rs[PF_BM], s_cthr[BN], s_cs[BN];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int g = lane >> 2, t = lane & 3;
+    int wm = (warp >> 2) * 64, wn = (warp & 3) * WN;
+    int r0 = blockIdx.y * PF_BM, c0 = blockIdx.x * BN;
+    int nk = (kw + PF_BK - 1) / PF_BK;
+    const KeyForm form = key_form(mode);
+    {
+        const float no_pass = __int_as_float(0xff800000);  // -inf: nothing is at most it
+        const float never = __int_as_float(0x7f800000);    // +inf: passes nothing
+        for (int i = threadIdx.x; i < PF_BM; i += PF_THREADS) {
+            bool in = r0 + i < na;
+            s_rthr[i] = in ? row_list[(size_t)(r0 + i) * kp + kp - 1] : no_pass;
+            s_rs[i] = !in ? never : form.norms ? an[r0 + i] : form.alpha;
+        }
+        for (int i = threadIdx.x; i < BN; i += PF_THREADS) {
+            bool in = c0 + i < nb;
+            s_cthr[i] = both && in ? col_list[(size_t)(c0 + i) * kp + kp - 1] : no_pass;
+            s_cs[i] = !in ? never : form.norms ? bn[c0 + i] : 0.0f;
+        }
+    }
+
+    // Each lane's row address for the fragment loads (common/mma.cuh load_matrices): A's
+    // matrices are rows 0-7, 8-15 of words 0-3, then of words 4-7; B's rows 0-7 of words 0-3,
+    // 4-7, then rows 8-15 (the next column group's).
+    int mat = lane >> 3, mrow = lane & 7;
+    const unsigned a_lane =
+        shared_address(as + (wm + (mat & 1) * 8 + mrow) * PF_LD + (mat >> 1) * 4);
+    const unsigned b_lane =
+        shared_address(bs + (wn + (mat >> 1) * 8 + mrow) * PF_LD + (mat & 1) * 4);
+
+    acc_t acc[4][J][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+
+#pragma unroll
+    for (int s = 0; s < PF_STAGES - 1; ++s) {
+        if (s < nk) {
+            pf_copy<PF_BM>(as + s * PF_BM * PF_LD, a, na, ldw, kw, r0, s);
+            pf_copy<BN>(bs + s * BN * PF_LD, b, nb, ldw, kw, c0, s);
+        }
+        copies_commit();
+    }
+    for (int kt = 0; kt < nk; ++kt) {
+        // Slab kt is in; every thread is done with the slot the next copy overwrites (its
+        // slab, kt - 1, was used in the previous iteration).
+        copies_wait<PF_STAGES - 2>();
+        __syncthreads();
+        int next = kt + PF_STAGES - 1;
+        if (next < nk) {
+            int slot = next % PF_STAGES;
+            pf_copy<PF_BM>(as + slot * PF_BM * PF_LD, a, na, ldw, kw, r0, next);
+            pf_copy<BN>(bs + slot * BN * PF_LD, b, nb, ldw, kw, c0, next);
+        }
+        copies_commit();
+#pragma unroll
+        for (int kk = 0; kk < PF_BK; kk += 8) {
+            unsigned fa[4][4], fb[J / 2][4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                load_matrices(fa[i], a_lane + (unsigned)((kt % PF_STAGES) * PF_BM * PF_LD + i * 16 * PF_LD + kk) * 4);
+#pragma unroll
+            for (int j = 0; j < J / 2; ++j)
+                load_matrices(fb[j], b_lane + (unsigned)((kt % PF_STAGES) * BN * PF_LD + j * 16 * PF_LD + kk) * 4);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < J; ++j)
+                    Mma<KIND>::run(acc[i][j], fa[i], fb[j >> 1][2 * (j & 1)], fb[j >> 1][2 * (j & 1) + 1]);
+        }
+    }
+    __syncthreads();  // the thresholds (and, with no slab at all, nothing else) are in
+
+    // Value v = (q, p) of this thread: row q = 2i + h (wm + 16i + 8h + g), column p = 2j + e
+    // (wn + 8j + 2t + e), accumulator acc[i][j][2h + e]; bit v = 8q + p of the masks.
+    float cthr[8], cs[8];
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+        int c = wn + (p >> 1) * 8 + 2 * t + (p & 1);
+        cthr[p] = s_cthr[c];
+        cs[p] = s_cs[c];
+    }
+    unsigned long long rmask = 0, cmask = 0;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+        int r = wm + (q >> 1) * 16 + (q & 1) * 8 + g;
+        float rthr = s_rthr[r], rs = s_rs[r];
+#pragma unroll
+        for (int p = 0; p < 8; ++p) {
+            float key = form_key(form, Mma<KIND>::value(acc[q >> 1][p >> 1][2 * (q & 1) + (p & 1)]),
+                               rs, cs[p]);
+            rmask |= (unsigned long long)(key <= rthr) << (8 * q + p);
+            cmask |= (unsigned long long)(key <= cthr[p]) << (8 * q + p);
+        }
+    }
+    // The few values that passed: their key again (the same operations on the same value), and
+    // the appends.
+    unsigned long long todo = rmask | cmask;
+    while (todo) {
+        int v = __ffsll((long long)todo) - 1;
+        todo &= todo - 1;
+        int q = v >> 3, p = v & 7;
+        float value = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 64; ++w)
+            if (w == v) value = Mma<KIND>::value(acc[w >> 4][(w & 7) >> 1][2 * ((w >> 3) & 1) + (w & 1)]);
+        int rl = wm + (q >> 1) * 16 + (q & 1) * 8 + g, cl = wn + (p >> 1) * 8 + 2 * t + (p & 1);
+        int r = r0 + rl, c = c0 + cl;
+        if (r >= na || c >= nb || (exclude_self && row_off + r == col_off + c)) continue;
+        float key = form_key(form, value, s_rs[rl], s_cs[cl]);
+        if ((rmask >> v) & 1)
+            tf_append(row_count, row_floor, row_val, row_idx, cap, r, key, col_off + c);
+        if ((cmask >> v) & 1)
+            tf_append(col_count, col_floor, col_val, col_idx, cap, c, key, row_off + r);
+    }
+}
+
+// One entry point per element kind (two blocks per multiprocessor: at most 128 registers,
+// 110.6 KB of dynamic shared memory and 2 KB of static each).
+#define PAIR_FILTER(name, KIND)                                                                 \
+    extern "C" __global__ void __launch_bounds__(PF_THREADS, 2) name(                          \
+        const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb,        \
+        int ldw, int kw, int mode, const float* __restrict__ an,                               \
+        const float* __restrict__ bn, unsigned row_off, unsigned col_off, int exclude_self,    \
+        const float* __restrict__ row_list, const float* __restrict__ col_list, int kp,        \
+        int both, unsigned* __restrict__ row_count, unsigned* __restrict__ row_floor,          \
+        float* __restrict__ row_val, unsigned* __restrict__ row_idx,                           \
+        unsigned* __restrict__ col_count, unsigned* __restrict__ col_floor,                    \
+        float* __restrict__ col_val, unsigned* __restrict__ col_idx, int cap) {                \
+        pair_filter_body<KIND>(a, na, b, nb, ldw, kw, mode, an, bn, row_off, col_off,           \
+                               exclude_self, row_list, col_list, kp, both, row_count,          \
+                               row_floor, row_val, row_idx, col_count, col_floor, col_val,     \
+                               col_idx, cap);                                                  \
+    }
+
+PAIR_FILTER(pair_filter_tf32, MMA_TF32)
+PAIR_FILTER(pair_filter_f16, MMA_F16)
+PAIR_FILTER(pair_filter_bf16, MMA_BF16)
+PAIR_FILTER(pair_filter_s8, MMA_S8)
