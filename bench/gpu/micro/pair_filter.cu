@@ -73,6 +73,8 @@ static Got fetch(Bufs& r, Bufs& c) {
 }
 
 // kind: 0 tf32, 1 f16, 3 s8
+static int sms = 132;
+
 static void run_kind(int kind, cublasHandle_t h, cudaStream_t st) {
     const char* name = kind == 0 ? "tf32" : kind == 1 ? "f16" : "s8";
     std::mt19937 rng(7 + kind);
@@ -243,7 +245,8 @@ static void run_kind(int kind, cublasHandle_t h, cudaStream_t st) {
         int kw = kw_run < 0 ? ldw : kw_run;
         int smem = PF_SHARED;
         CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        dim3 grid((N + PF_BN - 1) / PF_BN, (N + PF_BM - 1) / PF_BM);
+        int tiles = ((N + PF_BN - 1) / PF_BN) * ((N + PF_BM - 1) / PF_BM);
+        dim3 grid(std::min(tiles, 2 * sms));
         auto f = [&]() {
             rb.zero(st);
             cb.zero(st);
@@ -279,6 +282,7 @@ int main(int argc, char** argv) {
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
     printf("device %s, %d SMs\n", p.name, p.multiProcessorCount);
+    sms = p.multiProcessorCount;
     for (int i = 1; i < argc; ++i) run_kind(atoi(argv[i]), h, st);
     return 0;
 }

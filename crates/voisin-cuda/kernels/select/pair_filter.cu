@@ -9,9 +9,10 @@
 // f16/bf16 rows on their own, prepared int8 rows (u8 minus 128) on int8 ones with exact int32
 // sums. One body; the element kind is the template parameter.
 //
-// A block owns PF_BM rows x PF_BN columns; 8 warps as 2 (rows) x 4 (columns), each 64 x
-// PF_BN / 4. The inner dimension goes through shared memory PF_BK words at a time, PF_STAGES
-// slabs in flight (cp.async), so the copies of the next slabs overlap the products of this one.
+// A block takes tiles of PF_BM rows x PF_BN columns in turn; 8 warps as 2 (rows) x 4
+// (columns), each 64 x PF_BN / 4. The inner dimension goes through shared memory PF_BK words at
+// a time, PF_STAGES slabs in flight (cp.async), so the copies of the next slabs (the next
+// tile's, at a tile's end) overlap the products and the epilogue of this one.
 
 #include "common/append.cuh"
 #include "common/keys.cuh"
@@ -41,11 +42,41 @@ __device__ __forceinline__ void pf_copy(unsigned* s, const unsigned* __restrict_
     }
 }
 
+// Tile w of a pair of ceil(na / PF_BM) x ntc blocks, row block first: the blocks running at
+// once share a few row blocks (and the whole column side stays in L2).
+__device__ __forceinline__ void pf_tile(int w, int ntc, int& r0, int& c0) {
+    r0 = (w / ntc) * PF_BM;
+    c0 = (w % ntc) * PF_BN;
+}
+
+// Value i (< 2 * PF_THREADS) of a tile's thresholds and key terms, as the epilogue reads them
+// from shared memory: [0, PF_BM) the rows' thresholds, then the rows' terms, the columns'
+// thresholds, the columns' terms (KeyForm, common/keys.cuh). A row or column past the end gets
+// threshold -inf and term +inf: it passes nothing.
+__device__ __forceinline__ float pf_bound(int i, int r0, int c0, int na, int nb,
+                                          const KeyForm& form, const float* __restrict__ an,
+                                          const float* __restrict__ bn,
+                                          const float* __restrict__ row_list,
+                                          const float* __restrict__ col_list, int kp, int both) {
+    const float no_pass = __int_as_float(0xff800000);
+    const float never = __int_as_float(0x7f800000);
+    int part = i / PF_BM, o = i % PF_BM;
+    int r = r0 + o, c = c0 + o;
+    switch (part) {
+    case 0: return r < na ? row_list[(size_t)r * kp + kp - 1] : no_pass;
+    case 1: return r >= na ? never : form.norms ? an[r] : form.alpha;
+    case 2: return both && c < nb ? col_list[(size_t)c * kp + kp - 1] : no_pass;
+    default: return c >= nb ? never : form.norms ? bn[c] : 0.0f;
+    }
+}
+
 // a: na rows of the tile's row block, b: nb rows of its column block, both ldw words apart and
 // kw words long (kw and ldw multiples of 4, the rows 16-byte aligned; padding words zero);
 // an, bn their squared norms (read where the mode needs them). The other arguments are
-// tile_filter's (select/survivors.cu), with the same meaning. Grid: (ceil(nb / PF_BN),
-// ceil(na / PF_BM)), PF_THREADS threads, PF_SHARED bytes of dynamic shared memory.
+// tile_filter's (select/survivors.cu), with the same meaning. Any grid of PF_THREADS-thread
+// blocks with PF_SHARED bytes of dynamic shared memory: each block takes tiles blockIdx.x,
+// + gridDim.x, ... of the pair, and its slabs are one stream across them, so the copies of a
+// tile's first slabs are in flight during the previous tile's last products and epilogue.
 //
 // The epilogue is branch-free for the values that pass nothing: each thread sets a bit per
 // value that passes its row's or its column's threshold (64 values: 8 rows x 8 columns), and
@@ -64,32 +95,48 @@ __device__ __forceinline__ void pair_filter_body(
     unsigned* __restrict__ col_floor, float* __restrict__ col_val,
     unsigned* __restrict__ col_idx, int cap) {
     constexpr int BN = PF_BN, WN = PF_BN / 4, J = WN / 8;
-    static_assert(J == 4, "a thread's values are 8 rows x 8 columns: one 64-bit mask");
+    static_assert(J == 4, "a thread's values are 8 rows x 8 columns: two 32-bit masks");
+    static_assert(2 * PF_BM == PF_THREADS && BN == PF_BM, "two bound values per thread");
     typedef typename Mma<KIND>::acc_t acc_t;
     extern __shared__ __align__(16) unsigned pf_shared[];
     unsigned* as = pf_shared;                            // [PF_STAGES][PF_BM][PF_LD]
     unsigned* bs = pf_shared + PF_STAGES * PF_BM * PF_LD;  // [PF_STAGES][BN][PF_LD]
-    // Each row's and column's threshold and key term, read while the products run.
-    __shared__ float s_rthr[PF_BM], s_rs[PF_BM], s_cthr[BN], s_cs[BN];
+    // The current tile's thresholds and key terms (pf_bound), read while its products run.
+    __shared__ float s_bound[4 * PF_BM];
+    const float* s_rthr = s_bound;
+    const float* s_rs = s_bound + PF_BM;
+    const float* s_cthr = s_bound + 2 * PF_BM;
+    const float* s_cs = s_bound + 3 * PF_BM;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int g = lane >> 2, t = lane & 3;
     int wm = (warp >> 2) * 64, wn = (warp & 3) * WN;
-    int r0 = blockIdx.y * PF_BM, c0 = blockIdx.x * BN;
-    int nk = (kw + PF_BK - 1) / PF_BK;
+    int ntc = (nb + BN - 1) / BN;
+    int tiles = ((na + PF_BM - 1) / PF_BM) * ntc;
+    if ((int)blockIdx.x >= tiles) return;
+    int mine = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+    // At least one slab per tile (of zeros when kw is 0), so every tile has its epilogue.
+    int nk = max(1, (kw + PF_BK - 1) / PF_BK);
+    int total = mine * nk;
     const KeyForm form = key_form(mode);
+
+    // Slab f of this block's stream: slab f % nk of its tile f / nk, into slot f % PF_STAGES.
+    auto copy_slab = [&](int f) {
+        int lt = f / nk, kt = f - lt * nk, r0, c0;
+        pf_tile((int)blockIdx.x + lt * (int)gridDim.x, ntc, r0, c0);
+        int slot = f % PF_STAGES;
+        pf_copy<PF_BM>(as + slot * PF_BM * PF_LD, a, na, ldw, kw, r0, kt);
+        pf_copy<BN>(bs + slot * BN * PF_LD, b, nb, ldw, kw, c0, kt);
+    };
+#pragma unroll
+    for (int s = 0; s < PF_STAGES - 1; ++s) {
+        if (s < total) copy_slab(s);
+        copies_commit();
+    }
     {
-        const float no_pass = __int_as_float(0xff800000);  // -inf: nothing is at most it
-        const float never = __int_as_float(0x7f800000);    // +inf: passes nothing
-        for (int i = threadIdx.x; i < PF_BM; i += PF_THREADS) {
-            bool in = r0 + i < na;
-            s_rthr[i] = in ? row_list[(size_t)(r0 + i) * kp + kp - 1] : no_pass;
-            s_rs[i] = !in ? never : form.norms ? an[r0 + i] : form.alpha;
-        }
-        for (int i = threadIdx.x; i < BN; i += PF_THREADS) {
-            bool in = c0 + i < nb;
-            s_cthr[i] = both && in ? col_list[(size_t)(c0 + i) * kp + kp - 1] : no_pass;
-            s_cs[i] = !in ? never : form.norms ? bn[c0 + i] : 0.0f;
-        }
+        int r0, c0;
+        pf_tile(blockIdx.x, ntc, r0, c0);
+        for (int i = threadIdx.x; i < 4 * PF_BM; i += PF_THREADS)
+            s_bound[i] = pf_bound(i, r0, c0, na, nb, form, an, bn, row_list, col_list, kp, both);
     }
 
     // Each lane's row address for the fragment loads (common/mma.cuh load_matrices): A's
@@ -108,91 +155,112 @@ __device__ __forceinline__ void pair_filter_body(
         for (int j = 0; j < J; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
-
-#pragma unroll
-    for (int s = 0; s < PF_STAGES - 1; ++s) {
-        if (s < nk) {
-            pf_copy<PF_BM>(as + s * PF_BM * PF_LD, a, na, ldw, kw, r0, s);
-            pf_copy<BN>(bs + s * BN * PF_LD, b, nb, ldw, kw, c0, s);
-        }
-        copies_commit();
-    }
-    for (int kt = 0; kt < nk; ++kt) {
-        // Slab kt is in; every thread is done with the slot the next copy overwrites (its
-        // slab, kt - 1, was used in the previous iteration).
+    // The next tile's bound values, loaded at its predecessor's first slab and stored after
+    // that one's epilogue.
+    float next_bound[2] = {0.0f, 0.0f};
+    int kt = 0, lt = 0;
+    for (int f = 0; f < total; ++f) {
+        // Slab f is in; every thread is done with the slot the next copy overwrites (slab
+        // f - 1's, used in the previous iteration).
         copies_wait<PF_STAGES - 2>();
         __syncthreads();
-        int next = kt + PF_STAGES - 1;
-        if (next < nk) {
-            int slot = next % PF_STAGES;
-            pf_copy<PF_BM>(as + slot * PF_BM * PF_LD, a, na, ldw, kw, r0, next);
-            pf_copy<BN>(bs + slot * BN * PF_LD, b, nb, ldw, kw, c0, next);
+        if (kt == 0 && lt + 1 < mine) {
+            int r0, c0;
+            pf_tile((int)blockIdx.x + (lt + 1) * (int)gridDim.x, ntc, r0, c0);
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                next_bound[h] = pf_bound(threadIdx.x + h * PF_THREADS, r0, c0, na, nb, form, an,
+                                         bn, row_list, col_list, kp, both);
         }
+        if (f + PF_STAGES - 1 < total) copy_slab(f + PF_STAGES - 1);
         copies_commit();
+        int slot = f % PF_STAGES;
 #pragma unroll
         for (int kk = 0; kk < PF_BK; kk += 8) {
             unsigned fa[4][4], fb[J / 2][4];
 #pragma unroll
             for (int i = 0; i < 4; ++i)
-                load_matrices(fa[i], a_lane + (unsigned)((kt % PF_STAGES) * PF_BM * PF_LD + i * 16 * PF_LD + kk) * 4);
+                load_matrices(fa[i], a_lane + (unsigned)((slot * PF_BM + i * 16) * PF_LD + kk) * 4);
 #pragma unroll
             for (int j = 0; j < J / 2; ++j)
-                load_matrices(fb[j], b_lane + (unsigned)((kt % PF_STAGES) * BN * PF_LD + j * 16 * PF_LD + kk) * 4);
+                load_matrices(fb[j], b_lane + (unsigned)((slot * BN + j * 16) * PF_LD + kk) * 4);
 #pragma unroll
             for (int i = 0; i < 4; ++i)
 #pragma unroll
                 for (int j = 0; j < J; ++j)
-                    Mma<KIND>::run(acc[i][j], fa[i], fb[j >> 1][2 * (j & 1)], fb[j >> 1][2 * (j & 1) + 1]);
+                    Mma<KIND>::run(acc[i][j], fa[i], fb[j >> 1][2 * (j & 1)],
+                                   fb[j >> 1][2 * (j & 1) + 1]);
         }
-    }
-    __syncthreads();  // the thresholds (and, with no slab at all, nothing else) are in
+        if (++kt < nk) continue;
 
-    // Value v = (q, p) of this thread: row q = 2i + h (wm + 16i + 8h + g), column p = 2j + e
-    // (wn + 8j + 2t + e), accumulator acc[i][j][2h + e]; bit v = 8q + p of the masks.
-    float cthr[8], cs[8];
-#pragma unroll
-    for (int p = 0; p < 8; ++p) {
-        int c = wn + (p >> 1) * 8 + 2 * t + (p & 1);
-        cthr[p] = s_cthr[c];
-        cs[p] = s_cs[c];
-    }
-    unsigned long long rmask = 0, cmask = 0;
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-        int r = wm + (q >> 1) * 16 + (q & 1) * 8 + g;
-        float rthr = s_rthr[r], rs = s_rs[r];
+        // Epilogue of tile lt. Value v = 8q + p of this thread: row q = 2i + h (wm + 16i + 8h
+        // + g), column p = 2j + e (wn + 8j + 2t + e), accumulator acc[i][j][2h + e]; bit v % 32
+        // of mask v / 32.
+        int r0, c0;
+        pf_tile((int)blockIdx.x + lt * (int)gridDim.x, ntc, r0, c0);
+        float cthr[8], cs[8];
 #pragma unroll
         for (int p = 0; p < 8; ++p) {
-            float key = form_key(form, Mma<KIND>::value(acc[q >> 1][p >> 1][2 * (q & 1) + (p & 1)]),
-                               rs, cs[p]);
-            rmask |= (unsigned long long)(key <= rthr) << (8 * q + p);
-            cmask |= (unsigned long long)(key <= cthr[p]) << (8 * q + p);
+            int c = wn + (p >> 1) * 8 + 2 * t + (p & 1);
+            cthr[p] = s_cthr[c];
+            cs[p] = s_cs[c];
         }
-    }
-    // The few values that passed: their key again (the same operations on the same value), and
-    // the appends.
-    unsigned long long todo = rmask | cmask;
-    while (todo) {
-        int v = __ffsll((long long)todo) - 1;
-        todo &= todo - 1;
-        int q = v >> 3, p = v & 7;
-        float value = 0.0f;
+        unsigned rmask[2] = {0u, 0u}, cmask[2] = {0u, 0u};
 #pragma unroll
-        for (int w = 0; w < 64; ++w)
-            if (w == v) value = Mma<KIND>::value(acc[w >> 4][(w & 7) >> 1][2 * ((w >> 3) & 1) + (w & 1)]);
-        int rl = wm + (q >> 1) * 16 + (q & 1) * 8 + g, cl = wn + (p >> 1) * 8 + 2 * t + (p & 1);
-        int r = r0 + rl, c = c0 + cl;
-        if (r >= na || c >= nb || (exclude_self && row_off + r == col_off + c)) continue;
-        float key = form_key(form, value, s_rs[rl], s_cs[cl]);
-        if ((rmask >> v) & 1)
-            tf_append(row_count, row_floor, row_val, row_idx, cap, r, key, col_off + c);
-        if ((cmask >> v) & 1)
-            tf_append(col_count, col_floor, col_val, col_idx, cap, c, key, row_off + r);
+        for (int q = 0; q < 8; ++q) {
+            int r = wm + (q >> 1) * 16 + (q & 1) * 8 + g;
+            float rthr = s_rthr[r], rs = s_rs[r];
+#pragma unroll
+            for (int p = 0; p < 8; ++p) {
+                float key = form_key(
+                    form, Mma<KIND>::value(acc[q >> 1][p >> 1][2 * (q & 1) + (p & 1)]), rs, cs[p]);
+                if (key <= rthr) rmask[q >> 2] |= 1u << ((8 * q + p) & 31);
+                if (key <= cthr[p]) cmask[q >> 2] |= 1u << ((8 * q + p) & 31);
+            }
+        }
+        // The few values that passed: their key again (the same operations on the same
+        // value), and the appends.
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            unsigned todo = rmask[half] | cmask[half];
+            while (todo) {
+                int bit = __ffs(todo) - 1;
+                todo &= todo - 1;
+                int v = 32 * half + bit, q = v >> 3, p = v & 7;
+                float value = 0.0f;
+#pragma unroll
+                for (int w = 32 * half; w < 32 * half + 32; ++w)
+                    if (w == v)
+                        value = Mma<KIND>::value(
+                            acc[w >> 4][(w & 7) >> 1][2 * ((w >> 3) & 1) + (w & 1)]);
+                int rl = wm + (q >> 1) * 16 + (q & 1) * 8 + g;
+                int cl = wn + (p >> 1) * 8 + 2 * t + (p & 1);
+                int r = r0 + rl, c = c0 + cl;
+                if (r >= na || c >= nb || (exclude_self && row_off + r == col_off + c)) continue;
+                float key = form_key(form, value, s_rs[rl], s_cs[cl]);
+                if ((rmask[half] >> bit) & 1)
+                    tf_append(row_count, row_floor, row_val, row_idx, cap, r, key, col_off + c);
+                if ((cmask[half] >> bit) & 1)
+                    tf_append(col_count, col_floor, col_val, col_idx, cap, c, key, row_off + r);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < J; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+        kt = 0;
+        if (++lt < mine) {
+            __syncthreads();  // every thread is done with this tile's bound values
+#pragma unroll
+            for (int h = 0; h < 2; ++h) s_bound[threadIdx.x + h * PF_THREADS] = next_bound[h];
+        }
     }
 }
 
 // One entry point per element kind (two blocks per multiprocessor: at most 128 registers,
-// 110.6 KB of dynamic shared memory and 2 KB of static each).
+// 110.6 KB of dynamic shared memory and 2 KB of static each; launch two per multiprocessor).
 #define PAIR_FILTER(name, KIND)                                                                 \
     extern "C" __global__ void __launch_bounds__(PF_THREADS, 2) name(                          \
         const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb,        \

@@ -6,6 +6,7 @@
 //! Owns which plans can be fused ([`kind_for`]) and the launch; when and on which pairs the
 //! graph uses it is search/graph.rs's.
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
@@ -108,12 +109,15 @@ pub(crate) fn filter(
     let per_word = kind.per_word();
     let ldw = (a.ld / per_word) as i32;
     let kw = if per_word == 1 { plan.dim as i32 } else { ldw };
+    // Persistent blocks, two per multiprocessor (the kernel's launch bounds and shared memory),
+    // each taking tiles in turn.
+    let sms = gpu
+        .ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(dev("querying the SM count"))?;
+    let tiles = a.n.div_ceil(abi::PF_BM) * b.n.div_ceil(abi::PF_BN);
     let cfg = LaunchConfig {
-        grid_dim: (
-            b.n.div_ceil(abi::PF_BN) as u32,
-            a.n.div_ceil(abi::PF_BM) as u32,
-            1,
-        ),
+        grid_dim: ((2 * sms.max(1) as usize).min(tiles) as u32, 1, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: SHARED_BYTES as u32,
     };
