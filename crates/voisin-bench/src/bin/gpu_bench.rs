@@ -55,6 +55,11 @@ mod graph_rows;
 mod subspaces;
 use voisin_cuda::{CudaEngine, CudaOptions, Fusion, Precision};
 
+/// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why), so the
+/// benchmark times what the command line runs.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Args {
     dir: PathBuf,
     base: usize,
