@@ -12,6 +12,11 @@
 
 mod engine;
 
+/// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why). Memory the
+/// extension hands to NumPy stays Rust's: arrays made from Rust vectors free them through it.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
