@@ -132,15 +132,57 @@ void test_cols(int rows, int cols, int ntiles, bool dup, bool excl) {
 // no repeated id, keys as the matrix holds them, every item left out at least the largest
 // kept), and hold exactly the kp smallest keys where no buffer overflowed (`exact`).
 // With `l2` the tile holds dot products and the keys come from squared norms (KEY_L2).
-void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false) {
-  std::vector<float> d(n * n), dot(n * n), norm(n);
-  for (auto& x : norm) x = std::uniform_real_distribution<float>(0, 100)(rng);
-  for (int i = 0; i < n; ++i) for (int j = 0; j <= i; ++j) {
-    dot[i*n+j] = dot[j*n+i] = dup ? (float)(rng() % 6) : std::uniform_real_distribution<float>(0, 100)(rng);
-    // As tile_key_of computes it (norm[i] + norm[j] is the same sum either way round).
-    d[i*n+j] = d[j*n+i] = l2 ? norm[i] + norm[j] - 2.0f * dot[i*n+j] : dot[i*n+j];
+// The bits of an f16 that holds `v` exactly (the tests' small integers).
+uint16_t to_half(float v) {
+  if (v == 0) return 0;
+  int e; float m = std::frexp(std::fabs(v), &e);  // |v| = m 2^e, m in [0.5, 1)
+  uint16_t bits = (uint16_t)(((e + 14) << 10) | ((int)std::ldexp(m, 11) & 1023));
+  return v < 0 ? bits | 0x8000 : bits;
+}
+
+// Rows of n x dim small integers (every few a copy of the one before with `dup`) packed as 32-bit
+// words of MMA kind `kind` (common/mma.cuh), ldw words a row (zero padding), their dot products.
+std::vector<unsigned> pack_rows(int kind, int n, int dim, bool dup, int& ldw, std::vector<float>& dot, std::vector<float>& norm) {
+  std::vector<int> x(n * dim);
+  for (int i = 0; i < n; ++i) for (int k = 0; k < dim; ++k)
+    x[i*dim+k] = dup && i % 5 == 1 ? x[(i-1)*dim+k] : (int)(rng() % 15) - 7;
+  int per = kind == MMA_TF32 ? 1 : kind == MMA_S8 ? 4 : 2;
+  ldw = ((dim + per - 1) / per + 3) / 4 * 4;
+  std::vector<unsigned> w(n * ldw, 0);
+  for (int i = 0; i < n; ++i) for (int k = 0; k < dim; ++k) {
+    float v = (float)x[i*dim+k];
+    unsigned bits = kind == MMA_TF32 ? __float_as_uint(v) : kind == MMA_F16 ? to_half(v)
+                  : kind == MMA_BF16 ? __float_as_uint(v) >> 16 : (unsigned)(uint8_t)(int8_t)x[i*dim+k];
+    w[i*ldw + k/per] |= bits << (32 / per * (k % per));
   }
-  const int mode = l2 ? KEY_L2 : KEY_DIRECT;
+  for (int i = 0; i < n; ++i) for (int j = 0; j < n; ++j) {
+    int s = 0; for (int k = 0; k < dim; ++k) s += x[i*dim+k] * x[j*dim+k];
+    dot[i*n+j] = (float)s;
+  }
+  for (int i = 0; i < n; ++i) norm[i] = dot[i*n+i];
+  return w;
+}
+
+// The k-NN graph's symmetric schedule over n items in tiles of t: cold pairs through
+// select_block, warm ones through tile_filter over a written tile or, with `fused` (an MMA kind
+// of common/mma.cuh), through the fused tile pair (select/pair_filter.cu) on rows of `dim`
+// small integers, then merge_survivors; the lists then checked against block select's contract.
+void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false, int fused = -1, int dim = 0) {
+  std::vector<float> d(n * n), dot(n * n), norm(n);
+  std::vector<unsigned> words; int ldw = 0;
+  if (fused >= 0) {
+    words = pack_rows(fused, n, dim, dup, ldw, dot, norm);
+    l2 = true;
+    for (int i = 0; i < n; ++i) for (int j = 0; j < n; ++j) d[i*n+j] = norm[i] + norm[j] - 2.0f * dot[i*n+j];
+  } else {
+    for (auto& x : norm) x = std::uniform_real_distribution<float>(0, 100)(rng);
+    for (int i = 0; i < n; ++i) for (int j = 0; j <= i; ++j) {
+      dot[i*n+j] = dot[j*n+i] = dup ? (float)(rng() % 6) : std::uniform_real_distribution<float>(0, 100)(rng);
+      // As tile_key_of computes it (norm[i] + norm[j] is the same sum either way round).
+      d[i*n+j] = d[j*n+i] = l2 ? norm[i] + norm[j] - 2.0f * dot[i*n+j] : dot[i*n+j];
+    }
+  }
+  const int mode = l2 ? (fused == MMA_S8 ? KEY_L2_INT : KEY_L2) : KEY_DIRECT;
   std::vector<float> lv(n * kp); std::vector<unsigned> li(n * kp);
   launch({(unsigned)((n*kp+255)/256),1,1},{256,1,1},[&]{ fill_lists(lv.data(), li.data(), (unsigned long long)n*kp); });
   std::vector<unsigned> rc(t, 0), rf(t, 0), cc(t, 0), cf(t, 0), ri(t * cap), ci(t * cap);
@@ -151,13 +193,22 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
   for (int it = 0; it < nt; ++it) for (int jt = it; jt < nt; ++jt) {
     int i0 = it * t, i1 = std::min(n, i0 + t), j0 = jt * t, j1 = std::min(n, j0 + t), ni = i1 - i0, nj = j1 - j0;
     std::vector<float> tile(ni * nj), tr(nj * ni);
-    for (int r = 0; r < ni; ++r) for (int c = 0; c < nj; ++c) tr[c*ni+r] = tile[r*nj+c] = dot[(i0+r)*n + j0+c];
+    // Tile words as the GEMM writes them: int8 tiles hold the int32 sums' bits (KEY_L2_INT).
+    auto word = [&](float v) { return fused == MMA_S8 ? __int_as_float((int)v) : v; };
+    for (int r = 0; r < ni; ++r) for (int c = 0; c < nj; ++c) tr[c*ni+r] = tile[r*nj+c] = word(dot[(i0+r)*n + j0+c]);
     bool filter = warm(fed[it]) && (jt == it || warm(fed[jt]));
     fed[it] += nj - (jt == it); if (jt != it) fed[jt] += ni;
     if (filter) {
       ++filtered;
       int both = jt != it;
-      launch({(unsigned)((nj + 127) / 128),(unsigned)((ni + 63) / 64),1},{32,1,1},[&]{ tile_filter(tile.data(), nj, ni, nj, mode, norm.data() + i0, norm.data() + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
+      if (fused >= 0) {
+        // Fewer blocks than tiles: each takes several in turn.
+        auto kernel = fused == MMA_TF32 ? pair_filter_tf32 : fused == MMA_F16 ? pair_filter_f16
+                    : fused == MMA_BF16 ? pair_filter_bf16 : pair_filter_s8;
+        launch({3,1,1},{256,1,1},[&]{ kernel(words.data() + i0*ldw, ni, words.data() + j0*ldw, nj, ldw, ldw, mode, norm.data() + i0, norm.data() + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
+      } else {
+        launch({(unsigned)((nj + 127) / 128),(unsigned)((ni + 63) / 64),1},{32,1,1},[&]{ tile_filter(tile.data(), nj, ni, nj, mode, norm.data() + i0, norm.data() + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
+      }
       for (int r = 0; r < ni; ++r) overflowed += rc[r] > (unsigned)cap;
       for (int c = 0; c < nj && both; ++c) overflowed += cc[c] > (unsigned)cap;
       int slots = 2; while (slots < kp + cap) slots <<= 1;
@@ -198,7 +249,7 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
   }
   CHECK(filtered > 0, "graph filter: no pair filtered");
   if (exact) CHECK(overflowed == 0, "graph filter: %d buffers overflowed", overflowed);
-  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, filtered, overflowed, short_lists);
+  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d fused=%d dim=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, fused, dim, filtered, overflowed, short_lists);
 }
 
 int main() {
@@ -208,6 +259,13 @@ int main() {
   test_graph_filter(300, 80, 16, 24, true, false);
   test_graph_filter(300, 96, 8, 64, false, true, true);
   test_graph_filter(300, 96, 8, 6, true, false, true);
+  // The fused tile pair: every MMA kind, tiles of 160 (2 x 2 blocks of 128, a ragged last tile),
+  // a last slab in part (36 f32 words), rows of padded words (f16, bf16, int8), ties.
+  test_graph_filter(420, 160, 8, 256, false, true, true, MMA_TF32, 36);
+  test_graph_filter(420, 160, 16, 256, true, true, true, MMA_F16, 37);
+  test_graph_filter(420, 160, 8, 256, false, true, true, MMA_BF16, 5);
+  test_graph_filter(420, 160, 8, 256, true, true, true, MMA_S8, 70);
+  test_graph_filter(420, 160, 8, 6, true, false, true, MMA_F16, 9);
   test_cols(300, 70, 3, false, true);
   test_cols(50, 33, 4, true, true);
   test_cols(17, 40, 2, false, false);

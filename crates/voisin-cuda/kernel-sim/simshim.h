@@ -9,11 +9,14 @@
 #include <functional>
 #include <memory>
 #include <algorithm>
+#include <type_traits>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
 #define __restrict__
+#define __align__(n) alignas(n)
+#define __launch_bounds__(...)
 struct D3 { unsigned x = 0, y = 0, z = 0; };
 thread_local D3 threadIdx;
 D3 blockIdx, blockDim, gridDim;
@@ -30,6 +33,7 @@ inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f;
 inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 template <class T> T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 template <class T> T atomicMin(T* p, T v) {
   T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
@@ -42,6 +46,7 @@ template <class T> T atomicMax(T* p, T v) {
   return old;
 }
 using std::min;
+using std::max;
 inline float fabsf(float x) { return std::fabs(x); }
 inline float fmaxf(float a, float b) { return std::fmax(a, b); }
 inline float powf(float a, float b) { return std::pow(a, b); }

@@ -78,8 +78,9 @@ __device__ __forceinline__ float order_key(unsigned b) {
     return __uint_as_float((b & 0x80000000u) ? (b & 0x7fffffffu) : ~b);
 }
 
-// Declares the kernel's dynamic shared memory as an array `name` of T (the CPU simulation of
-// kernel-sim/ defines its own, a pointer into its shared block).
+// Declares the kernel's dynamic shared memory as an array `name` of T, 16-byte aligned (vector
+// copies go into it; the CPU simulation of kernel-sim/ defines its own, a pointer into its
+// shared block).
 #ifndef DYNAMIC_SHARED
-#define DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#define DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) T name[]
 #endif

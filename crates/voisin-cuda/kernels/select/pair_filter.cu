@@ -98,7 +98,7 @@ __device__ __forceinline__ void pair_filter_body(
     static_assert(J == 4, "a thread's values are 8 rows x 8 columns: two 32-bit masks");
     static_assert(2 * PF_BM == PF_THREADS && BN == PF_BM, "two bound values per thread");
     typedef typename Mma<KIND>::acc_t acc_t;
-    extern __shared__ __align__(16) unsigned pf_shared[];
+    DYNAMIC_SHARED(unsigned, pf_shared);
     unsigned* as = pf_shared;                            // [PF_STAGES][PF_BM][PF_LD]
     unsigned* bs = pf_shared + PF_STAGES * PF_BM * PF_LD;  // [PF_STAGES][BN][PF_LD]
     // The current tile's thresholds and key terms (pf_bound), read while its products run.
