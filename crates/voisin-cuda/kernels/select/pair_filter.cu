@@ -19,8 +19,8 @@
 #include "common/mma.cuh"
 
 #define PF_THREADS 256
-// Words from one shared row to the next: 36 = 4 mod 32 keeps the fragment reads (row g, word t:
-// g * 36 + t) free of bank conflicts, and 144-byte rows keep the 16-byte copies aligned.
+// Words from one shared row to the next: 36 = 4 mod 32 puts the eight 16-byte rows of each
+// ldmatrix matrix on distinct banks, and 144-byte rows keep the 16-byte copies aligned.
 #define PF_LD (PF_BK + 4)
 
 // Dynamic shared memory of a block: the slabs in flight.
