@@ -42,6 +42,17 @@ __device__ __forceinline__ void pf_copy(unsigned* s, const unsigned* __restrict_
     }
 }
 
+// Zeroes a thread's accumulators (at the start and after each tile's epilogue).
+template <typename T, int J>
+__device__ __forceinline__ void pf_zero(T (&acc)[4][J][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+}
+
 // Tile w of a pair of ceil(na / PF_BM) x ntc blocks, row block first: the blocks running at
 // once share a few row blocks (and the whole column side stays in L2).
 __device__ __forceinline__ void pf_tile(int w, int ntc, int& r0, int& c0) {
@@ -149,12 +160,7 @@ __device__ __forceinline__ void pair_filter_body(
         shared_address(bs + (wn + (mat >> 1) * 8 + mrow) * PF_LD + (mat & 1) * 4);
 
     acc_t acc[4][J][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < J; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+    pf_zero(acc);
     // The next tile's bound values, loaded at its predecessor's first slab and stored after
     // that one's epilogue.
     float next_bound[2] = {0.0f, 0.0f};
@@ -244,12 +250,7 @@ __device__ __forceinline__ void pair_filter_body(
                     tf_append(col_count, col_floor, col_val, col_idx, cap, c, key, row_off + r);
             }
         }
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int j = 0; j < J; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+        pf_zero(acc);
         kt = 0;
         if (++lt < mine) {
             __syncthreads();  // every thread is done with this tile's bound values

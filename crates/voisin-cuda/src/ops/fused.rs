@@ -8,7 +8,6 @@
 //! tile pass over the first base items, so the lists keep block select's contract: every item
 //! left out has an approximate key at least the largest one kept.
 
-use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
@@ -96,13 +95,9 @@ pub(crate) fn filter(
         Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
         p => unreachable!("{p} tiles are not fused (plan_for)"),
     };
-    let sms = gpu
-        .ctx
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(dev("querying the SM count"))?;
     let pairs = b.n.div_ceil(128) * q.n.div_ceil(128);
     let cfg = LaunchConfig {
-        grid_dim: ((sms.max(1) as usize * per_sm).min(pairs) as u32, 1, 1),
+        grid_dim: ((gpu.sms * per_sm).min(pairs) as u32, 1, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };

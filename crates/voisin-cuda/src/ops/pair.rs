@@ -6,7 +6,6 @@
 //! Owns which plans can be fused ([`kind_for`]) and the launch; when and on which pairs the
 //! graph uses it is search/graph.rs's.
 
-use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
@@ -45,6 +44,21 @@ impl PairKind {
         }
     }
 
+    /// The words from one of `plan`'s tile rows to the next and the words the kernel sums of
+    /// each (TF32: one value a word, the row's d values; f16/bf16: two, int8: four, the whole
+    /// zero-padded row).
+    fn words(self, plan: &Plan) -> (usize, usize) {
+        let ldw = plan.tile_rows().stride(plan.storage, plan.dim) / self.per_word();
+        (
+            ldw,
+            if self == PairKind::Tf32 {
+                plan.dim
+            } else {
+                ldw
+            },
+        )
+    }
+
     /// The kernel on `gpu`.
     pub fn kernel(self, gpu: &Gpu) -> &CudaFunction {
         match self {
@@ -72,11 +86,8 @@ pub(crate) fn kind_for(plan: &Plan) -> Option<PairKind> {
         (TileRows::I8, Precision::Int8) => PairKind::S8,
         _ => return None,
     };
-    let bytes = 4 / kind.per_word();
-    let ld = plan.tile_rows().stride(plan.storage, plan.dim);
-    // Values summed: the whole row with its zero padding (f32 rows have none).
-    let summed = if kind == PairKind::Tf32 { plan.dim } else { ld };
-    ((ld * bytes).is_multiple_of(16) && summed <= K_CHUNK).then_some(kind)
+    let (ldw, kw) = kind.words(plan);
+    (ldw.is_multiple_of(4) && kw * kind.per_word() <= K_CHUNK).then_some(kind)
 }
 
 /// Which pair of tiles, as [`survivors::tile_filter`]'s `TileAt` says: the first items of the
@@ -104,20 +115,14 @@ pub(crate) fn filter(
     if a.n == 0 || b.n == 0 {
         return Ok(());
     }
-    debug_assert_eq!(a.ld, plan.tile_rows().stride(plan.storage, plan.dim));
-    // Words per row and words summed (TF32: one value a word; f16/bf16: two; int8: four).
-    let per_word = kind.per_word();
-    let ldw = (a.ld / per_word) as i32;
-    let kw = if per_word == 1 { plan.dim as i32 } else { ldw };
+    let (ldw, kw) = kind.words(plan);
+    debug_assert_eq!(a.ld, ldw * kind.per_word());
+    let (ldw, kw) = (ldw as i32, kw as i32);
     // Persistent blocks, two per multiprocessor (the kernel's launch bounds and shared memory),
     // each taking tiles in turn.
-    let sms = gpu
-        .ctx
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(dev("querying the SM count"))?;
     let tiles = a.n.div_ceil(abi::PF_BM) * b.n.div_ceil(abi::PF_BN);
     let cfg = LaunchConfig {
-        grid_dim: ((2 * sms.max(1) as usize).min(tiles) as u32, 1, 1),
+        grid_dim: ((2 * gpu.sms).min(tiles) as u32, 1, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: SHARED_BYTES as u32,
     };

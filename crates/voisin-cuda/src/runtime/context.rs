@@ -96,6 +96,8 @@ pub(crate) struct Gpu {
     pub blas: CudaBlas,
     pub k: Arc<Kernels>,
     pub name: String,
+    /// Multiprocessors on the device: the persistent kernels launch so many blocks per one.
+    pub sms: usize,
     /// Page-locked staging for uploads and downloads (`staging.rs`), allocated at first use.
     staging: Mutex<Option<Staging>>,
     /// Where phase timings go (`probe.rs`); none by default.
@@ -165,6 +167,10 @@ impl Gpu {
         }
         let k = crate::runtime::kernels::shared(&ctx)?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let sms = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(dev("querying the SM count"))?
+            .max(1) as usize;
         Ok(Gpu {
             ctx,
             stream,
@@ -172,6 +178,7 @@ impl Gpu {
             blas,
             k,
             name,
+            sms,
             staging: Mutex::new(None),
             probe: RwLock::new(Arc::new(NoProbe)),
         })
