@@ -142,15 +142,19 @@ uint16_t to_half(float v) {
 
 // Rows of n x dim small integers (every few a copy of the one before with `dup`) packed as 32-bit
 // words of MMA kind `kind` (common/mma.cuh), ldw words a row (zero padding), their dot products.
-std::vector<unsigned> pack_rows(int kind, int n, int dim, bool dup, int& ldw, std::vector<float>& dot, std::vector<float>& norm) {
+// With `back` (f16 only), each row is packed times its own power of two 2^e (e in [-3, 3], as
+// distance/scaled_half.cu scales rows) and back gets 2^-e.
+std::vector<unsigned> pack_rows(int kind, int n, int dim, bool dup, int& ldw, std::vector<float>& dot, std::vector<float>& norm, std::vector<float>* back = nullptr) {
   std::vector<int> x(n * dim);
   for (int i = 0; i < n; ++i) for (int k = 0; k < dim; ++k)
     x[i*dim+k] = dup && i % 5 == 1 ? x[(i-1)*dim+k] : (int)(rng() % 15) - 7;
   int per = kind == MMA_TF32 ? 1 : kind == MMA_S8 ? 4 : 2;
   ldw = ((dim + per - 1) / per + 3) / 4 * 4;
   std::vector<unsigned> w(n * ldw, 0);
+  std::vector<int> e(n, 0);
+  if (back) { back->resize(n); for (int i = 0; i < n; ++i) { e[i] = (int)(rng() % 7) - 3; (*back)[i] = std::ldexp(1.0f, -e[i]); } }
   for (int i = 0; i < n; ++i) for (int k = 0; k < dim; ++k) {
-    float v = (float)x[i*dim+k];
+    float v = std::ldexp((float)x[i*dim+k], e[i]);
     unsigned bits = kind == MMA_TF32 ? __float_as_uint(v) : kind == MMA_F16 ? to_half(v)
                   : kind == MMA_BF16 ? __float_as_uint(v) >> 16 : (unsigned)(uint8_t)(int8_t)x[i*dim+k];
     w[i*ldw + k/per] |= bits << (32 / per * (k % per));
@@ -166,12 +170,13 @@ std::vector<unsigned> pack_rows(int kind, int n, int dim, bool dup, int& ldw, st
 // The k-NN graph's symmetric schedule over n items in tiles of t: cold pairs through
 // select_block, warm ones through tile_filter over a written tile or, with `fused` (an MMA kind
 // of common/mma.cuh), through the fused tile pair (select/pair_filter.cu) on rows of `dim`
-// small integers, then merge_survivors; the lists then checked against block select's contract.
-void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false, int fused = -1, int dim = 0) {
-  std::vector<float> d(n * n), dot(n * n), norm(n);
+// small integers (with `scaled`, f16 rows each scaled by a power of two: pair_filter_f16_scaled),
+// then merge_survivors; the lists then checked against block select's contract.
+void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false, int fused = -1, int dim = 0, bool scaled = false) {
+  std::vector<float> d(n * n), dot(n * n), norm(n), back;
   std::vector<unsigned> words; int ldw = 0;
   if (fused >= 0) {
-    words = pack_rows(fused, n, dim, dup, ldw, dot, norm);
+    words = pack_rows(fused, n, dim, dup, ldw, dot, norm, scaled ? &back : nullptr);
     l2 = true;
     for (int i = 0; i < n; ++i) for (int j = 0; j < n; ++j) d[i*n+j] = norm[i] + norm[j] - 2.0f * dot[i*n+j];
   } else {
@@ -203,9 +208,10 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
       int both = jt != it;
       if (fused >= 0) {
         // Fewer blocks than tiles: each takes several in turn.
-        auto kernel = fused == MMA_TF32 ? pair_filter_tf32 : fused == MMA_F16 ? pair_filter_f16
+        auto kernel = fused == MMA_TF32 ? pair_filter_tf32 : fused == MMA_F16 ? (scaled ? pair_filter_f16_scaled : pair_filter_f16)
                     : fused == MMA_BF16 ? pair_filter_bf16 : pair_filter_s8;
-        launch({3,1,1},{256,1,1},[&]{ kernel(words.data() + i0*ldw, ni, words.data() + j0*ldw, nj, ldw, ldw, mode, norm.data() + i0, norm.data() + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
+        const float* fb = scaled ? back.data() : norm.data();
+        launch({3,1,1},{256,1,1},[&]{ kernel(words.data() + i0*ldw, ni, words.data() + j0*ldw, nj, ldw, ldw, mode, norm.data() + i0, norm.data() + j0, fb + i0, fb + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
       } else {
         launch({(unsigned)((nj + 127) / 128),(unsigned)((ni + 63) / 64),1},{32,1,1},[&]{ tile_filter(tile.data(), nj, ni, nj, mode, norm.data() + i0, norm.data() + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
       }
@@ -249,7 +255,7 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
   }
   CHECK(filtered > 0, "graph filter: no pair filtered");
   if (exact) CHECK(overflowed == 0, "graph filter: %d buffers overflowed", overflowed);
-  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d fused=%d dim=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, fused, dim, filtered, overflowed, short_lists);
+  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d fused=%d dim=%d scaled=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, fused, dim, scaled, filtered, overflowed, short_lists);
 }
 
 int main() {
@@ -266,6 +272,8 @@ int main() {
   test_graph_filter(420, 160, 8, 256, false, true, true, MMA_BF16, 5);
   test_graph_filter(420, 160, 8, 256, true, true, true, MMA_S8, 70);
   test_graph_filter(420, 160, 8, 6, true, false, true, MMA_F16, 9);
+  test_graph_filter(420, 160, 16, 256, true, true, true, MMA_F16, 67, true);
+  test_graph_filter(420, 160, 8, 6, false, false, true, MMA_F16, 3, true);
   test_cols(300, 70, 3, false, true);
   test_cols(50, 33, 4, true, true);
   test_cols(17, 40, 2, false, false);

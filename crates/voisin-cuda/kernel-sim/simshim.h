@@ -32,6 +32,7 @@ inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 template <class T> T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }

@@ -147,7 +147,8 @@ fn every_input_type_and_precision_matches_the_cpu() {
 }
 
 /// The k-NN graph's warm tile pairs, filtered by the fused tile pair on tensor cores
-/// (ops/pair.rs: TF32, f16, bf16, int8) and, with fusion off or under fp32, by the tile filter
+/// (ops/pair.rs: TF32 plans on scaled f16, f16, bf16, int8) and, with fusion off or under fp32,
+/// by the tile filter
 /// over a written tile: a small tile budget gives 512-item tiles, so most pairs of a 2,100-item
 /// set are filtered and the last tile is ragged. Every input type, dims that are and are not
 /// whole 16-byte rows, duplicates, data near and far from the origin; byte for byte against the
@@ -168,6 +169,8 @@ fn graph_tile_pairs_fused_and_not_match_the_cpu() {
     for (elem, d, offset) in [
         (ElemType::F32, 128, 0.0),
         (ElemType::F32, 12, 40.0),
+        (ElemType::F32, 3, 0.0),
+        (ElemType::F32, 127, 5.0),
         (ElemType::F16, 127, 0.0),
         (ElemType::F16, 1025, 0.0),
         (ElemType::Bf16, 3, 0.0),
@@ -193,6 +196,62 @@ fn graph_tile_pairs_fused_and_not_match_the_cpu() {
                         let what = format!("{elem:?} d={d} {p} {fusion:?} {metric} graph k={k}");
                         same(&g.graph(&data, k, metric).unwrap(), &want, &what);
                     }
+                }
+            }
+        }
+    }
+}
+
+/// TF32 graphs, whose fused tile pairs tile the prepared rows as f16 scaled per row by a power
+/// of two (kernels/distance/scaled_half.cu), on rows that test the scaling: groups of
+/// near-duplicate rows at magnitudes from 1e-15 to 1e14, rows of one large value and others
+/// 2⁻¹⁰ to 2⁻³⁰ of it (some below f16's normal range once scaled), zero rows; small tiles so most
+/// pairs are fused. Byte for byte against the CPU engine, with fusion on and off.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn scaled_half_pairs_on_rows_of_every_magnitude() {
+    use voisin_cuda::Fusion;
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let n = 1500;
+    for d in [3usize, 20, 127] {
+        let centres: Vec<Vec<f32>> = (0..30)
+            .map(|_| (0..d).map(|_| rng.sample(StandardNormal)).collect())
+            .collect();
+        let mut v = Vec::with_capacity(n * d);
+        for i in 0..n {
+            let g = i % 30;
+            let scale = 10f32.powi(g as i32 - 15);
+            for (c, &centre) in centres[g].iter().enumerate() {
+                let x: f32 = rng.sample(StandardNormal);
+                v.push(match i % 7 {
+                    // One large value, the others far below it.
+                    5 => {
+                        if c == 0 {
+                            1e3 * (1.0 + x * 1e-3)
+                        } else {
+                            x * 2f32.powi(-rng.gen_range(10..30))
+                        }
+                    }
+                    6 if i % 21 == 6 => 0.0,
+                    _ => scale * (centre + 1e-3 * x),
+                });
+            }
+        }
+        let data: Dataset = VectorSet::from_f32(n, d, v).unwrap().into();
+        for metric in [Metric::Euclidean, Metric::InnerProduct, Metric::Cosine] {
+            for k in [1, 10, 60] {
+                let want = cpu.graph(&data, k, &metric).unwrap();
+                for fusion in [Fusion::Auto, Fusion::Off] {
+                    let opts = CudaOptions {
+                        precision: Precision::Tf32,
+                        fusion,
+                        tile_bytes: 3 << 20,
+                        ..Default::default()
+                    };
+                    let g = CudaEngine::with_options(0, opts).expect("a CUDA GPU");
+                    let what = format!("d={d} {metric} k={k} {fusion:?}");
+                    same(&g.graph(&data, k, &metric).unwrap(), &want, &what);
                 }
             }
         }

@@ -7,7 +7,9 @@
 //
 // Rows are 32-bit words (common/mma.cuh): prepared f32 rows on TF32 tensor cores, stored
 // f16/bf16 rows on their own, prepared int8 rows (u8 minus 128) on int8 ones with exact int32
-// sums. One body; the element kind is the template parameter.
+// sums, and prepared f32 rows as f16 scaled per row by a power of two (distance/scaled_half.cu),
+// whose sums the epilogue scales back. One body; the element kind and the scaling are template
+// parameters.
 //
 // A block takes tiles of PF_BM rows x PF_BN columns in turn; 8 warps as 2 (rows) x 4
 // (columns), each 64 x PF_BN / 4. The inner dimension goes through shared memory PF_BK words at
@@ -60,13 +62,17 @@ __device__ __forceinline__ void pf_tile(int w, int ntc, int& r0, int& c0) {
     c0 = (w % ntc) * PF_BN;
 }
 
-// Value i (< 2 * PF_THREADS) of a tile's thresholds and key terms, as the epilogue reads them
-// from shared memory: [0, PF_BM) the rows' thresholds, then the rows' terms, the columns'
-// thresholds, the columns' terms (KeyForm, common/keys.cuh). A row or column past the end gets
-// threshold -inf and term +inf: it passes nothing.
+// Value i (< PF_PARTS(SCALED) * PF_BM) of a tile's thresholds and key terms, as the epilogue
+// reads them from shared memory: [0, PF_BM) the rows' thresholds, then the rows' terms, the
+// columns' thresholds, the columns' terms (KeyForm, common/keys.cuh), and with scaled rows the
+// rows' factors (KeyForm's delta times the row's scale back) and the columns' scales back. A row
+// or column past the end gets threshold -inf and term +inf: it passes nothing.
+#define PF_PARTS(SCALED) ((SCALED) ? 6 : 4)
 __device__ __forceinline__ float pf_bound(int i, int r0, int c0, int na, int nb,
                                           const KeyForm& form, const float* __restrict__ an,
                                           const float* __restrict__ bn,
+                                          const float* __restrict__ ab,
+                                          const float* __restrict__ bb,
                                           const float* __restrict__ row_list,
                                           const float* __restrict__ col_list, int kp, int both) {
     const float no_pass = __int_as_float(0xff800000);
@@ -77,13 +83,23 @@ __device__ __forceinline__ float pf_bound(int i, int r0, int c0, int na, int nb,
     case 0: return r < na ? row_list[(size_t)r * kp + kp - 1] : no_pass;
     case 1: return r >= na ? never : form.norms ? an[r] : form.alpha;
     case 2: return both && c < nb ? col_list[(size_t)c * kp + kp - 1] : no_pass;
-    default: return c >= nb ? never : form.norms ? bn[c] : 0.0f;
+    case 3: return c >= nb ? never : form.norms ? bn[c] : 0.0f;
+    case 4: return form.delta * (r < na ? ab[r] : 1.0f);
+    default: return c < nb ? bb[c] : 1.0f;
     }
+}
+
+// The key of dot product t of scaled rows: fmaf(delta * 2^-e_r * 2^-e_c, t, rs + cs), the
+// factor a power of two times delta (exact), so one rounding as form_key's. Unscaled (cf the
+// constant 1), form_key itself.
+__device__ __forceinline__ float pf_key(float rf, float cf, float t, float rs, float cs) {
+    return fmaf(__fmul_rn(rf, cf), t, rs + cs);
 }
 
 // a: na rows of the tile's row block, b: nb rows of its column block, both ldw words apart and
 // kw words long (kw and ldw multiples of 4, the rows 16-byte aligned; padding words zero);
-// an, bn their squared norms (read where the mode needs them). The other arguments are
+// an, bn their squared norms (read where the mode needs them); with SCALED, ab and bb their
+// scales back (distance/scaled_half.cu), unread otherwise. The other arguments are
 // tile_filter's (select/survivors.cu), with the same meaning. Any grid of PF_THREADS-thread
 // blocks with PF_SHARED bytes of dynamic shared memory: each block takes tiles blockIdx.x,
 // + gridDim.x, ... of the pair, and its slabs are one stream across them, so the copies of a
@@ -95,11 +111,11 @@ __device__ __forceinline__ float pf_bound(int i, int r0, int c0, int na, int nb,
 // the values put 128 copies of the append code in the kernel: ncu found the warps waiting on
 // instruction fetches 41 % of the time, and the epilogue alone took as long as reading the
 // whole tile from device memory (0.82 ms per 16384² pair on the H200).
-template <int KIND>
+template <int KIND, bool SCALED>
 __device__ __forceinline__ void pair_filter_body(
     const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb, int ldw,
     int kw, int mode, const float* __restrict__ an, const float* __restrict__ bn,
-    unsigned row_off, unsigned col_off, int exclude_self, const float* __restrict__ row_list,
+    const float* __restrict__ ab, const float* __restrict__ bb, unsigned row_off, unsigned col_off, int exclude_self, const float* __restrict__ row_list,
     const float* __restrict__ col_list, int kp, int both, unsigned* __restrict__ row_count,
     unsigned* __restrict__ row_floor, float* __restrict__ row_val,
     unsigned* __restrict__ row_idx, unsigned* __restrict__ col_count,
@@ -107,17 +123,20 @@ __device__ __forceinline__ void pair_filter_body(
     unsigned* __restrict__ col_idx, int cap) {
     constexpr int BN = PF_BN, WN = PF_BN / 4, J = WN / 8;
     static_assert(J == 4, "a thread's values are 8 rows x 8 columns: two 32-bit masks");
-    static_assert(2 * PF_BM == PF_THREADS && BN == PF_BM, "two bound values per thread");
+    constexpr int PARTS = PF_PARTS(SCALED);
+    static_assert(2 * PF_BM == PF_THREADS && BN == PF_BM, "PARTS / 2 bound values per thread");
     typedef typename Mma<KIND>::acc_t acc_t;
     DYNAMIC_SHARED(unsigned, pf_shared);
     unsigned* as = pf_shared;                            // [PF_STAGES][PF_BM][PF_LD]
     unsigned* bs = pf_shared + PF_STAGES * PF_BM * PF_LD;  // [PF_STAGES][BN][PF_LD]
     // The current tile's thresholds and key terms (pf_bound), read while its products run.
-    __shared__ float s_bound[4 * PF_BM];
+    __shared__ float s_bound[PARTS * PF_BM];
     const float* s_rthr = s_bound;
     const float* s_rs = s_bound + PF_BM;
     const float* s_cthr = s_bound + 2 * PF_BM;
     const float* s_cs = s_bound + 3 * PF_BM;
+    const float* s_rf = s_bound + 4 * PF_BM;  // SCALED only
+    const float* s_cf = s_bound + 5 * PF_BM;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int g = lane >> 2, t = lane & 3;
     int wm = (warp >> 2) * 64, wn = (warp & 3) * WN;
@@ -146,8 +165,9 @@ __device__ __forceinline__ void pair_filter_body(
     {
         int r0, c0;
         pf_tile(blockIdx.x, ntc, r0, c0);
-        for (int i = threadIdx.x; i < 4 * PF_BM; i += PF_THREADS)
-            s_bound[i] = pf_bound(i, r0, c0, na, nb, form, an, bn, row_list, col_list, kp, both);
+        for (int i = threadIdx.x; i < PARTS * PF_BM; i += PF_THREADS)
+            s_bound[i] = pf_bound(i, r0, c0, na, nb, form, an, bn, ab, bb, row_list, col_list,
+                                  kp, both);
     }
 
     // Each lane's row address for the fragment loads (common/mma.cuh load_matrices): A's
@@ -163,7 +183,9 @@ __device__ __forceinline__ void pair_filter_body(
     pf_zero(acc);
     // The next tile's bound values, loaded at its predecessor's first slab and stored after
     // that one's epilogue.
-    float next_bound[2] = {0.0f, 0.0f};
+    float next_bound[PARTS / 2];
+#pragma unroll
+    for (int h = 0; h < PARTS / 2; ++h) next_bound[h] = 0.0f;
     int kt = 0, lt = 0;
     for (int f = 0; f < total; ++f) {
         // Slab f is in; every thread is done with the slot the next copy overwrites (slab
@@ -174,9 +196,9 @@ __device__ __forceinline__ void pair_filter_body(
             int r0, c0;
             pf_tile((int)blockIdx.x + (lt + 1) * (int)gridDim.x, ntc, r0, c0);
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
+            for (int h = 0; h < PARTS / 2; ++h)
                 next_bound[h] = pf_bound(threadIdx.x + h * PF_THREADS, r0, c0, na, nb, form, an,
-                                         bn, row_list, col_list, kp, both);
+                                         bn, ab, bb, row_list, col_list, kp, both);
         }
         if (f + PF_STAGES - 1 < total) copy_slab(f + PF_STAGES - 1);
         copies_commit();
@@ -204,22 +226,24 @@ __device__ __forceinline__ void pair_filter_body(
         // of mask v / 32.
         int r0, c0;
         pf_tile((int)blockIdx.x + lt * (int)gridDim.x, ntc, r0, c0);
-        float cthr[8], cs[8];
+        float cthr[8], cs[8], cf[8];
 #pragma unroll
         for (int p = 0; p < 8; ++p) {
             int c = wn + (p >> 1) * 8 + 2 * t + (p & 1);
             cthr[p] = s_cthr[c];
             cs[p] = s_cs[c];
+            cf[p] = SCALED ? s_cf[c] : 1.0f;
         }
         unsigned rmask[2] = {0u, 0u}, cmask[2] = {0u, 0u};
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
             int r = wm + (q >> 1) * 16 + (q & 1) * 8 + g;
-            float rthr = s_rthr[r], rs = s_rs[r];
+            float rthr = s_rthr[r], rs = s_rs[r], rf = SCALED ? s_rf[r] : form.delta;
 #pragma unroll
             for (int p = 0; p < 8; ++p) {
-                float key = form_key(
-                    form, Mma<KIND>::value(acc[q >> 1][p >> 1][2 * (q & 1) + (p & 1)]), rs, cs[p]);
+                float key = pf_key(
+                    rf, cf[p], Mma<KIND>::value(acc[q >> 1][p >> 1][2 * (q & 1) + (p & 1)]), rs,
+                    cs[p]);
                 if (key <= rthr) rmask[q >> 2] |= 1u << ((8 * q + p) & 31);
                 if (key <= cthr[p]) cmask[q >> 2] |= 1u << ((8 * q + p) & 31);
             }
@@ -243,7 +267,8 @@ __device__ __forceinline__ void pair_filter_body(
                 int cl = wn + (p >> 1) * 8 + 2 * t + (p & 1);
                 int r = r0 + rl, c = c0 + cl;
                 if (r >= na || c >= nb || (exclude_self && row_off + r == col_off + c)) continue;
-                float key = form_key(form, value, s_rs[rl], s_cs[cl]);
+                float key = SCALED ? pf_key(s_rf[rl], s_cf[cl], value, s_rs[rl], s_cs[cl])
+                                   : pf_key(form.delta, 1.0f, value, s_rs[rl], s_cs[cl]);
                 if ((rmask[half] >> bit) & 1)
                     tf_append(row_count, row_floor, row_val, row_idx, cap, r, key, col_off + c);
                 if ((cmask[half] >> bit) & 1)
@@ -255,30 +280,34 @@ __device__ __forceinline__ void pair_filter_body(
         if (++lt < mine) {
             __syncthreads();  // every thread is done with this tile's bound values
 #pragma unroll
-            for (int h = 0; h < 2; ++h) s_bound[threadIdx.x + h * PF_THREADS] = next_bound[h];
+            for (int h = 0; h < PARTS / 2; ++h)
+                s_bound[threadIdx.x + h * PF_THREADS] = next_bound[h];
         }
     }
 }
 
-// One entry point per element kind (two blocks per multiprocessor: at most 128 registers,
-// 110.6 KB of dynamic shared memory and 2 KB of static each; launch two per multiprocessor).
-#define PAIR_FILTER(name, KIND)                                                                 \
+// One entry point per element kind and scaling (two blocks per multiprocessor: at most 128
+// registers, 110.6 KB of dynamic shared memory and 2 or 3 KB of static each; launch two per
+// multiprocessor).
+#define PAIR_FILTER(name, KIND, SCALED)                                                         \
     extern "C" __global__ void __launch_bounds__(PF_THREADS, 2) name(                          \
         const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb,        \
         int ldw, int kw, int mode, const float* __restrict__ an,                               \
-        const float* __restrict__ bn, unsigned row_off, unsigned col_off, int exclude_self,    \
+        const float* __restrict__ bn, const float* __restrict__ ab,                            \
+        const float* __restrict__ bb, unsigned row_off, unsigned col_off, int exclude_self,    \
         const float* __restrict__ row_list, const float* __restrict__ col_list, int kp,        \
         int both, unsigned* __restrict__ row_count, unsigned* __restrict__ row_floor,          \
         float* __restrict__ row_val, unsigned* __restrict__ row_idx,                           \
         unsigned* __restrict__ col_count, unsigned* __restrict__ col_floor,                    \
         float* __restrict__ col_val, unsigned* __restrict__ col_idx, int cap) {                \
-        pair_filter_body<KIND>(a, na, b, nb, ldw, kw, mode, an, bn, row_off, col_off,           \
-                               exclude_self, row_list, col_list, kp, both, row_count,          \
-                               row_floor, row_val, row_idx, col_count, col_floor, col_val,     \
-                               col_idx, cap);                                                  \
+        pair_filter_body<KIND, SCALED>(a, na, b, nb, ldw, kw, mode, an, bn, ab, bb, row_off,    \
+                                       col_off, exclude_self, row_list, col_list, kp, both,    \
+                                       row_count, row_floor, row_val, row_idx, col_count,      \
+                                       col_floor, col_val, col_idx, cap);                      \
     }
 
-PAIR_FILTER(pair_filter_tf32, MMA_TF32)
-PAIR_FILTER(pair_filter_f16, MMA_F16)
-PAIR_FILTER(pair_filter_bf16, MMA_BF16)
-PAIR_FILTER(pair_filter_s8, MMA_S8)
+PAIR_FILTER(pair_filter_tf32, MMA_TF32, false)
+PAIR_FILTER(pair_filter_f16, MMA_F16, false)
+PAIR_FILTER(pair_filter_f16_scaled, MMA_F16, true)
+PAIR_FILTER(pair_filter_bf16, MMA_BF16, false)
+PAIR_FILTER(pair_filter_s8, MMA_S8, false)

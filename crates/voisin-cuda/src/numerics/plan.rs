@@ -533,15 +533,26 @@ impl Plan {
     /// is exact in fp32), and the whole dot product by that times Σ|x_i y_i| ≤ ‖x‖‖y‖
     /// (Cauchy–Schwarz). Tensor cores may accumulate with truncation instead of
     /// round-to-nearest, which doubles the unit roundoff of the sums: γ is doubled.
+    ///
+    /// The same bound covers the graph's fused tile pairs, which run TF32 plans on f16 tensor
+    /// cores: each prepared row scaled by a power of two that puts its largest value in
+    /// [2¹⁴, 2¹⁵), rounded to f16 (kernels/distance/scaled_half.cu, ops/pair.rs). A value in
+    /// f16's normal range is within 2⁻¹¹ of itself (inside the 2⁻¹⁰ above), products are exact
+    /// in fp32 and the sums are the same tensor cores'. A value scaled below f16's normal range
+    /// (rounded or flushed) loses at most 2⁻¹⁴ in scaled units: 2⁻²⁸ of its row's largest value,
+    /// or 2⁻⁷⁶ where the scale is capped at 2⁶². Per side that is Σ|δxᵢ||yᵢ| ≤
+    /// (2⁻²⁸‖x‖ + 2⁻⁷⁶)√d‖y‖: a relative term added to the input term, and an absolute one per
+    /// unit of norm that exceeds (and so covers) TF32's own flushed inputs.
     pub fn with_precision(mut self, precision: Precision) -> Plan {
         debug_assert!(matches!(precision, Precision::Fp32 | Precision::Tf32));
         if precision == Precision::Tf32 && self.fp32_gemm() {
             let u = 2f64.powi(-10);
-            self.input = 1.05 * (2.0 * u + u * u);
+            let rd = (self.dim as f64).sqrt();
+            self.input = 1.05 * (2.0 * u + u * u + 2.0 * 2f64.powi(-28) * rd);
             self.gamma *= 2.0;
-            // Inputs below f32's normal range may be flushed to zero by the tensor cores: at
-            // most MIN_POSITIVE per component, Σ|y_i| ≤ √d‖y‖ per side.
-            self.flush = f64::from(f32::MIN_POSITIVE) * (self.dim as f64).sqrt();
+            // TF32: inputs below f32's normal range may be flushed to zero by the tensor cores,
+            // at most MIN_POSITIVE per component, Σ|y_i| ≤ √d‖y‖ per side; scaled f16 as above.
+            self.flush = 2f64.powi(-76).max(f64::from(f32::MIN_POSITIVE)) * rd;
             self.precision = precision;
         }
         self
@@ -950,9 +961,47 @@ fn sum_rel(d: usize, term: f64) -> f64 {
     2.0 * nu / (1.0 - nu)
 }
 
+/// How the host's tiles ([`HostTiles`]) convert the prepared rows before their dot products.
+#[cfg(test)]
+#[derive(Clone, Copy)]
+pub(crate) enum Conv {
+    /// Each value by itself (the identity for fp32, TF32's truncation).
+    Each(fn(f32) -> f32),
+    /// Each row scaled by a power of two and rounded to f16 as kernels/distance/scaled_half.cu
+    /// does, the dot product scaled back by both rows' factors.
+    ScaledHalf,
+}
+
+#[cfg(test)]
+impl Conv {
+    /// Row `x` converted, and the factor its dot products are scaled back by.
+    pub fn row(self, x: &[f32]) -> (Vec<f32>, f32) {
+        match self {
+            Conv::Each(f) => (x.iter().map(|&v| f(v)).collect(), 1.0),
+            Conv::ScaledHalf => {
+                let m = x.iter().fold(0f32, |m, &v| m.max(v.abs()));
+                // frexp's exponent of m (m = f·2^x, f in [0.5, 1)), from f64's bits (m is
+                // normal there).
+                let e = if m > 0.0 {
+                    let x2 = ((f64::from(m).to_bits() >> 52) & 0x7ff) as i32 - 1022;
+                    (15 - x2).clamp(-62, 62)
+                } else {
+                    0
+                };
+                let s = 2f32.powi(e);
+                let h = x
+                    .iter()
+                    .map(|&v| half::f16::from_f32(v * s).to_f32())
+                    .collect();
+                (h, 2f32.powi(-e))
+            }
+        }
+    }
+}
+
 /// The GPU's approximate pass done on the host, for tests without a GPU: rows prepared as
 /// kernels/distance/prepare.cu prepares them, GEMM keys from f32 dot products of the prepared
-/// rows (inputs converted by `conv`, e.g. to TF32) summed as ops/tile.rs sums them (chunk by
+/// rows (inputs converted by `conv`, e.g. to TF32 or scaled f16) summed as ops/tile.rs sums them (chunk by
 /// chunk, each chunk here in reverse order: the bound must not depend on the order within a
 /// chunk), SIMT keys as distance/vector_tile.cu computes them (f32 differences, an f32 sum or
 /// max, minkowski terms by powf).
@@ -973,7 +1022,7 @@ impl HostTiles {
         metric: &Metric,
         b: &VectorSet,
         q: &VectorSet,
-        conv: fn(f32) -> f32,
+        conv: Conv,
     ) -> HostTiles {
         let d = plan.dim;
         let prep = |x: &[f32]| -> Vec<f32> {
@@ -987,16 +1036,13 @@ impl HostTiles {
         let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
         let key = |qr: &[f32], br: &[f32]| -> f32 {
             let dot = || -> f32 {
-                qr.chunks(K_CHUNK)
-                    .zip(br.chunks(K_CHUNK))
-                    .map(|(qc, bc)| {
-                        qc.iter()
-                            .zip(bc)
-                            .rev()
-                            .map(|(&x, &y)| conv(x) * conv(y))
-                            .sum::<f32>()
-                    })
-                    .fold(0.0f32, |acc, part| acc + part)
+                let ((qc, qs), (bc, bs)) = (conv.row(qr), conv.row(br));
+                let sum = qc
+                    .chunks(K_CHUNK)
+                    .zip(bc.chunks(K_CHUNK))
+                    .map(|(qc, bc)| qc.iter().zip(bc).rev().map(|(&x, &y)| x * y).sum::<f32>())
+                    .fold(0.0f32, |acc, part| acc + part);
+                sum * qs * bs
             };
             let diffs = || qr.iter().zip(br).map(|(&x, &y)| (x - y).abs());
             let sq = (norm(qr) as f32, norm(br) as f32);
@@ -1052,7 +1098,7 @@ mod tests {
     /// norms, inputs converted by `conv`, an f32 dot product in any order): every approximate
     /// key of the GEMM metrics must lie within the plan's bound of the exact key, for base `b`
     /// and queries `q`.
-    fn check_gemm_bound(precision: Precision, conv: fn(f32) -> f32, b: &VectorSet, q: &VectorSet) {
+    fn check_gemm_bound(precision: Precision, conv: Conv, b: &VectorSet, q: &VectorSet) {
         let d = b.dim();
         for m in [
             Metric::Euclidean,
@@ -1086,9 +1132,49 @@ mod tests {
         for d in [1usize, 3, 127, 1025, 2 * K_CHUNK + 3] {
             for offset in [0.0f32, 100.0, 1e5] {
                 let (b, q) = (set(&mut rng, 60, d, offset), set(&mut rng, 7, d, offset));
-                check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
-                check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+                check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q);
+                check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &b, &q);
+                check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
             }
+        }
+    }
+
+    /// TF32's bound covers the fused pair's scaled f16 (ops/pair.rs) where f16's range bites:
+    /// rows whose values span more than f16's normal range (the small ones scaled into its
+    /// subnormals), rows of tiny values (the scale capped at 2⁶²), rows of one large value,
+    /// zero rows and rows of very different norms, near the origin and far from it.
+    #[test]
+    fn tf32_bound_covers_scaled_half_rows() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [1usize, 3, 127, 1025] {
+            let row = |rng: &mut StdRng, kind: usize| -> Vec<f32> {
+                (0..d)
+                    .map(|i| {
+                        let u = rng.gen_range(-1.0f32..1.0);
+                        match kind {
+                            // One large value, the rest 2⁻²⁰ to 2⁻³⁰ of it.
+                            0 => {
+                                if i == 0 {
+                                    u * 1e3
+                                } else {
+                                    u * 1e3 * 2f32.powi(-rng.gen_range(20..30))
+                                }
+                            }
+                            1 => u * 1e-25,
+                            2 => 0.0,
+                            3 => u * 10f32.powi(rng.gen_range(-8..8)),
+                            _ => u + 50.0,
+                        }
+                    })
+                    .collect()
+            };
+            let make = |rng: &mut StdRng, n: usize| {
+                let v = (0..n).flat_map(|i| row(rng, i % 5)).collect();
+                VectorSet::from_f32(n, d, v).unwrap()
+            };
+            let (b, q) = (make(&mut rng, 40), make(&mut rng, 10));
+            check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
+            check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &b);
         }
     }
 
@@ -1108,7 +1194,7 @@ mod tests {
             let abs = plan.abs_bound(nx, nx);
             assert!(err <= abs, "d={d}: error {err} bound {abs}");
             assert!(err > 0.45 * abs, "d={d}: error {err} bound {abs}");
-            check_gemm_bound(Precision::Tf32, tf32_truncate, &rows, &rows);
+            check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &rows, &rows);
         }
     }
 
@@ -1126,8 +1212,9 @@ mod tests {
                 VectorSet::from_f32(n, d, v).unwrap()
             };
             let (b, q) = (make(&mut rng, 40), make(&mut rng, 5));
-            check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
-            check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+            check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q);
+            check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &b, &q);
+            check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
         }
     }
 
@@ -1266,7 +1353,7 @@ mod tests {
                     .with_arithmetic(Precision::Auto, ElemType::U8, ElemType::U8)
                     .unwrap();
                 assert_eq!(plan.key, TileKey::L2Int);
-                let tiles = HostTiles::new(&plan, &m, &b, &q, |x| x);
+                let tiles = HostTiles::new(&plan, &m, &b, &q, Conv::Each(|x| x));
                 for j in 0..q.len() {
                     let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
                     for i in 0..b.len() {
@@ -1562,7 +1649,7 @@ mod tests {
         let ids: Vec<usize> = (0..32).map(|i| i * n / 32).collect();
         let rows = ids.iter().flat_map(|&i| set.row_f32(i).to_vec()).collect();
         let q = VectorSet::from_f32(ids.len(), d, rows).unwrap();
-        let tiles = HostTiles::new(&tf32, m, set, &q, tf32_truncate);
+        let tiles = HostTiles::new(&tf32, m, set, &q, Conv::Each(tf32_truncate));
         let (kk, listed) = (k + 1, 512);
         let needs: Vec<PilotNeed> = (0..q.len())
             .map(|j| {
@@ -1676,21 +1763,22 @@ mod tests {
             for (centre, spread) in [(0.0, 1.0), (1e5, 3.0), (1e8, 1.0), (0.0, 1e-30)] {
                 let b = f64_set(&mut rng, 50, d, centre, spread);
                 let q = f64_set(&mut rng, 7, d, centre, spread);
-                check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
-                check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+                check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q);
+                check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &b, &q);
+                check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
                 // A graph: the queries are the base.
-                check_gemm_bound(Precision::Fp32, |x| x, &b, &b);
+                check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &b);
             }
             let (b, q) = (
                 colliding_set(&mut rng, 50, d),
                 colliding_set(&mut rng, 7, d),
             );
-            check_gemm_bound(Precision::Fp32, |x| x, &b, &q);
-            check_gemm_bound(Precision::Tf32, tf32_truncate, &b, &q);
+            check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q);
+            check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &b, &q);
             // f32 queries against an f64 base and the other way round.
             let q32 = set(&mut rng, 7, d, 1e8);
-            check_gemm_bound(Precision::Fp32, |x| x, &b, &q32);
-            check_gemm_bound(Precision::Fp32, |x| x, &q32, &b);
+            check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q32);
+            check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &q32, &b);
         }
     }
 
@@ -1720,7 +1808,7 @@ mod tests {
                 for (b, q) in &sets {
                     for m in &metrics {
                         let plan = Plan::new(m, b).with_inputs(m, b, q);
-                        let tiles = HostTiles::new(&plan, m, b, q, |x| x);
+                        let tiles = HostTiles::new(&plan, m, b, q, Conv::Each(|x| x));
                         for j in 0..q.len() {
                             let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
                             for i in 0..b.len() {

@@ -3,13 +3,21 @@
 //! the columns' running lists; what passes goes to the same buffers as the tile filter's
 //! ([`survivors::tile_filter`]), merged the same way. The distance tile is never written.
 //!
-//! Owns which plans can be fused ([`kind_for`]) and the launch; when and on which pairs the
-//! graph uses it is search/graph.rs's.
+//! TF32 plans run here on f16 tensor cores: each prepared row scaled by a power of two and
+//! rounded to f16 (kernels/distance/scaled_half.cu), which TF32's bound covers
+//! (`Plan::with_precision`). The f16 MMA runs at twice TF32's rate and the rows are half the
+//! bytes; TF32 itself is the fallback where the scaled copy does not fit on the device.
+//!
+//! Owns which plans can be fused ([`kind_for`]), the rows the kernel reads ([`Operands`]) and
+//! the launch; when and on which pairs the graph uses it is search/graph.rs's.
 
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use std::ops::Range;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::numerics::plan::{Plan, TileKey, TileKind, TileRows, K_CHUNK};
+use crate::ops::device_set::{DeviceSet, RowsView};
 use crate::ops::survivors::{push_into, FilterInto, IntoScalars};
 use crate::ops::tile::Block;
 use crate::options::Precision;
@@ -27,6 +35,8 @@ pub(crate) const SHARED_BYTES: usize =
 pub(crate) enum PairKind {
     /// Prepared f32 rows on TF32 tensor cores.
     Tf32,
+    /// Prepared f32 rows scaled per row to f16, on f16 tensor cores (a TF32 plan).
+    F16Scaled,
     /// Stored f16 rows.
     F16,
     /// Stored bf16 rows.
@@ -39,16 +49,25 @@ impl PairKind {
     fn per_word(self) -> usize {
         match self {
             PairKind::Tf32 => 1,
-            PairKind::F16 | PairKind::Bf16 => 2,
+            PairKind::F16 | PairKind::F16Scaled | PairKind::Bf16 => 2,
             PairKind::S8 => 4,
         }
     }
 
-    /// The words from one of `plan`'s tile rows to the next and the words the kernel sums of
-    /// each (TF32: one value a word, the row's d values; f16/bf16: two, int8: four, the whole
-    /// zero-padded row).
+    /// The values from one of the kernel's rows to the next under `plan`: the tile rows', or
+    /// the scaled copy's (16-byte rows, zero-padded).
+    fn ld(self, plan: &Plan) -> usize {
+        match self {
+            PairKind::F16Scaled => plan.dim.next_multiple_of(8),
+            _ => plan.tile_rows().stride(plan.storage, plan.dim),
+        }
+    }
+
+    /// The words from one of the kernel's rows to the next and the words it sums of each (TF32:
+    /// one value a word, the row's d values; f16/bf16: two, int8: four, the whole zero-padded
+    /// row).
     fn words(self, plan: &Plan) -> (usize, usize) {
-        let ldw = plan.tile_rows().stride(plan.storage, plan.dim) / self.per_word();
+        let ldw = self.ld(plan) / self.per_word();
         (
             ldw,
             if self == PairKind::Tf32 {
@@ -64,6 +83,7 @@ impl PairKind {
         match self {
             PairKind::Tf32 => &gpu.k.pair_filter_tf32,
             PairKind::F16 => &gpu.k.pair_filter_f16,
+            PairKind::F16Scaled => &gpu.k.pair_filter_f16_scaled,
             PairKind::Bf16 => &gpu.k.pair_filter_bf16,
             PairKind::S8 => &gpu.k.pair_filter_s8,
         }
@@ -71,16 +91,16 @@ impl PairKind {
 }
 
 /// How `plan`'s tiles can be fused, or None when they must go through a written tile: only
-/// GEMM tiles on tensor cores (TF32 on f32 rows, f16/bf16 on the stored rows, int8 on prepared
-/// int8 rows) with a key formed from the dot product, rows of whole 16-byte groups, and at most
-/// one accumulation chunk (the plan's bound counts chunked sums beyond [`K_CHUNK`]; the kernel
-/// sums the whole row at once).
+/// GEMM tiles on tensor cores (TF32 plans on scaled f16 rows, f16/bf16 on the stored rows, int8
+/// on prepared int8 rows) with a key formed from the dot product, rows of whole 16-byte groups,
+/// and at most one accumulation chunk (the plan's bound counts chunked sums beyond [`K_CHUNK`];
+/// the kernel sums the whole row at once).
 pub(crate) fn kind_for(plan: &Plan) -> Option<PairKind> {
     if plan.tile != TileKind::Gemm || plan.key == TileKey::Direct {
         return None;
     }
     let kind = match (plan.tile_rows(), plan.precision) {
-        (TileRows::F32, Precision::Tf32) => PairKind::Tf32,
+        (TileRows::F32, Precision::Tf32) => PairKind::F16Scaled,
         (TileRows::Stored, Precision::Fp16) => PairKind::F16,
         (TileRows::Stored, Precision::Bf16) => PairKind::Bf16,
         (TileRows::I8, Precision::Int8) => PairKind::S8,
@@ -88,6 +108,107 @@ pub(crate) fn kind_for(plan: &Plan) -> Option<PairKind> {
     };
     let (ldw, kw) = kind.words(plan);
     (ldw.is_multiple_of(4) && kw * kind.per_word() <= K_CHUNK).then_some(kind)
+}
+
+/// The rows a fused kind reads of a set on the device: the tiles' own, or for
+/// [`PairKind::F16Scaled`] a scaled f16 copy of them and each row's factor back.
+pub(crate) struct Operands<'d, 's> {
+    data: &'d DeviceSet<'s>,
+    kind: PairKind,
+    scaled: Option<Scaled>,
+}
+
+/// A scaled f16 copy of a set's prepared rows: `ld` values apart, and each row's factor back.
+struct Scaled {
+    rows: CudaSlice<u16>,
+    back: CudaSlice<f32>,
+    ld: usize,
+}
+
+/// Rows `a..b` as the kernel reads them: the rows, their squared norms and count (the block),
+/// and the factors back of scaled rows.
+struct Side<'a> {
+    block: Block<'a>,
+    back: Option<CudaView<'a, f32>>,
+}
+
+impl<'d, 's> Operands<'d, 's> {
+    /// The operands of `kind` ([`kind_for`]'s for `plan`) over the whole of `data`, which
+    /// the call uploads and prepares first if it is not yet. [`PairKind::F16Scaled`] makes its
+    /// copy here (a quarter of a second per 10⁹ values read and written; half the prepared
+    /// rows' bytes); where that copy does not fit, TF32 on the prepared rows, or `None` (no
+    /// fusion) where their rows are not whole 16-byte groups.
+    pub fn new(
+        gpu: &Gpu,
+        plan: &Plan,
+        data: &'d DeviceSet<'s>,
+        kind: PairKind,
+    ) -> Result<Option<Self>> {
+        let mut ops = Operands {
+            data,
+            kind,
+            scaled: None,
+        };
+        if kind != PairKind::F16Scaled {
+            return Ok(Some(ops));
+        }
+        let (n, d, ld) = (data.n, plan.dim, kind.ld(plan));
+        // SAFETY: scaled_half_rows writes every value (the padding as zeros) and every factor.
+        let room = unsafe { gpu.stream.alloc::<u16>((n * ld).max(1)) }
+            .and_then(|r| Ok((r, unsafe { gpu.stream.alloc::<f32>(n.max(1)) }?)));
+        let Ok((mut rows, mut back)) = room else {
+            ops.kind = PairKind::Tf32;
+            let (ldw, _) = ops.kind.words(plan);
+            return Ok(ldw.is_multiple_of(4).then_some(ops));
+        };
+        data.ensure(gpu, n)?;
+        if n > 0 {
+            let whole = data.block(0, n);
+            let warps = 8u32;
+            let cfg = LaunchConfig {
+                grid_dim: ((n as u64).div_ceil(warps as u64) as u32, 1, 1),
+                block_dim: (32 * warps, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (nn, dd, ldl) = (n as i64, d as i32, ld as i64);
+            let mut l = gpu.stream.launch_builder(&gpu.k.scaled_half_rows);
+            l.arg(whole.rows.f32())
+                .arg(&nn)
+                .arg(&dd)
+                .arg(&mut rows)
+                .arg(&ldl)
+                .arg(&mut back);
+            // SAFETY: matches scaled_half_rows (kernels/distance/scaled_half.cu): n prepared
+            // rows of d f32 values, d apart; rows holds n × ld values, back n.
+            unsafe { l.launch(cfg) }.map_err(dev("scaled_half_rows"))?;
+        }
+        ops.scaled = Some(Scaled { rows, back, ld });
+        Ok(Some(ops))
+    }
+
+    /// The kind the operands serve (TF32 where the scaled copy did not fit).
+    pub fn kind(&self) -> PairKind {
+        self.kind
+    }
+
+    /// Rows `a..b`.
+    fn side(&self, a: usize, b: usize) -> Side<'_> {
+        let block = self.data.block(a, b);
+        match &self.scaled {
+            None => Side { block, back: None },
+            Some(Scaled { rows, back, ld }) => {
+                let ld = *ld;
+                Side {
+                    block: Block {
+                        rows: RowsView::Half(rows.slice(a * ld..(b * ld).max(a * ld + 1))),
+                        ld,
+                        ..block
+                    },
+                    back: Some(back.slice(a..b.max(a + 1))),
+                }
+            }
+        }
+    }
 }
 
 /// Which pair of tiles, as [`survivors::tile_filter`]'s `TileAt` says: the first items of the
@@ -99,18 +220,22 @@ pub(crate) struct PairAt {
     pub exclude_self: bool,
 }
 
-/// Appends every pair of `a` × `b` whose key is at most its row's list's largest to the row's
-/// buffer and, with `into.cols`, at most its column's largest to the column's buffer, as
-/// [`survivors::tile_filter`] does on a written tile. `kind` is [`kind_for`]'s for the plan.
+/// Appends every pair of rows `ra` × `rb` of `ops` whose key is at most its row's list's
+/// largest to the row's buffer and, with `into.cols`, at most its column's largest to the
+/// column's buffer, as [`survivors::tile_filter`] does on a written tile.
 pub(crate) fn filter(
     gpu: &Gpu,
     plan: &Plan,
-    kind: PairKind,
-    (a, b): (&Block<'_>, &Block<'_>),
+    ops: &Operands<'_, '_>,
+    (ra, rb): (Range<usize>, Range<usize>),
     at: PairAt,
     into: FilterInto<'_, '_>,
 ) -> Result<()> {
+    let kind = ops.kind;
+    let (sa, sb) = (ops.side(ra.start, ra.end), ops.side(rb.start, rb.end));
+    let (a, b) = (&sa.block, &sb.block);
     debug_assert_eq!(a.ld, b.ld);
+    debug_assert_eq!(sa.back.is_some(), kind == PairKind::F16Scaled);
     debug_assert!(into.row_out.floor.is_some() && into.row_out.count.len() >= a.n);
     if a.n == 0 || b.n == 0 {
         return Ok(());
@@ -138,10 +263,13 @@ pub(crate) fn filter(
         .arg(&key)
         .arg(&a.sqnorm)
         .arg(&b.sqnorm);
+    // Unscaled kinds never read the factors: the norms stand in as valid pointers.
+    l.arg(sa.back.as_ref().unwrap_or(&a.sqnorm))
+        .arg(sb.back.as_ref().unwrap_or(&b.sqnorm));
     push_into(&mut l, &scalars, into)?;
     // SAFETY: matches pair_filter_* in kernels/select/pair_filter.cu: a and b hold n rows of
-    // ld values (ldw words, the first kw summed), 16-byte aligned (kind_for); the norms n
-    // each; the lists rows × kp and cols × kp; the buffers (count, floor: a.n or b.n; val, idx:
+    // ld values (ldw words, the first kw summed), 16-byte aligned (kind_for); the norms and
+    // the factors n each; the lists rows × kp and cols × kp; the buffers (count, floor: a.n or b.n; val, idx:
     // × cap). The kernel was given SHARED_BYTES of dynamic shared memory at load (kernels.rs).
     unsafe { l.launch(cfg) }
         .map(|_| ())
@@ -154,8 +282,8 @@ mod tests {
     use voisin::data::ElemType;
     use voisin::{Metric, VectorSet};
 
-    /// Tensor-core plans of dot-product keys are fused, in every storage, up to one chunk;
-    /// fp32, SIMT metrics and f32 rows of a dimension not a multiple of 4 are not.
+    /// Tensor-core plans of dot-product keys are fused, in every storage and dimension, up to
+    /// one chunk (TF32 plans on scaled f16 rows); fp32 and SIMT metrics are not.
     #[test]
     fn which_plans_are_fused() {
         let kind = |m: &Metric, d: usize, p: Precision, elem: ElemType| {
@@ -170,12 +298,18 @@ mod tests {
             Metric::Cosine,
             Metric::Cityblock,
         );
-        assert_eq!(kind(&e, 128, Precision::Tf32, F32), Some(PairKind::Tf32));
-        assert_eq!(kind(&cos, 64, Precision::Tf32, F32), Some(PairKind::Tf32));
-        assert_eq!(kind(&e, 127, Precision::Tf32, F32), None);
+        for d in [1, 3, 64, 127, 128, 1025, 2048] {
+            for m in [&e, &ip, &cos] {
+                assert_eq!(
+                    kind(m, d, Precision::Tf32, F32),
+                    Some(PairKind::F16Scaled),
+                    "{m} {d}"
+                );
+            }
+        }
         assert_eq!(kind(&e, 128, Precision::Fp32, F32), None);
         assert_eq!(kind(&cb, 128, Precision::Tf32, F32), None);
-        assert_eq!(kind(&e, 4096, Precision::Tf32, F32), None);
+        assert_eq!(kind(&e, 2049, Precision::Tf32, F32), None);
         for d in [1, 3, 127, 1025] {
             assert_eq!(
                 kind(&e, d, Precision::Fp16, F16),

@@ -102,6 +102,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/distance/prepare.cu"),
     ),
     (
+        "distance/scaled_half.cu",
+        include_str!("../../kernels/distance/scaled_half.cu"),
+    ),
+    (
         "finish/range.cu",
         include_str!("../../kernels/finish/range.cu"),
     ),
@@ -323,8 +327,8 @@ registry! {
     #[cfg(feature = "bench-variants")] select_heap,
     #[cfg(feature = "bench-variants")] select_quick,
     fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors,
-    pair_filter_tf32, pair_filter_f16, pair_filter_bf16, pair_filter_s8,
-    vector_tile, transpose,
+    pair_filter_tf32, pair_filter_f16, pair_filter_f16_scaled, pair_filter_bf16, pair_filter_s8,
+    vector_tile, transpose, scaled_half_rows,
     range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,
     lc_build_scan, lc_build_scan_lev, lc_build_collect, lc_build_gather,
@@ -341,6 +345,7 @@ impl Kernels {
         for f in [
             &self.pair_filter_tf32,
             &self.pair_filter_f16,
+            &self.pair_filter_f16_scaled,
             &self.pair_filter_bf16,
             &self.pair_filter_s8,
         ] {

@@ -200,7 +200,7 @@ mod tests {
     use voisin::{Engine, KnnResult, Metric, VectorSet};
 
     use super::*;
-    use crate::numerics::plan::HostTiles;
+    use crate::numerics::plan::{Conv, HostTiles};
     use crate::ops::exact::host_keys;
     use crate::options::Precision;
     use crate::runtime::probe::NoProbe;
@@ -278,9 +278,9 @@ mod tests {
             .with_inputs(metric, base, queries)
             .with_precision(precision);
         let conv = match precision {
-            Precision::Fp32 => |x: f32| x,
+            Precision::Fp32 => Conv::Each(|x: f32| x),
             // TF32 at its worst: the 13 low mantissa bits cut off.
-            Precision::Tf32 => |x: f32| f32::from_bits(x.to_bits() & !0x1fff),
+            Precision::Tf32 => Conv::Each(|x: f32| f32::from_bits(x.to_bits() & !0x1fff)),
             p => unreachable!("f64 rows tile in fp32 or tf32, not {p}"),
         };
         let mut src = HostSource {

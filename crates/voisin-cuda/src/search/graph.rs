@@ -279,9 +279,9 @@ pub(crate) fn symmetric_candidates(
     // of items has a threshold too loose to filter with.
     let mut fed = vec![0usize; nt];
     // The fused tile pair for warm pairs, where the plan's tiles allow it.
-    let fused = match (fusion, n) {
-        (Fusion::Off, _) | (_, 0) => None,
-        _ => pair::kind_for(plan),
+    let fused = match (fusion, n, pair::kind_for(plan)) {
+        (Fusion::Off, _, _) | (_, 0, _) | (_, _, None) => None,
+        (_, _, Some(kind)) => pair::Operands::new(gpu, plan, data, kind)?,
     };
     let warm = |fed: usize| 2 * fed >= t;
     // Under a probe that asks for it, the first two rows of tiles are timed step by step
@@ -335,7 +335,7 @@ pub(crate) fn symmetric_candidates(
             if jt != it {
                 fed[jt] += ni;
             }
-            let fuse = fused.filter(|_| filter.is_some());
+            let fuse = fused.as_ref().filter(|_| filter.is_some());
             if fuse.is_none() {
                 tile::compute(gpu, plan, &bi, &bj, &mut tile_buf.slice_mut(..), nj)?;
                 mark(it, 0, &mut since)?;
@@ -368,13 +368,13 @@ pub(crate) fn symmetric_candidates(
                         width: kp,
                     };
                     match fuse {
-                        Some(kind) => {
+                        Some(ops) => {
                             let at = pair::PairAt {
                                 row_off: i0 as u32,
                                 col_off: j0 as u32,
                                 exclude_self: true,
                             };
-                            pair::filter(gpu, plan, kind, (&bi, &bj), at, into)?;
+                            pair::filter(gpu, plan, ops, (i0..i1, j0..j1), at, into)?;
                             mark(it, 6, &mut since)?;
                         }
                         None => {
@@ -453,10 +453,9 @@ pub(crate) fn symmetric_candidates(
             }
         }
     }
-    let how = if fused.is_some() {
-        "fused on tensor cores"
-    } else {
-        "in one read of the tile"
+    let how = match &fused {
+        Some(ops) => format!("fused on tensor cores ({:?})", ops.kind()),
+        None => "in one read of the tile".into(),
     };
     phases.note(format_args!(
         "graph: {filtered_pairs} tile pairs filtered {how} ({} buffer slots per item)",

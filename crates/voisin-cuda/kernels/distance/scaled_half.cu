@@ -1,0 +1,46 @@
+// Prepared f32 rows as f16 for the f16 tensor cores (the graph's fused tile pair, src/ops/pair.rs),
+// each row scaled by its own power of two, one warp per row.
+//
+// The scale 2^e puts the row's largest magnitude in [2^14, 2^15) (e = 15 - x for a largest value
+// of m * 2^x, m in [0.5, 1)), capped at 2^62 for rows of tiny values, so that 2^-e times another
+// row's stays inside f32's normal range. (The floor of 2^-62 never applies: the engine requires
+// finite f32 squared norms, so values below 2^64.) Scaling by a power of two is exact; the one
+// rounding is f32 to f16, to nearest. A value in f16's normal range keeps 11 significant bits,
+// as TF32 does; one below it loses at most 2^-14 / 2^e, which is at most 2^-28 times the row's
+// largest value, or 2^-76 where the cap applies: the terms numerics/plan.rs adds to TF32's bound
+// (`with_precision`). A row of zeros gets e = 0.
+//
+// in: n rows of d f32 values, d apart. out: n rows of ld f16 bits (ld >= d), zero from d on.
+// back: 2^-e per row, what a dot product of scaled rows is multiplied by, once per side.
+
+__device__ __forceinline__ float sh_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+extern "C" __global__ void scaled_half_rows(const float* __restrict__ in, long long n, int d,
+                                            unsigned short* __restrict__ out, long long ld,
+                                            float* __restrict__ back) {
+    long long row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const float* x = in + row * d;
+    unsigned short* o = out + row * ld;
+    float m = 0.0f;
+    for (int i = lane; i < d; i += 32) m = fmaxf(m, fabsf(x[i]));
+    m = sh_warp_max(m);
+    int e = 0;
+    if (m > 0.0f) {
+        int x2;
+        frexpf(m, &x2);
+        e = max(-62, min(62, 15 - x2));
+    }
+    float s = ldexpf(1.0f, e);
+    for (int i = lane; i < d; i += 32) {
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x[i] * s));
+        o[i] = h;
+    }
+    for (long long i = d + lane; i < ld; i += 32) o[i] = 0;
+    if (lane == 0) back[row] = ldexpf(1.0f, -e);
+}
