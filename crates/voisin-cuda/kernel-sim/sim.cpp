@@ -167,6 +167,10 @@ std::vector<unsigned> pack_rows(int kind, int n, int dim, bool dup, int& ldw, st
   return w;
 }
 
+// Whether test_graph_filter merges with the block kernel (merge_survivors) instead of the
+// graph's warp kernel (merge_survivors_warp).
+bool sim_block_merge = false;
+
 // The k-NN graph's symmetric schedule over n items in tiles of t: cold pairs through
 // select_block, warm ones through tile_filter over a written tile or, with `fused` (an MMA kind
 // of common/mma.cuh), through the fused tile pair (select/pair_filter.cu) on rows of `dim`
@@ -218,8 +222,13 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
       for (int r = 0; r < ni; ++r) overflowed += rc[r] > (unsigned)cap;
       for (int c = 0; c < nj && both; ++c) overflowed += cc[c] > (unsigned)cap;
       int slots = 2; while (slots < kp + cap) slots <<= 1;
-      launch({(unsigned)ni,1,1},{64,1,1},[&]{ merge_survivors(lv.data() + i0*kp, li.data() + i0*kp, kp, rc.data(), rf.data(), rv.data(), ri.data(), cap, slots); });
-      if (both) launch({(unsigned)nj,1,1},{64,1,1},[&]{ merge_survivors(lv.data() + j0*kp, li.data() + j0*kp, kp, cc.data(), cf.data(), cv.data(), ci.data(), cap, slots); });
+      // The graph's merge (a warp a row, four rows a block), or the block kernel's (a block a row).
+      auto merge = [&](int rows, float* v, unsigned* x, unsigned* cnt, unsigned* flo, float* bv, unsigned* bx) {
+        if (sim_block_merge) launch({(unsigned)rows,1,1},{64,1,1},[&]{ merge_survivors(v, x, kp, cnt, flo, bv, bx, cap, slots); });
+        else launch({(unsigned)((rows + 3) / 4),1,1},{128,1,1},[&]{ merge_survivors_warp(v, x, kp, cnt, flo, bv, bx, cap, slots, rows); });
+      };
+      merge(ni, lv.data() + i0*kp, li.data() + i0*kp, rc.data(), rf.data(), rv.data(), ri.data());
+      if (both) merge(nj, lv.data() + j0*kp, li.data() + j0*kp, cc.data(), cf.data(), cv.data(), ci.data());
       for (int r = 0; r < t; ++r) CHECK(rc[r] == 0 && rf[r] == 0 && cc[r] == 0 && cf[r] == 0, "counters not zeroed after the merge");
     } else {
       launch({(unsigned)ni,1,1},{256,1,1},[&]{ select_block(tile.data(), nj, ni, nj, mode, norm.data() + i0, norm.data() + j0, i0, j0, 1, lv.data() + i0*kp, li.data() + i0*kp, kp, nbuf); });
@@ -265,6 +274,13 @@ int main() {
   test_graph_filter(300, 80, 16, 24, true, false);
   test_graph_filter(300, 96, 8, 64, false, true, true);
   test_graph_filter(300, 96, 8, 6, true, false, true);
+  sim_block_merge = true;
+  test_graph_filter(300, 96, 8, 64, false, true, true);
+  test_graph_filter(300, 96, 8, 6, true, false, true);
+  sim_block_merge = false;
+  // Lists longer than a warp, up to the longest the graph filters (FILTER_MAX_KP, MS_LIST).
+  test_graph_filter(700, 200, 64, 256, true, true, true);
+  test_graph_filter(1200, 400, 256, 512, false, false, true);
   // The fused tile pair: every MMA kind, tiles of 160 (2 x 2 blocks of 128, a ragged last tile),
   // a last slab in part (36 f32 words), rows of padded words (f16, bf16, int8), ties.
   test_graph_filter(420, 160, 8, 256, false, true, true, MMA_TF32, 36);

@@ -1,16 +1,30 @@
-// Bitonic sorting of (key, index) pairs in shared memory by a whole block, and the merge of a
-// buffer of candidates into a sorted running list (select/block.cu, heap.cu, fused_filter.cu).
+// Bitonic sorting of (key, index) pairs in shared memory by a whole block or one warp, and the
+// merge of a buffer of candidates into a sorted running list (select/block.cu, heap.cu,
+// fused_filter.cu, survivors.cu).
 
 #pragma once
 #include "common/abi.cuh"
 
+// Who sorts together: a whole block, or one warp (its own part of shared memory).
+struct BlockGroup {
+    __device__ __forceinline__ int rank() const { return threadIdx.x; }
+    __device__ __forceinline__ int size() const { return blockDim.x; }
+    __device__ __forceinline__ void sync() const { __syncthreads(); }
+};
+struct WarpGroup {
+    __device__ __forceinline__ int rank() const { return threadIdx.x & 31; }
+    __device__ __forceinline__ int size() const { return 32; }
+    __device__ __forceinline__ void sync() const { __syncwarp(); }
+};
+
 // Sorts n (a power of two) pairs ascending by key; with TIES_BY_INDEX equal keys go by index,
-// so the order is total and the result does not depend on the input order.
-template <bool TIES_BY_INDEX>
-__device__ void bitonic_sort(float* v, unsigned* ix, int n) {
+// so the order is total and the result does not depend on the input order. Every thread of
+// `group` calls it.
+template <bool TIES_BY_INDEX, class Group = BlockGroup>
+__device__ void bitonic_sort(float* v, unsigned* ix, int n, Group group = Group()) {
     for (int size = 2; size <= n; size <<= 1) {
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            for (int i = threadIdx.x; i < (n >> 1); i += blockDim.x) {
+            for (int i = group.rank(); i < (n >> 1); i += group.size()) {
                 int lo = 2 * i - (i & (stride - 1));
                 int hi = lo + stride;
                 bool asc = (lo & size) == 0;
@@ -21,7 +35,7 @@ __device__ void bitonic_sort(float* v, unsigned* ix, int n) {
                     unsigned ti = ix[lo]; ix[lo] = ix[hi]; ix[hi] = ti;
                 }
             }
-            __syncthreads();
+            group.sync();
         }
     }
 }

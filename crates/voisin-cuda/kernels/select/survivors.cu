@@ -133,15 +133,54 @@ extern "C" __global__ void tile_filter(const float* __restrict__ tile, long long
     }
 }
 
-// Keeps the kp smallest of a row's sorted running list (list_*, kp slots) and its buffered
-// pairs (min(count, cap) of them): both go to shared memory and one bitonic sort on (key,
-// index) orders them. One block per row, any number of threads; dynamic shared memory of
-// `slots` (key, index) pairs, a power of two at least kp + cap and at most FZ_MERGE. The graph
-// merges every row of a tile after each filter, most with a few pairs: small blocks with little
-// shared memory let many rows merge at once on each multiprocessor. Without `floor` (null), rows whose count passed cap are left alone (the caller
-// redoes them) and the counters stay as they are. With it, such rows are merged and cut to the
-// keys at most their floor (see the top of this file), and every merged row's counter and
-// floor are zeroed for the next filter.
+// Keeps the kp smallest of row r's sorted running list (lv, li: kp slots) and its m buffered
+// pairs (bv, bi: the first min(m, cap) of them): both go to shared memory (sv, sx: room for
+// `slots` pairs) and one bitonic sort on (key, index) by `group` orders them. With `floor`
+// (not null) and m past cap, the list is cut to the keys at most the row's floor (see the top
+// of this file). Every thread of the group calls it.
+template <class Group>
+__device__ void merge_row(float* lv, unsigned* li, int kp, unsigned m,
+                          const unsigned* __restrict__ floor, int r, const float* bv,
+                          const unsigned* bi, int cap, float* sv, unsigned* sx, Group group) {
+    unsigned kept = m > (unsigned)cap ? (unsigned)cap : m;
+    int total = kp + (int)kept, size = 2;
+    while (size < total) size <<= 1;
+    for (int i = group.rank(); i < size; i += group.size()) {
+        if (i < kp) {
+            sv[i] = lv[i];
+            sx[i] = li[i];
+        } else if (i < total) {
+            sv[i] = bv[i - kp];
+            sx[i] = bi[i - kp];
+        } else {
+            sv[i] = __int_as_float(0x7f800000);
+            sx[i] = NO_INDEX;
+        }
+    }
+    group.sync();
+    bitonic_sort<true>(sv, sx, size, group);
+    if (floor != nullptr && m > (unsigned)cap) {
+        // Keys above the smallest dropped one leave the list; their slots keep that key with no
+        // index, a ceiling: the list's largest slot, so no later filter or selection lets in
+        // an item above what was dropped.
+        unsigned cut = ~floor[r];
+        float ceiling = order_key(cut);
+        for (int i = group.rank(); i < kp; i += group.size())
+            if (order_bits(sv[i]) > cut) {
+                sv[i] = ceiling;
+                sx[i] = NO_INDEX;
+            }
+        group.sync();
+    }
+    copy_list(lv, li, sv, sx, kp, group.rank(), group.size());
+}
+
+// Merges each row's buffered pairs into its list (merge_row), one block per row, any number of
+// threads; dynamic shared memory of `slots` (key, index) pairs, a power of two at least kp + cap
+// and at most FZ_MERGE (the k-NN's fused filter, whose rows hold thousands of pairs). Without
+// `floor` (null), rows whose count passed cap are left alone (the caller redoes them) and the
+// counters stay as they are. With it, such rows are merged and cut to their floor, and every
+// merged row's counter and floor are zeroed for the next filter.
 extern "C" __global__ void merge_survivors(float* __restrict__ list_val,
                                            unsigned* __restrict__ list_idx, int kp,
                                            unsigned* __restrict__ count,
@@ -150,44 +189,123 @@ extern "C" __global__ void merge_survivors(float* __restrict__ list_val,
                                            const unsigned* __restrict__ buf_idx, int cap,
                                            int slots) {
     DYNAMIC_SHARED(float, sv);
-    unsigned* si = (unsigned*)(sv + slots);
     int r = blockIdx.x;
     unsigned m = count[r];
     if (m == 0 || (m > (unsigned)cap && floor == nullptr)) return;
-    unsigned kept = m > (unsigned)cap ? (unsigned)cap : m;
-    int total = kp + (int)kept, size = 2;
-    while (size < total) size <<= 1;
+    merge_row(list_val + (size_t)r * kp, list_idx + (size_t)r * kp, kp, m, floor, r,
+              buf_val + (size_t)r * cap, buf_idx + (size_t)r * cap, cap, sv,
+              (unsigned*)(sv + slots), BlockGroup());
+    if (floor != nullptr && threadIdx.x == 0) {
+        count[r] = 0;
+        floor[r] = 0;
+    }
+}
+
+// The first of a warp's sorted keys (lanes ascending) whose key is not below `key`: how many
+// are below it, 0 to 32. Every lane calls it, each with its own `key`.
+__device__ __forceinline__ int ms_below(float sorted, float key) {
+    int lo = 0;
+#pragma unroll
+    for (int step = 16; step > 0; step >>= 1)
+        if (__shfl_sync(0xffffffffu, sorted, lo + step - 1) < key) lo += step;
+    // lo <= 31 here; all 32 below needs the last one checked.
+    if (__shfl_sync(0xffffffffu, sorted, 31) < key && lo == 31) lo = 32;
+    return lo;
+}
+
+// merge_survivors for the graph (with floors), one warp per row: `rows` rows, each block's warps
+// taking consecutive ones. The graph merges every row of both
+// tiles after each filtered pair, and most rows have no pair or a few: one block of 64 threads
+// per row spent ~48 us a launch of 16384 rows on the H200, most of it starting blocks that had
+// nothing to do (95 us a pair, a sixth of the fused pair's time).
+//
+// A row whose pairs fit a warp (at most 32, none dropped) merges in registers: the warp sorts
+// its pairs by (key, index), each list entry moves down by the pairs below its key and each pair
+// lands after the entries at or below its key (a stable merge, the list first on ties), and what
+// lands below kp is written. Lists of at most MS_LIST entries. Other rows go the block kernel's
+// way, with the warp's share of dynamic shared memory (`slots` pairs of it per warp) and the warp
+// as the sorting group. Counters and floors are zeroed for the next filter.
+#define MS_LIST 256
+extern "C" __global__ void merge_survivors_warp(float* __restrict__ list_val,
+                                                unsigned* __restrict__ list_idx, int kp,
+                                                unsigned* __restrict__ count,
+                                                unsigned* __restrict__ floor,
+                                                const float* __restrict__ buf_val,
+                                                const unsigned* __restrict__ buf_idx, int cap,
+                                                int slots, int rows) {
+    constexpr unsigned FULL = 0xffffffffu;
+    const float inf = __int_as_float(0x7f800000);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int r = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (r >= rows) return;
+    // One lane reads the counter that lane 0 zeroes at the end.
+    unsigned m = __shfl_sync(FULL, lane == 0 ? count[r] : 0u, 0);
+    if (m == 0) return;
     float* lv = list_val + (size_t)r * kp;
     unsigned* li = list_idx + (size_t)r * kp;
-    for (int i = threadIdx.x; i < size; i += blockDim.x) {
-        if (i < kp) {
-            sv[i] = lv[i];
-            si[i] = li[i];
-        } else if (i < total) {
-            sv[i] = buf_val[(size_t)r * cap + (i - kp)];
-            si[i] = buf_idx[(size_t)r * cap + (i - kp)];
-        } else {
-            sv[i] = __int_as_float(0x7f800000);
-            si[i] = NO_INDEX;
-        }
-    }
-    __syncthreads();
-    bitonic_sort<true>(sv, si, size);
-    if (floor != nullptr && m > (unsigned)cap) {
-        // Keys above the smallest dropped one leave the list; their slots keep that key with no
-        // index, a ceiling: the list's largest slot, so no later filter or selection lets in
-        // an item above what was dropped.
-        unsigned cut = ~floor[r];
-        float ceiling = order_key(cut);
-        for (int i = threadIdx.x; i < kp; i += blockDim.x)
-            if (order_bits(sv[i]) > cut) {
-                sv[i] = ceiling;
-                si[i] = NO_INDEX;
+    const float* bv = buf_val + (size_t)r * cap;
+    const unsigned* bi = buf_idx + (size_t)r * cap;
+    if (m <= 32 && m <= (unsigned)cap && kp <= MS_LIST) {
+        // This lane's pair, the pairs sorted by (key, index) across the lanes (bitonic, in
+        // registers); lanes past m hold +inf.
+        float sk = lane < (int)m ? bv[lane] : inf;
+        unsigned si = lane < (int)m ? bi[lane] : NO_INDEX;
+#pragma unroll
+        for (int size = 2; size <= 32; size <<= 1)
+#pragma unroll
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                float ok = __shfl_xor_sync(FULL, sk, stride);
+                unsigned oi = __shfl_xor_sync(FULL, si, stride);
+                bool keep_min = ((lane & stride) == 0) == ((lane & size) == 0);
+                bool other_less = ok < sk || (ok == sk && oi < si);
+                if (other_less == keep_min) {
+                    sk = ok;
+                    si = oi;
+                }
             }
-        __syncthreads();
+        // The list's entries this lane holds (i = lane + 32q), read before anything is written.
+        float ev[MS_LIST / 32];
+        unsigned ei[MS_LIST / 32];
+#pragma unroll
+        for (int q = 0; q < MS_LIST / 32; ++q) {
+            int i = lane + 32 * q;
+            ev[q] = i < kp ? lv[i] : inf;
+            ei[q] = i < kp ? li[i] : NO_INDEX;
+        }
+        // Where this lane's pair lands: after the list's entries at or below its key (a binary
+        // search of the sorted list).
+        int at = 0;
+        if (lane < (int)m) {
+            int lo = 0, hi = kp;
+            while (lo < hi) {
+                int mid = (lo + hi) >> 1;
+                if (lv[mid] <= sk) lo = mid + 1;
+                else hi = mid;
+            }
+            at = lane + lo;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < MS_LIST / 32; ++q) {
+            if (32 * q >= kp) break;  // uniform across the warp
+            int i = lane + 32 * q;
+            int to = i + ms_below(sk, ev[q]);
+            if (i < kp && to < kp) {
+                lv[to] = ev[q];
+                li[to] = ei[q];
+            }
+        }
+        if (lane < (int)m && at < kp) {
+            lv[at] = sk;
+            li[at] = si;
+        }
+    } else {
+        if (m > (unsigned)cap && floor == nullptr) return;
+        DYNAMIC_SHARED(float, ms_shared);
+        float* sv = ms_shared + (size_t)warp * 2 * slots;
+        merge_row(lv, li, kp, m, floor, r, bv, bi, cap, sv, (unsigned*)(sv + slots), WarpGroup());
     }
-    copy_list(lv, li, sv, si, kp, threadIdx.x, blockDim.x);
-    if (floor != nullptr && threadIdx.x == 0) {
+    if (floor != nullptr && lane == 0) {
         count[r] = 0;
         floor[r] = 0;
     }

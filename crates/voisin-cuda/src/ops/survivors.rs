@@ -53,6 +53,10 @@ impl Survivors {
 /// `lists.width`). Without floors, rows whose count passed the cap are left alone for the caller
 /// to redo and the counts stay for it to read; with them, every row is merged (an overflowed one
 /// cut to its floor) and its count and floor are zeroed for the next filter.
+///
+/// With floors (the graph's merges, after every filtered pair, most rows with a few pairs or
+/// none) a warp merges a row, in registers where its pairs fit a warp; without (the k-NN's
+/// fused filter, thousands of pairs a row) a block does (kernels/select/survivors.cu).
 pub(crate) fn merge(
     gpu: &Gpu,
     rows: usize,
@@ -64,31 +68,50 @@ pub(crate) fn merge(
     if rows == 0 {
         return Ok(());
     }
-    // Shared slots for the list and a full buffer; a thread per eight of them (64 to 512):
-    // the graph's merges (288 entries at k = 10, most rows with a few pairs) run 32 blocks per
-    // multiprocessor, the fused filter's (up to FZ_MERGE) as before.
+    // Shared slots for the list and a full buffer, per row merging at once.
     let slots = (kp + cap).next_power_of_two();
-    let threads = (slots / 8).clamp(64, 512);
-    let cfg = LaunchConfig {
-        grid_dim: (rows as u32, 1, 1),
-        block_dim: (threads as u32, 1, 1),
-        shared_mem_bytes: (slots * 8) as u32,
+    let warped = from.floor.is_some();
+    let cfg = if warped {
+        // Warps per block: up to 8, within the 32 KiB of shared memory a block asks for at
+        // most (so that several blocks share a multiprocessor).
+        let warps = ((32 << 10) / (slots * 8)).clamp(1, 8);
+        LaunchConfig {
+            grid_dim: (rows.div_ceil(warps) as u32, 1, 1),
+            block_dim: (32 * warps as u32, 1, 1),
+            shared_mem_bytes: (warps * slots * 8) as u32,
+        }
+    } else {
+        // A thread per eight slots (64 to 512).
+        LaunchConfig {
+            grid_dim: (rows as u32, 1, 1),
+            block_dim: ((slots / 8).clamp(64, 512) as u32, 1, 1),
+            shared_mem_bytes: (slots * 8) as u32,
+        }
     };
-    let (kp, cap, slots) = (kp as i32, cap as i32, slots as i32);
+    let (kp, cap, slots, n) = (kp as i32, cap as i32, slots as i32, rows as i32);
     let null = 0u64;
     let mut count = from.count.slice_mut(..rows);
     let mut floor = from.floor.as_mut().map(|f| f.slice_mut(..rows));
     let (buf_val, buf_idx) = (from.val.slice(..), from.idx.slice(..));
-    let mut l = gpu.stream.launch_builder(&gpu.k.merge_survivors);
+    let kernel = if warped {
+        &gpu.k.merge_survivors_warp
+    } else {
+        &gpu.k.merge_survivors
+    };
+    let mut l = gpu.stream.launch_builder(kernel);
     l.arg(lists.val).arg(lists.idx).arg(&kp).arg(&mut count);
     match &mut floor {
         Some(f) => l.arg(f),
         None => l.arg(&null),
     };
     l.arg(&buf_val).arg(&buf_idx).arg(&cap).arg(&slots);
-    // SAFETY: matches merge_survivors in kernels/select/survivors.cu; lists rows × kp, buffers
-    // rows × cap, count (and floor, or a null pointer) rows; shared memory for `slots` pairs
-    // (at most FZ_MERGE: 32 KiB, under the 48 KiB a kernel gets without opting in).
+    if warped {
+        l.arg(&n);
+    }
+    // SAFETY: matches merge_survivors and merge_survivors_warp (the row count last) in
+    // kernels/select/survivors.cu; lists rows × kp, buffers rows × cap, count (and floor, or a
+    // null pointer) rows; shared memory for `slots` pairs per row merging at once (at most 32
+    // KiB, under the 48 KiB a kernel gets without opting in, FZ_MERGE's included).
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("merge_survivors"))

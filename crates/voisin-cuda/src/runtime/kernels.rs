@@ -326,7 +326,7 @@ registry! {
     select_block, fill_lists, list_prefix, select_cols, select_radix,
     #[cfg(feature = "bench-variants")] select_heap,
     #[cfg(feature = "bench-variants")] select_quick,
-    fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors,
+    fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors, merge_survivors_warp,
     pair_filter_tf32, pair_filter_f16, pair_filter_f16_scaled, pair_filter_bf16, pair_filter_s8,
     vector_tile, transpose, scaled_half_rows,
     range_count, range_fill,
