@@ -17,7 +17,7 @@ for m in re.finditer(r"^\s*([A-Z_0-9]+):\s*(i32|u32|usize)\s*=\s*([^;]+);", body
     v = v.strip().replace("_", "") if not v.strip().startswith("u32::MAX") else "0xffffffff"
     print(f"#define {name} {hex(int(v, 0)) + 'u' if ty == 'u32' else int(v, 0)}")
 PY
-nvcc -O3 -std=c++17 -arch=sm_90 -Xcompiler -fopenmp -Xptxas -v -I crates/voisin-cuda/kernels \
+nvcc -O3 -lineinfo -std=c++17 -arch=sm_90 -Xcompiler -fopenmp -Xptxas -v -I crates/voisin-cuda/kernels \
     -I $abi bench/gpu/micro/pair_filter.cu -lcublas -o /tmp/pf 2> "$out/ptxas.txt" \
     || { grep -v -i warning "$out/ptxas.txt" | head -40; exit 1; }
 grep -A1 "pair_filter\|tile_filter" "$out/ptxas.txt" | grep -i "registers\|spill" | head -12 || true

@@ -136,8 +136,11 @@ fn parse() -> Args {
 
 /// Random normal rows from `seed`, cached as .fbin (u32 n, u32 d, row-major f32).
 fn data(path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
+    // The file is reused only if `normal` wrote it: the other kinds write the same path for the
+    // peer, and a normal run after a clustered one in the same folder read the clustered set.
+    let ours = std::fs::read_to_string(kind_mark(path)).is_ok_and(|k| k == "normal");
     let values = match std::fs::read(path) {
-        Ok(b) if b.len() == 8 + n * d * 4 => bytemuck_f32(&b[8..]),
+        Ok(b) if ours && b.len() == 8 + n * d * 4 => bytemuck_f32(&b[8..]),
         _ => {
             let mut rng = StdRng::seed_from_u64(seed);
             let v: Vec<f32> = (0..n * d).map(|_| rng.sample(StandardNormal)).collect();
@@ -147,10 +150,18 @@ fn data(path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
             for x in &v {
                 f.write_all(&x.to_le_bytes()).unwrap();
             }
+            std::fs::write(kind_mark(path), "normal").unwrap();
             v
         }
     };
     VectorSet::from_f32(n, d, values).unwrap().into()
+}
+
+/// The file beside a data file that names the kind it holds.
+fn kind_mark(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".kind");
+    p.into()
 }
 
 /// `n` rows of `d` values of data kind `kind` (see the module doc) from `seed`, generated in
@@ -229,6 +240,8 @@ fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
             f.write_all(&x.to_le_bytes()).unwrap();
         }
     }
+    // Whatever the file holds now (or held before, if not rewritten) is not `normal`'s.
+    std::fs::write(kind_mark(path), kind).unwrap();
     set.into()
 }
 
