@@ -135,9 +135,9 @@ struct Side<'a> {
 impl<'d, 's> Operands<'d, 's> {
     /// The operands of `kind` ([`kind_for`]'s for `plan`) over the whole of `data`, which
     /// the call uploads and prepares first if it is not yet. [`PairKind::F16Scaled`] makes its
-    /// copy here (a quarter of a second per 10⁹ values read and written; half the prepared
-    /// rows' bytes); where that copy does not fit, TF32 on the prepared rows, or `None` (no
-    /// fusion) where their rows are not whole 16-byte groups.
+    /// copy here (one pass over the prepared rows; half their bytes); where that copy does not
+    /// fit, TF32 on the prepared rows, or `None` (no fusion) where their rows are not whole
+    /// 16-byte groups.
     pub fn new(
         gpu: &Gpu,
         plan: &Plan,
@@ -269,8 +269,9 @@ pub(crate) fn filter(
     push_into(&mut l, &scalars, into)?;
     // SAFETY: matches pair_filter_* in kernels/select/pair_filter.cu: a and b hold n rows of
     // ld values (ldw words, the first kw summed), 16-byte aligned (kind_for); the norms and
-    // the factors n each; the lists rows × kp and cols × kp; the buffers (count, floor: a.n or b.n; val, idx:
-    // × cap). The kernel was given SHARED_BYTES of dynamic shared memory at load (kernels.rs).
+    // the factors n each; the lists rows × kp and cols × kp; the buffers (count, floor: a.n
+    // or b.n; val, idx: × cap). The kernel was given SHARED_BYTES of dynamic shared memory at
+    // load (kernels.rs).
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("pair_filter"))
