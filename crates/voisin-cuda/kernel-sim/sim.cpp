@@ -267,7 +267,52 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
   printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d fused=%d dim=%d scaled=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, fused, dim, scaled, filtered, overflowed, short_lists);
 }
 
+// distance/scaled_half.cu: each row times the power of two that puts its largest value in
+// [2^14, 2^15) (at most 2^62), rounded to f16, zeros from d to ld, and its factor back; every
+// value within what the plan's bound assumes of it (2^-11 of itself in f16's normal range, half
+// the subnormal spacing below it, in scaled units). Rows of ordinary, tiny (the cap), zero,
+// one-large-value, huge and mixed magnitudes.
+void test_scaled_half(int n, int d, int ld) {
+  std::vector<float> x(n * d);
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < d; ++k) {
+      float u = std::uniform_real_distribution<float>(-1, 1)(rng);
+      switch (i % 6) {
+        case 0: x[i*d+k] = u; break;
+        case 1: x[i*d+k] = u * 1e-30f; break;
+        case 2: x[i*d+k] = 0.0f; break;
+        case 3: x[i*d+k] = k == 0 ? 1e3f : u * std::ldexp(1.0f, -(int)(rng() % 40)); break;
+        case 4: x[i*d+k] = u * 1e18f; break;
+        default: x[i*d+k] = u * std::ldexp(1.0f, (int)(rng() % 60) - 30);
+      }
+    }
+  std::vector<unsigned short> out(n * ld, 0xffff);
+  std::vector<float> back(n, -1.0f);
+  launch({(unsigned)((n + 3) / 4),1,1},{128,1,1},[&]{ scaled_half_rows(x.data(), n, d, out.data(), ld, back.data()); });
+  for (int i = 0; i < n; ++i) {
+    float m = 0.0f;
+    for (int k = 0; k < d; ++k) m = std::max(m, std::fabs(x[i*d+k]));
+    int e = -std::ilogb(back[i]);
+    CHECK(back[i] == std::ldexp(1.0f, -e), "scaled half r=%d: factor %g not a power of two", i, back[i]);
+    if (m == 0.0f) CHECK(back[i] == 1.0f, "scaled half r=%d: a zero row's factor %g", i, back[i]);
+    else {
+      float top = m * std::ldexp(1.0f, e);
+      CHECK((top >= 16384.0f && top < 32768.0f) || (e == 62 && top < 16384.0f), "scaled half r=%d: largest %g scaled by 2^%d", i, m, e);
+    }
+    for (int k = 0; k < d; ++k) {
+      double v = x[i*d+k], got = (double)sim_half(out[i*ld+k]) * back[i];
+      double allowed = std::max(std::ldexp(std::fabs(v), -11), std::ldexp((double)back[i], -25));
+      CHECK(std::fabs(got - v) <= allowed, "scaled half r=%d k=%d: %g for %g", i, k, got, v);
+    }
+    for (int k = d; k < ld; ++k) CHECK(out[i*ld+k] == 0, "scaled half r=%d: padding %d", i, k);
+  }
+  printf("scaled half n=%d d=%d ld=%d done\n", n, d, ld);
+}
+
 int main() {
+  test_scaled_half(70, 130, 136);
+  test_scaled_half(33, 3, 8);
+  test_scaled_half(12, 1025, 1032);
   test_graph_filter(300, 96, 8, 64, false, true);
   test_graph_filter(500, 160, 32, 256, false, true);
   test_graph_filter(300, 96, 8, 4, false, false);

@@ -13,6 +13,8 @@
 // in: n rows of d f32 values, d apart. out: n rows of ld f16 bits (ld >= d), zero from d on.
 // back: 2^-e per row, what a dot product of scaled rows is multiplied by, once per side.
 
+#include "common/half.cuh"
+
 __device__ __forceinline__ float sh_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -36,11 +38,7 @@ extern "C" __global__ void scaled_half_rows(const float* __restrict__ in, long l
         e = max(-62, min(62, 15 - x2));
     }
     float s = ldexpf(1.0f, e);
-    for (int i = lane; i < d; i += 32) {
-        unsigned short h;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x[i] * s));
-        o[i] = h;
-    }
+    for (int i = lane; i < d; i += 32) o[i] = f16_bits_rn(x[i] * s);
     for (long long i = d + lane; i < ld; i += 32) o[i] = 0;
     if (lane == 0) back[row] = ldexpf(1.0f, -e);
 }

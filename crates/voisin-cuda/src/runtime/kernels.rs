@@ -46,6 +46,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/common/mma.cuh"),
     ),
     (
+        "common/half.cuh",
+        include_str!("../../kernels/common/half.cuh"),
+    ),
+    (
         "common/exact.cuh",
         include_str!("../../kernels/common/exact.cuh"),
     ),
