@@ -173,21 +173,19 @@ static void run_kind(int kind, cublasHandle_t h, cudaStream_t st) {
         if (kind == 3) { int iv; memcpy(&iv, &v, 4); v = (float)iv; }
         return na[r] + nb[c] - 2.0f * v;
     };
-    std::vector<float> rth(N), cth(N);
+    // The PICK-th smallest key of each row (rows) or each column.
+    auto thresholds = [&](bool rows) {
+        std::vector<float> th(N);
 #pragma omp parallel for
-    for (int r = 0; r < N; ++r) {
-        std::vector<float> row(N);
-        for (int c = 0; c < N; ++c) row[c] = key(r, c);
-        std::nth_element(row.begin(), row.begin() + PICK - 1, row.end());
-        rth[r] = row[PICK - 1];
-    }
-#pragma omp parallel for
-    for (int c = 0; c < N; ++c) {
-        std::vector<float> col(N);
-        for (int r = 0; r < N; ++r) col[r] = key(r, c);
-        std::nth_element(col.begin(), col.begin() + PICK - 1, col.end());
-        cth[c] = col[PICK - 1];
-    }
+        for (int i = 0; i < N; ++i) {
+            std::vector<float> line(N);
+            for (int j = 0; j < N; ++j) line[j] = rows ? key(i, j) : key(j, i);
+            std::nth_element(line.begin(), line.begin() + PICK - 1, line.end());
+            th[i] = line[PICK - 1];
+        }
+        return th;
+    };
+    std::vector<float> rth = thresholds(true), cth = thresholds(false);
     std::vector<float> hl((size_t)N * KP, 0.f);
     for (int r = 0; r < N; ++r) hl[(size_t)r * KP + KP - 1] = rth[r];
     CK(cudaMemcpy(rl, hl.data(), hl.size() * 4, cudaMemcpyHostToDevice));

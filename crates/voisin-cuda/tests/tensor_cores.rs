@@ -64,6 +64,18 @@ fn gpu(precision: Precision) -> CudaEngine {
     CudaEngine::with_options(0, opts).expect("a CUDA GPU")
 }
 
+/// An engine of `precision` and `fusion` whose 3 MiB tile budget gives a graph 512-item tiles,
+/// so that most pairs of a set of a few thousand items are filtered.
+fn small_tiles(precision: Precision, fusion: voisin_cuda::Fusion) -> CudaEngine {
+    let opts = CudaOptions {
+        precision,
+        fusion,
+        tile_bytes: 3 << 20,
+        ..Default::default()
+    };
+    CudaEngine::with_options(0, opts).expect("a CUDA GPU")
+}
+
 /// The arithmetics `elem` data can take: auto, fp32, tf32, and its own tensor cores'.
 fn precisions(elem: ElemType) -> Vec<Precision> {
     let mut p = vec![Precision::Auto, Precision::Fp32, Precision::Tf32];
@@ -186,13 +198,7 @@ fn graph_tile_pairs_fused_and_not_match_the_cpu() {
                         continue;
                     }
                     for fusion in [Fusion::Auto, Fusion::Off] {
-                        let opts = CudaOptions {
-                            precision: p,
-                            fusion,
-                            tile_bytes: 3 << 20,
-                            ..Default::default()
-                        };
-                        let g = CudaEngine::with_options(0, opts).expect("a CUDA GPU");
+                        let g = small_tiles(p, fusion);
                         let what = format!("{elem:?} d={d} {p} {fusion:?} {metric} graph k={k}");
                         same(&g.graph(&data, k, metric).unwrap(), &want, &what);
                     }
@@ -243,13 +249,7 @@ fn scaled_half_pairs_on_rows_of_every_magnitude() {
             for k in [1, 10, 60] {
                 let want = cpu.graph(&data, k, &metric).unwrap();
                 for fusion in [Fusion::Auto, Fusion::Off] {
-                    let opts = CudaOptions {
-                        precision: Precision::Tf32,
-                        fusion,
-                        tile_bytes: 3 << 20,
-                        ..Default::default()
-                    };
-                    let g = CudaEngine::with_options(0, opts).expect("a CUDA GPU");
+                    let g = small_tiles(Precision::Tf32, fusion);
                     let what = format!("d={d} {metric} k={k} {fusion:?}");
                     same(&g.graph(&data, k, &metric).unwrap(), &want, &what);
                 }

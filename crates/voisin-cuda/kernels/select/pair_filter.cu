@@ -148,6 +148,9 @@ __device__ __forceinline__ void pair_filter_body(
     int nk = max(1, (kw + PF_BK - 1) / PF_BK);
     int total = mine * nk;
     const KeyForm form = key_form(mode);
+    // A value's factors (pf_key), the same in the test and in the append: delta and 1 unscaled.
+    auto row_factor = [&](int r) { return SCALED ? s_rf[r] : form.delta; };
+    auto col_factor = [&](int c) { return SCALED ? s_cf[c] : 1.0f; };
 
     // Slab f of this block's stream: slab f % nk of its tile f / nk, into slot f % PF_STAGES.
     auto copy_slab = [&](int f) {
@@ -232,13 +235,13 @@ __device__ __forceinline__ void pair_filter_body(
             int c = wn + (p >> 1) * 8 + 2 * t + (p & 1);
             cthr[p] = s_cthr[c];
             cs[p] = s_cs[c];
-            cf[p] = SCALED ? s_cf[c] : 1.0f;
+            cf[p] = col_factor(c);
         }
         unsigned rmask[2] = {0u, 0u}, cmask[2] = {0u, 0u};
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
             int r = wm + (q >> 1) * 16 + (q & 1) * 8 + g;
-            float rthr = s_rthr[r], rs = s_rs[r], rf = SCALED ? s_rf[r] : form.delta;
+            float rthr = s_rthr[r], rs = s_rs[r], rf = row_factor(r);
 #pragma unroll
             for (int p = 0; p < 8; ++p) {
                 float key = pf_key(
@@ -267,8 +270,7 @@ __device__ __forceinline__ void pair_filter_body(
                 int cl = wn + (p >> 1) * 8 + 2 * t + (p & 1);
                 int r = r0 + rl, c = c0 + cl;
                 if (r >= na || c >= nb || (exclude_self && row_off + r == col_off + c)) continue;
-                float key = SCALED ? pf_key(s_rf[rl], s_cf[cl], value, s_rs[rl], s_cs[cl])
-                                   : pf_key(form.delta, 1.0f, value, s_rs[rl], s_cs[cl]);
+                float key = pf_key(row_factor(rl), col_factor(cl), value, s_rs[rl], s_cs[cl]);
                 if ((rmask[half] >> bit) & 1)
                     tf_append(row_count, row_floor, row_val, row_idx, cap, r, key, col_off + c);
                 if ((cmask[half] >> bit) & 1)

@@ -78,6 +78,13 @@ impl PairKind {
         )
     }
 
+    /// Whether the kernel takes `plan`'s rows in this kind: rows of whole 16-byte groups, and at
+    /// most one accumulation chunk summed.
+    fn fits(self, plan: &Plan) -> bool {
+        let (ldw, kw) = self.words(plan);
+        ldw.is_multiple_of(4) && kw * self.per_word() <= K_CHUNK
+    }
+
     /// The kernel on `gpu`.
     pub fn kernel(self, gpu: &Gpu) -> &CudaFunction {
         match self {
@@ -106,8 +113,7 @@ pub(crate) fn kind_for(plan: &Plan) -> Option<PairKind> {
         (TileRows::I8, Precision::Int8) => PairKind::S8,
         _ => return None,
     };
-    let (ldw, kw) = kind.words(plan);
-    (ldw.is_multiple_of(4) && kw * kind.per_word() <= K_CHUNK).then_some(kind)
+    kind.fits(plan).then_some(kind)
 }
 
 /// The rows a fused kind reads of a set on the device: the tiles' own, or for
@@ -158,8 +164,7 @@ impl<'d, 's> Operands<'d, 's> {
             .and_then(|r| Ok((r, unsafe { gpu.stream.alloc::<f32>(n.max(1)) }?)));
         let Ok((mut rows, mut back)) = room else {
             ops.kind = PairKind::Tf32;
-            let (ldw, _) = ops.kind.words(plan);
-            return Ok(ldw.is_multiple_of(4).then_some(ops));
+            return Ok(ops.kind.fits(plan).then_some(ops));
         };
         data.ensure(gpu, n)?;
         if n > 0 {
