@@ -98,8 +98,13 @@ pub(crate) struct Gpu {
     pub name: String,
     /// Multiprocessors on the device: the persistent kernels launch so many blocks per one.
     pub sms: usize,
-    /// Page-locked staging for uploads and downloads (`staging.rs`), allocated at first use.
+    /// Page-locked staging for uploads and downloads (`staging.rs`): an ended engine's spare,
+    /// or taken from `pinning` at first use.
     staging: Mutex<Option<Staging>>,
+    /// The staging being page-locked on a helper thread since the engine opened, when no spare
+    /// was at hand: locking 128 MiB took ~60 ms at a graph's first upload (traced on the H200,
+    /// a cost that did not grow with the bytes), now spent while the caller prepares its data.
+    pinning: Mutex<Option<std::thread::JoinHandle<Result<Staging>>>>,
     /// Where phase timings go (`probe.rs`); none by default.
     probe: RwLock<Arc<dyn Probe>>,
 }
@@ -112,10 +117,19 @@ pub(crate) const STAGE: usize = 16 << 20;
 /// call that opens a fresh engine (the Python functions). One is kept per device.
 static SPARE_STAGING: Mutex<Vec<(usize, Staging)>> = Mutex::new(Vec::new());
 
+/// An ended engine's staging on `device`, if one was kept.
+fn spare_staging(device: usize) -> Option<Staging> {
+    let mut spare = SPARE_STAGING.lock().unwrap_or_else(|p| p.into_inner());
+    let at = spare.iter().position(|(d, _)| *d == device);
+    at.map(|i| spare.swap_remove(i).1)
+}
+
 impl Drop for Gpu {
     fn drop(&mut self) {
         let staging = self.staging.get_mut().unwrap_or_else(|p| p.into_inner());
-        let Some(mut staging) = staging.take() else {
+        let pinning = self.pinning.get_mut().unwrap_or_else(|p| p.into_inner());
+        let pinned = pinning.take().and_then(|h| h.join().ok()?.ok());
+        let Some(mut staging) = staging.take().or(pinned) else {
             return;
         };
         let device = self.ctx.ordinal();
@@ -171,6 +185,11 @@ impl Gpu {
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(dev("querying the SM count"))?
             .max(1) as usize;
+        let staging = spare_staging(device);
+        let pinning = staging.is_none().then(|| {
+            let ctx = ctx.clone();
+            std::thread::spawn(move || Staging::plain(&ctx, STAGE))
+        });
         Ok(Gpu {
             ctx,
             stream,
@@ -179,7 +198,8 @@ impl Gpu {
             k,
             name,
             sms,
-            staging: Mutex::new(None),
+            staging: Mutex::new(staging),
+            pinning: Mutex::new(pinning),
             probe: RwLock::new(Arc::new(NoProbe)),
         })
     }
@@ -341,23 +361,27 @@ impl Gpu {
         Ok(out)
     }
 
-    /// The staging buffers, allocated at the first call (plain pages: downloads read them back
-    /// on the host).
+    /// The staging buffers (plain pages: downloads read them back on the host): the spare
+    /// taken at opening, or the helper thread's, waited for; allocated here if that failed.
     fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>> {
         let mut staging = self
             .staging
             .lock()
             .map_err(|_| Error::device("cuda: staging lock"))?;
         if staging.is_none() {
-            let device = self.ctx.ordinal();
-            let spare = {
-                let mut spare = SPARE_STAGING.lock().unwrap_or_else(|p| p.into_inner());
-                let at = spare.iter().position(|(d, _)| *d == device);
-                at.map(|i| spare.swap_remove(i).1)
-            };
-            *staging = Some(match spare {
-                Some(s) => s,
-                None => Staging::plain(&self.ctx, STAGE)?,
+            let pinned = self
+                .pinning
+                .lock()
+                .map_err(|_| Error::device("cuda: staging lock"))?
+                .take()
+                .and_then(|h| h.join().ok());
+            *staging = Some(match pinned {
+                Some(Ok(s)) => s,
+                // A failed or lost helper: the allocation's own error, here, says why.
+                _ => match spare_staging(self.ctx.ordinal()) {
+                    Some(s) => s,
+                    None => Staging::plain(&self.ctx, STAGE)?,
+                },
             });
         }
         Ok(staging)
