@@ -212,7 +212,9 @@ fn graph_tile_pairs_fused_and_not_match_the_cpu() {
 /// of two (kernels/distance/scaled_half.cu), on rows that test the scaling: groups of
 /// near-duplicate rows at magnitudes from 1e-15 to 1e14, rows of one large value and others
 /// 2⁻¹⁰ to 2⁻³⁰ of it (some below f16's normal range once scaled), zero rows; small tiles so most
-/// pairs are fused. Byte for byte against the CPU engine, with fusion on and off.
+/// pairs are fused. From d = 1024 the written tiles run on the scaled rows too (cuBLAS, then
+/// brought back to scale: ops/scaled.rs), fused or not; d = 2100 sums two chunks. Byte for byte
+/// against the CPU engine, with fusion on and off.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn scaled_half_pairs_on_rows_of_every_magnitude() {
@@ -220,7 +222,7 @@ fn scaled_half_pairs_on_rows_of_every_magnitude() {
     let mut rng = StdRng::seed_from_u64(seed());
     let cpu = CpuEngine::default();
     let n = 1500;
-    for d in [3usize, 20, 127] {
+    for d in [3usize, 20, 127, 1025, 2100] {
         let centres: Vec<Vec<f32>> = (0..30)
             .map(|_| (0..d).map(|_| rng.sample(StandardNormal)).collect())
             .collect();

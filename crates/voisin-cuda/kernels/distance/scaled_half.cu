@@ -42,3 +42,20 @@ extern "C" __global__ void scaled_half_rows(const float* __restrict__ in, long l
     for (long long i = d + lane; i < ld; i += 32) o[i] = 0;
     if (lane == 0) back[row] = ldexpf(1.0f, -e);
 }
+
+// A tile of dot products of scaled rows (cuBLAS on the copies above, src/ops/tile.rs) brought back
+// to the rows' own scale: out[r * ld + c] *= rf[r] * cf[c] for r < nr, c < nc, rf and cf the rows'
+// factors `back`. Each factor is a power of two in [2^-62, 2^62], so their product is exact and
+// normal, and so is the scaled value times it unless the result falls below f32's normal range:
+// one rounding there, at most 2^-150, inside the plan's absolute term (`tiny`). One row of the
+// tile per blockIdx.y.
+extern "C" __global__ void unscale_tile(float* __restrict__ out, long long ld, int nr, int nc,
+                                        const float* __restrict__ rf,
+                                        const float* __restrict__ cf) {
+    int r = blockIdx.y;
+    if (r >= nr) return;
+    float f = rf[r];
+    float* o = out + r * ld;
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < nc; c += gridDim.x * blockDim.x)
+        o[c] *= f * cf[c];
+}

@@ -553,6 +553,7 @@ impl<'s> DeviceSet<'s> {
             ld,
             sqnorm: self.sqnorm.slice(a..b.max(a + 1)),
             n: b - a,
+            back: None,
         }
     }
 }

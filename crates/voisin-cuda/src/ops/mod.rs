@@ -1,8 +1,8 @@
 //! Kernel launchers and the device-side steps built on them, each taking the GPU and the plan:
 //! a set's upload and row preparation (`device_set`), one distance tile (`tile`), the selection
 //! variants (`select`), the fused distance + filter (`fused`), threshold filters' survivors and
-//! their merge (`survivors`), the graph's fused tile pair (`pair`), exact keys and the device finish
-//! (`exact`) and the range filter (`range`).
+//! their merge (`survivors`), the graph's fused tile pair (`pair`), rows scaled to f16 for TF32
+//! plans (`scaled`), exact keys and the device finish (`exact`) and the range filter (`range`).
 //!
 //! Reads `runtime` (the GPU, its kernels, the host↔kernel table) and `numerics` (the plan);
 //! knows nothing about how a search is tiled over its queries or proved (`search`).
@@ -12,6 +12,7 @@ pub(crate) mod exact;
 pub(crate) mod fused;
 pub(crate) mod pair;
 pub(crate) mod range;
+pub(crate) mod scaled;
 pub mod select;
 pub(crate) mod survivors;
 pub(crate) mod tile;

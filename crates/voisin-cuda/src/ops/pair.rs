@@ -13,11 +13,12 @@
 
 use std::ops::Range;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::numerics::plan::{Plan, TileKey, TileKind, TileRows, K_CHUNK};
-use crate::ops::device_set::{DeviceSet, RowsView};
+use crate::ops::device_set::DeviceSet;
+use crate::ops::scaled::{self, ScaledRows};
 use crate::ops::survivors::{push_into, FilterInto, IntoScalars};
 use crate::ops::tile::Block;
 use crate::options::Precision;
@@ -58,7 +59,7 @@ impl PairKind {
     /// the scaled copy's (16-byte rows, zero-padded).
     fn ld(self, plan: &Plan) -> usize {
         match self {
-            PairKind::F16Scaled => plan.dim.next_multiple_of(8),
+            PairKind::F16Scaled => ScaledRows::ld_for(plan.dim),
             _ => plan.tile_rows().stride(plan.storage, plan.dim),
         }
     }
@@ -107,7 +108,7 @@ pub(crate) fn kind_for(plan: &Plan) -> Option<PairKind> {
         return None;
     }
     let kind = match (plan.tile_rows(), plan.precision) {
-        (TileRows::F32, Precision::Tf32) => PairKind::F16Scaled,
+        _ if scaled::applies(plan) => PairKind::F16Scaled,
         (TileRows::Stored, Precision::Fp16) => PairKind::F16,
         (TileRows::Stored, Precision::Bf16) => PairKind::Bf16,
         (TileRows::I8, Precision::Int8) => PairKind::S8,
@@ -117,78 +118,30 @@ pub(crate) fn kind_for(plan: &Plan) -> Option<PairKind> {
 }
 
 /// The rows a fused kind reads of a set on the device: the tiles' own, or for
-/// [`PairKind::F16Scaled`] a scaled f16 copy of them and each row's factor back.
+/// [`PairKind::F16Scaled`] the scaled f16 copy of them (ops/scaled.rs).
 pub(crate) struct Operands<'d, 's> {
     data: &'d DeviceSet<'s>,
     kind: PairKind,
-    scaled: Option<Scaled>,
-}
-
-/// A scaled f16 copy of a set's prepared rows: `ld` values apart, and each row's factor back.
-struct Scaled {
-    rows: CudaSlice<u16>,
-    back: CudaSlice<f32>,
-    ld: usize,
-}
-
-/// Rows `a..b` as the kernel reads them: the rows, their squared norms and count (the block),
-/// and the factors back of scaled rows.
-struct Side<'a> {
-    block: Block<'a>,
-    back: Option<CudaView<'a, f32>>,
+    scaled: Option<&'d ScaledRows>,
 }
 
 impl<'d, 's> Operands<'d, 's> {
-    /// The operands of `kind` ([`kind_for`]'s for `plan`) over the whole of `data`, which
-    /// the call uploads and prepares first if it is not yet. [`PairKind::F16Scaled`] makes its
-    /// copy here (one pass over the prepared rows; half their bytes); where that copy does not
-    /// fit, TF32 on the prepared rows, or `None` (no fusion) where their rows are not whole
-    /// 16-byte groups.
+    /// The operands of `kind` ([`kind_for`]'s for `plan`) over the whole of `data`, for
+    /// [`PairKind::F16Scaled`] on `scaled`, its copy; where that copy did not fit (`None`),
+    /// TF32 on the prepared rows, or `None` (no fusion) where their rows are not whole 16-byte
+    /// groups.
     pub fn new(
-        gpu: &Gpu,
         plan: &Plan,
         data: &'d DeviceSet<'s>,
         kind: PairKind,
-    ) -> Result<Option<Self>> {
-        let mut ops = Operands {
-            data,
-            kind,
-            scaled: None,
+        scaled: Option<&'d ScaledRows>,
+    ) -> Option<Self> {
+        let kind = match (kind, scaled) {
+            (PairKind::F16Scaled, None) => PairKind::Tf32,
+            (kind, _) => kind,
         };
-        if kind != PairKind::F16Scaled {
-            return Ok(Some(ops));
-        }
-        let (n, d, ld) = (data.n, plan.dim, kind.ld(plan));
-        // SAFETY: scaled_half_rows writes every value (the padding as zeros) and every factor.
-        let room = unsafe { gpu.stream.alloc::<u16>((n * ld).max(1)) }
-            .and_then(|r| Ok((r, unsafe { gpu.stream.alloc::<f32>(n.max(1)) }?)));
-        let Ok((mut rows, mut back)) = room else {
-            ops.kind = PairKind::Tf32;
-            return Ok(ops.kind.fits(plan).then_some(ops));
-        };
-        data.ensure(gpu, n)?;
-        if n > 0 {
-            let whole = data.block(0, n);
-            let warps = 8u32;
-            let cfg = LaunchConfig {
-                grid_dim: ((n as u64).div_ceil(warps as u64) as u32, 1, 1),
-                block_dim: (32 * warps, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let (nn, dd, ldl) = (n as i64, d as i32, ld as i64);
-            let mut l = gpu.stream.launch_builder(&gpu.k.scaled_half_rows);
-            l.arg(whole.rows.f32())
-                .arg(&nn)
-                .arg(&dd)
-                .arg(&mut rows)
-                .arg(&ldl)
-                .arg(&mut back);
-            // SAFETY: matches scaled_half_rows (kernels/distance/scaled_half.cu): n prepared
-            // rows of d f32 values, d apart; rows holds n × ld values, back n.
-            unsafe { l.launch(cfg) }.map_err(dev("scaled_half_rows"))?;
-        }
-        ops.scaled = Some(Scaled { rows, back, ld });
-        Ok(Some(ops))
+        let scaled = scaled.filter(|_| kind == PairKind::F16Scaled);
+        kind.fits(plan).then_some(Operands { data, kind, scaled })
     }
 
     /// The kind the operands serve (TF32 where the scaled copy did not fit).
@@ -197,21 +150,10 @@ impl<'d, 's> Operands<'d, 's> {
     }
 
     /// Rows `a..b`.
-    fn side(&self, a: usize, b: usize) -> Side<'_> {
-        let block = self.data.block(a, b);
-        match &self.scaled {
-            None => Side { block, back: None },
-            Some(Scaled { rows, back, ld }) => {
-                let ld = *ld;
-                Side {
-                    block: Block {
-                        rows: RowsView::Half(rows.slice(a * ld..(b * ld).max(a * ld + 1))),
-                        ld,
-                        ..block
-                    },
-                    back: Some(back.slice(a..b.max(a + 1))),
-                }
-            }
+    fn side(&self, a: usize, b: usize) -> Block<'_> {
+        match self.scaled {
+            None => self.data.block(a, b),
+            Some(s) => s.block(self.data, a, b),
         }
     }
 }
@@ -237,10 +179,9 @@ pub(crate) fn filter(
     into: FilterInto<'_, '_>,
 ) -> Result<()> {
     let kind = ops.kind;
-    let (sa, sb) = (ops.side(ra.start, ra.end), ops.side(rb.start, rb.end));
-    let (a, b) = (&sa.block, &sb.block);
+    let (a, b) = (ops.side(ra.start, ra.end), ops.side(rb.start, rb.end));
     debug_assert_eq!(a.ld, b.ld);
-    debug_assert_eq!(sa.back.is_some(), kind == PairKind::F16Scaled);
+    debug_assert_eq!(a.back.is_some(), kind == PairKind::F16Scaled);
     debug_assert!(into.row_out.floor.is_some() && into.row_out.count.len() >= a.n);
     if a.n == 0 || b.n == 0 {
         return Ok(());
@@ -269,8 +210,8 @@ pub(crate) fn filter(
         .arg(&a.sqnorm)
         .arg(&b.sqnorm);
     // Unscaled kinds never read the factors: the norms stand in as valid pointers.
-    l.arg(sa.back.as_ref().unwrap_or(&a.sqnorm))
-        .arg(sb.back.as_ref().unwrap_or(&b.sqnorm));
+    l.arg(a.back.as_ref().unwrap_or(&a.sqnorm))
+        .arg(b.back.as_ref().unwrap_or(&b.sqnorm));
     push_into(&mut l, &scalars, into)?;
     // SAFETY: matches pair_filter_* in kernels/select/pair_filter.cu: a and b hold n rows of
     // ld values (ldw words, the first kw summed), 16-byte aligned (kind_for); the norms and

@@ -2,9 +2,10 @@
 //! given row stride. GEMM metrics get dot products from cuBLAS (sgemm, GemmEx on TF32 tensor
 //! cores under `Precision::Tf32`, GemmEx on the stored f16/bf16 rows with fp32 accumulation
 //! under `Precision::Fp16`/`Bf16`, or on int8 rows with int32 accumulation under
-//! `Precision::Int8`, whose int32 results the tile holds as they are, `TileKey::L2Int`); the key
-//! is formed later, inside the selection and range kernels. The others get keys from
-//! kernels/distance/vector_tile.cu.
+//! `Precision::Int8`, whose int32 results the tile holds as they are, `TileKey::L2Int`; under
+//! TF32 on the scaled f16 copies of ops/scaled.rs where the blocks carry them, the tile then
+//! brought back to the rows' scale); the key is formed later, inside the selection and range
+//! kernels. The others get keys from kernels/distance/vector_tile.cu.
 //!
 //! Owns the cuBLAS call and its column-major bookkeeping; knows nothing about selection.
 
@@ -19,13 +20,15 @@ use crate::ops::device_set::RowsView;
 use crate::options::Precision;
 use crate::runtime::context::{dev, Gpu};
 
-/// A block of the tiles' rows on the device (prepared f32 or int8 rows, or the stored half
-/// rows), `ld` values apart.
+/// A block of the tiles' rows on the device (prepared f32 or int8 rows, the stored half rows,
+/// or scaled f16 copies of prepared f32 rows), `ld` values apart.
 pub(crate) struct Block<'a> {
     pub rows: RowsView<'a>,
     pub ld: usize,
     pub sqnorm: CudaView<'a, f32>,
     pub n: usize,
+    /// Scaled f16 rows (ops/scaled.rs): each row's factor back to its own scale.
+    pub back: Option<CudaView<'a, f32>>,
 }
 
 /// Writes out[r * ld + c] = value(q_r, b_c) for r < q.n, c < b.n.
@@ -95,10 +98,11 @@ pub(crate) fn compute(
                         gemm_ex(gpu, &cfg, (bv, qv, cudaDataType::CUDA_R_32F), tf32, out)?
                     }
                     (RowsView::Half(bv), RowsView::Half(qv), _) => {
-                        let t = match plan.storage {
-                            Storage::F16 => cudaDataType::CUDA_R_16F,
-                            Storage::Bf16 => cudaDataType::CUDA_R_16BF,
-                            _ => unreachable!("half rows on half storage"),
+                        let t = match (&q.back, plan.storage) {
+                            (Some(_), _) => cudaDataType::CUDA_R_16F,
+                            (None, Storage::F16) => cudaDataType::CUDA_R_16F,
+                            (None, Storage::Bf16) => cudaDataType::CUDA_R_16BF,
+                            _ => unreachable!("half rows on half storage, or scaled"),
                         };
                         let fp32 = Accumulate::Float(cublasComputeType_t::CUBLAS_COMPUTE_32F);
                         gemm_ex(gpu, &cfg, (bv, qv, t), fp32, out)?
@@ -106,7 +110,11 @@ pub(crate) fn compute(
                     _ => unreachable!("tile rows in the plan's storage and precision"),
                 }
             }
-            Ok(())
+            match (&q.back, &b.back) {
+                (Some(qf), Some(bf)) => unscale(gpu, (q.n, b.n), (qf, bf), out, ld),
+                (None, None) => Ok(()),
+                _ => unreachable!("both sides scaled or neither"),
+            }
         }
         TileKind::Simt(kind, p) => {
             let cfg = LaunchConfig {
@@ -131,6 +139,33 @@ pub(crate) fn compute(
                 .map_err(dev("vector_tile"))
         }
     }
+}
+
+/// Brings a tile of scaled rows' dot products back to the rows' own scale: each value times its
+/// row's and its column's factor (kernels/distance/scaled_half.cu `unscale_tile`).
+fn unscale(
+    gpu: &Gpu,
+    (nr, nc): (usize, usize),
+    (rf, cf): (&CudaView<'_, f32>, &CudaView<'_, f32>),
+    out: &mut CudaViewMut<'_, f32>,
+    ld: usize,
+) -> Result<()> {
+    if nr == 0 || nc == 0 {
+        return Ok(());
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (nc.div_ceil(1024).min(16) as u32, nr as u32, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (ldl, nri, nci) = (ld as i64, nr as i32, nc as i32);
+    let mut l = gpu.stream.launch_builder(&gpu.k.unscale_tile);
+    l.arg(out).arg(&ldl).arg(&nri).arg(&nci).arg(rf).arg(cf);
+    // SAFETY: matches unscale_tile; the tile holds nr rows of ld ≥ nc values, the factors nr and
+    // nc (the blocks').
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("unscale_tile"))
 }
 
 /// How GemmEx sums: in fp32 under a compute type (TF32 tensor cores, or the f16/bf16 ones), or

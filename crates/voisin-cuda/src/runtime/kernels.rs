@@ -332,7 +332,7 @@ registry! {
     #[cfg(feature = "bench-variants")] select_quick,
     fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors, merge_survivors_warp,
     pair_filter_tf32, pair_filter_f16, pair_filter_f16_scaled, pair_filter_bf16, pair_filter_s8,
-    vector_tile, transpose, scaled_half_rows,
+    vector_tile, transpose, scaled_half_rows, unscale_tile,
     range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,
     lc_build_scan, lc_build_scan_lev, lc_build_collect, lc_build_gather,

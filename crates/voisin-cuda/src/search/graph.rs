@@ -11,7 +11,8 @@ use voisin::{Error, Metric, Result, Stats, VectorSet};
 
 use crate::numerics::plan::Plan;
 use crate::ops::device_set::DeviceSet;
-use crate::ops::pair;
+use crate::ops::pair::{self, PairKind};
+use crate::ops::scaled::{self, ScaledRows};
 use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, tile, Budget};
@@ -278,10 +279,22 @@ pub(crate) fn symmetric_candidates(
     // Items each tile's lists have been fed so far: a list that has seen fewer than half a tile
     // of items has a threshold too loose to filter with.
     let mut fed = vec![0usize; nt];
-    // The fused tile pair for warm pairs, where the plan's tiles allow it.
-    let fused = match (fusion, n, pair::kind_for(plan)) {
-        (Fusion::Off, _, _) | (_, 0, _) | (_, _, None) => None,
-        (_, _, Some(kind)) => pair::Operands::new(gpu, plan, data, kind)?,
+    // The fused tile pair for warm pairs, where the plan's tiles allow it, and the written
+    // tiles of wide rows, on the set's scaled f16 copy under TF32 plans (made last: where it
+    // does not fit, TF32 on the prepared rows).
+    let fuse_kind = pair::kind_for(plan).filter(|_| fusion != Fusion::Off && n > 0);
+    let scaled = match scaled::applies(plan)
+        && n > 0
+        && (scaled::for_tiles(plan) || fuse_kind == Some(PairKind::F16Scaled))
+    {
+        true => ScaledRows::new(gpu, plan, data)?,
+        false => None,
+    };
+    let fused = fuse_kind.and_then(|kind| pair::Operands::new(plan, data, kind, scaled.as_ref()));
+    let tile_block = |a: usize, b: usize| match scaled.as_ref().filter(|_| scaled::for_tiles(plan))
+    {
+        Some(s) => s.block(data, a, b),
+        None => data.block(a, b),
     };
     let warm = |fed: usize| 2 * fed >= t;
     // Under a probe that asks for it, the first two rows of tiles are timed step by step
@@ -337,7 +350,8 @@ pub(crate) fn symmetric_candidates(
             }
             let fuse = fused.as_ref().filter(|_| filter.is_some());
             if fuse.is_none() {
-                tile::compute(gpu, plan, &bi, &bj, &mut tile_buf.slice_mut(..), nj)?;
+                let (ti, tj) = (tile_block(i0, i1), tile_block(j0, j1));
+                tile::compute(gpu, plan, &ti, &tj, &mut tile_buf.slice_mut(..), nj)?;
                 mark(it, 0, &mut since)?;
             }
             let rows_at = TileAt {
