@@ -2,6 +2,8 @@
 // knn.rs `finish` works: prove, cut the candidate prefix, exact keys, sort by (key, index), k.
 #include "kern.h"
 #include <cstdio>
+#include <cstring>
+#include <cmath>
 #include <random>
 std::mt19937 rng(11);
 int fails = 0, proven_rows = 0, open_rows = 0;
@@ -62,7 +64,64 @@ void test(int nb, int d, int nq, int width, int k, int levels, double noise, dou
   printf("nb=%d d=%d width=%d k=%d levels=%d: %d proven, %d open\n", nb, d, width, k, levels, proven_rows - p0, open_rows - o0);
 }
 
+// common/exact.cuh's keys (the ones every device finish uses, and the reference of `test`
+// below) against a plain loop over the dimensions in order, written apart from them: every
+// metric, both zeros Rust's sum may start from, dimensions from 1 to 1025, rows at every
+// alignment (d values apart in one buffer), a dimension-major table and a zero row. Compared
+// by bits.
+double plain_key(const float* a, const float* b, int d, int metric, double zero) {
+  auto mean = [&](const float* x) { double s = zero; for (int i = 0; i < d; ++i) s = s + (double)x[i]; return s / d; };
+  double s = zero, ab = 0, aa = 0, bb = 0, ca = 0, cb = 0;
+  switch (metric) {
+  case EX_SQEUCLIDEAN: for (int i = 0; i < d; ++i) { double t = (double)a[i] - (double)b[i]; s = s + t * t; } return s;
+  case EX_INNER_PRODUCT: for (int i = 0; i < d; ++i) s = s + (double)a[i] * (double)b[i]; return -s;
+  case EX_CITYBLOCK: for (int i = 0; i < d; ++i) s = s + std::fabs((double)a[i] - (double)b[i]); return s;
+  case EX_CHEBYSHEV: s = 0; for (int i = 0; i < d; ++i) s = std::fmax(s, std::fabs((double)a[i] - (double)b[i])); return s;
+  default:
+    if (metric == EX_CORRELATION) { ca = mean(a); cb = mean(b); }
+    for (int i = 0; i < d; ++i) {
+      double x = (double)a[i] - ca, y = (double)b[i] - cb;
+      ab = ab + x * y; aa = aa + x * x; bb = bb + y * y;
+    }
+    if (aa == 0.0 || bb == 0.0) return 1.0;
+    double c = 1.0 - ab / (std::sqrt(aa) * std::sqrt(bb));
+    return c < 0.0 ? 0.0 : (c > 2.0 ? 2.0 : c);
+  }
+}
+
+void test_exact_keys() {
+  int checked = 0;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int d : {1, 3, 15, 16, 17, 37, 64, 127, 1025}) {
+    int n = 9;
+    std::vector<float> rows(n * d + 4), table(d * n);
+    for (auto& v : rows) v = nd(rng) * 1e3f + 0.5f;
+    for (int i = 0; i < d; ++i) rows[2 * d + i] = 0.0f;  // a zero row
+    for (int r = 0; r < n; ++r) for (int i = 0; i < d; ++i) table[i * n + r] = rows[r * d + i];
+    for (int metric : {EX_SQEUCLIDEAN, EX_INNER_PRODUCT, EX_COSINE, EX_CORRELATION, EX_CITYBLOCK, EX_CHEBYSHEV}) {
+      for (double zero : {0.0, -0.0}) {
+        for (int r = 0; r < n; ++r) {
+          for (int q = 0; q < n; ++q) {
+            const float* a = &rows[r * d];
+            const float* b = &rows[q * d];
+            double want = plain_key(a, b, d, metric, zero);
+            double dense = exact_key_of(DenseRow{a}, DenseRow{b}, d, metric, zero);
+            double stored = exact_key(a, b, d, metric, zero);
+            double strided = exact_key_of(StridedRow{&table[r], n}, DenseRow{b}, d, metric, zero);
+            for (double got : {dense, stored, strided}) {
+              CHECK(std::memcmp(&got, &want, 8) == 0, "exact key d=%d metric=%d rows %d,%d: %.17g != %.17g", d, metric, r, q, got, want);
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  printf("exact keys: %d keys checked against a plain loop\n", checked);
+}
+
 int main() {
+  test_exact_keys();
   test(3000, 5, 6, 2048, 1000, 3, 0.4, 0, 2);     // k=1000: thousands of equal keys
   test(3000, 5, 6, 2048, 1000, 40, 2.0, 0, 0);
   test(3000, 4, 6, 2048, 1000, 1000, 1e-3, 1e-6, 2); // relative part
