@@ -4,7 +4,7 @@
 //!
 //! Owns the triangle schedule and the graph's rows as a candidate source; proving and re-ranking are search/finish.rs's.
 
-use cudarc::driver::CudaView;
+use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
 use voisin::graph::{Share, TileOwner};
 use voisin::{Error, Metric, Result, Stats, VectorSet};
@@ -43,6 +43,15 @@ pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
     }
     t
 }
+
+/// Filtered pairs whose rows' survivors share one merge. A merge is a launch over the tile's
+/// rows, most of which found nothing in a warm pair (two merges took ~67 µs of a ~0.45 ms
+/// pair, H200); rows filtered meanwhile against the older thresholds offer a few more
+/// survivors, which the buffers hold (`filter_cap`: a warm pair offers a row about kp·t/s of
+/// them after s items, far under the cap summed over four pairs). Later pairs can read the
+/// older thresholds and stay exact: a threshold only has to be at least the list's final
+/// largest key.
+const ROW_MERGE_EVERY: usize = 4;
 
 /// Longest list the graph's tile filter serves: its buffers grow with the list.
 const FILTER_MAX_KP: usize = 256;
@@ -323,6 +332,20 @@ pub(crate) fn symmetric_candidates(
     };
     let mut queued: std::collections::VecDeque<cudarc::driver::CudaEvent> = Default::default();
     let mut filtered_pairs = 0usize;
+    let merge_into = |lv: &mut CudaSlice<f32>,
+                      li: &mut CudaSlice<u32>,
+                      items: std::ops::Range<usize>,
+                      out: &mut Survivors|
+     -> Result<()> {
+        let lists = ListsOut {
+            val: &mut lv.slice_mut(items.start * kp..items.end * kp),
+            idx: &mut li.slice_mut(items.start * kp..items.end * kp),
+            width: kp,
+        };
+        survivors::merge(gpu, items.len(), lists, out)
+    };
+    // Filtered pairs of this tile row whose rows' survivors are not merged yet.
+    let mut pending_rows = 0usize;
     for it in 0..nt {
         let (i0, i1) = (it * t, ((it + 1) * t).min(n));
         let bi = data.block(i0, i1);
@@ -397,16 +420,16 @@ pub(crate) fn symmetric_candidates(
                         }
                     }
                 }
-                for (from, len, out) in [(i0, ni, &mut *row_out), (j0, nj, &mut *col_out)]
-                    .into_iter()
-                    .take(if jt == it { 1 } else { 2 })
-                {
-                    let lists = ListsOut {
-                        val: &mut lv.slice_mut(from * kp..(from + len) * kp),
-                        idx: &mut li.slice_mut(from * kp..(from + len) * kp),
-                        width: kp,
-                    };
-                    survivors::merge(gpu, len, lists, out)?;
+                // The columns' survivors merge at once (the next pair's columns are another
+                // tile); the rows' wait in their buffer for ROW_MERGE_EVERY pairs or the end of
+                // the tile row.
+                if jt != it {
+                    merge_into(&mut lv, &mut li, j0..j1, col_out)?;
+                }
+                pending_rows += 1;
+                if pending_rows >= ROW_MERGE_EVERY {
+                    merge_into(&mut lv, &mut li, i0..i1, row_out)?;
+                    pending_rows = 0;
                 }
                 mark(it, 5, &mut since)?;
                 continue;
@@ -465,6 +488,13 @@ pub(crate) fn symmetric_candidates(
                 )?;
                 mark(it, 1, &mut since)?;
             }
+        }
+        if pending_rows > 0 {
+            let (row_out, _) = filtered
+                .as_mut()
+                .expect("pending rows come from the filter");
+            merge_into(&mut lv, &mut li, i0..i1, row_out)?;
+            pending_rows = 0;
         }
     }
     let how = match &fused {
