@@ -961,6 +961,16 @@ fn sum_rel(d: usize, term: f64) -> f64 {
     2.0 * nu / (1.0 - nu)
 }
 
+/// The plan of `metric` under `precision` for a set of `d`-value rows stored as `elem` (one
+/// row of 0.5s): what decides which kernels and rows a search takes.
+#[cfg(test)]
+pub(crate) fn plan_of(metric: &Metric, d: usize, precision: Precision, elem: ElemType) -> Plan {
+    let b = VectorSet::from_f32(1, d, vec![0.5; d]).unwrap();
+    Plan::new(metric, &b)
+        .with_arithmetic(precision, elem, elem)
+        .unwrap()
+}
+
 /// How the host's tiles ([`HostTiles`]) convert the prepared rows before their dot products.
 #[cfg(test)]
 #[derive(Clone, Copy)]

@@ -226,18 +226,16 @@ pub(crate) fn filter(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numerics::plan::plan_of;
     use voisin::data::ElemType;
-    use voisin::{Metric, VectorSet};
+    use voisin::Metric;
 
     /// Tensor-core plans of dot-product keys are fused, in every storage and dimension, up to
     /// one chunk (TF32 plans on scaled f16 rows); fp32 and SIMT metrics are not.
     #[test]
     fn which_plans_are_fused() {
-        let kind = |m: &Metric, d: usize, p: Precision, elem: ElemType| {
-            let b = VectorSet::from_f32(1, d, vec![0.5; d]).unwrap();
-            let plan = Plan::new(m, &b).with_arithmetic(p, elem, elem).unwrap();
-            kind_for(&plan)
-        };
+        let kind =
+            |m: &Metric, d: usize, p: Precision, elem: ElemType| kind_for(&plan_of(m, d, p, elem));
         use ElemType::*;
         let (e, ip, cos, cb) = (
             Metric::Euclidean,

@@ -103,17 +103,14 @@ impl ScaledRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numerics::plan::plan_of as plan;
     use voisin::data::ElemType;
-    use voisin::{Metric, VectorSet};
+    use voisin::Metric;
 
     /// TF32 plans of dot-product keys take the copy at any dimension, their written tiles from
     /// TILE_MIN_DIM on; fp32, SIMT metrics and the storages' own tensor cores never.
     #[test]
     fn which_plans_take_scaled_rows() {
-        let plan = |m: &Metric, d: usize, p: Precision, elem: ElemType| {
-            let b = VectorSet::from_f32(1, d, vec![0.5; d]).unwrap();
-            Plan::new(m, &b).with_arithmetic(p, elem, elem).unwrap()
-        };
         let (e, ip, cos, cb) = (
             Metric::Euclidean,
             Metric::InnerProduct,
