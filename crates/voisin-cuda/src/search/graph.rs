@@ -501,8 +501,12 @@ pub(crate) fn symmetric_candidates(
         Some(ops) => format!("fused on tensor cores ({:?})", ops.kind()),
         None => "in one read of the tile".into(),
     };
+    let written = match scaled.is_some() && scaled::for_tiles(plan) {
+        true => "; written tiles on scaled f16",
+        false => "",
+    };
     phases.note(format_args!(
-        "graph: {filtered_pairs} tile pairs filtered {how} ({} buffer slots per item)",
+        "graph: {filtered_pairs} tile pairs filtered {how} ({} buffer slots per item){written}",
         cap.unwrap_or(0)
     ));
     if probe {
