@@ -290,18 +290,17 @@ pub(crate) fn symmetric_candidates(
     let mut fed = vec![0usize; nt];
     // The fused tile pair for warm pairs, where the plan's tiles allow it, and the written
     // tiles of wide rows, on the set's scaled f16 copy under TF32 plans (made last: where it
-    // does not fit, TF32 on the prepared rows).
+    // does not fit, TF32 on the prepared rows). Either use implies `scaled::applies`.
     let fuse_kind = pair::kind_for(plan).filter(|_| fusion != Fusion::Off && n > 0);
-    let scaled = match scaled::applies(plan)
-        && n > 0
-        && (scaled::for_tiles(plan) || fuse_kind == Some(PairKind::F16Scaled))
-    {
-        true => ScaledRows::new(gpu, plan, data)?,
-        false => None,
+    let wide = scaled::for_tiles(plan);
+    let scaled = if n > 0 && (wide || fuse_kind == Some(PairKind::F16Scaled)) {
+        ScaledRows::new(gpu, plan, data)?
+    } else {
+        None
     };
     let fused = fuse_kind.and_then(|kind| pair::Operands::new(plan, data, kind, scaled.as_ref()));
-    let tile_block = |a: usize, b: usize| match scaled.as_ref().filter(|_| scaled::for_tiles(plan))
-    {
+    let tile_rows = scaled.as_ref().filter(|_| wide);
+    let tile_block = |a: usize, b: usize| match tile_rows {
         Some(s) => s.block(data, a, b),
         None => data.block(a, b),
     };
@@ -501,9 +500,10 @@ pub(crate) fn symmetric_candidates(
         Some(ops) => format!("fused on tensor cores ({:?})", ops.kind()),
         None => "in one read of the tile".into(),
     };
-    let written = match scaled.is_some() && scaled::for_tiles(plan) {
-        true => "; written tiles on scaled f16",
-        false => "",
+    let written = if tile_rows.is_some() {
+        "; written tiles on scaled f16"
+    } else {
+        ""
     };
     phases.note(format_args!(
         "graph: {filtered_pairs} tile pairs filtered {how} ({} buffer slots per item){written}",
