@@ -23,9 +23,21 @@ use voisin_cuda::{CudaEngine, CudaOptions, Precision};
 /// `n` rows of `d` values `offset + N(0, 1)·spread` stored as `elem` (u8: 0..=255 integers
 /// around 128 + offset), every `dup`-th row a copy of the one before (ties).
 fn typed(rng: &mut StdRng, elem: ElemType, n: usize, d: usize, offset: f32, dup: usize) -> Dataset {
+    typed_rows(rng, elem, n, d, |_| offset, dup)
+}
+
+/// As [`typed`], row r's values around `offset(r)`.
+fn typed_rows(
+    rng: &mut StdRng,
+    elem: ElemType,
+    n: usize,
+    d: usize,
+    offset: impl Fn(usize) -> f32,
+    dup: usize,
+) -> Dataset {
     let mut v: Vec<f32> = (0..n * d)
-        .map(|_| {
-            let x: f32 = rng.sample(StandardNormal);
+        .map(|i| {
+            let (x, offset): (f32, f32) = (rng.sample(StandardNormal), offset(i / d.max(1)));
             match elem {
                 ElemType::U8 => (128.0 + offset + 40.0 * x).round().clamp(0.0, 255.0),
                 _ => offset + x,
@@ -201,6 +213,64 @@ fn graph_tile_pairs_fused_and_not_match_the_cpu() {
                         let g = small_tiles(p, fusion);
                         let what = format!("{elem:?} d={d} {p} {fusion:?} {metric} graph k={k}");
                         same(&g.graph(&data, k, metric).unwrap(), &want, &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// k-NN passes of batches past fused_filter's (ops/fused.rs `FusedKernel::Pair`) filter the
+/// base with the graph's fused tile pair, rows only: a threshold pass over the first items,
+/// then chunks of the base, each merged before the next. Every input type on its tensor cores
+/// (TF32 plans on scaled f16), dims that are and are not whole 16-byte rows, duplicates, and a
+/// base whose first 3,000 items lie far from the queries: their thresholds let whole chunks
+/// through, the buffers overflow and the lists are cut to their floors, then proved or widened.
+/// Byte for byte against the CPU engine, with fusion on and off; the pairs must have run (k ≤ 10).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn knn_fused_pairs_on_every_input_type() {
+    use voisin_cuda::Fusion;
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let (n, nq, head) = (20_000, 700, 3000);
+    for (elem, d, p) in [
+        (ElemType::F32, 128, Precision::Tf32),
+        (ElemType::F32, 3, Precision::Tf32),
+        (ElemType::F32, 127, Precision::Tf32),
+        (ElemType::F16, 127, Precision::Fp16),
+        (ElemType::Bf16, 64, Precision::Bf16),
+        (ElemType::U8, 128, Precision::Int8),
+    ] {
+        let far = if elem == ElemType::U8 { 100.0 } else { 30.0 };
+        for far_head in [false, true] {
+            let offset = |r: usize| if far_head && r < head { far } else { 0.0 };
+            let base = typed_rows(&mut rng, elem, n, d, offset, 9);
+            let queries = typed(&mut rng, elem, nq, d, 0.0, 7);
+            let metrics = match elem {
+                ElemType::U8 => vec![Metric::Euclidean, Metric::SqEuclidean],
+                _ => vec![Metric::Euclidean, Metric::InnerProduct, Metric::Cosine],
+            };
+            for metric in metrics.iter().filter(|m| takes(p, elem, m)) {
+                for k in [1, 10, 100] {
+                    let want = cpu.knn(&base, &queries, k, metric).unwrap();
+                    for fusion in [Fusion::Auto, Fusion::Off] {
+                        let opts = CudaOptions {
+                            precision: p,
+                            fusion,
+                            ..Default::default()
+                        };
+                        let g = CudaEngine::with_options(0, opts).expect("a CUDA GPU");
+                        let what = format!(
+                            "{elem:?} d={d} {p} {fusion:?} {metric} far head {far_head} knn k={k}"
+                        );
+                        same(&g.knn(&base, &queries, k, metric).unwrap(), &want, &what);
+                        // Lists of k = 100 may pass the pairs' 256 (a pilot's longer list,
+                        // TF32's doubled one): written tiles serve them.
+                        let chunks = g.fused_pair_chunks();
+                        if fusion == Fusion::Off || k <= 10 {
+                            assert_eq!(chunks > 0, fusion == Fusion::Auto, "{what}: {chunks}");
+                        }
                     }
                 }
             }

@@ -90,6 +90,14 @@ impl CudaEngine {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many chunks of a base this engine's k-NN passes filtered with the fused tile pair
+    /// (ops/pair.rs) instead of written tiles (diagnostics; the results do not depend on it).
+    pub fn fused_pair_chunks(&self) -> usize {
+        self.counters
+            .pair_chunks
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// How many times an allocation failure made this engine halve its working set and retry
     /// (diagnostics; the results do not depend on it).
     pub fn shrinks(&self) -> usize {

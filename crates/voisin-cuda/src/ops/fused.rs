@@ -1,18 +1,23 @@
-//! Fused distance + selection for small candidate lists (docs/design/fused-selection.md): the dot products of a query
-//! block against the base are computed in registers and filtered against each query's threshold
-//! in the same kernel (kernels/select/fused_filter.cu), so the distance tile never touches device
-//! memory; the few survivors are merged into the running lists.
+//! Fused distance + selection for small candidate lists (docs/design/fused-selection.md): the
+//! dot products of a query block against the base are computed in registers and filtered
+//! against each query's threshold in the same kernel, so the distance tile never touches device
+//! memory; the few survivors are merged into the running lists. Two kernels do it: fused_filter
+//! (kernels/select/fused_filter.cu) for small batches on prepared f32 rows, and the graph's
+//! fused tile pair without its columns' side (ops/pair.rs) for larger batches on tensor cores
+//! and the storages' own ([`FusedKernel`]).
 //!
-//! Owns the choice of whether a pass can be fused ([`Fusion`], [`plan_for`]) and the launchers;
-//! the tiling of the search and the proof belong to search/knn.rs. The threshold comes from an ordinary
-//! tile pass over the first base items, so the lists keep block select's contract: every item
-//! left out has an approximate key at least the largest one kept.
+//! Owns the choice of whether and how a pass is fused ([`Fusion`], [`plan_for`], the pairs'
+//! chunks) and fused_filter's launcher; the tiling of the search and the proof belong to
+//! search/knn.rs. The threshold comes from an ordinary tile pass over the first base items, so
+//! the lists keep block select's contract: every item left out has an approximate key at least
+//! the largest one kept.
 
 use cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
-use crate::ops::survivors::{Survivors, MERGE_SLOTS};
+use crate::ops::pair::{self, PairKind};
+use crate::ops::survivors::{self, Survivors, MERGE_SLOTS};
 use crate::ops::tile::Block;
 use crate::options::{Fusion, Precision};
 use crate::runtime::abi;
@@ -22,22 +27,41 @@ use crate::runtime::context::{dev, Gpu};
 pub(crate) const MAX_KP: usize = 256;
 
 /// How one fused pass runs: the first `first` base items go through ordinary tiles (they set
-/// the thresholds), the rest through the fused kernel with `cap` buffer slots per query.
+/// the thresholds), the rest through `kernel` with `cap` buffer slots per query.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FusedPlan {
     pub first: usize,
     pub cap: usize,
+    pub kernel: FusedKernel,
+}
+
+/// The kernel that filters the base after the first items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FusedKernel {
+    /// fused_filter (kernels/select/fused_filter.cu) on prepared f32 rows in fp32 or TF32:
+    /// the whole rest of the base in one launch, one merge, queries whose buffer overflowed
+    /// redone with ordinary tiles.
+    Filter,
+    /// The graph's fused tile pair (ops/pair.rs) without its columns' side, on the tensor cores
+    /// of the kind: the rest of the base in chunks, each merged before the next one reads the
+    /// thresholds ([`FusedPlan::chunk`]), an overflowed list cut to what it can prove.
+    Pair(PairKind),
 }
 
 /// Base items per fused tile (kernels/select/fused_filter.cu); the threshold pass covers a
 /// whole number of them.
 const GRANULE: usize = abi::FZ_BN;
 
-/// Most queries of a pass that `Fusion::Auto` fuses: small batches against a large resident
-/// base, where the unfused pass is dozens of tiles too thin to fill the GPU. H100, 1M × 128,
-/// k = 10 (docs/design/fused-selection.md): 100 queries 2.86 ms fused against 3.83 ms (fp32),
-/// 1.81 against 3.15 ms (TF32); 300 queries 6.08 / 6.25 and 3.52 / 4.26 ms; 1,000 queries
-/// 13.9 / 13.7 and 7.4 / 7.7 ms; 10,000 queries lose (0.164 / 0.146 s fp32).
+/// Most base items the threshold pass of a [`FusedKernel::Pair`] pass covers: one of the
+/// k-NN's ordinary base tiles (search/knn.rs).
+const PAIR_FIRST: usize = 16384;
+
+/// Most queries of a pass that `Fusion::Auto` fuses with [`FusedKernel::Filter`]: small
+/// batches against a large resident base, where the unfused pass is dozens of tiles too thin
+/// to fill the GPU. H100, 1M × 128, k = 10 (docs/design/fused-selection.md): 100 queries
+/// 2.86 ms fused against 3.83 ms (fp32), 1.81 against 3.15 ms (TF32); 300 queries 6.08 / 6.25
+/// and 3.52 / 4.26 ms; 1,000 queries 13.9 / 13.7 and 7.4 / 7.7 ms; 10,000 queries lose (0.164
+/// / 0.146 s fp32). Larger batches on tensor cores take [`FusedKernel::Pair`].
 pub(crate) const AUTO_FUSED_QUERIES: usize = 512;
 
 /// The fused plan for a pass of `nq` queries with lists of `kp` over `nb` base items, or None
@@ -48,25 +72,50 @@ pub(crate) fn plan_for(
     kp: usize,
     (nq, nb): (usize, usize),
 ) -> Option<FusedPlan> {
-    let wanted = match fusion {
-        Fusion::Off => false,
-        Fusion::On => true,
-        Fusion::Auto => nq <= AUTO_FUSED_QUERIES,
-    };
-    // The fused kernel sums the whole inner dimension in one accumulator; the plan's bound
-    // assumes tile.rs's chunked sums beyond K_CHUNK.
-    // The fused kernels read prepared f32 rows: tiles on stored half rows are not fused.
-    let f32_rows = matches!(plan.precision, Precision::Fp32 | Precision::Tf32);
-    if !wanted || !f32_rows || plan.tile != TileKind::Gemm || kp > MAX_KP || plan.dim > K_CHUNK {
+    if fusion == Fusion::Off || kp > MAX_KP || plan.tile != TileKind::Gemm {
         return None;
     }
-    let cap = MERGE_SLOTS - kp;
-    // The threshold is the kp-th smallest key of the first `first` items, so about
-    // kp · nb / first items pass it over the whole base: `first` is chosen to expect at most
-    // half the buffer.
-    let first = (2 * kp * nb).div_ceil(GRANULE * cap).max(1) * GRANULE;
-    // Fusion pays only when most of the base is left after the first items.
-    (nb >= 4 * first).then_some(FusedPlan { first, cap })
+    // fused_filter reads prepared f32 rows (tiles on stored half rows or int8 rows are not
+    // its) and sums the whole inner dimension in one accumulator, where the plan's bound
+    // assumes tile.rs's chunked sums beyond K_CHUNK.
+    let f32_rows = matches!(plan.precision, Precision::Fp32 | Precision::Tf32);
+    let filter =
+        f32_rows && plan.dim <= K_CHUNK && (fusion == Fusion::On || nq <= AUTO_FUSED_QUERIES);
+    if filter {
+        let cap = MERGE_SLOTS - kp;
+        // The threshold is the kp-th smallest key of the first `first` items, so about
+        // kp · nb / first items pass it over the whole base: `first` is chosen to expect at
+        // most half the buffer.
+        let first = (2 * kp * nb).div_ceil(GRANULE * cap).max(1) * GRANULE;
+        // Fusion pays only when most of the base is left after the first items.
+        let kernel = FusedKernel::Filter;
+        return (nb >= 4 * first).then_some(FusedPlan { first, cap, kernel });
+    }
+    let kind = pair::kind_for(plan)?;
+    let cap = survivors::filter_cap(kp)?;
+    // An eighth of a small base (the tests' sets), a base tile of a large one, and at least
+    // two lists' worth of items.
+    let first = (nb / 8 / GRANULE * GRANULE).clamp((2 * kp).next_multiple_of(GRANULE), PAIR_FIRST);
+    let kernel = FusedKernel::Pair(kind);
+    (nb >= 4 * first).then_some(FusedPlan { first, cap, kernel })
+}
+
+/// Most bytes of base rows in one chunk of a [`FusedKernel::Pair`] pass: well inside the L2
+/// cache (50 MB on an H100 or H200). The pair kernel takes its tiles a row block at a time, so
+/// each block of 128 queries reads the whole chunk; from L2, not device memory, where the chunk
+/// stays there.
+const PAIR_CHUNK_BYTES: usize = 24 << 20;
+
+impl FusedPlan {
+    /// The base items a [`FusedKernel::Pair`] pass filters next once its lists have seen
+    /// `seen` items, of rows `row_bytes` apart. Each list's threshold is its kp-th key among
+    /// what it has seen, so a chunk of c items offers a list about kp · c / seen survivors: c
+    /// is chosen to expect at most a quarter of the buffer, and at most [`PAIR_CHUNK_BYTES`]
+    /// of rows, in whole tiles of the kernel.
+    pub fn chunk(&self, kp: usize, seen: usize, row_bytes: usize) -> usize {
+        let c = (seen * self.cap / (4 * kp.max(1))).min(PAIR_CHUNK_BYTES / row_bytes.max(1));
+        c.max(abi::PF_BN) / abi::PF_BN * abi::PF_BN
+    }
 }
 
 /// Each query's threshold: `values[r * stride]` for query r.
@@ -187,5 +236,59 @@ mod tests {
         let at = |nq| super::plan_for(&fp.0, fp.1, 32, (nq, nb));
         assert!(at(AUTO_FUSED_QUERIES).is_some() && at(1).is_some());
         assert!(at(AUTO_FUSED_QUERIES + 1).is_none());
+    }
+
+    /// Large batches on tensor cores, and any batch on the storages' own, take the fused tile
+    /// pair unless fusion is off; its chunks grow with what the lists have seen and expect a
+    /// quarter of the buffer.
+    #[test]
+    fn pair_plans() {
+        use crate::numerics::plan::plan_of;
+        use voisin::data::ElemType;
+        let e = Metric::Euclidean;
+        let tf = plan_of(&e, 128, Precision::Tf32, ElemType::F32);
+        let half = plan_of(&e, 127, Precision::Fp16, ElemType::F16);
+        let int8 = plan_of(&e, 128, Precision::Int8, ElemType::U8);
+        let fp = plan_of(&e, 128, Precision::Fp32, ElemType::F32);
+        let nb = 1_000_000;
+        let pair = |p: &Plan, f: Fusion, kp: usize, nq: usize, nb: usize| {
+            super::plan_for(p, f, kp, (nq, nb))
+        };
+        let p = pair(&tf, Fusion::Auto, 16, 10_000, nb).unwrap();
+        assert_eq!(p.kernel, FusedKernel::Pair(PairKind::F16Scaled));
+        assert_eq!((p.first, p.cap), (PAIR_FIRST, 256));
+        assert_eq!(p.chunk(16, PAIR_FIRST, 256), 4 * PAIR_FIRST);
+        // At most PAIR_CHUNK_BYTES of rows; whole kernel tiles, at least one.
+        assert_eq!(p.chunk(16, 400_000, 256), PAIR_CHUNK_BYTES / 256);
+        assert_eq!(p.chunk(16, 400_000, 1 << 20), abi::PF_BN);
+        assert_eq!(p.chunk(16, 10, 256), abi::PF_BN);
+        assert_eq!(p.chunk(16, 1000, 256) % abi::PF_BN, 0);
+        // Small TF32 batches keep fused_filter; so does TF32 when fusion is on.
+        let small = pair(&tf, Fusion::Auto, 16, AUTO_FUSED_QUERIES, nb).unwrap();
+        assert_eq!(small.kernel, FusedKernel::Filter);
+        let on = pair(&tf, Fusion::On, 16, 10_000, nb).unwrap();
+        assert_eq!(on.kernel, FusedKernel::Filter);
+        for (plan, kind) in [(&half, PairKind::F16), (&int8, PairKind::S8)] {
+            for nq in [1, 10_000] {
+                let p = pair(plan, Fusion::Auto, 256, nq, nb).unwrap();
+                assert_eq!(p.kernel, FusedKernel::Pair(kind));
+                assert_eq!(p.cap, 1024);
+                assert!(pair(plan, Fusion::Off, 16, nq, nb).is_none());
+                assert!(pair(plan, Fusion::Auto, 512, nq, nb).is_none());
+            }
+            // Small bases: an eighth of them first, at least two lists' worth, and only where
+            // three quarters are left to fuse.
+            let p = pair(plan, Fusion::Auto, 16, 700, 20_000).unwrap();
+            assert_eq!(p.first, 2432);
+            assert_eq!(
+                pair(plan, Fusion::Auto, 100, 700, 900).map(|p| p.first),
+                None
+            );
+            assert_eq!(
+                pair(plan, Fusion::Auto, 16, 700, 512).map(|p| p.first),
+                Some(128)
+            );
+        }
+        assert!(pair(&fp, Fusion::Auto, 16, 10_000, nb).is_none());
     }
 }

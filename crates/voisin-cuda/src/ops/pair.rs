@@ -79,6 +79,11 @@ impl PairKind {
         )
     }
 
+    /// Bytes from one of the kernel's rows to the next under `plan`.
+    pub fn row_bytes(self, plan: &Plan) -> usize {
+        self.words(plan).0 * 4
+    }
+
     /// Whether the kernel takes `plan`'s rows in this kind: rows of whole 16-byte groups, and at
     /// most one accumulation chunk summed.
     fn fits(self, plan: &Plan) -> bool {
@@ -167,19 +172,22 @@ pub(crate) struct PairAt {
     pub exclude_self: bool,
 }
 
-/// Appends every pair of rows `ra` × `rb` of `ops` whose key is at most its row's list's
-/// largest to the row's buffer and, with `into.cols`, at most its column's largest to the
-/// column's buffer, as [`survivors::tile_filter`] does on a written tile.
+/// Appends every pair of `rows` × `cols` (rows of operands of one kind: a set's against its
+/// own for the graph, queries' against the base's for k-NN) whose key is at most its row's
+/// list's largest to the row's buffer and, with `into.cols`, at most its column's largest to
+/// the column's buffer, as [`survivors::tile_filter`] does on a written tile.
 pub(crate) fn filter(
     gpu: &Gpu,
     plan: &Plan,
-    ops: &Operands<'_, '_>,
-    (ra, rb): (Range<usize>, Range<usize>),
+    rows: (&Operands<'_, '_>, Range<usize>),
+    cols: (&Operands<'_, '_>, Range<usize>),
     at: PairAt,
     into: FilterInto<'_, '_>,
 ) -> Result<()> {
-    let kind = ops.kind;
-    let (a, b) = (ops.side(ra.start, ra.end), ops.side(rb.start, rb.end));
+    let kind = rows.0.kind;
+    debug_assert_eq!(kind, cols.0.kind);
+    let (ra, rb) = (rows.1, cols.1);
+    let (a, b) = (rows.0.side(ra.start, ra.end), cols.0.side(rb.start, rb.end));
     debug_assert_eq!(a.ld, b.ld);
     debug_assert_eq!(a.back.is_some(), kind == PairKind::F16Scaled);
     debug_assert!(into.row_out.floor.is_some() && into.row_out.count.len() >= a.n);

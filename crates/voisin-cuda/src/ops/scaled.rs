@@ -54,37 +54,61 @@ impl ScaledRows {
     /// and prepares first if they are not yet; one pass over them, half their bytes. `None`
     /// where the copy does not fit on the device (the caller tiles the prepared rows).
     pub fn new(gpu: &Gpu, plan: &Plan, data: &DeviceSet<'_>) -> Result<Option<Self>> {
-        debug_assert!(applies(plan));
-        let (n, d) = (data.n, plan.dim);
-        let ld = Self::ld_for(d);
-        // SAFETY: scaled_half_rows writes every value (the padding as zeros) and every factor.
-        let room = unsafe { gpu.stream.alloc::<u16>((n * ld).max(1)) }
-            .and_then(|r| Ok((r, unsafe { gpu.stream.alloc::<f32>(n.max(1)) }?)));
-        let Ok((mut rows, mut back)) = room else {
+        let Some(mut copy) = Self::room(gpu, plan, data.n) else {
             return Ok(None);
         };
-        data.ensure(gpu, n)?;
-        if n > 0 {
-            let whole = data.block(0, n);
-            let warps = 8u32;
-            let cfg = LaunchConfig {
-                grid_dim: ((n as u64).div_ceil(warps as u64) as u32, 1, 1),
-                block_dim: (32 * warps, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let (nn, dd, ldl) = (n as i64, d as i32, ld as i64);
-            let mut l = gpu.stream.launch_builder(&gpu.k.scaled_half_rows);
-            l.arg(whole.rows.f32())
-                .arg(&nn)
-                .arg(&dd)
-                .arg(&mut rows)
-                .arg(&ldl)
-                .arg(&mut back);
-            // SAFETY: matches scaled_half_rows (kernels/distance/scaled_half.cu): n prepared
-            // rows of d f32 values, d apart; rows holds n × ld values, back n.
-            unsafe { l.launch(cfg) }.map_err(dev("scaled_half_rows"))?;
+        data.ensure(gpu, data.n)?;
+        copy.fill(gpu, plan, data, 0..data.n)?;
+        Ok(Some(copy))
+    }
+
+    /// Room for the copy of `n` rows under `plan` ([`applies`]), nothing written yet; `None`
+    /// where it does not fit on the device. [`ScaledRows::fill`] makes its rows.
+    pub fn room(gpu: &Gpu, plan: &Plan, n: usize) -> Option<Self> {
+        debug_assert!(applies(plan));
+        let ld = Self::ld_for(plan.dim);
+        // SAFETY: scaled_half_rows writes every value (the padding as zeros) and every factor
+        // of the rows `fill` is given; the callers read only those.
+        let room = unsafe { gpu.stream.alloc::<u16>((n * ld).max(1)) }
+            .and_then(|r| Ok((r, unsafe { gpu.stream.alloc::<f32>(n.max(1)) }?)));
+        room.ok().map(|(rows, back)| ScaledRows { rows, back, ld })
+    }
+
+    /// Makes the copy of rows `range` of `data`, which must be on the device (queued on the
+    /// stream: [`DeviceSet::ensure`]).
+    pub fn fill(
+        &mut self,
+        gpu: &Gpu,
+        plan: &Plan,
+        data: &DeviceSet<'_>,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        let (n, d, ld) = (range.len(), plan.dim, self.ld);
+        if n == 0 {
+            return Ok(());
         }
-        Ok(Some(ScaledRows { rows, back, ld }))
+        debug_assert!(range.end <= data.n && self.back.len() >= range.end);
+        let rows_in = data.block(range.start, range.end);
+        let warps = 8u32;
+        let cfg = LaunchConfig {
+            grid_dim: ((n as u64).div_ceil(warps as u64) as u32, 1, 1),
+            block_dim: (32 * warps, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (nn, dd, ldl) = (n as i64, d as i32, ld as i64);
+        let mut out = self.rows.slice_mut(range.start * ld..range.end * ld);
+        let mut back = self.back.slice_mut(range.clone());
+        let mut l = gpu.stream.launch_builder(&gpu.k.scaled_half_rows);
+        l.arg(rows_in.rows.f32())
+            .arg(&nn)
+            .arg(&dd)
+            .arg(&mut out)
+            .arg(&ldl)
+            .arg(&mut back);
+        // SAFETY: matches scaled_half_rows (kernels/distance/scaled_half.cu): n prepared rows
+        // of d f32 values, d apart; out holds n × ld values, back n.
+        unsafe { l.launch(cfg) }.map_err(dev("scaled_half_rows"))?;
+        Ok(())
     }
 
     /// Rows `a..b` of `data` as a tile operand: their scaled copies, their factors back and

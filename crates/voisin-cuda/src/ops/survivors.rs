@@ -17,6 +17,20 @@ use crate::runtime::context::{dev, Gpu};
 /// Shared-memory slots of merge_survivors: a list and its buffer together.
 pub(crate) const MERGE_SLOTS: usize = abi::FZ_MERGE;
 
+/// Longest list the filters serve (the graph's tile filter and fused pairs, the k-NN's fused
+/// pairs): their buffers grow with the list.
+pub(crate) const FILTER_MAX_KP: usize = 256;
+
+/// Buffer slots per row of a filter for lists of `kp` (None: lists too long, block select and
+/// the column kernel or transpose serve them). The graph filters a pair once its lists have
+/// seen half a tile, so a tile offers each about 2 kp items under the threshold at most, on any
+/// data (the threshold is the list's kp-th key among what it has seen): 4 kp slots, at least
+/// 256, leave the buffer half empty. An overflow costs speed, never exactness
+/// (kernels/select/survivors.cu).
+pub(crate) fn filter_cap(kp: usize) -> Option<usize> {
+    (kp <= FILTER_MAX_KP).then(|| (4 * kp).max(256).min(MERGE_SLOTS - kp))
+}
+
 /// Tile rows per block of tile_filter (kernels/select/survivors.cu `TF_ROWS`).
 const FILTER_ROWS: usize = 64;
 const THREADS: usize = 256;

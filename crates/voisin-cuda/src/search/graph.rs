@@ -47,24 +47,11 @@ pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
 /// Filtered pairs whose rows' survivors share one merge. A merge is a launch over the tile's
 /// rows, most of which found nothing in a warm pair (two merges took ~67 µs of a ~0.45 ms
 /// pair, H200); rows filtered meanwhile against the older thresholds offer a few more
-/// survivors, which the buffers hold (`filter_cap`: a warm pair offers a row about kp·t/s of
+/// survivors, which the buffers hold (`survivors::filter_cap`: a warm pair offers a row about kp·t/s of
 /// them after s items, far under the cap summed over four pairs). Later pairs can read the
 /// older thresholds and stay exact: a threshold only has to be at least the list's final
 /// largest key.
 const ROW_MERGE_EVERY: usize = 4;
-
-/// Longest list the graph's tile filter serves: its buffers grow with the list.
-const FILTER_MAX_KP: usize = 256;
-
-/// Buffer slots per item of the graph's tile filter for lists of `kp` (None: lists too long,
-/// block select and the column kernel or transpose serve them). A pair is filtered once its
-/// lists have seen half a tile, so a tile offers each about 2 kp items under the threshold at
-/// most, on any data (the threshold is the list's kp-th key among what it has seen): 4 kp
-/// slots, at least 256, leave the buffer half empty. An overflow costs speed, never
-/// exactness (kernels/select/survivors.cu).
-fn filter_cap(kp: usize) -> Option<usize> {
-    (kp <= FILTER_MAX_KP).then(|| (4 * kp).max(256).min(survivors::MERGE_SLOTS - kp))
-}
 
 /// The graph's tile edge for `n` items and `k` under a budget.
 pub(crate) fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
@@ -277,7 +264,7 @@ pub(crate) fn symmetric_candidates(
     let mut trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
     // Pairs whose lists are warm go through the tile filter (one read of the tile for rows and
     // columns); its buffers, for the rows and the columns of a pair.
-    let cap = filter_cap(kp);
+    let cap = survivors::filter_cap(kp);
     let mut filtered = match cap {
         Some(cap) => Some((
             Survivors::new(gpu, t, cap, true)?,
@@ -410,7 +397,7 @@ pub(crate) fn symmetric_candidates(
                                 col_off: j0 as u32,
                                 exclude_self: true,
                             };
-                            pair::filter(gpu, plan, ops, (i0..i1, j0..j1), at, into)?;
+                            pair::filter(gpu, plan, (ops, i0..i1), (ops, j0..j1), at, into)?;
                             mark(it, 6, &mut since)?;
                         }
                         None => {

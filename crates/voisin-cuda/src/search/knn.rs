@@ -15,6 +15,9 @@ use voisin::{KnnResult, Result, Stats};
 
 use crate::numerics::plan::{BoundParts, Plan};
 use crate::ops::device_set::DeviceSet;
+use crate::ops::fused::{FusedKernel, FusedPlan};
+use crate::ops::pair::{self, PairKind};
+use crate::ops::scaled::ScaledRows;
 use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, fused, tile, Budget};
@@ -112,9 +115,11 @@ fn host_lists(
 /// Runs the candidate passes of every block of queries and hands each block's lists to `each`.
 ///
 /// Small lists may take the fused pass (fused.rs): ordinary tiles over the first base items set
-/// each query's threshold, one fused kernel filters the rest of the base against it without
-/// writing tiles, and the survivors are merged into the lists. Queries whose survivors overflow
-/// their buffer are redone here with ordinary tiles.
+/// each query's threshold, and a fused kernel filters the rest of the base against it without
+/// writing tiles; the survivors are merged into the lists. fused_filter takes the rest in one
+/// launch, and queries whose survivors overflow their buffer are redone here with ordinary
+/// tiles; the fused tile pair takes it in chunks, each merged before the next, and an
+/// overflowed list is cut to its floor.
 fn passes(
     ctx: &Ctx<'_>,
     base: &DeviceSet,
@@ -149,7 +154,8 @@ fn passes(
             if mode == Select::Block {
                 fusing = fused::plan_for(plan, ctx.opts.fusion, kp, (nq, nb));
             }
-            let buffers = fusing.map_or(0, |f| f.cap * 8 + 4);
+            // Slots, a counter and (pairs) a floor per query.
+            let buffers = fusing.map_or(0, |f| f.cap * 8 + 8);
             let per_query = b_tile * 4 + kp * 8 + buffers;
             ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
         }
@@ -162,12 +168,38 @@ fn passes(
     let width = if mode.whole_rows() { kc } else { kp };
     let mut lv = alloc(q_tile * width)?;
     let mut li = alloc_u32(q_tile * width)?;
+    // Fused pairs on scaled f16 rows: the queries' copy whole, the base's made as its rows
+    // come up (`scaled_upto`). Where a copy does not fit, TF32 pairs on the prepared rows, or
+    // no fusion where those rows do not suit the kernel.
+    let (mut q_scaled, mut b_scaled, mut scaled_upto) = (None, None, 0);
+    let mut pair_kind = None;
+    if let Some(FusedPlan {
+        kernel: FusedKernel::Pair(kind),
+        ..
+    }) = fusing
+    {
+        if kind == PairKind::F16Scaled {
+            b_scaled = ScaledRows::room(gpu, plan, nb);
+            if b_scaled.is_some() {
+                q_scaled = ScaledRows::new(gpu, plan, qdev)?;
+            }
+            if q_scaled.is_none() {
+                b_scaled = None;
+            }
+        }
+        // The kind that runs (TF32 where the copies did not fit), or no fusion.
+        pair_kind = pair::Operands::new(plan, qdev, kind, q_scaled.as_ref()).map(|o| o.kind());
+        if pair_kind.is_none() {
+            fusing = None;
+        }
+    }
     let fused_cap = fusing.map_or(0, |f| f.cap);
+    let floors = matches!(fusing, Some(f) if f.kernel != FusedKernel::Filter);
     let mut survivors = Survivors::new(
         gpu,
         if fusing.is_some() { q_tile } else { 0 },
         fused_cap,
-        false,
+        floors,
     )?;
     ta.mark("candidates: buffers");
     let pass = |tile_buf: &mut CudaSlice<f32>,
@@ -225,6 +257,57 @@ fn passes(
         let mut tr = gpu.phases();
         match fusing {
             None => pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..nb, 0)?,
+            Some(f) if f.kernel != FusedKernel::Filter => {
+                let (FusedKernel::Pair(kind), Some(runs)) = (f.kernel, pair_kind) else {
+                    unreachable!("a pair plan has its kind (set above)")
+                };
+                pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
+                // The rest of the base in chunks that grow with what the lists have seen, each
+                // merged before the next reads the thresholds; an overflowed list is cut to
+                // its floor (survivors.cu) and proved or widened as any other.
+                let (mut seen, mut chunks) = (f.first, 0);
+                while seen < nb {
+                    let b1 = (seen + f.chunk(kp, seen, runs.row_bytes(plan))).min(nb);
+                    base.ensure(gpu, b1)?;
+                    if let Some(s) = b_scaled.as_mut().filter(|_| scaled_upto < b1) {
+                        s.fill(gpu, plan, base, scaled_upto..b1)?;
+                        scaled_upto = b1;
+                    }
+                    let (Some(qops), Some(bops)) = (
+                        pair::Operands::new(plan, qdev, kind, q_scaled.as_ref()),
+                        pair::Operands::new(plan, base, kind, b_scaled.as_ref()),
+                    ) else {
+                        unreachable!("the operands were checked before the first block")
+                    };
+                    let list = lv.slice(..qn * kp);
+                    let into = survivors::FilterInto {
+                        rows: &list,
+                        row_out: &mut survivors,
+                        cols: None,
+                        width: kp,
+                    };
+                    let at = pair::PairAt {
+                        row_off: q0 as u32,
+                        col_off: seen as u32,
+                        exclude_self: false,
+                    };
+                    pair::filter(gpu, plan, (&qops, q0..q1), (&bops, seen..b1), at, into)?;
+                    let lists = ListsOut {
+                        val: &mut lv.slice_mut(..qn * kp),
+                        idx: &mut li.slice_mut(..qn * kp),
+                        width: kp,
+                    };
+                    survivors::merge(gpu, qn, lists, &mut survivors)?;
+                    (seen, chunks) = (b1, chunks + 1);
+                }
+                ctx.counters
+                    .pair_chunks
+                    .fetch_add(chunks, std::sync::atomic::Ordering::Relaxed);
+                tr.note(format_args!(
+                    "fused pairs ({runs:?}): {chunks} chunks after {} items",
+                    f.first
+                ));
+            }
             Some(f) => {
                 pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
                 stream

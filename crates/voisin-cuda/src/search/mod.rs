@@ -32,6 +32,8 @@ pub(crate) struct Counters {
     pub streamed: AtomicUsize,
     /// k-NN queries whose finish ran on the host.
     pub host_finished: AtomicUsize,
+    /// Chunks of a base that k-NN passes filtered with fused tile pairs (search/knn.rs).
+    pub pair_chunks: AtomicUsize,
 }
 
 impl Counters {
