@@ -111,7 +111,10 @@ __device__ __forceinline__ float pf_key(float rf, float cf, float t, float rs, f
 // the values put 128 copies of the append code in the kernel: ncu found the warps waiting on
 // instruction fetches 41 % of the time, and the epilogue alone took as long as reading the
 // whole tile from device memory (0.82 ms per 16384² pair on the H200).
-template <int KIND, bool SCALED>
+//
+// ROWS: the rows' side only (the k-NN's query blocks against the base, the graph's diagonal
+// pairs): the columns' thresholds are never compared, so the epilogue tests each value once.
+template <int KIND, bool SCALED, bool ROWS>
 __device__ __forceinline__ void pair_filter_body(
     const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb, int ldw,
     int kw, int mode, const float* __restrict__ an, const float* __restrict__ bn,
@@ -248,7 +251,7 @@ __device__ __forceinline__ void pair_filter_body(
                     rf, cf[p], Mma<KIND>::value(acc[q >> 1][p >> 1][2 * (q & 1) + (p & 1)]), rs,
                     cs[p]);
                 if (key <= rthr) rmask[q >> 2] |= 1u << ((8 * q + p) & 31);
-                if (key <= cthr[p]) cmask[q >> 2] |= 1u << ((8 * q + p) & 31);
+                if (!ROWS && key <= cthr[p]) cmask[q >> 2] |= 1u << ((8 * q + p) & 31);
             }
         }
         // The few values that passed: their key again (the same operations on the same
@@ -288,10 +291,11 @@ __device__ __forceinline__ void pair_filter_body(
     }
 }
 
-// One entry point per element kind and scaling (two blocks per multiprocessor: at most 128
-// registers, 110.6 KB of dynamic shared memory and 2 or 3 KB of static each; launch two per
-// multiprocessor).
-#define PAIR_FILTER(name, KIND, SCALED)                                                         \
+// One entry point per element kind and scaling, and one more of each for the rows' side only
+// (two blocks per multiprocessor: at most 128 registers, 110.6 KB of dynamic shared memory and
+// 2 or 3 KB of static each; launch two per multiprocessor). The rows' entry points take the
+// same arguments and ignore `both` and the columns'.
+#define PAIR_FILTER(name, KIND, SCALED, ROWS)                                                   \
     extern "C" __global__ void __launch_bounds__(PF_THREADS, 2) name(                          \
         const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb,        \
         int ldw, int kw, int mode, const float* __restrict__ an,                               \
@@ -302,14 +306,20 @@ __device__ __forceinline__ void pair_filter_body(
         float* __restrict__ row_val, unsigned* __restrict__ row_idx,                           \
         unsigned* __restrict__ col_count, unsigned* __restrict__ col_floor,                    \
         float* __restrict__ col_val, unsigned* __restrict__ col_idx, int cap) {                \
-        pair_filter_body<KIND, SCALED>(a, na, b, nb, ldw, kw, mode, an, bn, ab, bb, row_off,    \
-                                       col_off, exclude_self, row_list, col_list, kp, both,    \
-                                       row_count, row_floor, row_val, row_idx, col_count,      \
-                                       col_floor, col_val, col_idx, cap);                      \
+        pair_filter_body<KIND, SCALED, ROWS>(a, na, b, nb, ldw, kw, mode, an, bn, ab, bb,       \
+                                             row_off, col_off, exclude_self, row_list,         \
+                                             col_list, kp, ROWS ? 0 : both, row_count,         \
+                                             row_floor, row_val, row_idx, col_count,           \
+                                             col_floor, col_val, col_idx, cap);                \
     }
 
-PAIR_FILTER(pair_filter_tf32, MMA_TF32, false)
-PAIR_FILTER(pair_filter_f16, MMA_F16, false)
-PAIR_FILTER(pair_filter_f16_scaled, MMA_F16, true)
-PAIR_FILTER(pair_filter_bf16, MMA_BF16, false)
-PAIR_FILTER(pair_filter_s8, MMA_S8, false)
+PAIR_FILTER(pair_filter_tf32, MMA_TF32, false, false)
+PAIR_FILTER(pair_filter_f16, MMA_F16, false, false)
+PAIR_FILTER(pair_filter_f16_scaled, MMA_F16, true, false)
+PAIR_FILTER(pair_filter_bf16, MMA_BF16, false, false)
+PAIR_FILTER(pair_filter_s8, MMA_S8, false, false)
+PAIR_FILTER(pair_filter_tf32_rows, MMA_TF32, false, true)
+PAIR_FILTER(pair_filter_f16_rows, MMA_F16, false, true)
+PAIR_FILTER(pair_filter_f16_scaled_rows, MMA_F16, true, true)
+PAIR_FILTER(pair_filter_bf16_rows, MMA_BF16, false, true)
+PAIR_FILTER(pair_filter_s8_rows, MMA_S8, false, true)

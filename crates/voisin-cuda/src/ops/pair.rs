@@ -91,14 +91,21 @@ impl PairKind {
         ldw.is_multiple_of(4) && kw * self.per_word() <= K_CHUNK
     }
 
-    /// The kernel on `gpu`.
-    pub fn kernel(self, gpu: &Gpu) -> &CudaFunction {
-        match self {
-            PairKind::Tf32 => &gpu.k.pair_filter_tf32,
-            PairKind::F16 => &gpu.k.pair_filter_f16,
-            PairKind::F16Scaled => &gpu.k.pair_filter_f16_scaled,
-            PairKind::Bf16 => &gpu.k.pair_filter_bf16,
-            PairKind::S8 => &gpu.k.pair_filter_s8,
+    /// The kernel on `gpu`: for both sides, or (`rows_only`) the one that never tests the
+    /// columns' thresholds.
+    pub fn kernel(self, gpu: &Gpu, rows_only: bool) -> &CudaFunction {
+        let k = &gpu.k;
+        match (self, rows_only) {
+            (PairKind::Tf32, false) => &k.pair_filter_tf32,
+            (PairKind::F16, false) => &k.pair_filter_f16,
+            (PairKind::F16Scaled, false) => &k.pair_filter_f16_scaled,
+            (PairKind::Bf16, false) => &k.pair_filter_bf16,
+            (PairKind::S8, false) => &k.pair_filter_s8,
+            (PairKind::Tf32, true) => &k.pair_filter_tf32_rows,
+            (PairKind::F16, true) => &k.pair_filter_f16_rows,
+            (PairKind::F16Scaled, true) => &k.pair_filter_f16_scaled_rows,
+            (PairKind::Bf16, true) => &k.pair_filter_bf16_rows,
+            (PairKind::S8, true) => &k.pair_filter_s8_rows,
         }
     }
 }
@@ -207,7 +214,9 @@ pub(crate) fn filter(
     };
     let (na, nb, key) = (a.n as i32, b.n as i32, plan.key as i32);
     let scalars = IntoScalars::of(&into, (at.row_off, at.col_off), at.exclude_self);
-    let mut l = gpu.stream.launch_builder(kind.kernel(gpu));
+    let mut l = gpu
+        .stream
+        .launch_builder(kind.kernel(gpu, into.cols.is_none()));
     a.rows.arg(&mut l);
     l.arg(&na);
     b.rows.arg(&mut l);

@@ -332,6 +332,8 @@ registry! {
     #[cfg(feature = "bench-variants")] select_quick,
     fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors, merge_survivors_warp,
     pair_filter_tf32, pair_filter_f16, pair_filter_f16_scaled, pair_filter_bf16, pair_filter_s8,
+    pair_filter_tf32_rows, pair_filter_f16_rows, pair_filter_f16_scaled_rows,
+    pair_filter_bf16_rows, pair_filter_s8_rows,
     vector_tile, transpose, scaled_half_rows, unscale_tile,
     range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,
@@ -352,6 +354,11 @@ impl Kernels {
             &self.pair_filter_f16_scaled,
             &self.pair_filter_bf16,
             &self.pair_filter_s8,
+            &self.pair_filter_tf32_rows,
+            &self.pair_filter_f16_rows,
+            &self.pair_filter_f16_scaled_rows,
+            &self.pair_filter_bf16_rows,
+            &self.pair_filter_s8_rows,
         ] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
