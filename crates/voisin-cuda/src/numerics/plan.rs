@@ -857,7 +857,15 @@ fn tf32_saving_ns(dim: usize) -> f64 {
 /// a wider selection, a longer list to download and prove. Measured end to end on the H100
 /// (run f3): TF32 k-NN of 1M × 128 for 10k queries took 0.055 s with lists 32 wide (k = 10)
 /// and 0.098 s with lists 2048 wide (k = 1000), 2.1 ns per entry and query.
-const LIST_ENTRY_NS: f64 = 2.0;
+pub(crate) const LIST_ENTRY_NS: f64 = 2.0;
+
+/// [`LIST_ENTRY_NS`] for searches whose passes filter the base with fused tile pairs
+/// (ops/fused.rs `FusedKernel::Pair`): a wider list lets more survivors through every chunk,
+/// each appended and merged. Measured end to end on the H200: TF32 k-NN of 1M × 128 for 10k
+/// queries, k = 10, with lists 128 wide (the pilot's choice) against 32 wide (which proved
+/// every query): 0.038 / 0.0325 s in one call (far data 0.036 / 0.031 s), 0.035 / 0.032 s in
+/// another; 3 to 6 ns per entry and query.
+pub(crate) const FUSED_LIST_ENTRY_NS: f64 = 4.5;
 
 /// Whether `--precision auto` runs TF32 tiles, and with which list, from the pilot's proof
 /// lengths `needs` (lists of `listed` entries) for k-NN lists whose first size is `first`
@@ -875,8 +883,8 @@ const LIST_ENTRY_NS: f64 = 2.0;
 /// a query TF32 leaves unproved in its list where fp32 proves it pays a widening pass,
 /// `pairs · dim ·` [`REPASS_NS`]. A length beyond the pilot's list counts as twice the list (as
 /// `pilot::pilot_list` assumes), and at the usual width whatever the width (no list the pilot
-/// measured proves it). A width beyond the usual costs [`LIST_ENTRY_NS`] per extra entry and
-/// query.
+/// measured proves it). A width beyond the usual costs `entry_ns` per extra entry and query
+/// ([`LIST_ENTRY_NS`], or [`FUSED_LIST_ENTRY_NS`] where the passes are fused tile pairs).
 ///
 /// Wider lists matter where TF32's bound is wide next to the gaps between near neighbours
 /// (clustered data, k = 10: proofs of ~110 entries against fp32's 11): the usual 32-wide list
@@ -887,6 +895,7 @@ pub(crate) fn tf32_list(
     (first, listed): (usize, usize),
     kept: &[usize],
     (pairs, dim): (usize, usize),
+    entry_ns: f64,
 ) -> Option<usize> {
     if needs.is_empty() || kept.is_empty() {
         return None;
@@ -919,7 +928,7 @@ pub(crate) fn tf32_list(
     };
     let (at, best) = kept
         .iter()
-        .map(|&w| cost(w) + w.saturating_sub(kept_usual) as f64 * LIST_ENTRY_NS)
+        .map(|&w| cost(w) + w.saturating_sub(kept_usual) as f64 * entry_ns)
         .enumerate()
         .min_by(|a, b| a.1.total_cmp(&b.1))?;
     (best < pairs as f64 * d * tf32_saving_ns(dim)).then_some(at)
@@ -1554,7 +1563,7 @@ mod tests {
         (first, kept, listed): (usize, usize, usize),
         shape: (usize, usize),
     ) -> bool {
-        tf32_list(needs, (first, listed), &[kept], shape).is_some()
+        tf32_list(needs, (first, listed), &[kept], shape, LIST_ENTRY_NS).is_some()
     }
 
     #[test]
@@ -1610,7 +1619,8 @@ mod tests {
         let knn_1m = (1_000_000, 128);
         // k = 10: first list 18, kept 32 wide; TF32 may keep 128, 256 or 512; pilot lists 512.
         let widths = [32, 128, 256, 512];
-        let pick = |needs: &[PilotNeed], shape| tf32_list(needs, (18, 512), &widths, shape);
+        let pick =
+            |needs: &[PilotNeed], shape| tf32_list(needs, (18, 512), &widths, shape, LIST_ENTRY_NS);
         // Normal data proves in the usual list.
         assert_eq!(pick(&vec![need(Some(12), Some(22)); 32], knn_1m), Some(0));
         // Clustered data: ~110 entries under TF32 prove on the device in a list of 128, and
@@ -1622,7 +1632,8 @@ mod tests {
             &vec![need(Some(12), Some(110)); 32],
             (18, 512),
             &[32],
-            knn_1m
+            knn_1m,
+            LIST_ENTRY_NS
         )
         .is_none());
         // Proofs beyond the pilot's lists and a base too small to save: fp32.
@@ -1638,6 +1649,13 @@ mod tests {
         assert_eq!(pick(&few, knn_1m), Some(0));
         few[0] = need(Some(12), Some(300));
         assert_eq!(pick(&few, knn_1m), Some(2));
+        // One query in 32 a little past the usual list: worth a wider list for every query
+        // where entries are cheap (written tiles), not where each costs survivors in every
+        // chunk of fused tile pairs.
+        few[0] = need(Some(12), Some(40));
+        assert_eq!(pick(&few, knn_1m), Some(1));
+        let fused = tf32_list(&few, (18, 512), &widths, knn_1m, FUSED_LIST_ENTRY_NS);
+        assert_eq!(fused, Some(0));
     }
 
     /// `n` rows of `d` values on `count` random 8-d affine subspaces (as gpu_bench's

@@ -13,8 +13,9 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 use voisin::Result;
 
-use crate::numerics::plan::{tf32_list, PilotNeed, Plan};
+use crate::numerics::plan::{tf32_list, PilotNeed, Plan, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS};
 use crate::ops::device_set::DeviceSet;
+use crate::ops::fused::{self, FusedKernel, FusedPlan};
 use crate::ops::select::{self, Select};
 use crate::ops::Budget;
 use crate::options::Precision;
@@ -236,7 +237,22 @@ fn tf32_pilot(
     }
     let shape = (pairs, ctx.plan.dim);
     let kept_widths: Vec<usize> = options.iter().map(|o| o.1).collect();
-    let pick = tf32_list(&needs, (first, listed), &kept_widths, shape);
+    // A wider list costs more where the search's passes are fused tile pairs (every chunk's
+    // survivors appended and merged) than where they select from written tiles.
+    let fused_pairs = !self_pairs
+        && matches!(
+            fused::plan_for(tf32, ctx.opts.fusion, kept, (queries.len(), base.n)),
+            Some(FusedPlan {
+                kernel: FusedKernel::Pair(_),
+                ..
+            })
+        );
+    let entry_ns = if fused_pairs {
+        FUSED_LIST_ENTRY_NS
+    } else {
+        LIST_ENTRY_NS
+    };
+    let pick = tf32_list(&needs, (first, listed), &kept_widths, shape, entry_ns);
     let take = pick.is_some();
     let list = pick.filter(|&i| i > 0).map(|i| options[i].0);
     let sum = |f: fn(&PilotNeed) -> Option<usize>| -> String {
@@ -633,7 +649,8 @@ mod tests {
         );
         let kp = pass_list(&tf32, first, Select::Auto);
         let kept = Select::Auto.resolve(kp).map_or(kp, |s| s.width(kp));
-        let take = tf32_list(&needs, (first, listed), &[kept], (stands_for, fp32.dim)).is_some();
+        let shape = (stands_for, fp32.dim);
+        let take = tf32_list(&needs, (first, listed), &[kept], shape, LIST_ENTRY_NS).is_some();
         (take, needs)
     }
 
