@@ -214,10 +214,10 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
       if (fused >= 0) {
         // Fewer blocks than tiles: each takes several in turn.
         // Diagonal pairs (rows only) on the entry points that never test the columns, as ops/pair.rs launches them.
-        auto kernel = both ? (fused == MMA_TF32 ? pair_filter_tf32 : fused == MMA_F16 ? (scaled ? pair_filter_f16_scaled : pair_filter_f16)
-                              : fused == MMA_BF16 ? pair_filter_bf16 : pair_filter_s8)
-                           : (fused == MMA_TF32 ? pair_filter_tf32_rows : fused == MMA_F16 ? (scaled ? pair_filter_f16_scaled_rows : pair_filter_f16_rows)
-                              : fused == MMA_BF16 ? pair_filter_bf16_rows : pair_filter_s8_rows);
+        auto side = [&](auto two, auto rows) { return both ? two : rows; };
+        auto kernel = fused == MMA_TF32 ? side(pair_filter_tf32, pair_filter_tf32_rows)
+                    : fused == MMA_F16 ? (scaled ? side(pair_filter_f16_scaled, pair_filter_f16_scaled_rows) : side(pair_filter_f16, pair_filter_f16_rows))
+                    : fused == MMA_BF16 ? side(pair_filter_bf16, pair_filter_bf16_rows) : side(pair_filter_s8, pair_filter_s8_rows);
         const float* fb = scaled ? back.data() : norm.data();
         launch({3,1,1},{256,1,1},[&]{ kernel(words.data() + i0*ldw, ni, words.data() + j0*ldw, nj, ldw, ldw, mode, norm.data() + i0, norm.data() + j0, fb + i0, fb + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
       } else {

@@ -69,8 +69,14 @@ fn typed_rows(
 }
 
 fn gpu(precision: Precision) -> CudaEngine {
+    with_fusion(precision, voisin_cuda::Fusion::Auto)
+}
+
+/// An engine of `precision` and `fusion`, otherwise the defaults.
+fn with_fusion(precision: Precision, fusion: voisin_cuda::Fusion) -> CudaEngine {
     let opts = CudaOptions {
         precision,
+        fusion,
         ..Default::default()
     };
     CudaEngine::with_options(0, opts).expect("a CUDA GPU")
@@ -255,12 +261,7 @@ fn knn_fused_pairs_on_every_input_type() {
                 for k in [1, 10, 100] {
                     let want = cpu.knn(&base, &queries, k, metric).unwrap();
                     for fusion in [Fusion::Auto, Fusion::Off] {
-                        let opts = CudaOptions {
-                            precision: p,
-                            fusion,
-                            ..Default::default()
-                        };
-                        let g = CudaEngine::with_options(0, opts).expect("a CUDA GPU");
+                        let g = with_fusion(p, fusion);
                         let what = format!(
                             "{elem:?} d={d} {p} {fusion:?} {metric} far head {far_head} knn k={k}"
                         );

@@ -47,10 +47,10 @@ pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
 /// Filtered pairs whose rows' survivors share one merge. A merge is a launch over the tile's
 /// rows, most of which found nothing in a warm pair (two merges took ~67 µs of a ~0.45 ms
 /// pair, H200); rows filtered meanwhile against the older thresholds offer a few more
-/// survivors, which the buffers hold (`survivors::filter_cap`: a warm pair offers a row about kp·t/s of
-/// them after s items, far under the cap summed over four pairs). Later pairs can read the
-/// older thresholds and stay exact: a threshold only has to be at least the list's final
-/// largest key.
+/// survivors, which the buffers hold (`survivors::filter_cap`: a warm pair offers a row about
+/// kp·t/s of them after s items, far under the cap summed over four pairs). Later pairs can
+/// read the older thresholds and stay exact: a threshold only has to be at least the list's
+/// final largest key.
 const ROW_MERGE_EVERY: usize = 4;
 
 /// The graph's tile edge for `n` items and `k` under a budget.

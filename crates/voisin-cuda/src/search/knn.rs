@@ -172,11 +172,12 @@ fn passes(
     // come up (`scaled_upto`). Where a copy does not fit, TF32 pairs on the prepared rows, or
     // no fusion where those rows do not suit the kernel.
     let (mut q_scaled, mut b_scaled, mut scaled_upto) = (None, None, 0);
-    let mut pair_kind = None;
-    if let Some(FusedPlan {
-        kernel: FusedKernel::Pair(kind),
-        ..
-    }) = fusing
+    if let Some(
+        f @ FusedPlan {
+            kernel: FusedKernel::Pair(kind),
+            ..
+        },
+    ) = fusing
     {
         if kind == PairKind::F16Scaled {
             b_scaled = ScaledRows::room(gpu, plan, nb);
@@ -187,11 +188,11 @@ fn passes(
                 b_scaled = None;
             }
         }
-        // The kind that runs (TF32 where the copies did not fit), or no fusion.
-        pair_kind = pair::Operands::new(plan, qdev, kind, q_scaled.as_ref()).map(|o| o.kind());
-        if pair_kind.is_none() {
-            fusing = None;
-        }
+        // The plan keeps the kind that runs (TF32 where the copies did not fit), or no fusion.
+        fusing = pair::Operands::new(plan, qdev, kind, q_scaled.as_ref()).map(|o| FusedPlan {
+            kernel: FusedKernel::Pair(o.kind()),
+            ..f
+        });
     }
     let fused_cap = fusing.map_or(0, |f| f.cap);
     let floors = matches!(fusing, Some(f) if f.kernel != FusedKernel::Filter);
@@ -257,17 +258,19 @@ fn passes(
         let mut tr = gpu.phases();
         match fusing {
             None => pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..nb, 0)?,
-            Some(f) if f.kernel != FusedKernel::Filter => {
-                let (FusedKernel::Pair(kind), Some(runs)) = (f.kernel, pair_kind) else {
-                    unreachable!("a pair plan has its kind (set above)")
-                };
+            Some(
+                f @ FusedPlan {
+                    kernel: FusedKernel::Pair(kind),
+                    ..
+                },
+            ) => {
                 pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
                 // The rest of the base in chunks that grow with what the lists have seen, each
                 // merged before the next reads the thresholds; an overflowed list is cut to
                 // its floor (survivors.cu) and proved or widened as any other.
                 let (mut seen, mut chunks) = (f.first, 0);
                 while seen < nb {
-                    let b1 = (seen + f.chunk(kp, seen, runs.row_bytes(plan))).min(nb);
+                    let b1 = (seen + f.chunk(kp, seen, kind.row_bytes(plan))).min(nb);
                     base.ensure(gpu, b1)?;
                     if let Some(s) = b_scaled.as_mut().filter(|_| scaled_upto < b1) {
                         s.fill(gpu, plan, base, scaled_upto..b1)?;
@@ -304,7 +307,7 @@ fn passes(
                     .pair_chunks
                     .fetch_add(chunks, std::sync::atomic::Ordering::Relaxed);
                 tr.note(format_args!(
-                    "fused pairs ({runs:?}): {chunks} chunks after {} items",
+                    "fused pairs ({kind:?}): {chunks} chunks after {} items",
                     f.first
                 ));
             }
