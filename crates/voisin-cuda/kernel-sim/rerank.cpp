@@ -120,8 +120,49 @@ void test_exact_keys() {
   printf("exact keys: %d keys checked against a plain loop\n", checked);
 }
 
+// finish/exact.cu's kernels (a thread per pair; rows staged a warp at a time) against the plain
+// loop, by bits: every metric, dimensions around the staging chunk, pair counts that leave a
+// warp part empty, warps whose pairs share one query and warps whose pairs do not.
+void test_exact_keys_kernel() {
+  int checked = 0;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int d : {1, 5, 31, 32, 33, 100, 1025}) {
+    int nb = 50, nq = 7;
+    long long ld = d + (d % 3);  // rows padded as half storage pads them
+    std::vector<float> base(nb * ld, 0.0f), qs(nq * ld, 0.0f);
+    for (int r = 0; r < nb; ++r) for (int i = 0; i < d; ++i) base[r * ld + i] = nd(rng) * 100.0f + 3.0f;
+    for (int r = 0; r < nq; ++r) for (int i = 0; i < d; ++i) qs[r * ld + i] = nd(rng) * 100.0f;
+    for (int i = 0; i < d; ++i) base[4 * ld + i] = 0.0f;  // a zero row
+    for (int np : {1, 37, 100, 160}) {
+      // The first 64 pairs by query (whole warps of one query), the rest at random.
+      std::vector<uint2> pairs(np);
+      for (int p = 0; p < np; ++p)
+        pairs[p] = p < 64 ? uint2{(unsigned)(p / 32 % nq), (unsigned)(rng() % nb)}
+                          : uint2{(unsigned)(rng() % nq), (unsigned)(rng() % nb)};
+      for (int metric : {EX_SQEUCLIDEAN, EX_INNER_PRODUCT, EX_COSINE, EX_CORRELATION, EX_CITYBLOCK, EX_CHEBYSHEV})
+      for (bool staged : {false, true}) {
+        double zero = np % 2 ? -0.0 : 0.0;
+        std::vector<double> out(np + 1, 12345.0);
+        unsigned per_block = 32 * EK_WARPS;
+        launch({(unsigned)((np + per_block - 1) / per_block), 1, 1}, {per_block, 1, 1}, [&] {
+          (staged ? exact_keys_staged : exact_keys)(base.data(), qs.data(), d, ld, pairs.data(), np, metric, zero, out.data());
+        });
+        for (int p = 0; p < np; ++p) {
+          double want = plain_key(&base[pairs[p].y * ld], &qs[pairs[p].x * ld], d, metric, zero);
+          CHECK(std::memcmp(&out[p], &want, 8) == 0, "exact_keys (staged %d) d=%d metric=%d pair %d of %d: %.17g != %.17g",
+                staged, d, metric, p, np, out[p], want);
+          ++checked;
+        }
+        CHECK(out[np] == 12345.0, "exact_keys d=%d: wrote past the last pair", d);
+      }
+    }
+  }
+  printf("exact_keys kernels: %d keys checked against a plain loop\n", checked);
+}
+
 int main() {
   test_exact_keys();
+  test_exact_keys_kernel();
   test(3000, 5, 6, 2048, 1000, 3, 0.4, 0, 2);     // k=1000: thousands of equal keys
   test(3000, 5, 6, 2048, 1000, 40, 2.0, 0, 0);
   test(3000, 4, 6, 2048, 1000, 1000, 1e-3, 1e-6, 2); // relative part

@@ -25,69 +25,81 @@ struct StridedRow {
     __device__ __forceinline__ float operator[](int i) const { return p[i * stride]; }
 };
 
+// The mean of a row's values, as Rust's f64 Sum then a division: one value at a time.
+struct ExactMean {
+    double s;
+    __device__ __forceinline__ explicit ExactMean(double zero) : s(zero) {}
+    __device__ __forceinline__ void add(float x) { s = __dadd_rn(s, (double)x); }
+    __device__ __forceinline__ double of(int d) const { return __ddiv_rn(s, (double)d); }
+};
+
 template <class Row>
 __device__ double ex_mean(Row a, int d, double zero) {
-    double s = zero;
-    for (int i = 0; i < d; ++i) s = __dadd_rn(s, (double)a[i]);
-    return __ddiv_rn(s, (double)d);
+    ExactMean m(zero);
+    for (int i = 0; i < d; ++i) m.add(a[i]);
+    return m.of(d);
+}
+
+// The walk of metric M (an EX_* code; EX_COSINE and EX_CORRELATION share it, the latter with
+// the rows' means in ca, cb) over the dimensions in order, a value of each row at a time, and
+// its key: exact_key_of feeds it from the rows, finish/exact.cu from values it staged.
+template <int M>
+struct ExactWalk {
+    double s, aa, bb, ca, cb;
+    __device__ __forceinline__ ExactWalk(double zero, double ca, double cb)
+        : s(M == EX_CHEBYSHEV || M == EX_COSINE || M == EX_CORRELATION ? 0.0 : zero), aa(0.0),
+          bb(0.0), ca(ca), cb(cb) {}
+    __device__ __forceinline__ void add(float fa, float fb) {
+        double a = (double)fa, b = (double)fb;
+        if (M == EX_SQEUCLIDEAN) {
+            double t = __dsub_rn(a, b);
+            s = __dadd_rn(s, __dmul_rn(t, t));
+        } else if (M == EX_INNER_PRODUCT) {
+            s = __dadd_rn(s, __dmul_rn(a, b));
+        } else if (M == EX_CITYBLOCK) {
+            s = __dadd_rn(s, fabs(__dsub_rn(a, b)));
+        } else if (M == EX_CHEBYSHEV) {
+            s = fmax(s, fabs(__dsub_rn(a, b)));
+        } else {
+            double x = __dsub_rn(a, ca), y = __dsub_rn(b, cb);
+            s = __dadd_rn(s, __dmul_rn(x, y));
+            aa = __dadd_rn(aa, __dmul_rn(x, x));
+            bb = __dadd_rn(bb, __dmul_rn(y, y));
+        }
+    }
+    __device__ __forceinline__ double key() const {
+        if (M == EX_INNER_PRODUCT) return -s;
+        if (M != EX_COSINE && M != EX_CORRELATION) return s;
+        if (aa == 0.0 || bb == 0.0) return 1.0;
+        double c = __dsub_rn(1.0, __ddiv_rn(s, __dmul_rn(__dsqrt_rn(aa), __dsqrt_rn(bb))));
+        return c < 0.0 ? 0.0 : (c > 2.0 ? 2.0 : c);
+    }
+};
+
+template <int M, class A, class B>
+__device__ __forceinline__ double exact_walk(A a, B b, int d, double zero) {
+    double ca = 0.0, cb = 0.0;
+    if (M == EX_CORRELATION) {
+        ca = ex_mean(a, d, zero);
+        cb = ex_mean(b, d, zero);
+    }
+    ExactWalk<M> w(zero, ca, cb);
+    for (int i = 0; i < d; ++i) w.add(a[i], b[i]);
+    return w.key();
 }
 
 // The exact key of base row `a` against query row `b` (vector_key's argument order); `metric`
 // is an EX_* code (src/runtime/abi.rs).
 template <class A, class B>
 __device__ __forceinline__ double exact_key_of(A a, B b, int d, int metric, double zero) {
-    double r;
     switch (metric) {
-    case EX_SQEUCLIDEAN: {
-        double s = zero;
-        for (int i = 0; i < d; ++i) {
-            double t = __dsub_rn((double)a[i], (double)b[i]);
-            s = __dadd_rn(s, __dmul_rn(t, t));
-        }
-        r = s;
-        break;
+    case EX_SQEUCLIDEAN: return exact_walk<EX_SQEUCLIDEAN>(a, b, d, zero);
+    case EX_INNER_PRODUCT: return exact_walk<EX_INNER_PRODUCT>(a, b, d, zero);
+    case EX_CITYBLOCK: return exact_walk<EX_CITYBLOCK>(a, b, d, zero);
+    case EX_CHEBYSHEV: return exact_walk<EX_CHEBYSHEV>(a, b, d, zero);
+    case EX_CORRELATION: return exact_walk<EX_CORRELATION>(a, b, d, zero);
+    default: return exact_walk<EX_COSINE>(a, b, d, zero);
     }
-    case EX_INNER_PRODUCT: {
-        double s = zero;
-        for (int i = 0; i < d; ++i) s = __dadd_rn(s, __dmul_rn((double)a[i], (double)b[i]));
-        r = -s;
-        break;
-    }
-    case EX_CITYBLOCK: {
-        double s = zero;
-        for (int i = 0; i < d; ++i) s = __dadd_rn(s, fabs(__dsub_rn((double)a[i], (double)b[i])));
-        r = s;
-        break;
-    }
-    case EX_CHEBYSHEV: {
-        double s = 0.0;
-        for (int i = 0; i < d; ++i) s = fmax(s, fabs(__dsub_rn((double)a[i], (double)b[i])));
-        r = s;
-        break;
-    }
-    default: {  // cosine, correlation
-        double ca = 0.0, cb = 0.0;
-        if (metric == EX_CORRELATION) {
-            ca = ex_mean(a, d, zero);
-            cb = ex_mean(b, d, zero);
-        }
-        double ab = 0.0, aa = 0.0, bb = 0.0;
-        for (int i = 0; i < d; ++i) {
-            double x = __dsub_rn((double)a[i], ca), y = __dsub_rn((double)b[i], cb);
-            ab = __dadd_rn(ab, __dmul_rn(x, y));
-            aa = __dadd_rn(aa, __dmul_rn(x, x));
-            bb = __dadd_rn(bb, __dmul_rn(y, y));
-        }
-        if (aa == 0.0 || bb == 0.0) {
-            r = 1.0;
-        } else {
-            double c = __dsub_rn(1.0, __ddiv_rn(ab, __dmul_rn(__dsqrt_rn(aa), __dsqrt_rn(bb))));
-            r = c < 0.0 ? 0.0 : (c > 2.0 ? 2.0 : c);
-        }
-        break;
-    }
-    }
-    return r;
 }
 
 __device__ double exact_key(const elem_t* __restrict__ a, const elem_t* __restrict__ b, int d,

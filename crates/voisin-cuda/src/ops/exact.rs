@@ -24,6 +24,10 @@ use crate::runtime::context::{dev, Gpu};
 /// Pairs per launch: bounds the index and key buffers (64M pairs: 1 GiB of keys and indices).
 const CHUNK: usize = 1 << 26;
 
+/// Dimension from which exact keys run on rows their warp staged (kernels/finish/exact.cu):
+/// below it a thread's own rows take a few cache lines and the staging is overhead.
+const STAGED_MIN_DIM: usize = 1024;
+
 /// The sides of a search: base and queries, on the host and on the device.
 pub(crate) struct Sides<'a> {
     pub bset: &'a VectorSet,
@@ -83,15 +87,22 @@ pub(crate) fn keys(
         // SAFETY: a pair of u32 is 8 bytes like two f32; the buffer holds at least 2n words.
         let vp: CudaView<'_, [u32; 2]> = unsafe { dp.transmute(n).unwrap() };
         let mut keys = unsafe { gpu.stream.alloc::<f64>(n) }.map_err(dev("allocating"))?;
+        // A thread per pair; the staged kernel's blocks are EK_WARPS warps (its shared memory
+        // is static).
+        let per_block = 32 * abi::EK_WARPS;
         let cfg = LaunchConfig {
-            grid_dim: ((n as u64).div_ceil(128) as u32, 1, 1),
-            block_dim: (128, 1, 1),
+            grid_dim: (n.div_ceil(per_block) as u32, 1, 1),
+            block_dim: (per_block as u32, 1, 1),
             shared_mem_bytes: 0,
         };
+        let kernels = gpu.k.elem(s.bdev.storage)?;
+        let kernel = if d as usize >= STAGED_MIN_DIM {
+            &kernels.exact_keys_staged
+        } else {
+            &kernels.exact_keys
+        };
         let np = n as i64;
-        let mut l = gpu
-            .stream
-            .launch_builder(&gpu.k.elem(s.bdev.storage)?.exact_keys);
+        let mut l = gpu.stream.launch_builder(kernel);
         s.bdev.raw.arg(&mut l);
         s.qdev.raw.arg(&mut l);
         l.arg(&d)

@@ -106,6 +106,9 @@ abi_table! {
     PF_STAGES: usize = 3;
     /// Shared-memory slots of merge_survivors (select/survivors.cu): the list and the buffer together.
     FZ_MERGE: usize = 4096;
+    /// Warps per block of exact_keys (finish/exact.cu): a lane per pair, so blocks of
+    /// 32 · EK_WARPS threads take as many pairs.
+    EK_WARPS: usize = 4;
     /// Pivots per SSS table at most (index/sss_search.cu).
     SSS_MAX_PIVOTS: usize = 64;
     /// Pattern chars per machine word: the longest query of the levenshtein kernel.

@@ -374,6 +374,7 @@ impl Kernels {
 pub(crate) struct ElemKernels {
     pub prepare_rows: CudaFunction,
     pub exact_keys: CudaFunction,
+    pub exact_keys_staged: CudaFunction,
     pub rerank: CudaFunction,
     /// The module they come from (the main one for f32).
     #[allow(dead_code)]
@@ -382,7 +383,7 @@ pub(crate) struct ElemKernels {
 
 /// The element kernels' names.
 #[cfg(test)]
-const ELEM_NAMES: &[&str] = &["prepare_rows", "exact_keys", "rerank"];
+const ELEM_NAMES: &[&str] = &["prepare_rows", "exact_keys", "exact_keys_staged", "rerank"];
 
 impl ElemKernels {
     fn find(module: &Arc<CudaModule>) -> Result<Self> {
@@ -390,6 +391,7 @@ impl ElemKernels {
         Ok(ElemKernels {
             prepare_rows: f("prepare_rows")?,
             exact_keys: f("exact_keys")?,
+            exact_keys_staged: f("exact_keys_staged")?,
             rerank: f("rerank")?,
             module: module.clone(),
         })
