@@ -38,7 +38,7 @@ pub struct CudaEngine {
     opts: CudaOptions,
     /// The levenshtein kernel, loaded at the first string range search.
     lev: std::sync::OnceLock<cudarc::driver::CudaFunction>,
-    /// Free memory held back under `device_memory`.
+    /// Free memory held back under `device_memory`, or the pool's cache without it.
     _ballast: crate::runtime::context::Ballast,
     /// Shrinks, streamed shards and host finishes, for diagnostics.
     counters: Counters,
@@ -61,7 +61,7 @@ impl CudaEngine {
         let gpu = Gpu::open(device)?;
         let ballast = match opts.device_memory {
             Some(cap) => gpu.ballast(cap)?,
-            None => crate::runtime::context::Ballast::none(&gpu.ctx),
+            None => crate::runtime::context::Ballast::cache(&gpu.ctx),
         };
         Ok(CudaEngine {
             gpu: Mutex::new(gpu),
@@ -301,7 +301,7 @@ impl Engine for CudaEngine {
         // Transfer counts from the end of the input checks.
         let tr0 = Instant::now();
         let gpu = self.lock()?;
-        let tr = gpu.phases();
+        let mut tr = gpu.phases();
         tr.report("knn: input checks", input_checks);
         let mut stats = self.stats(&gpu);
         if k == 0 || qset.is_empty() {
@@ -311,19 +311,27 @@ impl Engine for CudaEngine {
         stats.arithmetic = plan.arithmetic();
         let ctx = self.ctx(&gpu, &plan);
         let kp = knn::first_list(k);
+        tr.mark("knn: plan");
         if !stream::fits(&gpu, bset, qset, kp, &plan)? {
             check_finite(bset)?;
             check_finite(qset)?;
             let rows = stream::knn(&ctx, metric, bset, qset, k, &mut stats)?;
             return Ok(to_result(rows, k, metric, stats));
         }
+        tr.mark("knn: fit");
         let budget = ctx.budget()?;
+        tr.mark("knn: budget");
         // The base goes up behind the first query block's tiles (device_set.rs), so its upload
         // counts as compute; the queries are uploaded whole.
         let bdev = DeviceSet::behind(&gpu, &plan, bset, 0..bset.len())?;
+        tr.mark("knn: base buffers");
         let on = OnDevice { bset, bdev: &bdev };
         let asked = (qset, k, &pilot::AutoChoice::default());
-        self.knn_on(&ctx, metric, on, asked, budget, (stats, tr0))
+        let res = self.knn_on(&ctx, metric, on, asked, budget, (stats, tr0));
+        let mut tr = gpu.phases();
+        drop(bdev);
+        tr.mark("knn: base freed");
+        res
     }
 
     fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {

@@ -80,6 +80,9 @@ impl CudaEngine {
         on.bdev.check(on.bset, 0)?;
         qdev.check(qset, 0)?;
         self.check_cancel()?;
+        tr.mark("knn: base complete, inputs checked");
+        drop(qdev);
+        tr.mark("knn: queries freed");
         res
     }
 

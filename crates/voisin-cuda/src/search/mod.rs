@@ -94,6 +94,7 @@ impl<'a> Ctx<'a> {
         loop {
             match f(&b) {
                 Err(e) if is_oom(&e) && b.bytes > MIN_BUDGET => {
+                    self.gpu.release_cache();
                     b.bytes = (b.bytes / 2).max(MIN_BUDGET);
                     self.counters.shrank(self.gpu);
                 }
