@@ -154,6 +154,17 @@ fn passes(
             if mode == Select::Block {
                 fusing = fused::plan_for(plan, ctx.opts.fusion, kp, (nq, nb));
             }
+            // A fused tile pair writes tiles over the first items only: its blocks may hold
+            // twice the queries, so that 10k queries go in one block and all their chunks
+            // follow the base's upload (a second block of 1,808 waited behind it, 3.7 ms of a
+            // 35 ms k-NN; H200, session 17).
+            let qmax = match fusing {
+                Some(FusedPlan {
+                    kernel: FusedKernel::Pair(_),
+                    ..
+                }) => 2 * qmax,
+                _ => qmax,
+            };
             // Slots, a counter and (pairs) a floor per query.
             let buffers = fusing.map_or(0, |f| f.cap * 8 + 8);
             let per_query = b_tile * 4 + kp * 8 + buffers;
