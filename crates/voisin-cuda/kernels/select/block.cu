@@ -107,16 +107,18 @@ extern "C" __global__ void fill_lists(float* __restrict__ val, unsigned* __restr
     }
 }
 
-// Copies the first `keep` entries of each list of `width` (sorted lists: the `keep` smallest) to
-// rows x keep, so that only what the host needs crosses the bus; n = rows * keep.
+// Copies the first `keep` entries of lists of `width` (sorted lists: the `keep` smallest) to
+// rows x keep, so that only what the host needs crosses the bus; n = rows * keep. Output row r
+// is list `rows[r]`, or list r where `rows` is null (every list, in order).
 extern "C" __global__ void list_prefix(const float* __restrict__ sv, const unsigned* __restrict__ si,
                                        int width, float* __restrict__ dv,
                                        unsigned* __restrict__ di, int keep,
-                                       unsigned long long n) {
+                                       unsigned long long n, const unsigned* __restrict__ rows) {
     unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     for (; i < n; i += (unsigned long long)gridDim.x * blockDim.x) {
         unsigned long long r = i / (unsigned)keep, j = i % (unsigned)keep;
-        dv[i] = sv[r * (unsigned)width + j];
-        di[i] = si[r * (unsigned)width + j];
+        unsigned long long from = rows ? rows[r] : r;
+        dv[i] = sv[from * (unsigned)width + j];
+        di[i] = si[from * (unsigned)width + j];
     }
 }

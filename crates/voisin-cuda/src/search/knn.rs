@@ -63,7 +63,7 @@ pub(crate) fn candidates(
     let nb = base.n;
     let mut out = Vec::with_capacity(qdev.n);
     passes(ctx, base, qdev, kp, sel, budget, |l| {
-        out.par_extend(host_lists(ctx.gpu, &l, nb, 0..l.qn)?);
+        out.par_extend(host_lists(ctx.gpu, &l, nb, None)?);
         Ok(())
     })?;
     Ok(out)
@@ -85,17 +85,14 @@ pub(crate) fn pass_list(plan: &Plan, kp: usize, sel: Select) -> usize {
     }
 }
 
-/// Downloads a block's lists and returns those of its rows `rows` as host lists.
-fn host_lists(
-    gpu: &Gpu,
-    l: &BlockLists<'_>,
-    nb: usize,
-    rows: std::ops::Range<usize>,
-) -> Result<Vec<Raw>> {
+/// Downloads a block's lists, all of them or only those of its rows `rows` (in that order),
+/// as host lists.
+fn host_lists(gpu: &Gpu, l: &BlockLists<'_>, nb: usize, rows: Option<&[u32]>) -> Result<Vec<Raw>> {
     let mut tr = gpu.phases();
-    let (hv, hi, keep) = select::download_lists(gpu, l.mode, &l.val, &l.idx, l.width, l.want, nb)?;
+    let lists = (&l.val, &l.idx);
+    let (hv, hi, keep) = select::download_lists(gpu, l.mode, lists, l.width, l.want, nb, rows)?;
     tr.mark("candidates: download");
-    Ok(rows
+    Ok((0..hv.len() / keep.max(1))
         .into_par_iter()
         .map(|r| {
             let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
@@ -490,16 +487,9 @@ fn device_answers(
             .filter(|&&s| s != exact::NOT_DONE)
             .map(|&s| s as u64)
             .sum::<u64>();
-        if let (Some(&lo), Some(&hi)) = (open.first(), open.last()) {
-            let raws = host_lists(gpu, &l, nb, lo..hi + 1)?;
-            let mut keep = vec![false; hi + 1 - lo];
-            open.iter().for_each(|&r| keep[r - lo] = true);
-            a.raws.extend(
-                raws.into_iter()
-                    .zip(keep)
-                    .filter(|(_, o)| *o)
-                    .map(|(r, _)| r),
-            );
+        if !open.is_empty() {
+            let rows: Vec<u32> = open.iter().map(|&r| r as u32).collect();
+            a.raws.extend(host_lists(gpu, &l, nb, Some(&rows))?);
             a.open.extend(open.iter().map(|&r| l.q0 + r));
         }
         Ok(())
