@@ -22,7 +22,7 @@ use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, fused, tile, Budget};
 use crate::options::Precision;
-use crate::runtime::context::{dev, Gpu};
+use crate::runtime::context::{dev, touched, Gpu};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource};
 use crate::search::Ctx;
@@ -420,6 +420,10 @@ fn device_answers(
     // Answers stay on the device until the end where they fit in half the working set (80 MB
     // at 10k × 1000): one download straight into the result, no per-block copies.
     let whole = nq * k * 8 <= budget.bytes / 2;
+    // The host memory those answers come back into, its pages touched on a helper thread while
+    // the GPU works.
+    let n = nq * k;
+    let room = whole.then(|| std::thread::spawn(move || (touched::<f32>(n), touched::<u32>(n))));
     let mut kept: Option<exact::Reranked> = None;
     let flat = if whole { 0 } else { nq * k };
     let mut a = Answers {
@@ -494,15 +498,15 @@ fn device_answers(
         }
         Ok(())
     })?;
-    if whole {
+    if let Some(room) = room {
         let mut tr = gpu.phases();
-        (a.dist, a.ids) = match kept {
-            Some(o) => (
-                gpu.download(&o.dist.slice(..nq * k))?,
-                gpu.download(&o.ids.slice(..nq * k))?,
-            ),
-            None => (vec![0.0; nq * k], vec![0; nq * k]),
-        };
+        (a.dist, a.ids) = room
+            .join()
+            .map_err(|_| voisin::Error::device("cuda: the answers' host memory was lost"))?;
+        if let Some(o) = kept {
+            gpu.download_into(&o.dist.slice(..n), &mut a.dist)?;
+            gpu.download_into(&o.ids.slice(..n), &mut a.ids)?;
+        }
         tr.mark("device finish: download k per query");
     }
     Ok(a)
