@@ -88,18 +88,32 @@ __device__ __forceinline__ double exact_walk(A a, B b, int d, double zero) {
     return w.key();
 }
 
+// An EX_* code as a type, so that a walk can take it as a template argument.
+template <int M>
+struct ExactMetric {
+    static constexpr int code = M;
+};
+
+// Calls f(ExactMetric<M>{}) for the EX_* code `metric` (src/runtime/abi.rs), an unknown code
+// as cosine: the one map from a host's code to its walk, for every kernel that walks.
+template <class F>
+__device__ __forceinline__ double with_exact_metric(int metric, F f) {
+    switch (metric) {
+    case EX_SQEUCLIDEAN: return f(ExactMetric<EX_SQEUCLIDEAN>{});
+    case EX_INNER_PRODUCT: return f(ExactMetric<EX_INNER_PRODUCT>{});
+    case EX_CITYBLOCK: return f(ExactMetric<EX_CITYBLOCK>{});
+    case EX_CHEBYSHEV: return f(ExactMetric<EX_CHEBYSHEV>{});
+    case EX_CORRELATION: return f(ExactMetric<EX_CORRELATION>{});
+    default: return f(ExactMetric<EX_COSINE>{});
+    }
+}
+
 // The exact key of base row `a` against query row `b` (vector_key's argument order); `metric`
-// is an EX_* code (src/runtime/abi.rs).
+// is an EX_* code.
 template <class A, class B>
 __device__ __forceinline__ double exact_key_of(A a, B b, int d, int metric, double zero) {
-    switch (metric) {
-    case EX_SQEUCLIDEAN: return exact_walk<EX_SQEUCLIDEAN>(a, b, d, zero);
-    case EX_INNER_PRODUCT: return exact_walk<EX_INNER_PRODUCT>(a, b, d, zero);
-    case EX_CITYBLOCK: return exact_walk<EX_CITYBLOCK>(a, b, d, zero);
-    case EX_CHEBYSHEV: return exact_walk<EX_CHEBYSHEV>(a, b, d, zero);
-    case EX_CORRELATION: return exact_walk<EX_CORRELATION>(a, b, d, zero);
-    default: return exact_walk<EX_COSINE>(a, b, d, zero);
-    }
+    return with_exact_metric(
+        metric, [&](auto m) { return exact_walk<decltype(m)::code>(a, b, d, zero); });
 }
 
 __device__ double exact_key(const elem_t* __restrict__ a, const elem_t* __restrict__ b, int d,

@@ -108,14 +108,8 @@ extern "C" __global__ void __launch_bounds__(EK_WARPS * 32)
     bool one_query = __ballot_sync(0xffffffffu, qb.x == __shfl_sync(0xffffffffu, qb.x, 0)) ==
                      0xffffffffu;
     __syncwarp();
-    double key;
-    switch (metric) {
-    case EX_SQEUCLIDEAN: key = ek_key<EX_SQEUCLIDEAN>(st, one_query, d, zero, lane); break;
-    case EX_INNER_PRODUCT: key = ek_key<EX_INNER_PRODUCT>(st, one_query, d, zero, lane); break;
-    case EX_CITYBLOCK: key = ek_key<EX_CITYBLOCK>(st, one_query, d, zero, lane); break;
-    case EX_CHEBYSHEV: key = ek_key<EX_CHEBYSHEV>(st, one_query, d, zero, lane); break;
-    case EX_CORRELATION: key = ek_key<EX_CORRELATION>(st, one_query, d, zero, lane); break;
-    default: key = ek_key<EX_COSINE>(st, one_query, d, zero, lane); break;
-    }
+    double key = with_exact_metric(metric, [&](auto m) {
+        return ek_key<decltype(m)::code>(st, one_query, d, zero, lane);
+    });
     if (first + lane < npairs) out[first + lane] = key;
 }
