@@ -180,6 +180,7 @@ fn passes(
     // come up (`scaled_upto`). Where a copy does not fit, TF32 pairs on the prepared rows, or
     // no fusion where those rows do not suit the kernel.
     let (mut q_scaled, mut b_scaled, mut scaled_upto) = (None, None, 0);
+    let mut q_ops = None;
     if let Some(
         f @ FusedPlan {
             kernel: FusedKernel::Pair(kind),
@@ -196,8 +197,10 @@ fn passes(
                 b_scaled = None;
             }
         }
-        // The plan keeps the kind that runs (TF32 where the copies did not fit), or no fusion.
-        fusing = pair::Operands::new(plan, qdev, kind, q_scaled.as_ref()).map(|o| FusedPlan {
+        // The plan keeps the kind that runs (TF32 where the copies did not fit), or no fusion;
+        // the queries' operands serve every chunk of every block.
+        q_ops = pair::Operands::new(plan, qdev, kind, q_scaled.as_ref());
+        fusing = q_ops.as_ref().map(|o| FusedPlan {
             kernel: FusedKernel::Pair(o.kind()),
             ..f
         });
@@ -285,7 +288,7 @@ fn passes(
                         scaled_upto = b1;
                     }
                     let (Some(qops), Some(bops)) = (
-                        pair::Operands::new(plan, qdev, kind, q_scaled.as_ref()),
+                        q_ops.as_ref(),
                         pair::Operands::new(plan, base, kind, b_scaled.as_ref()),
                     ) else {
                         unreachable!("the operands were checked before the first block")
@@ -302,7 +305,7 @@ fn passes(
                         col_off: seen as u32,
                         exclude_self: false,
                     };
-                    pair::filter(gpu, plan, (&qops, q0..q1), (&bops, seen..b1), at, into)?;
+                    pair::filter(gpu, plan, (qops, q0..q1), (&bops, seen..b1), at, into)?;
                     let lists = ListsOut {
                         val: &mut lv.slice_mut(..qn * kp),
                         idx: &mut li.slice_mut(..qn * kp),
