@@ -484,7 +484,7 @@ impl Gpu {
 /// What an engine holds in the device's memory while it lives. A capped engine holds enough to
 /// see a GPU of its cap: a part of the cap reserved in the device's stream-ordered pool and the
 /// memory above the cap held outside the pool. An uncapped one lets the pool keep what its
-/// calls freed, up to [`Ballast::cache`] bytes, for its next call. Dropping it frees all.
+/// calls freed, up to [`Ballast::cache_bytes`], for its next call. Dropping it frees all.
 pub(crate) struct Ballast {
     ctx: Arc<CudaContext>,
     reserved: usize,
@@ -494,7 +494,7 @@ pub(crate) struct Ballast {
 }
 
 impl Ballast {
-    /// An uncapped engine's: the pool keeps up to [`Ballast::cache`] bytes of freed memory
+    /// An uncapped engine's: the pool keeps up to [`Ballast::cache_bytes`] of freed memory
     /// between its calls. Without it each call's first fit check released the last call's
     /// buffers (the pool's default threshold is 0) and its allocations mapped them again:
     /// 6–8 ms of a 35 ms k-NN of 10k queries over 1M × 128 (H200, session 17).

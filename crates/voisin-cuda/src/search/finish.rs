@@ -108,7 +108,7 @@ pub(crate) fn finish(
         // more are rare outside adversarial data.
         kp = (kp * 4).max(BLOCK_MAX_K).min(n_pow);
         let mut again = src.redo(&failing, kp)?;
-        // In parallel: each widened list (4 × kp entries, radix lists unsorted) is sorted
+        // In parallel: each widened list (kp entries, radix lists unsorted) is sorted
         // here; one at a time, the 149 widened queries of the clustered 1M × 128 k-NN at
         // k = 1000 took ~25 ms of the host (run e1).
         let proved: Vec<bool> = failing

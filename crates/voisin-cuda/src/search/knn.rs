@@ -423,10 +423,11 @@ fn device_answers(
     // Answers stay on the device until the end where they fit in half the working set (80 MB
     // at 10k × 1000): one download straight into the result, no per-block copies.
     let whole = nq * k * 8 <= budget.bytes / 2;
-    // The host memory those answers come back into, its pages touched on a helper thread while
-    // the GPU works.
+    // The host memory those answers come back into: where it is large, its pages touched on a
+    // helper thread while the GPU works (small batches would pay for the thread).
     let n = nq * k;
-    let room = whole.then(|| std::thread::spawn(move || (touched::<f32>(n), touched::<u32>(n))));
+    let room = (whole && n * 8 >= 8 << 20)
+        .then(|| std::thread::spawn(move || (touched::<f32>(n), touched::<u32>(n))));
     let mut kept: Option<exact::Reranked> = None;
     let flat = if whole { 0 } else { nq * k };
     let mut a = Answers {
@@ -501,11 +502,14 @@ fn device_answers(
         }
         Ok(())
     })?;
-    if let Some(room) = room {
+    if whole {
         let mut tr = gpu.phases();
-        (a.dist, a.ids) = room
-            .join()
-            .map_err(|_| voisin::Error::device("cuda: the answers' host memory was lost"))?;
+        (a.dist, a.ids) = match room {
+            Some(room) => room
+                .join()
+                .map_err(|_| voisin::Error::device("cuda: the answers' host memory was lost"))?,
+            None => (vec![0.0; n], vec![0; n]),
+        };
         if let Some(o) = kept {
             gpu.download_into(&o.dist.slice(..n), &mut a.dist)?;
             gpu.download_into(&o.ids.slice(..n), &mut a.ids)?;
