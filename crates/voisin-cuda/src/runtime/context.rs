@@ -423,6 +423,9 @@ impl Gpu {
         const PIECE: usize = 1 << 30;
         const SMALLEST: usize = 2 << 20;
         let reserve = (cap / 2).max(1);
+        // What uncapped engines' calls left in the pool goes first: held there, the memory
+        // measured below would come free later and show above the cap.
+        self.release_cache();
         // SAFETY: never read or written; freed into the pool at once, which keeps it.
         let held = unsafe { self.stream.alloc::<u8>(reserve) }.map_err(dev("reserving memory"))?;
         self.stream.synchronize().map_err(dev("reserving memory"))?;
@@ -457,27 +460,61 @@ impl Gpu {
     /// still holds is released first: otherwise it reads as used until some later
     /// synchronisation, and then a ballast or a fit check measured against it is wrong.
     ///
-    /// Under a cap ([`Gpu::ballast`]) the pool keeps the reserved part of the cap, otherwise the
-    /// uncapped engines' cache ([`Ballast::cache`]); what it holds unused counts as free: the
-    /// engine's allocations are served from it.
+    /// Under a cap ([`Gpu::ballast`]) the pool keeps the reserved part of the cap, and what it
+    /// holds unused counts as free: the engine's allocations are served from it. The uncapped
+    /// engines' cache ([`Ballast::cache`]) does not count: an allocation larger than its pieces
+    /// maps new memory, so only what is unmapped is sure to serve one. Where that is under a
+    /// quarter of the device the cache is released first, so that a search near the device's
+    /// size sees all of it, as before the cache.
     pub fn free_memory(&self) -> Result<usize> {
         self.ctx.synchronize().map_err(dev("synchronising"))?;
-        let keep = pool_keep(self.ctx.ordinal(), |_| {}).target();
-        let mut idle = 0usize;
+        let keep = pool_keep(self.ctx.ordinal(), |_| {});
         let mut pool = std::ptr::null_mut();
-        // SAFETY: plain queries on this context's device; a failure only skips the trim.
+        // SAFETY: a plain query on this context's device; a failure only skips the trims.
+        let pooled = unsafe {
+            sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
+                == sys::CUresult::CUDA_SUCCESS
+        };
+        let trim = |to: usize| {
+            if pooled {
+                // SAFETY: `pool` is the device's default pool, live while the context is.
+                let _ = unsafe { sys::cuMemPoolTrimTo(pool, to) };
+            }
+        };
+        if keep.capped > 0 {
+            trim(keep.capped);
+            // SAFETY: as above.
+            let idle = if pooled {
+                unsafe { pool_attr(pool, ATTR_RESERVED).saturating_sub(pool_attr(pool, ATTR_USED)) }
+            } else {
+                0
+            };
+            return Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0 + idle);
+        }
+        trim(keep.target());
+        let (free, total) = self.ctx.mem_get_info().map_err(dev("querying memory"))?;
+        if free >= total / 4 || keep.target() == 0 {
+            return Ok(free);
+        }
+        trim(0);
+        Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0)
+    }
+
+    /// Releases what the pool keeps for uncapped engines (a cap's part stays): after an
+    /// allocation failed, the cache's pieces may be what stood in the way of a larger one; and
+    /// before a ballast measures the free memory, which they would join later.
+    pub fn release_cache(&self) {
+        let _ = self.ctx.synchronize();
+        let capped = pool_keep(self.ctx.ordinal(), |_| {}).capped;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: plain calls on this context's device; a failure only skips the trim.
         unsafe {
             if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
                 == sys::CUresult::CUDA_SUCCESS
             {
-                let _ = sys::cuMemPoolTrimTo(pool, keep);
-                if keep > 0 {
-                    idle =
-                        pool_attr(pool, ATTR_RESERVED).saturating_sub(pool_attr(pool, ATTR_USED));
-                }
+                let _ = sys::cuMemPoolTrimTo(pool, capped);
             }
         }
-        Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0 + idle)
     }
 }
 
@@ -535,24 +572,6 @@ impl Drop for Ballast {
             k.capped -= reserved;
             k.open -= usize::from(cached);
         });
-    }
-}
-
-impl Gpu {
-    /// Releases what the pool keeps for uncapped engines (a cap's part stays): after an
-    /// allocation failed, the cache's pieces may be what stood in the way of a larger one.
-    pub fn release_cache(&self) {
-        let _ = self.ctx.synchronize();
-        let capped = pool_keep(self.ctx.ordinal(), |_| {}).capped;
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: plain calls on this context's device; a failure only skips the trim.
-        unsafe {
-            if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
-                == sys::CUresult::CUDA_SUCCESS
-            {
-                let _ = sys::cuMemPoolTrimTo(pool, capped);
-            }
-        }
     }
 }
 
