@@ -569,8 +569,8 @@ impl Drop for Ballast {
         }
         let (reserved, cached) = (self.reserved, self.cached);
         pool_keep(self.ctx.ordinal(), |k| {
-            k.capped -= reserved;
-            k.open -= usize::from(cached);
+            k.capped = k.capped.saturating_sub(reserved);
+            k.open = k.open.saturating_sub(usize::from(cached));
         });
     }
 }
