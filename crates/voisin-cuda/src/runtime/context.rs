@@ -337,8 +337,7 @@ impl Gpu {
             out.len(),
             "a download into a buffer of another length"
         );
-        let words = std::mem::size_of_val(out) / 4;
-        if words * 4 < STAGED_DOWNLOAD {
+        if std::mem::size_of_val(out) < STAGED_DOWNLOAD {
             let got = self
                 .stream
                 .clone_dtoh(src)
@@ -346,6 +345,7 @@ impl Gpu {
             out.copy_from_slice(&got);
             return Ok(());
         }
+        let words = std::mem::size_of_val(out) / 4;
         let flat: &mut [f32] = bytemuck::cast_slice_mut(out);
         // SAFETY: T is plain data whose size is a multiple of 4 bytes.
         let view: CudaView<'_, f32> = unsafe { src.transmute::<f32>(words) }
@@ -468,36 +468,25 @@ impl Gpu {
     /// size sees all of it, as before the cache.
     pub fn free_memory(&self) -> Result<usize> {
         self.ctx.synchronize().map_err(dev("synchronising"))?;
-        let keep = pool_keep(self.ctx.ordinal(), |_| {});
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: a plain query on this context's device; a failure only skips the trims.
-        let pooled = unsafe {
-            sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
-                == sys::CUresult::CUDA_SUCCESS
-        };
-        let trim = |to: usize| {
-            if pooled {
-                // SAFETY: `pool` is the device's default pool, live while the context is.
-                let _ = unsafe { sys::cuMemPoolTrimTo(pool, to) };
-            }
-        };
+        let device = self.ctx.ordinal();
+        let keep = pool_keep(device, |_| {});
+        let pool = default_pool(device);
+        let unmapped = || self.ctx.mem_get_info().map_err(dev("querying memory"));
         if keep.capped > 0 {
-            trim(keep.capped);
-            // SAFETY: as above.
-            let idle = if pooled {
-                unsafe { pool_attr(pool, ATTR_RESERVED).saturating_sub(pool_attr(pool, ATTR_USED)) }
-            } else {
-                0
-            };
-            return Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0 + idle);
+            trim_pool(pool, keep.capped);
+            // SAFETY: the device's default pool, live while the context is.
+            let idle = pool.map_or(0, |p| unsafe {
+                pool_attr(p, ATTR_RESERVED).saturating_sub(pool_attr(p, ATTR_USED))
+            });
+            return Ok(unmapped()?.0 + idle);
         }
-        trim(keep.target());
-        let (free, total) = self.ctx.mem_get_info().map_err(dev("querying memory"))?;
+        trim_pool(pool, keep.target());
+        let (free, total) = unmapped()?;
         if free >= total / 4 || keep.target() == 0 {
             return Ok(free);
         }
-        trim(0);
-        Ok(self.ctx.mem_get_info().map_err(dev("querying memory"))?.0)
+        trim_pool(pool, 0);
+        Ok(unmapped()?.0)
     }
 
     /// Releases what the pool keeps for uncapped engines (a cap's part stays): after an
@@ -505,16 +494,8 @@ impl Gpu {
     /// before a ballast measures the free memory, which they would join later.
     pub fn release_cache(&self) {
         let _ = self.ctx.synchronize();
-        let capped = pool_keep(self.ctx.ordinal(), |_| {}).capped;
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: plain calls on this context's device; a failure only skips the trim.
-        unsafe {
-            if sys::cuDeviceGetDefaultMemPool(&mut pool, self.ctx.cu_device())
-                == sys::CUresult::CUDA_SUCCESS
-            {
-                let _ = sys::cuMemPoolTrimTo(pool, capped);
-            }
-        }
+        let device = self.ctx.ordinal();
+        trim_pool(default_pool(device), pool_keep(device, |_| {}).capped);
     }
 }
 
@@ -596,7 +577,7 @@ unsafe fn pool_attr(pool: sys::CUmemoryPool, attr: sys::CUmemPool_attribute) -> 
 }
 
 /// Downloads of at least this many bytes go through the pinned staging buffers.
-const STAGED_DOWNLOAD: usize = 4 << 20;
+pub(crate) const STAGED_DOWNLOAD: usize = 4 << 20;
 
 /// `n` zeroed values whose pages have all been written once, so that a later copy into them
 /// does not stop at each page's first touch: 80 MB of k = 1000 answers downloaded into fresh
@@ -645,8 +626,9 @@ impl Keep {
     }
 }
 
-/// Applies `change` to what the default pool of `device` keeps and returns the new state. Where the threshold changes it is set on the pool, and the pool is
-/// trimmed to the new target when that is smaller.
+/// Applies `change` to what the default pool of `device` keeps and returns the new state. Where
+/// the threshold changes it is set on the pool, and the pool is trimmed to the new target when
+/// that is smaller.
 fn pool_keep(device: usize, change: impl FnOnce(&mut Keep)) -> Keep {
     static KEEP: Mutex<Vec<(usize, Keep)>> = Mutex::new(Vec::new());
     let mut keep = KEEP.lock().unwrap_or_else(|p| p.into_inner());
@@ -661,26 +643,43 @@ fn pool_keep(device: usize, change: impl FnOnce(&mut Keep)) -> Keep {
     change(&mut keep[at].1);
     let now = keep[at].1;
     if before.threshold() != now.threshold() {
-        let mut threshold = now.threshold();
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: plain calls on the device's default pool; a failure leaves the threshold.
-        unsafe {
-            let mut cu = 0;
-            if sys::cuDeviceGet(&mut cu, device as i32) == sys::CUresult::CUDA_SUCCESS
-                && sys::cuDeviceGetDefaultMemPool(&mut pool, cu) == sys::CUresult::CUDA_SUCCESS
-            {
-                let _ = sys::cuMemPoolSetAttribute(
+        if let Some(pool) = default_pool(device) {
+            let mut threshold = now.threshold();
+            // SAFETY: the device's default pool; the attribute is a u64. A failure leaves the
+            // threshold.
+            let _ = unsafe {
+                sys::cuMemPoolSetAttribute(
                     pool,
                     sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
                     (&mut threshold as *mut u64).cast(),
-                );
-                if now.target() < before.target() {
-                    let _ = sys::cuMemPoolTrimTo(pool, now.target());
-                }
+                )
+            };
+            if now.target() < before.target() {
+                trim_pool(Some(pool), now.target());
             }
         }
     }
     now
+}
+
+/// The default stream-ordered pool of device `device`, where the driver gives it.
+fn default_pool(device: usize) -> Option<sys::CUmemoryPool> {
+    let (mut cu, mut pool) = (0, std::ptr::null_mut());
+    // SAFETY: plain queries of the driver about one device.
+    let found = unsafe {
+        sys::cuDeviceGet(&mut cu, device as i32) == sys::CUresult::CUDA_SUCCESS
+            && sys::cuDeviceGetDefaultMemPool(&mut pool, cu) == sys::CUresult::CUDA_SUCCESS
+    };
+    found.then_some(pool)
+}
+
+/// Releases what `pool` holds unused down to `keep` reserved bytes; a failure, or no pool,
+/// leaves it as it is.
+fn trim_pool(pool: Option<sys::CUmemoryPool>, keep: usize) {
+    if let Some(pool) = pool {
+        // SAFETY: a device's default pool (`default_pool`), live while its context is.
+        let _ = unsafe { sys::cuMemPoolTrimTo(pool, keep) };
+    }
 }
 
 #[cfg(test)]
