@@ -22,7 +22,7 @@ use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, fused, tile, Budget};
 use crate::options::Precision;
-use crate::runtime::context::{dev, touched, Gpu};
+use crate::runtime::context::{dev, touched, Gpu, STAGED_DOWNLOAD};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource};
 use crate::search::Ctx;
@@ -426,7 +426,7 @@ fn device_answers(
     // The host memory those answers come back into: where it is large, its pages touched on a
     // helper thread while the GPU works (small batches would pay for the thread).
     let n = nq * k;
-    let room = (whole && n * 8 >= 8 << 20)
+    let room = (whole && n * 4 >= STAGED_DOWNLOAD)
         .then(|| std::thread::spawn(move || (touched::<f32>(n), touched::<u32>(n))));
     let mut kept: Option<exact::Reranked> = None;
     let flat = if whole { 0 } else { nq * k };
@@ -487,8 +487,8 @@ fn device_answers(
             }
             _ => vec![exact::NOT_DONE; l.qn],
         };
-        let open: Vec<usize> = (0..l.qn)
-            .filter(|&r| status[r] == exact::NOT_DONE)
+        let open: Vec<u32> = (0..l.qn as u32)
+            .filter(|&r| status[r as usize] == exact::NOT_DONE)
             .collect();
         a.exact_evals += status
             .iter()
@@ -496,9 +496,8 @@ fn device_answers(
             .map(|&s| s as u64)
             .sum::<u64>();
         if !open.is_empty() {
-            let rows: Vec<u32> = open.iter().map(|&r| r as u32).collect();
-            a.raws.extend(host_lists(gpu, &l, nb, Some(&rows))?);
-            a.open.extend(open.iter().map(|&r| l.q0 + r));
+            a.raws.extend(host_lists(gpu, &l, nb, Some(&open))?);
+            a.open.extend(open.iter().map(|&r| l.q0 + r as usize));
         }
         Ok(())
     })?;
