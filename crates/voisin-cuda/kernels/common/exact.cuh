@@ -95,7 +95,10 @@ struct ExactMetric {
 };
 
 // Calls f(ExactMetric<M>{}) for the EX_* code `metric` (src/runtime/abi.rs), an unknown code
-// as cosine: the one map from a host's code to its walk, for every kernel that walks.
+// as cosine: the one map from a host's code to its walk, for every kernel that walks. `f` is a
+// struct with a templated __device__ call operator, not a generic lambda: NVRTC 13 on the
+// device machine takes an unannotated generic lambda's operator for a host function and
+// refuses it in JIT mode (an older NVRTC here accepted it).
 template <class F>
 __device__ __forceinline__ double with_exact_metric(int metric, F f) {
     switch (metric) {
@@ -110,10 +113,22 @@ __device__ __forceinline__ double with_exact_metric(int metric, F f) {
 
 // The exact key of base row `a` against query row `b` (vector_key's argument order); `metric`
 // is an EX_* code.
+// The walk of two rows as with_exact_metric's callee.
+template <class A, class B>
+struct ExactWalkOf {
+    A a;
+    B b;
+    int d;
+    double zero;
+    template <class M>
+    __device__ __forceinline__ double operator()(M) const {
+        return exact_walk<M::code>(a, b, d, zero);
+    }
+};
+
 template <class A, class B>
 __device__ __forceinline__ double exact_key_of(A a, B b, int d, int metric, double zero) {
-    return with_exact_metric(
-        metric, [&](auto m) { return exact_walk<decltype(m)::code>(a, b, d, zero); });
+    return with_exact_metric(metric, ExactWalkOf<A, B>{a, b, d, zero});
 }
 
 __device__ double exact_key(const elem_t* __restrict__ a, const elem_t* __restrict__ b, int d,

@@ -91,6 +91,19 @@ __device__ __forceinline__ double ek_key(EkStage& st, bool one_query, int d, dou
     return w.key();
 }
 
+// ek_key as with_exact_metric's callee (common/exact.cuh says why a struct).
+struct EkKeyOf {
+    EkStage& st;
+    bool one_query;
+    int d;
+    double zero;
+    int lane;
+    template <class M>
+    __device__ __forceinline__ double operator()(M) const {
+        return ek_key<M::code>(st, one_query, d, zero, lane);
+    }
+};
+
 // exact_keys' arguments and results, in blocks of EK_WARPS warps.
 extern "C" __global__ void __launch_bounds__(EK_WARPS * 32)
     exact_keys_staged(const elem_t* __restrict__ base, const elem_t* __restrict__ qs, int d,
@@ -108,8 +121,6 @@ extern "C" __global__ void __launch_bounds__(EK_WARPS * 32)
     bool one_query = __ballot_sync(0xffffffffu, qb.x == __shfl_sync(0xffffffffu, qb.x, 0)) ==
                      0xffffffffu;
     __syncwarp();
-    double key = with_exact_metric(metric, [&](auto m) {
-        return ek_key<decltype(m)::code>(st, one_query, d, zero, lane);
-    });
+    double key = with_exact_metric(metric, EkKeyOf{st, one_query, d, zero, lane});
     if (first + lane < npairs) out[first + lane] = key;
 }
