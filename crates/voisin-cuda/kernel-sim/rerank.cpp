@@ -34,11 +34,23 @@ void test(int nb, int d, int nq, int width, int k, int levels, double noise, dou
     std::sort(all.begin(), all.end());
     for (int i = 0; i < std::min(nb, width); ++i) { lv[q * width + i] = all[i].first; li[q * width + i] = all[i].second; }
   }
+  // Every seventh row out of order (two entries swapped, or an empty slot before an entry):
+  // the kernel must leave it to the host, which sorts.
+  std::vector<bool> disordered(nq, false);
+  for (int q = 6; q < nq; q += 7) {
+    int n = 0; while (n < width && li[q * width + n] != NO_INDEX) ++n;
+    if (n < 2 || lv[q * width] == lv[q * width + n - 1]) continue;
+    if (q % 2) { std::swap(lv[q * width], lv[q * width + n - 1]); std::swap(li[q * width], li[q * width + n - 1]); }
+    else { li[q * width] = NO_INDEX; }
+    disordered[q] = true;
+  }
   std::vector<float> dist(nq * k, -1); std::vector<unsigned> ids(nq * k, 7), status(nq, 5);
+  std::vector<double> keys(nq * k, -1);
   unsigned threads = std::clamp(width / 2, 32, 256);
   launch({(unsigned)nq,1,1},{threads,1,1},[&]{ rerank(lv.data(), li.data(), width, nq, nb, k, abs.data(), rel, tiny,
-      base.data(), qs.data(), 0, d, (long long)d, EX_SQEUCLIDEAN, zero, form, dist.data(), ids.data(), status.data()); });
+      base.data(), qs.data(), 0, d, (long long)d, EX_SQEUCLIDEAN, zero, form, dist.data(), keys.data(), ids.data(), status.data()); });
   for (int q = 0; q < nq; ++q) {
+    if (disordered[q]) { ++open_rows; CHECK(status[q] == 0xffffffffu, "nb=%d k=%d q=%d: out of order, status %u", nb, k, q, status[q]); continue; }
     const float* v = &lv[q * width]; const unsigned* ix = &li[q * width];
     int n = 0; while (n < width && ix[n] != NO_INDEX) ++n;
     bool ok = n >= nb ? n >= k : (n >= k && lower(v[n - 1], abs[q], rel, tiny) > upper(v[k - 1], abs[q], rel, tiny));
@@ -56,6 +68,7 @@ void test(int nb, int d, int nq, int width, int k, int levels, double noise, dou
     std::sort(truth.begin(), truth.end());
     for (int i = 0; i < k; ++i) {
       double want = form == 2 ? std::sqrt(std::max(c[i].first, 0.0)) : c[i].first;
+      CHECK(keys[q * k + i] == c[i].first, "nb=%d k=%d q=%d i=%d: key %g want %g", nb, k, q, i, keys[q * k + i], c[i].first);
       CHECK(ids[q * k + i] == c[i].second && dist[q * k + i] == (float)want,
             "nb=%d k=%d q=%d i=%d: got (%g, %u) want (%g, %u)", nb, k, q, i, dist[q * k + i], ids[q * k + i], (float)want, c[i].second);
       CHECK(truth[i].second == c[i].second, "nb=%d k=%d q=%d i=%d: not the true %d-th", nb, k, q, i, i);

@@ -43,18 +43,22 @@ __device__ __forceinline__ float rr_distance(double key, int form) {
 }
 
 // list_val/list_idx: rows x width (width a power of two), each row sorted ascending by key with
-// its valid entries first (empty slots hold +inf and NO_INDEX). nb: base items (a row holding
-// that many entries is the whole base: nothing to prove). abs: each row's bound. base/qs: raw
-// rows of d values, ld apart, for exact keys (query of row r: q_off + r). Outputs: rows x k distances and ids, and per
-// row the number of exact keys computed, or RR_NOT_DONE. Shared memory: width x 12 bytes.
+// its valid entries first (empty slots hold NO_INDEX); a row that is not is left to the host,
+// which sorts. whole: the entries of a list that holds every candidate (the base's items for a
+// k-NN, the other items for a graph's rows): nothing to prove. abs: each row's bound. base/qs:
+// raw rows of d values, ld apart, for exact keys (query of row r: q_off + r). Outputs: rows x k
+// distances (out_dist) and exact keys (out_key), either a null pointer when not wanted, ids,
+// and per row the number of exact keys computed, or RR_NOT_DONE. Shared memory: width x 12
+// bytes.
 extern "C" __global__ void rerank(const float* __restrict__ list_val,
                                   const unsigned* __restrict__ list_idx, int width, int rows,
-                                  unsigned nb, int k, const double* __restrict__ abs,
+                                  unsigned whole, int k, const double* __restrict__ abs,
                                   double rel, double tiny, const elem_t* __restrict__ base,
                                   const elem_t* __restrict__ qs, unsigned q_off, int d,
                                   long long ld, int metric,
                                   double zero, int form, float* __restrict__ out_dist,
-                                  unsigned* __restrict__ out_idx, unsigned* __restrict__ status) {
+                                  double* __restrict__ out_key, unsigned* __restrict__ out_idx,
+                                  unsigned* __restrict__ status) {
     DYNAMIC_SHARED(unsigned long long, rr_key);
     unsigned* rr_idx = (unsigned*)(rr_key + width);
     __shared__ int valid, cut;
@@ -68,15 +72,24 @@ extern "C" __global__ void rerank(const float* __restrict__ list_val,
     }
     __syncthreads();
     int mine = 0;
-    for (int i = threadIdx.x; i < width; i += blockDim.x) mine += li[i] != NO_INDEX;
+    bool unordered = false;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) {
+        bool in = li[i] != NO_INDEX;
+        mine += in;
+        // An entry after an empty slot, or below its predecessor: not the form proved here.
+        if (in && i > 0 && (li[i - 1] == NO_INDEX || lv[i - 1] > lv[i])) unordered = true;
+    }
     if (mine) atomicAdd(&valid, mine);
-    __syncthreads();
+    if (__syncthreads_or(unordered)) {
+        if (threadIdx.x == 0) status[r] = RR_NOT_DONE;
+        return;
+    }
     // Every thread reaches the same verdict from the same values.
     int n = valid;
     double a = abs[r];
     bool proven;
-    if ((unsigned)n >= nb) {
-        proven = n >= k;  // the whole base: every item is a candidate
+    if ((unsigned)n >= whole) {
+        proven = n >= k;  // every item is a candidate
     } else {
         // Whatever the list left out has a key at least its last one: it cannot come before
         // the k-th once its lowest exact key exceeds the k-th's highest.
@@ -132,7 +145,9 @@ extern "C" __global__ void rerank(const float* __restrict__ list_val,
     }
     // m >= k: the k-th entry itself passes (its lower bound is below its upper one).
     for (int i = threadIdx.x; i < k; i += blockDim.x) {
-        out_dist[(size_t)r * k + i] = rr_distance(rr_unorder(rr_key[i]), form);
+        double key = rr_unorder(rr_key[i]);
+        if (out_dist) out_dist[(size_t)r * k + i] = rr_distance(key, form);
+        if (out_key) out_key[(size_t)r * k + i] = key;
         out_idx[(size_t)r * k + i] = rr_idx[i];
     }
     if (threadIdx.x == 0) status[r] = m < k ? RR_NOT_DONE : (unsigned)m;

@@ -26,7 +26,7 @@ const CHUNK: usize = 1 << 26;
 
 /// Dimension from which exact keys run on rows their warp staged (kernels/finish/exact.cu):
 /// below it a thread's own rows take a few cache lines and the staging is overhead.
-const STAGED_MIN_DIM: usize = 1024;
+pub(crate) const STAGED_MIN_DIM: usize = 1024;
 
 /// The sides of a search: base and queries, on the host and on the device.
 pub(crate) struct Sides<'a> {
@@ -134,35 +134,71 @@ pub(crate) struct Rerank<'a> {
     pub code: i32,
     pub form: i32,
     pub k: usize,
+    /// The entries of a list that holds every candidate (a k-NN's base items, a graph row's
+    /// other items): such a list needs no proof.
+    pub whole: usize,
     /// The plan's bound: relative part and absolute slack (numerics/plan.rs `BoundParts`).
     pub rel: f64,
     pub tiny: f64,
 }
 
-/// The rerank kernel's outputs for `rows` rows: `rows × k` distances and ids, and per row the
-/// exact keys computed or [`NOT_DONE`].
+/// The rerank kernel's outputs for `rows` rows: `rows × k` ids with their reported distances
+/// (a k-NN's answers) or their exact keys (a graph's rows, which the core merges and keeps on
+/// exact keys), and per row the exact keys computed or [`NOT_DONE`].
 pub(crate) struct Reranked {
-    pub dist: CudaSlice<f32>,
+    pub dist: Option<CudaSlice<f32>>,
+    pub keys: Option<CudaSlice<f64>>,
     pub ids: CudaSlice<u32>,
     pub status: CudaSlice<u32>,
 }
 
 impl Reranked {
+    /// Room for distances.
     pub fn new(gpu: &Gpu, rows: usize, k: usize) -> Result<Self> {
+        let mut out = Self::ids(gpu, rows, k)?;
+        // SAFETY: as in `ids`.
+        out.dist =
+            Some(unsafe { gpu.stream.alloc::<f32>((rows * k).max(1)) }.map_err(dev("allocating"))?);
+        Ok(out)
+    }
+
+    /// Room for exact keys.
+    pub fn keys(gpu: &Gpu, rows: usize, k: usize) -> Result<Self> {
+        let mut out = Self::ids(gpu, rows, k)?;
+        // SAFETY: as in `ids`.
+        out.keys =
+            Some(unsafe { gpu.stream.alloc::<f64>((rows * k).max(1)) }.map_err(dev("allocating"))?);
+        Ok(out)
+    }
+
+    fn ids(gpu: &Gpu, rows: usize, k: usize) -> Result<Self> {
         let s = &gpu.stream;
         // SAFETY: the kernel writes every status, and the k entries of every row it finishes;
         // the host reads only those.
         unsafe {
             Ok(Reranked {
-                dist: s
-                    .alloc::<f32>((rows * k).max(1))
-                    .map_err(dev("allocating"))?,
+                dist: None,
+                keys: None,
                 ids: s
                     .alloc::<u32>((rows * k).max(1))
                     .map_err(dev("allocating"))?,
                 status: s.alloc::<u32>(rows.max(1)).map_err(dev("allocating"))?,
             })
         }
+    }
+
+    /// The distances (room made by [`Reranked::new`]).
+    pub fn dist(&self) -> Result<&CudaSlice<f32>> {
+        self.dist
+            .as_ref()
+            .ok_or_else(|| voisin::Error::device("cuda: re-ranked rows without distances (bug)"))
+    }
+
+    /// The exact keys (room made by [`Reranked::keys`]).
+    pub fn exact_keys(&self) -> Result<&CudaSlice<f64>> {
+        self.keys
+            .as_ref()
+            .ok_or_else(|| voisin::Error::device("cuda: re-ranked rows without keys (bug)"))
     }
 }
 
@@ -198,6 +234,8 @@ pub(crate) fn rerank(
     let rows = abs.len();
     debug_assert!(width.is_power_of_two() && val.len() == rows * width);
     debug_assert!(out.status.len() >= at + rows && out.ids.len() >= (at + rows) * job.k);
+    debug_assert!(out.dist.iter().all(|d| d.len() >= (at + rows) * job.k));
+    debug_assert!(out.keys.iter().all(|d| d.len() >= (at + rows) * job.k));
     if rows == 0 {
         return Ok(());
     }
@@ -210,15 +248,12 @@ pub(crate) fn rerank(
         block_dim: (threads, 1, 1),
         shared_mem_bytes: (width * 12) as u32,
     };
-    let (w, nr, nb, k) = (
-        width as i32,
-        rows as i32,
-        job.sides.bset.len() as u32,
-        job.k as i32,
-    );
+    let (w, nr, whole, k) = (width as i32, rows as i32, job.whole as u32, job.k as i32);
     let (qo, d, zero) = (q_off as u32, job.sides.bset.dim() as i32, sum_zero());
     let ld = job.sides.bdev.raw_ld() as i64;
-    let mut dist = out.dist.slice_mut(at * job.k..);
+    let mut dist = out.dist.as_mut().map(|d| d.slice_mut(at * job.k..));
+    let mut keys = out.keys.as_mut().map(|d| d.slice_mut(at * job.k..));
+    let null = 0u64;
     let mut ids = out.ids.slice_mut(at * job.k..);
     let mut status = out.status.slice_mut(at..);
     let mut l = s.launch_builder(&gpu.k.elem(job.sides.bdev.storage)?.rerank);
@@ -226,7 +261,7 @@ pub(crate) fn rerank(
         .arg(idx)
         .arg(&w)
         .arg(&nr)
-        .arg(&nb)
+        .arg(&whole)
         .arg(&k)
         .arg(&dabs)
         .arg(&job.rel)
@@ -238,13 +273,20 @@ pub(crate) fn rerank(
         .arg(&ld)
         .arg(&job.code)
         .arg(&zero)
-        .arg(&job.form)
-        .arg(&mut dist)
-        .arg(&mut ids)
-        .arg(&mut status);
+        .arg(&job.form);
+    match dist.as_mut() {
+        Some(d) => l.arg(d),
+        None => l.arg(&null),
+    };
+    match keys.as_mut() {
+        Some(d) => l.arg(d),
+        None => l.arg(&null),
+    };
+    l.arg(&mut ids).arg(&mut status);
     // SAFETY: matches kernels/finish/rerank.cu: the lists hold rows × width, the outputs from `at` on
-    // rows × k and rows (checked above), shared memory width × 12 bytes; list indices are below
-    // the base's size and the queries q_off.. are rows of the query set.
+    // rows × k and rows (checked above; a null pointer for an output not wanted, which the
+    // kernel skips), shared memory width × 12 bytes; list indices are below the base's size and
+    // the queries q_off.. are rows of the query set.
     unsafe { l.launch(cfg) }.map_err(dev("rerank"))?;
     Ok(())
 }

@@ -457,6 +457,7 @@ fn device_answers(
                     code,
                     form,
                     k,
+                    whole: nb,
                     rel: bound.rel,
                     tiny: bound.tiny,
                 };
@@ -477,7 +478,7 @@ fn device_answers(
                 if whole {
                     kept = Some(out);
                 } else {
-                    let dist = gpu.download(&out.dist.slice(..l.qn * k))?;
+                    let dist = gpu.download(&out.dist()?.slice(..l.qn * k))?;
                     let ids = gpu.download(&out.ids.slice(..l.qn * k))?;
                     place(&mut a.dist, l.q0 * k, &dist);
                     place(&mut a.ids, l.q0 * k, &ids);
@@ -510,7 +511,7 @@ fn device_answers(
             None => (vec![0.0; n], vec![0; n]),
         };
         if let Some(o) = kept {
-            gpu.download_into(&o.dist.slice(..n), &mut a.dist)?;
+            gpu.download_into(&o.dist()?.slice(..n), &mut a.dist)?;
             gpu.download_into(&o.ids.slice(..n), &mut a.ids)?;
         }
         tr.mark("device finish: download k per query");
