@@ -119,3 +119,53 @@ fn device_finish_across_many_query_blocks() {
         }
     }
 }
+
+/// The graph's rows proved and re-ranked on the device (one GPU, no checkpoint: the lists never
+/// leave it) against the CPU engine, bit for bit, on the same tie-heavy integers: items whose
+/// lists do not prove go through the host's widening in the same call, so both paths run, and
+/// each must have taken some items. A ragged last tile (n not a multiple of any tile edge) and
+/// k up to n − 1.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn graph_rows_finished_on_the_device_equal_the_cpu_engine() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let tf32 = CudaEngine::with_options(
+        0,
+        CudaOptions {
+            precision: Precision::Tf32,
+            ..Default::default()
+        },
+    )
+    .expect("a CUDA GPU");
+    let engines = [("block", engine(Select::Block)), ("tf32", tf32)];
+    let (mut on_device, mut on_host) = (0, 0);
+    for &(n, d, levels) in &[(3_001usize, 4usize, 4i32), (3_001, 5, 40), (301, 3, 3)] {
+        let data = integers(&mut rng, n, d, levels);
+        for m in [
+            Metric::Euclidean,
+            Metric::SqEuclidean,
+            Metric::InnerProduct,
+            Metric::Cosine,
+            Metric::Correlation,
+            Metric::Cityblock,
+            Metric::Chebyshev,
+        ] {
+            for k in [1usize, 10, 100, n - 1] {
+                let want = cpu.graph(&data, k, &m).unwrap();
+                for (name, e) in &engines {
+                    let what = format!("graph {name} n={n} d={d} levels={levels} k={k} {m}");
+                    let before = e.host_finished();
+                    let got = e.graph(&data, k, &m).unwrap();
+                    let host = e.host_finished() - before;
+                    on_host += host;
+                    on_device += n - host;
+                    identical(&got, &want, &what);
+                }
+            }
+        }
+    }
+    assert!(on_device > 0, "no graph row was finished on the device");
+    assert!(on_host > 0, "no graph row went through the host's widening");
+    eprintln!("graph rows: {on_device} finished on the device, {on_host} on the host");
+}

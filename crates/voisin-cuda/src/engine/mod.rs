@@ -81,9 +81,10 @@ impl CudaEngine {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// How many k-NN queries (of a resident base) this engine finished on the host instead of
-    /// the device: lists that did not prove at once, selections whose lists are unsorted, metrics
-    /// without exact keys on the device (diagnostics; the results do not depend on it).
+    /// How many k-NN queries (of a resident base) and graph rows this engine finished on the
+    /// host instead of the device: lists that did not prove at once, selections whose lists are
+    /// unsorted, metrics without exact keys on the device, graphs over several GPUs or in
+    /// checkpointed passes (diagnostics; the results do not depend on it).
     pub fn host_finished(&self) -> usize {
         self.counters
             .host_finished
@@ -445,7 +446,7 @@ impl CudaEngine {
         let plan = self.plan(metric, set)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
         ddev.check(set, 0)?;
-        graph::lists(&self.ctx(&gpu, &plan), &ddev, set, k, tile, owns)
+        graph::lists(&self.ctx(&gpu, &plan), &ddev, set, k, tile, owns, false)
     }
 
     /// Proves, widens and re-ranks a merged share that covers the whole triangle: the graph,
@@ -457,7 +458,7 @@ impl CudaEngine {
         part: PartialGraph,
     ) -> Result<KnnResult> {
         let (set, k) = graph_input(data, part.k, metric)?;
-        if part.n != set.len() || part.lists.complete.len() != set.len() || k != part.k {
+        if part.n != set.len() || part.lists.len() != set.len() || k != part.k {
             return Err(Error::invalid("graph share does not match the data"));
         }
         let gpu = self.lock()?;

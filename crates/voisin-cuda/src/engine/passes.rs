@@ -153,6 +153,7 @@ pub(crate) fn build(
                 metric,
                 k,
                 first: g == 0,
+                whole: engines.len() == 1 && checkpoint.is_none(),
                 stats: &stats,
             })
             .collect())
@@ -176,6 +177,9 @@ pub(crate) struct GpuBuild<'a> {
     k: usize,
     /// The first GPU's share time is the build's compute time (the GPUs run at once).
     first: bool,
+    /// This GPU's one share is the whole build (one GPU, one pass): its lists stay on the
+    /// device, where the build proves them.
+    whole: bool,
     stats: &'a Mutex<Stats>,
 }
 
@@ -193,6 +197,7 @@ impl Backend for GpuBuild<'_> {
             self.k,
             edge,
             owns,
+            self.whole,
         )?;
         tr.mark("graph: device candidates");
         let mut stats = lock(self.stats);
@@ -209,11 +214,12 @@ impl Backend for GpuBuild<'_> {
 
     fn finish(&self, share: &PartialGraph, rows: Range<usize>) -> Result<PassRows> {
         let gpu = self.engine.lock()?;
-        let raws = pass_raws(&share.lists, rows.clone());
+        let lists = share.lists.host()?;
+        let raws = pass_raws(&lists, rows.clone());
         let which = GraphRows {
             first: rows.start,
             k: self.k,
-            width: share.lists.width,
+            width: lists.width,
         };
         let mut stats = lock(self.stats);
         let mut tr = gpu.phases();
@@ -287,7 +293,11 @@ fn lists_kind(plan: &Plan) -> String {
 /// Little-endian: the slots per item (u64), then per item of `rows` in order its slots' keys
 /// (f32), indices (u32, `u32::MAX` for an empty slot) and complete flag (one byte).
 fn lists_bytes(share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
-    let l = &share.lists;
+    // Only a one-GPU build without checkpoints keeps lists on the device (`GpuBuild::whole`);
+    // should they fail to come down, the bytes are empty and read back as truncated.
+    let Ok(l) = share.lists.host() else {
+        return Vec::new();
+    };
     let w = l.width;
     let items: usize = rows.iter().map(|r| r.len()).sum();
     let mut out = Vec::with_capacity(8 + items * (8 * w + 1));
@@ -357,8 +367,9 @@ fn lists_from_bytes(n: usize, k: usize, rows: &[Range<usize>], b: &[u8]) -> Resu
 /// padded to it first.
 fn absorb(running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
     *running = Some(match running.take() {
-        Some(r) if r.lists.width != mine.lists.width => {
-            PartialGraph::merge(vec![rewidth(r, mine.lists.width), mine])?
+        Some(r) if r.lists.width() != mine.lists.width() => {
+            let width = mine.lists.width();
+            PartialGraph::merge(vec![rewidth(r, width)?, mine])?
         }
         Some(r) => PartialGraph::merge(vec![r, mine])?,
         None => mine,
@@ -451,11 +462,12 @@ impl CudaEngine {
         let gpu = self.lock()?;
         let plan = self.plan(metric, set)?;
         let ddev = DeviceSet::new(&gpu, &plan, set)?;
-        let raws = pass_raws(&part.lists, rows.clone());
+        let lists = part.lists.host()?;
+        let raws = pass_raws(&lists, rows.clone());
         let which = GraphRows {
             first: rows.start,
             k,
-            width: part.lists.width,
+            width: lists.width,
         };
         let mut stats = Stats::default();
         graph::prove_rows(
@@ -473,10 +485,11 @@ impl CudaEngine {
 /// `part` with `width` slots per item: each list keeps its `width` smallest keys and stays
 /// complete only if it lost none, so the lists' contract (an item left out has a key at least
 /// the list's largest) still holds.
-fn rewidth(part: PartialGraph, width: usize) -> PartialGraph {
+fn rewidth(part: PartialGraph, width: usize) -> Result<PartialGraph> {
     let n = part.n;
     let mut lists = Lists::done(n, width);
-    for (r, mut raw) in pass_raws(&part.lists, 0..n).into_iter().enumerate() {
+    let held = part.lists.host()?;
+    for (r, mut raw) in pass_raws(&held, 0..n).into_iter().enumerate() {
         if raw.cands.len() > width {
             raw.cands
                 .sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -485,7 +498,7 @@ fn rewidth(part: PartialGraph, width: usize) -> PartialGraph {
         }
         lists.set(r, raw);
     }
-    PartialGraph::new(n, part.k, lists, part.distance_evals)
+    Ok(PartialGraph::new(n, part.k, lists, part.distance_evals))
 }
 
 /// The candidate lists of the items `rows`, for the proof.

@@ -31,9 +31,9 @@ pub(crate) trait CandidateSource {
     /// what the error bound of each query depends on.
     fn norms(&self) -> (&[f64], f64);
 
-    /// For the rows of a graph, the item of query 0 (query `q` is item `first + q`, whose self
-    /// pair is dropped from its list); `None` for a search of other queries.
-    fn self_first(&self) -> Option<usize> {
+    /// For the rows of a graph, which item each query is (its self pair is dropped from its
+    /// list); `None` for a search of other queries.
+    fn self_items(&self) -> Option<Items> {
         None
     }
 
@@ -45,6 +45,24 @@ pub(crate) trait CandidateSource {
 
     /// Times the finish's phases for the probe of the GPU that runs it.
     fn phases(&self) -> Phases;
+}
+
+/// The items of a graph's rows, in the finish's numbering of its queries.
+#[derive(Clone, Debug)]
+pub(crate) enum Items {
+    /// Query `q` is item `first + q`.
+    From(usize),
+    /// Query `q` is item `items[q]`.
+    Of(Vec<u32>),
+}
+
+impl Items {
+    pub fn item(&self, q: usize) -> usize {
+        match self {
+            Items::From(first) => first + q,
+            Items::Of(items) => items[q] as usize,
+        }
+    }
 }
 
 /// Proves, widens and re-ranks.
@@ -65,7 +83,7 @@ pub(crate) fn finish(
     let abs: Vec<f64> = (0..nq)
         .map(|q| plan.abs_bound(qnorm[q], base_max_norm))
         .collect();
-    let self_first = src.self_first();
+    let selves = src.self_items();
     // Sort each query's candidates, drop its self pair, and see whether the bound proves them.
     let check = |q: usize, raw: &mut Raw| -> bool {
         // Only the order of approximate keys matters here (ties are settled on exact keys);
@@ -74,8 +92,8 @@ pub(crate) fn finish(
             raw.cands.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
         }
         let barrier = raw.cands.last().map(|c| c.0);
-        if let Some(first) = self_first {
-            let s = (q + first) as u32;
+        if let Some(selves) = &selves {
+            let s = selves.item(q) as u32;
             raw.cands.retain(|c| c.1 != s);
         }
         if raw.complete {
@@ -250,8 +268,8 @@ mod tests {
             (&self.tiles.qnorm, self.tiles.bmax)
         }
 
-        fn self_first(&self) -> Option<usize> {
-            self.graph.then_some(0)
+        fn self_items(&self) -> Option<Items> {
+            self.graph.then_some(Items::From(0))
         }
 
         fn redo(&mut self, queries: &[usize], kp: usize) -> Result<Vec<Raw>> {

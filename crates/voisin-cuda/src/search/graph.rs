@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use voisin::graph::{Share, TileOwner};
 use voisin::{Error, Metric, Result, Stats, VectorSet};
 
+use crate::numerics::plan::BoundParts;
 use crate::numerics::plan::Plan;
 use crate::ops::device_set::DeviceSet;
 use crate::ops::pair::{self, PairKind};
@@ -17,9 +18,9 @@ use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, tile, Budget};
 use crate::options::Fusion;
-use crate::runtime::context::{dev, Gpu};
+use crate::runtime::context::{dev, touched, Gpu, STAGED_DOWNLOAD};
 use crate::runtime::probe::Phases;
-use crate::search::finish::{finish, CandidateSource};
+use crate::search::finish::{finish, CandidateSource, Items};
 use crate::search::knn::{self, Raw};
 use crate::search::{pilot, shard, Ctx};
 
@@ -60,7 +61,9 @@ pub(crate) fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
 }
 
 /// Candidate lists of the tile pairs of edge `tile` that `owns` accepts, on a set already on
-/// this GPU (`ddev`, the rows of `set`).
+/// this GPU (`ddev`, the rows of `set`). With `keep`, lists the block selection made stay on
+/// the device, for a build that proves them there ([`prove`]): only a share that is the whole
+/// build may be kept, since merging or sending a share brings it to the host.
 pub(crate) fn lists(
     ctx: &Ctx<'_>,
     ddev: &DeviceSet,
@@ -68,6 +71,7 @@ pub(crate) fn lists(
     k: usize,
     tile: usize,
     owns: &TileOwner<'_>,
+    keep: bool,
 ) -> Result<PartialGraph> {
     let (gpu, plan) = (ctx.gpu, ctx.plan);
     let n = set.len();
@@ -89,6 +93,11 @@ pub(crate) fn lists(
             // are read in place (kernels/select_cols.cu) instead of through a transpose.
             let kp = Select::Block.width(kp).max(select::COLS_KP);
             let lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns, ctx.opts.fusion)?;
+            let lists = if keep {
+                Held::Device(lists)
+            } else {
+                Held::Host(lists.download(gpu)?)
+            };
             (lists, evals)
         }
         sel => {
@@ -114,10 +123,10 @@ pub(crate) fn lists(
                     lists.set(r, raw);
                 }
             }
-            (lists, evals)
+            (Held::Host(lists), evals)
         }
     };
-    Ok(PartialGraph::new(n, k, lists, evals))
+    Ok(PartialGraph::held(n, k, lists, evals))
 }
 
 /// The graph's prove-widen-re-rank step on a set already on this GPU: the rows of every item
@@ -131,13 +140,170 @@ pub(crate) fn prove(
     stats: &mut Stats,
 ) -> Result<Vec<Vec<(f64, u32)>>> {
     stats.distance_evals += part.distance_evals;
-    let (k, kp) = (part.k, part.lists.width);
+    let k = part.k;
+    let lists = match part.lists {
+        Held::Device(d) => return prove_on_device(ctx, ddev, set, metric, k, d, stats),
+        Held::Host(l) => l,
+    };
     let rows = GraphRows {
         first: 0,
         k,
-        width: kp,
+        width: lists.width,
     };
-    prove_rows(ctx, ddev, set, metric, rows, part.into_raws(), stats)
+    prove_rows(ctx, ddev, set, metric, rows, lists.into_raws(), stats)
+}
+
+/// [`prove`] of lists still on the device: kernels/finish/rerank.cu proves each item's sorted
+/// list and re-ranks it on exact keys there, so only k (key, index) pairs per item come back;
+/// the lists it cannot prove (or that are not in the form it proves) come back alone and go
+/// through the host's prove-widen-re-rank. Lists of a metric without exact keys on the device,
+/// or that did not meet every other item, go to the host whole; so do wide rows
+/// (`exact::STAGED_MIN_DIM`), whose keys the host's pairs get from rows staged by their warp
+/// (a thread per key, as the rerank kernel has, walked the wide graph's keys 2.6× slower).
+///
+/// The host finish of a 1M-item u8 graph took 107 ms (sort and prove 4.5, widen and list pairs
+/// 19.4, exact keys 21.5, final sort 22.9 ms) and about 38 ms more untraced, most of it the
+/// 256 MB of lists coming back and their million small vectors (session 17, traced).
+fn prove_on_device(
+    ctx: &Ctx<'_>,
+    ddev: &DeviceSet,
+    set: &VectorSet,
+    metric: &Metric,
+    k: usize,
+    lists: DeviceLists,
+    stats: &mut Stats,
+) -> Result<Vec<Vec<(f64, u32)>>> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
+    let n = set.len();
+    let w = lists.width;
+    let codes = plan.exact_code.zip(plan.distance_form);
+    let whole = lists.seen.iter().all(|&s| s + 1 >= n);
+    let narrow = set.dim() < exact::STAGED_MIN_DIM;
+    let Some((code, form)) = codes.filter(|_| whole && narrow && w.is_power_of_two() && k > 0)
+    else {
+        let host = lists.download(gpu)?;
+        let rows = GraphRows {
+            first: 0,
+            k,
+            width: w,
+        };
+        return prove_rows(ctx, ddev, set, metric, rows, host.into_raws(), stats);
+    };
+    let started = std::time::Instant::now();
+    let mut tr = gpu.phases();
+    let bound = BoundParts::of(plan);
+    let max_norm = ddev.max_norm();
+    let abs: Vec<f64> = ddev.norm()[..n]
+        .par_iter()
+        .map(|&qn| plan.abs_bound(qn, max_norm))
+        .collect();
+    let sides = exact::Sides {
+        bset: set,
+        qset: set,
+        bdev: ddev,
+        qdev: ddev,
+    };
+    let job = exact::Rerank {
+        sides: &sides,
+        code,
+        form,
+        k,
+        whole: n - 1,
+        rel: bound.rel,
+        tiny: bound.tiny,
+    };
+    // The rows' host memory, touched on a helper thread while the kernel runs (knn.rs
+    // `device_answers` says why).
+    let m = n * k;
+    let room = (m * 4 >= STAGED_DOWNLOAD)
+        .then(|| std::thread::spawn(move || (touched::<f64>(m), touched::<u32>(m))));
+    let mut out = exact::Reranked::keys(gpu, n, k)?;
+    let sorted = exact::SortedLists {
+        val: &lists.val.slice(..n * w),
+        idx: &lists.idx.slice(..n * w),
+        width: w,
+        q_off: 0,
+    };
+    exact::rerank(gpu, &job, sorted, &abs, &mut out, 0)?;
+    let status = gpu.download(&out.status.slice(..n))?;
+    tr.mark("graph: device prove and re-rank");
+    let (mut keys, mut ids) = match room {
+        Some(room) => room
+            .join()
+            .map_err(|_| Error::device("cuda: the graph's host memory was lost"))?,
+        None => (vec![0.0; m], vec![0; m]),
+    };
+    gpu.download_into(&out.exact_keys()?.slice(..m), &mut keys)?;
+    gpu.download_into(&out.ids.slice(..m), &mut ids)?;
+    tr.mark("graph: download k per item");
+    let open: Vec<u32> = (0..n as u32)
+        .into_par_iter()
+        .filter(|&r| status[r as usize] == exact::NOT_DONE)
+        .collect();
+    stats.exact_evals += status
+        .par_iter()
+        .filter(|&&s| s != exact::NOT_DONE)
+        .map(|&s| s as u64)
+        .sum::<u64>();
+    let mut rows: Vec<Vec<(f64, u32)>> = (0..n)
+        .into_par_iter()
+        .map(|r| match status[r] {
+            exact::NOT_DONE => Vec::new(),
+            _ => keys[r * k..(r + 1) * k]
+                .iter()
+                .copied()
+                .zip(ids[r * k..(r + 1) * k].iter().copied())
+                .collect(),
+        })
+        .collect();
+    tr.mark("graph: rows");
+    tr.note(format_args!(
+        "{} of {n} items left to the host finish",
+        open.len()
+    ));
+    ctx.counters
+        .host_finished
+        .fetch_add(open.len(), std::sync::atomic::Ordering::Relaxed);
+    stats.select += started.elapsed();
+    if !open.is_empty() {
+        let (hv, hi, keep) = select::download_lists(
+            gpu,
+            Select::Block,
+            (&lists.val.slice(..n * w), &lists.idx.slice(..n * w)),
+            w,
+            w,
+            n,
+            Some(&open),
+        )?;
+        let raws: Vec<Raw> = (0..open.len())
+            .into_par_iter()
+            .map(|r| {
+                let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
+                    .filter(|&j| hi[j] != u32::MAX)
+                    .map(|j| (hv[j], hi[j]))
+                    .collect();
+                Raw {
+                    complete: cands.len() + 1 >= n,
+                    cands,
+                }
+            })
+            .collect();
+        drop(lists);
+        let qnorm: Vec<f64> = open.iter().map(|&r| ddev.norm()[r as usize]).collect();
+        let mut src = RowsOfGraph {
+            ctx,
+            metric,
+            sides: &sides,
+            qnorm: qnorm.into(),
+            items: Items::Of(open.clone()),
+        };
+        let done = finish(plan, &mut src, k, w, raws, stats)?;
+        for (&r, row) in open.iter().zip(done) {
+            rows[r as usize] = row;
+        }
+        tr.mark("graph: host finish of the open items");
+    }
+    Ok(rows)
 }
 
 /// Which rows of a graph [`prove_rows`] finishes: from item `first` on, `k` each, from
@@ -163,6 +329,9 @@ pub(crate) fn prove_rows(
     stats: &mut Stats,
 ) -> Result<Vec<Vec<(f64, u32)>>> {
     let first = rows.first;
+    ctx.counters
+        .host_finished
+        .fetch_add(raws.len(), std::sync::atomic::Ordering::Relaxed);
     let sides = exact::Sides {
         bset: set,
         qset: set,
@@ -173,20 +342,20 @@ pub(crate) fn prove_rows(
         ctx,
         metric,
         sides: &sides,
-        qnorm: &ddev.norm()[first..first + raws.len()],
-        first,
+        qnorm: ddev.norm()[first..first + raws.len()].into(),
+        items: Items::From(first),
     };
     finish(ctx.plan, &mut src, rows.k, rows.width, raws, stats)
 }
 
-/// The rows `first..` of a graph whose set is on this GPU: wider lists against the whole set,
-/// exact keys on this GPU, each row's own item dropped.
+/// Rows of a graph whose set is on this GPU (`items`: which item each is): wider lists against
+/// the whole set, exact keys on this GPU, each row's own item dropped.
 struct RowsOfGraph<'a> {
     ctx: &'a Ctx<'a>,
     metric: &'a Metric,
     sides: &'a exact::Sides<'a>,
-    qnorm: &'a [f64],
-    first: usize,
+    qnorm: std::borrow::Cow<'a, [f64]>,
+    items: Items,
 }
 
 impl CandidateSource for RowsOfGraph<'_> {
@@ -195,16 +364,16 @@ impl CandidateSource for RowsOfGraph<'_> {
     }
 
     fn norms(&self) -> (&[f64], f64) {
-        (self.qnorm, self.sides.bdev.max_norm())
+        (&self.qnorm, self.sides.bdev.max_norm())
     }
 
-    fn self_first(&self) -> Option<usize> {
-        Some(self.first)
+    fn self_items(&self) -> Option<Items> {
+        Some(self.items.clone())
     }
 
     fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
         let ctx = self.ctx;
-        let items: Vec<usize> = ids.iter().map(|&q| q + self.first).collect();
+        let items: Vec<usize> = ids.iter().map(|&q| self.items.item(q)).collect();
         let sub = DeviceSet::gather(ctx.gpu, ctx.plan, self.sides.qset, &items)?;
         ctx.shrinking(ctx.budget()?, |b| {
             knn::candidates(ctx, self.sides.bdev, &sub, kp, ctx.widen_select(), b)
@@ -212,12 +381,12 @@ impl CandidateSource for RowsOfGraph<'_> {
     }
 
     fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
-        if self.first == 0 {
+        if let Items::From(0) = self.items {
             return exact::keys(self.ctx.gpu, self.metric, self.sides, pairs);
         }
         let shifted: Vec<[u32; 2]> = pairs
-            .iter()
-            .map(|&[q, b]| [q + self.first as u32, b])
+            .par_iter()
+            .map(|&[q, b]| [self.items.item(q as usize) as u32, b])
             .collect();
         exact::keys(self.ctx.gpu, self.metric, self.sides, &shifted)
     }
@@ -242,7 +411,7 @@ pub(crate) fn symmetric_candidates(
     t: usize,
     owns: &TileOwner<'_>,
     fusion: Fusion,
-) -> Result<Lists> {
+) -> Result<DeviceLists> {
     let n = data.n;
     let nt = n.div_ceil(t);
     let size = |it: usize| ((it + 1) * t).min(n) - it * t;
@@ -511,25 +680,111 @@ pub(crate) fn symmetric_candidates(
             ));
         }
     }
-    let mut keys = gpu.download(&lv.slice(..))?;
-    let mut ids = gpu.download(&li.slice(..))?;
-    keys.truncate(n * kp);
-    ids.truncate(n * kp);
-    let complete = ids
-        .par_chunks(kp)
-        .enumerate()
-        .map(|(r, row)| row.iter().filter(|&&i| i != u32::MAX).count() >= seen[r / t])
-        .collect();
-    Ok(Lists {
+    Ok(DeviceLists {
+        n,
         width: kp,
-        keys,
-        ids,
-        complete,
+        val: lv,
+        idx: li,
+        tile: t,
+        seen,
     })
+}
+
+/// The lists [`symmetric_candidates`] leaves on the device: `width` slots per item of `n`,
+/// sorted, an empty slot's index `u32::MAX`; an item of tile `r / tile` has met `seen[r / tile]`
+/// other items.
+pub(crate) struct DeviceLists {
+    n: usize,
+    width: usize,
+    val: CudaSlice<f32>,
+    idx: CudaSlice<u32>,
+    tile: usize,
+    seen: Vec<usize>,
+}
+
+impl DeviceLists {
+    /// The lists on the host; a list is complete when it holds every item it met.
+    fn download(&self, gpu: &Gpu) -> Result<Lists> {
+        let (n, kp) = (self.n, self.width);
+        let keys = gpu.download(&self.val.slice(..n * kp))?;
+        let ids = gpu.download(&self.idx.slice(..n * kp))?;
+        Ok(self.on_host(keys, ids))
+    }
+
+    fn on_host(&self, keys: Vec<f32>, ids: Vec<u32>) -> Lists {
+        let (kp, t) = (self.width, self.tile);
+        let complete = ids
+            .par_chunks(kp.max(1))
+            .enumerate()
+            .map(|(r, row)| row.iter().filter(|&&i| i != u32::MAX).count() >= self.seen[r / t])
+            .collect();
+        Lists {
+            width: kp,
+            keys,
+            ids,
+            complete,
+        }
+    }
+
+    /// [`DeviceLists::download`] through the lists' own stream, for callers that hold no GPU
+    /// (a share sent as bytes).
+    fn download_on_stream(&self) -> Result<Lists> {
+        let (n, kp) = (self.n, self.width);
+        let stream = self.val.stream();
+        let keys = stream
+            .clone_dtoh(&self.val.slice(..n * kp))
+            .map_err(dev("downloading lists"))?;
+        let ids = stream
+            .clone_dtoh(&self.idx.slice(..n * kp))
+            .map_err(dev("downloading lists"))?;
+        Ok(self.on_host(keys, ids))
+    }
+}
+
+/// Where a share's lists are: on the host, or still on the device for a build that proves them
+/// there.
+pub(crate) enum Held {
+    Host(Lists),
+    Device(DeviceLists),
+}
+
+impl Held {
+    /// Slots per item.
+    pub fn width(&self) -> usize {
+        match self {
+            Held::Host(l) => l.width,
+            Held::Device(d) => d.width,
+        }
+    }
+
+    /// Items.
+    pub fn len(&self) -> usize {
+        match self {
+            Held::Host(l) => l.complete.len(),
+            Held::Device(d) => d.n,
+        }
+    }
+
+    /// The lists on the host (downloaded, when on the device).
+    pub fn host(&self) -> Result<std::borrow::Cow<'_, Lists>> {
+        Ok(match self {
+            Held::Host(l) => std::borrow::Cow::Borrowed(l),
+            Held::Device(d) => std::borrow::Cow::Owned(d.download_on_stream()?),
+        })
+    }
+
+    /// The lists on the host, by value.
+    pub fn into_host(self) -> Result<Lists> {
+        match self {
+            Held::Host(l) => Ok(l),
+            Held::Device(d) => d.download_on_stream(),
+        }
+    }
 }
 
 /// Candidate lists of every item, flat: `width` slots per item, a slot with index `u32::MAX`
 /// empty. The form the device writes and a process can send as it is.
+#[derive(Clone)]
 pub(crate) struct Lists {
     pub width: usize,
     pub keys: Vec<f32>,
@@ -622,11 +877,15 @@ pub struct PartialGraph {
     pub k: usize,
     /// Approximate distances computed for this share.
     pub distance_evals: u64,
-    pub(crate) lists: Lists,
+    pub(crate) lists: Held,
 }
 
 impl PartialGraph {
     pub(crate) fn new(n: usize, k: usize, lists: Lists, distance_evals: u64) -> PartialGraph {
+        Self::held(n, k, Held::Host(lists), distance_evals)
+    }
+
+    fn held(n: usize, k: usize, lists: Held, distance_evals: u64) -> PartialGraph {
         PartialGraph {
             n,
             k,
@@ -641,35 +900,41 @@ impl PartialGraph {
         let first = parts
             .first()
             .ok_or_else(|| Error::invalid("no graph shares to merge"))?;
-        let (n, k, width) = (first.n, first.k, first.lists.width);
+        let (n, k, width) = (first.n, first.k, first.lists.width());
         if parts
             .iter()
-            .any(|p| p.n != n || p.k != k || p.lists.width != width || p.lists.complete.len() != n)
+            .any(|p| p.n != n || p.k != k || p.lists.width() != width || p.lists.len() != n)
         {
             return Err(Error::invalid(
                 "graph shares differ in size, k or list length",
             ));
         }
         let distance_evals = parts.iter().map(|p| p.distance_evals).sum();
-        let lists: Vec<Lists> = parts.into_iter().map(|p| p.lists).collect();
-        let lists = if lists.len() == 1 {
-            lists.into_iter().next().expect("one")
-        } else {
-            Lists::merge(&lists, width)
-        };
-        Ok(PartialGraph::new(n, k, lists, distance_evals))
-    }
-
-    /// The lists for the proof.
-    pub(crate) fn into_raws(self) -> Vec<Raw> {
-        self.lists.into_raws()
+        if parts.len() == 1 {
+            let one = parts.into_iter().next().expect("one");
+            return Ok(PartialGraph::held(n, k, one.lists, distance_evals));
+        }
+        let lists = parts
+            .into_iter()
+            .map(|p| p.lists.into_host())
+            .collect::<Result<Vec<Lists>>>()?;
+        Ok(PartialGraph::new(
+            n,
+            k,
+            Lists::merge(&lists, width),
+            distance_evals,
+        ))
     }
 
     /// The share as bytes, little-endian: n, k, the slots per item and the distance count as
     /// u64; then n × slots keys (f32), n × slots indices (u32, u32::MAX for an empty slot) and
-    /// n complete flags (one byte each).
+    /// n complete flags (one byte each). Lists still on the device (a one-GPU build's own share,
+    /// never sent) come down first; should that fail, the bytes are empty and read back as
+    /// malformed.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let l = &self.lists;
+        let Ok(l) = self.lists.host() else {
+            return Vec::new();
+        };
         let mut out = Vec::with_capacity(32 + l.keys.len() * 8 + self.n);
         for v in [self.n, self.k, l.width, self.distance_evals as usize] {
             out.extend_from_slice(&(v as u64).to_le_bytes());
@@ -763,10 +1028,11 @@ mod tests {
         let p = PartialGraph::new(3, 1, lists, 9);
         let b = p.to_bytes();
         let q = PartialGraph::from_bytes(&b).unwrap();
-        assert_eq!((q.n, q.k, q.lists.width, q.distance_evals), (3, 1, 2, 9));
-        assert_eq!(q.lists.keys, p.lists.keys);
-        assert_eq!(q.lists.ids, p.lists.ids);
-        assert_eq!(q.lists.complete, p.lists.complete);
+        let (ql, pl) = (q.lists.host().unwrap(), p.lists.host().unwrap());
+        assert_eq!((q.n, q.k, ql.width, q.distance_evals), (3, 1, 2, 9));
+        assert_eq!(ql.keys, pl.keys);
+        assert_eq!(ql.ids, pl.ids);
+        assert_eq!(ql.complete, pl.complete);
         for cut in [0, 10, b.len() - 1] {
             assert!(PartialGraph::from_bytes(&b[..cut]).is_err());
         }
@@ -787,7 +1053,7 @@ mod tests {
             },
         );
         let m = PartialGraph::merge(vec![q, PartialGraph::new(3, 1, other, 1)]).unwrap();
-        let raws = m.into_raws();
+        let raws = m.lists.into_host().unwrap().into_raws();
         assert_eq!(raws[0].cands, vec![(0.5, 2), (0.7, 0)]);
         assert!(!raws[0].complete);
         assert_eq!(raws[1].cands, vec![(3.0, 2)]);
