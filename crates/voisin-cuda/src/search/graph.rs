@@ -92,7 +92,14 @@ pub(crate) fn lists(
             // Small lists are padded to the column kernel's size so the column candidates
             // are read in place (kernels/select_cols.cu) instead of through a transpose.
             let kp = Select::Block.width(kp).max(select::COLS_KP);
-            let lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns, ctx.opts.fusion)?;
+            // The host memory kept lists' rows come back into, touched while the GPU works:
+            // started with the passes, it is ready when the rows are (the re-rank alone took
+            // 14 ms, too short to hide the touching of 120 MB at 1M items and k = 10).
+            let m = n * k;
+            let room = (keep && m * 4 >= STAGED_DOWNLOAD && provable(plan, set, k, kp))
+                .then(|| std::thread::spawn(move || (touched::<f64>(m), touched::<u32>(m))));
+            let mut lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns, ctx.opts.fusion)?;
+            lists.room = room;
             let lists = if keep {
                 Held::Device(lists)
             } else {
@@ -153,6 +160,16 @@ pub(crate) fn prove(
     prove_rows(ctx, ddev, set, metric, rows, lists.into_raws(), stats)
 }
 
+/// Whether [`prove_on_device`] proves lists of `width` that met every other item on the device
+/// (metrics with exact keys there, rows narrower than `exact::STAGED_MIN_DIM`, sorted widths).
+fn provable(plan: &Plan, set: &VectorSet, k: usize, width: usize) -> bool {
+    plan.exact_code.is_some()
+        && plan.distance_form.is_some()
+        && set.dim() < exact::STAGED_MIN_DIM
+        && width.is_power_of_two()
+        && k > 0
+}
+
 /// [`prove`] of lists still on the device: kernels/finish/rerank.cu proves each item's sorted
 /// list and re-ranks it on exact keys there, so only k (key, index) pairs per item come back;
 /// the lists it cannot prove (or that are not in the form it proves) come back alone and go
@@ -170,7 +187,7 @@ fn prove_on_device(
     set: &VectorSet,
     metric: &Metric,
     k: usize,
-    lists: DeviceLists,
+    mut lists: DeviceLists,
     stats: &mut Stats,
 ) -> Result<Vec<Vec<(f64, u32)>>> {
     let (gpu, plan) = (ctx.gpu, ctx.plan);
@@ -178,9 +195,7 @@ fn prove_on_device(
     let w = lists.width;
     let codes = plan.exact_code.zip(plan.distance_form);
     let whole = lists.seen.iter().all(|&s| s + 1 >= n);
-    let narrow = set.dim() < exact::STAGED_MIN_DIM;
-    let Some((code, form)) = codes.filter(|_| whole && narrow && w.is_power_of_two() && k > 0)
-    else {
+    let Some((code, form)) = codes.filter(|_| whole && provable(plan, set, k, w)) else {
         let host = lists.download(gpu)?;
         let rows = GraphRows {
             first: 0,
@@ -212,11 +227,13 @@ fn prove_on_device(
         rel: bound.rel,
         tiny: bound.tiny,
     };
-    // The rows' host memory, touched on a helper thread while the kernel runs (knn.rs
-    // `device_answers` says why).
+    // The rows' host memory, touched on a helper thread (knn.rs `device_answers` says why),
+    // started with the candidate passes where `lists` made them.
     let m = n * k;
-    let room = (m * 4 >= STAGED_DOWNLOAD)
-        .then(|| std::thread::spawn(move || (touched::<f64>(m), touched::<u32>(m))));
+    let room = lists.room.take().or_else(|| {
+        (m * 4 >= STAGED_DOWNLOAD)
+            .then(|| std::thread::spawn(move || (touched::<f64>(m), touched::<u32>(m))))
+    });
     let mut out = exact::Reranked::keys(gpu, n, k)?;
     let sorted = exact::SortedLists {
         val: &lists.val.slice(..n * w),
@@ -687,8 +704,12 @@ pub(crate) fn symmetric_candidates(
         idx: li,
         tile: t,
         seen,
+        room: None,
     })
 }
+
+/// Host memory for a graph's rows (exact keys, ids), touched on a helper thread.
+type Room = std::thread::JoinHandle<(Vec<f64>, Vec<u32>)>;
 
 /// The lists [`symmetric_candidates`] leaves on the device: `width` slots per item of `n`,
 /// sorted, an empty slot's index `u32::MAX`; an item of tile `r / tile` has met `seen[r / tile]`
@@ -700,6 +721,8 @@ pub(crate) struct DeviceLists {
     idx: CudaSlice<u32>,
     tile: usize,
     seen: Vec<usize>,
+    /// Where the proved rows will come back to, being made ready meanwhile.
+    room: Option<Room>,
 }
 
 impl DeviceLists {
