@@ -236,13 +236,21 @@ mod tests {
         base: &'a VectorSet,
         queries: &'a VectorSet,
         graph: bool,
+        /// The query of each of the finish's rows (a graph's scattered items); all, in order,
+        /// when `None`.
+        rows: Option<(Vec<u32>, Vec<f64>)>,
     }
 
     impl HostSource<'_> {
+        fn query(&self, q: usize) -> usize {
+            self.rows.as_ref().map_or(q, |(r, _)| r[q] as usize)
+        }
+
         fn lists(&self, queries: &[usize], kp: usize) -> Vec<Raw> {
             queries
                 .iter()
-                .map(|&j| {
+                .map(|&q| {
+                    let j = self.query(q);
                     let mut cands: Vec<(f32, u32)> = self.tiles.keys[j]
                         .iter()
                         .enumerate()
@@ -265,11 +273,18 @@ mod tests {
         }
 
         fn norms(&self) -> (&[f64], f64) {
-            (&self.tiles.qnorm, self.tiles.bmax)
+            match &self.rows {
+                Some((_, norms)) => (norms, self.tiles.bmax),
+                None => (&self.tiles.qnorm, self.tiles.bmax),
+            }
         }
 
         fn self_items(&self) -> Option<Items> {
-            self.graph.then_some(Items::From(0))
+            match &self.rows {
+                _ if !self.graph => None,
+                Some((rows, _)) => Some(Items::Of(rows.clone())),
+                None => Some(Items::From(0)),
+            }
         }
 
         fn redo(&mut self, queries: &[usize], kp: usize) -> Result<Vec<Raw>> {
@@ -277,7 +292,11 @@ mod tests {
         }
 
         fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
-            Ok(host_keys(self.metric, self.base, self.queries, pairs))
+            let pairs: Vec<[u32; 2]> = pairs
+                .iter()
+                .map(|&[q, b]| [self.query(q as usize) as u32, b])
+                .collect();
+            Ok(host_keys(self.metric, self.base, self.queries, &pairs))
         }
 
         fn phases(&self) -> Phases {
@@ -311,6 +330,7 @@ mod tests {
             base,
             queries,
             graph,
+            rows: None,
         };
         // A short first list (self pair included for a graph), so that ties make it widen.
         let kp = k + 1 + usize::from(graph);
@@ -385,6 +405,65 @@ mod tests {
                             let want = cpu.graph(&b, k, m).unwrap();
                             assert_eq!(got.indices, want.indices, "graph {say}: ids");
                             assert_eq!(got.distances, want.distances, "graph {say}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A graph's rows finished for scattered items (`Items::Of`: the rows the device finish
+    /// leaves open, numbered 0.. in the finish) equal the CPU engine's rows of those items: each
+    /// row drops its own item, widens and re-ranks on the right query. Random and colliding
+    /// values (equal keys around the k-th), every vector metric, fp32 and TF32 tiles.
+    #[test]
+    fn graph_rows_of_scattered_items_equal_the_cpu_engine() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let cpu = CpuEngine::default();
+        let n = 60;
+        let d = 3;
+        let random = f64_rows(n, d, |_| rng.sample::<f64, _>(rand_distr::StandardNormal));
+        let colliding = f64_rows(n, d, |_| 1e8 + rng.gen_range(0..4) as f64);
+        let rows: Vec<u32> = (0..n as u32)
+            .filter(|i| i % 3 == 1 || *i == 0)
+            .rev()
+            .collect();
+        for (what, set) in [("random", &random), ("colliding", &colliding)] {
+            let data = set.clone().into();
+            for m in Metric::builtins()
+                .into_iter()
+                .filter(|m| *m != Metric::Levenshtein)
+            {
+                for precision in [Precision::Fp32, Precision::Tf32] {
+                    let plan = Plan::new(&m, set)
+                        .with_inputs(&m, set, set)
+                        .with_precision(precision);
+                    let conv = match precision {
+                        Precision::Fp32 => Conv::Each(|x: f32| x),
+                        _ => Conv::Each(|x: f32| f32::from_bits(x.to_bits() & !0x1fff)),
+                    };
+                    let tiles = HostTiles::new(&plan, &m, set, set, conv);
+                    let norms = rows.iter().map(|&r| tiles.qnorm[r as usize]).collect();
+                    let mut src = HostSource {
+                        tiles,
+                        metric: &m,
+                        base: set,
+                        queries: set,
+                        graph: true,
+                        rows: Some((rows.clone(), norms)),
+                    };
+                    for k in [1, 10, n - 1] {
+                        let kp = k + 2;
+                        let all: Vec<usize> = (0..rows.len()).collect();
+                        let raws = src.lists(&all, kp);
+                        let mut stats = Stats::default();
+                        let got = finish(&plan, &mut src, k, kp, raws, &mut stats).unwrap();
+                        let got = KnnResult::from_rows(got, k, &m);
+                        let want = cpu.graph(&data, k, &m).unwrap();
+                        for (q, &r) in rows.iter().enumerate() {
+                            let say = format!("{what} {m} {precision:?} k={k} item {r}");
+                            assert_eq!(got.row(q).0, want.row(r as usize).0, "{say}: ids");
+                            assert_eq!(got.row(q).1, want.row(r as usize).1, "{say}");
                         }
                     }
                 }
