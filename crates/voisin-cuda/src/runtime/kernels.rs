@@ -474,6 +474,26 @@ mod tests {
 
     /// With NVRTC on the library path (no GPU needed), the registry compiles and every kernel is
     /// in the PTX. Skipped where NVRTC cannot be loaded.
+    /// No generic lambdas (`[&](auto x)`) in device code: the device machine's NVRTC 13 takes
+    /// an unannotated generic lambda's call operator for a host function and refuses it in JIT
+    /// mode, while the NVRTC here compiles it, so `compiles_with_nvrtc_when_present` cannot
+    /// catch it (a1d20d5 broke every kernel on the GPU that way). A struct with a templated
+    /// `__device__` call operator does the same job (common/exact.cuh `ExactWalkOf`).
+    #[test]
+    fn no_generic_lambdas_in_device_code() {
+        for (path, src) in SOURCES {
+            for (i, line) in src.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                let squeezed: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+                assert!(
+                    !squeezed.contains("](auto") && !squeezed.contains("](constauto"),
+                    "{path}:{}: a generic lambda, which the device's NVRTC refuses: {line}",
+                    i + 1
+                );
+            }
+        }
+    }
+
     #[test]
     fn compiles_with_nvrtc_when_present() {
         // SAFETY: only tries to dlopen the library.
