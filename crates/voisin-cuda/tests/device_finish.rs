@@ -25,6 +25,32 @@ fn integers(rng: &mut StdRng, n: usize, d: usize, levels: i32) -> Dataset {
     VectorSet::from_f32(n, d, v).unwrap().into()
 }
 
+/// An engine on TF32 tiles, with automatic selection (any k).
+fn tf32() -> CudaEngine {
+    CudaEngine::with_options(
+        0,
+        CudaOptions {
+            precision: Precision::Tf32,
+            ..Default::default()
+        },
+    )
+    .expect("a CUDA GPU")
+}
+
+/// The metrics with exact keys on the device (all but minkowski, whose `powf` rounds
+/// differently in CUDA and libm).
+fn device_metrics() -> [Metric; 7] {
+    [
+        Metric::Euclidean,
+        Metric::SqEuclidean,
+        Metric::InnerProduct,
+        Metric::Cosine,
+        Metric::Correlation,
+        Metric::Cityblock,
+        Metric::Chebyshev,
+    ]
+}
+
 /// Same ids, and the same distances to the bit.
 fn identical(got: &KnnResult, want: &KnnResult, what: &str) {
     assert_eq!((got.n_queries, got.k), (want.n_queries, want.k), "{what}");
@@ -41,19 +67,11 @@ fn identical(got: &KnnResult, want: &KnnResult, what: &str) {
 fn device_finish_equals_the_cpu_engine_on_ties() {
     let mut rng = StdRng::seed_from_u64(seed());
     let cpu = CpuEngine::default();
-    let tf32 = CudaEngine::with_options(
-        0,
-        CudaOptions {
-            precision: Precision::Tf32,
-            ..Default::default()
-        },
-    )
-    .expect("a CUDA GPU");
     // (name, engine, largest k its selection takes)
     let engines = [
         ("block", engine(Select::Block), Select::Block.max_k()),
         ("heap", engine(Select::Heap), Select::Heap.max_k()),
-        ("tf32", tf32, None),
+        ("tf32", tf32(), None),
     ];
     let mut on_device = 0;
     // (n, d, levels): at d = 4 with 4 levels a key is one of ~40 integers, so hundreds of items
@@ -62,15 +80,7 @@ fn device_finish_equals_the_cpu_engine_on_ties() {
     for &(n, d, levels) in &[(20_011usize, 4usize, 4i32), (20_011, 4, 40), (1_500, 3, 3)] {
         let base = integers(&mut rng, n, d, levels);
         let queries = integers(&mut rng, 61, d, levels);
-        for m in [
-            Metric::Euclidean,
-            Metric::SqEuclidean,
-            Metric::InnerProduct,
-            Metric::Cosine,
-            Metric::Correlation,
-            Metric::Cityblock,
-            Metric::Chebyshev,
-        ] {
+        for m in device_metrics() {
             let ks = [1usize, 10, 200, 1000, n - 1, n];
             for (name, e, max_k) in &engines {
                 for &k in ks.iter().filter(|&&k| max_k.is_none_or(|m| k <= m)) {
@@ -130,31 +140,15 @@ fn device_finish_across_many_query_blocks() {
 fn graph_rows_finished_on_the_device_equal_the_cpu_engine() {
     let mut rng = StdRng::seed_from_u64(seed());
     let cpu = CpuEngine::default();
-    let tf32 = CudaEngine::with_options(
-        0,
-        CudaOptions {
-            precision: Precision::Tf32,
-            ..Default::default()
-        },
-    )
-    .expect("a CUDA GPU");
     // (name, engine, largest k its selection takes)
     let engines = [
         ("block", engine(Select::Block), Select::Block.max_k()),
-        ("tf32", tf32, None),
+        ("tf32", tf32(), None),
     ];
     let (mut on_device, mut on_host) = (0, 0);
     for &(n, d, levels) in &[(3_001usize, 4usize, 4i32), (3_001, 5, 40), (301, 3, 3)] {
         let data = integers(&mut rng, n, d, levels);
-        for m in [
-            Metric::Euclidean,
-            Metric::SqEuclidean,
-            Metric::InnerProduct,
-            Metric::Cosine,
-            Metric::Correlation,
-            Metric::Cityblock,
-            Metric::Chebyshev,
-        ] {
+        for m in device_metrics() {
             for k in [1usize, 10, 100, n - 1] {
                 let want = cpu.graph(&data, k, &m).unwrap();
                 for (name, e, _) in engines.iter().filter(|e| e.2.is_none_or(|m| k <= m)) {

@@ -205,6 +205,21 @@ impl Reranked {
 /// Status of a row the kernel left to the host.
 pub(crate) const NOT_DONE: u32 = abi::RR_NOT_DONE;
 
+/// The rows a rerank left to the host (numbered as in `status`), and the exact keys it computed
+/// for the others.
+pub(crate) fn open_rows(status: &[u32]) -> (Vec<u32>, u64) {
+    let open = (0..status.len() as u32)
+        .into_par_iter()
+        .filter(|&r| status[r as usize] == NOT_DONE)
+        .collect();
+    let evals = status
+        .par_iter()
+        .filter(|&&s| s != NOT_DONE)
+        .map(|&s| s as u64)
+        .sum();
+    (open, evals)
+}
+
 /// Sorted candidate lists of consecutive queries on the device: `width` entries per query (a
 /// power of two), the first for query `q_off`.
 pub(crate) struct SortedLists<'a> {
@@ -308,6 +323,13 @@ mod tests {
 
     /// Every metric the rerank kernel takes reports the distance `key_to_distance` gives, bit
     /// for bit, on ordinary and edge keys (zeros of both signs, subnormal, huge, negative).
+    #[test]
+    fn open_rows_are_the_not_done_ones_in_order() {
+        let status = [3, NOT_DONE, 0, NOT_DONE, 7];
+        assert_eq!(open_rows(&status), (vec![1, 3], 10));
+        assert_eq!(open_rows(&[]), (vec![], 0));
+    }
+
     #[test]
     fn distance_forms_match_key_to_distance() {
         let keys = [

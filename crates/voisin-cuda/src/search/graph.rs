@@ -253,15 +253,8 @@ fn prove_on_device(
     gpu.download_into(&out.exact_keys()?.slice(..m), &mut keys)?;
     gpu.download_into(&out.ids.slice(..m), &mut ids)?;
     tr.mark("graph: download k per item");
-    let open: Vec<u32> = (0..n as u32)
-        .into_par_iter()
-        .filter(|&r| status[r as usize] == exact::NOT_DONE)
-        .collect();
-    stats.exact_evals += status
-        .par_iter()
-        .filter(|&&s| s != exact::NOT_DONE)
-        .map(|&s| s as u64)
-        .sum::<u64>();
+    let (open, evals) = exact::open_rows(&status);
+    stats.exact_evals += evals;
     let mut rows: Vec<Vec<(f64, u32)>> = (0..n)
         .into_par_iter()
         .map(|r| match status[r] {
@@ -292,19 +285,7 @@ fn prove_on_device(
             n,
             Some(&open),
         )?;
-        let raws: Vec<Raw> = (0..open.len())
-            .into_par_iter()
-            .map(|r| {
-                let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
-                    .filter(|&j| hi[j] != u32::MAX)
-                    .map(|j| (hv[j], hi[j]))
-                    .collect();
-                Raw {
-                    complete: cands.len() + 1 >= n,
-                    cands,
-                }
-            })
-            .collect();
+        let raws = knn::raws_of(&hv, &hi, keep, n - 1);
         drop(lists);
         let qnorm: Vec<f64> = open.iter().map(|&r| ddev.norm()[r as usize]).collect();
         let mut src = RowsOfGraph {

@@ -92,7 +92,13 @@ fn host_lists(gpu: &Gpu, l: &BlockLists<'_>, nb: usize, rows: Option<&[u32]>) ->
     let lists = (&l.val, &l.idx);
     let (hv, hi, keep) = select::download_lists(gpu, l.mode, lists, l.width, l.want, nb, rows)?;
     tr.mark("candidates: download");
-    Ok((0..hv.len() / keep.max(1))
+    Ok(raws_of(&hv, &hi, keep, nb))
+}
+
+/// Host lists of `keep` downloaded entries per row (an empty slot's index `u32::MAX`); a list
+/// is complete when it holds `whole` items (a k-NN's base, a graph row's other items).
+pub(crate) fn raws_of(hv: &[f32], hi: &[u32], keep: usize, whole: usize) -> Vec<Raw> {
+    (0..hv.len() / keep.max(1))
         .into_par_iter()
         .map(|r| {
             let cands: Vec<(f32, u32)> = (r * keep..(r + 1) * keep)
@@ -102,11 +108,11 @@ fn host_lists(gpu: &Gpu, l: &BlockLists<'_>, nb: usize, rows: Option<&[u32]>) ->
             // Counted, not inferred from kc: a key that overflowed to +inf never passes the
             // block kernel's threshold, and such a list must not be taken as complete.
             Raw {
-                complete: cands.len() >= nb,
+                complete: cands.len() >= whole,
                 cands,
             }
         })
-        .collect())
+        .collect()
 }
 
 /// Runs the candidate passes of every block of queries and hands each block's lists to `each`.
@@ -488,14 +494,8 @@ fn device_answers(
             }
             _ => vec![exact::NOT_DONE; l.qn],
         };
-        let open: Vec<u32> = (0..l.qn as u32)
-            .filter(|&r| status[r as usize] == exact::NOT_DONE)
-            .collect();
-        a.exact_evals += status
-            .iter()
-            .filter(|&&s| s != exact::NOT_DONE)
-            .map(|&s| s as u64)
-            .sum::<u64>();
+        let (open, evals) = exact::open_rows(&status);
+        a.exact_evals += evals;
         if !open.is_empty() {
             a.raws.extend(host_lists(gpu, &l, nb, Some(&open))?);
             a.open.extend(open.iter().map(|&r| l.q0 + r as usize));
@@ -634,6 +634,23 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use voisin::{Metric, VectorSet};
+
+    /// Downloaded lists become host lists without their empty slots, complete only when they
+    /// hold `whole` items (an item whose key overflowed to +inf counts; an empty slot does not).
+    #[test]
+    fn raws_drop_empty_slots_and_count_whole_lists() {
+        let e = u32::MAX;
+        let hv = [0.5, 1.0, f32::INFINITY, 2.0, f32::INFINITY, f32::INFINITY];
+        let hi = [4, 2, e, 7, 1, e];
+        let raws = raws_of(&hv, &hi, 3, 2);
+        assert_eq!(raws.len(), 2);
+        assert_eq!(raws[0].cands, vec![(0.5, 4), (1.0, 2)]);
+        assert!(raws[0].complete);
+        assert_eq!(raws[1].cands, vec![(2.0, 7), (f32::INFINITY, 1)]);
+        assert!(raws[1].complete);
+        assert!(!raws_of(&hv, &hi, 3, 3)[0].complete);
+        assert!(raws_of(&[], &[], 0, 1).is_empty());
+    }
 
     /// kernels/finish/rerank.cu's rr_lower / rr_upper, written the same way.
     fn kernel_bounds(b: BoundParts, v: f32, abs: f64) -> (f64, f64) {
