@@ -9,8 +9,7 @@ use rayon::prelude::*;
 use voisin::graph::{Share, TileOwner};
 use voisin::{Error, Metric, Result, Stats, VectorSet};
 
-use crate::numerics::plan::BoundParts;
-use crate::numerics::plan::Plan;
+use crate::numerics::plan::{BoundParts, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::pair::{self, PairKind};
 use crate::ops::scaled::{self, ScaledRows};
