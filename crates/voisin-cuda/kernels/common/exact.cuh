@@ -111,8 +111,6 @@ __device__ __forceinline__ double with_exact_metric(int metric, F f) {
     }
 }
 
-// The exact key of base row `a` against query row `b` (vector_key's argument order); `metric`
-// is an EX_* code.
 // The walk of two rows as with_exact_metric's callee.
 template <class A, class B>
 struct ExactWalkOf {
@@ -126,6 +124,8 @@ struct ExactWalkOf {
     }
 };
 
+// The exact key of base row `a` against query row `b` (vector_key's argument order); `metric`
+// is an EX_* code.
 template <class A, class B>
 __device__ __forceinline__ double exact_key_of(A a, B b, int d, int metric, double zero) {
     return with_exact_metric(metric, ExactWalkOf<A, B>{a, b, d, zero});
