@@ -594,6 +594,32 @@ pub(crate) fn touched<T: bytemuck::Pod>(n: usize) -> Vec<T> {
     v
 }
 
+/// Host memory for `n` answers (values of `V` and u32 ids) that a download will fill: where the
+/// ids alone are a staged download or more, its pages are touched on a helper thread
+/// ([`touched`]) while the GPU works; smaller, it is allocated when taken.
+pub(crate) struct Room<V> {
+    n: usize,
+    helper: Option<std::thread::JoinHandle<(Vec<V>, Vec<u32>)>>,
+}
+
+impl<V: bytemuck::Pod + Send> Room<V> {
+    pub fn start(n: usize) -> Self {
+        let helper = (n * std::mem::size_of::<u32>() >= STAGED_DOWNLOAD)
+            .then(|| std::thread::spawn(move || (touched::<V>(n), touched::<u32>(n))));
+        Room { n, helper }
+    }
+
+    /// The memory: `n` zeroed values and ids.
+    pub fn take(self) -> Result<(Vec<V>, Vec<u32>)> {
+        match self.helper {
+            Some(h) => h
+                .join()
+                .map_err(|_| Error::device("cuda: the answers' host memory was lost")),
+            None => Ok((vec![V::zeroed(); self.n], vec![0; self.n])),
+        }
+    }
+}
+
 /// What the default pool of one device keeps between calls, summed over the engines open on it.
 #[derive(Clone, Copy, Default)]
 struct Keep {
@@ -705,6 +731,15 @@ mod tests {
         // The cache left over from a closed engine keeps nothing.
         let closed = Keep { open: 0, ..open };
         assert_eq!((closed.target(), closed.threshold()), (0, 0));
+    }
+
+    #[test]
+    fn rooms_large_and_small_hold_n_zeroed_answers() {
+        for n in [0, 3, super::STAGED_DOWNLOAD / 4 + 1] {
+            let (v, i) = super::Room::<f64>::start(n).take().unwrap();
+            assert_eq!((v.len(), i.len()), (n, n));
+            assert!(v.iter().all(|&x| x == 0.0) && i.iter().all(|&x| x == 0));
+        }
     }
 
     #[test]

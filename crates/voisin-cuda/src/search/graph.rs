@@ -17,7 +17,7 @@ use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, tile, Budget};
 use crate::options::Fusion;
-use crate::runtime::context::{dev, touched, Gpu, STAGED_DOWNLOAD};
+use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource, Items};
 use crate::search::knn::{self, Raw};
@@ -94,9 +94,7 @@ pub(crate) fn lists(
             // The host memory kept lists' rows come back into, touched while the GPU works:
             // started with the passes, it is ready when the rows are (the re-rank alone took
             // 14 ms, too short to hide the touching of 120 MB at 1M items and k = 10).
-            let m = n * k;
-            let room = (keep && m * 4 >= STAGED_DOWNLOAD && provable(plan, set, k, kp))
-                .then(|| std::thread::spawn(move || (touched::<f64>(m), touched::<u32>(m))));
+            let room = (keep && provable(plan, set, k, kp)).then(|| Room::start(n * k));
             let mut lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns, ctx.opts.fusion)?;
             lists.room = room;
             let lists = if keep {
@@ -229,10 +227,7 @@ fn prove_on_device(
     // The rows' host memory, touched on a helper thread (knn.rs `device_answers` says why),
     // started with the candidate passes where `lists` made them.
     let m = n * k;
-    let room = lists.room.take().or_else(|| {
-        (m * 4 >= STAGED_DOWNLOAD)
-            .then(|| std::thread::spawn(move || (touched::<f64>(m), touched::<u32>(m))))
-    });
+    let room = lists.room.take().unwrap_or_else(|| Room::start(m));
     let mut out = exact::Reranked::keys(gpu, n, k)?;
     let sorted = exact::SortedLists {
         val: &lists.val.slice(..n * w),
@@ -243,12 +238,7 @@ fn prove_on_device(
     exact::rerank(gpu, &job, sorted, &abs, &mut out, 0)?;
     let status = gpu.download(&out.status.slice(..n))?;
     tr.mark("graph: device prove and re-rank");
-    let (mut keys, mut ids) = match room {
-        Some(room) => room
-            .join()
-            .map_err(|_| Error::device("cuda: the graph's host memory was lost"))?,
-        None => (vec![0.0; m], vec![0; m]),
-    };
+    let (mut keys, mut ids) = room.take()?;
     gpu.download_into(&out.exact_keys()?.slice(..m), &mut keys)?;
     gpu.download_into(&out.ids.slice(..m), &mut ids)?;
     tr.mark("graph: download k per item");
@@ -688,9 +678,6 @@ pub(crate) fn symmetric_candidates(
     })
 }
 
-/// Host memory for a graph's rows (exact keys, ids), touched on a helper thread.
-type Room = std::thread::JoinHandle<(Vec<f64>, Vec<u32>)>;
-
 /// The lists [`symmetric_candidates`] leaves on the device: `width` slots per item of `n`,
 /// sorted, an empty slot's index `u32::MAX`; an item of tile `r / tile` has met `seen[r / tile]`
 /// other items.
@@ -702,7 +689,7 @@ pub(crate) struct DeviceLists {
     tile: usize,
     seen: Vec<usize>,
     /// Where the proved rows will come back to, being made ready meanwhile.
-    room: Option<Room>,
+    room: Option<Room<f64>>,
 }
 
 impl DeviceLists {

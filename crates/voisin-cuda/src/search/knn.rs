@@ -22,7 +22,7 @@ use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, fused, tile, Budget};
 use crate::options::Precision;
-use crate::runtime::context::{dev, touched, Gpu, STAGED_DOWNLOAD};
+use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource};
 use crate::search::Ctx;
@@ -432,8 +432,7 @@ fn device_answers(
     // The host memory those answers come back into: where it is large, its pages touched on a
     // helper thread while the GPU works (small batches would pay for the thread).
     let n = nq * k;
-    let room = (whole && n * 4 >= STAGED_DOWNLOAD)
-        .then(|| std::thread::spawn(move || (touched::<f32>(n), touched::<u32>(n))));
+    let room = Room::<f32>::start(if whole { n } else { 0 });
     let mut kept: Option<exact::Reranked> = None;
     let flat = if whole { 0 } else { nq * k };
     let mut a = Answers {
@@ -504,12 +503,7 @@ fn device_answers(
     })?;
     if whole {
         let mut tr = gpu.phases();
-        (a.dist, a.ids) = match room {
-            Some(room) => room
-                .join()
-                .map_err(|_| voisin::Error::device("cuda: the answers' host memory was lost"))?,
-            None => (vec![0.0; n], vec![0; n]),
-        };
+        (a.dist, a.ids) = room.take()?;
         if let Some(o) = kept {
             gpu.download_into(&o.dist()?.slice(..n), &mut a.dist)?;
             gpu.download_into(&o.ids.slice(..n), &mut a.ids)?;
