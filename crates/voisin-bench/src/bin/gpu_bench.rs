@@ -19,6 +19,10 @@
 //! 1,000 random 8-d affine subspaces), `dups` (every row repeated 10 times), `u8` (SIFT-like
 //! skewed integers 0..=255 stored as u8), `f16` (normal stored as f16); all but `normal` are
 //! generated in memory, in parallel, in their stored type (an f16 set never exists as f32).
+//! `file:PATH` reads a real set instead (any vector file voisin reads, kept in its stored
+//! type, f32, f16 or u8; `--dim` is the file's): the base and the graph are its first `--base`
+//! / `--n` evenly spaced rows (all of them when it holds fewer), the queries `--queries` evenly
+//! spaced rows of it (bench/gpu/embed_words.py writes one: the word list's sentence embeddings).
 //!
 //! `--graph-only` runs only the graph (`--n` items, `-k` neighbours) and with `--check N`
 //! compares the graph's rows of N evenly spaced items with the CPU engine's (ids and distances
@@ -30,7 +34,7 @@
 //!
 //! usage: gpu_bench [--dir /tmp/vbench] [--base 1000000] [--queries 10000] [--dim 128]
 //!                  [--graph 1000000] [--reps 3] [--ks 10,1000] [--variants fp32,tf32-fused]
-//!                  [--batches 100,1000] [--data normal|far|clustered|dups|u8|f16]
+//!                  [--batches 100,1000] [--data normal|far|clustered|dups|u8|f16|file:PATH]
 //!                  [--graph-only] [--n N] [-k K] [--elem f16] [--check N]
 //!                  [--save-rows F | --check-saved F]
 
@@ -165,12 +169,70 @@ fn kind_mark(path: &Path) -> PathBuf {
 }
 
 /// `n` rows of `d` values of data kind `kind` (see the module doc) from `seed`, generated in
-/// parallel (65,536 rows per seeded chunk) in their stored type; `normal` is [`data`]'s cached
-/// set at `path`.
+/// parallel (65,536 rows per seeded chunk) in their stored type, or read from a file
+/// (`file:PATH`, its own dimension); `normal` is [`data`]'s cached set at `path`. Written to
+/// `path` as f32 .fbin for the peer.
 fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
     if kind == "normal" {
         return data(path, n, d, seed);
     }
+    let set = match kind.strip_prefix("file:") {
+        Some(file) => rows_of_file(file, n),
+        None => generated(kind, n, d, seed),
+    };
+    let (n, d) = (set.len(), set.dim());
+    // The peer (bench/gpu/torch_peer.py) reads f32 .fbin: the same values, written as f32 (each
+    // stored type converts exactly); not for sets past 1 GiB (the headline graph).
+    if n * d <= 1 << 28 {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+        f.write_all(&(n as u32).to_le_bytes()).unwrap();
+        f.write_all(&(d as u32).to_le_bytes()).unwrap();
+        for x in set.rows_f32(0, n).iter() {
+            f.write_all(&x.to_le_bytes()).unwrap();
+        }
+    }
+    // Whatever the file holds now (or held before, if not rewritten) is not `normal`'s.
+    std::fs::write(kind_mark(path), kind).unwrap();
+    set.into()
+}
+
+/// `n` evenly spaced rows of the vector file `file` (all of them where it holds no more), in
+/// its stored type: the `file:` data kind.
+fn rows_of_file(file: &str, n: usize) -> VectorSet {
+    let opts = voisin_io::ReadOptions {
+        mmap: false,
+        ..Default::default()
+    };
+    let data =
+        voisin_io::read_dataset(Path::new(file), &opts).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let Dataset::Vectors(set) = data else {
+        panic!("{file}: strings, where the file kind takes vectors")
+    };
+    let (total, d) = (set.len(), set.dim());
+    if n >= total {
+        return set;
+    }
+    let picks: Vec<usize> = (0..n).map(|i| i * total / n).collect();
+    fn gather<T: Copy>(v: &[T], d: usize, picks: &[usize]) -> Vec<T> {
+        picks
+            .iter()
+            .flat_map(|&i| v[i * d..(i + 1) * d].iter().copied())
+            .collect()
+    }
+    let values = match set.data() {
+        VectorData::F32(v) => VectorData::F32(gather(v.as_slice(), d, &picks).into()),
+        VectorData::F16(v) => VectorData::F16(gather(v.as_slice(), d, &picks).into()),
+        VectorData::U8(v) => VectorData::U8(gather(v.as_slice(), d, &picks).into()),
+        _ => panic!(
+            "{file}: {} values (the file kind takes f32, f16 or u8)",
+            set.elem_type().name()
+        ),
+    };
+    VectorSet::new(n, d, values).unwrap()
+}
+
+/// `n` rows of `d` values of the generated data kind `kind` from `seed`.
+fn generated(kind: &str, n: usize, d: usize, seed: u64) -> VectorSet {
     const CHUNK: usize = 65536;
     // Clustered: 1,000 subspaces, each a centre (spread 3) and 8 directions (norm about 1).
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
@@ -229,20 +291,7 @@ fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
         "f16" => VectorData::F16(fill(n, d, seed, f16::ZERO, f16::from_f32, &row).into()),
         _ => VectorData::F32(fill(n, d, seed, 0f32, |x| x, &row).into()),
     };
-    let set = VectorSet::new(n, d, values).unwrap();
-    // The peer (bench/gpu/torch_peer.py) reads f32 .fbin: the same values, written as f32 (each
-    // stored type converts exactly); not for sets past 1 GiB (the headline graph).
-    if n * d <= 1 << 28 {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-        f.write_all(&(n as u32).to_le_bytes()).unwrap();
-        f.write_all(&(d as u32).to_le_bytes()).unwrap();
-        for x in set.rows_f32(0, n).iter() {
-            f.write_all(&x.to_le_bytes()).unwrap();
-        }
-    }
-    // Whatever the file holds now (or held before, if not rewritten) is not `normal`'s.
-    std::fs::write(kind_mark(path), kind).unwrap();
-    set.into()
+    VectorSet::new(n, d, values).unwrap()
 }
 
 /// The rows of the checked items of `r` as bytes: per item, k ids then k distances (LE).
@@ -312,7 +361,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let a = parse();
+    let mut a = parse();
     std::fs::create_dir_all(&a.dir).unwrap();
     if a.graph_only {
         return graph_only(&a);
@@ -320,6 +369,11 @@ fn main() {
     let t = Instant::now();
     let base = make(&a.kind, &a.dir.join("base.fbin"), a.base, a.dim, 1);
     let queries = make(&a.kind, &a.dir.join("queries.fbin"), a.queries, a.dim, 2);
+    // A file's own shape stands for the one asked for.
+    if let Some(v) = base.as_vectors() {
+        (a.base, a.dim) = (v.len(), v.dim());
+    }
+    a.queries = queries.len();
     eprintln!("{} data ready in {:.1}s", a.kind, t.elapsed().as_secs_f64());
     let engines: Vec<(String, std::sync::Arc<CudaEngine>)> = a
         .variants
@@ -474,12 +528,12 @@ fn main() {
             let t = Instant::now();
             let r = engine.graph(&g, 10, &Metric::Euclidean).unwrap();
             let secs = t.elapsed().as_secs_f64();
-            let n = a.graph as f64;
+            let n = g.len() as f64;
             // The floor counts the half matrix the symmetric schedule computes.
             report(&name("graph k=10", v), n * n * d, vec![secs], &r.stats);
             match &first_graph {
                 None => {
-                    let ids: Vec<u8> = r.indices[..1000.min(a.graph) * 10]
+                    let ids: Vec<u8> = r.indices[..1000.min(g.len()) * 10]
                         .iter()
                         .flat_map(|i| i.to_le_bytes())
                         .collect();
@@ -498,11 +552,11 @@ fn main() {
 fn graph_only(a: &Args) {
     let t = Instant::now();
     let g = make(&a.kind, &a.dir.join("graph.fbin"), a.graph, a.dim, 4);
+    let dim = g.as_vectors().map_or(0, VectorSet::dim);
     eprintln!(
-        "{} data {}x{} ready in {:.1}s",
+        "{} data {}x{dim} ready in {:.1}s",
         a.kind,
-        a.graph,
-        a.dim,
+        g.len(),
         t.elapsed().as_secs_f64()
     );
     if let Some(path) = &a.check_saved {
@@ -523,7 +577,7 @@ fn graph_only(a: &Args) {
             .collect();
         assert_eq!(
             rows.len(),
-            graph_rows::picks(a.graph, a.check).len(),
+            graph_rows::picks(g.len(), a.check).len(),
             "saved rows"
         );
         check_graph(&g, |j| (&rows[j].0, &rows[j].1), k, a.check);
@@ -555,15 +609,15 @@ fn graph_only(a: &Args) {
         println!(
             "{{\"case\":\"graph k={} {}x{} {} {v}\",\"seconds\":{secs:.3},\"device\":\"{}\",\"arithmetic\":\"{}\",\"exact_evals\":{}}}",
             a.graph_k,
-            a.graph,
-            a.dim,
+            g.len(),
+            dim,
             a.kind,
             engine.device_name(),
             r.stats.arithmetic,
             r.stats.exact_evals
         );
         if let Some(path) = &a.save_rows {
-            let picks = graph_rows::picks(a.graph, a.check);
+            let picks = graph_rows::picks(g.len(), a.check);
             std::fs::write(path, rows_bytes(&r, &picks)).expect("writing the rows");
             eprintln!(
                 "saved the rows of {} items to {}",
@@ -571,7 +625,7 @@ fn graph_only(a: &Args) {
                 path.display()
             );
         } else if a.check > 0 {
-            let picks = graph_rows::picks(a.graph, a.check);
+            let picks = graph_rows::picks(g.len(), a.check);
             check_graph(&g, |j| r.row(picks[j]), a.graph_k, a.check);
         }
     }
