@@ -20,8 +20,8 @@
 //! skewed integers 0..=255 stored as u8), `f16` (normal stored as f16); all but `normal` are
 //! generated in memory, in parallel, in their stored type (an f16 set never exists as f32).
 //! `file:PATH` reads a real set instead (any vector file voisin reads, kept in its stored
-//! type, f32, f16 or u8; `--dim` is the file's): the base and the graph are its first `--base`
-//! / `--n` evenly spaced rows (all of them when it holds fewer), the queries `--queries` evenly
+//! type, f32, f16 or u8; `--dim` is the file's): the base and the graph are `--base` and
+//! `--n` evenly spaced rows of it (all of them when it holds fewer), the queries `--queries` evenly
 //! spaced rows of it (bench/gpu/embed_words.py writes one: the word list's sentence embeddings).
 //!
 //! `--graph-only` runs only the graph (`--n` items, `-k` neighbours) and with `--check N`
