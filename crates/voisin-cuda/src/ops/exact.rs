@@ -321,8 +321,8 @@ mod tests {
         d as f32
     }
 
-    /// Every metric the rerank kernel takes reports the distance `key_to_distance` gives, bit
-    /// for bit, on ordinary and edge keys (zeros of both signs, subnormal, huge, negative).
+    /// The rows left to the host are the NOT_DONE ones, in order; the others' statuses are
+    /// their exact-key counts.
     #[test]
     fn open_rows_are_the_not_done_ones_in_order() {
         let status = [3, NOT_DONE, 0, NOT_DONE, 7];
@@ -330,6 +330,8 @@ mod tests {
         assert_eq!(open_rows(&[]), (vec![], 0));
     }
 
+    /// Every metric the rerank kernel takes reports the distance `key_to_distance` gives, bit
+    /// for bit, on ordinary and edge keys (zeros of both signs, subnormal, huge, negative).
     #[test]
     fn distance_forms_match_key_to_distance() {
         let keys = [

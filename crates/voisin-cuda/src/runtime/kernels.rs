@@ -472,8 +472,6 @@ mod tests {
         }
     }
 
-    /// With NVRTC on the library path (no GPU needed), the registry compiles and every kernel is
-    /// in the PTX. Skipped where NVRTC cannot be loaded.
     /// No generic lambdas (`[&](auto x)`) in device code: the device machine's NVRTC 13 takes
     /// an unannotated generic lambda's call operator for a host function and refuses it in JIT
     /// mode, while the NVRTC here compiles it, so `compiles_with_nvrtc_when_present` cannot
@@ -494,6 +492,8 @@ mod tests {
         }
     }
 
+    /// With NVRTC on the library path (no GPU needed), the registry compiles and every kernel is
+    /// in the PTX. Skipped where NVRTC cannot be loaded.
     #[test]
     fn compiles_with_nvrtc_when_present() {
         // SAFETY: only tries to dlopen the library.
