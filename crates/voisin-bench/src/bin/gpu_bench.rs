@@ -607,14 +607,16 @@ fn graph_only(a: &Args) {
         let r = engine.graph(&g, a.graph_k, &Metric::Euclidean).unwrap();
         let secs = t.elapsed().as_secs_f64();
         println!(
-            "{{\"case\":\"graph k={} {}x{} {} {v}\",\"seconds\":{secs:.3},\"device\":\"{}\",\"arithmetic\":\"{}\",\"exact_evals\":{}}}",
+            "{{\"case\":\"graph k={} {}x{} {} {v}\",\"seconds\":{secs:.3},\"device\":\"{}\",\"arithmetic\":\"{}\",\"exact_evals\":{},\"widened_on_device\":{},\"host_finished\":{}}}",
             a.graph_k,
             g.len(),
             dim,
             a.kind,
             engine.device_name(),
             r.stats.arithmetic,
-            r.stats.exact_evals
+            r.stats.exact_evals,
+            engine.widened_on_device(),
+            engine.host_finished()
         );
         if let Some(path) = &a.save_rows {
             let picks = graph_rows::picks(g.len(), a.check);

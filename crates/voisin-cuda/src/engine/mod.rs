@@ -91,6 +91,14 @@ impl CudaEngine {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How many graph rows this engine widened and finished on the device after their first
+    /// lists did not prove (diagnostics; the results do not depend on it).
+    pub fn widened_on_device(&self) -> usize {
+        self.counters
+            .widened_on_device
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// How many chunks of a base this engine's k-NN passes filtered with the fused tile pair
     /// (ops/pair.rs) instead of written tiles (diagnostics; the results do not depend on it).
     pub fn fused_pair_chunks(&self) -> usize {

@@ -202,6 +202,35 @@ impl Reranked {
     }
 }
 
+/// What a rerank writes beside each answer's id: the reported distance (`f32`, a k-NN's
+/// answers) or the exact key (`f64`, a graph's rows, which the core merges on exact keys).
+pub(crate) trait Answer: bytemuck::Pod + Send + Sync + cudarc::driver::DeviceRepr {
+    /// Room for `rows × k` answers of this kind.
+    fn room(gpu: &Gpu, rows: usize, k: usize) -> Result<Reranked>;
+    /// The values written there.
+    fn of(out: &Reranked) -> Result<&CudaSlice<Self>>;
+}
+
+impl Answer for f32 {
+    fn room(gpu: &Gpu, rows: usize, k: usize) -> Result<Reranked> {
+        Reranked::new(gpu, rows, k)
+    }
+
+    fn of(out: &Reranked) -> Result<&CudaSlice<f32>> {
+        out.dist()
+    }
+}
+
+impl Answer for f64 {
+    fn room(gpu: &Gpu, rows: usize, k: usize) -> Result<Reranked> {
+        Reranked::keys(gpu, rows, k)
+    }
+
+    fn of(out: &Reranked) -> Result<&CudaSlice<f64>> {
+        out.exact_keys()
+    }
+}
+
 /// Status of a row the kernel left to the host.
 pub(crate) const NOT_DONE: u32 = abi::RR_NOT_DONE;
 

@@ -16,7 +16,7 @@ use crate::ops::scaled::{self, ScaledRows};
 use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, tile, Budget};
-use crate::options::Fusion;
+use crate::options::{Fusion, BLOCK_MAX_K};
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource, Items};
@@ -257,14 +257,19 @@ fn prove_on_device(
         .collect();
     tr.mark("graph: rows");
     tr.note(format_args!(
-        "{} of {n} items left to the host finish",
+        "{} of {n} items not proved on their lists",
         open.len()
     ));
-    ctx.counters
-        .host_finished
-        .fetch_add(open.len(), std::sync::atomic::Ordering::Relaxed);
     stats.select += started.elapsed();
-    if !open.is_empty() {
+    if !open.is_empty() && w < widest(n) {
+        // Wider lists of the open items, proved and re-ranked on the device too.
+        drop(lists);
+        widen_on_device(ctx, &sides, metric, k, w, open, &mut rows, stats)?;
+        tr.mark("graph: open items widened");
+    } else if !open.is_empty() {
+        ctx.counters
+            .host_finished
+            .fetch_add(open.len(), std::sync::atomic::Ordering::Relaxed);
         let (hv, hi, keep) = select::download_lists(
             gpu,
             Select::Block,
@@ -291,6 +296,108 @@ fn prove_on_device(
         tr.mark("graph: host finish of the open items");
     }
     Ok(rows)
+}
+
+/// The widest list the device widening of a graph of `n` items takes: what the block
+/// selection keeps (sorted, so the rerank kernel proves it), or every item.
+fn widest(n: usize) -> usize {
+    BLOCK_MAX_K.min(n.next_power_of_two())
+}
+
+/// Widens the graph rows `open` whose first lists (of `width`) did not prove, on the device:
+/// each is a query of the k-NN's device finish (knn.rs `device_answers`) against the whole set
+/// for its k + 1 nearest on exact keys, itself among them or not; dropping itself, or else the
+/// last, leaves its row. Lists grow fourfold up to [`widest`]; the rows still open then go to
+/// the host's prove-widen-re-rank with the last lists. Fills `rows` of the items it finishes.
+///
+/// On the host's path the 63,790 open rows of a 1M-item graph with many duplicates came back as
+/// lists of 2048 (1 GB), sorted and proved there (session 18: the graph took 1.6–1.7× the one of
+/// random normal data).
+#[allow(clippy::too_many_arguments)]
+fn widen_on_device(
+    ctx: &Ctx<'_>,
+    sides: &exact::Sides<'_>,
+    metric: &Metric,
+    k: usize,
+    width: usize,
+    mut open: Vec<u32>,
+    rows: &mut [Vec<(f64, u32)>],
+    stats: &mut Stats,
+) -> Result<()> {
+    let (gpu, plan) = (ctx.gpu, ctx.plan);
+    let set = sides.bset;
+    let n = set.len();
+    let mut kp = width;
+    let mut raws = Vec::new();
+    while !open.is_empty() && kp < widest(n) {
+        let started = std::time::Instant::now();
+        kp = (kp * 4).min(widest(n));
+        let items: Vec<usize> = open.iter().map(|&r| r as usize).collect();
+        let sub = DeviceSet::gather(gpu, plan, set, &items)?;
+        let wide = exact::Sides {
+            bset: set,
+            qset: set,
+            bdev: sides.bdev,
+            qdev: &sub,
+        };
+        let a = ctx.shrinking(ctx.budget()?, |b| {
+            knn::device_answers::<f64>(ctx, &wide, k + 1, kp, ctx.widen_select(), b)
+        })?;
+        stats.distance_evals += (items.len() * n) as u64;
+        stats.exact_evals += a.exact_evals;
+        let mut left = vec![false; open.len()];
+        a.open.iter().for_each(|&q| left[q] = true);
+        let done: Vec<(usize, Vec<(f64, u32)>)> = (0..open.len())
+            .into_par_iter()
+            .filter(|&q| !left[q])
+            .map(|q| {
+                let at = q * (k + 1)..(q + 1) * (k + 1);
+                let row = a.dist[at.clone()].iter().copied();
+                let row = without(row.zip(a.ids[at].iter().copied()), open[q]);
+                (open[q] as usize, row)
+            })
+            .collect();
+        ctx.counters
+            .widened_on_device
+            .fetch_add(done.len(), std::sync::atomic::Ordering::Relaxed);
+        for (r, row) in done {
+            rows[r] = row;
+        }
+        open = a.open.iter().map(|&q| open[q]).collect();
+        raws = a.raws;
+        stats.compute += started.elapsed();
+    }
+    if open.is_empty() {
+        return Ok(());
+    }
+    ctx.counters
+        .host_finished
+        .fetch_add(open.len(), std::sync::atomic::Ordering::Relaxed);
+    let qnorm: Vec<f64> = open
+        .iter()
+        .map(|&r| sides.qdev.norm()[r as usize])
+        .collect();
+    let mut src = RowsOfGraph {
+        ctx,
+        metric,
+        sides,
+        qnorm: qnorm.into(),
+        items: Items::Of(open.clone()),
+    };
+    let done = finish(plan, &mut src, k, kp, raws, stats)?;
+    for (&r, row) in open.iter().zip(done) {
+        rows[r as usize] = row;
+    }
+    Ok(())
+}
+
+/// The row of item `me` from its k + 1 nearest among all items, sorted: itself dropped, or the
+/// last where it is not among them (the k nearest of the others either way).
+fn without(nearest: impl ExactSizeIterator<Item = (f64, u32)>, me: u32) -> Vec<(f64, u32)> {
+    let k = nearest.len() - 1;
+    let mut row: Vec<(f64, u32)> = nearest.filter(|e| e.1 != me).collect();
+    row.truncate(k);
+    row
 }
 
 /// Which rows of a graph [`prove_rows`] finishes: from item `first` on, `k` each, from
@@ -997,6 +1104,14 @@ impl Share for PartialGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_widened_row_drops_its_item_or_else_its_last() {
+        let near = [(0.0, 4u32), (0.0, 7), (1.5, 2)];
+        assert_eq!(without(near.into_iter(), 7), vec![(0.0, 4), (1.5, 2)]);
+        assert_eq!(without(near.into_iter(), 9), vec![(0.0, 4), (0.0, 7)]);
+        assert_eq!(without([(2.0, 3u32)].into_iter(), 3), vec![]);
+    }
 
     #[test]
     fn shares_survive_bytes_and_merge() {

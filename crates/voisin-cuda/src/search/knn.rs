@@ -388,15 +388,16 @@ fn passes(
     Ok(())
 }
 
-/// What the device finish left to do and what it found.
-struct Answers {
+/// What the device finish left to do and what it found: `V` is the answers' distance (`f32`)
+/// or exact key (`f64`, a graph's widened rows).
+pub(crate) struct Answers<V> {
     /// `nq × k`, rows of the queries in `open` not filled yet.
-    dist: Vec<f32>,
-    ids: Vec<u32>,
+    pub dist: Vec<V>,
+    pub ids: Vec<u32>,
     /// Queries the device did not finish, with their downloaded lists.
-    open: Vec<usize>,
-    raws: Vec<Raw>,
-    exact_evals: u64,
+    pub open: Vec<usize>,
+    pub raws: Vec<Raw>,
+    pub exact_evals: u64,
 }
 
 /// Copies a block's `got` into `all` from `at` on, in parallel (growing the vector by a copy
@@ -411,14 +412,15 @@ fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
 /// Candidate passes with the finish on the device: each block's sorted lists are proved and
 /// re-ranked by kernels/finish/rerank.cu and only the k answers per query come back. Lists the kernel
 /// cannot take (unsorted selections, metrics without exact keys on the device) and queries whose
-/// proof fails come back as host lists for [`finish`].
-fn device_answers(
+/// proof fails come back as host lists for [`finish`]. `sel` is the passes' selection.
+pub(crate) fn device_answers<V: exact::Answer>(
     ctx: &Ctx<'_>,
     sides: &exact::Sides<'_>,
     k: usize,
     kp: usize,
+    sel: Select,
     budget: &Budget,
-) -> Result<Answers> {
+) -> Result<Answers<V>> {
     let (gpu, plan) = (ctx.gpu, ctx.plan);
     let (nq, nb) = (sides.qdev.n, sides.bdev.n);
     let bound = BoundParts::of(plan);
@@ -432,17 +434,17 @@ fn device_answers(
     // The host memory those answers come back into: where it is large, its pages touched on a
     // helper thread while the GPU works (small batches would pay for the thread).
     let n = nq * k;
-    let room = Room::<f32>::start(if whole { n } else { 0 });
+    let room = Room::<V>::start(if whole { n } else { 0 });
     let mut kept: Option<exact::Reranked> = None;
     let flat = if whole { 0 } else { nq * k };
     let mut a = Answers {
-        dist: vec![0.0; flat],
+        dist: vec![<V as bytemuck::Zeroable>::zeroed(); flat],
         ids: vec![0; flat],
         open: Vec::new(),
         raws: Vec::new(),
         exact_evals: 0,
     };
-    passes(ctx, sides.bdev, sides.qdev, kp, ctx.select(), budget, |l| {
+    passes(ctx, sides.bdev, sides.qdev, kp, sel, budget, |l| {
         let mut tr = gpu.phases();
         let abs = abs.get_or_insert_with(|| {
             let base_norm = sides.bdev.max_norm();
@@ -468,8 +470,8 @@ fn device_answers(
                 };
                 let (mut out, at) = match kept.take() {
                     Some(o) => (o, l.q0),
-                    None if whole => (exact::Reranked::new(gpu, nq, k)?, l.q0),
-                    None => (exact::Reranked::new(gpu, l.qn, k)?, 0),
+                    None if whole => (V::room(gpu, nq, k)?, l.q0),
+                    None => (V::room(gpu, l.qn, k)?, 0),
                 };
                 let lists = exact::SortedLists {
                     val: &l.val,
@@ -483,7 +485,7 @@ fn device_answers(
                 if whole {
                     kept = Some(out);
                 } else {
-                    let dist = gpu.download(&out.dist()?.slice(..l.qn * k))?;
+                    let dist = gpu.download(&V::of(&out)?.slice(..l.qn * k))?;
                     let ids = gpu.download(&out.ids.slice(..l.qn * k))?;
                     place(&mut a.dist, l.q0 * k, &dist);
                     place(&mut a.ids, l.q0 * k, &ids);
@@ -505,7 +507,7 @@ fn device_answers(
         let mut tr = gpu.phases();
         (a.dist, a.ids) = room.take()?;
         if let Some(o) = kept {
-            gpu.download_into(&o.dist()?.slice(..n), &mut a.dist)?;
+            gpu.download_into(&V::of(&o)?.slice(..n), &mut a.dist)?;
             gpu.download_into(&o.ids.slice(..n), &mut a.ids)?;
         }
         tr.mark("device finish: download k per query");
@@ -528,7 +530,9 @@ pub(crate) fn search(
     let t = Instant::now();
     let mut tr = ctx.gpu.phases();
     let (nq, nb) = (sides.qset.len(), sides.bset.len());
-    let mut a = ctx.shrinking(budget, |b| device_answers(ctx, sides, k, kp, b))?;
+    let mut a = ctx.shrinking(budget, |b| {
+        device_answers::<f32>(ctx, sides, k, kp, ctx.select(), b)
+    })?;
     stats.compute += t.elapsed();
     stats.distance_evals += (nb * nq) as u64;
     stats.exact_evals += a.exact_evals;

@@ -30,8 +30,11 @@ pub(crate) struct Counters {
     pub shrinks: AtomicUsize,
     /// Base shards streamed.
     pub streamed: AtomicUsize,
-    /// k-NN queries whose finish ran on the host.
+    /// k-NN queries and graph rows whose finish ran on the host.
     pub host_finished: AtomicUsize,
+    /// Graph rows whose first lists did not prove, widened and finished on the device
+    /// (search/graph.rs `widen_on_device`).
+    pub widened_on_device: AtomicUsize,
     /// Chunks of a base that k-NN passes filtered with fused tile pairs (search/knn.rs).
     pub pair_chunks: AtomicUsize,
 }
