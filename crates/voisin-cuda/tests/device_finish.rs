@@ -1,7 +1,8 @@
 //! The k-NN finish on the device (kernels/finish/rerank.cu: proof, exact re-rank, (key, index) sort)
 //! against the CPU engine, bit for bit, where ties are everywhere: small integer data whose keys
 //! repeat hundreds of times around the k-th, duplicate rows, a zero row. Queries the device
-//! cannot prove go through the host's widening path in the same call, so both paths are checked.
+//! cannot prove on their first lists are widened there, and those it cannot prove at all go
+//! through the host's widening path in the same call, so every path is checked.
 //! Needs a CUDA GPU: `cargo test -p voisin-cuda -- --include-ignored`.
 
 mod common;
@@ -73,7 +74,7 @@ fn device_finish_equals_the_cpu_engine_on_ties() {
         ("heap", engine(Select::Heap), Select::Heap.max_k()),
         ("tf32", tf32(), None),
     ];
-    let mut on_device = 0;
+    let (mut on_device, mut widened) = (0, 0);
     // (n, d, levels): at d = 4 with 4 levels a key is one of ~40 integers, so hundreds of items
     // share the k-th key at k = 1000; 40 levels spread them out enough to prove more lists.
     // 1,500 items: lists of k = n − 1 and n hold the whole base (nothing to prove).
@@ -85,17 +86,19 @@ fn device_finish_equals_the_cpu_engine_on_ties() {
             for (name, e, max_k) in &engines {
                 for &k in ks.iter().filter(|&&k| max_k.is_none_or(|m| k <= m)) {
                     let what = format!("{name} n={n} d={d} levels={levels} k={k} {m}");
-                    let before = e.host_finished();
+                    let (h0, w0) = (e.host_finished(), e.widened_on_device());
                     let got = e.knn(&base, &queries, k, &m).unwrap();
-                    on_device += 61 - (e.host_finished() - before);
+                    on_device += 61 - (e.host_finished() - h0);
+                    widened += e.widened_on_device() - w0;
                     identical(&got, &cpu.knn(&base, &queries, k, &m).unwrap(), &what);
                 }
             }
         }
     }
-    // The data must exercise the device path, not only the host's.
+    // The data must exercise the device path, not only the host's, and its widening.
+    eprintln!("{on_device} queries finished on the device, {widened} of them widened there");
     assert!(on_device > 0, "no query was finished on the device");
-    eprintln!("{on_device} queries finished on the device");
+    assert!(widened > 0, "no query was widened on the device");
 }
 
 /// A 1 MiB working set: blocks of ~13 queries, so the device finish writes its answers at many

@@ -91,8 +91,9 @@ impl CudaEngine {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// How many graph rows this engine widened and finished on the device after their first
-    /// lists did not prove (diagnostics; the results do not depend on it).
+    /// How many k-NN queries (of a resident base) and graph rows this engine widened and
+    /// finished on the device after their first lists did not prove (diagnostics; the results
+    /// do not depend on it).
     pub fn widened_on_device(&self) -> usize {
         self.counters
             .widened_on_device

@@ -16,7 +16,7 @@ use crate::ops::scaled::{self, ScaledRows};
 use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, tile, Budget};
-use crate::options::{Fusion, BLOCK_MAX_K};
+use crate::options::Fusion;
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource, Items};
@@ -261,7 +261,8 @@ fn prove_on_device(
         open.len()
     ));
     stats.select += started.elapsed();
-    if !open.is_empty() && w < widest(n) {
+    let widens = w < knn::widest(n) && ctx.widen_select() != Select::Radix;
+    if !open.is_empty() && widens {
         // Wider lists of the open items, proved and re-ranked on the device too.
         drop(lists);
         widen_on_device(ctx, &sides, metric, k, w, open, &mut rows, stats)?;
@@ -298,21 +299,11 @@ fn prove_on_device(
     Ok(rows)
 }
 
-/// The widest list the device widening of a graph of `n` items takes: what the block
-/// selection keeps (sorted, so the rerank kernel proves it), or every item.
-fn widest(n: usize) -> usize {
-    BLOCK_MAX_K.min(n.next_power_of_two())
-}
-
-/// Widens the graph rows `open` whose first lists (of `width`) did not prove, on the device:
-/// each is a query of the k-NN's device finish (knn.rs `device_answers`) against the whole set
-/// for its k + 1 nearest on exact keys, itself among them or not; dropping itself, or else the
-/// last, leaves its row. Lists grow fourfold up to [`widest`]; the rows still open then go to
-/// the host's prove-widen-re-rank with the last lists. Fills `rows` of the items it finishes.
-///
-/// On the host's path the 63,790 open rows of a 1M-item graph with many duplicates came back as
-/// lists of 2048 (1 GB), sorted and proved there (session 18: the graph took 1.6–1.7× the one of
-/// random normal data).
+/// Widens the graph rows `open` whose first lists (of `width`) did not prove, on the device
+/// (`knn::widen_on_device`): each is a query against the whole set for its k + 1 nearest on
+/// exact keys, itself among them or not; dropping itself, or else the last, leaves its row
+/// ([`without`]). The rows still open at the widest sorted list go to the host's
+/// prove-widen-re-rank with those lists. Fills `rows` of the items it finishes.
 #[allow(clippy::too_many_arguments)]
 fn widen_on_device(
     ctx: &Ctx<'_>,
@@ -320,60 +311,29 @@ fn widen_on_device(
     metric: &Metric,
     k: usize,
     width: usize,
-    mut open: Vec<u32>,
+    open: Vec<u32>,
     rows: &mut [Vec<(f64, u32)>],
     stats: &mut Stats,
 ) -> Result<()> {
-    let (gpu, plan) = (ctx.gpu, ctx.plan);
-    let set = sides.bset;
-    let n = set.len();
-    let mut kp = width;
-    let mut raws = Vec::new();
-    while !open.is_empty() && kp < widest(n) {
-        let started = std::time::Instant::now();
-        kp = (kp * 4).min(widest(n));
-        let items: Vec<usize> = open.iter().map(|&r| r as usize).collect();
-        let sub = DeviceSet::gather(gpu, plan, set, &items)?;
-        let wide = exact::Sides {
-            bset: set,
-            qset: set,
-            bdev: sides.bdev,
-            qdev: &sub,
-        };
-        let a = ctx.shrinking(ctx.budget()?, |b| {
-            knn::device_answers::<f64>(ctx, &wide, k + 1, kp, ctx.widen_select(), b)
+    let items: Vec<usize> = open.iter().map(|&r| r as usize).collect();
+    let knn::Widened { open: left, last } =
+        knn::widen_on_device::<f64>(ctx, sides, k + 1, width, items, stats, |r, keys, ids| {
+            let nearest = keys.iter().copied().zip(ids.iter().copied());
+            rows[r] = without(nearest, r as u32);
         })?;
-        stats.distance_evals += (items.len() * n) as u64;
-        stats.exact_evals += a.exact_evals;
-        let mut left = vec![false; open.len()];
-        a.open.iter().for_each(|&q| left[q] = true);
-        let done: Vec<(usize, Vec<(f64, u32)>)> = (0..open.len())
-            .into_par_iter()
-            .filter(|&q| !left[q])
-            .map(|q| {
-                let at = q * (k + 1)..(q + 1) * (k + 1);
-                let row = a.dist[at.clone()].iter().copied();
-                let row = without(row.zip(a.ids[at].iter().copied()), open[q]);
-                (open[q] as usize, row)
-            })
-            .collect();
-        ctx.counters
-            .widened_on_device
-            .fetch_add(done.len(), std::sync::atomic::Ordering::Relaxed);
-        for (r, row) in done {
-            rows[r] = row;
-        }
-        open = a.open.iter().map(|&q| open[q]).collect();
-        raws = a.raws;
-        stats.compute += started.elapsed();
-    }
-    if open.is_empty() {
+    if left.is_empty() {
         return Ok(());
     }
+    let Some((raws, kp)) = last else {
+        return Err(Error::device(
+            "cuda: graph rows left open without lists (bug)",
+        ));
+    };
     ctx.counters
         .host_finished
-        .fetch_add(open.len(), std::sync::atomic::Ordering::Relaxed);
-    let qnorm: Vec<f64> = open
+        .fetch_add(left.len(), std::sync::atomic::Ordering::Relaxed);
+    let left: Vec<u32> = left.iter().map(|&r| r as u32).collect();
+    let qnorm: Vec<f64> = left
         .iter()
         .map(|&r| sides.qdev.norm()[r as usize])
         .collect();
@@ -382,10 +342,10 @@ fn widen_on_device(
         metric,
         sides,
         qnorm: qnorm.into(),
-        items: Items::Of(open.clone()),
+        items: Items::Of(left.clone()),
     };
-    let done = finish(plan, &mut src, k, kp, raws, stats)?;
-    for (&r, row) in open.iter().zip(done) {
+    let done = finish(ctx.plan, &mut src, k, kp, raws, stats)?;
+    for (&r, row) in left.iter().zip(done) {
         rows[r as usize] = row;
     }
     Ok(())

@@ -32,8 +32,8 @@ pub(crate) struct Counters {
     pub streamed: AtomicUsize,
     /// k-NN queries and graph rows whose finish ran on the host.
     pub host_finished: AtomicUsize,
-    /// Graph rows whose first lists did not prove, widened and finished on the device
-    /// (search/graph.rs `widen_on_device`).
+    /// k-NN queries and graph rows whose first lists did not prove, widened and finished on
+    /// the device (search/knn.rs `widen_on_device`).
     pub widened_on_device: AtomicUsize,
     /// Chunks of a base that k-NN passes filtered with fused tile pairs (search/knn.rs).
     pub pair_chunks: AtomicUsize,
