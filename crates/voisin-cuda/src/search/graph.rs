@@ -456,12 +456,7 @@ impl CandidateSource for RowsOfGraph<'_> {
 /// callers that split the triangle between them merge with [`PartialGraph::merge`].
 ///
 /// Pairs whose lists are warm go through the tile filter; unless `fusion` is off, on tensor
-/// cores that is the fused tile pair (ops/pair.rs), which never writes the tile. Lists are cold
-/// until they have met a strip of items ([`strip_for`]): the first tile's first `strip` items
-/// run as a tile row of their own, written and block-selected against every tile, and warm
-/// every list, so the rest of the first tile row is filtered too. Before, the whole first tile
-/// row was written: 126.5 ms of the 1M-item f16 graph's 811 ms of candidates (session 18),
-/// against ~0.4 ms a filtered pair.
+/// cores that is the fused tile pair (ops/pair.rs), which never writes the tile.
 pub(crate) fn symmetric_candidates(
     gpu: &Gpu,
     plan: &Plan,
@@ -500,20 +495,9 @@ pub(crate) fn symmetric_candidates(
         )),
         None => None,
     };
-    // The tiles the pairs run on: the owner's tiles of edge t, the first split after its
-    // `strip` first items (`owner`: the owner's tile of each).
-    let strip = strip_for(t, kp, cap);
-    let mut starts: Vec<usize> = (0..nt).map(|it| it * t).collect();
-    let mut owner: Vec<usize> = (0..nt).collect();
-    if strip < size(0).min(t) {
-        starts.insert(1, strip);
-        owner.insert(1, 0);
-    }
-    let ns = starts.len();
-    let end = |it: usize| starts.get(it + 1).copied().unwrap_or(n);
-    // Items each tile's lists have been fed so far: a list that has met fewer than a strip has
-    // a threshold too loose to filter with.
-    let mut fed = vec![0usize; ns];
+    // Items each tile's lists have been fed so far: a list that has seen fewer than half a tile
+    // of items has a threshold too loose to filter with.
+    let mut fed = vec![0usize; nt];
     // The fused tile pair for warm pairs, where the plan's tiles allow it, and the written
     // tiles of wide rows, on the set's scaled f16 copy under TF32 plans (made last: where it
     // does not fit, TF32 on the prepared rows). Either use implies `scaled::applies`.
@@ -530,7 +514,7 @@ pub(crate) fn symmetric_candidates(
         Some(s) => s.block(data, a, b),
         None => data.block(a, b),
     };
-    let warm = |fed: usize| fed >= strip;
+    let warm = |fed: usize| 2 * fed >= t;
     // Under a probe that asks for it, the first two rows of tiles are timed step by step
     // (synchronising after each kernel) to split the graph's time between sgemm, selection,
     // transpose, the tile filter and its merges (the first row's pairs are cold, most of the
@@ -546,10 +530,9 @@ pub(crate) fn symmetric_candidates(
         "merge",
         "fused",
     ];
-    const TIMED: usize = 3;
-    let mut spent = [[0f64; STEPS.len()]; TIMED];
+    let mut spent = [[0f64; STEPS.len()]; 2];
     let mut mark = |it: usize, step: usize, since: &mut std::time::Instant| -> Result<()> {
-        if probe && it < TIMED {
+        if probe && it < 2 {
             stream.synchronize().map_err(dev("synchronising"))?;
             spent[it][step] += since.elapsed().as_secs_f64();
             *since = std::time::Instant::now();
@@ -572,11 +555,11 @@ pub(crate) fn symmetric_candidates(
     };
     // Filtered pairs of this tile row whose rows' survivors are not merged yet.
     let mut pending_rows = 0usize;
-    for it in 0..ns {
-        let (i0, i1) = (starts[it], end(it));
+    for it in 0..nt {
+        let (i0, i1) = (it * t, ((it + 1) * t).min(n));
         let bi = data.block(i0, i1);
-        for jt in (it..ns).filter(|&jt| owns(owner[it], owner[jt])) {
-            let (j0, j1) = (starts[jt], end(jt));
+        for jt in (it..nt).filter(|&jt| owns(it, jt)) {
+            let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
             let bj = data.block(j0, j1);
             let (ni, nj) = (i1 - i0, j1 - j0);
             if queued.len() >= IN_FLIGHT {
@@ -652,10 +635,8 @@ pub(crate) fn symmetric_candidates(
                 if jt != it {
                     merge_into(&mut lv, &mut li, j0..j1, col_out)?;
                 }
-                // Young lists (a strip's worth of items met) let several times more through:
-                // theirs merge after every pair.
                 pending_rows += 1;
-                if pending_rows >= ROW_MERGE_EVERY || fed[it] < t {
+                if pending_rows >= ROW_MERGE_EVERY {
                     merge_into(&mut lv, &mut li, i0..i1, row_out)?;
                     pending_rows = 0;
                 }
@@ -739,7 +720,7 @@ pub(crate) fn symmetric_candidates(
         cap.unwrap_or(0)
     ));
     if probe {
-        for (row, spent) in spent.iter().enumerate().take(ns) {
+        for (row, spent) in spent.iter().enumerate().take(nt) {
             let steps: Vec<String> = STEPS
                 .iter()
                 .zip(spent)
@@ -747,10 +728,8 @@ pub(crate) fn symmetric_candidates(
                 .map(|(name, s)| format!("{name} {:.1} ms", s * 1e3))
                 .collect();
             phases.note(format_args!(
-                "graph tile row {row} (items {}..{}, {} tiles): {}",
-                starts[row],
-                end(row),
-                ns - row,
+                "graph tile row {row} ({} tiles of {t}): {}",
+                nt - row,
                 steps.join(", ")
             ));
         }
@@ -764,18 +743,6 @@ pub(crate) fn symmetric_candidates(
         seen,
         room: None,
     })
-}
-
-/// How many of the first tile's items [`symmetric_candidates`] runs cold ahead of the rest, for
-/// lists of `kp` filtered into buffers of `cap` slots (`None`: not filtered, no strip) on tiles
-/// of edge `t`: after s items a pair offers a list about kp·t/s survivors, which must stay
-/// within half the buffer; at least a quarter tile. At k = 10 (lists of 32, 256 slots) a
-/// quarter; from lists of 64 on, half, which is where lists were warm before strips.
-fn strip_for(t: usize, kp: usize, cap: Option<usize>) -> usize {
-    match cap {
-        Some(cap) => (2 * kp * t).div_ceil(cap).max(t.div_ceil(4)).min(t),
-        None => t,
-    }
 }
 
 /// The lists [`symmetric_candidates`] leaves on the device: `width` slots per item of `n`,
@@ -1097,28 +1064,6 @@ impl Share for PartialGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A strip warms lists so that a pair of the tile edge offers them at most half their
-    /// buffer (kp·t/s ≤ cap/2), never less than a quarter tile; unfiltered lists get none.
-    #[test]
-    fn strips_keep_young_lists_within_half_their_buffer() {
-        for t in [1usize, 3, 301, 3001, 8192, 16384] {
-            for kp in [1usize, 8, 32, 33, 64, 128, 256, 257, 2048] {
-                let cap = survivors::filter_cap(kp);
-                let s = strip_for(t, kp, cap);
-                assert!(s >= 1 && s <= t, "t={t} kp={kp}: {s}");
-                match cap {
-                    None => assert_eq!(s, t),
-                    Some(cap) => {
-                        assert!(2 * kp * t <= cap * s, "t={t} kp={kp}: {s} of {cap} slots");
-                        assert!(4 * s >= t);
-                    }
-                }
-            }
-        }
-        assert_eq!(strip_for(16384, 32, survivors::filter_cap(32)), 4096);
-        assert_eq!(strip_for(16384, 64, survivors::filter_cap(64)), 8192);
-    }
 
     #[test]
     fn a_widened_row_drops_its_item_or_else_its_last() {
