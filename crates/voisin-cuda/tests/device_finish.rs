@@ -82,7 +82,7 @@ fn device_finish_equals_the_cpu_engine_on_ties() {
         let base = integers(&mut rng, n, d, levels);
         let queries = integers(&mut rng, 61, d, levels);
         for m in device_metrics() {
-            let ks = [1usize, 10, 200, 1000, n - 1, n];
+            let ks = [1usize, 10, 100, 200, 256, 1000, n - 1, n];
             for (name, e, max_k) in &engines {
                 for &k in ks.iter().filter(|&&k| max_k.is_none_or(|m| k <= m)) {
                     let what = format!("{name} n={n} d={d} levels={levels} k={k} {m}");
