@@ -268,9 +268,6 @@ fn prove_on_device(
         widen_on_device(ctx, &sides, metric, k, w, open, &mut rows, stats)?;
         tr.mark("graph: open items widened");
     } else if !open.is_empty() {
-        ctx.counters
-            .host_finished
-            .fetch_add(open.len(), std::sync::atomic::Ordering::Relaxed);
         let (hv, hi, keep) = select::download_lists(
             gpu,
             Select::Block,
@@ -282,18 +279,8 @@ fn prove_on_device(
         )?;
         let raws = knn::raws_of(&hv, &hi, keep, n - 1);
         drop(lists);
-        let qnorm: Vec<f64> = open.iter().map(|&r| ddev.norm()[r as usize]).collect();
-        let mut src = RowsOfGraph {
-            ctx,
-            metric,
-            sides: &sides,
-            qnorm: qnorm.into(),
-            items: Items::Of(open.clone()),
-        };
-        let done = finish(plan, &mut src, k, w, raws, stats)?;
-        for (&r, row) in open.iter().zip(done) {
-            rows[r as usize] = row;
-        }
+        let open = OpenRows { open, raws, kp: w };
+        finish_on_host(ctx, &sides, metric, k, open, &mut rows, stats)?;
         tr.mark("graph: host finish of the open items");
     }
     Ok(rows)
@@ -329,11 +316,41 @@ fn widen_on_device(
             "cuda: graph rows left open without lists (bug)",
         ));
     };
+    let open = left.iter().map(|&r| r as u32).collect();
+    finish_on_host(
+        ctx,
+        sides,
+        metric,
+        k,
+        OpenRows { open, raws, kp },
+        rows,
+        stats,
+    )
+}
+
+/// Graph rows the device left open, with their lists (`kp` slots) downloaded.
+struct OpenRows {
+    open: Vec<u32>,
+    raws: Vec<Raw>,
+    kp: usize,
+}
+
+/// The host's prove-widen-re-rank of the rows `rows.open` of a graph whose set is on this GPU,
+/// from their downloaded lists: fills their `rows` and counts them as finished on the host.
+fn finish_on_host(
+    ctx: &Ctx<'_>,
+    sides: &exact::Sides<'_>,
+    metric: &Metric,
+    k: usize,
+    open: OpenRows,
+    rows: &mut [Vec<(f64, u32)>],
+    stats: &mut Stats,
+) -> Result<()> {
+    let OpenRows { open, raws, kp } = open;
     ctx.counters
         .host_finished
-        .fetch_add(left.len(), std::sync::atomic::Ordering::Relaxed);
-    let left: Vec<u32> = left.iter().map(|&r| r as u32).collect();
-    let qnorm: Vec<f64> = left
+        .fetch_add(open.len(), std::sync::atomic::Ordering::Relaxed);
+    let qnorm: Vec<f64> = open
         .iter()
         .map(|&r| sides.qdev.norm()[r as usize])
         .collect();
@@ -342,10 +359,10 @@ fn widen_on_device(
         metric,
         sides,
         qnorm: qnorm.into(),
-        items: Items::Of(left.clone()),
+        items: Items::Of(open.clone()),
     };
     let done = finish(ctx.plan, &mut src, k, kp, raws, stats)?;
-    for (&r, row) in left.iter().zip(done) {
+    for (&r, row) in open.iter().zip(done) {
         rows[r as usize] = row;
     }
     Ok(())
