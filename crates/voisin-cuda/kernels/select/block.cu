@@ -107,6 +107,20 @@ extern "C" __global__ void fill_lists(float* __restrict__ val, unsigned* __restr
     }
 }
 
+// Keeps only the thresholds of sorted lists of `width` (n slots in all): every slot takes its
+// row's largest key and no index. Lists filled from a sample of the base (knn.rs `passes`) so
+// start with the sample's kp-th key as their threshold and no entries: the sample's items are
+// met again in their own tiles and must not be listed twice. A slot of the last column writes
+// the value it reads.
+extern "C" __global__ void seed_lists(float* __restrict__ val, unsigned* __restrict__ idx,
+                                      int width, unsigned long long n) {
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    for (; i < n; i += (unsigned long long)gridDim.x * blockDim.x) {
+        val[i] = val[i - i % (unsigned)width + (unsigned)width - 1];
+        idx[i] = NO_INDEX;
+    }
+}
+
 // Copies the first `keep` entries of lists of `width` (sorted lists: the `keep` smallest) to
 // rows x keep, so that only what the host needs crosses the bus; n = rows * keep. Output row r
 // is list `rows[r]`, or list r where `rows` is null (every list, in order).

@@ -15,8 +15,10 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{
-    CudaSlice, CudaStream, CudaView, DevicePtrMut, LaunchArgs, LaunchConfig, PushKernelArg,
+    sys, CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, LaunchArgs, LaunchConfig,
+    PushKernelArg, SyncOnDrop,
 };
+use rayon::prelude::*;
 use voisin::data::{VectorData, VectorSet};
 use voisin::{Error, Result};
 
@@ -67,6 +69,77 @@ impl DeviceRows {
             DeviceRows::F32(s) => RowsView::F32(s.slice(range)),
             DeviceRows::Half(s) => RowsView::Half(s.slice(range)),
             DeviceRows::U8(s) => RowsView::U8(s.slice(range)),
+        }
+    }
+
+    /// Every `step`-th row of these rows (`ld` values apart), `count` of them, copied on the
+    /// device in one strided copy.
+    fn strided(
+        &self,
+        stream: &Arc<CudaStream>,
+        ld: usize,
+        step: usize,
+        count: usize,
+    ) -> Result<DeviceRows> {
+        // Half rows are bits to a copy: f16 stands for bf16 too.
+        let (storage, size) = match self {
+            DeviceRows::F32(_) => (Storage::F32, 4),
+            DeviceRows::Half(_) => (Storage::F16, 2),
+            DeviceRows::U8(_) => (Storage::U8, 1),
+        };
+        let mut out = DeviceRows::alloc(stream, storage, count * ld)?;
+        if count == 0 {
+            return Ok(out);
+        }
+        let row = ld * size;
+        {
+            let (src, _src_guard) = self.ptr(stream);
+            let (dst, _dst_guard) = out.ptr_mut(stream);
+            let copy = sys::CUDA_MEMCPY2D {
+                srcXInBytes: 0,
+                srcY: 0,
+                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                srcHost: std::ptr::null(),
+                srcDevice: src,
+                srcArray: std::ptr::null_mut(),
+                srcPitch: step * row,
+                dstXInBytes: 0,
+                dstY: 0,
+                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+                dstHost: std::ptr::null_mut(),
+                dstDevice: dst,
+                dstArray: std::ptr::null_mut(),
+                dstPitch: row,
+                WidthInBytes: row,
+                Height: count,
+            };
+            stream
+                .context()
+                .bind_to_thread()
+                .map_err(dev("binding the context"))?;
+            // SAFETY: `src` holds at least (count - 1) * step + 1 rows of `row` bytes (the
+            // caller's contract), `dst` count of them; both stay alive until the stream has run
+            // the copy (the guards order it after their last writers, before their next users).
+            unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }
+                .result()
+                .map_err(dev("copying rows"))?;
+        }
+        Ok(out)
+    }
+
+    fn ptr<'a>(&'a self, stream: &'a CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
+        match self {
+            DeviceRows::F32(s) => s.device_ptr(stream),
+            DeviceRows::Half(s) => s.device_ptr(stream),
+            DeviceRows::U8(s) => s.device_ptr(stream),
+        }
+    }
+
+    fn ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'a>) {
+        match self {
+            DeviceRows::F32(s) => s.device_ptr_mut(stream),
+            DeviceRows::Half(s) => s.device_ptr_mut(stream),
+            DeviceRows::U8(s) => s.device_ptr_mut(stream),
         }
     }
 
@@ -170,6 +243,24 @@ impl<'s> HostRows<'s> {
             HostRows::F32(v) => v.len(),
             HostRows::Half(v) => v.len(),
             HostRows::U8(v) => v.len(),
+        }
+    }
+
+    /// Rows `ids` of these rows of `d` values, in that order (copied in parallel: 16,384 rows of
+    /// a large base are 8 MB).
+    fn pick(&self, d: usize, ids: &[usize]) -> HostRows<'static> {
+        fn pick<T: Copy + Default + Send + Sync>(all: &[T], d: usize, ids: &[usize]) -> Vec<T> {
+            let d = d.max(1);
+            let mut v = vec![T::default(); ids.len() * d];
+            v.par_chunks_mut(d)
+                .zip(ids.par_iter())
+                .for_each(|(row, &i)| row.copy_from_slice(&all[i * d..(i + 1) * d]));
+            v
+        }
+        match self {
+            HostRows::F32(v) => HostRows::F32(Cow::Owned(pick(v, d, ids))),
+            HostRows::Half(v) => HostRows::Half(Cow::Owned(pick(v, d, ids))),
+            HostRows::U8(v) => HostRows::U8(Cow::Owned(pick(v, d, ids))),
         }
     }
 
@@ -340,6 +431,40 @@ impl<'s> DeviceSet<'s> {
             n,
             Some(HostRows::of(plan.storage, set, range)),
         )
+    }
+
+    /// `count` of this set's rows spread evenly over it (every `step`-th from row 0, step =
+    /// n / count), prepared as the plan prepares any set: a sample whose keys stand for the
+    /// whole set whatever its order, where the first rows of a sorted set do not. Rows still on
+    /// the host (a set uploaded behind its work) are picked there and go up on the copy stream
+    /// ahead of the rest; rows on the device are copied there. Nothing waits: the sample serves
+    /// tiles only, and its norms are never read back to the host.
+    pub fn spread(&self, gpu: &Gpu, plan: &Plan, count: usize) -> Result<DeviceSet<'static>> {
+        let count = count.min(self.n);
+        let step = (self.n / count.max(1)).max(1);
+        let done = *self
+            .uploaded
+            .lock()
+            .map_err(|_| Error::device("cuda: upload lock"))?;
+        match &self.src {
+            Some(src) if done < (count.max(1) - 1) * step + 1 => {
+                let ids: Vec<usize> = (0..count).map(|i| i * step).collect();
+                let values = count * plan.storage.row_stride(plan.dim);
+                let raw = DeviceRows::alloc(&gpu.stream, plan.storage, values)?;
+                // The uploads run on the copy stream, which must see this allocation first.
+                gpu.fence_copies()?;
+                let picked = Some(src.pick(self.dim, &ids));
+                let set = DeviceSet::allocate(gpu, plan, raw, count, picked)?;
+                set.ensure(gpu, count)?;
+                Ok(set)
+            }
+            _ => {
+                let raw = self.raw.strided(&gpu.stream, self.raw_ld(), step, count)?;
+                let set = DeviceSet::allocate(gpu, plan, raw, count, None)?;
+                set.prepare_rows(gpu, 0..count)?;
+                Ok(set)
+            }
+        }
     }
 
     fn whole(gpu: &Gpu, plan: &Plan, src: HostRows<'_>, n: usize) -> Result<Self> {

@@ -115,6 +115,30 @@ pub(crate) fn fill_lists(
         .map_err(dev("fill_lists"))
 }
 
+/// Turns sorted lists of `width` into thresholds alone: each row's slots all take its largest
+/// key, with no index (`seed_lists` in kernels/select/block.cu).
+pub(crate) fn seed_lists(
+    gpu: &Gpu,
+    val: &mut CudaViewMut<'_, f32>,
+    idx: &mut CudaViewMut<'_, u32>,
+    width: usize,
+) -> Result<()> {
+    let n = val.len() as u64;
+    let w = width as i32;
+    let cfg = LaunchConfig {
+        grid_dim: ((n.div_ceil(256)).clamp(1, 65535) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut l = gpu.stream.launch_builder(&gpu.k.seed_lists);
+    l.arg(val).arg(idx).arg(&w).arg(&n);
+    // SAFETY: matches seed_lists in kernels/select/block.cu; n is the views' length, a multiple
+    // of width.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("seed_lists"))
+}
+
 /// Downloads the lists (rows of `width` entries, `want` wanted per row, `nb` base items), all of
 /// them or only those numbered in `rows` (in that order), and returns them with the entries kept
 /// per row. Sorted lists (block, heap) wider than `want` come back as their first `want`

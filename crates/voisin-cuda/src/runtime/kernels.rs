@@ -327,7 +327,7 @@ macro_rules! registry {
 }
 
 registry! {
-    select_block, fill_lists, list_prefix, select_cols, select_radix,
+    select_block, fill_lists, seed_lists, list_prefix, select_cols, select_radix,
     #[cfg(feature = "bench-variants")] select_heap,
     #[cfg(feature = "bench-variants")] select_quick,
     fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors, merge_survivors_warp,
