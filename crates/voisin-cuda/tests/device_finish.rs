@@ -186,3 +186,59 @@ fn graph_rows_finished_on_the_device_equal_the_cpu_engine() {
     assert!(widened > 0, "no graph row was widened on the device");
     assert!(on_host > 0, "no graph row went through the host's widening");
 }
+
+/// Inputs stored in an order (a sorted word list's embeddings, data grouped by class): the fused
+/// passes warm their lists on a sample spread over the set, not on its first items, which here
+/// are all one cluster's. Clusters of near copies, stored cluster after cluster, with exact
+/// duplicates; the k-NN in small batches (fused filter) and large ones (fused tile pairs) and
+/// the graph on tiles small enough that the set spans many, against the CPU engine bit for bit.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sorted_inputs_equal_the_cpu_engine() {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let cpu = CpuEngine::default();
+    let (n, d, clusters) = (40_000usize, 16usize, 50usize);
+    let centres: Vec<f32> = (0..clusters * d)
+        .map(|_| rng.gen_range(-100.0f32..100.0))
+        .collect();
+    let mut v = Vec::with_capacity(n * d);
+    for r in 0..n {
+        let c = r * clusters / n;
+        if r % 7 == 3 {
+            let prev = v[(r - 1) * d..r * d].to_vec();
+            v.extend_from_slice(&prev);
+        } else {
+            v.extend((0..d).map(|j| centres[c * d + j] + rng.gen_range(-1.0f32..1.0)));
+        }
+    }
+    let data: Dataset = VectorSet::from_f32(n, d, v.clone()).unwrap().into();
+    let pick = |m: usize| -> Dataset {
+        let rows: Vec<f32> = (0..m)
+            .flat_map(|i| v[(i * 7919 % n) * d..(i * 7919 % n + 1) * d].to_vec())
+            .collect();
+        VectorSet::from_f32(m, d, rows).unwrap().into()
+    };
+    let e = CudaEngine::with_options(
+        0,
+        CudaOptions {
+            tile_bytes: 1 << 24,
+            ..Default::default()
+        },
+    )
+    .expect("a CUDA GPU");
+    for m in [Metric::Euclidean, Metric::InnerProduct, Metric::Cosine] {
+        for nq in [300usize, 2_000] {
+            let queries = pick(nq);
+            for k in [1usize, 10, 100] {
+                let what = format!("sorted k-NN {nq} queries k={k} {m}");
+                let got = e.knn(&data, &queries, k, &m).unwrap();
+                identical(&got, &cpu.knn(&data, &queries, k, &m).unwrap(), &what);
+            }
+        }
+        for k in [1usize, 10] {
+            let what = format!("sorted graph k={k} {m}");
+            let got = e.graph(&data, k, &m).unwrap();
+            identical(&got, &cpu.graph(&data, k, &m).unwrap(), &what);
+        }
+    }
+}

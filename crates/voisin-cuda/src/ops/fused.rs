@@ -8,9 +8,9 @@
 //!
 //! Owns the choice of whether and how a pass is fused ([`Fusion`], [`plan_for`], the pairs'
 //! chunks) and fused_filter's launcher; the tiling of the search and the proof belong to
-//! search/knn.rs. The threshold comes from an ordinary tile pass over the first base items, so
-//! the lists keep block select's contract: every item left out has an approximate key at least
-//! the largest one kept.
+//! search/knn.rs. The threshold comes from an ordinary tile pass over a sample spread over the
+//! base, whose lists then keep their largest key alone, so the lists keep block select's
+//! contract: every item left out has an approximate key at least the largest one kept.
 
 use cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
 use voisin::Result;
@@ -26,8 +26,9 @@ use crate::runtime::context::{dev, Gpu};
 /// Largest list the fused pass serves (the merge sorts list + buffer in FZ_MERGE slots).
 pub(crate) const MAX_KP: usize = 256;
 
-/// How one fused pass runs: the first `first` base items go through ordinary tiles (they set
-/// the thresholds), the rest through `kernel` with `cap` buffer slots per query.
+/// How one fused pass runs: a sample of `first` base items spread over the base goes through
+/// ordinary tiles (it sets the thresholds), then the whole base through `kernel` with `cap`
+/// buffer slots per query.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FusedPlan {
     pub first: usize,
@@ -35,24 +36,24 @@ pub(crate) struct FusedPlan {
     pub kernel: FusedKernel,
 }
 
-/// The kernel that filters the base after the first items.
+/// The kernel that filters the base once the sample has set the thresholds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FusedKernel {
     /// fused_filter (kernels/select/fused_filter.cu) on prepared f32 rows in fp32 or TF32:
-    /// the whole rest of the base in one launch, one merge, queries whose buffer overflowed
+    /// the whole base in one launch, one merge, queries whose buffer overflowed
     /// redone with ordinary tiles.
     Filter,
     /// The graph's fused tile pair (ops/pair.rs) without its columns' side, on the tensor cores
-    /// of the kind: the rest of the base in chunks, each merged before the next one reads the
+    /// of the kind: the base in chunks, each merged before the next one reads the
     /// thresholds ([`FusedPlan::chunk`]), an overflowed list cut to what it can prove.
     Pair(PairKind),
 }
 
-/// Base items per fused tile (kernels/select/fused_filter.cu); the threshold pass covers a
+/// Base items per fused tile (kernels/select/fused_filter.cu); the threshold pass's sample is a
 /// whole number of them.
 const GRANULE: usize = abi::FZ_BN;
 
-/// Most base items the threshold pass of a [`FusedKernel::Pair`] pass covers: one of the
+/// Most base items the threshold pass of a [`FusedKernel::Pair`] pass samples: one of the
 /// k-NN's ordinary base tiles (search/knn.rs).
 const PAIR_FIRST: usize = 16384;
 
@@ -83,11 +84,11 @@ pub(crate) fn plan_for(
         f32_rows && plan.dim <= K_CHUNK && (fusion == Fusion::On || nq <= AUTO_FUSED_QUERIES);
     if filter {
         let cap = MERGE_SLOTS - kp;
-        // The threshold is the kp-th smallest key of the first `first` items, so about
+        // The threshold is the kp-th smallest key of a sample of `first` items, so about
         // kp · nb / first items pass it over the whole base: `first` is chosen to expect at
         // most half the buffer.
         let first = (2 * kp * nb).div_ceil(GRANULE * cap).max(1) * GRANULE;
-        // Fusion pays only when most of the base is left after the first items.
+        // Fusion pays only when the sample is a small part of the base.
         let kernel = FusedKernel::Filter;
         return (nb >= 4 * first).then_some(FusedPlan { first, cap, kernel });
     }

@@ -117,12 +117,21 @@ pub(crate) fn raws_of(hv: &[f32], hi: &[u32], keep: usize, whole: usize) -> Vec<
 
 /// Runs the candidate passes of every block of queries and hands each block's lists to `each`.
 ///
-/// Small lists may take the fused pass (fused.rs): ordinary tiles over the first base items set
-/// each query's threshold, and a fused kernel filters the rest of the base against it without
-/// writing tiles; the survivors are merged into the lists. fused_filter takes the rest in one
-/// launch, and queries whose survivors overflow their buffer are redone here with ordinary
-/// tiles; the fused tile pair takes it in chunks, each merged before the next, and an
-/// overflowed list is cut to its floor.
+/// Small lists may take the fused pass (fused.rs): ordinary tiles over a sample of the base,
+/// spread evenly over it ([`DeviceSet::spread`]), set each query's threshold (its kp-th key
+/// among the sample), the lists start from that threshold alone (`select::seed_lists`: no
+/// entries, so that the sample's items are not listed twice), and a fused kernel filters the
+/// whole base against it without writing tiles; the survivors are merged into the lists.
+/// fused_filter takes the base in one launch, and queries whose survivors overflow their buffer
+/// are redone here with ordinary tiles; the fused tile pair takes it in chunks, each merged
+/// before the next, and an overflowed list is cut to its floor.
+///
+/// The sample is spread rather than the base's first items because a sorted base (a word list's
+/// embeddings) has first items that are all alike: their thresholds let hundreds of items
+/// through per query, the buffers overflow and the cut lists do not prove
+/// (docs/design/device-finish.md, "Session 21"). Any threshold keeps the answers exact: what a
+/// list leaves out has a key above a threshold at least its final largest key, and a list left
+/// with empty slots behind its entries proves against its last entry, which is more cautious.
 fn passes(
     ctx: &Ctx<'_>,
     base: &DeviceSet,
@@ -220,7 +229,14 @@ fn passes(
         floors,
     )?;
     ta.mark("candidates: buffers");
-    let pass = |tile_buf: &mut CudaSlice<f32>,
+    // The sample that warms the fused pass's lists, shared by every block of queries.
+    let sample = match fusing {
+        Some(f) => Some(base.spread(gpu, plan, f.first)?),
+        None => None,
+    };
+    ta.mark("candidates: sample");
+    let pass = |set: &DeviceSet<'_>,
+                tile_buf: &mut CudaSlice<f32>,
                 lv: &mut CudaSlice<f32>,
                 li: &mut CudaSlice<u32>,
                 rows: std::ops::Range<usize>,
@@ -240,8 +256,8 @@ fn passes(
             let b1 = (b0 + b_tile).min(items.end);
             // A base uploaded behind the first tiles: its next rows go up while the GPU works
             // on the ones queued before (device_set.rs).
-            base.ensure(gpu, b1)?;
-            let bb = base.block(b0, b1);
+            set.ensure(gpu, b1)?;
+            let bb = set.block(b0, b1);
             tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), b1 - b0)?;
             let at = TileAt {
                 rows: qb.n,
@@ -269,25 +285,42 @@ fn passes(
         Ok(())
     };
 
+    // A fused pass's lists warmed on the sample, then kept as thresholds alone; returns how
+    // many items they have seen.
+    let seed = |tile_buf: &mut CudaSlice<f32>,
+                lv: &mut CudaSlice<f32>,
+                li: &mut CudaSlice<u32>,
+                rows: std::ops::Range<usize>|
+     -> Result<usize> {
+        let Some(set) = sample.as_ref() else {
+            unreachable!("a fused pass has its sample")
+        };
+        let len = rows.len() * kp;
+        pass(set, tile_buf, lv, li, rows, 0..set.n, 0)?;
+        select::seed_lists(gpu, &mut lv.slice_mut(..len), &mut li.slice_mut(..len), kp)?;
+        Ok(set.n)
+    };
+
     for q0 in (0..nq).step_by(q_tile) {
         let q1 = (q0 + q_tile).min(nq);
         let qn = q1 - q0;
         let mut tr = gpu.phases();
         match fusing {
-            None => pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..nb, 0)?,
+            None => pass(base, &mut tile_buf, &mut lv, &mut li, q0..q1, 0..nb, 0)?,
             Some(
                 f @ FusedPlan {
                     kernel: FusedKernel::Pair(kind),
                     ..
                 },
             ) => {
-                pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
-                // The rest of the base in chunks that grow with what the lists have seen, each
-                // merged before the next reads the thresholds; an overflowed list is cut to
-                // its floor (survivors.cu) and proved or widened as any other.
-                let (mut seen, mut chunks) = (f.first, 0);
+                let warm = seed(&mut tile_buf, &mut lv, &mut li, q0..q1)?;
+                // The base in chunks that grow with what the lists have seen (the sample, then
+                // the chunks), each merged before the next reads the thresholds; an overflowed
+                // list is cut to its floor (survivors.cu) and proved or widened as any other.
+                let (mut seen, mut chunks) = (0, 0);
                 while seen < nb {
-                    let b1 = (seen + f.chunk(kp, seen, kind.row_bytes(plan))).min(nb);
+                    let c = f.chunk(kp, warm + seen, kind.row_bytes(plan));
+                    let b1 = (seen + c).min(nb);
                     base.ensure(gpu, b1)?;
                     if let Some(s) = b_scaled.as_mut().filter(|_| scaled_upto < b1) {
                         s.fill(gpu, plan, base, scaled_upto..b1)?;
@@ -324,24 +357,23 @@ fn passes(
                     .pair_chunks
                     .fetch_add(chunks, std::sync::atomic::Ordering::Relaxed);
                 tr.note(format_args!(
-                    "fused pairs ({kind:?}): {chunks} chunks after {} items",
-                    f.first
+                    "fused pairs ({kind:?}): {chunks} chunks after a sample of {warm}"
                 ));
             }
             Some(f) => {
-                pass(&mut tile_buf, &mut lv, &mut li, q0..q1, 0..f.first, 0)?;
+                seed(&mut tile_buf, &mut lv, &mut li, q0..q1)?;
                 stream
                     .memset_zeros(&mut survivors.count.slice_mut(..qn))
                     .map_err(dev("clearing counters"))?;
                 let qb = qdev.block(q0, q1);
                 base.ensure(gpu, nb)?;
-                let rest = base.block(f.first, nb);
+                let all = base.block(0, nb);
                 let last = lv.slice(kp - 1..);
                 let thr = fused::Thresholds {
                     values: &last,
                     stride: kp,
                 };
-                fused::filter(gpu, plan, &qb, &rest, f.first as u32, thr, &mut survivors)?;
+                fused::filter(gpu, plan, &qb, &all, 0, thr, &mut survivors)?;
                 let lists = ListsOut {
                     val: &mut lv.slice_mut(..qn * kp),
                     idx: &mut li.slice_mut(..qn * kp),
@@ -351,9 +383,10 @@ fn passes(
                 let counts = gpu.download(&survivors.count.slice(..qn))?;
                 let over: Vec<usize> = (0..qn).filter(|&r| counts[r] as usize > f.cap).collect();
                 if let (Some(&lo), Some(&hi)) = (over.first(), over.last()) {
-                    // Rare (a threshold from unrepresentative first items): the span of the
-                    // overflowing queries is redone with ordinary tiles.
+                    // Rare (a sample's threshold far above the query's final one): the span of
+                    // the overflowing queries is redone with ordinary tiles.
                     pass(
+                        base,
                         &mut tile_buf,
                         &mut lv,
                         &mut li,
