@@ -177,7 +177,10 @@ bool sim_block_merge = false;
 // of common/mma.cuh), through the fused tile pair (select/pair_filter.cu) on rows of `dim`
 // small integers (with `scaled`, f16 rows each scaled by a power of two: pair_filter_f16_scaled),
 // then merge_survivors; the lists then checked against block select's contract.
-void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false, int fused = -1, int dim = 0, bool scaled = false) {
+// With `sample` (s > 0), the lists are first warmed on s items spread over the set (every
+// n / s-th, self pairs included) and seeded with their kp-th key alone (select/block.cu
+// seed_lists, as graph.rs `seed` runs them): every pair is then filtered.
+void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false, int fused = -1, int dim = 0, bool scaled = false, int sample = 0) {
   std::vector<float> d(n * n), dot(n * n), norm(n), back;
   std::vector<unsigned> words; int ldw = 0;
   if (fused >= 0) {
@@ -200,6 +203,18 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
   int nt = (n + t - 1) / t, nbuf = std::max(kp, 2 * 4 * 256), filtered = 0, overflowed = 0;
   std::vector<int> fed(nt, 0);
   auto warm = [&](int f) { return 2 * f >= t; };
+  if (sample > 0) {
+    int step = n / sample;
+    std::vector<float> sn(sample), st(n * sample);
+    auto word = [&](float v) { return fused == MMA_S8 ? __int_as_float((int)v) : v; };
+    for (int c = 0; c < sample; ++c) sn[c] = norm[c * step];
+    for (int r = 0; r < n; ++r) for (int c = 0; c < sample; ++c) st[r*sample+c] = word(dot[r*n + c*step]);
+    launch({(unsigned)n,1,1},{256,1,1},[&]{ select_block(st.data(), sample, n, sample, mode, norm.data(), sn.data(), 0, 0, 0, lv.data(), li.data(), kp, nbuf); });
+    launch({(unsigned)((n*kp+255)/256),1,1},{256,1,1},[&]{ seed_lists(lv.data(), li.data(), kp, (unsigned long long)n*kp); });
+    for (int r = 0; r < n; ++r) for (int i = 0; i < kp; ++i)
+      CHECK(li[r*kp+i] == NO_INDEX && lv[r*kp+i] == lv[r*kp+kp-1], "seed r=%d: slot %d", r, i);
+    std::fill(fed.begin(), fed.end(), t);
+  }
   for (int it = 0; it < nt; ++it) for (int jt = it; jt < nt; ++jt) {
     int i0 = it * t, i1 = std::min(n, i0 + t), j0 = jt * t, j1 = std::min(n, j0 + t), ni = i1 - i0, nj = j1 - j0;
     std::vector<float> tile(ni * nj), tr(nj * ni);
@@ -267,8 +282,9 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
     }
   }
   CHECK(filtered > 0, "graph filter: no pair filtered");
+  CHECK(sample == 0 || filtered == nt * (nt + 1) / 2, "graph filter: a seeded pair was not filtered");
   if (exact) CHECK(overflowed == 0, "graph filter: %d buffers overflowed", overflowed);
-  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d fused=%d dim=%d scaled=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, fused, dim, scaled, filtered, overflowed, short_lists);
+  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d fused=%d dim=%d scaled=%d sample=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, fused, dim, scaled, sample, filtered, overflowed, short_lists);
 }
 
 // distance/scaled_half.cu: each row times the power of two that puts its largest value in
@@ -383,6 +399,12 @@ int main() {
   test_graph_filter(420, 160, 8, 6, true, false, true, MMA_F16, 9);
   test_graph_filter(420, 160, 16, 256, true, true, true, MMA_F16, 67, true);
   test_graph_filter(420, 160, 8, 6, false, false, true, MMA_F16, 3, true);
+  // Lists seeded from a spread sample (graph.rs `seed`): written tiles, tile filters, fused
+  // pairs of two kinds, ties (dup), and buffers small enough to overflow.
+  test_graph_filter(480, 96, 8, 64, false, true, true, -1, 0, false, 48);
+  test_graph_filter(480, 96, 8, 6, true, false, true, -1, 0, false, 48);
+  test_graph_filter(420, 160, 16, 256, true, false, true, MMA_F16, 37, false, 60);
+  test_graph_filter(640, 160, 8, 256, false, true, true, MMA_S8, 70, false, 80);
   test_cols(300, 70, 3, false, true);
   test_cols(50, 33, 4, true, true);
   test_cols(17, 40, 2, false, false);

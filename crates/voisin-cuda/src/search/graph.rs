@@ -53,6 +53,14 @@ pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
 /// final largest key.
 const ROW_MERGE_EVERY: usize = 4;
 
+/// Fewest tiles a set spans for its lists to be seeded from a spread sample (`seed`) rather than
+/// warmed by the first tile row. Measured on one H200 (graph-tile-filter.md, "Session 21"): at
+/// 62 tiles (1M × 128, k = 10) seeding took 5 % off every data kind; at 4 tiles (the real set,
+/// 65,536 sorted words' embeddings) it cost 34 %. A sorted set's near neighbours sit in a few
+/// tiles, so the kp·n/s items a sample's threshold lets through over the whole set come in one
+/// or two pairs and overflow the buffers; the few written pairs of a small set prove more.
+const SEED_TILES: usize = 8;
+
 /// The graph's tile edge for `n` items and `k` under a budget.
 pub(crate) fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
     let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
@@ -531,7 +539,18 @@ pub(crate) fn symmetric_candidates(
         Some(s) => s.block(data, a, b),
         None => data.block(a, b),
     };
-    let warm = |fed: usize| 2 * fed >= t;
+    // Where pairs are filtered and the set spans SEED_TILES tiles or more, every list is first
+    // warmed on items spread over the set and kept as its threshold alone (`seed`), so that
+    // every pair is filtered: the first tile row is no longer written and selected cold. A list
+    // is warm once it has seen half a tile, or the sample.
+    let mut warm_at = t / 2;
+    if filtered.is_some() && nt >= SEED_TILES {
+        let lists = (&mut lv, &mut li, kp);
+        let s = seed(gpu, plan, (data, tile_rows), lists, t, &mut tile_buf)?;
+        fed.fill(s);
+        warm_at = s;
+    }
+    let warm = |fed: usize| fed >= warm_at;
     // Under a probe that asks for it, the first two rows of tiles are timed step by step
     // (synchronising after each kernel) to split the graph's time between sgemm, selection,
     // transpose, the tile filter and its merges (the first row's pairs are cold, most of the
@@ -590,6 +609,10 @@ pub(crate) fn symmetric_candidates(
             );
             let mut since = std::time::Instant::now();
             mark(it, 3, &mut since)?;
+            // A pair offers a row about kp·t/f survivors once its list has seen f items: rows
+            // that have seen under two tiles merge after every pair, so that a young list's
+            // buffer (`survivors::filter_cap`) does not overflow over ROW_MERGE_EVERY pairs.
+            let young = fed[it] < 2 * t;
             let filter = filtered
                 .as_mut()
                 .filter(|_| warm(fed[it]) && (jt == it || warm(fed[jt])));
@@ -653,7 +676,7 @@ pub(crate) fn symmetric_candidates(
                     merge_into(&mut lv, &mut li, j0..j1, col_out)?;
                 }
                 pending_rows += 1;
-                if pending_rows >= ROW_MERGE_EVERY {
+                if pending_rows >= ROW_MERGE_EVERY || young {
                     merge_into(&mut lv, &mut li, i0..i1, row_out)?;
                     pending_rows = 0;
                 }
@@ -760,6 +783,108 @@ pub(crate) fn symmetric_candidates(
         seen,
         room: None,
     })
+}
+
+/// Warms the lists of every item of `data` (`kp` slots each, filled) on items spread over the
+/// set ([`DeviceSet::spread`]): written tiles of the sample against tiles of the set, selected,
+/// then `select::seed_lists` keeps each list's kp-th key as its threshold with no entries (the
+/// sample's items are met again in their own pairs). With the set's scaled f16 copy (`scaled`,
+/// the graph's written tiles on wide rows) the tiles run on it and the sample's own copy; where
+/// that does not fit, on the prepared rows. `tile_buf` holds a tile of t². Returns the sample's
+/// size.
+///
+/// The sample is as small as lets a list's first pair offer it at most half its buffer (about
+/// kp·t/s survivors after s items): a quarter of a tile for the lists of 32 a k = 10 graph
+/// keeps, half a tile from lists of 64 on. Those lists of 32 are the column kernel's
+/// (`select::cols`): the sample is then the tiles' rows and the set's items their columns,
+/// selected in place; longer lists take the set's items as rows, through block select.
+///
+/// A spread sample stands for the set whatever its order: the first items of a sorted set do
+/// not, and their thresholds let hundreds of items a pair through (graph-tile-filter.md,
+/// "Session 20"). The self pair of a sampled item stays among its sample keys: any threshold
+/// keeps the lists' contract (what a list leaves out has a key above a threshold that is at
+/// least the list's final largest key), so the answers stay exact, and one item in kp barely
+/// moves it.
+fn seed(
+    gpu: &Gpu,
+    plan: &Plan,
+    (data, scaled): (&DeviceSet, Option<&ScaledRows>),
+    (lv, li, kp): (&mut CudaSlice<f32>, &mut CudaSlice<u32>, usize),
+    t: usize,
+    tile_buf: &mut CudaSlice<f32>,
+) -> Result<usize> {
+    let n = data.n;
+    let cap = survivors::filter_cap(kp).unwrap_or(4 * kp);
+    let sample = data.spread(gpu, plan, (t / 4).max(2 * kp * t / cap).min(t / 2))?;
+    let s = sample.n;
+    let copies = match scaled {
+        Some(d) => ScaledRows::new(gpu, plan, &sample)?.map(|m| (d, m)),
+        None => None,
+    };
+    let bs = sample.block(0, s);
+    let in_place = kp == select::COLS_KP;
+    for i0 in (0..n).step_by(t) {
+        let i1 = (i0 + t).min(n);
+        let bi = data.block(i0, i1);
+        // The tile: sample × items in place, items × sample otherwise.
+        let (cols, scaled_pair) = match &copies {
+            Some((d, m)) => (
+                if in_place { i1 - i0 } else { s },
+                Some((d.block(data, i0, i1), m.block(&sample, 0, s))),
+            ),
+            None => (if in_place { i1 - i0 } else { s }, None),
+        };
+        let buf = &mut tile_buf.slice_mut(..);
+        match (&scaled_pair, in_place) {
+            (Some((ti, ts)), true) => tile::compute(gpu, plan, ts, ti, buf, cols)?,
+            (Some((ti, ts)), false) => tile::compute(gpu, plan, ti, ts, buf, cols)?,
+            (None, true) => tile::compute(gpu, plan, &bs, &bi, buf, cols)?,
+            (None, false) => tile::compute(gpu, plan, &bi, &bs, buf, cols)?,
+        }
+        let view: CudaView<'_, f32> = tile_buf.slice(..);
+        let (val, idx) = (
+            &mut lv.slice_mut(i0 * kp..i1 * kp),
+            &mut li.slice_mut(i0 * kp..i1 * kp),
+        );
+        // Ids are the tile's positions: the seed drops them.
+        let at = TileAt {
+            rows: if in_place { s } else { i1 - i0 },
+            cols,
+            ld: cols,
+            key: plan.key,
+            row_off: 0,
+            col_off: 0,
+            exclude_self: false,
+        };
+        if in_place {
+            let tile = TileIn {
+                values: &view,
+                at,
+                rn: &bs.sqnorm,
+                cn: &bi.sqnorm,
+            };
+            select::cols(gpu, tile, val, idx)?;
+        } else {
+            let tile = TileIn {
+                values: &view,
+                at,
+                rn: &bi.sqnorm,
+                cn: &bs.sqnorm,
+            };
+            let width = kp;
+            select::block(gpu, tile, ListsOut { val, idx, width })?;
+        }
+    }
+    select::seed_lists(
+        gpu,
+        &mut lv.slice_mut(..n * kp),
+        &mut li.slice_mut(..n * kp),
+        kp,
+    )?;
+    gpu.phases().note(format_args!(
+        "graph: lists seeded from a sample of {s} items spread over {n}"
+    ));
+    Ok(s)
 }
 
 /// The lists [`symmetric_candidates`] leaves on the device: `width` slots per item of `n`,
