@@ -821,58 +821,53 @@ fn seed(
         Some(d) => ScaledRows::new(gpu, plan, &sample)?.map(|m| (d, m)),
         None => None,
     };
-    let bs = sample.block(0, s);
     let in_place = kp == select::COLS_KP;
     for i0 in (0..n).step_by(t) {
         let i1 = (i0 + t).min(n);
-        let bi = data.block(i0, i1);
-        // The tile: sample × items in place, items × sample otherwise.
-        let (cols, scaled_pair) = match &copies {
-            Some((d, m)) => (
-                if in_place { i1 - i0 } else { s },
-                Some((d.block(data, i0, i1), m.block(&sample, 0, s))),
-            ),
-            None => (if in_place { i1 - i0 } else { s }, None),
+        let (items, smp) = match &copies {
+            Some((d, m)) => (d.block(data, i0, i1), m.block(&sample, 0, s)),
+            None => (data.block(i0, i1), sample.block(0, s)),
         };
-        let buf = &mut tile_buf.slice_mut(..);
-        match (&scaled_pair, in_place) {
-            (Some((ti, ts)), true) => tile::compute(gpu, plan, ts, ti, buf, cols)?,
-            (Some((ti, ts)), false) => tile::compute(gpu, plan, ti, ts, buf, cols)?,
-            (None, true) => tile::compute(gpu, plan, &bs, &bi, buf, cols)?,
-            (None, false) => tile::compute(gpu, plan, &bi, &bs, buf, cols)?,
-        }
+        // The tile: sample × items for the column kernel, items × sample for block select.
+        let (a, b) = if in_place {
+            (&smp, &items)
+        } else {
+            (&items, &smp)
+        };
+        tile::compute(gpu, plan, a, b, &mut tile_buf.slice_mut(..), b.n)?;
         let view: CudaView<'_, f32> = tile_buf.slice(..);
-        let (val, idx) = (
-            &mut lv.slice_mut(i0 * kp..i1 * kp),
-            &mut li.slice_mut(i0 * kp..i1 * kp),
-        );
         // Ids are the tile's positions: the seed drops them.
         let at = TileAt {
-            rows: if in_place { s } else { i1 - i0 },
-            cols,
-            ld: cols,
+            rows: a.n,
+            cols: b.n,
+            ld: b.n,
             key: plan.key,
             row_off: 0,
             col_off: 0,
             exclude_self: false,
         };
+        let tile = TileIn {
+            values: &view,
+            at,
+            rn: &a.sqnorm,
+            cn: &b.sqnorm,
+        };
+        let (val, idx) = (
+            &mut lv.slice_mut(i0 * kp..i1 * kp),
+            &mut li.slice_mut(i0 * kp..i1 * kp),
+        );
         if in_place {
-            let tile = TileIn {
-                values: &view,
-                at,
-                rn: &bs.sqnorm,
-                cn: &bi.sqnorm,
-            };
             select::cols(gpu, tile, val, idx)?;
         } else {
-            let tile = TileIn {
-                values: &view,
-                at,
-                rn: &bi.sqnorm,
-                cn: &bs.sqnorm,
-            };
-            let width = kp;
-            select::block(gpu, tile, ListsOut { val, idx, width })?;
+            select::block(
+                gpu,
+                tile,
+                ListsOut {
+                    val,
+                    idx,
+                    width: kp,
+                },
+            )?;
         }
     }
     select::seed_lists(
