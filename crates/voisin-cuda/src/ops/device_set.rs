@@ -215,13 +215,6 @@ impl<'s> HostRows<'s> {
 
     /// Rows `ids` of `set`, in that order.
     pub fn gather(storage: Storage, set: &VectorSet, ids: &[usize]) -> HostRows<'static> {
-        fn pick<T: Copy>(all: &[T], d: usize, ids: &[usize]) -> Vec<T> {
-            let mut v = Vec::with_capacity(ids.len() * d);
-            for &i in ids {
-                v.extend_from_slice(&all[i * d..(i + 1) * d]);
-            }
-            v
-        }
         let d = set.dim();
         match storage {
             Storage::F32 => {
@@ -232,9 +225,9 @@ impl<'s> HostRows<'s> {
                 HostRows::F32(Cow::Owned(v))
             }
             Storage::F16 | Storage::Bf16 => {
-                HostRows::Half(Cow::Owned(pick(half_bits(set), d, ids)))
+                HostRows::Half(Cow::Owned(pick_rows(half_bits(set), d, ids)))
             }
-            Storage::U8 => HostRows::U8(Cow::Owned(pick(u8_values(set), d, ids))),
+            Storage::U8 => HostRows::U8(Cow::Owned(pick_rows(u8_values(set), d, ids))),
         }
     }
 
@@ -246,21 +239,12 @@ impl<'s> HostRows<'s> {
         }
     }
 
-    /// Rows `ids` of these rows of `d` values, in that order (copied in parallel: 16,384 rows of
-    /// a large base are 8 MB).
+    /// Rows `ids` of these rows of `d` values, in that order.
     fn pick(&self, d: usize, ids: &[usize]) -> HostRows<'static> {
-        fn pick<T: Copy + Default + Send + Sync>(all: &[T], d: usize, ids: &[usize]) -> Vec<T> {
-            let d = d.max(1);
-            let mut v = vec![T::default(); ids.len() * d];
-            v.par_chunks_mut(d)
-                .zip(ids.par_iter())
-                .for_each(|(row, &i)| row.copy_from_slice(&all[i * d..(i + 1) * d]));
-            v
-        }
         match self {
-            HostRows::F32(v) => HostRows::F32(Cow::Owned(pick(v, d, ids))),
-            HostRows::Half(v) => HostRows::Half(Cow::Owned(pick(v, d, ids))),
-            HostRows::U8(v) => HostRows::U8(Cow::Owned(pick(v, d, ids))),
+            HostRows::F32(v) => HostRows::F32(Cow::Owned(pick_rows(v, d, ids))),
+            HostRows::Half(v) => HostRows::Half(Cow::Owned(pick_rows(v, d, ids))),
+            HostRows::U8(v) => HostRows::U8(Cow::Owned(pick_rows(v, d, ids))),
         }
     }
 
@@ -331,6 +315,18 @@ impl<'s> HostRows<'s> {
             _ => unreachable!("host and device rows share the plan's storage"),
         }
     }
+}
+
+/// Rows `ids` of `all` (rows of `d` values), in that order, copied in parallel (16,384 rows of a
+/// large base are 8 MB).
+fn pick_rows<T: Copy + Default + Send + Sync>(all: &[T], d: usize, ids: &[usize]) -> Vec<T> {
+    let mut v = vec![T::default(); ids.len() * d];
+    if d > 0 {
+        v.par_chunks_mut(d)
+            .zip(ids.par_iter())
+            .for_each(|(row, &i)| row.copy_from_slice(&all[i * d..(i + 1) * d]));
+    }
+    v
 }
 
 /// The stored bits of an f16 or bf16 set (a plan puts only such sets on half storage).
@@ -695,4 +691,21 @@ pub(crate) fn pitch(storage: Storage, d: usize) -> Pitch {
 fn alloc(gpu: &Gpu, n: usize) -> Result<CudaSlice<f32>> {
     // SAFETY: every value a kernel reads is written first (prepare_rows or the upload).
     unsafe { gpu.stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows come out in the order asked, repeats included; zero-width rows give nothing.
+    #[test]
+    fn picked_rows_follow_the_ids() {
+        let all: Vec<u16> = (0..12).collect();
+        assert_eq!(
+            pick_rows(&all, 3, &[3, 0, 3]),
+            vec![9, 10, 11, 0, 1, 2, 9, 10, 11]
+        );
+        assert_eq!(pick_rows(&all, 4, &[]), Vec::<u16>::new());
+        assert_eq!(pick_rows::<u8>(&[], 0, &[5, 1]), Vec::<u8>::new());
+    }
 }

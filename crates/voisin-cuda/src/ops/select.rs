@@ -96,17 +96,23 @@ fn push_tile<'a>(l: &mut LaunchArgs<'a>, tile: &TileIn<'a>, s: &'a TileScalars) 
         .arg(&s.exclude_self);
 }
 
+/// The launch of a kernel that strides over `n` list slots (fill_lists, seed_lists,
+/// list_prefix): blocks of 256 threads, at most 65,535 of them.
+fn over_slots(n: u64) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(256).clamp(1, 65535) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 pub(crate) fn fill_lists(
     gpu: &Gpu,
     val: &mut CudaViewMut<'_, f32>,
     idx: &mut CudaViewMut<'_, u32>,
 ) -> Result<()> {
     let n = val.len() as u64;
-    let cfg = LaunchConfig {
-        grid_dim: ((n.div_ceil(256)).clamp(1, 65535) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = over_slots(n);
     let mut l = gpu.stream.launch_builder(&gpu.k.fill_lists);
     l.arg(val).arg(idx).arg(&n);
     // SAFETY: matches fill_lists in kernels/select/block.cu; n is the views' length.
@@ -125,11 +131,7 @@ pub(crate) fn seed_lists(
 ) -> Result<()> {
     let n = val.len() as u64;
     let w = width as i32;
-    let cfg = LaunchConfig {
-        grid_dim: ((n.div_ceil(256)).clamp(1, 65535) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = over_slots(n);
     let mut l = gpu.stream.launch_builder(&gpu.k.seed_lists);
     l.arg(val).arg(idx).arg(&w).arg(&n);
     // SAFETY: matches seed_lists in kernels/select/block.cu; n is the views' length, a multiple
@@ -178,11 +180,7 @@ pub(crate) fn download_lists(
     // SAFETY: list_prefix writes all n entries before they are read.
     let mut dv = unsafe { s.alloc::<f32>(n) }.map_err(dev("allocating"))?;
     let mut di = unsafe { s.alloc::<u32>(n) }.map_err(dev("allocating"))?;
-    let cfg = LaunchConfig {
-        grid_dim: ((n as u64).div_ceil(256).clamp(1, 65535) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = over_slots(n as u64);
     let (w, kept, total) = (width as i32, keep as i32, n as u64);
     let null: u64 = 0;
     let mut l = s.launch_builder(&gpu.k.list_prefix);
