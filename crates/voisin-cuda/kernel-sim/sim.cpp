@@ -240,7 +240,8 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
       }
       for (int r = 0; r < ni; ++r) overflowed += rc[r] > (unsigned)cap;
       for (int c = 0; c < nj && both; ++c) overflowed += cc[c] > (unsigned)cap;
-      int slots = 2; while (slots < kp + cap) slots <<= 1;
+      int slots = 2; while (slots < cap) slots <<= 1;
+      slots += kp;
       // The graph's merge (a warp a row, four rows a block), or the block kernel's (a block a row).
       auto merge = [&](int rows, float* v, unsigned* x, unsigned* cnt, unsigned* flo, float* bv, unsigned* bx) {
         if (sim_block_merge) launch({(unsigned)rows,1,1},{64,1,1},[&]{ merge_survivors(v, x, kp, cnt, flo, bv, bx, cap, slots); });
@@ -405,6 +406,12 @@ int main() {
   test_graph_filter(480, 96, 8, 6, true, false, true, -1, 0, false, 48);
   test_graph_filter(420, 160, 16, 256, true, false, true, MMA_F16, 37, false, 60);
   test_graph_filter(640, 160, 8, 256, false, true, true, MMA_S8, 70, false, 80);
+  // Lists past the warp merge's (MS_LIST), merged a block a row as the k-NN's fused pairs
+  // merge lists of k = 1000: seeded, exact, and with ties and overflowing buffers.
+  sim_block_merge = true;
+  test_graph_filter(1400, 350, 512, 2048, false, true, true, -1, 0, false, 700);
+  test_graph_filter(1400, 350, 512, 300, true, false, true, MMA_F16, 37, false, 700);
+  sim_block_merge = false;
   test_cols(300, 70, 3, false, true);
   test_cols(50, 33, 4, true, true);
   test_cols(17, 40, 2, false, false);

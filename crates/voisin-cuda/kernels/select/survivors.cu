@@ -134,50 +134,76 @@ extern "C" __global__ void tile_filter(const float* __restrict__ tile, long long
 }
 
 // Keeps the kp smallest of row r's sorted running list (lv, li: kp slots) and its m buffered
-// pairs (bv, bi: the first min(m, cap) of them): both go to shared memory (sv, sx: room for
-// `slots` pairs) and one bitonic sort on (key, index) by `group` orders them. With `floor`
-// (not null) and m past cap, the list is cut to the keys at most the row's floor (see the top
-// of this file). Every thread of the group calls it.
+// pairs (bv, bi: the first min(m, cap) of them). The list goes to shared memory as it is (sv,
+// sx), the buffer after it, sorted on (key, index) by `group` (a power of two at least its
+// pairs: room for kp + that many pairs); then each entry of either side lands at its index plus
+// the entries of the other side before it (a merge path), and what lands below kp is written
+// back. Pairs go before list entries of the same key, so empty slots of that key (NO_INDEX: a
+// seed's threshold, a floor's ceiling) stay after them, and the order of the list's own ties
+// does not matter. Sorting the whole of list + buffer instead took a 4096-slot sort per row
+// and merge at k = 1000, where a chunk brings a few hundred pairs. With `floor` (not null) and m past cap,
+// the list is cut to the keys at most the row's floor (see the top of this file). Every thread
+// of the group calls it.
 template <class Group>
 __device__ void merge_row(float* lv, unsigned* li, int kp, unsigned m,
                           const unsigned* __restrict__ floor, int r, const float* bv,
                           const unsigned* bi, int cap, float* sv, unsigned* sx, Group group) {
-    unsigned kept = m > (unsigned)cap ? (unsigned)cap : m;
-    int total = kp + (int)kept, size = 2;
-    while (size < total) size <<= 1;
-    for (int i = group.rank(); i < size; i += group.size()) {
+    int kept = m > (unsigned)cap ? cap : (int)m, size = 2;
+    while (size < kept) size <<= 1;
+    // Keys above the smallest dropped one leave the list; their slots keep that key with no
+    // index, a ceiling: the list's largest slot, so no later filter or selection lets in an
+    // item above what was dropped. The floor is read before the group's first barrier: the
+    // caller zeroes it once its own thread is done.
+    bool cut = floor != nullptr && m > (unsigned)cap;
+    unsigned below_cut = cut ? ~floor[r] : 0xffffffffu;
+    float ceiling = order_key(below_cut);
+    float* wv = sv + kp;
+    unsigned* wx = sx + kp;
+    for (int i = group.rank(); i < kp || i < size; i += group.size()) {
         if (i < kp) {
             sv[i] = lv[i];
             sx[i] = li[i];
-        } else if (i < total) {
-            sv[i] = bv[i - kp];
-            sx[i] = bi[i - kp];
-        } else {
-            sv[i] = __int_as_float(0x7f800000);
-            sx[i] = NO_INDEX;
+        }
+        if (i < size) {
+            wv[i] = i < kept ? bv[i] : __int_as_float(0x7f800000);
+            wx[i] = i < kept ? bi[i] : NO_INDEX;
         }
     }
     group.sync();
-    bitonic_sort<true>(sv, sx, size, group);
-    if (floor != nullptr && m > (unsigned)cap) {
-        // Keys above the smallest dropped one leave the list; their slots keep that key with no
-        // index, a ceiling: the list's largest slot, so no later filter or selection lets in
-        // an item above what was dropped.
-        unsigned cut = ~floor[r];
-        float ceiling = order_key(cut);
-        for (int i = group.rank(); i < kp; i += group.size())
-            if (order_bits(sv[i]) > cut) {
-                sv[i] = ceiling;
-                sx[i] = NO_INDEX;
-            }
-        group.sync();
+    bitonic_sort<true>(wv, wx, size, group);
+    auto put = [&](int to, float key, unsigned id) {
+        bool out = order_bits(key) > below_cut;
+        lv[to] = out ? ceiling : key;
+        li[to] = out ? NO_INDEX : id;
+    };
+    // List entry i: after the pairs of keys at most its own.
+    for (int i = group.rank(); i < kp; i += group.size()) {
+        float key = sv[i];
+        int lo = 0, hi = kept;
+        while (lo < hi) {
+            int mid = (lo + hi) >> 1;
+            if (wv[mid] <= key) lo = mid + 1;
+            else hi = mid;
+        }
+        if (i + lo < kp) put(i + lo, key, sx[i]);
     }
-    copy_list(lv, li, sv, sx, kp, group.rank(), group.size());
+    // Pair j: after the list's entries of smaller keys.
+    for (int j = group.rank(); j < kept && j < kp; j += group.size()) {
+        float key = wv[j];
+        int lo = 0, hi = kp;
+        while (lo < hi) {
+            int mid = (lo + hi) >> 1;
+            if (sv[mid] < key) lo = mid + 1;
+            else hi = mid;
+        }
+        if (j + lo < kp) put(j + lo, key, wx[j]);
+    }
 }
 
 // Merges each row's buffered pairs into its list (merge_row), one block per row, any number of
-// threads; dynamic shared memory of `slots` (key, index) pairs, a power of two at least kp + cap
-// and at most FZ_MERGE (the k-NN's fused filter, whose rows hold thousands of pairs). Without
+// threads; dynamic shared memory of `slots` (key, index) pairs, kp and a power of two at least
+// cap (the k-NN's fused filter, whose rows hold thousands of pairs, and the k-NN's fused pairs
+// at k = 1000, lists of 2048). Without
 // `floor` (null), rows whose count passed cap are left alone (the caller redoes them) and the
 // counters stay as they are. With it, such rows are merged and cut to their floor, and every
 // merged row's counter and floor are zeroed for the next filter.
@@ -222,10 +248,10 @@ __device__ __forceinline__ int ms_below(float sorted, float key) {
 // A row whose pairs fit a warp (at most 32, none dropped) merges in registers: the warp sorts
 // its pairs by (key, index), each list entry moves down by the pairs below its key and each pair
 // lands after the entries at or below its key (a stable merge, the list first on ties), and what
-// lands below kp is written. Lists of at most MS_LIST entries. Other rows go the block kernel's
-// way, with the warp's share of dynamic shared memory (`slots` pairs of it per warp) and the warp
-// as the sorting group. Counters and floors are zeroed for the next filter.
-#define MS_LIST 256
+// lands below kp is written. Other rows go the block kernel's way, with the warp's share of
+// dynamic shared memory (`slots` pairs of it per warp) and the warp as the sorting group.
+// Counters and floors are zeroed for the next filter. Lists of at most MS_LIST
+// (src/runtime/abi.rs) entries; the host sends longer ones to merge_survivors.
 extern "C" __global__ void merge_survivors_warp(float* __restrict__ list_val,
                                                 unsigned* __restrict__ list_idx, int kp,
                                                 unsigned* __restrict__ count,

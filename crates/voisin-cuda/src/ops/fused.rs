@@ -1,10 +1,10 @@
-//! Fused distance + selection for small candidate lists (docs/design/fused-selection.md): the
-//! dot products of a query block against the base are computed in registers and filtered
-//! against each query's threshold in the same kernel, so the distance tile never touches device
-//! memory; the few survivors are merged into the running lists. Two kernels do it: fused_filter
-//! (kernels/select/fused_filter.cu) for small batches on prepared f32 rows, and the graph's
-//! fused tile pair without its columns' side (ops/pair.rs) for larger batches on tensor cores
-//! and the storages' own ([`FusedKernel`]).
+//! Fused distance + selection (docs/design/fused-selection.md): the dot products of a query
+//! block against the base are computed in registers and filtered against each query's threshold
+//! in the same kernel, so the distance tile never touches device memory; the few survivors are
+//! merged into the running lists. Two kernels do it: fused_filter
+//! (kernels/select/fused_filter.cu) for small batches and lists on prepared f32 rows, and the
+//! graph's fused tile pair without its columns' side (ops/pair.rs) for larger batches on tensor
+//! cores and the storages' own, with lists up to k = 1000's ([`FusedKernel`]).
 //!
 //! Owns the choice of whether and how a pass is fused ([`Fusion`], [`plan_for`], the pairs'
 //! chunks) and fused_filter's launcher; the tiling of the search and the proof belong to
@@ -23,7 +23,9 @@ use crate::options::{Fusion, Precision};
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
-/// Largest list the fused pass serves (the merge sorts list + buffer in FZ_MERGE slots).
+/// Largest list fused_filter serves (its merge sorts list + buffer in FZ_MERGE slots, and its
+/// buffer takes thousands of pairs a query). The fused pairs serve lists up to
+/// [`survivors::PAIRS_MAX_KP`].
 pub(crate) const MAX_KP: usize = 256;
 
 /// How one fused pass runs: a sample of `first` base items spread over the base goes through
@@ -73,15 +75,17 @@ pub(crate) fn plan_for(
     kp: usize,
     (nq, nb): (usize, usize),
 ) -> Option<FusedPlan> {
-    if fusion == Fusion::Off || kp > MAX_KP || plan.tile != TileKind::Gemm {
+    if fusion == Fusion::Off || plan.tile != TileKind::Gemm {
         return None;
     }
     // fused_filter reads prepared f32 rows (tiles on stored half rows or int8 rows are not
     // its) and sums the whole inner dimension in one accumulator, where the plan's bound
     // assumes tile.rs's chunked sums beyond K_CHUNK.
     let f32_rows = matches!(plan.precision, Precision::Fp32 | Precision::Tf32);
-    let filter =
-        f32_rows && plan.dim <= K_CHUNK && (fusion == Fusion::On || nq <= AUTO_FUSED_QUERIES);
+    let filter = kp <= MAX_KP
+        && f32_rows
+        && plan.dim <= K_CHUNK
+        && (fusion == Fusion::On || nq <= AUTO_FUSED_QUERIES);
     if filter {
         let cap = MERGE_SLOTS - kp;
         // The threshold is the kp-th smallest key of a sample of `first` items, so about
@@ -93,7 +97,7 @@ pub(crate) fn plan_for(
         return (nb >= 4 * first).then_some(FusedPlan { first, cap, kernel });
     }
     let kind = pair::kind_for(plan)?;
-    let cap = survivors::filter_cap(kp)?;
+    let cap = survivors::pairs_cap(kp)?;
     // An eighth of a small base (the tests' sets), a base tile of a large one, and at least
     // two lists' worth of items.
     let first = (nb / 8 / GRANULE * GRANULE).clamp((2 * kp).next_multiple_of(GRANULE), PAIR_FIRST);
@@ -229,7 +233,13 @@ mod tests {
         assert!(plan_for(&fp, 32, nb).is_none());
         assert!(plan_for(&on, 32, nb).is_some());
         assert!(plan_for(&simt, 32, nb).is_none());
-        assert!(plan_for(&tf, 512, nb).is_none());
+        // Longer lists go to the fused pairs (k = 1000's 2048), not beyond them.
+        let long = plan_for(&tf, 2048, nb).unwrap();
+        assert_eq!(
+            (long.kernel, long.cap),
+            (FusedKernel::Pair(PairKind::F16Scaled), 2048)
+        );
+        assert!(plan_for(&tf, 4096, nb).is_none());
         // Small bases are fused too when asked (the tests rely on it), not when too small.
         assert!(plan_for(&on, 16, 1000).is_some());
         assert!(plan_for(&on, 16, 300).is_none());
@@ -275,7 +285,11 @@ mod tests {
                 assert_eq!(p.kernel, FusedKernel::Pair(kind));
                 assert_eq!(p.cap, 1024);
                 assert!(pair(plan, Fusion::Off, 16, nq, nb).is_none());
-                assert!(pair(plan, Fusion::Auto, 512, nq, nb).is_none());
+                // Longer lists: the merge's slots beside the list.
+                let long = pair(plan, Fusion::Auto, 512, nq, nb).unwrap();
+                assert_eq!((long.first, long.cap), (PAIR_FIRST, 3584));
+                assert_eq!(pair(plan, Fusion::Auto, 2048, nq, nb).unwrap().cap, 2048);
+                assert!(pair(plan, Fusion::Auto, 4096, nq, nb).is_none());
             }
             // Small bases: an eighth of them first, at least two lists' worth, and only where
             // three quarters are left to fuse.

@@ -31,6 +31,18 @@ pub(crate) fn filter_cap(kp: usize) -> Option<usize> {
     (kp <= FILTER_MAX_KP).then(|| (4 * kp).max(256).min(MERGE_SLOTS - kp))
 }
 
+/// Longest list the k-NN's fused pairs serve (ops/fused.rs): half the merge's slots, k =
+/// 1000's 2048, the other half its buffer.
+pub(crate) const PAIRS_MAX_KP: usize = MERGE_SLOTS / 2;
+
+/// Buffer slots per row of the k-NN's fused pairs for lists of `kp`: [`filter_cap`]'s where
+/// the graph's filters serve such lists, beyond them what the merge's slots leave beside the
+/// list (None past [`PAIRS_MAX_KP`]). The pairs size their chunks to the buffer
+/// (`FusedPlan::chunk`), so a smaller one costs more chunks, not exactness.
+pub(crate) fn pairs_cap(kp: usize) -> Option<usize> {
+    filter_cap(kp).or_else(|| (kp <= PAIRS_MAX_KP).then(|| MERGE_SLOTS - kp))
+}
+
 /// Tile rows per block of tile_filter (kernels/select/survivors.cu `TF_ROWS`).
 const FILTER_ROWS: usize = 64;
 const THREADS: usize = 256;
@@ -68,9 +80,10 @@ impl Survivors {
 /// to redo and the counts stay for it to read; with them, every row is merged (an overflowed one
 /// cut to its floor) and its count and floor are zeroed for the next filter.
 ///
-/// With floors (the graph's merges, after every filtered pair, most rows with a few pairs or
-/// none) a warp merges a row, in registers where its pairs fit a warp; without (the k-NN's
-/// fused filter, thousands of pairs a row) a block does (kernels/select/survivors.cu).
+/// With floors and lists of at most `MS_LIST` (the graph's merges, after every filtered pair,
+/// most rows with a few pairs or none) a warp merges a row, in registers where its pairs fit a
+/// warp; otherwise (the k-NN's fused filter, thousands of pairs a row; the fused pairs' lists
+/// of k = 1000, 4096 slots to sort) a block does (kernels/select/survivors.cu).
 pub(crate) fn merge(
     gpu: &Gpu,
     rows: usize,
@@ -78,13 +91,14 @@ pub(crate) fn merge(
     from: &mut Survivors,
 ) -> Result<()> {
     let (kp, cap) = (lists.width, from.cap);
-    debug_assert!((kp + cap).next_power_of_two() <= MERGE_SLOTS);
+    debug_assert!(kp + cap <= MERGE_SLOTS);
     if rows == 0 {
         return Ok(());
     }
-    // Shared slots for the list and a full buffer, per row merging at once.
-    let slots = (kp + cap).next_power_of_two();
-    let warped = from.floor.is_some();
+    // Shared slots per row merging at once: the list, and a full buffer's sort (a power of
+    // two); at most 4096 + 256 pairs, 34 KiB.
+    let slots = kp + cap.next_power_of_two();
+    let warped = from.floor.is_some() && kp <= abi::MS_LIST;
     let cfg = if warped {
         // Warps per block: up to 8, within the 32 KiB of shared memory a block asks for at
         // most (so that several blocks share a multiprocessor).
@@ -125,7 +139,7 @@ pub(crate) fn merge(
     // SAFETY: matches merge_survivors and merge_survivors_warp (the row count last) in
     // kernels/select/survivors.cu; lists rows × kp, buffers rows × cap, count (and floor, or a
     // null pointer) rows; shared memory for `slots` pairs per row merging at once (at most 32
-    // KiB, under the 48 KiB a kernel gets without opting in, FZ_MERGE's included).
+    // KiB warped, 34 KiB a block: under the 48 KiB a kernel gets without opting in).
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("merge_survivors"))

@@ -106,6 +106,9 @@ abi_table! {
     PF_STAGES: usize = 3;
     /// Shared-memory slots of merge_survivors (select/survivors.cu): the list and the buffer together.
     FZ_MERGE: usize = 4096;
+    /// Longest list merge_survivors_warp merges in registers (select/survivors.cu); longer ones
+    /// (the k-NN's fused pairs at k = 1000) merge a block a row.
+    MS_LIST: usize = 256;
     /// Warps per block of exact_keys (finish/exact.cu): a lane per pair, so blocks of
     /// 32 · EK_WARPS threads take as many pairs.
     EK_WARPS: usize = 4;
