@@ -210,7 +210,7 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
     for (int c = 0; c < sample; ++c) sn[c] = norm[c * step];
     for (int r = 0; r < n; ++r) for (int c = 0; c < sample; ++c) st[r*sample+c] = word(dot[r*n + c*step]);
     launch({(unsigned)n,1,1},{256,1,1},[&]{ select_block(st.data(), sample, n, sample, mode, norm.data(), sn.data(), 0, 0, 0, lv.data(), li.data(), kp, nbuf); });
-    launch({(unsigned)((n*kp+255)/256),1,1},{256,1,1},[&]{ seed_lists(lv.data(), li.data(), kp, (unsigned long long)n*kp); });
+    launch({(unsigned)((n*kp+255)/256),1,1},{256,1,1},[&]{ seed_lists(lv.data(), kp, kp, lv.data(), li.data(), kp, (unsigned long long)n*kp); });
     for (int r = 0; r < n; ++r) for (int i = 0; i < kp; ++i)
       CHECK(li[r*kp+i] == NO_INDEX && lv[r*kp+i] == lv[r*kp+kp-1], "seed r=%d: slot %d", r, i);
     std::fill(fed.begin(), fed.end(), t);

@@ -107,16 +107,18 @@ extern "C" __global__ void fill_lists(float* __restrict__ val, unsigned* __restr
     }
 }
 
-// Keeps only the thresholds of sorted lists of `width` (n slots in all): every slot takes its
-// row's largest key and no index. Lists filled from a sample of the base (knn.rs `passes`) so
-// start with the sample's kp-th key as their threshold and no entries: the sample's items are
-// met again in their own tiles and must not be listed twice. A slot of the last column writes
+// Keeps only a threshold per row in lists of `width` (n slots in all): every slot takes the key
+// at `rank` (from 1) of the row's sorted list in `from` (lists of `from_width`) and no index.
+// Lists filled from a sample of the base (knn.rs `passes`, graph.rs `seed`) so start with a
+// threshold and no entries: the sample's items are met again in their own tiles and must not be
+// listed twice. `from` may be `val` itself (from_width = width): the slot at `rank` then writes
 // the value it reads.
-extern "C" __global__ void seed_lists(float* __restrict__ val, unsigned* __restrict__ idx,
-                                      int width, unsigned long long n) {
+extern "C" __global__ void seed_lists(const float* from, int from_width, int rank, float* val,
+                                      unsigned* __restrict__ idx, int width,
+                                      unsigned long long n) {
     unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     for (; i < n; i += (unsigned long long)gridDim.x * blockDim.x) {
-        val[i] = val[i - i % (unsigned)width + (unsigned)width - 1];
+        val[i] = from[(i / (unsigned)width) * (unsigned long long)from_width + rank - 1];
         idx[i] = NO_INDEX;
     }
 }

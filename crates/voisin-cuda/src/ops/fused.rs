@@ -29,13 +29,14 @@ use crate::runtime::context::{dev, Gpu};
 pub(crate) const MAX_KP: usize = 256;
 
 /// How one fused pass runs: a sample of `first` base items spread over the base goes through
-/// ordinary tiles (it sets the thresholds), then the whole base through `kernel` with `cap`
-/// buffer slots per query.
+/// ordinary tiles, each list's threshold becomes the key at `rank` of its sorted list there, then
+/// the whole base goes through `kernel` with `cap` buffer slots per query.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FusedPlan {
     pub first: usize,
     pub cap: usize,
     pub kernel: FusedKernel,
+    pub rank: usize,
 }
 
 /// The kernel that filters the base once the sample has set the thresholds.
@@ -94,7 +95,13 @@ pub(crate) fn plan_for(
         let first = (2 * kp * nb).div_ceil(GRANULE * cap).max(1) * GRANULE;
         // Fusion pays only when the sample is a small part of the base.
         let kernel = FusedKernel::Filter;
-        return (nb >= 4 * first).then_some(FusedPlan { first, cap, kernel });
+        let rank = kp;
+        return (nb >= 4 * first).then_some(FusedPlan {
+            first,
+            cap,
+            kernel,
+            rank,
+        });
     }
     let kind = pair::kind_for(plan)?;
     let cap = survivors::pairs_cap(kp)?;
@@ -102,7 +109,36 @@ pub(crate) fn plan_for(
     // two lists' worth of items.
     let first = (nb / 8 / GRANULE * GRANULE).clamp((2 * kp).next_multiple_of(GRANULE), PAIR_FIRST);
     let kernel = FusedKernel::Pair(kind);
-    (nb >= 4 * first).then_some(FusedPlan { first, cap, kernel })
+    let rank = seed_rank(kp, first, nb);
+    (nb >= 4 * first).then_some(FusedPlan {
+        first,
+        cap,
+        kernel,
+        rank,
+    })
+}
+
+/// Fewest sample items under a long list's seeded threshold ([`seed_rank`]).
+const SEED_RANK_MIN: usize = 16;
+
+/// The rank in a sample of `first` items spread over `nb` whose key seeds each list of `kp`:
+/// the kp-th, or for lists longer than the graph's filters serve (k = 1000's 2048) a rank that
+/// expects half a list more than the list under it. There the kp-th key of the sample lets
+/// about kp · nb / first items through at first, and the lists' thresholds, each list's kp-th
+/// key among what it has seen, let kp · ln(nb / first) more through as they tighten: ~10,700
+/// pairs a query at k = 1000 over 1M items, appended and merged in 21 chunks (H200, session
+/// 22). The j-th smallest key of the sample has about j · nb / first base items under it on any
+/// data (a rank, not a distance), give or take a 1/√j part: j = 1.5 · kp · first / nb expects
+/// 1.5 kp of them, and the lists, seeded there, only tighten once full. A list that ends with
+/// fewer than its kp entries keeps its threshold's slots empty and proves on what it holds
+/// (fewer than k entries: the query is widened, still exact).
+fn seed_rank(kp: usize, first: usize, nb: usize) -> usize {
+    if kp <= survivors::FILTER_MAX_KP {
+        return kp;
+    }
+    (3 * kp * first)
+        .div_ceil(2 * nb.max(1))
+        .clamp(SEED_RANK_MIN, kp)
 }
 
 /// Most bytes of base rows in one chunk of a [`FusedKernel::Pair`] pass: well inside the L2
@@ -113,12 +149,17 @@ const PAIR_CHUNK_BYTES: usize = 24 << 20;
 
 impl FusedPlan {
     /// The base items a [`FusedKernel::Pair`] pass filters next once its lists have seen
-    /// `seen` items, of rows `row_bytes` apart. Each list's threshold is its kp-th key among
-    /// what it has seen, so a chunk of c items offers a list about kp · c / seen survivors: c
-    /// is chosen to expect at most a quarter of the buffer, and at most [`PAIR_CHUNK_BYTES`]
-    /// of rows, in whole tiles of the kernel.
+    /// `seen` items (the sample counted), of rows `row_bytes` apart. Each list's threshold is at
+    /// most its kp-th key among what it has seen and at most the seeded one, the key at `rank`
+    /// of the sample, so a chunk of c items offers a list at most about c · min(kp / seen, rank
+    /// / first) survivors: c is chosen to expect at most a quarter of the buffer, and at most
+    /// [`PAIR_CHUNK_BYTES`] of rows, in whole tiles of the kernel.
     pub fn chunk(&self, kp: usize, seen: usize, row_bytes: usize) -> usize {
-        let c = (seen * self.cap / (4 * kp.max(1))).min(PAIR_CHUNK_BYTES / row_bytes.max(1));
+        let by_list = seen * self.cap / (4 * kp.max(1));
+        let by_seed = self.first * self.cap / (4 * self.rank.max(1));
+        let c = by_list
+            .max(by_seed)
+            .min(PAIR_CHUNK_BYTES / row_bytes.max(1));
         c.max(abi::PF_BN) / abi::PF_BN * abi::PF_BN
     }
 }
@@ -239,6 +280,13 @@ mod tests {
             (long.kernel, long.cap),
             (FusedKernel::Pair(PairKind::F16Scaled), 2048)
         );
+        // Their thresholds are seeded at a rank that expects 1.5 kp items under it: 51 of
+        // the 16,384 items of the sample, and chunks of 164k items (at most the L2's share).
+        assert_eq!((long.first, long.rank), (PAIR_FIRST, 51));
+        assert_eq!(long.chunk(2048, PAIR_FIRST, 32), 164_480);
+        assert_eq!(long.chunk(2048, PAIR_FIRST, 256), PAIR_CHUNK_BYTES / 256);
+        assert_eq!(plan_for(&tf, 256, nb).unwrap().rank, 256);
+        assert_eq!(plan_for(&tf, 512, 10_000_000).unwrap().rank, SEED_RANK_MIN);
         assert!(plan_for(&tf, 4096, nb).is_none());
         // Small bases are fused too when asked (the tests rely on it), not when too small.
         assert!(plan_for(&on, 16, 1000).is_some());
@@ -272,7 +320,8 @@ mod tests {
         // At most PAIR_CHUNK_BYTES of rows; whole kernel tiles, at least one.
         assert_eq!(p.chunk(16, 400_000, 256), PAIR_CHUNK_BYTES / 256);
         assert_eq!(p.chunk(16, 400_000, 1 << 20), abi::PF_BN);
-        assert_eq!(p.chunk(16, 10, 256), abi::PF_BN);
+        // Never below what the seeded threshold alone lets through.
+        assert_eq!(p.chunk(16, 10, 256), 4 * PAIR_FIRST);
         assert_eq!(p.chunk(16, 1000, 256) % abi::PF_BN, 0);
         // Small TF32 batches keep fused_filter; so does TF32 when fusion is on.
         let small = pair(&tf, Fusion::Auto, 16, AUTO_FUSED_QUERIES, nb).unwrap();

@@ -8,7 +8,7 @@
 //! synthetic tile for `select_bench` (crates/voisin-bench).
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, LaunchArgs, LaunchConfig, PushKernelArg};
 use voisin::{Error, Result};
 
 use crate::numerics::plan::TileKey;
@@ -121,21 +121,57 @@ pub(crate) fn fill_lists(
         .map_err(dev("fill_lists"))
 }
 
-/// Turns sorted lists of `width` into thresholds alone: each row's slots all take its largest
-/// key, with no index (`seed_lists` in kernels/select/block.cu).
+/// Where [`seed_lists`] takes each row's threshold: the key at a rank (from 1) of the row's
+/// sorted list, in the lists being seeded or in other lists of `width` per row.
+pub(crate) enum SeedFrom<'a, 'b> {
+    Own {
+        rank: usize,
+    },
+    Lists {
+        val: &'a CudaView<'b, f32>,
+        width: usize,
+        rank: usize,
+    },
+}
+
+/// Turns lists of `width` into thresholds alone: each row's slots all take the key `from`
+/// names, with no index (`seed_lists` in kernels/select/block.cu).
 pub(crate) fn seed_lists(
     gpu: &Gpu,
     val: &mut CudaViewMut<'_, f32>,
     idx: &mut CudaViewMut<'_, u32>,
     width: usize,
+    from: SeedFrom<'_, '_>,
 ) -> Result<()> {
     let n = val.len() as u64;
     let w = width as i32;
     let cfg = over_slots(n);
+    let (src, from_width, rank) = match from {
+        SeedFrom::Own { rank } => {
+            // The lists themselves: the kernel reads each row's slot at `rank` and writes it
+            // back unchanged (the guard only orders the stream, which is this launch's own).
+            let (p, _g) = val.device_ptr(&gpu.stream);
+            (p, width, rank)
+        }
+        SeedFrom::Lists { val, width, rank } => {
+            debug_assert_eq!(val.len() / width, n as usize / w as usize);
+            let (p, _g) = val.device_ptr(&gpu.stream);
+            (p, width, rank)
+        }
+    };
+    debug_assert!((1..=from_width).contains(&rank));
+    let (fw, rk) = (from_width as i32, rank as i32);
     let mut l = gpu.stream.launch_builder(&gpu.k.seed_lists);
-    l.arg(val).arg(idx).arg(&w).arg(&n);
+    l.arg(&src)
+        .arg(&fw)
+        .arg(&rk)
+        .arg(val)
+        .arg(idx)
+        .arg(&w)
+        .arg(&n);
     // SAFETY: matches seed_lists in kernels/select/block.cu; n is the views' length, a multiple
-    // of width.
+    // of width; `src` holds n / width rows of from_width values (the lists themselves, or the
+    // view checked above), and rank is within them.
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("seed_lists"))

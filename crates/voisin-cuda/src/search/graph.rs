@@ -875,6 +875,7 @@ fn seed(
         &mut lv.slice_mut(..n * kp),
         &mut li.slice_mut(..n * kp),
         kp,
+        select::SeedFrom::Own { rank: kp },
     )?;
     gpu.phases().note(format_args!(
         "graph: lists seeded from a sample of {s} items spread over {n}"

@@ -235,13 +235,14 @@ fn passes(
         None => None,
     };
     ta.mark("candidates: sample");
+    // Lists of `width` (or, for a seed, `w`) per query of `rows` from `items` of `set`.
     let pass = |set: &DeviceSet<'_>,
                 tile_buf: &mut CudaSlice<f32>,
                 lv: &mut CudaSlice<f32>,
                 li: &mut CudaSlice<u32>,
                 rows: std::ops::Range<usize>,
                 items: std::ops::Range<usize>,
-                list_at: usize|
+                (list_at, width): (usize, usize)|
      -> Result<()> {
         let qb = qdev.block(rows.start, rows.end);
         let len = qb.n * width;
@@ -285,19 +286,44 @@ fn passes(
         Ok(())
     };
 
+    // Lists of the seed's rank where it is short of the list (long lists: ops/fused.rs
+    // `seed_rank`); their key at the rank seeds the lists.
+    let seed_width = fusing
+        .filter(|f| f.rank < kp)
+        .map(|f| Select::Block.width(f.rank));
+    let mut seed_lists = match seed_width {
+        Some(w) => Some((alloc(q_tile * w)?, alloc_u32(q_tile * w)?)),
+        None => None,
+    };
     // A fused pass's lists warmed on the sample, then kept as thresholds alone; returns how
     // many items they have seen.
-    let seed = |tile_buf: &mut CudaSlice<f32>,
-                lv: &mut CudaSlice<f32>,
-                li: &mut CudaSlice<u32>,
-                rows: std::ops::Range<usize>|
+    let mut seed = |tile_buf: &mut CudaSlice<f32>,
+                    lv: &mut CudaSlice<f32>,
+                    li: &mut CudaSlice<u32>,
+                    rows: std::ops::Range<usize>,
+                    rank: usize|
      -> Result<usize> {
         let Some(set) = sample.as_ref() else {
             unreachable!("a fused pass has its sample")
         };
         let len = rows.len() * kp;
-        pass(set, tile_buf, lv, li, rows, 0..set.n, 0)?;
-        select::seed_lists(gpu, &mut lv.slice_mut(..len), &mut li.slice_mut(..len), kp)?;
+        let from = if let (Some((sv, si)), Some(w)) = (&mut seed_lists, seed_width) {
+            pass(set, tile_buf, sv, si, rows.clone(), 0..set.n, (0, w))?;
+            Some((sv.slice(..rows.len() * w), w))
+        } else {
+            pass(set, tile_buf, lv, li, rows, 0..set.n, (0, kp))?;
+            None
+        };
+        let from = match &from {
+            Some((val, width)) => select::SeedFrom::Lists {
+                val,
+                width: *width,
+                rank,
+            },
+            None => select::SeedFrom::Own { rank },
+        };
+        let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
+        select::seed_lists(gpu, &mut v, &mut i, kp, from)?;
         Ok(set.n)
     };
 
@@ -306,14 +332,22 @@ fn passes(
         let qn = q1 - q0;
         let mut tr = gpu.phases();
         match fusing {
-            None => pass(base, &mut tile_buf, &mut lv, &mut li, q0..q1, 0..nb, 0)?,
+            None => pass(
+                base,
+                &mut tile_buf,
+                &mut lv,
+                &mut li,
+                q0..q1,
+                0..nb,
+                (0, width),
+            )?,
             Some(
                 f @ FusedPlan {
                     kernel: FusedKernel::Pair(kind),
                     ..
                 },
             ) => {
-                let warm = seed(&mut tile_buf, &mut lv, &mut li, q0..q1)?;
+                let warm = seed(&mut tile_buf, &mut lv, &mut li, q0..q1, f.rank)?;
                 // The base in chunks that grow with what the lists have seen (the sample, then
                 // the chunks), each merged before the next reads the thresholds; an overflowed
                 // list is cut to its floor (survivors.cu) and proved or widened as any other.
@@ -357,11 +391,13 @@ fn passes(
                     .pair_chunks
                     .fetch_add(chunks, std::sync::atomic::Ordering::Relaxed);
                 tr.note(format_args!(
-                    "fused pairs ({kind:?}): {chunks} chunks after a sample of {warm}"
+                    "fused pairs ({kind:?}): {chunks} chunks after a sample of {warm}, \
+                     seeded at its rank {}",
+                    f.rank
                 ));
             }
             Some(f) => {
-                seed(&mut tile_buf, &mut lv, &mut li, q0..q1)?;
+                seed(&mut tile_buf, &mut lv, &mut li, q0..q1, f.rank)?;
                 stream
                     .memset_zeros(&mut survivors.count.slice_mut(..qn))
                     .map_err(dev("clearing counters"))?;
@@ -392,7 +428,7 @@ fn passes(
                         &mut li,
                         q0 + lo..q0 + hi + 1,
                         0..nb,
-                        lo * kp,
+                        (lo * kp, width),
                     )?;
                 }
                 let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / qn as f64;
