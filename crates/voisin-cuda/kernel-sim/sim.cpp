@@ -203,10 +203,11 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
   int nt = (n + t - 1) / t, nbuf = std::max(kp, 2 * 4 * 256), filtered = 0, overflowed = 0;
   std::vector<int> fed(nt, 0);
   auto warm = [&](int f) { return 2 * f >= t; };
+  // Tile words as the GEMM writes them: int8 tiles hold the int32 sums' bits (KEY_L2_INT).
+  auto word = [&](float v) { return fused == MMA_S8 ? __int_as_float((int)v) : v; };
   if (sample > 0) {
     int step = n / sample;
     std::vector<float> sn(sample), st(n * sample);
-    auto word = [&](float v) { return fused == MMA_S8 ? __int_as_float((int)v) : v; };
     for (int c = 0; c < sample; ++c) sn[c] = norm[c * step];
     for (int r = 0; r < n; ++r) for (int c = 0; c < sample; ++c) st[r*sample+c] = word(dot[r*n + c*step]);
     launch({(unsigned)n,1,1},{256,1,1},[&]{ select_block(st.data(), sample, n, sample, mode, norm.data(), sn.data(), 0, 0, 0, lv.data(), li.data(), kp, nbuf); });
@@ -218,8 +219,6 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
   for (int it = 0; it < nt; ++it) for (int jt = it; jt < nt; ++jt) {
     int i0 = it * t, i1 = std::min(n, i0 + t), j0 = jt * t, j1 = std::min(n, j0 + t), ni = i1 - i0, nj = j1 - j0;
     std::vector<float> tile(ni * nj), tr(nj * ni);
-    // Tile words as the GEMM writes them: int8 tiles hold the int32 sums' bits (KEY_L2_INT).
-    auto word = [&](float v) { return fused == MMA_S8 ? __int_as_float((int)v) : v; };
     for (int r = 0; r < ni; ++r) for (int c = 0; c < nj; ++c) tr[c*ni+r] = tile[r*nj+c] = word(dot[(i0+r)*n + j0+c]);
     bool filter = warm(fed[it]) && (jt == it || warm(fed[jt]));
     fed[it] += nj - (jt == it); if (jt != it) fed[jt] += ni;

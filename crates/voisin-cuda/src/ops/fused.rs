@@ -23,8 +23,8 @@ use crate::options::{Fusion, Precision};
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
-/// Largest list fused_filter serves (its merge sorts list + buffer in FZ_MERGE slots, and its
-/// buffer takes thousands of pairs a query). The fused pairs serve lists up to
+/// Largest list fused_filter serves (its list and buffer share FZ_MERGE slots, and its buffer
+/// takes thousands of pairs a query). The fused pairs serve lists up to
 /// [`survivors::PAIRS_MAX_KP`].
 pub(crate) const MAX_KP: usize = 256;
 

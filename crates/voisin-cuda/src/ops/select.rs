@@ -146,17 +146,17 @@ pub(crate) fn seed_lists(
     let n = val.len() as u64;
     let w = width as i32;
     let cfg = over_slots(n);
+    // From the lists themselves (`Own`), the kernel reads each row's slot at `rank` and writes
+    // it back unchanged. The pointers' guards only order the stream, which is this launch's own.
     let (src, from_width, rank) = match from {
-        SeedFrom::Own { rank } => {
-            // The lists themselves: the kernel reads each row's slot at `rank` and writes it
-            // back unchanged (the guard only orders the stream, which is this launch's own).
-            let (p, _g) = val.device_ptr(&gpu.stream);
-            (p, width, rank)
-        }
-        SeedFrom::Lists { val, width, rank } => {
-            debug_assert_eq!(val.len() / width, n as usize / w as usize);
-            let (p, _g) = val.device_ptr(&gpu.stream);
-            (p, width, rank)
+        SeedFrom::Own { rank } => (val.device_ptr(&gpu.stream).0, width, rank),
+        SeedFrom::Lists {
+            val: from,
+            width: fw,
+            rank,
+        } => {
+            debug_assert_eq!(from.len() / fw, n as usize / width);
+            (from.device_ptr(&gpu.stream).0, fw, rank)
         }
     };
     debug_assert!((1..=from_width).contains(&rank));

@@ -14,7 +14,7 @@ use crate::ops::select::{ListsOut, TileIn};
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
-/// Shared-memory slots of merge_survivors: a list and its buffer together.
+/// List and buffer slots of a merged row, together (`abi::FZ_MERGE`).
 pub(crate) const MERGE_SLOTS: usize = abi::FZ_MERGE;
 
 /// Longest list the filters serve (the graph's tile filter and fused pairs, the k-NN's fused
@@ -83,7 +83,7 @@ impl Survivors {
 /// With floors and lists of at most `MS_LIST` (the graph's merges, after every filtered pair,
 /// most rows with a few pairs or none) a warp merges a row, in registers where its pairs fit a
 /// warp; otherwise (the k-NN's fused filter, thousands of pairs a row; the fused pairs' lists
-/// of k = 1000, 4096 slots to sort) a block does (kernels/select/survivors.cu).
+/// of k = 1000) a block does (kernels/select/survivors.cu).
 pub(crate) fn merge(
     gpu: &Gpu,
     rows: usize,
@@ -96,8 +96,9 @@ pub(crate) fn merge(
         return Ok(());
     }
     // Shared slots per row merging at once: the list, and a full buffer's sort (a power of
-    // two); at most 4096 + 256 pairs, 34 KiB.
+    // two); at most 5120 pairs (lists of 1024, buffers of 3072), 40 KiB.
     let slots = kp + cap.next_power_of_two();
+    debug_assert!(slots * 8 <= 48 << 10);
     let warped = from.floor.is_some() && kp <= abi::MS_LIST;
     let cfg = if warped {
         // Warps per block: up to 8, within the 32 KiB of shared memory a block asks for at
@@ -139,7 +140,7 @@ pub(crate) fn merge(
     // SAFETY: matches merge_survivors and merge_survivors_warp (the row count last) in
     // kernels/select/survivors.cu; lists rows × kp, buffers rows × cap, count (and floor, or a
     // null pointer) rows; shared memory for `slots` pairs per row merging at once (at most 32
-    // KiB warped, 34 KiB a block: under the 48 KiB a kernel gets without opting in).
+    // KiB warped, 40 KiB a block: under the 48 KiB a kernel gets without opting in).
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("merge_survivors"))

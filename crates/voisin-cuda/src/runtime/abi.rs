@@ -104,7 +104,8 @@ abi_table! {
     PF_BK: usize = 32;
     /// Slabs in flight in the fused tile pair.
     PF_STAGES: usize = 3;
-    /// Shared-memory slots of merge_survivors (select/survivors.cu): the list and the buffer together.
+    /// List and buffer slots of a row merged by merge_survivors (select/survivors.cu), together;
+    /// its shared memory holds the list and the buffer's sort (a power of two).
     FZ_MERGE: usize = 4096;
     /// Longest list merge_survivors_warp merges in registers (select/survivors.cu); longer ones
     /// (the k-NN's fused pairs at k = 1000) merge a block a row.

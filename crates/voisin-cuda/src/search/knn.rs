@@ -117,9 +117,10 @@ pub(crate) fn raws_of(hv: &[f32], hi: &[u32], keep: usize, whole: usize) -> Vec<
 
 /// Runs the candidate passes of every block of queries and hands each block's lists to `each`.
 ///
-/// Small lists may take the fused pass (fused.rs): ordinary tiles over a sample of the base,
-/// spread evenly over it ([`DeviceSet::spread`]), set each query's threshold (its kp-th key
-/// among the sample), the lists start from that threshold alone (`select::seed_lists`: no
+/// Lists up to k = 1000's may take the fused pass (fused.rs): ordinary tiles over a sample of
+/// the base, spread evenly over it ([`DeviceSet::spread`]), set each query's threshold (its key
+/// at the plan's rank among the sample: the kp-th, or a lower one for long lists, fused.rs
+/// `seed_rank`), the lists start from that threshold alone (`select::seed_lists`: no
 /// entries, so that the sample's items are not listed twice), and a fused kernel filters the
 /// whole base against it without writing tiles; the survivors are merged into the lists.
 /// fused_filter takes the base in one launch, and queries whose survivors overflow their buffer
@@ -286,13 +287,14 @@ fn passes(
         Ok(())
     };
 
-    // Lists of the seed's rank where it is short of the list (long lists: ops/fused.rs
-    // `seed_rank`); their key at the rank seeds the lists.
-    let seed_width = fusing
-        .filter(|f| f.rank < kp)
-        .map(|f| Select::Block.width(f.rank));
-    let mut seed_lists = match seed_width {
-        Some(w) => Some((alloc(q_tile * w)?, alloc_u32(q_tile * w)?)),
+    // The rank whose key seeds the fused pass's lists, and where it is short of the list (long
+    // lists: ops/fused.rs `seed_rank`) the sample's own lists of that rank's width.
+    let rank = fusing.map_or(kp, |f| f.rank);
+    let mut short = match fusing.filter(|f| f.rank < kp) {
+        Some(f) => {
+            let w = Select::Block.width(f.rank);
+            Some((w, alloc(q_tile * w)?, alloc_u32(q_tile * w)?))
+        }
         None => None,
     };
     // A fused pass's lists warmed on the sample, then kept as thresholds alone; returns how
@@ -300,30 +302,27 @@ fn passes(
     let mut seed = |tile_buf: &mut CudaSlice<f32>,
                     lv: &mut CudaSlice<f32>,
                     li: &mut CudaSlice<u32>,
-                    rows: std::ops::Range<usize>,
-                    rank: usize|
+                    rows: std::ops::Range<usize>|
      -> Result<usize> {
         let Some(set) = sample.as_ref() else {
             unreachable!("a fused pass has its sample")
         };
         let len = rows.len() * kp;
-        let from = if let (Some((sv, si)), Some(w)) = (&mut seed_lists, seed_width) {
-            pass(set, tile_buf, sv, si, rows.clone(), 0..set.n, (0, w))?;
-            Some((sv.slice(..rows.len() * w), w))
+        if let Some((w, sv, si)) = &mut short {
+            pass(set, tile_buf, sv, si, rows.clone(), 0..set.n, (0, *w))?;
+            let val = sv.slice(..rows.len() * *w);
+            let from = select::SeedFrom::Lists {
+                val: &val,
+                width: *w,
+                rank,
+            };
+            let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
+            select::seed_lists(gpu, &mut v, &mut i, kp, from)?;
         } else {
             pass(set, tile_buf, lv, li, rows, 0..set.n, (0, kp))?;
-            None
-        };
-        let from = match &from {
-            Some((val, width)) => select::SeedFrom::Lists {
-                val,
-                width: *width,
-                rank,
-            },
-            None => select::SeedFrom::Own { rank },
-        };
-        let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
-        select::seed_lists(gpu, &mut v, &mut i, kp, from)?;
+            let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
+            select::seed_lists(gpu, &mut v, &mut i, kp, select::SeedFrom::Own { rank })?;
+        }
         Ok(set.n)
     };
 
@@ -347,7 +346,7 @@ fn passes(
                     ..
                 },
             ) => {
-                let warm = seed(&mut tile_buf, &mut lv, &mut li, q0..q1, f.rank)?;
+                let warm = seed(&mut tile_buf, &mut lv, &mut li, q0..q1)?;
                 // The base in chunks that grow with what the lists have seen (the sample, then
                 // the chunks), each merged before the next reads the thresholds; an overflowed
                 // list is cut to its floor (survivors.cu) and proved or widened as any other.
@@ -397,7 +396,7 @@ fn passes(
                 ));
             }
             Some(f) => {
-                seed(&mut tile_buf, &mut lv, &mut li, q0..q1, f.rank)?;
+                seed(&mut tile_buf, &mut lv, &mut li, q0..q1)?;
                 stream
                     .memset_zeros(&mut survivors.count.slice_mut(..qn))
                     .map_err(dev("clearing counters"))?;
