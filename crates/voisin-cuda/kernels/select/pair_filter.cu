@@ -28,19 +28,28 @@
 // Dynamic shared memory of a block: the slabs in flight.
 #define PF_SHARED (PF_STAGES * (PF_BM + PF_BN) * PF_LD * 4)
 
-// Copies slab kt (words kt * PF_BK, + PF_BK) of rows [r0, r0 + n_rows) of `m` (ldw words
-// apart, kw words long, nm rows) into `s` (n_rows x PF_LD words); zeros past either end.
+// Rows a block copies in one pass of its threads (each thread a 16-byte piece of one row).
+#define PF_COPY_ROWS (PF_THREADS / (PF_BK / 4))
+
+// Copies slab kt (words kt * PF_BK, + PF_BK) of rows [r0, r0 + ROWS) of `m` (ldw words apart,
+// kw words long, nm rows) into `s` (ROWS x PF_LD words); zeros past either end. This thread
+// copies words kt * PF_BK + 4 (tid % (PF_BK / 4)) of rows tid / (PF_BK / 4) + PF_COPY_ROWS q:
+// one address computed, then a constant step a row pass (the copies run for every slab, and
+// an address computed whole for each took ~230 instructions a slab, a sixth of the kernel's).
 template <int ROWS>
 __device__ __forceinline__ void pf_copy(unsigned* s, const unsigned* __restrict__ m, int nm,
                                         int ldw, int kw, int r0, int kt) {
-    static_assert(ROWS * (PF_BK / 4) % PF_THREADS == 0, "whole copies per thread");
+    static_assert(ROWS % PF_COPY_ROWS == 0, "whole passes");
+    int row = r0 + (int)threadIdx.x / (PF_BK / 4);
+    int word = (int)threadIdx.x % (PF_BK / 4) * 4;
+    int k = kt * PF_BK + word;
+    const unsigned* src = m + (size_t)row * ldw + k;
+    const size_t step = (size_t)PF_COPY_ROWS * ldw;
+    unsigned dst = shared_address(s + ((int)threadIdx.x / (PF_BK / 4)) * PF_LD + word);
 #pragma unroll
-    for (int q = 0; q < ROWS * (PF_BK / 4) / PF_THREADS; ++q) {
-        int e = q * PF_THREADS + threadIdx.x;
-        int row = e / (PF_BK / 4), k = kt * PF_BK + (e % (PF_BK / 4)) * 4;
-        bool in = r0 + row < nm && k < kw;
-        const unsigned* src = in ? m + (size_t)(r0 + row) * ldw + k : m;
-        copy16_async(shared_address(s + row * PF_LD + (e % (PF_BK / 4)) * 4), src, in);
+    for (int q = 0; q < ROWS / PF_COPY_ROWS; ++q) {
+        bool in = row + q * PF_COPY_ROWS < nm && k < kw;
+        copy16_async(dst + q * PF_COPY_ROWS * PF_LD * 4, in ? src + q * step : m, in);
     }
 }
 
@@ -155,13 +164,19 @@ __device__ __forceinline__ void pair_filter_body(
     auto row_factor = [&](int r) { return SCALED ? s_rf[r] : form.delta; };
     auto col_factor = [&](int c) { return SCALED ? s_cf[c] : 1.0f; };
 
-    // Slab f of this block's stream: slab f % nk of its tile f / nk, into slot f % PF_STAGES.
+    // The copies' place in this block's stream of slabs: slab copy_kt of its tile copy_lt, whose
+    // rows start at copy_r0 and columns at copy_c0 (a division a tile, not one a slab).
+    int copy_kt = 0, copy_lt = 0, copy_r0, copy_c0;
+    pf_tile(blockIdx.x, ntc, copy_r0, copy_c0);
+    // Slab f of the stream (the next one) into slot f % PF_STAGES.
     auto copy_slab = [&](int f) {
-        int lt = f / nk, kt = f - lt * nk, r0, c0;
-        pf_tile((int)blockIdx.x + lt * (int)gridDim.x, ntc, r0, c0);
         int slot = f % PF_STAGES;
-        pf_copy<PF_BM>(as + slot * PF_BM * PF_LD, a, na, ldw, kw, r0, kt);
-        pf_copy<BN>(bs + slot * BN * PF_LD, b, nb, ldw, kw, c0, kt);
+        pf_copy<PF_BM>(as + slot * PF_BM * PF_LD, a, na, ldw, kw, copy_r0, copy_kt);
+        pf_copy<BN>(bs + slot * BN * PF_LD, b, nb, ldw, kw, copy_c0, copy_kt);
+        if (++copy_kt == nk) {
+            copy_kt = 0;
+            pf_tile((int)blockIdx.x + ++copy_lt * (int)gridDim.x, ntc, copy_r0, copy_c0);
+        }
     };
 #pragma unroll
     for (int s = 0; s < PF_STAGES - 1; ++s) {
