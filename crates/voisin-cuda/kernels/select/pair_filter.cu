@@ -71,13 +71,13 @@ __device__ __forceinline__ void pf_tile(int w, int ntc, int& r0, int& c0) {
     c0 = (w % ntc) * PF_BN;
 }
 
-// Value i (< PF_PARTS(SCALED) * PF_BM) of a tile's thresholds and key terms, as the epilogue
-// reads them from shared memory: [0, PF_BM) the rows' thresholds, then the rows' terms, the
+// Value o of part `part` (value part * PF_BM + o) of a tile's thresholds and key terms, as the
+// epilogue reads them from shared memory: part 0 the rows' thresholds, then the rows' terms, the
 // columns' thresholds, the columns' terms (KeyForm, common/keys.cuh), and with scaled rows the
 // rows' factors (KeyForm's delta times the row's scale back) and the columns' scales back. A row
 // or column past the end gets threshold -inf and term +inf: it passes nothing.
 #define PF_PARTS(SCALED) ((SCALED) ? 6 : 4)
-__device__ __forceinline__ float pf_bound(int i, int r0, int c0, int na, int nb,
+__device__ __forceinline__ float pf_bound(int part, int o, int r0, int c0, int na, int nb,
                                           const KeyForm& form, const float* __restrict__ an,
                                           const float* __restrict__ bn,
                                           const float* __restrict__ ab,
@@ -86,7 +86,6 @@ __device__ __forceinline__ float pf_bound(int i, int r0, int c0, int na, int nb,
                                           const float* __restrict__ col_list, int kp, int both) {
     const float no_pass = __int_as_float(0xff800000);
     const float never = __int_as_float(0x7f800000);
-    int part = i / PF_BM, o = i % PF_BM;
     int r = r0 + o, c = c0 + o;
     switch (part) {
     case 0: return r < na ? row_list[(size_t)r * kp + kp - 1] : no_pass;
@@ -164,6 +163,12 @@ __device__ __forceinline__ void pair_filter_body(
     auto row_factor = [&](int r) { return SCALED ? s_rf[r] : form.delta; };
     auto col_factor = [&](int c) { return SCALED ? s_cf[c] : 1.0f; };
 
+    // This thread's bound values are h * PF_THREADS + threadIdx.x, h < PARTS / 2: value bound_o
+    // of part 2h + (threadIdx.x >= PF_BM), so each unrolled h chooses between two parts (not a
+    // switch over all of them, as a value index the compiler cannot bound would take).
+    const int bound_o = (int)threadIdx.x % PF_BM;
+    auto bound_part = [&](int h) { return 2 * h + ((int)threadIdx.x >= PF_BM); };
+
     // The copies' place in this block's stream of slabs: slab copy_kt of its tile copy_lt, whose
     // rows start at copy_r0 and columns at copy_c0 (a division a tile, not one a slab).
     int copy_kt = 0, copy_lt = 0, copy_r0, copy_c0;
@@ -186,9 +191,11 @@ __device__ __forceinline__ void pair_filter_body(
     {
         int r0, c0;
         pf_tile(blockIdx.x, ntc, r0, c0);
-        for (int i = threadIdx.x; i < PARTS * PF_BM; i += PF_THREADS)
-            s_bound[i] = pf_bound(i, r0, c0, na, nb, form, an, bn, ab, bb, row_list, col_list,
-                                  kp, both);
+#pragma unroll
+        for (int h = 0; h < PARTS / 2; ++h)
+            s_bound[threadIdx.x + h * PF_THREADS] = pf_bound(
+                bound_part(h), bound_o, r0, c0, na, nb, form, an, bn, ab, bb, row_list, col_list,
+                kp, both);
     }
 
     // Each lane's row address for the fragment loads (common/mma.cuh load_matrices): A's
@@ -218,7 +225,7 @@ __device__ __forceinline__ void pair_filter_body(
             pf_tile((int)blockIdx.x + (lt + 1) * (int)gridDim.x, ntc, r0, c0);
 #pragma unroll
             for (int h = 0; h < PARTS / 2; ++h)
-                next_bound[h] = pf_bound(threadIdx.x + h * PF_THREADS, r0, c0, na, nb, form, an,
+                next_bound[h] = pf_bound(bound_part(h), bound_o, r0, c0, na, nb, form, an,
                                          bn, ab, bb, row_list, col_list, kp, both);
         }
         if (f + PF_STAGES - 1 < total) copy_slab(f + PF_STAGES - 1);
