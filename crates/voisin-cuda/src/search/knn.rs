@@ -308,21 +308,22 @@ fn passes(
             unreachable!("a fused pass has its sample")
         };
         let len = rows.len() * kp;
-        if let Some((w, sv, si)) = &mut short {
+        // The sample's pass fills the short lists, or the lists themselves; one seed from it.
+        let short_val;
+        let from = if let Some((w, sv, si)) = &mut short {
             pass(set, tile_buf, sv, si, rows.clone(), 0..set.n, (0, *w))?;
-            let val = sv.slice(..rows.len() * *w);
-            let from = select::SeedFrom::Lists {
-                val: &val,
+            short_val = sv.slice(..rows.len() * *w);
+            select::SeedFrom::Lists {
+                val: &short_val,
                 width: *w,
                 rank,
-            };
-            let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
-            select::seed_lists(gpu, &mut v, &mut i, kp, from)?;
+            }
         } else {
             pass(set, tile_buf, lv, li, rows, 0..set.n, (0, kp))?;
-            let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
-            select::seed_lists(gpu, &mut v, &mut i, kp, select::SeedFrom::Own { rank })?;
-        }
+            select::SeedFrom::Own { rank }
+        };
+        let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
+        select::seed_lists(gpu, &mut v, &mut i, kp, from)?;
         Ok(set.n)
     };
 
