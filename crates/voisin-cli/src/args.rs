@@ -255,9 +255,11 @@ pub struct RunOpts {
     /// GPU distance arithmetic: auto (the fastest whose error bound proves the answer for the
     /// data: fp16/bf16 tensor cores on f16/bf16 data, int8 tensor cores on u8 data under
     /// euclidean and sqeuclidean; on other data tf32 where a pilot finds its bound proves
-    /// cheaply, fp32 otherwise), fp32, tf32, fp16 or bf16 (f16/bf16 data only), int8 (u8 data
-    /// only). Results stay exact in every mode (a wider error bound and exact re-ranking);
-    /// --stats says which ran. The CPU ignores it.
+    /// cheaply, for a graph fp16x3 where tf32 does not and it does, fp32 otherwise), fp32,
+    /// tf32, fp16x3 (each f32 value as two f16 halves, three f16 products: near fp32's bound on
+    /// the graph's fused tile pairs), fp16 or bf16 (f16/bf16 data only), int8 (u8 data only).
+    /// Results stay exact in every mode (a wider error bound and exact re-ranking); --stats
+    /// says which ran. The CPU ignores it.
     #[arg(long, value_name = "P", default_value = "auto", value_parser = parse_precision, help_heading = "GPU options")]
     pub precision: voisin_cuda::Precision,
     /// GPUs to use: all, a count N (the first N), or ordinals such as 0,2 (default: GPU 0).

@@ -144,24 +144,39 @@ uint16_t to_half(float v) {
 // Rows of n x dim small integers (every few a copy of the one before with `dup`) packed as 32-bit
 // words of MMA kind `kind` (common/mma.cuh), ldw words a row (zero padding), their dot products.
 // With `back` (f16 only), each row is packed times its own power of two 2^e (e in [-3, 3], as
-// distance/scaled_half.cu scales rows) and back gets 2^-e.
-std::vector<unsigned> pack_rows(int kind, int n, int dim, bool dup, int& ldw, std::vector<float>& dot, std::vector<float>& norm, std::vector<float>* back = nullptr) {
-  std::vector<int> x(n * dim);
-  for (int i = 0; i < n; ++i) for (int k = 0; k < dim; ++k)
+// distance/scaled_half.cu scales rows) and back gets 2^-e. With `split` too, each value is a
+// hi of 16 x (a small integer) and a lo of another small integer, stored as scaled_half.cu
+// stores split rows (groups of PF_SPLIT_GROUP his, then their los), and the dot products are
+// what the split pair sums: hi.hi' + hi.lo' + lo.hi'.
+std::vector<unsigned> pack_rows(int kind, int n, int dim, bool dup, int& ldw, std::vector<float>& dot, std::vector<float>& norm, std::vector<float>* back = nullptr, bool split = false) {
+  std::vector<int> x(n * dim), lo(n * dim, 0);
+  for (int i = 0; i < n; ++i) for (int k = 0; k < dim; ++k) {
     x[i*dim+k] = dup && i % 5 == 1 ? x[(i-1)*dim+k] : (int)(rng() % 15) - 7;
+    if (split) lo[i*dim+k] = dup && i % 5 == 1 ? lo[(i-1)*dim+k] : (int)(rng() % 15) - 7;
+  }
   int per = kind == MMA_TF32 ? 1 : kind == MMA_S8 ? 4 : 2;
-  ldw = ((dim + per - 1) / per + 3) / 4 * 4;
+  const int G = PF_SPLIT_GROUP;
+  ldw = split ? (dim + G - 1) / G * G : ((dim + per - 1) / per + 3) / 4 * 4;
   std::vector<unsigned> w(n * ldw, 0);
   std::vector<int> e(n, 0);
   if (back) { back->resize(n); for (int i = 0; i < n; ++i) { e[i] = (int)(rng() % 7) - 3; (*back)[i] = std::ldexp(1.0f, -e[i]); } }
   for (int i = 0; i < n; ++i) for (int k = 0; k < dim; ++k) {
-    float v = std::ldexp((float)x[i*dim+k], e[i]);
+    float v = std::ldexp((float)(split ? 16 * x[i*dim+k] : x[i*dim+k]), e[i]);
     unsigned bits = kind == MMA_TF32 ? __float_as_uint(v) : kind == MMA_F16 ? to_half(v)
                   : kind == MMA_BF16 ? __float_as_uint(v) >> 16 : (unsigned)(uint8_t)(int8_t)x[i*dim+k];
-    w[i*ldw + k/per] |= bits << (32 / per * (k % per));
+    if (!split) { w[i*ldw + k/per] |= bits << (32 / per * (k % per)); continue; }
+    // Value k's hi at value k / G * 2G + k % G of the row, its lo G values further.
+    int at = k / G * 2 * G + k % G;
+    w[i*ldw + at/2] |= bits << (16 * (at % 2));
+    at += G;
+    w[i*ldw + at/2] |= (unsigned)to_half(std::ldexp((float)lo[i*dim+k], e[i])) << (16 * (at % 2));
   }
   for (int i = 0; i < n; ++i) for (int j = 0; j < n; ++j) {
-    int s = 0; for (int k = 0; k < dim; ++k) s += x[i*dim+k] * x[j*dim+k];
+    int s = 0;
+    for (int k = 0; k < dim; ++k) {
+      int a = x[i*dim+k], b = x[j*dim+k];
+      s += split ? 256 * a * b + 16 * a * lo[j*dim+k] + 16 * lo[i*dim+k] * b : a * b;
+    }
     dot[i*n+j] = (float)s;
   }
   for (int i = 0; i < n; ++i) norm[i] = dot[i*n+i];
@@ -180,11 +195,11 @@ bool sim_block_merge = false;
 // With `sample` (s > 0), the lists are first warmed on s items spread over the set (every
 // n / s-th, self pairs included) and seeded with their kp-th key alone (select/block.cu
 // seed_lists, as graph.rs `seed` runs them): every pair is then filtered.
-void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false, int fused = -1, int dim = 0, bool scaled = false, int sample = 0) {
+void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool l2 = false, int fused = -1, int dim = 0, bool scaled = false, int sample = 0, bool split = false) {
   std::vector<float> d(n * n), dot(n * n), norm(n), back;
   std::vector<unsigned> words; int ldw = 0;
   if (fused >= 0) {
-    words = pack_rows(fused, n, dim, dup, ldw, dot, norm, scaled ? &back : nullptr);
+    words = pack_rows(fused, n, dim, dup, ldw, dot, norm, scaled ? &back : nullptr, split);
     l2 = true;
     for (int i = 0; i < n; ++i) for (int j = 0; j < n; ++j) d[i*n+j] = norm[i] + norm[j] - 2.0f * dot[i*n+j];
   } else {
@@ -230,7 +245,7 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
         // Diagonal pairs (rows only) on the entry points that never test the columns, as ops/pair.rs launches them.
         auto side = [&](auto two, auto rows) { return both ? two : rows; };
         auto kernel = fused == MMA_TF32 ? side(pair_filter_tf32, pair_filter_tf32_rows)
-                    : fused == MMA_F16 ? (scaled ? side(pair_filter_f16_scaled, pair_filter_f16_scaled_rows) : side(pair_filter_f16, pair_filter_f16_rows))
+                    : fused == MMA_F16 ? (split ? side(pair_filter_f16_split, pair_filter_f16_split_rows) : scaled ? side(pair_filter_f16_scaled, pair_filter_f16_scaled_rows) : side(pair_filter_f16, pair_filter_f16_rows))
                     : fused == MMA_BF16 ? side(pair_filter_bf16, pair_filter_bf16_rows) : side(pair_filter_s8, pair_filter_s8_rows);
         const float* fb = scaled ? back.data() : norm.data();
         launch({3,1,1},{256,1,1},[&]{ kernel(words.data() + i0*ldw, ni, words.data() + j0*ldw, nj, ldw, ldw, mode, norm.data() + i0, norm.data() + j0, fb + i0, fb + j0, i0, j0, 1, lv.data() + i0*kp, lv.data() + j0*kp, kp, both, rc.data(), rf.data(), rv.data(), ri.data(), cc.data(), cf.data(), cv.data(), ci.data(), cap); });
@@ -284,15 +299,16 @@ void test_graph_filter(int n, int t, int kp, int cap, bool dup, bool exact, bool
   CHECK(filtered > 0, "graph filter: no pair filtered");
   CHECK(sample == 0 || filtered == nt * (nt + 1) / 2, "graph filter: a seeded pair was not filtered");
   if (exact) CHECK(overflowed == 0, "graph filter: %d buffers overflowed", overflowed);
-  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d fused=%d dim=%d scaled=%d sample=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, fused, dim, scaled, sample, filtered, overflowed, short_lists);
+  printf("graph filter n=%d t=%d kp=%d cap=%d dup=%d l2=%d fused=%d dim=%d scaled=%d sample=%d split=%d: %d pairs filtered, %d buffers overflowed, %d lists cut short\n", n, t, kp, cap, dup, l2, fused, dim, scaled, sample, split, filtered, overflowed, short_lists);
 }
 
 // distance/scaled_half.cu: each row times the power of two that puts its largest value in
 // [2^14, 2^15) (at most 2^62), rounded to f16, zeros from d to ld, and its factor back; every
 // value within what the plan's bound assumes of it (2^-11 of itself in f16's normal range, half
 // the subnormal spacing below it, in scaled units). Rows of ordinary, tiny (the cap), zero,
-// one-large-value, huge and mixed magnitudes.
-void test_scaled_half(int n, int d, int ld) {
+// one-large-value, huge and mixed magnitudes. Split (fp16x3), each value's hi and lo in their
+// groups, hi + lo within 2^-22 of the value (or the subnormal spacing), lo within 2^-11 of it.
+void test_scaled_half(int n, int d, int ld, bool split = false) {
   std::vector<float> x(n * d);
   for (int i = 0; i < n; ++i)
     for (int k = 0; k < d; ++k) {
@@ -308,7 +324,13 @@ void test_scaled_half(int n, int d, int ld) {
     }
   std::vector<unsigned short> out(n * ld, 0xffff);
   std::vector<float> back(n, -1.0f);
-  launch({(unsigned)((n + 3) / 4),1,1},{128,1,1},[&]{ scaled_half_rows(x.data(), n, d, out.data(), ld, back.data()); });
+  launch({(unsigned)((n + 3) / 4),1,1},{128,1,1},[&]{ scaled_half_rows(x.data(), n, d, out.data(), ld, back.data(), split); });
+  const int G = PF_SPLIT_GROUP;
+  std::vector<char> held(ld, 0);
+  for (int k = 0; k < d; ++k) {
+    if (!split) { held[k] = 1; continue; }
+    held[k / G * 2 * G + k % G] = held[k / G * 2 * G + k % G + G] = 1;
+  }
   for (int i = 0; i < n; ++i) {
     float m = 0.0f;
     for (int k = 0; k < d; ++k) m = std::max(m, std::fabs(x[i*d+k]));
@@ -320,13 +342,19 @@ void test_scaled_half(int n, int d, int ld) {
       CHECK((top >= 16384.0f && top < 32768.0f) || (e == 62 && top < 16384.0f), "scaled half r=%d: largest %g scaled by 2^%d", i, m, e);
     }
     for (int k = 0; k < d; ++k) {
-      double v = x[i*d+k], got = (double)sim_half(out[i*ld+k]) * back[i];
+      int at = split ? k / G * 2 * G + k % G : k;
+      double v = x[i*d+k], got = (double)sim_half(out[i*ld+at]) * back[i];
       double allowed = std::max(std::ldexp(std::fabs(v), -11), std::ldexp((double)back[i], -25));
       CHECK(std::fabs(got - v) <= allowed, "scaled half r=%d k=%d: %g for %g", i, k, got, v);
+      if (!split) continue;
+      double low = (double)sim_half(out[i*ld+at+G]) * back[i];
+      CHECK(std::fabs(got + low - v) <= std::ldexp(std::fabs(v), -22) + std::ldexp((double)back[i], -25),
+            "split half r=%d k=%d: %g + %g for %g", i, k, got, low, v);
+      CHECK(std::fabs(low) <= allowed, "split half r=%d k=%d: lo %g for %g", i, k, low, v);
     }
-    for (int k = d; k < ld; ++k) CHECK(out[i*ld+k] == 0, "scaled half r=%d: padding %d", i, k);
+    for (int k = 0; k < ld; ++k) CHECK(held[k] || out[i*ld+k] == 0, "scaled half r=%d: padding %d", i, k);
   }
-  printf("scaled half n=%d d=%d ld=%d done\n", n, d, ld);
+  printf("scaled half n=%d d=%d ld=%d split=%d done\n", n, d, ld, split);
 }
 
 // distance/scaled_half.cu unscale_tile: each of the first nc values of the first nr rows times
@@ -377,6 +405,8 @@ int main() {
   test_unscale_tile(64, 1000, 1000);
   test_scaled_half(33, 3, 8);
   test_scaled_half(12, 1025, 1032);
+  test_scaled_half(70, 130, 288, true);
+  test_scaled_half(13, 3, 32, true);
   test_graph_filter(300, 96, 8, 64, false, true);
   test_graph_filter(500, 160, 32, 256, false, true);
   test_graph_filter(300, 96, 8, 4, false, false);
@@ -399,6 +429,10 @@ int main() {
   test_graph_filter(420, 160, 8, 6, true, false, true, MMA_F16, 9);
   test_graph_filter(420, 160, 16, 256, true, true, true, MMA_F16, 67, true);
   test_graph_filter(420, 160, 8, 6, false, false, true, MMA_F16, 3, true);
+  // Split rows (fp16x3): a ragged last group (37 values: three groups, the last slab's second
+  // step all padding), and one group; ties, overflowing buffers.
+  test_graph_filter(420, 160, 16, 256, true, true, true, MMA_F16, 37, true, 0, true);
+  test_graph_filter(420, 160, 8, 6, false, false, true, MMA_F16, 9, true, 0, true);
   // Lists seeded from a spread sample (graph.rs `seed`): written tiles, tile filters, fused
   // pairs of two kinds, ties (dup), and buffers small enough to overflow.
   test_graph_filter(480, 96, 8, 64, false, true, true, -1, 0, false, 48);

@@ -58,7 +58,8 @@ pub enum Precision {
     /// on the device decides once the base is up: TF32 where the exact evaluations its wider
     /// bound adds on 32 pilot queries cost less than the tile time it saves (TF32 was about 2×
     /// faster on normal data), fp32 where they do not (TF32 lost 5.8× to fp32 on a clustered
-    /// graph). The pilot runs for the
+    /// graph); for a graph where TF32 loses, `Fp16x3` by the same rule with its own bound (the
+    /// clustered graph 2.5× faster than fp32 on the H200). The pilot runs for the
     /// k-NN search of a resident base (a prepared base decides at its first search and keeps
     /// the choice) and for graphs built by one process; streamed bases, k-NN over several GPUs,
     /// range searches and the graphs of MPI ranks keep fp32. SIMT metrics run fp32.
@@ -70,6 +71,14 @@ pub enum Precision {
     /// TF32 tensor-core products with fp32 accumulation: inputs keep 10 explicit mantissa
     /// bits, about 2^-10 relative error each, covered by a wider bound.
     Tf32,
+    /// Three f16 tensor-core products per f32 product: each prepared f32 row scaled by a power
+    /// of two and split into two f16 halves, hi + lo, and hi·hi′ + hi·lo′ + lo·hi′ summed in
+    /// fp32, within about 3·2^-22 of each product where TF32 errs by 2^-9: near-fp32 candidate
+    /// sets (data whose norms dwarf the gaps between near neighbours, as clustered data of low
+    /// intrinsic dimension) at three f16 MMAs per value. Runs where the graph's (and the large
+    /// k-NN batches') fused tile pairs run; the other tiles of such a search are fp32, inside
+    /// the same bound. GEMM metrics on f32 rows, as `Tf32`.
+    Fp16x3,
     /// f16 tensor cores on f16 storage (the rows stay f16 on the device; products exact, fp32
     /// accumulation). Only for f16 sets under euclidean, sqeuclidean or inner product.
     Fp16,
@@ -89,6 +98,7 @@ impl Precision {
             Precision::Auto => "auto",
             Precision::Fp32 => "fp32",
             Precision::Tf32 => "tf32",
+            Precision::Fp16x3 => "fp16x3",
             Precision::Fp16 => "fp16",
             Precision::Bf16 => "bf16",
             Precision::Int8 => "int8",
@@ -109,11 +119,12 @@ impl std::str::FromStr for Precision {
             "auto" => Ok(Precision::Auto),
             "fp32" => Ok(Precision::Fp32),
             "tf32" => Ok(Precision::Tf32),
+            "fp16x3" | "f16x3" => Ok(Precision::Fp16x3),
             "fp16" | "f16" => Ok(Precision::Fp16),
             "bf16" => Ok(Precision::Bf16),
             "int8" | "i8" => Ok(Precision::Int8),
             _ => Err(Error::invalid(format!(
-                "unknown precision '{s}' (known: auto, fp32, tf32, fp16, bf16, int8)"
+                "unknown precision '{s}' (known: auto, fp32, tf32, fp16x3, fp16, bf16, int8)"
             ))),
         }
     }

@@ -12,7 +12,7 @@ METRICS = ["euclidean", "sqeuclidean", "cosine", "correlation", "inner_product",
 
 
 @pytest.mark.parametrize("metric", METRICS)
-@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16x3"])
 def test_cuda_equals_cpu(rng, metric, precision):
     base = rng.normal(size=(5000, 64)).astype(np.float32)
     queries = rng.normal(size=(300, 64)).astype(np.float32)

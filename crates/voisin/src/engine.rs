@@ -151,7 +151,7 @@ pub struct Stats {
     /// Device(s) that did the work, e.g. "cpu (2 threads)".
     pub device: String,
     /// Arithmetic of the approximate distance tiles where an engine reports it (the CUDA
-    /// engines: "fp32", "tf32", "fp16", "bf16"); empty otherwise.
+    /// engines: "fp32", "tf32", "fp16x3", "fp16", "bf16", "int8"); empty otherwise.
     pub arithmetic: String,
 }
 

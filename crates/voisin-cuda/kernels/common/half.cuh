@@ -10,3 +10,10 @@ __device__ __forceinline__ unsigned short f16_bits_rn(float v) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
     return h;
 }
+
+// The value of f16 bits h (exact in f32).
+__device__ __forceinline__ float f16_value(unsigned short h) {
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h));
+    return v;
+}

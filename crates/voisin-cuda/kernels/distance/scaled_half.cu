@@ -10,9 +10,17 @@
 // largest value, or 2^-76 where the cap applies: the terms numerics/plan.rs adds to TF32's bound
 // (`with_precision`). A row of zeros gets e = 0.
 //
-// in: n rows of d f32 values, d apart. out: n rows of ld f16 bits (ld >= d), zero from d on.
-// back: 2^-e per row, what a dot product of scaled rows is multiplied by, once per side.
+// Split (fp16x3 plans, select/pair_filter.cu): each scaled value v also keeps the f16 nearest
+// to what its f16 hi leaves, lo = f16(v - hi) (the difference is exact in f32: v's bits below
+// hi's last), so that hi + lo is within 2^-22 |v| of v in f16's normal range, or within the
+// subnormal spacing below it: the terms of numerics/plan.rs's split bound. The row is stored in
+// groups of PF_SPLIT_GROUP values: their his, then their los.
+//
+// in: n rows of d f32 values, d apart. out: n rows of ld f16 bits (ld >= d; split: ld >= 2d
+// rounded up to whole groups of both halves), zero past the row's values. back: 2^-e per row,
+// what a dot product of scaled rows is multiplied by, once per side.
 
+#include "common/abi.cuh"
 #include "common/half.cuh"
 
 __device__ __forceinline__ float sh_warp_max(float v) {
@@ -22,7 +30,7 @@ __device__ __forceinline__ float sh_warp_max(float v) {
 
 extern "C" __global__ void scaled_half_rows(const float* __restrict__ in, long long n, int d,
                                             unsigned short* __restrict__ out, long long ld,
-                                            float* __restrict__ back) {
+                                            float* __restrict__ back, int split) {
     long long row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= n) return;
@@ -38,8 +46,24 @@ extern "C" __global__ void scaled_half_rows(const float* __restrict__ in, long l
         e = max(-62, min(62, 15 - x2));
     }
     float s = ldexpf(1.0f, e);
-    for (int i = lane; i < d; i += 32) o[i] = f16_bits_rn(x[i] * s);
-    for (long long i = d + lane; i < ld; i += 32) o[i] = 0;
+    if (!split) {
+        for (int i = lane; i < d; i += 32) o[i] = f16_bits_rn(x[i] * s);
+        for (long long i = d + lane; i < ld; i += 32) o[i] = 0;
+    } else {
+        // Value i's hi at group i / G's start + i % G, its lo G further; a lane per value.
+        const int G = PF_SPLIT_GROUP;
+        for (long long i = lane; 2 * i < ld; i += 32) {
+            unsigned short hi = 0, lo = 0;
+            if (i < d) {
+                float v = x[i] * s;
+                hi = f16_bits_rn(v);
+                lo = f16_bits_rn(v - f16_value(hi));
+            }
+            long long at = i / G * 2 * G + i % G;
+            o[at] = hi;
+            o[at + G] = lo;
+        }
+    }
     if (lane == 0) back[row] = ldexpf(1.0f, -e);
 }
 

@@ -8,8 +8,9 @@
 // Rows are 32-bit words (common/mma.cuh): prepared f32 rows on TF32 tensor cores, stored
 // f16/bf16 rows on their own, prepared int8 rows (u8 minus 128) on int8 ones with exact int32
 // sums, and prepared f32 rows as f16 scaled per row by a power of two (distance/scaled_half.cu),
-// whose sums the epilogue scales back. One body; the element kind and the scaling are template
-// parameters.
+// whose sums the epilogue scales back, either whole (TF32 plans) or split into two f16 halves
+// whose three leading products run per step (fp16x3 plans, pf_products). One body; the element
+// kind, the scaling and the split are template parameters.
 //
 // A block takes tiles of PF_BM rows x PF_BN columns in turn; 8 warps as 2 (rows) x 4
 // (columns), each 64 x PF_BN / 4. The inner dimension goes through shared memory PF_BK words at
@@ -64,6 +65,70 @@ __device__ __forceinline__ void pf_zero(T (&acc)[4][J][4]) {
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
 }
 
+// One slab's products into a thread's accumulators: a_slab and b_slab are this lane's row
+// addresses (load_matrices) in the slab's A and B slots. Each k-step of 8 words takes four
+// A fragments and two of B (four columns' groups of 8) into 16 MMAs.
+//
+// SPLIT: the rows are scaled f16 split in two, x = hi + lo (distance/scaled_half.cu), stored
+// as groups of PF_SPLIT_GROUP values: 8 words of hi, then the same values' 8 words of lo. A
+// step of 16 words takes both halves of each side and sums hi.hi' + hi.lo' + lo.hi' (three
+// MMAs on fragments loaded once; lo.lo' is inside the split's bound, numerics/plan.rs). The two
+// small products go to a fresh sum that is added to the accumulator once: the accumulator then
+// meets two roundings a step, not three, which is what the bound counts (three a step made it
+// ~6x fp32's, and a fifth of the clustered graph's rows outgrew their lists). Its A fragments
+// are loaded per 16 rows, as the MMAs use them, so that the lo halves cost 8 registers more
+// rather than 24.
+template <int KIND, bool SPLIT, typename T, int J>
+__device__ __forceinline__ void pf_products(T (&acc)[4][J][4], unsigned a_slab,
+                                            unsigned b_slab) {
+    static_assert(!SPLIT || (KIND == MMA_F16 && PF_BK % 16 == 0 && PF_SPLIT_GROUP == 16),
+                  "split rows: f16, whole groups of 8 words of each half in a slab");
+    auto a_at = [&](int i, int kk) { return a_slab + (unsigned)(i * 16 * PF_LD + kk) * 4; };
+    auto b_at = [&](int j, int kk) { return b_slab + (unsigned)(j * 16 * PF_LD + kk) * 4; };
+    if (!SPLIT) {
+#pragma unroll
+        for (int kk = 0; kk < PF_BK; kk += 8) {
+            unsigned fa[4][4], fb[J / 2][4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) load_matrices(fa[i], a_at(i, kk));
+#pragma unroll
+            for (int j = 0; j < J / 2; ++j) load_matrices(fb[j], b_at(j, kk));
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < J; ++j)
+                    Mma<KIND>::run(acc[i][j], fa[i], fb[j >> 1][2 * (j & 1)],
+                                   fb[j >> 1][2 * (j & 1) + 1]);
+        }
+        return;
+    }
+#pragma unroll
+    for (int kk = 0; kk < PF_BK; kk += 16) {
+        unsigned hb[J / 2][4], lb[J / 2][4];
+#pragma unroll
+        for (int j = 0; j < J / 2; ++j) {
+            load_matrices(hb[j], b_at(j, kk));
+            load_matrices(lb[j], b_at(j, kk + 8));
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            unsigned ha[4], la[4];
+            load_matrices(ha, a_at(i, kk));
+            load_matrices(la, a_at(i, kk + 8));
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                int h = j >> 1, w = 2 * (j & 1);
+                T small[4] = {0, 0, 0, 0};
+                Mma<KIND>::run(small, ha, lb[h][w], lb[h][w + 1]);
+                Mma<KIND>::run(small, la, hb[h][w], hb[h][w + 1]);
+                Mma<KIND>::run(acc[i][j], ha, hb[h][w], hb[h][w + 1]);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[i][j][e] += small[e];
+            }
+        }
+    }
+}
+
 // Tile w of a pair of ceil(na / PF_BM) x ntc blocks, row block first: the blocks running at
 // once share a few row blocks (and the whole column side stays in L2).
 __device__ __forceinline__ void pf_tile(int w, int ntc, int& r0, int& c0) {
@@ -105,7 +170,8 @@ __device__ __forceinline__ float pf_key(float rf, float cf, float t, float rs, f
 }
 
 // a: na rows of the tile's row block, b: nb rows of its column block, both ldw words apart and
-// kw words long (kw and ldw multiples of 4, the rows 16-byte aligned; padding words zero);
+// kw words long (kw and ldw multiples of 4, the rows 16-byte aligned; padding words zero; with
+// SPLIT, kw whole groups of both halves, a multiple of 16);
 // an, bn their squared norms (read where the mode needs them); with SCALED, ab and bb their
 // scales back (distance/scaled_half.cu), unread otherwise. The other arguments are
 // tile_filter's (select/survivors.cu), with the same meaning. Any grid of PF_THREADS-thread
@@ -122,7 +188,7 @@ __device__ __forceinline__ float pf_key(float rf, float cf, float t, float rs, f
 //
 // ROWS: the rows' side only (the k-NN's query blocks against the base, the graph's diagonal
 // pairs): the columns' thresholds are never compared, so the epilogue tests each value once.
-template <int KIND, bool SCALED, bool ROWS>
+template <int KIND, bool SCALED, bool SPLIT, bool ROWS>
 __device__ __forceinline__ void pair_filter_body(
     const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb, int ldw,
     int kw, int mode, const float* __restrict__ an, const float* __restrict__ bn,
@@ -136,6 +202,7 @@ __device__ __forceinline__ void pair_filter_body(
     static_assert(J == 4, "a thread's values are 8 rows x 8 columns: two 32-bit masks");
     constexpr int PARTS = PF_PARTS(SCALED);
     static_assert(2 * PF_BM == PF_THREADS && BN == PF_BM, "PARTS / 2 bound values per thread");
+    static_assert(!SPLIT || SCALED, "split rows are scaled rows");
     typedef typename Mma<KIND>::acc_t acc_t;
     DYNAMIC_SHARED(unsigned, pf_shared);
     unsigned* as = pf_shared;                            // [PF_STAGES][PF_BM][PF_LD]
@@ -231,22 +298,8 @@ __device__ __forceinline__ void pair_filter_body(
         if (f + PF_STAGES - 1 < total) copy_slab(f + PF_STAGES - 1);
         copies_commit();
         int slot = f % PF_STAGES;
-#pragma unroll
-        for (int kk = 0; kk < PF_BK; kk += 8) {
-            unsigned fa[4][4], fb[J / 2][4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                load_matrices(fa[i], a_lane + (unsigned)((slot * PF_BM + i * 16) * PF_LD + kk) * 4);
-#pragma unroll
-            for (int j = 0; j < J / 2; ++j)
-                load_matrices(fb[j], b_lane + (unsigned)((slot * BN + j * 16) * PF_LD + kk) * 4);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-                for (int j = 0; j < J; ++j)
-                    Mma<KIND>::run(acc[i][j], fa[i], fb[j >> 1][2 * (j & 1)],
-                                   fb[j >> 1][2 * (j & 1) + 1]);
-        }
+        pf_products<KIND, SPLIT>(acc, a_lane + (unsigned)(slot * PF_BM * PF_LD) * 4,
+                                 b_lane + (unsigned)(slot * BN * PF_LD) * 4);
         if (++kt < nk) continue;
 
         // Epilogue of tile lt. Value v = 8q + p of this thread: row q = 2i + h (wm + 16i + 8h
@@ -317,7 +370,7 @@ __device__ __forceinline__ void pair_filter_body(
 // (two blocks per multiprocessor: at most 128 registers, 110.6 KB of dynamic shared memory and
 // 2 or 3 KB of static each; launch two per multiprocessor). The rows' entry points take the
 // same arguments and ignore `both` and the columns'.
-#define PAIR_FILTER(name, KIND, SCALED, ROWS)                                                   \
+#define PAIR_FILTER(name, KIND, SCALED, SPLIT, ROWS)                                                   \
     extern "C" __global__ void __launch_bounds__(PF_THREADS, 2) name(                          \
         const unsigned* __restrict__ a, int na, const unsigned* __restrict__ b, int nb,        \
         int ldw, int kw, int mode, const float* __restrict__ an,                               \
@@ -328,20 +381,22 @@ __device__ __forceinline__ void pair_filter_body(
         float* __restrict__ row_val, unsigned* __restrict__ row_idx,                           \
         unsigned* __restrict__ col_count, unsigned* __restrict__ col_floor,                    \
         float* __restrict__ col_val, unsigned* __restrict__ col_idx, int cap) {                \
-        pair_filter_body<KIND, SCALED, ROWS>(a, na, b, nb, ldw, kw, mode, an, bn, ab, bb,       \
+        pair_filter_body<KIND, SCALED, SPLIT, ROWS>(a, na, b, nb, ldw, kw, mode, an, bn, ab, bb, \
                                              row_off, col_off, exclude_self, row_list,         \
                                              col_list, kp, ROWS ? 0 : both, row_count,         \
                                              row_floor, row_val, row_idx, col_count,           \
                                              col_floor, col_val, col_idx, cap);                \
     }
 
-PAIR_FILTER(pair_filter_tf32, MMA_TF32, false, false)
-PAIR_FILTER(pair_filter_f16, MMA_F16, false, false)
-PAIR_FILTER(pair_filter_f16_scaled, MMA_F16, true, false)
-PAIR_FILTER(pair_filter_bf16, MMA_BF16, false, false)
-PAIR_FILTER(pair_filter_s8, MMA_S8, false, false)
-PAIR_FILTER(pair_filter_tf32_rows, MMA_TF32, false, true)
-PAIR_FILTER(pair_filter_f16_rows, MMA_F16, false, true)
-PAIR_FILTER(pair_filter_f16_scaled_rows, MMA_F16, true, true)
-PAIR_FILTER(pair_filter_bf16_rows, MMA_BF16, false, true)
-PAIR_FILTER(pair_filter_s8_rows, MMA_S8, false, true)
+PAIR_FILTER(pair_filter_tf32, MMA_TF32, false, false, false)
+PAIR_FILTER(pair_filter_f16, MMA_F16, false, false, false)
+PAIR_FILTER(pair_filter_f16_scaled, MMA_F16, true, false, false)
+PAIR_FILTER(pair_filter_f16_split, MMA_F16, true, true, false)
+PAIR_FILTER(pair_filter_bf16, MMA_BF16, false, false, false)
+PAIR_FILTER(pair_filter_s8, MMA_S8, false, false, false)
+PAIR_FILTER(pair_filter_tf32_rows, MMA_TF32, false, false, true)
+PAIR_FILTER(pair_filter_f16_rows, MMA_F16, false, false, true)
+PAIR_FILTER(pair_filter_f16_scaled_rows, MMA_F16, true, false, true)
+PAIR_FILTER(pair_filter_f16_split_rows, MMA_F16, true, true, true)
+PAIR_FILTER(pair_filter_bf16_rows, MMA_BF16, false, false, true)
+PAIR_FILTER(pair_filter_s8_rows, MMA_S8, false, false, true)

@@ -261,6 +261,14 @@ pub(crate) fn accumulation_length(d: usize) -> usize {
     }
 }
 
+/// γ of the sums of `d`-value split rows (`Plan::with_precision`, `Fp16x3`) with the plan's
+/// factor 2 of safety, as [`Plan::new`] forms it for d products: d products and one addition
+/// of the small products per step of 16 values (kernels/select/pair_filter.cu `pf_products`),
+/// in one accumulator for the whole row (no chunks, whatever d).
+fn split_gamma(d: usize) -> f64 {
+    2.0 * ((d + d.div_ceil(16)) as f64 + 8.0) * U32
+}
+
 /// Whether int8 tiles of `d` dimensions have exact int32 dot products: each product of two
 /// values in [-128, 127] is at most 2¹⁴, so d of them stay below 2³¹ while d < 2¹⁷.
 pub(crate) fn int8_exact(d: usize) -> bool {
@@ -543,18 +551,47 @@ impl Plan {
     /// or 2⁻⁷⁶ where the scale is capped at 2⁶². Per side that is Σ|δxᵢ||yᵢ| ≤
     /// (2⁻²⁸‖x‖ + 2⁻⁷⁶)√d‖y‖: a relative term added to the input term, and an absolute one per
     /// unit of norm that exceeds (and so covers) TF32's own flushed inputs.
+    ///
+    /// `Fp16x3` (the fused tile pairs' split rows, kernels/distance/scaled_half.cu): each scaled
+    /// value X (largest of its row in [2¹⁴, 2¹⁵)) as the f16s hi = f16(X) and lo = f16(X − hi),
+    /// the difference exact in f32, and the products hi·hi′ + hi·lo′ + lo·hi′ on f16 tensor
+    /// cores (each exact in fp32). In f16's normal range |X − hi| ≤ 2⁻¹¹|X| and
+    /// |X − hi − lo| ≤ 2⁻²²|X|; a half below it, rounded or flushed, loses at most 2⁻¹⁴ in
+    /// scaled units, so ε = X − hi − lo has |ε| ≤ 2⁻²²|X| + 2⁻¹⁴ and |lo| ≤ 2⁻¹¹|X| + 2⁻¹⁴.
+    /// What the sum leaves out is Σ lo·lo′ + (hi + lo)ε′ + ε(hi′ + lo′) + εε′: at most
+    /// 3·2⁻²²ΣXY plus 2⁻¹⁴ per value of one side against the other's Σ|X|, which as above is
+    /// 2⁻²⁸√d‖x‖‖y‖ per side (2⁻⁷⁶√d‖x‖ per unit of norm where the scale is capped); 5 % covers
+    /// the second-order terms. The sums: each step of 16 values adds its 16 hi·hi′ products to
+    /// the accumulator on the tensor cores and then, in one f32 addition, a fresh sum of its 32
+    /// small products (kernels/select/pair_filter.cu `pf_products`), so a product meets at most
+    /// d + ⌈d/16⌉ roundings, doubled for truncation ([`split_gamma`]); the fresh sums' own error,
+    /// 32 products of at most 2⁻¹⁰ of their hi·hi′ each, adds 2·γ₃₂·2⁻¹⁰ to the input term.
+    /// Every other tile of such a plan (written tiles, the k-NN's fused filter) runs fp32,
+    /// whose error is inside this bound.
     pub fn with_precision(mut self, precision: Precision) -> Plan {
-        debug_assert!(matches!(precision, Precision::Fp32 | Precision::Tf32));
-        if precision == Precision::Tf32 && self.fp32_gemm() {
+        debug_assert!(matches!(
+            precision,
+            Precision::Fp32 | Precision::Tf32 | Precision::Fp16x3
+        ));
+        if precision == Precision::Fp32 || !self.fp32_gemm() {
+            return self;
+        }
+        let rd = (self.dim as f64).sqrt();
+        let below = 2.0 * 2f64.powi(-28) * rd;
+        if precision == Precision::Tf32 {
             let u = 2f64.powi(-10);
-            let rd = (self.dim as f64).sqrt();
-            self.input = 1.05 * (2.0 * u + u * u + 2.0 * 2f64.powi(-28) * rd);
+            self.input = 1.05 * (2.0 * u + u * u + below);
             self.gamma *= 2.0;
             // TF32: inputs below f32's normal range may be flushed to zero by the tensor cores,
             // at most MIN_POSITIVE per component, Σ|y_i| ≤ √d‖y‖ per side; scaled f16 as above.
             self.flush = 2f64.powi(-76).max(f64::from(f32::MIN_POSITIVE)) * rd;
-            self.precision = precision;
+        } else {
+            let small_sums = 2.0 * 2.0 * (32.0 + 8.0) * U32 * 2f64.powi(-10);
+            self.input = 1.05 * (3.0 * 2f64.powi(-22) + below + small_sums);
+            self.gamma = 2.0 * split_gamma(self.dim);
+            self.flush = 1.05 * 2f64.powi(-76) * rd;
         }
+        self.precision = precision;
         self
     }
 
@@ -594,7 +631,9 @@ impl Plan {
         match (precision, own) {
             (Precision::Auto, Some(own)) => Ok(self.on_own_cores(own)),
             (Precision::Auto, None) => Ok(self.with_precision(Precision::Fp32)),
-            (Precision::Fp32 | Precision::Tf32, _) => Ok(self.with_precision(precision)),
+            (Precision::Fp32 | Precision::Tf32 | Precision::Fp16x3, _) => {
+                Ok(self.with_precision(precision))
+            }
             (Precision::Fp16 | Precision::Bf16 | Precision::Int8, Some(own))
                 if own.precision() == precision =>
             {
@@ -669,8 +708,13 @@ impl Plan {
     /// metrics. The prepared rows are the same for both, so a search may switch after its base
     /// went up.
     pub fn auto_tf32(&self, asked: Precision) -> Option<Plan> {
+        self.auto_form(asked, Precision::Tf32)
+    }
+
+    /// [`Plan::auto_tf32`] for another arithmetic on the same rows (`Fp16x3`).
+    pub fn auto_form(&self, asked: Precision, precision: Precision) -> Option<Plan> {
         (asked == Precision::Auto && self.fp32_gemm())
-            .then(|| self.clone().with_precision(Precision::Tf32))
+            .then(|| self.clone().with_precision(precision))
     }
 
     /// Whether the tiles are fp32 GEMM tiles on f32 rows (what TF32 may replace).
@@ -892,10 +936,29 @@ pub(crate) const FUSED_LIST_ENTRY_NS: f64 = 4.5;
 /// for far less than TF32's tiles save.
 pub(crate) fn tf32_list(
     needs: &[PilotNeed],
+    lists: (usize, usize),
+    kept: &[usize],
+    shape: (usize, usize),
+    entry_ns: f64,
+) -> Option<usize> {
+    tensor_list(needs, lists, kept, shape, (entry_ns, 1.0))
+}
+
+/// What the graph's fp16x3 tile pairs save against fp32 tiles per row, as a multiple of what
+/// [`tf32_saving_ns`] prices (that price is the k-NN's, measured on the H100; a graph's fused
+/// pairs save more). Measured end to end on the H200 (session 24, 1M × 128 clustered, k = 10):
+/// device candidates 4.32 s on fp32 tiles, 1.63–1.66 s on split pairs, 2.7 µs a row against
+/// the 1.7 µs that `tf32_saving_ns` prices; 1.5 keeps a margin under the measured 1.57.
+pub(crate) const SPLIT_SAVING_SHARE: f64 = 1.5;
+
+/// [`tf32_list`] for another arithmetic whose tiles save `share` of TF32's time, its proof
+/// lengths given as `PilotNeed::tf32` (the fp16x3 rule of a graph whose TF32 rule kept fp32).
+pub(crate) fn tensor_list(
+    needs: &[PilotNeed],
     (first, listed): (usize, usize),
     kept: &[usize],
     (pairs, dim): (usize, usize),
-    entry_ns: f64,
+    (entry_ns, share): (f64, f64),
 ) -> Option<usize> {
     if needs.is_empty() || kept.is_empty() {
         return None;
@@ -931,7 +994,7 @@ pub(crate) fn tf32_list(
         .map(|&w| cost(w) + w.saturating_sub(kept_usual) as f64 * entry_ns)
         .enumerate()
         .min_by(|a, b| a.1.total_cmp(&b.1))?;
-    (best < pairs as f64 * d * tf32_saving_ns(dim)).then_some(at)
+    (best < share * pairs as f64 * d * tf32_saving_ns(dim)).then_some(at)
 }
 
 /// Column mean of up to 16384 evenly spaced rows, rounded to f32. Only a translation: its
@@ -991,6 +1054,11 @@ pub(crate) enum Conv {
     /// Each row scaled by a power of two and rounded to f16 as kernels/distance/scaled_half.cu
     /// does, the dot product scaled back by both rows' factors.
     ScaledHalf,
+    /// As `ScaledHalf`, each value split into its f16 and the f16 of what that leaves (the
+    /// row as d his, then d los), the dot product hi·hi′ + hi·lo′ + lo·hi′ summed as the fused
+    /// pair sums it (fp16x3): per 16 values, the hi·hi′ into the sum, then their small products'
+    /// own sum added to it.
+    SplitHalf,
 }
 
 #[cfg(test)]
@@ -999,7 +1067,7 @@ impl Conv {
     pub fn row(self, x: &[f32]) -> (Vec<f32>, f32) {
         match self {
             Conv::Each(f) => (x.iter().map(|&v| f(v)).collect(), 1.0),
-            Conv::ScaledHalf => {
+            Conv::ScaledHalf | Conv::SplitHalf => {
                 let m = x.iter().fold(0f32, |m, &v| m.max(v.abs()));
                 // frexp's exponent of m (m = f·2^x, f in [0.5, 1)), from f64's bits (m is
                 // normal there).
@@ -1010,12 +1078,45 @@ impl Conv {
                     0
                 };
                 let s = 2f32.powi(e);
-                let h = x
+                let h: Vec<f32> = x
                     .iter()
                     .map(|&v| half::f16::from_f32(v * s).to_f32())
                     .collect();
-                (h, 2f32.powi(-e))
+                let mut row = h.clone();
+                if matches!(self, Conv::SplitHalf) {
+                    let lo = x
+                        .iter()
+                        .zip(&h)
+                        .map(|(&v, &hi)| half::f16::from_f32(v * s - hi));
+                    row.extend(lo.map(|l| l.to_f32()));
+                }
+                (row, 2f32.powi(-e))
             }
+        }
+    }
+
+    /// The f32 dot product of two converted rows, each part of K_CHUNK values summed in
+    /// reverse (the bound must not depend on the order within a part), the parts in order;
+    /// split rows as the fused pair sums them, hi·hi′, hi·lo′, lo·hi′ a value.
+    pub fn dot(self, x: &[f32], y: &[f32]) -> f32 {
+        let plain = |x: &[f32], y: &[f32]| {
+            x.chunks(K_CHUNK)
+                .zip(y.chunks(K_CHUNK))
+                .map(|(xc, yc)| xc.iter().zip(yc).rev().map(|(&a, &b)| a * b).sum::<f32>())
+                .fold(0.0f32, |acc, part| acc + part)
+        };
+        match self {
+            Conv::SplitHalf => {
+                let d = x.len() / 2;
+                let ((xh, xl), (yh, yl)) = (x.split_at(d), y.split_at(d));
+                (0..d).step_by(16).rev().fold(0.0f32, |acc, g| {
+                    let step = g..(g + 16).min(d);
+                    let big = step.clone().fold(acc, |s, i| s + xh[i] * yh[i]);
+                    let small = step.fold(0.0f32, |s, i| s + xh[i] * yl[i] + xl[i] * yh[i]);
+                    big + small
+                })
+            }
+            _ => plain(x, y),
         }
     }
 }
@@ -1058,12 +1159,7 @@ impl HostTiles {
         let key = |qr: &[f32], br: &[f32]| -> f32 {
             let dot = || -> f32 {
                 let ((qc, qs), (bc, bs)) = (conv.row(qr), conv.row(br));
-                let sum = qc
-                    .chunks(K_CHUNK)
-                    .zip(bc.chunks(K_CHUNK))
-                    .map(|(qc, bc)| qc.iter().zip(bc).rev().map(|(&x, &y)| x * y).sum::<f32>())
-                    .fold(0.0f32, |acc, part| acc + part);
-                sum * qs * bs
+                conv.dot(&qc, &bc) * qs * bs
             };
             let diffs = || qr.iter().zip(br).map(|(&x, &y)| (x - y).abs());
             let sq = (norm(qr) as f32, norm(br) as f32);
@@ -1196,6 +1292,31 @@ mod tests {
             let (b, q) = (make(&mut rng, 40), make(&mut rng, 10));
             check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
             check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &b);
+            check_gemm_bound(Precision::Fp16x3, Conv::SplitHalf, &b, &q);
+            check_gemm_bound(Precision::Fp16x3, Conv::SplitHalf, &b, &b);
+        }
+    }
+
+    /// fp16x3's bound covers split rows on clustered data far from the origin (the data it is
+    /// for: norms far above the gaps between near neighbours). Its input term is ~2⁻²⁰ of the
+    /// norms' product against TF32's 2⁻⁹, so what is left is mostly the sums' γ: under 3 times
+    /// fp32's (the tensor cores' truncation doubles it), and at d = 3 to 1025 under a quarter
+    /// of TF32's bound.
+    #[test]
+    fn split_bound_covers_clustered_rows_and_is_near_fp32() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        for d in [3usize, 128, 1025] {
+            let set = clustered(&mut rng, 120, d, 6);
+            check_gemm_bound(Precision::Fp16x3, Conv::SplitHalf, &set, &set);
+            let e = Metric::Euclidean;
+            let fp32 = Plan::new(&e, &set).with_precision(Precision::Fp32);
+            let bound = |p: Precision| fp32.clone().with_precision(p).abs_bound(30.0, 30.0);
+            let (f, s, t) = (
+                bound(Precision::Fp32),
+                bound(Precision::Fp16x3),
+                bound(Precision::Tf32),
+            );
+            assert!(s > f && s < 3.0 * f && s < t / 4.0, "d={d}: {f} {s} {t}");
         }
     }
 
@@ -1669,39 +1790,72 @@ mod tests {
 
     /// The pilot of a graph done on the host: TF32 keys ([`HostTiles`], truncating inputs) of 32
     /// evenly spaced items against the whole set, lists of `listed`, each list's proof length
-    /// under the fp32 and the TF32 plan (self pair included: k + 1), and the rule.
+    /// under the fp32 and the TF32 plan (self pair included: k + 1), and the rule; with the
+    /// fp16x3 plan's proof lengths on the same keys (as `tf32`) and its rule, as
+    /// search/pilot.rs weighs them for a graph.
     fn host_pilot(m: &Metric, set: &VectorSet, k: usize) -> (bool, Vec<PilotNeed>) {
+        let (tf32, needs, _) = host_pilots(m, set, k);
+        (tf32, needs)
+    }
+
+    fn host_pilots(m: &Metric, set: &VectorSet, k: usize) -> (bool, Vec<PilotNeed>, bool) {
         let fp32 = Plan::new(m, set)
             .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
             .unwrap();
         let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();
+        let split = fp32.auto_form(Precision::Auto, Precision::Fp16x3).unwrap();
         let (n, d) = (set.len(), set.dim());
         let ids: Vec<usize> = (0..32).map(|i| i * n / 32).collect();
         let rows = ids.iter().flat_map(|&i| set.row_f32(i).to_vec()).collect();
         let q = VectorSet::from_f32(ids.len(), d, rows).unwrap();
         let tiles = HostTiles::new(&tf32, m, set, &q, Conv::Each(tf32_truncate));
         let (kk, listed) = (k + 1, 512);
-        let needs: Vec<PilotNeed> = (0..q.len())
+        let (needs, split_needs): (Vec<PilotNeed>, Vec<PilotNeed>) = (0..q.len())
             .map(|j| {
                 let mut keys = tiles.keys[j].clone();
                 keys.sort_unstable_by(f32::total_cmp);
                 keys.truncate(listed);
                 let need =
                     |p: &Plan| p.proof_length(&keys, kk, p.abs_bound(tiles.qnorm[j], tiles.bmax));
-                PilotNeed {
-                    fp32: need(&fp32),
-                    tf32: need(&tf32),
-                }
+                let fp32 = need(&fp32);
+                (
+                    PilotNeed {
+                        fp32,
+                        tf32: need(&tf32),
+                    },
+                    PilotNeed {
+                        fp32,
+                        tf32: need(&split),
+                    },
+                )
             })
-            .collect();
+            .unzip();
         let first = k + (k / 8).max(8);
         // Decided for the graph this sample stands for (1M items, as dense on each subspace as
         // gpu_bench's clustered kind): half of it per row, lists kept 32 wide.
         let kept = first.next_power_of_two().max(32);
+        let shape = (500_000, d);
+        let rule = (LIST_ENTRY_NS, SPLIT_SAVING_SHARE);
+        let split = tensor_list(&split_needs, (first, listed), &[kept], shape, rule).is_some();
         (
-            tf32_proves_cheaply(&needs, (first, kept, listed), (500_000, d)),
+            tf32_proves_cheaply(&needs, (first, kept, listed), shape),
             needs,
+            split,
         )
+    }
+
+    /// Where TF32 loses on the clustered graph (euclidean, the benchmark's), the fp16x3 rule
+    /// takes split rows: their proofs (on the pilot's TF32 keys) run ~17 entries against
+    /// fp32's ~14 where TF32's run to hundreds. (Cosine on the same data keeps fp32: its keys
+    /// sit so close that the split's γ, ~6× fp32's, doubles the proofs past the graph's kept
+    /// list of 32, and widening costs more than the split saves.)
+    #[test]
+    fn host_pilot_takes_split_rows_for_clustered_graphs() {
+        let mut rng = StdRng::seed_from_u64(rand::random());
+        let set = clustered(&mut rng, 2000, 128, 2);
+        let (tf32, needs, split) = host_pilots(&Metric::Euclidean, &set, 10);
+        let show: Vec<_> = needs.iter().map(|n| (n.fp32, n.tf32)).collect();
+        assert!(!tf32 && split, "(fp32, tf32) proof lengths {show:?}");
     }
 
     /// On the host's emulation of the tiles, the pilot takes TF32 for normal data (near the

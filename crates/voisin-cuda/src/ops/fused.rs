@@ -82,7 +82,10 @@ pub(crate) fn plan_for(
     // fused_filter reads prepared f32 rows (tiles on stored half rows or int8 rows are not
     // its) and sums the whole inner dimension in one accumulator, where the plan's bound
     // assumes tile.rs's chunked sums beyond K_CHUNK.
-    let f32_rows = matches!(plan.precision, Precision::Fp32 | Precision::Tf32);
+    let f32_rows = matches!(
+        plan.precision,
+        Precision::Fp32 | Precision::Tf32 | Precision::Fp16x3
+    );
     let filter = kp <= MAX_KP
         && f32_rows
         && plan.dim <= K_CHUNK
@@ -186,7 +189,8 @@ pub(crate) fn filter(
     // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
     // for fp32, two for TF32); each loops over the tile pairs.
     let (kernel, per_sm) = match plan.precision {
-        Precision::Fp32 => (&gpu.k.fused_filter_fp32, 1),
+        // fp16x3's split rows are the fused tile pair's; fp32 is inside its bound.
+        Precision::Fp32 | Precision::Fp16x3 => (&gpu.k.fused_filter_fp32, 1),
         Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
         p => unreachable!("{p} tiles are not fused (plan_for)"),
     };

@@ -38,6 +38,9 @@ pub(crate) enum PairKind {
     Tf32,
     /// Prepared f32 rows scaled per row to f16, on f16 tensor cores (a TF32 plan).
     F16Scaled,
+    /// Prepared f32 rows scaled per row and split into two f16 halves, three f16 products a
+    /// value (an fp16x3 plan).
+    F16Split,
     /// Stored f16 rows.
     F16,
     /// Stored bf16 rows.
@@ -50,7 +53,7 @@ impl PairKind {
     fn per_word(self) -> usize {
         match self {
             PairKind::Tf32 => 1,
-            PairKind::F16 | PairKind::F16Scaled | PairKind::Bf16 => 2,
+            PairKind::F16 | PairKind::F16Scaled | PairKind::F16Split | PairKind::Bf16 => 2,
             PairKind::S8 => 4,
         }
     }
@@ -59,7 +62,8 @@ impl PairKind {
     /// the scaled copy's (16-byte rows, zero-padded).
     fn ld(self, plan: &Plan) -> usize {
         match self {
-            PairKind::F16Scaled => ScaledRows::ld_for(plan.dim),
+            PairKind::F16Scaled => ScaledRows::ld_for(plan.dim, false),
+            PairKind::F16Split => ScaledRows::ld_for(plan.dim, true),
             _ => plan.tile_rows().stride(plan.storage, plan.dim),
         }
     }
@@ -85,10 +89,16 @@ impl PairKind {
     }
 
     /// Whether the kernel takes `plan`'s rows in this kind: rows of whole 16-byte groups, and at
-    /// most one accumulation chunk summed.
+    /// most one accumulation chunk summed (split rows: any length, their bound counts every
+    /// product's additions, `Plan::with_precision`).
     fn fits(self, plan: &Plan) -> bool {
         let (ldw, kw) = self.words(plan);
-        ldw.is_multiple_of(4) && kw * self.per_word() <= K_CHUNK
+        ldw.is_multiple_of(4) && (self == PairKind::F16Split || kw * self.per_word() <= K_CHUNK)
+    }
+
+    /// Whether the kernel reads scaled rows and their factors back.
+    fn scaled(self) -> bool {
+        matches!(self, PairKind::F16Scaled | PairKind::F16Split)
     }
 
     /// The kernel on `gpu`: for both sides, or (`rows_only`) the one that never tests the
@@ -99,11 +109,13 @@ impl PairKind {
             (PairKind::Tf32, false) => &k.pair_filter_tf32,
             (PairKind::F16, false) => &k.pair_filter_f16,
             (PairKind::F16Scaled, false) => &k.pair_filter_f16_scaled,
+            (PairKind::F16Split, false) => &k.pair_filter_f16_split,
             (PairKind::Bf16, false) => &k.pair_filter_bf16,
             (PairKind::S8, false) => &k.pair_filter_s8,
             (PairKind::Tf32, true) => &k.pair_filter_tf32_rows,
             (PairKind::F16, true) => &k.pair_filter_f16_rows,
             (PairKind::F16Scaled, true) => &k.pair_filter_f16_scaled_rows,
+            (PairKind::F16Split, true) => &k.pair_filter_f16_split_rows,
             (PairKind::Bf16, true) => &k.pair_filter_bf16_rows,
             (PairKind::S8, true) => &k.pair_filter_s8_rows,
         }
@@ -120,6 +132,7 @@ pub(crate) fn kind_for(plan: &Plan) -> Option<PairKind> {
         return None;
     }
     let kind = match (plan.tile_rows(), plan.precision) {
+        _ if scaled::split(plan) && scaled::applies(plan) => PairKind::F16Split,
         _ if scaled::applies(plan) => PairKind::F16Scaled,
         (TileRows::Stored, Precision::Fp16) => PairKind::F16,
         (TileRows::Stored, Precision::Bf16) => PairKind::Bf16,
@@ -139,9 +152,10 @@ pub(crate) struct Operands<'d, 's> {
 
 impl<'d, 's> Operands<'d, 's> {
     /// The operands of `kind` ([`kind_for`]'s for `plan`) over the whole of `data`, for
-    /// [`PairKind::F16Scaled`] on `scaled`, its copy; where that copy did not fit (`None`),
-    /// TF32 on the prepared rows, or `None` (no fusion) where their rows are not whole 16-byte
-    /// groups.
+    /// [`PairKind::F16Scaled`] and [`PairKind::F16Split`] on `scaled`, its copy; where that
+    /// copy did not fit (`None`), TF32 on the prepared rows, or `None` (no fusion) where their
+    /// rows are not whole 16-byte groups or the plan is split (TF32 is outside its bound: its
+    /// tiles are written, in fp32).
     pub fn new(
         plan: &Plan,
         data: &'d DeviceSet<'s>,
@@ -150,9 +164,10 @@ impl<'d, 's> Operands<'d, 's> {
     ) -> Option<Self> {
         let kind = match (kind, scaled) {
             (PairKind::F16Scaled, None) => PairKind::Tf32,
+            (PairKind::F16Split, None) => return None,
             (kind, _) => kind,
         };
-        let scaled = scaled.filter(|_| kind == PairKind::F16Scaled);
+        let scaled = scaled.filter(|_| kind.scaled());
         kind.fits(plan).then_some(Operands { data, kind, scaled })
     }
 
@@ -196,7 +211,7 @@ pub(crate) fn filter(
     let (ra, rb) = (rows.1, cols.1);
     let (a, b) = (rows.0.side(ra.start, ra.end), cols.0.side(rb.start, rb.end));
     debug_assert_eq!(a.ld, b.ld);
-    debug_assert_eq!(a.back.is_some(), kind == PairKind::F16Scaled);
+    debug_assert_eq!(a.back.is_some(), kind.scaled());
     debug_assert!(into.row_out.floor.is_some() && into.row_out.count.len() >= a.n);
     if a.n == 0 || b.n == 0 {
         return Ok(());
@@ -268,6 +283,14 @@ mod tests {
                     "{m} {d}"
                 );
             }
+        }
+        // fp16x3: split rows at any dimension (the bound counts the whole row's sums).
+        for d in [1, 3, 127, 128, 1025, 2049, 15876] {
+            assert_eq!(
+                kind(&e, d, Precision::Fp16x3, F32),
+                Some(PairKind::F16Split),
+                "{d}"
+            );
         }
         assert_eq!(kind(&e, 128, Precision::Fp32, F32), None);
         assert_eq!(kind(&cb, 128, Precision::Tf32, F32), None);

@@ -1,6 +1,7 @@
 //! A set's prepared f32 rows as f16, each scaled by its own power of two
 //! (kernels/distance/scaled_half.cu): what TF32 plans run on f16 tensor cores, at twice TF32's
-//! rate on half the bytes, inside TF32's bound (`Plan::with_precision`). The graph's fused tile
+//! rate on half the bytes, inside TF32's bound (`Plan::with_precision`); under fp16x3 plans
+//! each value split into two f16 halves whose three leading products come within ~2⁻²⁰ of fp32. The graph's fused tile
 //! pairs read them (ops/pair.rs), and so do its written tiles of wide rows (ops/tile.rs, which
 //! brings each tile back to the rows' scale).
 //!
@@ -14,6 +15,7 @@ use crate::numerics::plan::{Plan, TileKey, TileKind, TileRows};
 use crate::ops::device_set::{DeviceSet, RowsView};
 use crate::ops::tile::Block;
 use crate::options::Precision;
+use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
 /// The smallest dimension whose written tiles run on the scaled rows. Bringing a tile back to
@@ -23,17 +25,24 @@ use crate::runtime::context::{dev, Gpu};
 pub(crate) const TILE_MIN_DIM: usize = 1024;
 
 /// Whether `plan`'s tiles can run on scaled rows: dot products of prepared f32 rows under TF32
-/// (GEMM tiles whose key is made from the dot product).
+/// or split under fp16x3 (GEMM tiles whose key is made from the dot product).
 pub(crate) fn applies(plan: &Plan) -> bool {
     plan.tile == TileKind::Gemm
         && plan.key != TileKey::Direct
-        && plan.precision == Precision::Tf32
+        && matches!(plan.precision, Precision::Tf32 | Precision::Fp16x3)
         && plan.tile_rows() == TileRows::F32
 }
 
-/// Whether `plan`'s written tiles run on scaled rows (when a copy exists).
+/// Whether `plan`'s rows are split (fp16x3: each value as two f16 halves, only the fused tile
+/// pair reads them).
+pub(crate) fn split(plan: &Plan) -> bool {
+    plan.precision == Precision::Fp16x3
+}
+
+/// Whether `plan`'s written tiles run on scaled rows (when a copy exists): TF32 plans of wide
+/// rows. cuBLAS takes whole f16 rows, not split ones: fp16x3's written tiles run fp32.
 pub(crate) fn for_tiles(plan: &Plan) -> bool {
-    applies(plan) && plan.dim >= TILE_MIN_DIM
+    applies(plan) && !split(plan) && plan.dim >= TILE_MIN_DIM
 }
 
 /// The scaled copy of a set's rows: `ld` values apart (16-byte rows, zero-padded), and each
@@ -45,9 +54,15 @@ pub(crate) struct ScaledRows {
 }
 
 impl ScaledRows {
-    /// The values from one row of a copy of `d`-value rows to the next.
-    pub fn ld_for(d: usize) -> usize {
-        d.max(1).next_multiple_of(8)
+    /// The values from one row of a copy of `d`-value rows to the next: whole 16-byte groups,
+    /// or split (each value's two halves), whole groups of both halves
+    /// (kernels/distance/scaled_half.cu, `PF_SPLIT_GROUP`).
+    pub fn ld_for(d: usize, split: bool) -> usize {
+        if split {
+            2 * d.max(1).next_multiple_of(abi::PF_SPLIT_GROUP)
+        } else {
+            d.max(1).next_multiple_of(8)
+        }
     }
 
     /// The copy of `data`'s prepared rows under `plan` ([`applies`]), which the call uploads
@@ -66,7 +81,7 @@ impl ScaledRows {
     /// where it does not fit on the device. [`ScaledRows::fill`] makes its rows.
     pub fn room(gpu: &Gpu, plan: &Plan, n: usize) -> Option<Self> {
         debug_assert!(applies(plan));
-        let ld = Self::ld_for(plan.dim);
+        let ld = Self::ld_for(plan.dim, split(plan));
         // SAFETY: scaled_half_rows writes every value (the padding as zeros) and every factor
         // of the rows `fill` is given; the callers read only those.
         let room = unsafe { gpu.stream.alloc::<u16>((n * ld).max(1)) }
@@ -95,7 +110,7 @@ impl ScaledRows {
             block_dim: (32 * warps, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (nn, dd, ldl) = (n as i64, d as i32, ld as i64);
+        let (nn, dd, ldl, halves) = (n as i64, d as i32, ld as i64, i32::from(split(plan)));
         let mut out = self.rows.slice_mut(range.start * ld..range.end * ld);
         let mut back = self.back.slice_mut(range.clone());
         let mut l = gpu.stream.launch_builder(&gpu.k.scaled_half_rows);
@@ -104,9 +119,11 @@ impl ScaledRows {
             .arg(&dd)
             .arg(&mut out)
             .arg(&ldl)
-            .arg(&mut back);
+            .arg(&mut back)
+            .arg(&halves);
         // SAFETY: matches scaled_half_rows (kernels/distance/scaled_half.cu): n prepared rows
-        // of d f32 values, d apart; out holds n × ld values, back n.
+        // of d f32 values, d apart; out holds n × ld values (ld ≥ 2d in whole groups when
+        // split, `ld_for`), back n.
         unsafe { l.launch(cfg) }.map_err(dev("scaled_half_rows"))?;
         Ok(())
     }
@@ -154,7 +171,17 @@ mod tests {
         assert!(!applies(&plan(&cb, 2048, Precision::Tf32, ElemType::F32)));
         assert!(!applies(&plan(&e, 2048, Precision::Fp16, ElemType::F16)));
         assert!(!applies(&plan(&e, 2048, Precision::Int8, ElemType::U8)));
-        assert_eq!(ScaledRows::ld_for(1), 8);
-        assert_eq!(ScaledRows::ld_for(15876), 15880);
+        // fp16x3: split rows for the fused pairs at any dimension, never written tiles.
+        for d in [1, 3, 128, TILE_MIN_DIM, 15876] {
+            let p = plan(&e, d, Precision::Fp16x3, ElemType::F32);
+            assert!(applies(&p) && split(&p) && !for_tiles(&p), "{d}");
+        }
+        assert!(!split(&plan(&e, 128, Precision::Tf32, ElemType::F32)));
+        assert_eq!(ScaledRows::ld_for(1, false), 8);
+        assert_eq!(ScaledRows::ld_for(15876, false), 15880);
+        assert_eq!(ScaledRows::ld_for(1, true), 32);
+        assert_eq!(ScaledRows::ld_for(128, true), 256);
+        assert_eq!(ScaledRows::ld_for(127, true), 256);
+        assert_eq!(ScaledRows::ld_for(129, true), 288);
     }
 }

@@ -89,7 +89,8 @@ pub(crate) fn compute(
                 // SAFETY: from k0, the views hold (n − 1)·ld + len values of each side and the
                 // output q.n × ld (asserted above).
                 match (&bv, &qv, plan.precision) {
-                    (RowsView::F32(bv), RowsView::F32(qv), Precision::Fp32) => {
+                    // fp16x3 plans write their tiles in fp32 (ops/scaled.rs `for_tiles`).
+                    (RowsView::F32(bv), RowsView::F32(qv), Precision::Fp32 | Precision::Fp16x3) => {
                         unsafe { gpu.blas.gemm(cfg, bv, qv, out) }.map_err(dev("sgemm"))?
                     }
                     (RowsView::F32(bv), RowsView::F32(qv), Precision::Tf32) => {

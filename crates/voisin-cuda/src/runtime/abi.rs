@@ -104,6 +104,9 @@ abi_table! {
     PF_BK: usize = 32;
     /// Slabs in flight in the fused tile pair.
     PF_STAGES: usize = 3;
+    /// Values per group of a split row (distance/scaled_half.cu, fp16x3 plans): a group's f16
+    /// his, then its los, 8 words each, one k-step of the fused tile pair.
+    PF_SPLIT_GROUP: usize = 16;
     /// List and buffer slots of a row merged by merge_survivors (select/survivors.cu), together;
     /// its shared memory holds the list and the buffer's sort (a power of two).
     FZ_MERGE: usize = 4096;

@@ -192,9 +192,9 @@ fn passes(
     let width = if mode.whole_rows() { kc } else { kp };
     let mut lv = alloc(q_tile * width)?;
     let mut li = alloc_u32(q_tile * width)?;
-    // Fused pairs on scaled f16 rows: the queries' copy whole, the base's made as its rows
-    // come up (`scaled_upto`). Where a copy does not fit, TF32 pairs on the prepared rows, or
-    // no fusion where those rows do not suit the kernel.
+    // Fused pairs on scaled f16 rows (or split ones): the queries' copy whole, the base's made
+    // as its rows come up (`scaled_upto`). Where a copy does not fit, TF32 pairs on the
+    // prepared rows, or no fusion where those rows do not suit the kernel (or the plan is split).
     let (mut q_scaled, mut b_scaled, mut scaled_upto) = (None, None, 0);
     let mut q_ops = None;
     if let Some(
@@ -204,7 +204,7 @@ fn passes(
         },
     ) = fusing
     {
-        if kind == PairKind::F16Scaled {
+        if matches!(kind, PairKind::F16Scaled | PairKind::F16Split) {
             b_scaled = ScaledRows::room(gpu, plan, nb);
             if b_scaled.is_some() {
                 q_scaled = ScaledRows::new(gpu, plan, qdev)?;

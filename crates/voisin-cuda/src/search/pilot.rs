@@ -13,12 +13,15 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 use voisin::Result;
 
-use crate::numerics::plan::{tf32_list, PilotNeed, Plan, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS};
+use crate::numerics::plan::{
+    tensor_list, tf32_list, PilotNeed, Plan, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
+};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::fused::{self, FusedKernel, FusedPlan};
+use crate::ops::pair::{self, PairKind};
 use crate::ops::select::{self, Select};
 use crate::ops::Budget;
-use crate::options::Precision;
+use crate::options::{Fusion, Precision};
 use crate::search::knn::{candidates, first_list, pass_list};
 use crate::search::Ctx;
 
@@ -104,11 +107,12 @@ impl Pilot {
     }
 }
 
-/// Whether the searches of one base run TF32 tiles where `--precision auto` left fp32 GEMM
-/// tiles on f32 rows ([`Plan::auto_tf32`]): decided by a pilot at the first search that asks
-/// ([`AutoChoice::plan`]) and kept for the later ones (a prepared base decides once).
+/// Which arithmetic the searches of one base run where `--precision auto` left fp32 GEMM tiles
+/// on f32 rows ([`Plan::auto_tf32`]): fp32, TF32, or for a graph fp16x3: decided by a pilot at
+/// the first search that asks ([`AutoChoice::plan`]) and kept for the later ones (a prepared
+/// base decides once).
 #[derive(Default)]
-pub(crate) struct AutoChoice(OnceLock<bool>);
+pub(crate) struct AutoChoice(OnceLock<Precision>);
 
 impl AutoChoice {
     /// The plan a search of `base` (its host rows, and the device set they are or are going up
@@ -146,29 +150,42 @@ impl AutoChoice {
                 (take, list)
             }
         };
-        Ok(if take {
-            (tf32, list)
-        } else {
-            (ctx.plan.clone(), None)
+        Ok(match take {
+            Precision::Tf32 => (tf32, list),
+            Precision::Fp16x3 => (ctx.plan.clone().with_precision(take), None),
+            _ => (ctx.plan.clone(), None),
         })
     }
 }
 
 /// Whether `tf32` (the TF32 form of `ctx`'s fp32 plan) proves the pilot queries of `queries`
 /// cheaply enough to replace it, and the wider first list it should start from, if any (see
-/// [`AutoChoice::plan`]).
+/// [`AutoChoice::plan`]); where it does not and the search is a graph whose fused tile pairs
+/// can run split rows, whether fp16x3 does, by the same rule with its own bound on the same
+/// lists and [`SPLIT_SAVING_SHARE`] of TF32's saving. Returns the precision taken (`Fp32`,
+/// `Tf32` or `Fp16x3`).
 fn tf32_pilot(
     ctx: &Ctx<'_>,
     tf32: &Plan,
     (bset, base): (&voisin::VectorSet, &DeviceSet),
     (queries, k, self_pairs): (&voisin::VectorSet, usize, bool),
     budget: &Budget,
-) -> Result<(bool, Option<usize>)> {
+) -> Result<(Precision, Option<usize>)> {
     let first = first_list(k);
     let seen = pilot_probe(first).min(base.n);
     if queries.is_empty() || seen <= first {
-        return Ok((false, None));
+        return Ok((Precision::Fp32, None));
     }
+    // fp16x3 for a graph whose warm pairs are fused on split rows.
+    let split = ctx
+        .plan
+        .auto_form(ctx.opts.precision, Precision::Fp16x3)
+        .filter(|p| {
+            self_pairs
+                && ctx.opts.fusion != Fusion::Off
+                && pair::kind_for(p) == Some(PairKind::F16Split)
+        });
+    let mut split_needs = Vec::new();
     let kk = k + usize::from(self_pairs);
     // The lists hold what the TF32 pass keeps for `seen` (`pass_list` may double it).
     let on_host = !self_pairs && ctx.plan.dim < PILOT_DIM && !base.is_up();
@@ -191,8 +208,14 @@ fn tf32_pilot(
             .enumerate()
             .filter_map(|(j, keys)| {
                 let keys = keys.as_ref()?;
+                let fp32 = pilot.need(ctx.plan, j, keys, base_norm);
+                if let Some(split) = &split {
+                    // Its proof on TF32's keys, as fp32's: an estimate.
+                    let tf32 = pilot.need(split, j, keys, base_norm);
+                    split_needs.push(PilotNeed { fp32, tf32 });
+                }
                 Some(PilotNeed {
-                    fp32: pilot.need(ctx.plan, j, keys, base_norm),
+                    fp32,
                     tf32: pilot.need(tf32, j, keys, base_norm),
                 })
             })
@@ -253,9 +276,24 @@ fn tf32_pilot(
         LIST_ENTRY_NS
     };
     let pick = tf32_list(&needs, (first, listed), &kept_widths, shape, entry_ns);
-    let take = pick.is_some();
     let list = pick.filter(|&i| i > 0).map(|i| options[i].0);
-    let sum = |f: fn(&PilotNeed) -> Option<usize>| -> String {
+    // The graph's lists keep their usual width under fp16x3.
+    let split_takes = pick.is_none()
+        && !split_needs.is_empty()
+        && tensor_list(
+            &split_needs,
+            (first, listed),
+            &kept_widths[..1],
+            shape,
+            (entry_ns, SPLIT_SAVING_SHARE),
+        )
+        .is_some();
+    let take = match (pick, split_takes) {
+        (Some(_), _) => Precision::Tf32,
+        (None, true) => Precision::Fp16x3,
+        (None, false) => Precision::Fp32,
+    };
+    let sum = |needs: &[PilotNeed], f: fn(&PilotNeed) -> Option<usize>| -> String {
         let known: Vec<usize> = needs.iter().filter_map(f).collect();
         format!(
             "{} in sight, mean {:.1}",
@@ -263,14 +301,18 @@ fn tf32_pilot(
             known.iter().sum::<usize>() as f64 / known.len().max(1) as f64
         )
     };
+    let split_sum = if split_needs.is_empty() {
+        String::new()
+    } else {
+        format!(", fp16x3 {}", sum(&split_needs, |n| n.tf32))
+    };
     ctx.gpu.phases().note(format_args!(
-        "auto arithmetic: {}{} ({} pilot queries {whence}; proof lengths fp32 {}, tf32 {}; \
-         first list {first}, pilot lists {listed}, kk {kk})",
-        if take { "tf32" } else { "fp32" },
+        "auto arithmetic: {take}{} ({} pilot queries {whence}; proof lengths fp32 {}, tf32 {}\
+         {split_sum}; first list {first}, pilot lists {listed}, kk {kk})",
         list.map_or(String::new(), |l| format!(", first list {l}")),
         needs.len(),
-        sum(|n| n.fp32),
-        sum(|n| n.tf32),
+        sum(&needs, |n| n.fp32),
+        sum(&needs, |n| n.tf32),
     ));
     Ok((take, list))
 }

@@ -312,7 +312,7 @@ _COMMON_DOC = """
         Order of ``minkowski``.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         ``auto`` uses an NVIDIA GPU when one is usable, the CPU otherwise.
-    precision : {"auto", "fp32", "tf32", "fp16", "bf16", "int8"}, default="auto"
+    precision : {"auto", "fp32", "tf32", "fp16x3", "fp16", "bf16", "int8"}, default="auto"
         GPU arithmetic of the candidate filter; answers are exact either way.
     n_jobs : int, optional
         CPU threads (default: every core).

@@ -120,7 +120,7 @@ def knn(
         The order of ``minkowski`` (scikit-learn's spelling; ``"minkowski:3"`` works too).
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         ``auto`` uses an NVIDIA GPU when one is usable and the CPU otherwise.
-    precision : {"auto", "fp32", "tf32", "fp16", "bf16", "int8"}, default="auto"
+    precision : {"auto", "fp32", "tf32", "fp16x3", "fp16", "bf16", "int8"}, default="auto"
         GPU arithmetic of the candidate filter; answers are exact either way.
     n_jobs : int, optional
         CPU threads (default: every core).

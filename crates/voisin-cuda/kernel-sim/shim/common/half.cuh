@@ -11,3 +11,9 @@ inline unsigned short f16_bits_rn(float v) {
     memcpy(&b, &h, 2);
     return b;
 }
+
+inline float f16_value(unsigned short b) {
+    _Float16 h;
+    memcpy(&h, &b, 2);
+    return (float)h;
+}
