@@ -1,6 +1,7 @@
 // Microbenchmark of the graph's tile pair on one GPU (no Rust needed): cuBLAS GEMM + tile_filter
 // (select/survivors.cu) against the fused tile pair (select/pair_filter.cu), for TF32 (f32 rows),
-// f16 and int8 rows, on one 16384 x 16384 pair of d = 128. Thresholds are each row's and column's
+// f16 and int8 rows (and f16 rows split in two halves, fp16x3), on one 16384 x 16384 pair of
+// d = 128. Thresholds are each row's and column's
 // 32nd smallest key of the tile (about what a warm list lets through). Checks the fused kernel's
 // survivors against the f64 keys and its counts against tile_filter's.
 // build: nvcc -O3 -std=c++17 -arch=sm_90 -Xcompiler -fopenmp -I crates/voisin-cuda/kernels -I <abi dir> bench/gpu/micro/pair_filter.cu -lcublas
@@ -268,6 +269,54 @@ static void run_kind(int kind, cublasHandle_t h, cudaStream_t st) {
     fused(k, "fused kw=0", 0);
     fused(k, "fused kw=half", ldw / 2);
     fused(k, "fused");
+    if (kind == 1) {
+        // Split rows (fp16x3) of the same values: each f16 value as its hi, with a lo of about
+        // 2^-12 of it (which moves no key past a threshold the check would see), and factors
+        // back of 1, so the keys and survivors are the f16 pair's: the time of the split pair.
+        const int G = PF_SPLIT_GROUP, lds = D;  // words: 2D values
+        std::vector<unsigned> sa((size_t)N * lds), sb((size_t)N * lds);
+        auto split = [&](const std::vector<unsigned>& w, std::vector<unsigned>& out) {
+            for (int r = 0; r < N; ++r)
+                for (int k = 0; k < D; ++k) {
+                    __half h = ((const __half*)w.data())[(size_t)r * D + k];
+                    __half l = __float2half(__half2float(h) * 0.000244f * (1 + (k % 3)));
+                    __half* o = (__half*)out.data() + (size_t)r * 2 * D;
+                    o[k / G * 2 * G + k % G] = h;
+                    o[k / G * 2 * G + k % G + G] = l;
+                }
+        };
+        split(wa, sa);
+        split(wb, sb);
+        unsigned *dsa, *dsb;
+        float* ones;
+        CK(cudaMalloc(&dsa, sa.size() * 4));
+        CK(cudaMalloc(&dsb, sb.size() * 4));
+        CK(cudaMalloc(&ones, N * 4));
+        std::vector<float> one(N, 1.0f);
+        CK(cudaMemcpy(ones, one.data(), N * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dsa, sa.data(), sa.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dsb, sb.data(), sb.size() * 4, cudaMemcpyHostToDevice));
+        int smem = PF_SHARED;
+        CK(cudaFuncSetAttribute(pair_filter_f16_split, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        int tiles = ((N + PF_BN - 1) / PF_BN) * ((N + PF_BM - 1) / PF_BM);
+        dim3 grid(std::min(tiles, 2 * sms));
+        auto f = [&]() {
+            rb.zero(st);
+            cb.zero(st);
+            pair_filter_f16_split<<<grid, PF_THREADS, smem, st>>>(
+                dsa, N, dsb, N, lds, lds, mode, dna, dnb, ones, ones, ro, co, 0, rl, cl, KP, 1,
+                rb.count, rb.floor, rb.val, rb.idx, cb.count, cb.floor, cb.val, cb.idx, CAP);
+        };
+        float ms = timed(f);
+        CK(cudaGetLastError());
+        cudaFuncAttributes at;
+        CK(cudaFuncGetAttributes(&at, pair_filter_f16_split));
+        printf("[%s] fused split: %.3f ms (%.0f TFLOP/s of products), %d registers, %zu local bytes\n",
+               name, ms, 3 * flop / ms / 1e9, at.numRegs, (size_t)at.localSizeBytes);
+        Got g = fetch(rb, cb);
+        check("fused split", g);
+        cudaFree(dsa); cudaFree(dsb); cudaFree(ones);
+    }
     cudaFree(da); cudaFree(db); cudaFree(dna); cudaFree(dnb); cudaFree(tile); cudaFree(rl); cudaFree(cl);
     cudaFree(rb.count); cudaFree(rb.floor); cudaFree(rb.idx); cudaFree(rb.val);
     cudaFree(cb.count); cudaFree(cb.floor); cudaFree(cb.idx); cudaFree(cb.val);
