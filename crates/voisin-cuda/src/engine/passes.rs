@@ -33,10 +33,10 @@
 //! [`CudaEngine::graph_rows`].
 //!
 //! Arithmetic: under `--precision auto`, once the set is up, a pilot on the first GPU chooses
-//! TF32 or fp32 tiles for the whole build (`pilot::AutoChoice`; every GPU's shares and the proof
-//! run under that one plan, and a checkpoint's running lists name it). The ranks of voisin-mpi,
-//! which compute shares and proofs in separate calls ([`CudaEngine::graph_tiles`]), keep fp32
-//! under `auto`.
+//! TF32, fp16x3 or fp32 tiles for the whole build (`pilot::AutoChoice`; every GPU's shares and
+//! the proof run under that one plan, and a checkpoint's running lists name it). The ranks of
+//! voisin-mpi, which compute shares and proofs in separate calls ([`CudaEngine::graph_tiles`]),
+//! keep fp32 under `auto`.
 //!
 //! Memory: the running share holds `width` candidates (8 bytes each) per item on the host, the
 //! same lists a one-shot multi-GPU graph merges once.
@@ -129,8 +129,8 @@ pub(crate) fn build(
         })?;
         lock(&stats).transfer += upload.elapsed();
         tr.mark("graph: upload and prepare");
-        // Under `--precision auto`, a pilot on the first GPU picks TF32 or fp32 tiles for every
-        // GPU: the shares merge and prove under one plan.
+        // Under `--precision auto`, a pilot on the first GPU picks TF32, fp16x3 or fp32 tiles
+        // for every GPU: the shares merge and prove under one plan.
         let plan = {
             let gpu = engines[0].lock()?;
             let ctx = engines[0].ctx(&gpu, &plan);

@@ -145,7 +145,7 @@ impl AutoChoice {
             Some(&take) => (take, None),
             None => {
                 let asked = (queries, k, self_pairs);
-                let (take, list) = tf32_pilot(ctx, &tf32, (bset, base), asked, budget)?;
+                let (take, list) = arithmetic_pilot(ctx, &tf32, (bset, base), asked, budget)?;
                 let _ = self.0.set(take);
                 (take, list)
             }
@@ -162,9 +162,9 @@ impl AutoChoice {
 /// cheaply enough to replace it, and the wider first list it should start from, if any (see
 /// [`AutoChoice::plan`]); where it does not and the search is a graph whose fused tile pairs
 /// can run split rows, whether fp16x3 does, by the same rule with its own bound on the same
-/// lists and [`SPLIT_SAVING_SHARE`] of TF32's saving. Returns the precision taken (`Fp32`,
-/// `Tf32` or `Fp16x3`).
-fn tf32_pilot(
+/// lists and its own saving ([`SPLIT_SAVING_SHARE`] times TF32's price). Returns the
+/// precision taken (`Fp32`, `Tf32` or `Fp16x3`).
+fn arithmetic_pilot(
     ctx: &Ctx<'_>,
     tf32: &Plan,
     (bset, base): (&voisin::VectorSet, &DeviceSet),
@@ -670,7 +670,7 @@ mod tests {
 
     /// The host pilot's decision for a k-NN search of `queries` in `base` from a sample of
     /// about `values` values, with the rule's shape of a base of `stands_for` items (the size
-    /// whose density the data has), as `tf32_pilot` decides it.
+    /// whose density the data has), as `arithmetic_pilot` decides it.
     fn decide(
         m: &Metric,
         (base, queries): (&VectorSet, &VectorSet),
