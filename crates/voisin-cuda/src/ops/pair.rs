@@ -96,8 +96,8 @@ impl PairKind {
         ldw.is_multiple_of(4) && (self == PairKind::F16Split || kw * self.per_word() <= K_CHUNK)
     }
 
-    /// Whether the kernel reads scaled rows and their factors back.
-    fn scaled(self) -> bool {
+    /// Whether the kernel reads scaled rows and their factors back (ops/scaled.rs's copy).
+    pub fn scaled(self) -> bool {
         matches!(self, PairKind::F16Scaled | PairKind::F16Split)
     }
 

@@ -1,9 +1,9 @@
 //! A set's prepared f32 rows as f16, each scaled by its own power of two
 //! (kernels/distance/scaled_half.cu): what TF32 plans run on f16 tensor cores, at twice TF32's
 //! rate on half the bytes, inside TF32's bound (`Plan::with_precision`); under fp16x3 plans
-//! each value split into two f16 halves whose three leading products come within ~2⁻²⁰ of fp32. The graph's fused tile
-//! pairs read them (ops/pair.rs), and so do its written tiles of wide rows (ops/tile.rs, which
-//! brings each tile back to the rows' scale).
+//! each value split into two f16 halves whose three leading products come within ~2⁻²⁰ of
+//! fp32. The graph's fused tile pairs read them (ops/pair.rs), and so do its written tiles of
+//! wide rows under TF32 (ops/tile.rs, which brings each tile back to the rows' scale).
 //!
 //! Owns the copy, its factors and which plans and dimensions take it; knows nothing about the
 //! tiles' selection.

@@ -528,8 +528,7 @@ pub(crate) fn symmetric_candidates(
     // does not fit, TF32 on the prepared rows). Either use implies `scaled::applies`.
     let fuse_kind = pair::kind_for(plan).filter(|_| fusion != Fusion::Off && n > 0);
     let wide = scaled::for_tiles(plan);
-    let on_scaled = matches!(fuse_kind, Some(PairKind::F16Scaled | PairKind::F16Split));
-    let scaled = if n > 0 && (wide || on_scaled) {
+    let scaled = if n > 0 && (wide || fuse_kind.is_some_and(PairKind::scaled)) {
         ScaledRows::new(gpu, plan, data)?
     } else {
         None

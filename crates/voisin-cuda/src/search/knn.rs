@@ -16,7 +16,7 @@ use voisin::{KnnResult, Result, Stats};
 use crate::numerics::plan::{BoundParts, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::fused::{FusedKernel, FusedPlan};
-use crate::ops::pair::{self, PairKind};
+use crate::ops::pair;
 use crate::ops::scaled::ScaledRows;
 use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
@@ -204,7 +204,7 @@ fn passes(
         },
     ) = fusing
     {
-        if matches!(kind, PairKind::F16Scaled | PairKind::F16Split) {
+        if kind.scaled() {
             b_scaled = ScaledRows::room(gpu, plan, nb);
             if b_scaled.is_some() {
                 q_scaled = ScaledRows::new(gpu, plan, qdev)?;

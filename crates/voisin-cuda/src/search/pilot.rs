@@ -177,14 +177,10 @@ fn arithmetic_pilot(
         return Ok((Precision::Fp32, None));
     }
     // fp16x3 for a graph whose warm pairs are fused on split rows.
-    let split = ctx
-        .plan
-        .auto_form(ctx.opts.precision, Precision::Fp16x3)
-        .filter(|p| {
-            self_pairs
-                && ctx.opts.fusion != Fusion::Off
-                && pair::kind_for(p) == Some(PairKind::F16Split)
-        });
+    let split = (self_pairs && ctx.opts.fusion != Fusion::Off)
+        .then(|| ctx.plan.auto_form(ctx.opts.precision, Precision::Fp16x3))
+        .flatten()
+        .filter(|p| pair::kind_for(p) == Some(PairKind::F16Split));
     let mut split_needs = Vec::new();
     let kk = k + usize::from(self_pairs);
     // The lists hold what the TF32 pass keeps for `seen` (`pass_list` may double it).
