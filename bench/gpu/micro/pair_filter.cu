@@ -253,7 +253,8 @@ static void run_kind(int kind, cublasHandle_t h, cudaStream_t st) {
             kern<<<grid, PF_THREADS, smem, st>>>(da, N, db, N, ldw, kw, mode, dna, dnb, dna, dnb,
                                                  ro, co, 0,
                                                  rl, cl, KP, 1, rb.count, rb.floor, rb.val, rb.idx,
-                                                 cb.count, cb.floor, cb.val, cb.idx, CAP);
+                                                 cb.count, cb.floor, cb.val, cb.idx, CAP,
+                                                 nullptr, nullptr);
         };
         float ms = timed(f);
         CK(cudaGetLastError());
@@ -305,7 +306,8 @@ static void run_kind(int kind, cublasHandle_t h, cudaStream_t st) {
             cb.zero(st);
             pair_filter_f16_split<<<grid, PF_THREADS, smem, st>>>(
                 dsa, N, dsb, N, lds, lds, mode, dna, dnb, ones, ones, ro, co, 0, rl, cl, KP, 1,
-                rb.count, rb.floor, rb.val, rb.idx, cb.count, cb.floor, cb.val, cb.idx, CAP);
+                rb.count, rb.floor, rb.val, rb.idx, cb.count, cb.floor, cb.val, cb.idx, CAP,
+                nullptr, nullptr);
         };
         float ms = timed(f);
         CK(cudaGetLastError());

@@ -9,6 +9,6 @@
 # script (cargo test -p voisin-cuda kernel_simulation).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); tmp=$(mktemp -d)
-{ echo "#include \"$here/simshim.h\""; echo "#include \"$here/warpshim.h\""; for u in select/block select/cols select/radix select/survivors select/pair_filter finish/range distance/transpose distance/vector_tile distance/scaled_half; do echo "#include \"$u.cu\""; done; } > "$tmp/kern.h"
+{ echo "#include \"$here/simshim.h\""; echo "#include \"$here/warpshim.h\""; for u in select/block select/cols select/radix select/survivors select/pair_filter select/locality finish/range distance/transpose distance/vector_tile distance/scaled_half; do echo "#include \"$u.cu\""; done; } > "$tmp/kern.h"
 g++ -std=c++20 -O1 -pthread -w -I"$tmp" -I"$here/shim" -I"$here/../kernels" -I"${VOISIN_ABI_DIR:?run through cargo test -p voisin-cuda kernel_simulation}" "$here/sim.cpp" -o "$tmp/sim"
 "$tmp/sim"

@@ -49,7 +49,8 @@ template <class T> T atomicMax(T* p, T v) {
 using std::min;
 using std::max;
 inline float fabsf(float x) { return std::fabs(x); }
-inline float fmaxf(float a, float b) { return std::fmax(a, b); }
+// Not std::fmax: its float overload calls ::fmaxf, this very function.
+inline float fmaxf(float a, float b) { return std::isnan(a) ? b : std::isnan(b) ? a : a > b ? a : b; }
 inline float powf(float a, float b) { return std::pow(a, b); }
 template <class F> void launch(D3 grid, D3 block, F f) {
   gridDim = grid; blockDim = block;

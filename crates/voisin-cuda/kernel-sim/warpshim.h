@@ -29,6 +29,14 @@ template <class T> T __shfl_xor_sync(unsigned, T x, int o) {
   sim_gather(sim_bits(x), v);
   return sim_from<T>(v[(threadIdx.x % 32) ^ o]);
 }
+// 64-bit values (select/locality.cu's f64 sums) as two 32-bit exchanges.
+inline double __shfl_xor_sync(unsigned m, double x, int o) {
+  unsigned long long b; memcpy(&b, &x, 8);
+  unsigned lo = __shfl_xor_sync(m, (unsigned)b, o), hi = __shfl_xor_sync(m, (unsigned)(b >> 32), o);
+  b = ((unsigned long long)hi << 32) | lo;
+  double y; memcpy(&y, &b, 8);
+  return y;
+}
 inline int __reduce_add_sync(unsigned, int x) {
   unsigned v[32];
   sim_gather((unsigned)x, v);

@@ -130,8 +130,12 @@ __device__ __forceinline__ void pf_products(T (&acc)[4][J][4], unsigned a_slab,
 }
 
 // Tile w of a pair of ceil(na / PF_BM) x ntc blocks, row block first: the blocks running at
-// once share a few row blocks (and the whole column side stays in L2).
-__device__ __forceinline__ void pf_tile(int w, int ntc, int& r0, int& c0) {
+// once share a few row blocks (and the whole column side stays in L2). With a work list (the
+// tiles select/locality.cu's pair_blocks kept, `len` of them), its w-th entry; past its end
+// (the copies' look-ahead after a block's last tile) tile 0, whose copies nothing reads.
+__device__ __forceinline__ void pf_tile(const unsigned* __restrict__ work, int len, int w,
+                                        int ntc, int& r0, int& c0) {
+    if (work) w = w < len ? (int)work[w] : 0;
     r0 = (w / ntc) * PF_BM;
     c0 = (w % ntc) * PF_BN;
 }
@@ -186,6 +190,9 @@ __device__ __forceinline__ float pf_key(float rf, float cf, float t, float rs, f
 // instruction fetches 41 % of the time, and the epilogue alone took as long as reading the
 // whole tile from device memory (0.82 ms per 16384² pair on the H200).
 //
+// work, work_len: null, or the tiles to run (pf_tile) and on the device how many: the others
+// are left out whole (select/locality.cu pair_blocks proves they pass nothing).
+//
 // ROWS: the rows' side only (the k-NN's query blocks against the base, the graph's diagonal
 // pairs): the columns' thresholds are never compared, so the epilogue tests each value once.
 template <int KIND, bool SCALED, bool SPLIT, bool ROWS>
@@ -197,7 +204,8 @@ __device__ __forceinline__ void pair_filter_body(
     unsigned* __restrict__ row_floor, float* __restrict__ row_val,
     unsigned* __restrict__ row_idx, unsigned* __restrict__ col_count,
     unsigned* __restrict__ col_floor, float* __restrict__ col_val,
-    unsigned* __restrict__ col_idx, int cap) {
+    unsigned* __restrict__ col_idx, int cap, const unsigned* __restrict__ work,
+    const unsigned* __restrict__ work_len) {
     constexpr int BN = PF_BN, WN = PF_BN / 4, J = WN / 8;
     static_assert(J == 4, "a thread's values are 8 rows x 8 columns: two 32-bit masks");
     constexpr int PARTS = PF_PARTS(SCALED);
@@ -219,7 +227,7 @@ __device__ __forceinline__ void pair_filter_body(
     int g = lane >> 2, t = lane & 3;
     int wm = (warp >> 2) * 64, wn = (warp & 3) * WN;
     int ntc = (nb + BN - 1) / BN;
-    int tiles = ((na + PF_BM - 1) / PF_BM) * ntc;
+    int tiles = work ? (int)*work_len : ((na + PF_BM - 1) / PF_BM) * ntc;
     if ((int)blockIdx.x >= tiles) return;
     int mine = (tiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
     // At least one slab per tile (of zeros when kw is 0), so every tile has its epilogue.
@@ -239,7 +247,7 @@ __device__ __forceinline__ void pair_filter_body(
     // The copies' place in this block's stream of slabs: slab copy_kt of its tile copy_lt, whose
     // rows start at copy_r0 and columns at copy_c0 (a division a tile, not one a slab).
     int copy_kt = 0, copy_lt = 0, copy_r0, copy_c0;
-    pf_tile(blockIdx.x, ntc, copy_r0, copy_c0);
+    pf_tile(work, tiles, blockIdx.x, ntc, copy_r0, copy_c0);
     // Slab f of the stream (the next one) into slot f % PF_STAGES.
     auto copy_slab = [&](int f) {
         int slot = f % PF_STAGES;
@@ -247,7 +255,8 @@ __device__ __forceinline__ void pair_filter_body(
         pf_copy<BN>(bs + slot * BN * PF_LD, b, nb, ldw, kw, copy_c0, copy_kt);
         if (++copy_kt == nk) {
             copy_kt = 0;
-            pf_tile((int)blockIdx.x + ++copy_lt * (int)gridDim.x, ntc, copy_r0, copy_c0);
+            pf_tile(work, tiles, (int)blockIdx.x + ++copy_lt * (int)gridDim.x, ntc, copy_r0,
+                    copy_c0);
         }
     };
 #pragma unroll
@@ -257,7 +266,7 @@ __device__ __forceinline__ void pair_filter_body(
     }
     {
         int r0, c0;
-        pf_tile(blockIdx.x, ntc, r0, c0);
+        pf_tile(work, tiles, blockIdx.x, ntc, r0, c0);
 #pragma unroll
         for (int h = 0; h < PARTS / 2; ++h)
             s_bound[threadIdx.x + h * PF_THREADS] = pf_bound(
@@ -289,7 +298,7 @@ __device__ __forceinline__ void pair_filter_body(
         __syncthreads();
         if (kt == 0 && lt + 1 < mine) {
             int r0, c0;
-            pf_tile((int)blockIdx.x + (lt + 1) * (int)gridDim.x, ntc, r0, c0);
+            pf_tile(work, tiles, (int)blockIdx.x + (lt + 1) * (int)gridDim.x, ntc, r0, c0);
 #pragma unroll
             for (int h = 0; h < PARTS / 2; ++h)
                 next_bound[h] = pf_bound(bound_part(h), bound_o, r0, c0, na, nb, form, an,
@@ -306,7 +315,7 @@ __device__ __forceinline__ void pair_filter_body(
         // + g), column p = 2j + e (wn + 8j + 2t + e), accumulator acc[i][j][2h + e]; bit v % 32
         // of mask v / 32.
         int r0, c0;
-        pf_tile((int)blockIdx.x + lt * (int)gridDim.x, ntc, r0, c0);
+        pf_tile(work, tiles, (int)blockIdx.x + lt * (int)gridDim.x, ntc, r0, c0);
         float cthr[8], cs[8], cf[8];
 #pragma unroll
         for (int p = 0; p < 8; ++p) {
@@ -380,12 +389,14 @@ __device__ __forceinline__ void pair_filter_body(
         int both, unsigned* __restrict__ row_count, unsigned* __restrict__ row_floor,          \
         float* __restrict__ row_val, unsigned* __restrict__ row_idx,                           \
         unsigned* __restrict__ col_count, unsigned* __restrict__ col_floor,                    \
-        float* __restrict__ col_val, unsigned* __restrict__ col_idx, int cap) {                \
+        float* __restrict__ col_val, unsigned* __restrict__ col_idx, int cap,                  \
+        const unsigned* __restrict__ work, const unsigned* __restrict__ work_len) {            \
         pair_filter_body<KIND, SCALED, SPLIT, ROWS>(a, na, b, nb, ldw, kw, mode, an, bn, ab, bb, \
                                              row_off, col_off, exclude_self, row_list,         \
                                              col_list, kp, ROWS ? 0 : both, row_count,         \
                                              row_floor, row_val, row_idx, col_count,           \
-                                             col_floor, col_val, col_idx, cap);                \
+                                             col_floor, col_val, col_idx, cap, work,           \
+                                             work_len);                                        \
     }
 
 PAIR_FILTER(pair_filter_tf32, MMA_TF32, false, false, false)

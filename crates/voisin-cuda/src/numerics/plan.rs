@@ -800,6 +800,12 @@ impl Plan {
         }
     }
 
+    /// Whether the bound was widened for inputs rounded from f64 ([`Plan::with_inputs`]): the
+    /// keys it bounds are then those of the f64 values, not of the rows on the device.
+    pub fn widened(&self) -> bool {
+        self.widen.is_some()
+    }
+
     /// The arithmetic of the tiles, as `--stats` reports it.
     pub fn arithmetic(&self) -> String {
         self.precision.name().to_string()

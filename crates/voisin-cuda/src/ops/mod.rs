@@ -1,7 +1,8 @@
 //! Kernel launchers and the device-side steps built on them, each taking the GPU and the plan:
 //! a set's upload and row preparation (`device_set`), one distance tile (`tile`), the selection
 //! variants (`select`), the fused distance + filter (`fused`), threshold filters' survivors and
-//! their merge (`survivors`), the graph's fused tile pair (`pair`), rows scaled to f16 for TF32
+//! their merge (`survivors`), the graph's fused tile pair (`pair`) and the locality order whose
+//! block spheres let it skip tiles (`locality`), rows scaled to f16 for TF32
 //! plans (`scaled`), exact keys and the device finish (`exact`) and the range filter (`range`).
 //!
 //! Reads `runtime` (the GPU, its kernels, the host↔kernel table) and `numerics` (the plan);
@@ -10,6 +11,7 @@
 pub(crate) mod device_set;
 pub(crate) mod exact;
 pub(crate) mod fused;
+pub(crate) mod locality;
 pub(crate) mod pair;
 pub(crate) mod range;
 pub(crate) mod scaled;

@@ -18,6 +18,7 @@ use voisin::Result;
 
 use crate::numerics::plan::{Plan, TileKey, TileKind, TileRows, K_CHUNK};
 use crate::ops::device_set::DeviceSet;
+use crate::ops::locality::PairWork;
 use crate::ops::scaled::{self, ScaledRows};
 use crate::ops::survivors::{push_into, FilterInto, IntoScalars};
 use crate::ops::tile::Block;
@@ -197,7 +198,8 @@ pub(crate) struct PairAt {
 /// Appends every pair of `rows` × `cols` (rows of operands of one kind: a set's against its
 /// own for the graph, queries' against the base's for k-NN) whose key is at most its row's
 /// list's largest to the row's buffer and, with `into.cols`, at most its column's largest to
-/// the column's buffer, as [`survivors::tile_filter`] does on a written tile.
+/// the column's buffer, as [`survivors::tile_filter`] does on a written tile. With `work`, only
+/// the kernel's tiles it lists run (ops/locality.rs proved that the others pass nothing).
 pub(crate) fn filter(
     gpu: &Gpu,
     plan: &Plan,
@@ -205,6 +207,7 @@ pub(crate) fn filter(
     cols: (&Operands<'_, '_>, Range<usize>),
     at: PairAt,
     into: FilterInto<'_, '_>,
+    work: Option<&PairWork<'_>>,
 ) -> Result<()> {
     let kind = rows.0.kind;
     debug_assert_eq!(kind, cols.0.kind);
@@ -245,11 +248,17 @@ pub(crate) fn filter(
     l.arg(a.back.as_ref().unwrap_or(&a.sqnorm))
         .arg(b.back.as_ref().unwrap_or(&b.sqnorm));
     push_into(&mut l, &scalars, into)?;
+    let null: u64 = 0;
+    match work {
+        Some(w) => l.arg(&w.list).arg(&w.len),
+        None => l.arg(&null).arg(&null),
+    };
     // SAFETY: matches pair_filter_* in kernels/select/pair_filter.cu: a and b hold n rows of
     // ld values (ldw words, the first kw summed), 16-byte aligned (kind_for); the norms and
     // the factors n each; the lists rows × kp and cols × kp; the buffers (count, floor: a.n
     // or b.n; val, idx: × cap). The kernel was given SHARED_BYTES of dynamic shared memory at
-    // load (kernels.rs).
+    // load (kernels.rs). A work list holds at most `tiles` entries, each below `tiles`, with
+    // its length on the device (locality::plan_pair, for these very rows and columns).
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("pair_filter"))

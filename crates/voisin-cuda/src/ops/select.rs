@@ -8,7 +8,9 @@
 //! synthetic tile for `select_bench` (crates/voisin-bench).
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaSlice, CudaView, CudaViewMut, DevicePtr, LaunchArgs, LaunchConfig, PushKernelArg,
+};
 use voisin::{Error, Result};
 
 use crate::numerics::plan::TileKey;
@@ -213,9 +215,32 @@ pub(crate) fn download_lists(
     if n == 0 {
         return Ok((Vec::new(), Vec::new(), keep));
     }
+    let (dv, di) = prefixes(gpu, (val, idx), width, keep, picked.as_ref())?;
+    Ok((
+        gpu.download(&dv.slice(..))?,
+        gpu.download(&di.slice(..))?,
+        keep,
+    ))
+}
+
+/// The first `keep` entries of each list of `width` (of those `rows` names, in that order),
+/// compacted on the device (`list_prefix` in kernels/select/block.cu).
+pub(crate) fn prefixes(
+    gpu: &Gpu,
+    (val, idx): (&CudaView<'_, f32>, &CudaView<'_, u32>),
+    width: usize,
+    keep: usize,
+    rows: Option<&CudaSlice<u32>>,
+) -> Result<(CudaSlice<f32>, CudaSlice<u32>)> {
+    debug_assert!(keep <= width);
+    let s = &gpu.stream;
+    let n = rows.map_or(val.len() / width, |r| r.len()) * keep;
     // SAFETY: list_prefix writes all n entries before they are read.
-    let mut dv = unsafe { s.alloc::<f32>(n) }.map_err(dev("allocating"))?;
-    let mut di = unsafe { s.alloc::<u32>(n) }.map_err(dev("allocating"))?;
+    let mut dv = unsafe { s.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"))?;
+    let mut di = unsafe { s.alloc::<u32>(n.max(1)) }.map_err(dev("allocating"))?;
+    if n == 0 {
+        return Ok((dv, di));
+    }
     let cfg = over_slots(n as u64);
     let (w, kept, total) = (width as i32, keep as i32, n as u64);
     let null: u64 = 0;
@@ -227,18 +252,14 @@ pub(crate) fn download_lists(
         .arg(&mut di)
         .arg(&kept)
         .arg(&total);
-    match &picked {
+    match rows {
         Some(r) => l.arg(r),
         None => l.arg(&null),
     };
     // SAFETY: matches list_prefix in kernels/select/block.cu; val/idx hold rows × width and
     // every picked row is one of them (the callers' rows are below val.len() / width).
     unsafe { l.launch(cfg) }.map_err(dev("list_prefix"))?;
-    Ok((
-        gpu.download(&dv.slice(..))?,
-        gpu.download(&di.slice(..))?,
-        keep,
-    ))
+    Ok((dv, di))
 }
 
 /// Selects over one tile with the (resolved) variant `mode`: running lists of `out.width`

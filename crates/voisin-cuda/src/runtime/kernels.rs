@@ -94,6 +94,10 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
         include_str!("../../kernels/select/pair_filter.cu"),
     ),
     (
+        "select/locality.cu",
+        include_str!("../../kernels/select/locality.cu"),
+    ),
+    (
         "distance/vector_tile.cu",
         include_str!("../../kernels/distance/vector_tile.cu"),
     ),
@@ -335,6 +339,7 @@ registry! {
     pair_filter_bf16, pair_filter_s8,
     pair_filter_tf32_rows, pair_filter_f16_rows, pair_filter_f16_scaled_rows,
     pair_filter_f16_split_rows, pair_filter_bf16_rows, pair_filter_s8_rows,
+    gather_rows, block_spheres, pair_blocks,
     vector_tile, transpose, scaled_half_rows, unscale_tile,
     range_count, range_fill,
     lc_search, sss_search, lc_sort_rows,

@@ -11,12 +11,14 @@ use voisin::{Error, Metric, Result, Stats, VectorSet};
 
 use crate::numerics::plan::{BoundParts, Plan};
 use crate::ops::device_set::DeviceSet;
+use crate::ops::locality::{self, Locality};
 use crate::ops::pair::{self, PairKind};
 use crate::ops::scaled::{self, ScaledRows};
 use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, tile, Budget};
 use crate::options::Fusion;
+use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource, Items};
@@ -35,11 +37,17 @@ const IN_FLIGHT: usize = 4;
 /// outside the budget, as the candidate lists do: counting them halved the tile at the default
 /// budget, and the graph ran slower on 8192² tiles with the filter than on 16384² without it
 /// (docs/design/graph-tile-filter.md).
+///
+/// An edge past the fused pair's block is a whole number of blocks, so that a tile's blocks are
+/// the locality order's (ops/locality.rs), whatever `n`.
 pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
     let bufs = if kp == select::COLS_KP { 1 } else { 2 };
     let mut t = 16384usize.min(n.max(1));
     while t > 64 && bufs * t * t * 4 > budget.bytes {
         t /= 2;
+    }
+    if t > abi::PF_BM {
+        t -= t % abi::PF_BM;
     }
     t
 }
@@ -105,6 +113,7 @@ pub(crate) fn lists(
             let room = (keep && provable(plan, set, k, kp)).then(|| Room::start(n * k));
             let mut lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns, ctx.opts.fusion)?;
             lists.room = room;
+            let evals: u64 = evals - lists.skipped.min(evals);
             let lists = if keep {
                 Held::Device(lists)
             } else {
@@ -528,6 +537,50 @@ pub(crate) fn symmetric_candidates(
     // does not fit, TF32 on the prepared rows). Either use implies `scaled::applies`.
     let fuse_kind = pair::kind_for(plan).filter(|_| fusion != Fusion::Off && n > 0);
     let wide = scaled::for_tiles(plan);
+    // Where pairs are filtered and the set spans SEED_TILES tiles or more, every list is first
+    // warmed on items spread over the set and kept as its threshold alone (`seed`), so that
+    // every pair is filtered: the first tile row is no longer written and selected cold. A list
+    // is warm once it has seen half a tile, or the sample.
+    let seeding = filtered.is_some() && nt >= SEED_TILES;
+    let (mut warm_at, mut seeded) = (t / 2, false);
+    // A whole build of fused pairs on L2 keys runs in locality order (ops/locality.rs): the
+    // seed gives each item its nearest sample item, the set is reordered by them, and each
+    // fused pair runs only the kernel tiles whose blocks' spheres are near enough to pass
+    // anything. The lists move to that order and back; `data` is the reordered set from here.
+    let whole = (0..nt).all(|i| (i..nt).all(|j| owns(i, j)));
+    let mut order = None;
+    let reordered;
+    let data = if seeding && whole && !wide && fuse_kind.is_some() && locality::applies(plan, n, t)
+    {
+        let lists = (&mut lv, &mut li, kp);
+        let sample = seed(gpu, plan, (data, None), lists, t, &mut tile_buf, true)?;
+        (warm_at, seeded) = (sample.size, true);
+        fed.fill(warm_at);
+        let pairs = nt * (nt + 1) / 2;
+        let since = std::time::Instant::now();
+        let made = match &sample.heads {
+            Some((heads, sample)) => {
+                Locality::new(gpu, plan, data, (&heads.slice(..), sample), t, pairs)?
+            }
+            None => None,
+        };
+        gpu.phases().note(format_args!(
+            "graph: locality order {} in {:.1} ms",
+            if made.is_some() { "made" } else { "not made" },
+            since.elapsed().as_secs_f64() * 1e3
+        ));
+        match made {
+            Some((set, loc)) => {
+                (lv, li) = loc.move_lists(gpu, (&lv, &li), kp, true)?;
+                order = Some(loc);
+                reordered = set;
+                &reordered
+            }
+            None => data,
+        }
+    } else {
+        data
+    };
     let scaled = if n > 0 && (wide || fuse_kind.is_some_and(PairKind::scaled)) {
         ScaledRows::new(gpu, plan, data)?
     } else {
@@ -539,14 +592,9 @@ pub(crate) fn symmetric_candidates(
         Some(s) => s.block(data, a, b),
         None => data.block(a, b),
     };
-    // Where pairs are filtered and the set spans SEED_TILES tiles or more, every list is first
-    // warmed on items spread over the set and kept as its threshold alone (`seed`), so that
-    // every pair is filtered: the first tile row is no longer written and selected cold. A list
-    // is warm once it has seen half a tile, or the sample.
-    let mut warm_at = t / 2;
-    if filtered.is_some() && nt >= SEED_TILES {
+    if seeding && !seeded {
         let lists = (&mut lv, &mut li, kp);
-        let s = seed(gpu, plan, (data, tile_rows), lists, t, &mut tile_buf)?;
+        let s = seed(gpu, plan, (data, tile_rows), lists, t, &mut tile_buf, false)?.size;
         fed.fill(s);
         warm_at = s;
     }
@@ -591,10 +639,53 @@ pub(crate) fn symmetric_candidates(
     };
     // Filtered pairs of this tile row whose rows' survivors are not merged yet.
     let mut pending_rows = 0usize;
-    for it in 0..nt {
+    // The pairs in turn: tile row by tile row; in locality order the diagonal pairs first, so
+    // that every list has met its own neighbourhood (its own blocks) before the pairs of far
+    // tiles are planned against its threshold.
+    let diagonal_first = order.is_some();
+    let pairs: Vec<(usize, usize)> = (0..nt)
+        .filter(|&it| diagonal_first && owns(it, it))
+        .map(|it| (it, it))
+        .chain((0..nt).flat_map(|it| {
+            (it + usize::from(diagonal_first)..nt)
+                .filter(move |&jt| owns(it, jt))
+                .map(move |jt| (it, jt))
+        }))
+        .collect();
+    // Pairs whose tiles were planned (their number, kernel tiles in all), and whether planning
+    // goes on: it stops where the first tile row's far pairs left out under a tenth of their
+    // tiles (normal data: the spheres of a block overlap nearly every other).
+    let mut planned = (0usize, 0u64);
+    // Each planned pair: its number, values, and whether it is a diagonal pair (half of whose
+    // values count as evaluations).
+    let mut planned_pairs: Vec<(usize, u64, bool)> = Vec::new();
+    let mut planning = order.is_some();
+    let check_at = nt + nt.saturating_sub(1);
+    // The tile row whose rows' survivors wait in their buffer.
+    let mut waiting: Option<usize> = None;
+    for (p, &(it, jt)) in pairs.iter().enumerate() {
         let (i0, i1) = (it * t, ((it + 1) * t).min(n));
+        if let Some(w) = waiting.filter(|&w| w != it && pending_rows > 0) {
+            let (row_out, _) = filtered
+                .as_mut()
+                .expect("pending rows come from the filter");
+            merge_into(&mut lv, &mut li, w * t..((w + 1) * t).min(n), row_out)?;
+            pending_rows = 0;
+        }
+        waiting = Some(it);
+        if p == check_at && planning {
+            if let Some(loc) = &order {
+                let ran = loc.tiles_run(gpu, 0..p)?;
+                planning = ran * 10 < planned.1 * 9;
+                phases.note(format_args!(
+                    "graph: locality order, {ran} of {} kernel tiles run in the first {p} pairs{}",
+                    planned.1,
+                    if planning { "" } else { "; planning stops" }
+                ));
+            }
+        }
         let bi = data.block(i0, i1);
-        for jt in (it..nt).filter(|&jt| owns(it, jt)) {
+        {
             let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
             let bj = data.block(j0, j1);
             let (ni, nj) = (i1 - i0, j1 - j0);
@@ -644,7 +735,18 @@ pub(crate) fn symmetric_candidates(
             };
             if let Some((row_out, col_out)) = filter {
                 filtered_pairs += 1;
-                {
+                // In locality order a diagonal pair runs in bands of block distance, nearest
+                // first, its rows merged after each (locality::DIAGONAL_BANDS).
+                let banded = order.is_some() && jt == it && fused.is_some();
+                let bands = if banded {
+                    locality::DIAGONAL_BANDS.len()
+                } else {
+                    1
+                };
+                for band in 0..bands {
+                    if band > 0 {
+                        merge_into(&mut lv, &mut li, i0..i1, row_out)?;
+                    }
                     let (row_list, col_list) =
                         (lv.slice(i0 * kp..i1 * kp), lv.slice(j0 * kp..j1 * kp));
                     let into = survivors::FilterInto {
@@ -660,7 +762,25 @@ pub(crate) fn symmetric_candidates(
                                 col_off: j0 as u32,
                                 exclude_self: true,
                             };
-                            pair::filter(gpu, plan, (ops, i0..i1), (ops, j0..j1), at, into)?;
+                            let work = match order.as_mut().filter(|_| planning || banded) {
+                                Some(loc) => {
+                                    if band == 0 {
+                                        planned.0 += 1;
+                                        planned.1 += (ni.div_ceil(abi::PF_BM)
+                                            * nj.div_ceil(abi::PF_BN))
+                                            as u64;
+                                        planned_pairs.push((p, (ni * nj) as u64, jt == it));
+                                    }
+                                    let lists = (&row_list, &col_list);
+                                    let both = jt != it;
+                                    let (a, b) = ((i0, ni), (j0, nj));
+                                    let which = (p, banded.then_some(band));
+                                    Some(loc.plan_pair(gpu, which, a, b, lists, kp, both)?)
+                                }
+                                None => None,
+                            };
+                            let (rows, cols) = ((ops, i0..i1), (ops, j0..j1));
+                            pair::filter(gpu, plan, rows, cols, at, into, work.as_ref())?;
                             mark(it, 6, &mut since)?;
                         }
                         None => {
@@ -738,13 +858,29 @@ pub(crate) fn symmetric_candidates(
                 mark(it, 1, &mut since)?;
             }
         }
-        if pending_rows > 0 {
-            let (row_out, _) = filtered
-                .as_mut()
-                .expect("pending rows come from the filter");
-            merge_into(&mut lv, &mut li, i0..i1, row_out)?;
-            pending_rows = 0;
-        }
+    }
+    if let Some(w) = waiting.filter(|_| pending_rows > 0) {
+        let (row_out, _) = filtered
+            .as_mut()
+            .expect("pending rows come from the filter");
+        merge_into(&mut lv, &mut li, w * t..((w + 1) * t).min(n), row_out)?;
+    }
+    // The values of the tiles left out were never computed: they leave the evaluations' count
+    // (halved on diagonal pairs, as the count halves those).
+    let mut skipped = 0u64;
+    if let Some(loc) = &order {
+        let ran = loc.tiles_run(gpu, 0..pairs.len())?;
+        let values = loc.values_run(gpu, pairs.len())?;
+        skipped = planned_pairs
+            .iter()
+            .map(|&(p, all, diagonal)| all.saturating_sub(values[p]) / if diagonal { 2 } else { 1 })
+            .sum();
+        phases.note(format_args!(
+            "graph: locality order, {ran} of {} kernel tiles run in {} planned pairs \
+             ({skipped} pairs of items left out)",
+            planned.1, planned.0
+        ));
+        (lv, li) = loc.move_lists(gpu, (&lv, &li), kp, false)?;
     }
     let how = match &fused {
         Some(ops) => format!("fused on tensor cores ({:?})", ops.kind()),
@@ -782,6 +918,7 @@ pub(crate) fn symmetric_candidates(
         tile: t,
         seen,
         room: None,
+        skipped,
     })
 }
 
@@ -791,7 +928,8 @@ pub(crate) fn symmetric_candidates(
 /// sample's items are met again in their own pairs). With the set's scaled f16 copy (`scaled`,
 /// the graph's written tiles on wide rows) the tiles run on it and the sample's own copy; where
 /// that does not fit, on the prepared rows. `tile_buf` holds a tile of t². Returns the sample's
-/// size.
+/// size and, with `heads`, each item's nearest sample item (the locality order's key,
+/// ops/locality.rs) with the sample.
 ///
 /// The sample is as small as lets a list's first pair offer it at most half its buffer (about
 /// kp·t/s survivors after s items): a quarter of a tile for the lists of 32 a k = 10 graph
@@ -812,7 +950,8 @@ fn seed(
     (lv, li, kp): (&mut CudaSlice<f32>, &mut CudaSlice<u32>, usize),
     t: usize,
     tile_buf: &mut CudaSlice<f32>,
-) -> Result<usize> {
+    heads: bool,
+) -> Result<Seeded> {
     let n = data.n;
     let cap = survivors::filter_cap(kp).unwrap_or(4 * kp);
     let sample = data.spread(gpu, plan, (t / 4).max(2 * kp * t / cap).min(t / 2))?;
@@ -870,6 +1009,13 @@ fn seed(
             )?;
         }
     }
+    // Each list's first entry, before the seed drops them: the item's nearest sample item.
+    let heads = if heads && n > 0 {
+        let lists = (&lv.slice(..n * kp), &li.slice(..n * kp));
+        Some(select::prefixes(gpu, lists, kp, 1, None)?.1)
+    } else {
+        None
+    };
     select::seed_lists(
         gpu,
         &mut lv.slice_mut(..n * kp),
@@ -880,7 +1026,18 @@ fn seed(
     gpu.phases().note(format_args!(
         "graph: lists seeded from a sample of {s} items spread over {n}"
     ));
-    Ok(s)
+    drop(copies);
+    Ok(Seeded {
+        size: s,
+        heads: heads.map(|h| (h, sample)),
+    })
+}
+
+/// What [`seed`] leaves besides the thresholds: the sample's size and, where asked, each
+/// item's nearest sample item (an index of the sample, which comes with it).
+struct Seeded {
+    size: usize,
+    heads: Option<(CudaSlice<u32>, DeviceSet<'static>)>,
 }
 
 /// The lists [`symmetric_candidates`] leaves on the device: `width` slots per item of `n`,
@@ -895,6 +1052,9 @@ pub(crate) struct DeviceLists {
     seen: Vec<usize>,
     /// Where the proved rows will come back to, being made ready meanwhile.
     room: Option<Room<f64>>,
+    /// Pairs of items the locality order's left-out tiles never computed (ops/locality.rs),
+    /// counted as the graph counts evaluations.
+    skipped: u64,
 }
 
 impl DeviceLists {

@@ -378,7 +378,7 @@ fn passes(
                         col_off: seen as u32,
                         exclude_self: false,
                     };
-                    pair::filter(gpu, plan, (qops, q0..q1), (&bops, seen..b1), at, into)?;
+                    pair::filter(gpu, plan, (qops, q0..q1), (&bops, seen..b1), at, into, None)?;
                     let lists = ListsOut {
                         val: &mut lv.slice_mut(..qn * kp),
                         idx: &mut li.slice_mut(..qn * kp),
