@@ -652,13 +652,14 @@ pub(crate) fn symmetric_candidates(
                 .map(move |jt| (it, jt))
         }))
         .collect();
-    // Pairs whose tiles were planned (their number, kernel tiles in all), and whether planning
-    // goes on: it stops where the first tile row's far pairs left out under a tenth of their
-    // tiles (normal data: the spheres of a block overlap nearly every other).
-    let mut planned = (0usize, 0u64);
-    // Each planned pair: its number, values, and whether it is a diagonal pair (half of whose
-    // values count as evaluations).
-    let mut planned_pairs: Vec<(usize, u64, bool)> = Vec::new();
+    // Each planned pair: its number, kernel tiles, values, and whether it is a diagonal pair
+    // (half of whose values count as evaluations); and whether planning goes on: it stops where
+    // the diagonal pairs and the first tile row left out under a tenth of their tiles (normal
+    // data: the spheres of a block overlap nearly every other).
+    let mut planned: Vec<(usize, u64, u64, bool)> = Vec::new();
+    let planned_tiles = |planned: &[(usize, u64, u64, bool)]| -> u64 {
+        planned.iter().map(|&(_, tiles, _, _)| tiles).sum()
+    };
     let mut planning = order.is_some();
     let check_at = nt + nt.saturating_sub(1);
     // The tile row whose rows' survivors wait in their buffer.
@@ -676,10 +677,11 @@ pub(crate) fn symmetric_candidates(
         if p == check_at && planning {
             if let Some(loc) = &order {
                 let ran = loc.tiles_run(gpu, 0..p)?;
-                planning = ran * 10 < planned.1 * 9;
+                let tiles = planned_tiles(&planned);
+                planning = ran * 10 < tiles * 9;
                 phases.note(format_args!(
                     "graph: locality order, {ran} of {} kernel tiles run in the first {p} pairs{}",
-                    planned.1,
+                    tiles,
                     if planning { "" } else { "; planning stops" }
                 ));
             }
@@ -737,7 +739,7 @@ pub(crate) fn symmetric_candidates(
                 filtered_pairs += 1;
                 // In locality order a diagonal pair runs in bands of block distance, nearest
                 // first, its rows merged after each (locality::DIAGONAL_BANDS).
-                let banded = order.is_some() && jt == it && fused.is_some();
+                let banded = order.is_some() && jt == it && fuse.is_some();
                 let bands = if banded {
                     locality::DIAGONAL_BANDS.len()
                 } else {
@@ -765,11 +767,10 @@ pub(crate) fn symmetric_candidates(
                             let work = match order.as_mut().filter(|_| planning || banded) {
                                 Some(loc) => {
                                     if band == 0 {
-                                        planned.0 += 1;
-                                        planned.1 += (ni.div_ceil(abi::PF_BM)
-                                            * nj.div_ceil(abi::PF_BN))
-                                            as u64;
-                                        planned_pairs.push((p, (ni * nj) as u64, jt == it));
+                                        let tiles =
+                                            ni.div_ceil(abi::PF_BM) * nj.div_ceil(abi::PF_BN);
+                                        let values = ni * nj;
+                                        planned.push((p, tiles as u64, values as u64, jt == it));
                                     }
                                     let lists = (&row_list, &col_list);
                                     let both = jt != it;
@@ -871,14 +872,17 @@ pub(crate) fn symmetric_candidates(
     if let Some(loc) = &order {
         let ran = loc.tiles_run(gpu, 0..pairs.len())?;
         let values = loc.values_run(gpu, pairs.len())?;
-        skipped = planned_pairs
+        skipped = planned
             .iter()
-            .map(|&(p, all, diagonal)| all.saturating_sub(values[p]) / if diagonal { 2 } else { 1 })
+            .map(|&(p, _, all, diagonal)| {
+                all.saturating_sub(values[p]) / if diagonal { 2 } else { 1 }
+            })
             .sum();
         phases.note(format_args!(
             "graph: locality order, {ran} of {} kernel tiles run in {} planned pairs \
              ({skipped} pairs of items left out)",
-            planned.1, planned.0
+            planned_tiles(&planned),
+            planned.len()
         ));
         (lv, li) = loc.move_lists(gpu, (&lv, &li), kp, false)?;
     }
