@@ -26,8 +26,9 @@
 //!
 //! `--graph-only` runs only the graph (`--n` items, `-k` neighbours) and with `--check N`
 //! compares the graph's rows of N evenly spaced items with the CPU engine's (ids and distances
-//! exactly): the headline run of issue 12 is
-//! `gpu_bench --graph-only --n 2000000 --dim 15876 --elem f16 -k 20 --check 1000 --variants auto`.
+//! exactly): the headline run of issue 12, under the CLI's defaults (auto arithmetic, auto
+//! fusion; a bare `auto` would leave fusion off), is
+//! `gpu_bench --graph-only --n 2000000 --dim 15876 --elem f16 -k 20 --check 1000 --variants auto-auto`.
 //! With `--save-rows F` the checked items' rows go to F instead, and a later
 //! `gpu_bench --graph-only … --check 1000 --check-saved F` (same data options) regenerates the
 //! data and checks them without a GPU graph: the check on 16 CPU cores outlasts one device call.
