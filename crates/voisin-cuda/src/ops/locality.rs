@@ -20,6 +20,7 @@ use voisin::Result;
 
 use crate::numerics::plan::{BoundParts, Plan, Storage, TileKey, TileRows};
 use crate::ops::device_set::{DeviceRows, DeviceSet};
+use crate::ops::select;
 use crate::options::Precision;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
@@ -197,11 +198,7 @@ fn gather<T: DeviceRepr>(
     if total == 0 {
         return Ok(dst);
     }
-    let cfg = LaunchConfig {
-        grid_dim: (total.div_ceil(256).clamp(1, 65535) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = select::over_slots(total);
     let (nn, ldi, null) = (n as u64, ld as i32, 0u64);
     let mut l = gpu.stream.launch_builder(&gpu.k.gather_rows);
     l.arg(src).arg(&nn).arg(&ldi).arg(from);

@@ -98,9 +98,9 @@ fn push_tile<'a>(l: &mut LaunchArgs<'a>, tile: &TileIn<'a>, s: &'a TileScalars) 
         .arg(&s.exclude_self);
 }
 
-/// The launch of a kernel that strides over `n` list slots (fill_lists, seed_lists,
-/// list_prefix): blocks of 256 threads, at most 65,535 of them.
-fn over_slots(n: u64) -> LaunchConfig {
+/// The launch of a kernel that strides over `n` slots (fill_lists, seed_lists, list_prefix;
+/// ops/locality.rs's gather_rows): blocks of 256 threads, at most 65,535 of them.
+pub(crate) fn over_slots(n: u64) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(256).clamp(1, 65535) as u32, 1, 1),
         block_dim: (256, 1, 1),
