@@ -30,6 +30,7 @@ import math
 import operator
 import os
 import threading
+import zipfile
 import zlib
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -171,7 +172,7 @@ def _load_block(path: str, start: int, length: int, rows: _Rows, digest: str):
         if job != digest or first != start or keys.shape != (length, rows.k):
             raise ValueError("a block of another checkpoint or of another layout")
         return _graph_rows((keys, ids), start, rows)
-    except (OSError, ValueError, KeyError, zlib.error) as e:
+    except (OSError, ValueError, KeyError, zlib.error, zipfile.BadZipFile) as e:
         raise ValueError(f"{path}: damaged or foreign checkpoint block ({e})") from None
 
 
