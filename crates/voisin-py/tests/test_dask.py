@@ -216,3 +216,21 @@ def test_client_killed_resumes_on_its_folder(client, tmp_path):
         f.write(b"\xff" * 64)
     with pytest.raises(ValueError, match="damaged or foreign"):
         vd.knn_graph(X, 15, resume=True, **kw)
+
+
+def test_the_example_hands_the_graph_to_scanpy_and_umap(client):
+    pytest.importorskip("scanpy")
+    pytest.importorskip("umap")
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "scripts", "dask_graph.py")
+    spec = importlib.util.spec_from_file_location("dask_graph", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    n, k = 1200, 10
+    G, emb = example.main(["--n", str(n), "--dim", "8", "--k", str(k), "--block-rows", "256"],
+                          client=client)
+    X = example.clustered(n, 8, 256).compute()
+    same(G, voisin.knn_graph(X, k + 1, include_self=True, output="csr", device="cpu"))
+    assert emb["scanpy"].shape == (n, 2) and emb["umap"].shape == (n, 2)
+    assert np.isfinite(emb["scanpy"]).all() and np.isfinite(emb["umap"]).all()
