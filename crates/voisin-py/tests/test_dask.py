@@ -234,3 +234,22 @@ def test_the_example_hands_the_graph_to_scanpy_and_umap(client):
     same(G, voisin.knn_graph(X, k + 1, include_self=True, output="csr", device="cpu"))
     assert emb["scanpy"].shape == (n, 2) and emb["umap"].shape == (n, 2)
     assert np.isfinite(emb["scanpy"]).all() and np.isfinite(emb["umap"]).all()
+
+
+@pytest.mark.gpu
+def test_gpu_worker_gives_the_one_process_graph_and_searches(client):
+    """On a worker with a GPU (device="cuda": the diagonal blocks through the CUDA engine's
+    TileGraph share and finish, the cross pairs and searches through its k-NN and range)."""
+    rng = np.random.default_rng(21)
+    X = rng.normal(size=(3000, 24)).astype(np.float32)
+    X[100:140] = X[0]  # duplicates
+    for metric, k in [("euclidean", 15), ("cosine", 1), ("euclidean", 2999)]:
+        want = voisin.knn_graph(X, k, metric=metric, device="cpu")
+        same(vd.knn_graph(X, k, metric=metric, device="cuda", block_rows=1024, client=client),
+             want)
+        same(voisin.knn_graph(X, k, metric=metric, device="cuda"), want)
+    q = X[::7] + 0.25
+    same(vd.knn(X, q, 10, device="cuda", block_rows=700, query_rows=200, client=client),
+         voisin.knn(X, q, 10, device="cpu"))
+    same(vd.range_search(X, q, 4.0, device="cuda", block_rows=700, client=client),
+         voisin.range_search(X, q, 4.0, device="cpu"))
