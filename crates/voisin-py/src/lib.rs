@@ -10,6 +10,7 @@
 //! `ValueError` (bad input) or `RuntimeError` (device failure) with the engine's one-line
 //! message; a panic becomes a `RuntimeError`, never a `PanicException`.
 
+mod blocks;
 mod engine;
 
 /// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why). Memory the
@@ -293,6 +294,14 @@ fn knn_arrays(r: voisin::KnnResult) -> KnnArrays {
     let d = r.distances.iter().map(|&x| f64::from(x)).collect();
     let i = r.indices.iter().map(|&x| i64::from(x)).collect();
     (r.n_queries, r.k, d, i)
+}
+
+fn range_arrays(r: voisin::RangeResult) -> RangeArrays {
+    (
+        r.offsets.iter().map(|&x| x as i64).collect(),
+        r.indices.iter().map(|&x| i64::from(x)).collect(),
+        r.distances.iter().map(|&x| f64::from(x)).collect(),
+    )
 }
 
 fn knn_out<'py>(py: Python<'py>, (n, k, d, i): KnnArrays) -> PyResult<KnnOut<'py>> {
@@ -619,13 +628,7 @@ impl Index {
                     None => e.range(base, q, radius, m),
                 }
             },
-            |r| {
-                (
-                    r.offsets.iter().map(|&x| x as i64).collect(),
-                    r.indices.iter().map(|&x| i64::from(x)).collect(),
-                    r.distances.iter().map(|&x| f64::from(x)).collect(),
-                )
-            },
+            range_arrays,
         )?;
         Ok((
             PyArray1::from_vec(py, o),
@@ -645,6 +648,7 @@ fn cuda_available() -> bool {
 fn _voisin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
+    blocks::register(m)?;
     // float64 arrays (and integers past 2^24) are answered for their own values (f64 storage).
     m.add("EXACT_FLOAT64", true)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
