@@ -269,7 +269,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
                 }
             ) =>
         {
-            Answer::Knn(shape::include_self(g))
+            Answer::Knn(voisin::shape::include_self(g))
         }
         a if task.pairs() => Answer::Range(shape::pairs(a)),
         a => a,
