@@ -18,22 +18,33 @@ use crate::{Dataset, KnnResult, Metric, RangeResult};
 
 /// Rows of `k + 1` entries, the item itself first at distance 0, from a graph of `k` others.
 pub fn include_self(g: KnnResult) -> KnnResult {
-    let k = g.k + 1;
-    let mut indices = Vec::with_capacity(g.n_queries * k);
-    let mut distances = Vec::with_capacity(g.n_queries * k);
-    for q in 0..g.n_queries {
-        indices.push(q as u32);
-        distances.push(0.0);
-        indices.extend_from_slice(&g.indices[q * g.k..(q + 1) * g.k]);
-        distances.extend_from_slice(&g.distances[q * g.k..(q + 1) * g.k]);
-    }
+    let (indices, distances) = with_self(g.n_queries, g.k, &g.indices, &g.distances);
     KnnResult {
         n_queries: g.n_queries,
-        k,
+        k: g.k + 1,
         indices,
         distances,
         stats: g.stats,
     }
+}
+
+/// [`include_self`] on bare rows of `k` entries with distances of any type (zero, `D`'s
+/// default, for the item itself): the Python package's exact f64 distances take it.
+pub fn with_self<D: Copy + Default>(
+    n: usize,
+    k: usize,
+    indices: &[u32],
+    distances: &[D],
+) -> (Vec<u32>, Vec<D>) {
+    let mut ids = Vec::with_capacity(n * (k + 1));
+    let mut ds = Vec::with_capacity(n * (k + 1));
+    for q in 0..n {
+        ids.push(q as u32);
+        ds.push(D::default());
+        ids.extend_from_slice(&indices[q * k..(q + 1) * k]);
+        ds.extend_from_slice(&distances[q * k..(q + 1) * k]);
+    }
+    (ids, ds)
 }
 
 /// The unordered pairs of a graph (each row's `k` edges), once each: see the module doc.
