@@ -121,17 +121,15 @@ class _Neighbors(BaseEstimator):
             raise ValueError(
                 f"metric_params {sorted(params)} are not supported: voisin's metrics take no "
                 f"parameters but minkowski's p (metric_params={{'p': 3}} or p=3).{hint}")
-        return p
+        return 2 if p is None else p
 
     def _effective_metric_params(self) -> dict:
-        """``effective_metric_params_`` as scikit-learn sets it: minkowski keeps its p unless
-        it names euclidean, cityblock or chebyshev."""
-        p = self._effective_p()
+        """``effective_metric_params_`` as scikit-learn sets it: minkowski keeps its p (and
+        weights, None) unless they name cityblock, euclidean or chebyshev."""
         params = dict(self.metric_params or {})
-        if self.metric == "minkowski":
-            params.pop("p", None)
-            if p is not None and p not in (1, 2, np.inf):
-                params["p"] = p
+        p = params.pop("p", self.p)
+        if self.metric == "minkowski" and (p if p is not None else 2) not in (1, 2, np.inf):
+            params.update(p=p, w=None)
         return params
 
     def _exact(self) -> bool:
