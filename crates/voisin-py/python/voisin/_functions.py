@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional, Tuple, Union
 import numpy as np
 
 from . import _voisin
-from ._inputs import items
+from ._inputs import counting, framework, items
 
 MetricLike = Union[str, Callable[[Any, Any], float]]
 ProgressLike = Union[bool, Callable[[int, int], None], None]
@@ -120,7 +120,9 @@ def knn(
     memory: Optional[int] = None,
     progress: ProgressLike = False,
     distances: str = "f32",
-) -> Tuple[np.ndarray, np.ndarray]:
+    output: str = "arrays",
+    stats: bool = False,
+) -> Tuple[Any, ...]:
     """Exact k nearest neighbours of each query among the base items.
 
     Parameters
@@ -153,6 +155,14 @@ def knn(
     distances : {"f32", "f64"}, default="f32"
         ``f32``: float32 distances, each the exact distance rounded to float32 (the command
         line's default); ``f64``: float64, the exact values themselves (``--distances f64``).
+    output : {"arrays", "torch", "cupy", "jax", "input"}, default="arrays"
+        NumPy arrays, or the arrays of that framework (``input``: the framework and device of
+        ``base``); on a GPU when ``base`` was a tensor on that GPU.
+    stats : bool, default=False
+        Also return a dict of what the call measured: the engine's phase times, evaluations,
+        device and arithmetic, ``host_copy_bytes`` (input vectors copied on the host to read
+        them; 0 when read in place) and ``device_to_host_bytes`` (GPU tensors brought to the
+        host).
 
     Returns
     -------
@@ -170,12 +180,15 @@ def knn(
     [[1, 0]]
     """
     _check_k(k)
+    _check_output(output, _FRAMEWORKS)
     exact = exact_distances(distances)
-    idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory, check=False)
-    spec = metric_spec(metric, p)
+    with counting() as moved:
+        idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
+                    memory=memory, check=False)
+        q = items(queries, "queries", metric_spec(metric, p))
     with _Progress(progress, "voisin knn") as cb:
-        return idx.knn(items(queries, "queries", spec), int(k), cb, exact)
+        got = idx.knn(q, int(k), cb, exact)
+    return _deliver(got, output, base, stats and _stats(idx, moved))
 
 
 def knn_graph(
@@ -193,7 +206,8 @@ def knn_graph(
     memory: Optional[int] = None,
     progress: ProgressLike = False,
     distances: str = "f32",
-) -> Union[Tuple[np.ndarray, ...], "scipy.sparse.csr_matrix"]:
+    stats: bool = False,
+) -> Any:
     """The exact k-nearest-neighbour graph of a set: each item's k nearest other items.
 
     Parameters
@@ -211,10 +225,11 @@ def knn_graph(
         ``min(i, j)``, sorted by distance then index: the command line's ``--pairs``. The
         result is ragged: ``(offsets, indices, distances)`` for ``output="arrays"``, or an
         upper-triangular ``csr_matrix``.
-    output : {"arrays", "csr"}, default="arrays"
+    output : {"arrays", "csr", "torch", "cupy", "jax", "input"}, default="arrays"
         ``arrays`` gives ``(distances, indices)``; ``csr`` an ``n x n`` ``csr_matrix`` of
-        distances, rows sorted by distance (explicit zeros kept).
-    metric, p, device, precision, n_jobs, memory, progress, distances
+        distances, rows sorted by distance (explicit zeros kept); a framework, its arrays (as
+        for :func:`knn`).
+    metric, p, device, precision, n_jobs, memory, progress, distances, stats
         As for :func:`knn`.
 
     Returns
@@ -232,13 +247,14 @@ def knn_graph(
     [1, 0, 1]
     """
     _check_k(k)
-    _check_output(output)
+    _check_output(output, ("csr",) + _FRAMEWORKS)
     exact = exact_distances(distances)
     if include_self and pairs:
         raise ValueError("include_self and pairs exclude each other: pairs never hold an item "
                          "itself")
-    idx = index(X, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory, check=False)
+    with counting() as moved:
+        idx = index(X, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
+                    memory=memory, check=False)
     others = int(k) - 1 if include_self else int(k)
     n, csr = len(idx), output == "csr"
     if others > 0 and n > 1:
@@ -250,9 +266,8 @@ def knn_graph(
         ind = np.arange(n, dtype=np.int64)[:, None][:, :kept]
         got = (np.arange(0, n * kept + 1, max(kept, 1))[: n + 1], ind.ravel(), dist.ravel()) \
             if csr or pairs else (dist, ind)
-    if csr:
-        return csr_matrix(got, n)
-    return got
+    return _deliver(csr_matrix(got, n) if csr else got, output, X,
+                    stats and _stats(idx, moved))
 
 
 def range_search(
@@ -270,7 +285,8 @@ def range_search(
     memory: Optional[int] = None,
     progress: ProgressLike = False,
     distances: str = "f32",
-) -> Union["scipy.sparse.csr_matrix", Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    stats: bool = False,
+) -> Any:
     """Every base item within ``radius`` of each query.
 
     Parameters
@@ -284,11 +300,12 @@ def range_search(
         For a self-join (``queries`` the same as ``base``): each unordered pair {i, j},
         i != j, once, in row ``min(i, j)``, without the items themselves: near-duplicate
         detection without the mirrored and self pairs (the command line's ``--pairs``).
-    output : {"csr", "arrays"}, default="csr"
+    output : {"csr", "arrays", "torch", "cupy", "jax", "input"}, default="csr"
         ``csr`` gives an ``n_queries x n_base`` ``csr_matrix`` of distances (explicit zeros
         kept); ``arrays`` gives ``(offsets, indices, distances)``: the results of query ``q``
-        are ``offsets[q]:offsets[q + 1]``.
-    metric, p, device, precision, n_jobs, memory, progress, distances
+        are ``offsets[q]:offsets[q + 1]``; a framework, those arrays in it (as for
+        :func:`knn`).
+    metric, p, device, precision, n_jobs, memory, progress, distances, stats
         As for :func:`knn`.
 
     Returns
@@ -303,19 +320,19 @@ def range_search(
     >>> g.indices.tolist(), g.data.tolist()
     ([0, 1], [0.0, 1.0])
     """
-    _check_output(output)
+    _check_output(output, ("csr",) + _FRAMEWORKS)
     exact = exact_distances(distances)
     if pairs and not same_items(base, queries):
         raise ValueError("pairs=True is for self-joins: pass the same data as base and queries")
-    idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory, check=False)
-    spec = metric_spec(metric, p)
+    with counting() as moved:
+        idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
+                    memory=memory, check=False)
+        q = items(queries, "queries", metric_spec(metric, p))
+    csr = output == "csr"
     with _Progress(progress, "voisin range") as cb:
-        got = idx.range(items(queries, "queries", spec), float(radius), cb, exact, pairs,
-                        output == "csr")
-    if output == "arrays":
-        return got
-    return csr_matrix(got, len(idx))
+        got = idx.range(q, float(radius), cb, exact, pairs, csr)
+    return _deliver(csr_matrix(got, len(idx)) if csr else got, output, base,
+                    stats and _stats(idx, moved))
 
 
 def csr_rows(dist: np.ndarray, ind: np.ndarray, n_cols: int) -> "scipy.sparse.csr_matrix":
@@ -356,9 +373,55 @@ def same_items(a: Any, b: Any) -> bool:
         return False
 
 
-def _check_output(output: Any) -> None:
-    if output not in ("arrays", "csr"):
-        raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
+_FRAMEWORKS = ("arrays", "numpy", "torch", "cupy", "jax", "input")
+
+
+def _check_output(output: Any, allowed: Tuple[str, ...]) -> None:
+    if output not in allowed:
+        raise ValueError(f"output must be one of {', '.join(map(repr, allowed))}, "
+                         f"got {output!r}")
+
+
+def _stats(idx: Any, moved: dict) -> dict:
+    """The native index's stats of its last request, with the copies made converting the
+    inputs (host conversions here and in the extension, GPU tensors brought to the host)."""
+    out = dict(idx.stats)
+    out["host_copy_bytes"] = (moved["host_copy_bytes"] + out.pop("base_copied_bytes")
+                              + out.pop("queries_copied_bytes"))
+    out["device_to_host_bytes"] = moved["device_to_host_bytes"]
+    return out
+
+
+def _deliver(result: Any, output: str, like: Any, stats: Any) -> Any:
+    """``result`` (a tuple of arrays, or a CSR matrix) in the framework ``output`` names
+    (``input``: ``like``'s), with the stats appended when asked."""
+    target = framework(like) if output == "input" else output
+    if target not in ("arrays", "numpy", "csr"):
+        result = tuple(to_framework(a, target, like) for a in result)
+    if stats is False:
+        return result
+    return (*result, stats) if isinstance(result, tuple) else (result, stats)
+
+
+def to_framework(a: np.ndarray, name: str, like: Any) -> Any:
+    """A NumPy result array as an array of framework ``name``: on ``like``'s device when
+    ``like`` is that framework's tensor, else on its default device."""
+    same = framework(like) == name
+    if name == "torch":
+        import torch
+
+        t = torch.from_numpy(a)
+        return t.to(like.device) if same and like.device.type != "cpu" else t
+    if name == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.device.id if same else None):
+            return cupy.asarray(a)
+    if name == "jax":
+        import jax
+
+        return jax.device_put(a, next(iter(like.devices())) if same else None)
+    raise ValueError(f"unknown output framework {name!r}")
 
 
 def _check_k(k: Any) -> None:
