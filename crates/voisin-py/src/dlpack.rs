@@ -18,8 +18,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use voisin::data::{Buffer, SharedSlice, VectorData};
+use voisin::data::{Buffer, VectorData};
 use voisin::VectorSet;
+
+use crate::PyRows;
 
 /// `DLDevice`.
 #[repr(C)]
@@ -67,25 +69,6 @@ const FLOAT: u8 = 2;
 const BFLOAT: u8 = 4;
 
 const CAPSULE: &CStr = c"dltensor";
-
-/// Rows read in place from a DLPack tensor; the capsule keeps the tensor alive.
-struct DlpackRows<T> {
-    _capsule: Py<PyAny>,
-    ptr: *const T,
-    len: usize,
-}
-
-// SAFETY: the pointer is into host memory owned by the tensor behind the capsule, which
-// outlives `self`; it is only read.
-unsafe impl<T> Send for DlpackRows<T> {}
-unsafe impl<T> Sync for DlpackRows<T> {}
-
-impl<T> SharedSlice<T> for DlpackRows<T> {
-    fn as_slice(&self) -> &[T] {
-        // SAFETY: `ptr` points at `len` initialised, aligned values (checked when built).
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
 
 /// A 2-D host tensor's vectors and the bytes copied to read them (0 when read in place).
 pub fn vectors(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<(VectorSet, u64)> {
@@ -207,11 +190,7 @@ impl View<'_, '_> {
     fn rows<T: bytemuck::Pod>(&self, wrap: fn(Buffer<T>) -> VectorData) -> (VectorData, u64) {
         let ptr = self.base as *const T;
         if self.dense && (ptr as usize).is_multiple_of(align_of::<T>()) {
-            let rows = DlpackRows {
-                _capsule: self.capsule.clone().unbind(),
-                ptr,
-                len: self.n * self.d,
-            };
+            let rows = PyRows::new(self.capsule.clone().unbind(), ptr, self.n * self.d);
             return (wrap(Buffer::Shared(Arc::new(rows))), 0);
         }
         let values = self.values::<T>();

@@ -100,20 +100,33 @@ fn python_words(message: &str) -> String {
     out
 }
 
-/// Rows of a C-contiguous, aligned NumPy array read in place. The reference keeps the array
-/// alive; NumPy never moves an array's data while a reference to it exists.
-struct NumpyRows<T> {
+/// Rows read in place from memory a Python object owns: a C-contiguous, aligned NumPy array
+/// (NumPy never moves an array's data while a reference to it exists) or a DLPack capsule
+/// (its tensor lives while the capsule does). The reference keeps the owner alive.
+struct PyRows<T> {
     _owner: Py<PyAny>,
     ptr: *const T,
     len: usize,
 }
 
-// SAFETY: the pointer is into memory owned by the referenced array, which outlives `self`; it
-// is only read.
-unsafe impl<T> Send for NumpyRows<T> {}
-unsafe impl<T> Sync for NumpyRows<T> {}
+impl<T> PyRows<T> {
+    /// `len` values at `ptr`, owned by `owner`: the caller checked that they are initialised
+    /// and aligned, and live as long as `owner`.
+    fn new(owner: Py<PyAny>, ptr: *const T, len: usize) -> Self {
+        PyRows {
+            _owner: owner,
+            ptr,
+            len,
+        }
+    }
+}
 
-impl<T> SharedSlice<T> for NumpyRows<T> {
+// SAFETY: the pointer is into memory owned by the referenced object, which outlives `self`;
+// it is only read.
+unsafe impl<T> Send for PyRows<T> {}
+unsafe impl<T> Sync for PyRows<T> {}
+
+impl<T> SharedSlice<T> for PyRows<T> {
     fn as_slice(&self) -> &[T] {
         // SAFETY: `ptr` points at `len` initialised, aligned values (checked when built).
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
@@ -130,11 +143,7 @@ fn vector_rows<T: Element + bytemuck::Pod>(
     let ptr = arr.data() as *const T;
     let (buffer, copied) =
         if arr.is_c_contiguous() && (ptr as usize).is_multiple_of(align_of::<T>()) {
-            let rows = NumpyRows {
-                _owner: arr.clone().into_any().unbind(),
-                ptr,
-                len: n * d,
-            };
+            let rows = PyRows::new(arr.clone().into_any().unbind(), ptr, n * d);
             (Buffer::Shared(Arc::new(rows)), 0)
         } else {
             let values: Vec<T> = arr.readonly().as_array().iter().copied().collect();

@@ -12,7 +12,8 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use voisin::{shape, Dataset, KnnResult, Metric, RangeResult, Stats};
+pub use voisin::shape::Answer;
+use voisin::{shape, Dataset, Metric};
 
 /// How a result is handed to Python (the native methods' keyword arguments).
 #[derive(Clone, Copy, Debug, Default)]
@@ -25,21 +26,6 @@ pub struct Form {
     pub pairs: bool,
     /// Ragged rows with scipy.sparse's index type, for a CSR matrix.
     pub csr: bool,
-}
-
-/// An engine's answer, before shaping.
-pub enum Answer {
-    Knn(KnnResult),
-    Range(RangeResult),
-}
-
-impl Answer {
-    pub fn stats(&self) -> &Stats {
-        match self {
-            Answer::Knn(r) => &r.stats,
-            Answer::Range(r) => &r.stats,
-        }
-    }
 }
 
 pub enum Dist {
@@ -72,10 +58,10 @@ pub enum Out {
 /// Shapes `answer` (over `base`, asked for `queries`) as `form` says. `pairs` needs a
 /// self-join (the caller checked), `include_self` a graph.
 pub fn shape(answer: Answer, form: Form, base: &Dataset, queries: &Dataset, m: &Metric) -> Out {
-    let answer = match answer {
-        Answer::Knn(g) if form.pairs => Answer::Range(shape::graph_pairs(g)),
-        Answer::Range(r) if form.pairs => Answer::Range(shape::range_pairs(r)),
-        a => a,
+    let answer = if form.pairs {
+        Answer::Range(answer.pairs())
+    } else {
+        answer
     };
     match answer {
         Answer::Knn(r) => {

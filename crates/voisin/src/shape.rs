@@ -14,7 +14,51 @@
 use rayon::prelude::*;
 
 use crate::metric::exact::item_key;
-use crate::{Dataset, KnnResult, Metric, RangeResult};
+use crate::{Dataset, KnnResult, Metric, RangeResult, Stats};
+
+/// What an engine answered, before it is shaped: k-NN rows (k-NN search, graphs) or ragged
+/// rows (range search, pairs).
+pub enum Answer {
+    Knn(KnnResult),
+    Range(RangeResult),
+}
+
+impl Answer {
+    pub fn stats(&self) -> &Stats {
+        match self {
+            Answer::Knn(r) => &r.stats,
+            Answer::Range(r) => &r.stats,
+        }
+    }
+
+    /// Number of (query, neighbour) pairs returned.
+    pub fn len(&self) -> usize {
+        match self {
+            Answer::Knn(r) => r.indices.len(),
+            Answer::Range(r) => r.indices.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Each unordered pair {i, j}, i != j, of a self-join once (see the module doc).
+    pub fn pairs(self) -> RangeResult {
+        match self {
+            Answer::Knn(g) => graph_pairs(g),
+            Answer::Range(r) => range_pairs(r),
+        }
+    }
+
+    /// The exact f64 distance of every entry, in result order: query row q against base item i.
+    pub fn exact(&self, base: &Dataset, queries: &Dataset, metric: &Metric) -> Vec<f64> {
+        match self {
+            Answer::Knn(r) => knn_exact(r, base, queries, metric),
+            Answer::Range(r) => range_exact(r, base, queries, metric),
+        }
+    }
+}
 
 /// Rows of `k + 1` entries, the item itself first at distance 0, from a graph of `k` others.
 pub fn include_self(g: KnnResult) -> KnnResult {
@@ -70,7 +114,7 @@ pub fn range_pairs(r: RangeResult) -> RangeResult {
 fn pairs_of(
     n: usize,
     entries: impl Iterator<Item = (usize, u32, f32)>,
-    stats: crate::Stats,
+    stats: Stats,
 ) -> RangeResult {
     let mut by_row: Vec<Vec<(f32, u32)>> = vec![Vec::new(); n];
     for (q, j, d) in entries {
