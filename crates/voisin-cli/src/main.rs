@@ -24,7 +24,6 @@ mod load;
 mod metric_choice;
 mod output;
 mod progress;
-mod shape;
 mod size;
 mod stats;
 

@@ -38,8 +38,7 @@ use voisin_cuda::CudaEngine;
 use voisin_engines::Device;
 
 use crate::engine::{self, EngineConfig};
-use crate::{dataset, knn_arrays, knn_out, metric, py_err, range_arrays, KnnOut, MetricError};
-use crate::{RangeArrays, RangeOut};
+use crate::{dataset, metric, py_err, MetricError};
 
 /// Lists of equal length handed to Python: keys `n × w` (f64) and indices `n × w` (u32).
 type ListsOut<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<u32>>);
@@ -342,8 +341,8 @@ impl BlockEngine {
         k: usize,
         metric_spec: &Bound<'py, PyAny>,
     ) -> PyResult<(ListsOut<'py>, Option<ListsOut<'py>>)> {
-        let rows = dataset("rows", rows)?;
-        let cols = cols.map(|c| dataset("cols", c)).transpose()?;
+        let rows = dataset("rows", rows)?.0;
+        let cols = cols.map(|c| dataset("cols", c).map(|d| d.0)).transpose()?;
         let (m, slot) = metric(metric_spec)?;
         let (a, b) = detached(py, slot.as_ref(), || {
             let (a, b) = self.pair(&rows, cols.as_ref(), k, &m)?;
@@ -367,7 +366,7 @@ impl BlockEngine {
         k: usize,
         metric_spec: &Bound<'py, PyAny>,
     ) -> PyResult<ListsOut<'py>> {
-        let (base, queries) = (dataset("base", base)?, dataset("queries", queries)?);
+        let (base, queries) = (dataset("base", base)?.0, dataset("queries", queries)?.0);
         let (m, slot) = metric(metric_spec)?;
         detached(py, slot.as_ref(), || {
             voisin::engine::check_pair(&base, &queries, &m)?;
@@ -389,7 +388,7 @@ impl BlockEngine {
         radius: f64,
         metric_spec: &Bound<'py, PyAny>,
     ) -> PyResult<RangeListsOut<'py>> {
-        let (base, queries) = (dataset("base", base)?, dataset("queries", queries)?);
+        let (base, queries) = (dataset("base", base)?.0, dataset("queries", queries)?.0);
         let (m, slot) = metric(metric_spec)?;
         let flat = detached(py, slot.as_ref(), || {
             voisin::engine::check_pair(&base, &queries, &m)?;
@@ -646,7 +645,7 @@ pub fn check_block(
     block: &Bound<'_, PyAny>,
     start: usize,
 ) -> PyResult<()> {
-    let data = dataset(what, block)?;
+    let data = dataset(what, block)?.0;
     detached(py, None, || {
         let Some(v) = data.as_vectors() else {
             return Ok(());
@@ -675,4 +674,39 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(range_block_rows, m)?)?;
     m.add_function(wrap_pyfunction!(check_block, m)?)?;
     Ok(())
+}
+
+/// (distances, indices) arrays handed to Python.
+type KnnOut<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<i64>>);
+/// (offsets, indices, distances) arrays handed to Python.
+type RangeOut<'py> = (
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<f64>>,
+);
+
+/// Distances as float64 and indices as int64, `n × k`, converted off the GIL.
+type KnnArrays = (usize, usize, Vec<f64>, Vec<i64>);
+/// CSR offsets, indices and distances of a range search.
+type RangeArrays = (Vec<i64>, Vec<i64>, Vec<f64>);
+
+fn knn_arrays(r: voisin::KnnResult) -> KnnArrays {
+    let d = r.distances.iter().map(|&x| f64::from(x)).collect();
+    let i = r.indices.iter().map(|&x| i64::from(x)).collect();
+    (r.n_queries, r.k, d, i)
+}
+
+fn range_arrays(r: voisin::RangeResult) -> RangeArrays {
+    (
+        r.offsets.iter().map(|&x| x as i64).collect(),
+        r.indices.iter().map(|&x| i64::from(x)).collect(),
+        r.distances.iter().map(|&x| f64::from(x)).collect(),
+    )
+}
+
+fn knn_out<'py>(py: Python<'py>, (n, k, d, i): KnnArrays) -> PyResult<KnnOut<'py>> {
+    Ok((
+        PyArray1::from_vec(py, d).reshape([n, k])?,
+        PyArray1::from_vec(py, i).reshape([n, k])?,
+    ))
 }
