@@ -161,6 +161,19 @@ impl DatasetIndex {
         }
     }
 
+    /// The indexed items as a data set (a copy of the index's own: what its graph is of, for
+    /// an index read from a file).
+    pub fn items(&self) -> Result<Dataset> {
+        Ok(match self {
+            DatasetIndex::Vectors(i) => {
+                let space = i.space();
+                let n = space.len();
+                voisin::VectorSet::from_f32(n, space.dim(), space.values().to_vec())?.into()
+            }
+            DatasetIndex::Strings(i) => i.space().strings().clone().into(),
+        })
+    }
+
     /// "lc index over 1000 x 3 vectors (euclidean)".
     pub fn describe(&self) -> String {
         let items = match self {

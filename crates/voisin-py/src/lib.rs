@@ -1,8 +1,10 @@
 //! `voisin._voisin`: the native half of the Python package.
 //!
-//! One class, [`Index`]: a base data set (vectors read in place from a NumPy array, or strings),
-//! a metric and the engine that answers over it. The Python half (`python/voisin`) checks and
-//! converts inputs, builds the public functions and the scikit-learn estimators on it.
+//! Two classes: [`Index`], a base data set (vectors read in place from a NumPy array, or
+//! strings), a metric and the brute-force engine that answers over it; and
+//! `indexes::MetricIndex`, a metric index over a set with the index engine that answers over it
+//! (index files too). The Python half (`python/voisin`) checks and converts inputs, builds the
+//! public functions, `voisin.Index` and the scikit-learn estimators on them.
 //!
 //! Every request runs on a worker thread (of rayon's global pool) while the calling thread waits
 //! with the GIL released, waking every 100 ms to look for signals (Ctrl-C raises
@@ -11,6 +13,7 @@
 //! message; a panic becomes a `RuntimeError`, never a `PanicException`.
 
 mod engine;
+mod indexes;
 
 /// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why). Memory the
 /// extension hands to NumPy stays Rust's: arrays made from Rust vectors free them through it.
@@ -295,6 +298,22 @@ fn knn_arrays(r: voisin::KnnResult) -> KnnArrays {
     (r.n_queries, r.k, d, i)
 }
 
+fn range_arrays(r: voisin::RangeResult) -> RangeArrays {
+    (
+        r.offsets.iter().map(|&x| x as i64).collect(),
+        r.indices.iter().map(|&x| i64::from(x)).collect(),
+        r.distances.iter().map(|&x| f64::from(x)).collect(),
+    )
+}
+
+fn range_out<'py>(py: Python<'py>, (o, i, d): RangeArrays) -> RangeOut<'py> {
+    (
+        PyArray1::from_vec(py, o),
+        PyArray1::from_vec(py, i),
+        PyArray1::from_vec(py, d),
+    )
+}
+
 fn knn_out<'py>(py: Python<'py>, (n, k, d, i): KnnArrays) -> PyResult<KnnOut<'py>> {
     Ok((
         PyArray1::from_vec(py, d).reshape([n, k])?,
@@ -389,6 +408,31 @@ impl Index {
 
     /// Runs `job` on a worker thread; see the module documentation.
     fn run<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        progress: Option<&Bound<'_, PyAny>>,
+        job: impl FnOnce() -> voisin::Result<T> + Send + 'static,
+    ) -> PyResult<T> {
+        let worker = Worker {
+            progress: &self.progress,
+            cancel: &self.cancel,
+            metric_error: self.metric_error.as_ref(),
+        };
+        worker.run(py, progress, job)
+    }
+}
+
+/// What a request's worker thread reports to the waiting thread: progress, the cancellation
+/// token (set on Ctrl-C) and a Python metric function's first exception.
+pub(crate) struct Worker<'a> {
+    pub(crate) progress: &'a Progress,
+    pub(crate) cancel: &'a Cancel,
+    pub(crate) metric_error: Option<&'a MetricError>,
+}
+
+impl Worker<'_> {
+    /// Runs `job` on a worker thread; see the module documentation.
+    pub(crate) fn run<T: Send + 'static>(
         &self,
         py: Python<'_>,
         progress: Option<&Bound<'_, PyAny>>,
@@ -607,7 +651,7 @@ impl Index {
     ) -> PyResult<RangeOut<'py>> {
         let queries = dataset("queries", queries)?;
         let kept = self.kept.clone();
-        let (o, i, d): RangeArrays = self.request(
+        let arrays = self.request(
             py,
             progress,
             Some(queries),
@@ -619,19 +663,9 @@ impl Index {
                     None => e.range(base, q, radius, m),
                 }
             },
-            |r| {
-                (
-                    r.offsets.iter().map(|&x| x as i64).collect(),
-                    r.indices.iter().map(|&x| i64::from(x)).collect(),
-                    r.distances.iter().map(|&x| f64::from(x)).collect(),
-                )
-            },
+            range_arrays,
         )?;
-        Ok((
-            PyArray1::from_vec(py, o),
-            PyArray1::from_vec(py, i),
-            PyArray1::from_vec(py, d),
-        ))
+        Ok(range_out(py, arrays))
     }
 }
 
@@ -644,6 +678,7 @@ fn cuda_available() -> bool {
 #[pymodule]
 fn _voisin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
+    m.add_class::<indexes::MetricIndex>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
     // float64 arrays (and integers past 2^24) are answered for their own values (f64 storage).
     m.add("EXACT_FLOAT64", true)?;

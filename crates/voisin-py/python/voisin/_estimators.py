@@ -41,6 +41,7 @@ except ImportError:  # pragma: no cover
 
 
 from ._functions import _Progress, csr_rows, index, metric_spec
+from ._index import native_index, resolve_algorithm
 from ._inputs import is_strings, strings, vectors
 
 __all__ = ["NearestNeighbors", "KNeighborsTransformer", "RadiusNeighborsTransformer"]
@@ -104,6 +105,10 @@ class _Neighbors(BaseEstimator):
         return self
 
     def _build_index(self) -> Any:
+        kind = resolve_algorithm(getattr(self, "algorithm", "auto"))
+        if kind is not None:
+            return native_index(self._fit_X, self.metric, kind, p=self.p, device=self.device,
+                                n_jobs=self.n_jobs)
         return index(self._fit_X, self.metric, p=self.p, device=self.device,
                      precision=self.precision, n_jobs=self.n_jobs, memory=None)
 
@@ -310,6 +315,11 @@ _COMMON_DOC = """
         list of str), or a callable ``f(a, b) -> float`` (CPU only).
     p : float, default=2
         Order of ``minkowski``.
+    algorithm : {"auto", "brute", "lc", "sss", "cover", "kd", "kd_tree", "ball_tree"}, default="auto"
+        ``auto`` and ``brute``: brute force (on a GPU when one is usable); ``lc`` (List of
+        Clusters), ``sss`` (SSS pivots), ``cover`` (cover tree) or ``kd`` (k-d tree): a metric
+        index built at ``fit`` (see :class:`voisin.Index`; true metrics only). scikit-learn's
+        ``kd_tree`` is ``kd``, its ``ball_tree`` the cover tree.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         ``auto`` uses an NVIDIA GPU when one is usable, the CPU otherwise.
     precision : {"auto", "fp32", "tf32", "fp16x3", "fp16", "bf16", "int8"}, default="auto"
@@ -354,10 +364,12 @@ class NearestNeighbors(_Neighbors):
 
     def __init__(self, *, n_neighbors: int = 5, radius: float = 1.0, metric: Any = "minkowski",
                  p: float = 2, device: str = "auto", precision: str = "auto",
-                 n_jobs: Optional[int] = None, progress: Any = False):
+                 n_jobs: Optional[int] = None, progress: Any = False,
+                 algorithm: str = "auto"):
         self.n_neighbors = n_neighbors
         self.radius = radius
         self._set_common(metric, p, device, precision, n_jobs, progress)
+        self.algorithm = algorithm
 
 
 class _GraphTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Neighbors):
@@ -429,10 +441,12 @@ class KNeighborsTransformer(_GraphTransformer):
 
     def __init__(self, *, mode: str = "distance", n_neighbors: int = 5, metric: Any = "minkowski",
                  p: float = 2, device: str = "auto", precision: str = "auto",
-                 n_jobs: Optional[int] = None, progress: Any = False):
+                 n_jobs: Optional[int] = None, progress: Any = False,
+                 algorithm: str = "auto"):
         self.mode = mode
         self.n_neighbors = n_neighbors
         self._set_common(metric, p, device, precision, n_jobs, progress)
+        self.algorithm = algorithm
 
     def transform(self, X: Any) -> Any:
         """The k-neighbours graph of the points of X against the fitted points.
@@ -470,10 +484,12 @@ class RadiusNeighborsTransformer(_GraphTransformer):
 
     def __init__(self, *, mode: str = "distance", radius: float = 1.0, metric: Any = "minkowski",
                  p: float = 2, device: str = "auto", precision: str = "auto",
-                 n_jobs: Optional[int] = None, progress: Any = False):
+                 n_jobs: Optional[int] = None, progress: Any = False,
+                 algorithm: str = "auto"):
         self.mode = mode
         self.radius = radius
         self._set_common(metric, p, device, precision, n_jobs, progress)
+        self.algorithm = algorithm
 
     def transform(self, X: Any) -> Any:
         """The radius-neighbours graph of the points of X against the fitted points.
