@@ -3,8 +3,10 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use voisin::Metric;
+use voisin_engines::Device;
 use voisin_index::auto::EngineChoice;
 
 use crate::size::parse_size;
@@ -136,8 +138,8 @@ pub struct IndexBuildArgs {
     /// vectors (euclidean, cityblock, chebyshev, minkowski:P) or strings (levenshtein); auto:
     /// cuda for List of Clusters and SSS over vectors, List of Clusters over strings and cover
     /// trees when the CPU build would take more than about a second, else cpu.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
 }
 
 #[derive(Debug, Args)]
@@ -162,8 +164,8 @@ pub struct IndexQueryArgs {
     pub radius: Option<f64>,
     /// Where the search runs: cpu; cuda for List of Clusters and SSS indexes over vectors
     /// (euclidean, cityblock, chebyshev); auto: cuda where it can answer, else cpu.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
     /// GPUs to search on: all, a count N (the first N), or ordinals such as 0,2 (default: GPU
     /// 0). A List of Clusters is cut into one run of clusters per GPU listed (1-Stage); SSS
     /// runs on the first.
@@ -225,14 +227,14 @@ pub enum NanPolicy {
     Zero,
 }
 
-/// Where the work runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum DeviceChoice {
-    /// A GPU when one is usable, else the CPU.
-    #[default]
-    Auto,
-    Cpu,
-    Cuda,
+/// `--device`: auto, cpu or cuda, parsed into the engine factory's one device type.
+fn device_arg() -> impl TypedValueParser<Value = Device> {
+    PossibleValuesParser::new([
+        PossibleValue::new("auto").help("A GPU when one is usable, else the CPU"),
+        PossibleValue::new("cpu"),
+        PossibleValue::new("cuda"),
+    ])
+    .map(|text| text.parse::<Device>().unwrap_or_default())
 }
 
 /// Options shared by knn, graph and range.
@@ -244,8 +246,8 @@ pub struct RunOpts {
     pub metric: Option<Metric>,
 
     /// Where the work runs.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
 
     /// GPU selection kernel: auto, block or radix (heap and quick: benchmark builds only; the CPU
     /// ignores it).

@@ -25,7 +25,8 @@
 //! - `engine/`: [`CudaEngine`] and the `Engine` seam; `passes` (checkpointed graphs, graphs
 //!   on several GPUs).
 //! - `multi`: [`MultiGpu`], several GPUs composed from engines.
-//! - `strings` (levenshtein) and [`index`] (List of Clusters and SSS searched on the GPU).
+//! - `strings` (levenshtein) and [`index`] (the metric indexes on the GPU behind the index face:
+//!   [`index::GpuIndexes`]).
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.

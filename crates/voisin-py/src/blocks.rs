@@ -247,11 +247,14 @@ impl BlockEngine {
         let Some(gpu) = &self.cuda else {
             return Ok(None);
         };
-        let held = data.as_vectors().is_none_or(voisin_cuda::tiles_hold);
-        if voisin_cuda::supports(data, m, op) || (self.device == Device::Cuda && !held) {
+        if self.device.is_cuda() {
+            if voisin_engines::gpu_answers(data, m, op) {
+                Ok(Some(gpu))
+            } else {
+                Err(engine::cpu_only(m, data))
+            }
+        } else if voisin_cuda::supports(data, m, op) {
             Ok(Some(gpu))
-        } else if self.device == Device::Cuda {
-            Err(engine::cpu_only(m, data))
         } else {
             Ok(None)
         }

@@ -1,8 +1,10 @@
 //! `voisin._voisin`: the native half of the Python package.
 //!
-//! One class, [`Index`]: a base data set (vectors read in place from a NumPy array, or strings),
-//! a metric and the engine that answers over it. The Python half (`python/voisin`) checks and
-//! converts inputs, builds the public functions and the scikit-learn estimators on it.
+//! Two classes: [`Index`], a base data set (vectors read in place from a NumPy array, or
+//! strings), a metric and the brute-force engine that answers over it; and
+//! `indexes::MetricIndex`, a metric index over a set with the index engine that answers over it
+//! (index files too). The Python half (`python/voisin`) checks and converts inputs, builds the
+//! public functions, `voisin.Index` and the scikit-learn estimators on them.
 //!
 //! Every request runs on a worker thread (of rayon's global pool) while the calling thread waits
 //! with the GIL released, waking every 100 ms to look for signals (Ctrl-C raises
@@ -13,6 +15,7 @@
 mod blocks;
 mod dlpack;
 mod engine;
+mod indexes;
 mod results;
 
 /// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why). Memory the
@@ -477,6 +480,34 @@ impl Index {
         progress: Option<&Bound<'_, PyAny>>,
         job: impl FnOnce() -> voisin::Result<T> + Send + 'static,
     ) -> PyResult<T> {
+        let worker = Worker {
+            progress: &self.progress,
+            cancel: &self.cancel,
+            metric_error: self.metric_error.as_ref(),
+            stopping: &self.stopping,
+        };
+        worker.run(py, progress, job)
+    }
+}
+
+/// What a request's worker thread reports to the waiting thread: progress, the cancellation
+/// token (set on Ctrl-C), a Python metric function's first exception, and the end of a
+/// request interrupted before its worker stopped.
+pub(crate) struct Worker<'a> {
+    pub(crate) progress: &'a Progress,
+    pub(crate) cancel: &'a Cancel,
+    pub(crate) metric_error: Option<&'a MetricError>,
+    pub(crate) stopping: &'a Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl Worker<'_> {
+    /// Runs `job` on a worker thread; see the module documentation.
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        progress: Option<&Bound<'_, PyAny>>,
+        job: impl FnOnce() -> voisin::Result<T> + Send + 'static,
+    ) -> PyResult<T> {
         // A request interrupted before its worker stopped still holds the engine's token: it
         // ends before this one resets it.
         let stopping = self
@@ -815,6 +846,7 @@ fn _python_words(message: &str) -> String {
 #[pymodule]
 fn _voisin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
+    m.add_class::<indexes::MetricIndex>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
     blocks::register(m)?;
     m.add_function(wrap_pyfunction!(_python_words, m)?)?;

@@ -55,6 +55,8 @@ try:  # scikit-learn >= 1.2 validates constructor arguments against declared con
         c["distances"] = [_StrOptions({"f32", "f64"})]
         c["device"] = [str]
         c["precision"] = [str]
+        # voisin's indexes as well as scikit-learn's names, checked when the index is built.
+        c["algorithm"] = [str]
         c.update(ours)
         return c
 except (ImportError, AttributeError):  # pragma: no cover - older scikit-learn
@@ -65,6 +67,7 @@ except (ImportError, AttributeError):  # pragma: no cover - older scikit-learn
     _SkNN = _SkKNT = _SkRNT = None
 
 from ._functions import _Progress, csr_matrix, csr_rows, exact_distances, index, metric_spec
+from ._index import native_index, resolve_algorithm
 from ._inputs import is_strings, strings, vectors
 
 __all__ = ["NearestNeighbors", "KNeighborsTransformer", "RadiusNeighborsTransformer"]
@@ -165,6 +168,10 @@ class _Neighbors(BaseEstimator):
         return self
 
     def _build_index(self) -> Any:
+        kind = resolve_algorithm(getattr(self, "algorithm", "auto"))
+        if kind is not None:
+            return native_index(self._fit_X, self.metric, kind, p=self._effective_p(),
+                                device=self.device, n_jobs=self.n_jobs)
         return index(self._fit_X, self.metric, p=self._effective_p(), device=self.device,
                      precision=self.precision, n_jobs=self.n_jobs, memory=None)
 
@@ -389,6 +396,11 @@ _COMMON_DOC = """
     n_jobs : int, optional
         CPU threads: ``None`` (the default) or ``-1`` every core, ``-2`` every core but one,
         and so on (scikit-learn's default is one core, voisin's every core).
+    algorithm : {"auto", "brute", "lc", "sss", "cover", "kd", "kd_tree", "ball_tree"}, default="auto"
+        ``auto`` and ``brute``: brute force (on a GPU when one is usable); ``lc`` (List of
+        Clusters), ``sss`` (SSS pivots), ``cover`` (cover tree) or ``kd`` (k-d tree): a metric
+        index built at ``fit`` (see :class:`voisin.Index`; true metrics only). scikit-learn's
+        ``kd_tree`` is ``kd``, its ``ball_tree`` the cover tree.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         ``auto`` uses an NVIDIA GPU when one is usable, the CPU otherwise.
     precision : {"auto", "fp32", "tf32", "fp16x3", "fp16", "bf16", "int8"}, default="auto"
@@ -437,11 +449,12 @@ class NearestNeighbors(_Neighbors):
     def __init__(self, *, n_neighbors: int = 5, radius: float = 1.0, leaf_size: int = 30,
                  metric: Any = "minkowski", p: float = 2, metric_params: Optional[dict] = None,
                  n_jobs: Optional[int] = None, device: str = "auto", precision: str = "auto",
-                 distances: str = "f64", progress: Any = False):
+                 distances: str = "f64", progress: Any = False, algorithm: str = "auto"):
         self.n_neighbors = n_neighbors
         self.radius = radius
         self._set_common(metric, p, metric_params, leaf_size, device, precision, n_jobs,
                          progress, distances)
+        self.algorithm = algorithm
 
 
 class _GraphTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Neighbors):
@@ -516,11 +529,12 @@ class KNeighborsTransformer(_GraphTransformer):
     def __init__(self, *, mode: str = "distance", n_neighbors: int = 5, leaf_size: int = 30,
                  metric: Any = "minkowski", p: float = 2, metric_params: Optional[dict] = None,
                  n_jobs: Optional[int] = None, device: str = "auto", precision: str = "auto",
-                 distances: str = "f64", progress: Any = False):
+                 distances: str = "f64", progress: Any = False, algorithm: str = "auto"):
         self.mode = mode
         self.n_neighbors = n_neighbors
         self._set_common(metric, p, metric_params, leaf_size, device, precision, n_jobs,
                          progress, distances)
+        self.algorithm = algorithm
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit to X, then transform X: the k-neighbours graph of X, from one graph request.
@@ -601,11 +615,12 @@ class RadiusNeighborsTransformer(_GraphTransformer):
     def __init__(self, *, mode: str = "distance", radius: float = 1.0, leaf_size: int = 30,
                  metric: Any = "minkowski", p: float = 2, metric_params: Optional[dict] = None,
                  n_jobs: Optional[int] = None, device: str = "auto", precision: str = "auto",
-                 distances: str = "f64", progress: Any = False):
+                 distances: str = "f64", progress: Any = False, algorithm: str = "auto"):
         self.mode = mode
         self.radius = radius
         self._set_common(metric, p, metric_params, leaf_size, device, precision, n_jobs,
                          progress, distances)
+        self.algorithm = algorithm
 
     def transform(self, X: Any) -> Any:
         """The radius-neighbours graph of the points of X against the fitted points.
