@@ -72,6 +72,7 @@ pub use ops::select;
 pub use options::{CudaOptions, Fusion, Precision, Select};
 pub use runtime::context::{device_count, gpu_available};
 pub use runtime::probe;
+pub use runtime::{cuda_info, set_python_path, CudaInfo, DeviceInfo, LibraryInfo};
 pub use search::graph::PartialGraph;
 // The graph schedule lives in the core; re-exported at the paths callers used before.
 pub use voisin::graph::{

@@ -313,7 +313,7 @@ impl<'e> GpuLc<'e> {
             engine,
             gpu,
             (space.metric(), d, n, scale),
-            |k| &k.lc_search,
+            |k| k.lc_search(),
             index,
         )
         .map(|s| {

@@ -26,6 +26,7 @@ use super::spread::{
 };
 use crate::engine::CudaEngine;
 use crate::runtime::context::{dev, is_oom, Gpu};
+use crate::runtime::loaded::elapsed_ms;
 
 /// What streaming superclusters did during one search (all zero when the index was resident).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -562,7 +563,7 @@ impl<'a> GpuLsc<'a> {
         st.copied = copies.len();
         // Intervals in seconds from `origin`.
         let at = |e: &CudaEvent| -> Result<f64> {
-            Ok(origin.elapsed_ms(e).map_err(dev("timing the streams"))? as f64 / 1e3)
+            Ok(elapsed_ms(&origin, e).map_err(dev("timing the streams"))? as f64 / 1e3)
         };
         let spans = |v: &[(CudaEvent, CudaEvent)]| -> Result<Vec<(f64, f64)>> {
             v.iter().map(|(a, b)| Ok((at(a)?, at(b)?))).collect()

@@ -163,13 +163,13 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
         engine: &'e CudaEngine,
         gpu: &Gpu,
         (metric, dim, n, scale): (&Metric, usize, usize, f64),
-        kernel: fn(&Kernels) -> &CudaFunction,
+        kernel: fn(&Kernels) -> Result<&CudaFunction>,
         index: A,
     ) -> Result<Self> {
         Ok(Searcher {
             engine,
-            search: kernel(&gpu.k).clone(),
-            sort: gpu.k.lc_sort_rows.clone(),
+            search: kernel(&gpu.k)?.clone(),
+            sort: gpu.k.lc_sort_rows()?.clone(),
             code: metric_code(metric)?,
             metric: metric.clone(),
             dim,

@@ -115,7 +115,7 @@ impl<'e> GpuSss<'e> {
             engine,
             &gpu,
             (metric, d, n, scale),
-            |k| &k.sss_search,
+            |k| k.sss_search(),
             index,
         )
         .map(GpuSss)
