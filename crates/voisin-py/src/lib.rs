@@ -10,6 +10,7 @@
 //! `ValueError` (bad input) or `RuntimeError` (device failure) with the engine's one-line
 //! message; a panic becomes a `RuntimeError`, never a `PanicException`.
 
+mod cuda;
 mod engine;
 
 /// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why). Memory the
@@ -645,6 +646,8 @@ fn cuda_available() -> bool {
 fn _voisin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::cuda_info, m)?)?;
+    cuda::hand_over_python_path(m.py())?;
     // float64 arrays (and integers past 2^24) are answered for their own values (f64 storage).
     m.add("EXACT_FLOAT64", true)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

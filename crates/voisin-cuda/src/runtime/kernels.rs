@@ -57,9 +57,29 @@ pub(crate) fn shared(ctx: &Arc<CudaContext>) -> Result<Arc<Kernels>> {
     Ok(k)
 }
 
+/// The variable that makes a process ignore the kernels built in (`off`), as on a GPU the build
+/// made none for: they are compiled at run time and cached.
+pub(crate) const PREBUILT_VAR: &str = "VOISIN_PREBUILT";
+
+/// Whether the kernels built in are used (`VOISIN_PREBUILT` is not `off`).
+pub(crate) fn use_built() -> bool {
+    static USE: LazyLock<bool> =
+        LazyLock::new(|| std::env::var_os(PREBUILT_VAR).is_none_or(|v| v != "off"));
+    *USE
+}
+
 /// The targets the build compiled kernels for, and the NVRTC version that did.
 pub(crate) fn prebuilt() -> (&'static [&'static str], Option<(i32, i32)>) {
     (aot::TARGETS, aot::NVRTC)
+}
+
+/// The built targets this process uses.
+fn targets() -> &'static [&'static str] {
+    if use_built() {
+        aot::TARGETS
+    } else {
+        &[]
+    }
 }
 
 /// The number of an architecture or target: `sm_90`, `compute_90` → 90.
@@ -75,11 +95,18 @@ pub(crate) fn obtainable(arch: &str, driver: Option<i32>, nvrtc: bool) -> bool {
         (Some((major, _)), Some(d)) => major <= d / 1000,
         _ => false,
     };
-    let n = arch_number(arch);
-    let built = aot::TARGETS.iter().any(|t| {
-        *t == arch || (!modules::is_cubin(t) && arch_number(t).is_some_and(|p| Some(p) <= n))
-    });
+    let built = targets().contains(&arch) || ptx_for(arch).is_some();
     nvrtc || (built && built_runs)
+}
+
+/// The built PTX target the driver can compile for a GPU of architecture `arch` (a target not
+/// newer than it).
+fn ptx_for(arch: &str) -> Option<&'static str> {
+    let n = arch_number(arch)?;
+    targets()
+        .iter()
+        .copied()
+        .find(|t| !modules::is_cubin(t) && arch_number(t).is_some_and(|p| p <= n))
 }
 
 /// A compiled module, ready to load.
@@ -116,6 +143,9 @@ const ORIGINS: [Origin; 4] = [
 /// The built image of `m` for `target`, inflated.
 fn built(m: Module, target: &str) -> Result<Option<Image>, String> {
     let name = m.file_name();
+    if !targets().contains(&target) {
+        return Ok(None);
+    }
     let Some((_, _, bytes)) = aot::IMAGES
         .iter()
         .find(|(n, t, _)| *n == name && *t == target)
@@ -151,16 +181,10 @@ fn image(origin: Origin, m: Module, arch: &str) -> Result<Option<Image>, String>
         Origin::Cache => Ok(cache_file(m, arch)
             .and_then(|f| cache::read(&f))
             .map(Image::Cubin)),
-        Origin::BuiltPtx => {
-            let n = arch_number(arch);
-            let ptx = aot::TARGETS
-                .iter()
-                .find(|t| !modules::is_cubin(t) && arch_number(t).is_some_and(|p| Some(p) <= n));
-            match ptx {
-                Some(t) => built(m, t),
-                None => Ok(None),
-            }
-        }
+        Origin::BuiltPtx => match ptx_for(arch) {
+            Some(t) => built(m, t),
+            None => Ok(None),
+        },
         Origin::Nvrtc => {
             let Some(nv) = loaded::loaded().nvrtc() else {
                 return Ok(None);

@@ -329,6 +329,12 @@ pub fn cuda_info() -> CudaInfo {
     .flatten()
     .cloned()
     .collect();
+    if !kernels::use_built() {
+        notes.push(format!(
+            "{}=off: the kernels built in are not used",
+            kernels::PREBUILT_VAR
+        ));
+    }
     let devices = devices(l, &mut notes);
     let (targets, nvrtc_built) = kernels::prebuilt();
     CudaInfo {

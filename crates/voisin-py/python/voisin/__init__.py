@@ -8,7 +8,7 @@ scikit-learn, UMAP and scanpy pipelines. Every answer is exact, ties broken by t
 index, identical on every device.
 """
 
-from ._voisin import __version__
+from ._voisin import __version__, cuda_info
 from ._functions import cuda_available, knn, knn_graph, range_search
 try:  # the estimators need scikit-learn (and scipy); the functions only NumPy
     from ._estimators import KNeighborsTransformer, NearestNeighbors, RadiusNeighborsTransformer
@@ -25,6 +25,7 @@ __all__ = [
     "knn_graph",
     "range_search",
     "cuda_available",
+    "cuda_info",
     "NearestNeighbors",
     "KNeighborsTransformer",
     "RadiusNeighborsTransformer",
