@@ -544,13 +544,23 @@ fn demo_runs_from_any_folder() {
 fn doctor_reports_what_it_found_of_cuda() {
     let s = Scratch::new();
     let text = ok(&s, &["doctor"]);
-    for needle in ["driver", "cuBLAS", "NVRTC", "kernels", "searched, in order:", "GPU: "] {
+    for needle in [
+        "driver",
+        "cuBLAS",
+        "NVRTC",
+        "kernels",
+        "searched, in order:",
+        "GPU: ",
+    ] {
         assert!(text.contains(needle), "{needle}: {text}");
     }
     let used = text.contains("GPU: used under device auto");
     assert_eq!(used, voisin_cuda::gpu_available(), "{text}");
     if voisin_cuda::cuda_info().driver.is_none() {
-        assert!(text.contains("GPU: not used: no NVIDIA driver"), "{text}");
+        assert!(
+            text.contains("GPU: not used: the CUDA driver (libcuda) cannot be loaded"),
+            "{text}"
+        );
     }
 }
 

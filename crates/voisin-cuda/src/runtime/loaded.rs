@@ -46,9 +46,9 @@ pub(crate) struct Driver {
 pub(crate) struct Opened {
     found: Found,
     version: String,
-    /// The file the CUDA bindings resolve instead, where it is another (a library of the same
-    /// kind opened before, e.g. a toolkit's `libcublas.so` found by the loader).
-    instead: Option<PathBuf>,
+    /// Where the CUDA bindings resolve another file than the one chosen (a toolkit's
+    /// unversioned `libcublas.so`, which they try first): what happened, for the report.
+    note: Option<String>,
 }
 
 /// What the process found, once.
@@ -85,8 +85,8 @@ fn open_driver() -> Result<Driver, String> {
     let path = PathBuf::from("libcuda.so.1");
     // SAFETY: loading the driver library runs its own initialisation only.
     let lib = unsafe { libloading::Library::new(&path) }.map_err(|_| {
-        "no NVIDIA driver: libcuda.so.1 is not on the system's loader path (it comes with the \
-         driver, not with a wheel)"
+        "the CUDA driver (libcuda) cannot be loaded: libcuda.so.1 is not on the system's loader \
+         path (it comes with the NVIDIA driver, not with a wheel)"
             .to_string()
     })?;
     let mut version: c_int = 0;
@@ -112,7 +112,7 @@ fn open_nvrtc(places: &[Place], max: Option<i32>) -> Result<(Opened, Nvrtc), Str
     let opened = Opened {
         found,
         version: format!("{major}.{minor}"),
-        instead: None,
+        note: None,
     };
     Ok((opened, nv))
 }
@@ -134,10 +134,38 @@ fn open_cublas(places: &[Place], max: Option<i32>) -> Result<Opened, String> {
     let version = cublas_version(&lib).unwrap_or_else(|| found.major.to_string());
     let instead = resolved_elsewhere(&lib, "cublas", b"cublasCreate_v2\0");
     std::mem::forget(lib);
+    let Some(other) = instead else {
+        return Ok(Opened {
+            found,
+            version,
+            note: None,
+        });
+    };
+    // The bindings take the other one: it is the one in use, if the driver runs it.
+    let lib = open(&other)?;
+    let version = cublas_version(&lib).unwrap_or_default();
+    std::mem::forget(lib);
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    let note = format!(
+        "cuBLAS: the CUDA bindings open {} (a name they try first) rather than {}",
+        other.display(),
+        found.path.display()
+    );
+    if max.is_some_and(|m| major > m) || major < 12 {
+        return Err(format!("{note}, a cuBLAS {version} this driver cannot run"));
+    }
     Ok(Opened {
-        found,
+        found: Found {
+            path: other,
+            place: Place::Loader,
+            major,
+        },
         version,
-        instead,
+        note: Some(note),
     })
 }
 
@@ -220,16 +248,7 @@ impl Loaded {
         if let Err(e) = &self.driver {
             return Some(e.clone());
         }
-        match &self.cublas {
-            Err(e) => Some(e.clone()),
-            Ok(o) => o.instead.as_ref().map(|p| {
-                format!(
-                    "cuBLAS: {} was chosen, but the CUDA bindings open {} first",
-                    o.found.path.display(),
-                    p.display()
-                )
-            }),
-        }
+        self.cublas.as_ref().err().cloned()
     }
 
     /// The driver's CUDA version (13000 for 13.0), where a driver loaded.
@@ -329,6 +348,7 @@ pub fn cuda_info() -> CudaInfo {
     .flatten()
     .cloned()
     .collect();
+    notes.extend(l.cublas.as_ref().ok().and_then(|o| o.note.clone()));
     if !kernels::use_built() {
         notes.push(format!(
             "{}=off: the kernels built in are not used",
