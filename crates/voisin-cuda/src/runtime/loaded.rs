@@ -169,6 +169,20 @@ fn open_cublas(places: &[Place], max: Option<i32>) -> Result<Opened, String> {
     })
 }
 
+/// The cuBLAS functions the engine calls (through cudarc's `CudaBlas`, its `Gemm` and
+/// `gemm_ex`, and `context.rs`), each of which CUDA 12's and 13's cuBLAS export: a test opens
+/// every cuBLAS it finds and looks them up.
+#[cfg(test)]
+const CUBLAS_CALLS: &[&str] = &[
+    "cublasCreate_v2",
+    "cublasDestroy_v2",
+    "cublasSetStream_v2",
+    "cublasSetMathMode",
+    "cublasSgemm_v2",
+    "cublasGemmEx",
+    "cublasGetProperty",
+];
+
 /// Why a library of `kind` was not found.
 fn missing(kind: &libs::Kind, max: Option<i32>) -> String {
     let majors = match max {
@@ -490,5 +504,59 @@ impl std::fmt::Display for CudaInfo {
             None => writeln!(f, "GPU: used under device auto"),
             Some(why) => writeln!(f, "GPU: not used: {why}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every cuBLAS and NVRTC of the places searched here (the wheels of `$VIRTUAL_ENV`, as
+    /// scripts/test-all sets it, and the system) exports what the engine calls, whatever its
+    /// major; none found, nothing to check.
+    #[test]
+    fn every_library_found_exports_what_the_engine_calls() {
+        let places = libs::places(&[]);
+        let nvrtc_calls = [
+            "nvrtcVersion",
+            "nvrtcCreateProgram",
+            "nvrtcCompileProgram",
+            "nvrtcGetCUBINSize",
+            "nvrtcGetCUBIN",
+            "nvrtcGetPTXSize",
+            "nvrtcGetPTX",
+            "nvrtcGetProgramLogSize",
+            "nvrtcGetProgramLog",
+            "nvrtcDestroyProgram",
+        ];
+        let mut checked = 0;
+        for (kind, calls) in [
+            (&libs::CUBLAS, CUBLAS_CALLS),
+            (&libs::NVRTC, &nvrtc_calls[..]),
+        ] {
+            for file in kind.files {
+                for place in &places {
+                    let Some(path) = libs::locate(place, file) else {
+                        continue;
+                    };
+                    // SAFETY: only symbols are looked up.
+                    let lib = unsafe { libloading::Library::new(&path) }.unwrap();
+                    for call in calls {
+                        let name = format!("{call}\0");
+                        // SAFETY: as above.
+                        let found = unsafe { lib.get::<*const ()>(name.as_bytes()) }.is_ok();
+                        assert!(found, "{} lacks {call}", path.display());
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        eprintln!("{checked} CUDA libraries checked");
+    }
+
+    #[test]
+    fn versions_read_as_cuda_writes_them() {
+        assert_eq!(dotted(13000), "13.0");
+        assert_eq!(dotted(12080), "12.8");
     }
 }
