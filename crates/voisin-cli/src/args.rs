@@ -47,6 +47,10 @@ pub enum Command {
     /// Builds the k-NN graph of a small real data set shipped with voisin and summarises it.
     #[command(after_help = "Example:\n  voisin demo --stats")]
     Demo,
+    /// Says what voisin finds of CUDA here: the driver, cuBLAS and NVRTC (which file, which
+    /// version, from where), the GPUs, the kernels built in, and why a GPU is not used.
+    #[command(after_help = DOCTOR_HELP)]
+    Doctor,
     /// Metric-space indexes (List of Clusters, SSS pivots, cover tree): build one into a file,
     /// then answer range or k-NN queries from it.
     #[command(subcommand)]
@@ -69,6 +73,12 @@ const RANGE_EXAMPLES: &str = "Examples:
   voisin range --base base.fvecs --query queries.fvecs --radius 0.5 --out hits.npz
   voisin range --base X.npy --query X.npy --radius 0.01 --pairs    # near-duplicate pairs
   voisin range --base words.txt --query typos.txt --radius 2 --distances f64";
+
+const DOCTOR_HELP: &str = "cuBLAS and NVRTC are searched in VOISIN_CUDA_LIBS (folders, when set, \
+  the only place), else the nvidia-* wheels of the Python environment ($VIRTUAL_ENV, \
+  $CONDA_PREFIX), then the system (the loader's path, $CUDA_HOME/lib64, /usr/local/cuda/lib64); \
+  the driver (libcuda.so.1) comes from the system. Kernels compiled at run time are kept in \
+  VOISIN_CACHE_DIR (default ~/.cache/voisin/kernels; off: none).";
 
 const INDEX_BUILD_EXAMPLES: &str = "Examples:
   voisin index build --input words.txt --kind lc --out words.vidx

@@ -13,6 +13,7 @@
 //! message; a panic becomes a `RuntimeError`, never a `PanicException`.
 
 mod blocks;
+mod cuda;
 mod dlpack;
 mod engine;
 mod indexes;
@@ -850,6 +851,8 @@ fn _voisin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
     blocks::register(m)?;
     m.add_function(wrap_pyfunction!(_python_words, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::cuda_info, m)?)?;
+    cuda::hand_over_python_path(m.py())?;
     // float64 arrays (and integers past 2^24) are answered for their own values (f64 storage).
     m.add("EXACT_FLOAT64", true)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

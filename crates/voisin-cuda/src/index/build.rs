@@ -243,7 +243,7 @@ impl Left {
             len: keep.len(),
         };
         let (stride, nstride, nkeep, di) = (self.len as i64, m as i64, keep.len() as i64, d as i32);
-        let mut l = s.launch_builder(&gpu.k.lc_build_gather);
+        let mut l = s.launch_builder(gpu.k.lc_build_gather()?);
         l.arg(&self.cv)
             .arg(&stride)
             .arg(&self.ids)
@@ -511,7 +511,7 @@ fn lc_steps(
             // Each kernel's own arguments first (what it measures), then the shared tail.
             let mut l = match &table {
                 Table::Vectors { code, mpow } => {
-                    let mut l = s.launch_builder(&gpu.k.lc_build_scan);
+                    let mut l = s.launch_builder(gpu.k.lc_build_scan()?);
                     l.arg(&rest.cv)
                         .arg(&len)
                         .arg(&di)
@@ -522,7 +522,7 @@ fn lc_steps(
                     l
                 }
                 Table::Strings { chars, offs } => {
-                    let mut l = s.launch_builder(&gpu.k.lc_build_scan_lev);
+                    let mut l = s.launch_builder(gpu.k.lc_build_scan_lev()?);
                     l.arg(chars).arg(offs).arg(&rest.ids).arg(&centers).arg(&at);
                     l
                 }
@@ -545,7 +545,7 @@ fn lc_steps(
                 start as i64,
                 if step + 1 < nc { step as i64 + 1 } else { -1 },
             );
-            let mut l = s.launch_builder(&gpu.k.lc_build_collect);
+            let mut l = s.launch_builder(gpu.k.lc_build_collect()?);
             l.arg(&w.keys)
                 .arg(&mut rest.alive)
                 .arg(&rest.sums)
@@ -658,7 +658,7 @@ fn to_refs(
             .alloc_zeros::<f64>(group.len() * count)
             .map_err(dev("allocating"))?;
         let (stride, cnt, di, zero) = (stride as i64, count as i64, d as i32, sum_zero());
-        let mut l = s.launch_builder(&gpu.k.lc_build_to_refs);
+        let mut l = s.launch_builder(gpu.k.lc_build_to_refs()?);
         l.arg(x)
             .arg(&stride)
             .arg(&cnt)

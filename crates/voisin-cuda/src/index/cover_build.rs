@@ -132,8 +132,8 @@ impl<'a> DeviceNets<'a, VectorSpace> {
                 code,
                 p,
             },
-            block: gpu.k.cover_net_block_vec.clone(),
-            round: gpu.k.cover_net_round_vec.clone(),
+            block: gpu.k.cover_net_block_vec()?.clone(),
+            round: gpu.k.cover_net_round_vec()?.clone(),
             tally: Default::default(),
         })
     }
@@ -154,8 +154,8 @@ impl<'a> DeviceNets<'a, StringSpace> {
                 chars: gpu.upload(&chars)?,
                 offs: gpu.upload(&offs)?,
             },
-            block: gpu.k.cover_net_block_lev.clone(),
-            round: gpu.k.cover_net_round_lev.clone(),
+            block: gpu.k.cover_net_block_lev()?.clone(),
+            round: gpu.k.cover_net_round_lev()?.clone(),
             tally: Default::default(),
         })
     }

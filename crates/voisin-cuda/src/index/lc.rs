@@ -319,7 +319,7 @@ impl<'e> GpuLc<'e> {
                 n,
                 scale,
             },
-            |k| &k.lc_search,
+            |k| k.lc_search(),
             index,
         )
         .map(|s| {

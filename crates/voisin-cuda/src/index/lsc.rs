@@ -23,6 +23,7 @@ use super::lc::{mark, GpuLc, LcHost, STAGING_PADDING};
 use super::spread::{add_knn_rows, add_stats, knn_result, order_row, run_bytes, Gathered, Row};
 use crate::engine::CudaEngine;
 use crate::runtime::context::{dev, is_oom, Gpu};
+use crate::runtime::loaded::elapsed_ms;
 
 /// A group of consecutive clusters: centre = its first cluster's centre; radius = the distance
 /// of the largest exact key from the centre to any of its items.
@@ -510,7 +511,7 @@ impl<'a> GpuLsc<'a> {
         st.copied = copies.len();
         // Intervals in seconds from `origin`.
         let at = |e: &CudaEvent| -> Result<f64> {
-            Ok(origin.elapsed_ms(e).map_err(dev("timing the streams"))? as f64 / 1e3)
+            Ok(elapsed_ms(&origin, e).map_err(dev("timing the streams"))? as f64 / 1e3)
         };
         let spans = |v: &[(CudaEvent, CudaEvent)]| -> Result<Vec<(f64, f64)>> {
             v.iter().map(|(a, b)| Ok((at(a)?, at(b)?))).collect()

@@ -175,7 +175,7 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
         engine: &'e CudaEngine,
         gpu: &Gpu,
         items: ItemShape<'_>,
-        kernel: fn(&Kernels) -> &CudaFunction,
+        kernel: fn(&Kernels) -> Result<&CudaFunction>,
         index: A,
     ) -> Result<Self> {
         let ItemShape {
@@ -186,8 +186,8 @@ impl<'e, A: IndexArgs> Searcher<'e, A> {
         } = items;
         Ok(Searcher {
             engine,
-            search: kernel(&gpu.k).clone(),
-            sort: gpu.k.lc_sort_rows.clone(),
+            search: kernel(&gpu.k)?.clone(),
+            sort: gpu.k.lc_sort_rows()?.clone(),
             code: metric_code(metric)?,
             metric: metric.clone(),
             dim,

@@ -121,7 +121,7 @@ impl<'e> GpuSss<'e> {
                 n,
                 scale,
             },
-            |k| &k.sss_search,
+            |k| k.sss_search(),
             index,
         )
         .map(GpuSss)

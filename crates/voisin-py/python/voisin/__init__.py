@@ -10,7 +10,7 @@ the estimators take one through ``algorithm``. Every answer is exact, ties broke
 smaller index, identical on every device.
 """
 
-from ._voisin import __version__
+from ._voisin import __version__, cuda_info
 from ._functions import cuda_available, knn, knn_graph, range_search
 from ._index import Index
 try:  # the estimators need scikit-learn (and scipy); the functions only NumPy
@@ -29,6 +29,7 @@ __all__ = [
     "range_search",
     "cuda_available",
     "Index",
+    "cuda_info",
     "NearestNeighbors",
     "KNeighborsTransformer",
     "RadiusNeighborsTransformer",

@@ -14,6 +14,7 @@ _Items = Union[npt.NDArray[np.float32], npt.NDArray[np.float16], npt.NDArray[np.
 _Progress = Optional[Callable[[int, int], None]]
 
 def cuda_available() -> bool: ...
+def cuda_info() -> dict[str, Any]: ...
 
 class Index:
     def __init__(
