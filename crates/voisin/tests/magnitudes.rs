@@ -1,0 +1,244 @@
+//! The CPU engine over the whole finite range of f32 and f64 (issue 40, classes 2 and 3),
+//! against the extended-precision reference of `support/wide.rs`: k-NN, graphs and range
+//! search on data far inside the types' ranges where squares and products leave them
+//! (cosine at 1e18 and above in f32, squared norms past f32's range, subnormal products,
+//! f64 values about 1e300 and 1e-310), for every vector metric the reference knows.
+
+#[path = "support/wide.rs"]
+mod wide;
+
+use rand::{rngs::StdRng, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+use voisin::cpu::{CpuEngine, CpuOptions};
+use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
+use wide::{TrueKey, Wide};
+
+fn metrics() -> Vec<Metric> {
+    vec![
+        Metric::Euclidean,
+        Metric::SqEuclidean,
+        Metric::Cosine,
+        Metric::Correlation,
+        Metric::InnerProduct,
+        Metric::Cityblock,
+        Metric::Chebyshev,
+        Metric::Minkowski(3.0),
+    ]
+}
+
+fn engine() -> CpuEngine {
+    CpuEngine::new(CpuOptions {
+        threads: Some(2),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// How a set is stored.
+#[derive(Clone, Copy, Debug)]
+enum Storage {
+    F32,
+    F64,
+}
+
+fn set(storage: Storage, dim: usize, v: &[f64]) -> Dataset {
+    let n = v.len() / dim;
+    match storage {
+        Storage::F32 => VectorSet::from_f32(n, dim, v.iter().map(|&x| x as f32).collect()).unwrap(),
+        Storage::F64 => VectorSet::from_f64(n, dim, v.to_vec()).unwrap(),
+    }
+    .into()
+}
+
+/// Normal values times 2^e, with a duplicate row and a zero row, as the storage holds them.
+fn data(rng: &mut StdRng, storage: Storage, n: usize, dim: usize, e: i32) -> Vec<f64> {
+    let scale = |x: f64| wide::ldexp(x, e as i64);
+    let mut v: Vec<f64> = (0..n * dim)
+        .map(|_| scale(StandardNormal.sample(rng)))
+        .map(|x| match storage {
+            Storage::F32 => x as f32 as f64,
+            Storage::F64 => x,
+        })
+        .collect();
+    if n >= 6 {
+        let row = v[dim..2 * dim].to_vec();
+        v[4 * dim..5 * dim].copy_from_slice(&row);
+        v[2 * dim..3 * dim].fill(0.0);
+    }
+    v
+}
+
+/// One row of an engine's answer against the wide reference's sorted row `all`: every
+/// distance within the key's error of the reference's at that rank (and beyond f32's range,
+/// f32's largest value), and the item equal to the reference's wherever no other item is
+/// within that error.
+fn check_row(
+    wide: &Wide,
+    j: usize,
+    ids: &[u32],
+    dists: &[f32],
+    all: &[(TrueKey, u32)],
+    what: &str,
+) {
+    let m = &wide.metric;
+    let val = |k: &TrueKey| wide.unit_value(k);
+    assert_eq!(ids.len(), dists.len());
+    let mut seen = std::collections::HashSet::new();
+    for (p, (&gi, &gd)) in ids.iter().zip(dists).enumerate() {
+        assert!(seen.insert(gi), "{what} {m} query {j}: item {gi} twice");
+        let (wk, wi) = &all[p];
+        let want = wide.distance(wk);
+        let tol = wide.abs_slack_distance(*wi as usize, j);
+        assert!(
+            wide::close_f32(want, gd, tol),
+            "{what} {m} query {j} rank {p}: distance {gd} (item {gi}), want {want} (item {wi})"
+        );
+        let (wv, slack) = (val(wk), 2.0 * wide.abs_slack(*wi as usize, j));
+        let near = |v: f64| (v - wv).abs() <= 1e-9 * v.abs().max(wv.abs()) + slack;
+        let got_v = val(&wide.key(gi as usize, j));
+        assert!(
+            near(got_v),
+            "{what} {m} query {j} rank {p}: item {gi} is at {got_v}, rank {p} at {wv} (item {wi})"
+        );
+        if all.iter().filter(|(k, _)| near(val(k))).count() == 1 {
+            assert_eq!(
+                gi, *wi,
+                "{what} {m} query {j} rank {p}: item {gi}, want {wi} at {want}"
+            );
+        }
+    }
+}
+
+fn check_knn(wide: &Wide, got: &KnnResult, k: usize, graph: bool, what: &str) {
+    let k = k.min(wide.n_base() - graph as usize);
+    assert_eq!(
+        (got.n_queries, got.k),
+        (wide.n_queries(), k),
+        "{what} shape"
+    );
+    for j in 0..wide.n_queries() {
+        let all = wide.sorted(j, graph.then_some(j));
+        let (ids, dists) = got.row(j);
+        check_row(wide, j, ids, dists, &all, what);
+    }
+}
+
+/// A radius in a clear gap of query 0's distances, about a quarter of the way in.
+fn gap_radius(wide: &Wide) -> f64 {
+    let mut d: Vec<f64> = (0..wide.n_base())
+        .map(|i| wide.distance(&wide.key(i, 0)))
+        .filter(|d| d.is_finite())
+        .collect();
+    d.sort_by(f64::total_cmp);
+    if matches!(wide.metric, Metric::InnerProduct) {
+        d.reverse();
+    }
+    let at = d.len() / 4;
+    (d[at] + d[at + 1]) / 2.0
+}
+
+fn check_range(wide: &Wide, got: &RangeResult, radius: f64, what: &str) {
+    let m = &wide.metric;
+    for j in 0..wide.n_queries() {
+        let (ids, dists) = got.row(j);
+        let all = wide.sorted(j, None);
+        let inside: Vec<(TrueKey, u32)> = all
+            .iter()
+            .filter(|(k, _)| wide.within(k, radius))
+            .cloned()
+            .collect();
+        // A pair within f64 rounding of the radius may fall either way: skip such queries.
+        let borderline = all.iter().any(|(k, i)| {
+            let d = wide.distance(k);
+            let slack = wide.abs_slack_distance(*i as usize, j);
+            (d - radius).abs() <= 1e-9 * radius.abs().max(d.abs()) + 2.0 * slack
+        });
+        if borderline {
+            continue;
+        }
+        assert_eq!(
+            ids.len(),
+            inside.len(),
+            "{what} {m} range {radius} query {j}: {} results, want {}",
+            ids.len(),
+            inside.len()
+        );
+        check_row(wide, j, ids, dists, &inside, what);
+    }
+}
+
+/// k-NN, graph and range of one data shape under every metric.
+fn check_shape(storage: Storage, e: i32, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (n, dim) = (40, 16);
+    let base = data(&mut rng, storage, n, dim, e);
+    let queries = data(&mut rng, storage, 9, dim, e);
+    let (b, q) = (set(storage, dim, &base), set(storage, dim, &queries));
+    let eng = engine();
+    for m in metrics() {
+        let what = format!("{storage:?} 2^{e}");
+        let wide_q = Wide::new(&m, dim, &base, &queries);
+        let wide_g = Wide::new(&m, dim, &base, &base);
+        for k in [1, 5] {
+            let got = eng.knn(&b, &q, k, &m).unwrap();
+            check_knn(&wide_q, &got, k, false, &format!("knn {what}"));
+            let got = eng.graph(&b, k, &m).unwrap();
+            check_knn(&wide_g, &got, k, true, &format!("graph {what}"));
+        }
+        let r = gap_radius(&wide_q);
+        let got = eng.range(&b, &q, r, &m).unwrap();
+        check_range(&wide_q, &got, r, &format!("range {what}"));
+    }
+}
+
+/// Class 2: f32 vectors about 1e18 and above (cosine and correlation lose neighbours), and
+/// squared norms past f32's range (2^70 in 16 dimensions).
+#[test]
+fn f32_large_magnitudes() {
+    for (e, seed) in [(64, 1), (70, 2), (100, 3), (124, 4)] {
+        check_shape(Storage::F32, e, seed);
+    }
+}
+
+/// Class 2: f32 subnormal values, whose products underflow.
+#[test]
+fn f32_subnormal_magnitudes() {
+    for (e, seed) in [(-70, 5), (-128, 6), (-140, 7)] {
+        check_shape(Storage::F32, e, seed);
+    }
+}
+
+/// Class 3: f64 values near either end of f64's range.
+#[test]
+fn f64_extreme_magnitudes() {
+    for (e, seed) in [(1000, 8), (-1000, 9), (-1060, 10), (200, 11)] {
+        check_shape(Storage::F64, e, seed);
+    }
+}
+
+/// Ordinary magnitudes pass the same checks (the checks themselves are sound).
+#[test]
+fn ordinary_magnitudes() {
+    check_shape(Storage::F32, 0, 12);
+    check_shape(Storage::F64, 0, 13);
+}
+
+/// A true distance beyond f32's range is written as f32's largest finite value, in order.
+#[test]
+fn distances_beyond_f32_saturate_in_order() {
+    let v = vec![0.0, 1e38, -2e38, 3e38];
+    let b = set(Storage::F32, 1, &v);
+    for m in [Metric::Euclidean, Metric::SqEuclidean, Metric::Cityblock] {
+        let got = engine().knn(&b, &b, 4, &m).unwrap();
+        let (ids, d) = got.row(0);
+        assert_eq!(ids, &[0, 1, 2, 3], "{m}");
+        assert!(d.iter().all(|x| x.is_finite()), "{m}: {d:?}");
+        if m == Metric::SqEuclidean {
+            assert_eq!(&d[1..], &[f32::MAX; 3], "{m}");
+        }
+    }
+    let got = engine().knn(&b, &b, 4, &Metric::InnerProduct).unwrap();
+    let (ids, d) = got.row(3);
+    assert_eq!(ids, &[3, 1, 0, 2]);
+    assert_eq!(d, &[f32::MAX, f32::MAX, 0.0, -f32::MAX]);
+}
