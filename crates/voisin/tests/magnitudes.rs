@@ -133,8 +133,12 @@ fn gap_radius(wide: &Wide) -> f64 {
     if matches!(wide.metric, Metric::InnerProduct) {
         d.reverse();
     }
+    if d.len() < 2 {
+        // Every distance beyond f64's range: no radius reaches one.
+        return f64::MAX;
+    }
     let at = d.len() / 4;
-    (d[at] + d[at + 1]) / 2.0
+    d[at] / 2.0 + d[at + 1] / 2.0
 }
 
 fn check_range(wide: &Wide, got: &RangeResult, radius: f64, what: &str) {
