@@ -269,7 +269,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
                 }
             ) =>
         {
-            Answer::Knn(shape::include_self(g))
+            Answer::Knn(voisin::graph::include_self(g, &base, &metric))
         }
         a if task.pairs() => Answer::Range(shape::pairs(a)),
         a => a,
@@ -277,8 +277,15 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     let engine_time = t.elapsed();
 
     let t = Instant::now();
+    let with_self = matches!(
+        task,
+        Task::Graph {
+            include_self: true,
+            ..
+        }
+    );
     let exact = (run.distances == DistanceType::F64)
-        .then(|| shape::exact_distances(&answer, &base, queries, &metric));
+        .then(|| shape::exact_distances(&answer, (&base, queries), &metric, with_self));
     let opts = voisin_io::WriteOptions {
         exact_distances: exact.as_deref(),
         columns: Some(base.len()),

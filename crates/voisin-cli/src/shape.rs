@@ -1,38 +1,20 @@
-//! What a result becomes before it is written: the item itself put first in each graph row
-//! (`--include-self`), a self-join reduced to each unordered pair once (`--pairs`), and the
-//! distances recomputed as exact f64 values (`--distances f64`).
+//! What a result becomes before it is written: a self-join reduced to each unordered pair once
+//! (`--pairs`), and the distances recomputed as exact f64 values (`--distances f64`); the item
+//! itself is added to graph rows (`--include-self`) by `voisin::graph::include_self`.
 //!
-//! Conventions. `--include-self -k K`: each row holds K entries, the item itself first at
-//! distance 0, then its K - 1 nearest other items, as UMAP's `precomputed_knn` (row i starts
-//! with i) and scikit-learn's `KNeighborsTransformer(n_neighbors=K - 1, mode="distance")`
-//! (whose rows hold n_neighbors + 1 entries, the sample itself included) expect. `--pairs`:
+//! Conventions. `--include-self -k K`: each row holds K entries, the item itself and its K - 1
+//! nearest other items, as UMAP's `precomputed_knn` and scikit-learn's
+//! `KNeighborsTransformer(n_neighbors=K - 1, mode="distance")` (whose rows hold n_neighbors + 1
+//! entries, the sample itself included) expect; the item's value and place are the core's
+//! (`voisin::graph::with_self`: its own distance, first among equal ones). `--pairs`:
 //! row i holds the j > i that it is paired with, sorted by distance then index; no (i, i), no
 //! (j, i) beside (i, j). For a graph a pair is an edge in either direction.
 
-use voisin::metric::exact::item_key;
-use voisin::{Dataset, KnnResult, Metric, RangeResult};
+use voisin::graph::self_key;
+use voisin::metric::scale::{f64_value, KeyScale};
+use voisin::{Dataset, Metric, RangeResult};
 
 use crate::output::Answer;
-
-/// Rows of `k` entries, the item itself first at distance 0, from a graph of `k - 1` others.
-pub fn include_self(g: KnnResult) -> KnnResult {
-    let k = g.k + 1;
-    let mut indices = Vec::with_capacity(g.n_queries * k);
-    let mut distances = Vec::with_capacity(g.n_queries * k);
-    for q in 0..g.n_queries {
-        indices.push(q as u32);
-        distances.push(0.0);
-        indices.extend_from_slice(&g.indices[q * g.k..(q + 1) * g.k]);
-        distances.extend_from_slice(&g.distances[q * g.k..(q + 1) * g.k]);
-    }
-    KnnResult {
-        n_queries: g.n_queries,
-        k,
-        indices,
-        distances,
-        stats: g.stats,
-    }
-}
 
 /// Each unordered pair {i, j}, i != j, once: in row min(i, j), sorted by distance then index.
 pub fn pairs(answer: Answer) -> RangeResult {
@@ -77,15 +59,24 @@ pub fn pairs(answer: Answer) -> RangeResult {
     }
 }
 
-/// The exact f64 distance of every entry, in result order: query row q against base item i.
+/// The exact f64 distance of every entry, in result order: query row q against base item i,
+/// at the problem's key scale, written as `voisin::metric::scale::f64_value` does (beyond f64's
+/// range its largest value). With `with_self` (an `--include-self` graph) the entry of an item
+/// with itself carries its self distance, as its f32 value does.
 pub fn exact_distances(
     answer: &Answer,
-    base: &Dataset,
-    queries: &Dataset,
+    (base, queries): (&Dataset, &Dataset),
     metric: &Metric,
+    with_self: bool,
 ) -> Vec<f64> {
-    let entry =
-        |q: usize, i: u32| metric.key_to_distance(item_key(metric, base, i as usize, queries, q));
+    let scale = KeyScale::of_sets(metric, base, queries);
+    let entry = |q: usize, i: u32| {
+        let key = match with_self && i as usize == q {
+            true => self_key(metric, base, q, scale),
+            false => scale.item_key(metric, base, i as usize, queries, q),
+        };
+        f64_value(scale.distance(metric, key))
+    };
     match answer {
         Answer::Knn(r) => (0..r.indices.len())
             .map(|e| entry(e / r.k.max(1), r.indices[e]))
@@ -100,22 +91,6 @@ pub fn exact_distances(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn self_goes_first() {
-        let g = KnnResult {
-            n_queries: 2,
-            k: 1,
-            indices: vec![1, 0],
-            distances: vec![0.5, 0.5],
-            ..Default::default()
-        };
-        let s = include_self(g);
-        assert_eq!(
-            (s.k, s.indices, s.distances),
-            (2, vec![0, 1, 1, 0], vec![0.0, 0.5, 0.0, 0.5])
-        );
-    }
 
     #[test]
     fn each_pair_once() {

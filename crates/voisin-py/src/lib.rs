@@ -576,20 +576,35 @@ impl Index {
         knn_out(py, arrays)
     }
 
-    /// For each base item, its k nearest other items: (distances, indices), each `n × k`.
-    #[pyo3(signature = (k, progress = None))]
+    /// For each base item, its k nearest other items: (distances, indices), each `n × k`;
+    /// with `include_self`, each row also holds the item itself by its own distance
+    /// (`voisin::graph::include_self`), `n × (k + 1)` (k may then be 0).
+    #[pyo3(signature = (k, progress = None, include_self = false))]
     fn graph<'py>(
         &self,
         py: Python<'py>,
         k: usize,
         progress: Option<&Bound<'py, PyAny>>,
+        include_self: bool,
     ) -> PyResult<KnnOut<'py>> {
         let arrays = self.request(
             py,
             progress,
             None,
             Op::Graph,
-            move |e, base, _, m| e.graph(base, k, m),
+            move |e, base, _, m| {
+                let g = match (k, include_self) {
+                    (0, true) => Ok(voisin::KnnResult {
+                        n_queries: base.len(),
+                        ..Default::default()
+                    }),
+                    _ => e.graph(base, k, m),
+                }?;
+                Ok(match include_self {
+                    true => voisin::graph::include_self(g, base, m),
+                    false => g,
+                })
+            },
             knn_arrays,
         )?;
         knn_out(py, arrays)

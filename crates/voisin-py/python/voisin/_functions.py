@@ -175,9 +175,12 @@ def knn_graph(
     k : int
         Columns per row; capped at ``n - 1`` (``n`` with ``include_self``).
     include_self : bool, default=False
-        When true, column 0 of each row is the item itself at distance 0 and the other
-        ``k - 1`` columns its nearest other items: UMAP's ``precomputed_knn`` convention, where
-        ``n_neighbors`` counts the point itself.
+        When true, each row holds the item itself and its ``k - 1`` nearest other items:
+        UMAP's ``precomputed_knn`` convention, where ``n_neighbors`` counts the point itself.
+        The item carries its own distance (0, or 1 for a zero vector under cosine and a
+        constant one under correlation, its dot product with itself under inner_product) and
+        sits where that distance puts it, first among equal ones: column 0 under every metric
+        but inner_product.
     output : {"arrays", "csr"}, default="arrays"
         ``arrays`` gives ``(distances, indices)``; ``csr`` an ``n x n`` ``csr_matrix`` of
         distances, rows sorted by distance (explicit zeros kept).
@@ -205,14 +208,16 @@ def knn_graph(
                 memory=memory, check=False)
     others = int(k) - 1 if include_self else int(k)
     n = len(idx)
-    if others > 0 and n > 1:
+    if include_self and n > 0:
+        # The item itself by its own distance (its dot product under inner_product), placed
+        # by the core as the command line's --include-self places it.
+        with _Progress(progress, "voisin graph") as cb:
+            dist, ind = idx.graph(others if n > 1 else 0, cb, include_self=True)
+    elif others > 0 and n > 1:
         with _Progress(progress, "voisin graph") as cb:
             dist, ind = idx.graph(others, cb)
     else:
         dist, ind = np.zeros((n, 0)), np.zeros((n, 0), dtype=np.int64)
-    if include_self:
-        dist = np.hstack([np.zeros((n, 1)), dist])
-        ind = np.hstack([np.arange(n, dtype=np.int64)[:, None], ind])
     if output == "csr":
         return csr_rows(dist, ind, n)
     return dist, ind
