@@ -246,3 +246,171 @@ fn distances_beyond_f32_saturate_in_order() {
     assert_eq!(ids, &[3, 1, 0, 2]);
     assert_eq!(d, &[f32::MAX, f32::MAX, 0.0, -f32::MAX]);
 }
+
+/// Data spanning more than f64 can hold in one squared key (2^1000 together with 2^-1000):
+/// the documented limit. The large keys stay finite and exact; the smallest differences fall
+/// below f64's range in the problem's scaled units and are reported as at most their true
+/// value (down to 0), never as infinity or NaN, and the order never inverts two pairs whose
+/// keys f64 can tell apart.
+#[test]
+fn spans_beyond_f64_keep_the_large_keys() {
+    let (big, tiny) = (wide::ldexp(1.0, 1000), wide::ldexp(1.0, -1000));
+    let v = vec![0.0, tiny, 2.0 * tiny, big, 3.0 * big];
+    let b = set(Storage::F64, 1, &v);
+    let m = Metric::Euclidean;
+    let got = engine().graph(&b, 4, &m).unwrap();
+    assert!(got.distances.iter().all(|d| d.is_finite() && *d >= 0.0));
+    // The far pair and its f32 distance beyond f32's range.
+    let (ids, d) = got.row(4);
+    assert_eq!((ids[0], d[0]), (3, f32::MAX));
+    // The tiny points: their own neighbours first, in index order once their keys vanish.
+    for q in 0..3 {
+        let (ids, _) = got.row(q);
+        let mut near: Vec<u32> = ids[..2].to_vec();
+        near.sort();
+        let want: Vec<u32> = (0..3).filter(|&i| i != q as u32).collect();
+        assert_eq!(near, want, "row {q}: {ids:?}");
+    }
+    let scale =
+        voisin::metric::scale::KeyScale::of(&m, b.as_vectors().unwrap(), b.as_vectors().unwrap());
+    let far = scale.distance(&m, scale.item_key(&m, &b, 4, &b, 3));
+    assert_eq!(far, 2.0 * big);
+    let small = scale.distance(&m, scale.item_key(&m, &b, 1, &b, 0));
+    assert!((0.0..=tiny).contains(&small), "{small}");
+}
+
+mod props {
+    //! Property tests over magnitudes (issue 40): data multiplied by 2^e, e across the whole
+    //! exponent range of its storage type (subnormals included), against the unscaled data,
+    //! the f64 reference and the big-integer reference.
+
+    use super::*;
+    use half::{bf16, f16};
+    use proptest::prelude::*;
+    use voisin::data::{Buffer, VectorData};
+    use voisin::reference::{self, compare_knn};
+
+    #[derive(Clone, Copy, Debug)]
+    enum Kind {
+        F32,
+        F64,
+        F16,
+        Bf16,
+    }
+
+    impl Kind {
+        /// Exponents e for which small integers (|x| ≤ 8) times 2^e are exact in this type.
+        fn exps(self) -> std::ops::RangeInclusive<i32> {
+            match self {
+                Kind::F32 => -149..=120,
+                Kind::F64 => -1074..=1015,
+                Kind::F16 => -24..=11,
+                Kind::Bf16 => -133..=120,
+            }
+        }
+
+        fn set(self, dim: usize, v: &[f64]) -> Dataset {
+            let n = v.len() / dim;
+            let data = match self {
+                Kind::F32 => VectorData::F32(Buffer::Owned(v.iter().map(|&x| x as f32).collect())),
+                Kind::F64 => VectorData::F64(Buffer::Owned(v.to_vec())),
+                Kind::F16 => {
+                    VectorData::F16(Buffer::Owned(v.iter().map(|&x| f16::from_f64(x)).collect()))
+                }
+                Kind::Bf16 => VectorData::Bf16(Buffer::Owned(
+                    v.iter().map(|&x| bf16::from_f64(x)).collect(),
+                )),
+            };
+            VectorSet::new(n, dim, data).unwrap().into()
+        }
+    }
+
+    /// Small integers with duplicate and zero rows: ties and zero vectors throughout.
+    fn ints(n: usize, dim: usize) -> impl Strategy<Value = Vec<f64>> {
+        prop::collection::vec(-8i32..=8, n * dim).prop_map(move |mut v| {
+            if n >= 3 {
+                v.copy_within(0..dim, dim);
+                v[2 * dim..3 * dim].fill(0);
+            }
+            v.into_iter().map(f64::from).collect()
+        })
+    }
+
+    fn case() -> impl Strategy<Value = (Kind, usize, usize, Vec<f64>, i32, usize)> {
+        let kind = prop_oneof![
+            Just(Kind::F32),
+            Just(Kind::F64),
+            Just(Kind::F16),
+            Just(Kind::Bf16)
+        ];
+        (
+            kind,
+            1usize..14,
+            prop_oneof![Just(1usize), Just(3), Just(127)],
+        )
+            .prop_flat_map(|(kind, n, dim)| {
+                (
+                    Just(kind),
+                    Just(n),
+                    Just(dim),
+                    ints(n, dim),
+                    kind.exps(),
+                    1usize..n + 3,
+                )
+            })
+    }
+
+    fn scaled(v: &[f64], e: i32) -> Vec<f64> {
+        v.iter().map(|&x| wide::ldexp(x, e as i64)).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+        /// Every metric on data times 2^e: the CPU engine equals the f64 reference exactly,
+        /// which equals the big-integer reference (by distance, ties by index); cosine and
+        /// correlation give the unscaled data's answer exactly, the others its ids.
+        #[test]
+        fn every_scale_is_answered_exactly((kind, n, dim, v, e, k) in case()) {
+            let eng = engine();
+            let (plain, big) = (kind.set(dim, &v), kind.set(dim, &scaled(&v, e)));
+            for m in metrics() {
+                let what = format!("{kind:?} n {n} d {dim} 2^{e} k {k}");
+                let got = eng.knn(&big, &big, k, &m).unwrap();
+                let want = reference::knn(&big, &big, k, &m).unwrap();
+                compare_knn(&want, &got, 0.0).map_err(|s| TestCaseError::fail(format!("knn {what} {m}: {s}")))?;
+                let values = scaled(&v, e);
+                check_knn(&Wide::new(&m, dim, &values, &values), &got, k, false, &format!("knn {what}"));
+                let got_g = eng.graph(&big, k, &m).unwrap();
+                let want_g = reference::graph(&big, k, &m).unwrap();
+                compare_knn(&want_g, &got_g, 0.0).map_err(|s| TestCaseError::fail(format!("graph {what} {m}: {s}")))?;
+                let unscaled = eng.knn(&plain, &plain, k, &m).unwrap();
+                if !matches!(m, Metric::Minkowski(_)) {
+                    prop_assert_eq!(&unscaled.indices, &got.indices, "{} {}", what, m);
+                }
+                if matches!(m, Metric::Cosine | Metric::Correlation) {
+                    prop_assert_eq!(&unscaled.distances, &got.distances, "{} {}", what, m);
+                    let g0 = eng.graph(&plain, k, &m).unwrap();
+                    prop_assert_eq!(&g0.indices, &got_g.indices, "{} {}", what, m);
+                }
+            }
+        }
+    }
+
+    /// The dimensions the property test leaves out, once each, and k = n − 1 and k > n.
+    #[test]
+    fn wide_rows_at_both_ends_of_f64() {
+        let mut rng = StdRng::seed_from_u64(40);
+        for (dim, e) in [(1025usize, 1000), (1025, -1060)] {
+            let v = data(&mut rng, Storage::F64, 12, dim, e);
+            let b = set(Storage::F64, dim, &v);
+            for m in metrics() {
+                let w = Wide::new(&m, dim, &v, &v);
+                for k in [11, 20] {
+                    let got = engine().graph(&b, k, &m).unwrap();
+                    check_knn(&w, &got, k, true, &format!("graph d {dim} 2^{e}"));
+                }
+            }
+        }
+    }
+}
