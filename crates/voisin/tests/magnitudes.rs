@@ -11,7 +11,7 @@ use rand::{rngs::StdRng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use voisin::cpu::{CpuEngine, CpuOptions};
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
-use wide::{TrueKey, Wide};
+use wide::{check_knn, check_row, TrueKey, Wide};
 
 fn metrics() -> Vec<Metric> {
     vec![
@@ -66,61 +66,6 @@ fn data(rng: &mut StdRng, storage: Storage, n: usize, dim: usize, e: i32) -> Vec
         v[2 * dim..3 * dim].fill(0.0);
     }
     v
-}
-
-/// One row of an engine's answer against the wide reference's sorted row `all`: every
-/// distance within the key's error of the reference's at that rank (and beyond f32's range,
-/// f32's largest value), and the item equal to the reference's wherever no other item is
-/// within that error.
-fn check_row(
-    wide: &Wide,
-    j: usize,
-    ids: &[u32],
-    dists: &[f32],
-    all: &[(TrueKey, u32)],
-    what: &str,
-) {
-    let m = &wide.metric;
-    let val = |k: &TrueKey| wide.unit_value(k);
-    assert_eq!(ids.len(), dists.len());
-    let mut seen = std::collections::HashSet::new();
-    for (p, (&gi, &gd)) in ids.iter().zip(dists).enumerate() {
-        assert!(seen.insert(gi), "{what} {m} query {j}: item {gi} twice");
-        let (wk, wi) = &all[p];
-        let want = wide.distance(wk);
-        let tol = wide.abs_slack_distance(*wi as usize, j);
-        assert!(
-            wide::close_f32(want, gd, tol),
-            "{what} {m} query {j} rank {p}: distance {gd} (item {gi}), want {want} (item {wi})"
-        );
-        let (wv, slack) = (val(wk), 2.0 * wide.abs_slack(*wi as usize, j));
-        let near = |v: f64| (v - wv).abs() <= 1e-9 * v.abs().max(wv.abs()) + slack;
-        let got_v = val(&wide.key(gi as usize, j));
-        assert!(
-            near(got_v),
-            "{what} {m} query {j} rank {p}: item {gi} is at {got_v}, rank {p} at {wv} (item {wi})"
-        );
-        if all.iter().filter(|(k, _)| near(val(k))).count() == 1 {
-            assert_eq!(
-                gi, *wi,
-                "{what} {m} query {j} rank {p}: item {gi}, want {wi} at {want}"
-            );
-        }
-    }
-}
-
-fn check_knn(wide: &Wide, got: &KnnResult, k: usize, graph: bool, what: &str) {
-    let k = k.min(wide.n_base() - graph as usize);
-    assert_eq!(
-        (got.n_queries, got.k),
-        (wide.n_queries(), k),
-        "{what} shape"
-    );
-    for j in 0..wide.n_queries() {
-        let all = wide.sorted(j, graph.then_some(j));
-        let (ids, dists) = got.row(j);
-        check_row(wide, j, ids, dists, &all, what);
-    }
 }
 
 /// A radius in a clear gap of query 0's distances, about a quarter of the way in.

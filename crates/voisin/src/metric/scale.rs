@@ -304,6 +304,15 @@ impl KeyScale {
         grid_bits(base.elem_type()).max(grid_bits(queries.elem_type()))
     }
 
+    /// [`KeyScale::of`] for f32 values held row-major (`dim` wide), base and queries alike.
+    pub fn of_f32(metric: &Metric, dim: usize, values: &[f32]) -> KeyScale {
+        let w = widest(ElemType::F32).expect("f32 has a range");
+        match KeyScale::choose(metric, dim, 23.0, w) {
+            KeyScale::ONE => KeyScale::ONE,
+            _ => KeyScale::choose(metric, dim, 23.0, Extent::of_f32(values)),
+        }
+    }
+
     /// [`KeyScale::of`] for data sets (strings and user metrics: [`KeyScale::ONE`]).
     pub fn of_sets(metric: &Metric, base: &Dataset, queries: &Dataset) -> KeyScale {
         match (base, queries, metric) {

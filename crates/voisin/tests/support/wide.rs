@@ -14,7 +14,7 @@
 use std::cmp::Ordering;
 
 use num_bigint::{BigInt, Sign};
-use voisin::Metric;
+use voisin::{KnnResult, Metric};
 
 /// The exact key of a pair: smaller is closer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -316,4 +316,59 @@ pub fn close_f32(want: f64, got: f32, abs: f64) -> bool {
     let got = got as f64;
     (got - want).abs()
         <= 4.0 * f32::EPSILON as f64 * want.abs() + abs + f64::from(f32::MIN_POSITIVE) * 1e-6
+}
+
+/// One row of an engine's answer against the wide reference's sorted row `all`: every
+/// distance within the key's error of the reference's at that rank (and beyond f32's range,
+/// f32's largest value), and the item equal to the reference's wherever no other item is
+/// within that error.
+pub fn check_row(
+    wide: &Wide,
+    j: usize,
+    ids: &[u32],
+    dists: &[f32],
+    all: &[(TrueKey, u32)],
+    what: &str,
+) {
+    let m = &wide.metric;
+    let val = |k: &TrueKey| wide.unit_value(k);
+    assert_eq!(ids.len(), dists.len());
+    let mut seen = std::collections::HashSet::new();
+    for (p, (&gi, &gd)) in ids.iter().zip(dists).enumerate() {
+        assert!(seen.insert(gi), "{what} {m} query {j}: item {gi} twice");
+        let (wk, wi) = &all[p];
+        let want = wide.distance(wk);
+        let tol = wide.abs_slack_distance(*wi as usize, j);
+        assert!(
+            close_f32(want, gd, tol),
+            "{what} {m} query {j} rank {p}: distance {gd} (item {gi}), want {want} (item {wi})"
+        );
+        let (wv, slack) = (val(wk), 2.0 * wide.abs_slack(*wi as usize, j));
+        let near = |v: f64| (v - wv).abs() <= 1e-9 * v.abs().max(wv.abs()) + slack;
+        let got_v = val(&wide.key(gi as usize, j));
+        assert!(
+            near(got_v),
+            "{what} {m} query {j} rank {p}: item {gi} is at {got_v}, rank {p} at {wv} (item {wi})"
+        );
+        if all.iter().filter(|(k, _)| near(val(k))).count() == 1 {
+            assert_eq!(
+                gi, *wi,
+                "{what} {m} query {j} rank {p}: item {gi}, want {wi} at {want}"
+            );
+        }
+    }
+}
+
+pub fn check_knn(wide: &Wide, got: &KnnResult, k: usize, graph: bool, what: &str) {
+    let k = k.min(wide.n_base() - graph as usize);
+    assert_eq!(
+        (got.n_queries, got.k),
+        (wide.n_queries(), k),
+        "{what} shape"
+    );
+    for j in 0..wide.n_queries() {
+        let all = wide.sorted(j, graph.then_some(j));
+        let (ids, dists) = got.row(j);
+        check_row(wide, j, ids, dists, &all, what);
+    }
 }
