@@ -10,7 +10,7 @@ mod wide;
 use rand::{rngs::StdRng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use voisin::cpu::{CpuEngine, CpuOptions};
-use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
+use voisin::{Dataset, Engine, Metric, RangeResult, VectorSet};
 use wide::{check_knn, check_row, TrueKey, Wide};
 
 fn metrics() -> Vec<Metric> {
