@@ -10,22 +10,9 @@ mod wide;
 use std::sync::Arc;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use voisin::{Dataset, Metric, VectorSet};
+use voisin::{Dataset, VectorSet};
 use voisin_engines::{open_shared, Device, EngineConfig};
-use wide::{check_knn, Wide};
-
-fn metrics() -> Vec<Metric> {
-    vec![
-        Metric::Euclidean,
-        Metric::SqEuclidean,
-        Metric::Cosine,
-        Metric::Correlation,
-        Metric::InnerProduct,
-        Metric::Cityblock,
-        Metric::Chebyshev,
-        Metric::Minkowski(3.0),
-    ]
-}
+use wide::{check_knn, metrics, Wide};
 
 #[test]
 fn auto_engine_over_magnitudes() {

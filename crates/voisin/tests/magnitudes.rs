@@ -11,20 +11,7 @@ use rand::{rngs::StdRng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use voisin::cpu::{CpuEngine, CpuOptions};
 use voisin::{Dataset, Engine, Metric, RangeResult, VectorSet};
-use wide::{check_knn, check_row, TrueKey, Wide};
-
-fn metrics() -> Vec<Metric> {
-    vec![
-        Metric::Euclidean,
-        Metric::SqEuclidean,
-        Metric::Cosine,
-        Metric::Correlation,
-        Metric::InnerProduct,
-        Metric::Cityblock,
-        Metric::Chebyshev,
-        Metric::Minkowski(3.0),
-    ]
-}
+use wide::{check_knn, check_row, metrics, TrueKey, Wide};
 
 fn engine() -> CpuEngine {
     CpuEngine::new(CpuOptions {

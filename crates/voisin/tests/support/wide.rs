@@ -47,6 +47,15 @@ impl Ord for TrueKey {
     }
 }
 
+/// The built-in vector metrics the reference knows (every one but minkowski orders that are
+/// not whole numbers), with minkowski's representative order.
+pub fn metrics() -> Vec<Metric> {
+    Metric::builtins()
+        .into_iter()
+        .filter(|m| *m != Metric::Levenshtein)
+        .collect()
+}
+
 /// One problem: base and query rows as integers in units of 2^shift.
 pub struct Wide {
     pub metric: Metric,
