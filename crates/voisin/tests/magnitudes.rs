@@ -346,3 +346,28 @@ mod props {
         }
     }
 }
+
+/// Where the unscaled f64 keys were in range but beyond f32's (f32 values about 2^60, f64 about
+/// 2^400), the keys are now scaled into f32's range; for the metrics whose keys scale exactly
+/// every reported distance is still the unscaled key's, bit for bit.
+#[test]
+fn exact_scaling_changes_no_distance() {
+    use voisin::metric::exact::vector_key;
+    use voisin::metric::scale::{f32_value, scales_exactly};
+    let mut rng = StdRng::seed_from_u64(14);
+    for (storage, e) in [(Storage::F32, 60), (Storage::F32, -60), (Storage::F64, 400)] {
+        let v = data(&mut rng, storage, 30, 7, e);
+        let b = set(storage, 7, &v);
+        for m in metrics().into_iter().filter(scales_exactly) {
+            let got = engine().graph(&b, 6, &m).unwrap();
+            for q in 0..30 {
+                let (ids, d) = got.row(q);
+                for (&i, &d) in ids.iter().zip(d) {
+                    let row = |r: usize| &v[r * 7..(r + 1) * 7];
+                    let old = m.key_to_distance(vector_key(&m, row(i as usize), row(q)));
+                    assert_eq!(d, f32_value(old), "{storage:?} 2^{e} {m} ({q}, {i})");
+                }
+            }
+        }
+    }
+}

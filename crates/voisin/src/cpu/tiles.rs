@@ -310,7 +310,10 @@ impl BasePlan {
             _ => Plan::Direct,
         };
         let plan = BasePlan { plan, extent };
-        if matches!(plan.plan, Plan::Direct) {
+        // Measured now when a scale will need it, so a prepared base measures it once.
+        if matches!(plan.plan, Plan::Direct | Plan::SqL2 { .. })
+            || KeyScale::needs_extent(metric, base, base)
+        {
             plan.extent(base);
         }
         plan

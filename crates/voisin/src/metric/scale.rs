@@ -194,6 +194,24 @@ pub fn value_degree(metric: &Metric) -> i32 {
 /// h > 1 at least 2^-KEY_LIMIT (a normal f64 with room for its sums and the bounds around it).
 const KEY_LIMIT: f64 = 1016.0;
 
+/// Where a problem's largest key is put when it leaves f32's range (candidate bounds are f32).
+const F32_KEY_TOP: f64 = 120.0;
+
+/// Whether a metric's f64 key of values times 2^k is its key times 2^(h·k) bit for bit (no
+/// rounding of the key depends on the exponent while every step stays a normal f64): sums of
+/// differences, squares and products. The minkowski power sums go through `powf`, which does
+/// not promise that.
+pub fn scales_exactly(metric: &Metric) -> bool {
+    matches!(
+        metric,
+        Metric::Euclidean
+            | Metric::SqEuclidean
+            | Metric::InnerProduct
+            | Metric::Cityblock
+            | Metric::Chebyshev
+    )
+}
+
 /// The lowest bit a stored value of this type can have, below its leading one: the grid of a
 /// set is at least 2^(exponent of its smallest value − grid_bits).
 fn grid_bits(t: ElemType) -> f64 {
@@ -243,6 +261,14 @@ impl KeyScale {
 
     /// The rule: the scale of `metric`'s keys over values of `extent` (base and queries
     /// together) in `dim` dimensions, stored with `grid_bits` bits below their leading one.
+    ///
+    /// 1 while the unscaled f64 keys neither overflow nor lose precision to underflow, and, for
+    /// the metrics whose keys scale exactly ([`scales_exactly`]), while the largest key also
+    /// lies inside f32's range, where the engines' candidate bounds are kept. Otherwise the
+    /// largest key goes to about 2^120 (inside f32's range), or higher when f64's underflow
+    /// needs the room, never past 2^1016. For the exactly scaling metrics a scale ≠ 1 changes
+    /// no distance: the keys are the unscaled ones times a power of two, bit for bit, wherever
+    /// the unscaled ones were in range.
     pub fn choose(metric: &Metric, dim: usize, grid_bits: f64, extent: Extent) -> KeyScale {
         let h = key_degree(metric);
         if h == 0.0 || extent.max == 0.0 || !extent.max.is_finite() {
@@ -251,13 +277,21 @@ impl KeyScale {
         let l = (dim.max(1) as f64).log2().ceil();
         let top = exponent(extent.max) as f64 + 2.0;
         let bottom = exponent(extent.min) as f64 - grid_bits;
-        let fits =
-            |e: f64| h * (top - e) + l <= KEY_LIMIT && (h <= 1.0 || h * (bottom - e) >= -KEY_LIMIT);
-        if fits(0.0) {
+        let key_top = |e: f64| h * (top - e) + l;
+        let f64_fits =
+            |e: f64| key_top(e) <= KEY_LIMIT && (h <= 1.0 || h * (bottom - e) >= -KEY_LIMIT);
+        let f32_fits = |e: f64| key_top(e) <= F32_KEY_TOP && key_top(e) >= -F32_KEY_TOP;
+        if f64_fits(0.0) && (!scales_exactly(metric) || f32_fits(0.0)) {
             return KeyScale::ONE;
         }
+        let for_f32 = (top + (l - F32_KEY_TOP) / h).ceil();
+        let no_overflow = (top + (l - KEY_LIMIT) / h).ceil();
+        let no_underflow = match h <= 1.0 {
+            true => f64::INFINITY,
+            false => (bottom + KEY_LIMIT / h).floor(),
+        };
         KeyScale {
-            exp: (top + (l - KEY_LIMIT) / h).ceil() as i32,
+            exp: for_f32.min(no_underflow).max(no_overflow) as i32,
         }
     }
 
@@ -275,8 +309,8 @@ impl KeyScale {
     }
 
     /// Whether [`KeyScale::of`] needs the sets' extent: false when every value their storage
-    /// types can hold keeps the keys in range (f32, f16, bf16 and u8 under every metric but
-    /// minkowski power sums of orders above about 6).
+    /// types can hold gives scale 1 (f16 and u8 under every metric; f32 and bf16 under cosine,
+    /// correlation and minkowski orders below about 6).
     pub fn needs_extent(metric: &Metric, base: &VectorSet, queries: &VectorSet) -> bool {
         if key_degree(metric) == 0.0 {
             return false;
@@ -467,11 +501,14 @@ mod tests {
             .filter(|m| **m != Metric::Levenshtein)
         {
             let w = widest(ElemType::F32).unwrap();
-            assert_eq!(KeyScale::choose(m, 1 << 14, 23.0, w), KeyScale::ONE, "{m}");
-            assert_eq!(
-                KeyScale::choose(m, 128, 52.0, ext(1e30, 1e-30)),
-                KeyScale::ONE
-            );
+            let whole_f32 = KeyScale::choose(m, 1 << 14, 23.0, w) == KeyScale::ONE;
+            assert_eq!(whole_f32, !scales_exactly(m), "{m}");
+            for bits in [23.0, 52.0] {
+                let ordinary = KeyScale::choose(m, 1 << 14, bits, ext(1e12, 1e-12));
+                assert_eq!(ordinary, KeyScale::ONE, "{m}");
+            }
+            let f16 = widest(ElemType::F16).unwrap();
+            assert_eq!(KeyScale::choose(m, 128, 10.0, f16), KeyScale::ONE, "{m}");
         }
         let e = Metric::Euclidean;
         assert_ne!(
@@ -482,10 +519,14 @@ mod tests {
             KeyScale::choose(&e, 16, 52.0, ext(1e-300, 1e-310)),
             KeyScale::ONE
         );
-        assert_eq!(
-            KeyScale::choose(&Metric::Cityblock, 16, 52.0, ext(1e300, 1e-310)).exp(),
-            0
-        );
+        // Cityblock's keys scale exactly: a scale brings them into f32's range and changes
+        // no distance.
+        let c = Metric::Cityblock;
+        let s = KeyScale::choose(&c, 2, 52.0, ext(1e300, 1e-310));
+        assert_ne!(s, KeyScale::ONE);
+        let (a, b) = ([1e300, -3e-310], [-2.5e299, 7e-310]);
+        let plain = exact::vector_key(&c, &a, &b);
+        assert_eq!(s.distance(&c, s.vector_key(&c, &a, &b)), plain);
         assert_ne!(
             KeyScale::choose(&Metric::Minkowski(8.0), 16, 23.0, ext(1e38, 1.0)).exp(),
             0
