@@ -1,7 +1,8 @@
 //! knn, graph and range: the common flow from arguments to written results. Each step that can
 //! fail on user input runs before the expensive ones: parameters, output path, device, inputs,
 //! then the engine, then the write. The engine is brute force through the `Engine` trait or, by
-//! `--engine` (voisin-index's `auto` decides for `auto`), a metric index built for the run.
+//! `--engine` (the engine factory decides for `auto`), a metric index built for the run through
+//! the index face (`IndexEngine`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,18 +11,18 @@ use std::time::{Duration, Instant};
 use voisin::cpu::checkpoint::CheckpointOptions;
 use voisin::engine::check_k;
 use voisin::{Dataset, Engine, Metric};
-use voisin_index::auto::{self, Decision, EngineChoice, Workload};
-use voisin_index::{DatasetIndex, Params};
+use voisin_engines::RunShape;
+use voisin_index::auto::{self, Decision};
+use voisin_index::Params;
 use voisin_io::Role;
 
-use crate::args::{DeviceChoice, DistanceType, GlobalOpts, GraphArgs, KnnArgs, RangeArgs, RunOpts};
+use crate::args::{DistanceType, GlobalOpts, GraphArgs, KnnArgs, RangeArgs, RunOpts};
 use crate::device::{self, EngineConfig};
 use crate::error::CliError;
 use crate::load;
 use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
-use crate::shape;
 use crate::stats::{secs, RunStats, Times};
 
 /// `voisin knn`.
@@ -208,6 +209,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         select: run.select,
         precision: run.precision,
         gpus: run.gpus.clone(),
+        ..EngineConfig::default()
     };
     let engine = device::select(run.device, &config)?;
     let engine: &dyn Engine = engine.as_ref();
@@ -227,35 +229,18 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
 
     let t = Instant::now();
     let mut build_time = None;
+    let inputs = Run {
+        task: &task,
+        base: &base,
+        queries,
+        metric: &metric,
+    };
     let answer = match decision.engine {
-        auto::Engine::Index(kind) => {
-            let pool = device::thread_pool(global.threads)?;
-            pool.install(|| {
-                let tb = Instant::now();
-                let index = DatasetIndex::build(&base, metric.clone(), kind, &Params::default())?;
-                build_time = Some((tb.elapsed(), index.build_evals()));
-                match &task {
-                    Task::Knn { k, .. } => index.knn(queries, *k).map(Answer::Knn),
-                    Task::Graph { .. } => index.graph(&base, task.engine_k()).map(Answer::Knn),
-                    Task::Range { radius, .. } => index.range(queries, *radius).map(Answer::Range),
-                }
-            })
-        }
-        auto::Engine::Brute => match &task {
-            Task::Knn { k, .. } => engine.knn(&base, queries, *k, &metric).map(Answer::Knn),
-            Task::Graph {
-                checkpoint: Some(c),
-                ..
-            } => engine
-                .graph_checkpointed(&base, task.engine_k(), &metric, c)
-                .map(Answer::Knn),
-            Task::Graph { .. } => engine
-                .graph(&base, task.engine_k(), &metric)
-                .map(Answer::Knn),
-            Task::Range { radius, .. } => engine
-                .range(&base, queries, *radius, &metric)
-                .map(Answer::Range),
-        },
+        auto::Engine::Index(kind) => inputs.indexed(kind, &config).map(|(answer, built)| {
+            build_time = Some(built);
+            answer
+        }),
+        auto::Engine::Brute => inputs.brute(engine),
     };
     progress.finish();
     let answer = answer.map_err(|e| CliError::core(e, None))?;
@@ -269,9 +254,9 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
                 }
             ) =>
         {
-            Answer::Knn(voisin::graph::include_self(g, &base, &metric))
+            Answer::Knn(voisin::shape::include_self(g, &base, &metric))
         }
-        a if task.pairs() => Answer::Range(shape::pairs(a)),
+        a if task.pairs() => Answer::Range(a.pairs()),
         a => a,
     };
     let engine_time = t.elapsed();
@@ -285,7 +270,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         }
     );
     let exact = (run.distances == DistanceType::F64)
-        .then(|| shape::exact_distances(&answer, (&base, queries), &metric, with_self));
+        .then(|| answer.exact((&base, queries), &metric, with_self));
     let opts = voisin_io::WriteOptions {
         exact_distances: exact.as_deref(),
         columns: Some(base.len()),
@@ -351,33 +336,75 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     Ok(())
 }
 
-/// A fixed index runs on the CPU, without checkpoints, under a true metric: checked before any
-/// input is read.
-fn check_engine(run: &RunOpts, task: &Task, metric: &Metric) -> Result<(), CliError> {
-    let EngineChoice::Fixed(auto::Engine::Index(kind)) = run.engine else {
-        return Ok(());
-    };
-    let clash = if run.device == DeviceChoice::Cuda {
-        Some("--device cuda")
-    } else if task.checkpoint().is_some() {
-        Some("--checkpoint")
-    } else {
-        None
-    };
-    let e = match clash {
-        Some(flag) => voisin::Error::invalid(format!(
-            "--engine {kind} runs on the CPU without checkpoints and cannot go with {flag} \
-             (use --engine brute or auto)"
-        )),
-        None => match voisin_index::space::check_metric(metric) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        },
-    };
-    Err(CliError::core(e, None))
+/// One run's task and inputs, as the engines take them.
+struct Run<'a> {
+    task: &'a Task,
+    base: &'a Dataset,
+    queries: &'a Dataset,
+    metric: &'a Metric,
 }
 
-/// Brute force or an index (`--engine`); checkpointed graphs are brute force.
+impl Run<'_> {
+    /// The answer of brute force on `engine`.
+    fn brute(&self, engine: &dyn Engine) -> voisin::Result<Answer> {
+        let (base, queries, metric) = (self.base, self.queries, self.metric);
+        match self.task {
+            Task::Knn { k, .. } => engine.knn(base, queries, *k, metric).map(Answer::Knn),
+            Task::Graph {
+                checkpoint: Some(c),
+                ..
+            } => engine
+                .graph_checkpointed(base, self.task.engine_k(), metric, c)
+                .map(Answer::Knn),
+            Task::Graph { .. } => engine
+                .graph(base, self.task.engine_k(), metric)
+                .map(Answer::Knn),
+            Task::Range { radius, .. } => engine
+                .range(base, queries, *radius, metric)
+                .map(Answer::Range),
+        }
+    }
+
+    /// The answer of a metric index of `kind` built for this run through the factory's index
+    /// engine ([`voisin_engines::run_indexes`]), with the build's time and distance evaluations.
+    fn indexed(
+        &self,
+        kind: voisin_index::Kind,
+        config: &EngineConfig,
+    ) -> voisin::Result<(Answer, (Duration, u64))> {
+        let indexes = voisin_engines::run_indexes(config)?;
+        let t = Instant::now();
+        let index = indexes.build(
+            self.base,
+            self.metric.clone(),
+            kind,
+            &Params::default(),
+            &|_| {},
+        )?;
+        let built = (t.elapsed(), index.build_evals());
+        let answer = match self.task {
+            Task::Knn { k, .. } => indexes
+                .knn(&index, self.queries, *k)
+                .map(|s| Answer::Knn(s.result)),
+            Task::Graph { .. } => indexes
+                .graph(&index, self.base, self.task.engine_k())
+                .map(Answer::Knn),
+            Task::Range { radius, .. } => indexes
+                .range(&index, self.queries, *radius)
+                .map(|s| Answer::Range(s.result)),
+        }?;
+        Ok((answer, built))
+    }
+}
+
+/// A fixed index runs on the CPU, without checkpoints, under a true metric: checked (by the
+/// engine factory) before any input is read.
+fn check_engine(run: &RunOpts, task: &Task, metric: &Metric) -> Result<(), CliError> {
+    voisin_engines::check_engine(run.device, run.engine, metric, task.checkpoint().is_some())
+        .map_err(|e| CliError::core(e, None))
+}
+
+/// Brute force or an index (`--engine`), as the engine factory decides for the device.
 fn choose_engine(
     run: &RunOpts,
     task: &Task,
@@ -385,23 +412,11 @@ fn choose_engine(
     queries: &Dataset,
     metric: &Metric,
 ) -> Result<Decision, CliError> {
-    if task.checkpoint().is_some() {
-        return Ok(Decision {
-            engine: auto::Engine::Brute,
-            reason: "checkpointed graphs run brute force".into(),
-            intrinsic_dim: None,
-        });
-    }
-    let gpu = match run.device {
-        DeviceChoice::Cuda => true,
-        DeviceChoice::Auto => voisin_cuda::gpu_available(),
-        DeviceChoice::Cpu => false,
-    };
-    let work = Workload {
+    let shape = RunShape {
         queries: queries.len(),
-        gpu,
         range: matches!(task, Task::Range { .. }),
+        checkpointed: task.checkpoint().is_some(),
     };
-    auto::decide(run.engine, base, metric, work, &Params::default())
+    voisin_engines::choose_engine(run.device, run.engine, base, metric, shape)
         .map_err(|e| CliError::core(e, None))
 }

@@ -14,8 +14,6 @@
 //!   engine's threads, one GPU or several): passes, catch-up, dealing, merging, finishing,
 //!   checkpoints, cancellation.
 //!
-//! - [`with_self`]: rows that include the item itself (`--include-self`): its value and place.
-//!
 //! The engines own how a tile is measured; this module owns what a build is made of, so that
 //! CPU, GPU and distributed builds deal work and keep checkpoints the same way.
 
@@ -24,7 +22,6 @@ pub mod checkpoint;
 pub mod driver;
 pub mod lists;
 pub mod schedule;
-pub mod with_self;
 
 pub use backend::{CpuShare, TileGraph};
 pub use lists::{merge_lists, List, NoStore, PassRows, PassStore, RangeLists, Share, TileLists};
@@ -32,4 +29,3 @@ pub use schedule::{
     cyclic_share, deal, pass_alignment, pass_steps, pass_steps_after, pass_tile_edge, split,
     triangle, triangle_index, PassStep, TileOwner, BLOCK_ROWS,
 };
-pub use with_self::{include_self, self_key};
