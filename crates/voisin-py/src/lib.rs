@@ -469,7 +469,8 @@ impl Index {
                 queries_copied,
             };
             let queries = queries.as_ref().unwrap_or(&base);
-            Ok(results::shape(answer, form, &base, queries, &metric))
+            let exact = |a: &Answer| a.exact(&base, queries, &metric);
+            Ok(results::shape(answer, form, base.len(), exact))
         })
         .and_then(|out| out.into_py(py))
     }
@@ -785,6 +786,7 @@ impl Index {
             include_self,
             pairs,
             csr,
+            ..Form::default()
         };
         self.request(py, progress, None, Op::Graph, form, move |e, base, _, m| {
             e.graph(base, k, m).map(Answer::Knn)

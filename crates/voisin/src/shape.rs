@@ -11,6 +11,8 @@
 //! that it is paired with, sorted by distance then index; no (i, i), no (j, i) beside (i, j).
 //! For a graph a pair is an edge in either direction.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use crate::metric::exact::item_key;
@@ -62,7 +64,7 @@ impl Answer {
 
 /// Rows of `k + 1` entries, the item itself first at distance 0, from a graph of `k` others.
 pub fn include_self(g: KnnResult) -> KnnResult {
-    let (indices, distances) = with_self(g.n_queries, g.k, &g.indices, &g.distances);
+    let (indices, distances) = with_self(0, g.n_queries, g.k, &g.indices, &g.distances);
     KnnResult {
         n_queries: g.n_queries,
         k: g.k + 1,
@@ -73,8 +75,10 @@ pub fn include_self(g: KnnResult) -> KnnResult {
 }
 
 /// [`include_self`] on bare rows of `k` entries with distances of any type (zero, `D`'s
-/// default, for the item itself): the Python package's exact f64 distances take it.
+/// default, for the item itself): the Python package's exact f64 distances take it. Row q is
+/// item `first + q` (a block of a larger set starts past 0).
 pub fn with_self<D: Copy + Default>(
+    first: usize,
     n: usize,
     k: usize,
     indices: &[u32],
@@ -83,7 +87,7 @@ pub fn with_self<D: Copy + Default>(
     let mut ids = Vec::with_capacity(n * (k + 1));
     let mut ds = Vec::with_capacity(n * (k + 1));
     for q in 0..n {
-        ids.push(q as u32);
+        ids.push((first + q) as u32);
         ds.push(D::default());
         ids.extend_from_slice(&indices[q * k..(q + 1) * k]);
         ds.extend_from_slice(&distances[q * k..(q + 1) * k]);
@@ -116,27 +120,45 @@ fn pairs_of(
     entries: impl Iterator<Item = (usize, u32, f32)>,
     stats: Stats,
 ) -> RangeResult {
-    let mut by_row: Vec<Vec<(f32, u32)>> = vec![Vec::new(); n];
-    for (q, j, d) in entries {
+    let rows = pair_rows(0..n, entries.map(|(q, j, d)| (q, j, d, ())));
+    let rows = rows
+        .into_iter()
+        .map(|row| row.into_iter().map(|(d, j, ())| (d, j)).collect())
+        .collect();
+    RangeResult {
+        stats,
+        ..RangeResult::from_rows_by(rows, f64::from)
+    }
+}
+
+/// The pair rows `rows` of a self-join from its `entries` (row, item, distance, payload),
+/// each carrying what the caller keeps beside it (voisin.dask: the exact key): row a of the
+/// answer (`a - rows.start` here) holds each j > a that some entry pairs it with, once, sorted
+/// by distance then index; entries whose pair belongs to a row outside `rows` are left out.
+/// Of a pair found from both ends the first entry is kept: give the entries in row order, as
+/// one process does, and a block of rows gets the rows of the whole answer.
+pub fn pair_rows<P: Copy>(
+    rows: Range<usize>,
+    entries: impl Iterator<Item = (usize, u32, f32, P)>,
+) -> Vec<Vec<(f32, u32, P)>> {
+    let mut by_row: Vec<Vec<(f32, u32, P)>> = vec![Vec::new(); rows.len()];
+    for (q, j, d, p) in entries {
         let (a, b) = if (q as u64) < u64::from(j) {
             (q, j)
         } else {
             (j as usize, q as u32)
         };
-        if a as u64 != u64::from(b) {
-            by_row[a].push((d, b));
+        if a as u64 != u64::from(b) && rows.contains(&a) {
+            by_row[a - rows.start].push((d, b, p));
         }
     }
     for row in &mut by_row {
         // A pair found from both ends appears twice with the same exact distance.
-        row.sort_by_key(|&(_, j)| j);
-        row.dedup_by_key(|&mut (_, j)| j);
+        row.sort_by_key(|&(_, j, _)| j);
+        row.dedup_by_key(|&mut (_, j, _)| j);
         row.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
     }
-    RangeResult {
-        stats,
-        ..RangeResult::from_rows_by(by_row, f64::from)
-    }
+    by_row
 }
 
 /// The exact f64 distance of every entry of a k-NN result, in result order: query row q
@@ -229,6 +251,38 @@ mod tests {
         assert_eq!(p.offsets, vec![0, 1, 2, 2]);
         assert_eq!(p.indices, vec![1, 2]);
         assert_eq!(p.distances, vec![1.0, 2.0]);
+    }
+
+    #[test]
+    fn self_of_a_block_is_its_item_in_the_set() {
+        let (ids, ds) = with_self(10, 2, 1, &[3, 4], &[0.5f64, 0.25]);
+        assert_eq!((ids, ds), (vec![10, 3, 11, 4], vec![0.0, 0.5, 0.0, 0.25]));
+    }
+
+    #[test]
+    fn blocks_of_pair_rows_are_the_rows_of_the_whole() {
+        // A graph of 5 items, k = 2, with one-sided edges and mirrored ones.
+        let (n, k) = (5, 2);
+        let indices = [1u32, 4, 0, 2, 1, 4, 2, 0, 3, 2];
+        let distances = [1.0f32, 3.0, 1.0, 2.0, 2.0, 2.5, 4.0, 4.5, 2.0, 2.5];
+        let entries = || (0..n * k).map(move |e| (e / k, indices[e], distances[e], e));
+        let whole = pair_rows(0..n, entries());
+        let mut blocks = pair_rows(0..2, entries());
+        blocks.extend(pair_rows(2..5, entries()));
+        assert_eq!(blocks, whole);
+        // Row 0: 1 (both ends: the first entry, row 0's, kept), 4 (row 0's), 3 (row 3's).
+        let row0: Vec<_> = whole[0].iter().map(|&(d, j, e)| (d, j, e)).collect();
+        assert_eq!(row0, vec![(1.0, 1, 0), (3.0, 4, 1), (4.5, 3, 7)]);
+        let g = KnnResult {
+            n_queries: n,
+            k,
+            indices: indices.to_vec(),
+            distances: distances.to_vec(),
+            ..Default::default()
+        };
+        let p = graph_pairs(g);
+        let flat: Vec<u32> = whole.iter().flatten().map(|&(_, j, _)| j).collect();
+        assert_eq!(p.indices, flat);
     }
 
     #[test]
