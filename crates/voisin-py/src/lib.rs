@@ -469,7 +469,7 @@ impl Index {
                 queries_copied,
             };
             let queries = queries.as_ref().unwrap_or(&base);
-            Ok(results::shape(answer, form, &base, queries, &metric))
+            Ok(results::shape_over(answer, form, (&base, queries), &metric))
         })
         .and_then(|out| out.into_py(py))
     }
@@ -786,6 +786,7 @@ impl Index {
             include_self,
             pairs,
             csr,
+            ..Form::default()
         };
         self.request(py, progress, None, Op::Graph, form, move |e, base, _, m| {
             // k = 0 with `include_self`: rows of the item alone (no other item to find).

@@ -18,6 +18,8 @@
 //! that it is paired with, sorted by distance then index; no (i, i), no (j, i) beside (i, j).
 //! For a graph a pair is an edge in either direction.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use crate::metric::exact::item_key;
@@ -136,6 +138,26 @@ pub fn include_self(g: KnnResult, data: &Dataset, metric: &Metric) -> KnnResult 
     }
 }
 
+/// [`include_self`] on rows of exact keys (the Python package's row blocks): row q is item q of
+/// `items`, numbered `first + q` in the whole set, and gains that item at its self key, first
+/// among equal keys. The rows' keys are at the key scale of `items` (on ordinary data, 1).
+pub fn rows_with_self(
+    rows: &mut [Vec<(f64, u32)>],
+    items: &Dataset,
+    first: usize,
+    metric: &Metric,
+) {
+    let scale = KeyScale::of_sets(metric, items, items);
+    rows.par_iter_mut().enumerate().for_each(|(q, row)| {
+        let own = self_key(metric, items, q, scale);
+        let at = match self_first(metric) {
+            true => 0,
+            false => row.partition_point(|&(key, _)| key < own),
+        };
+        row.insert(at, (own, (first + q) as u32));
+    });
+}
+
 /// The unordered pairs of a graph (each row's `k` edges), once each: see the module doc.
 pub fn graph_pairs(g: KnnResult) -> RangeResult {
     let k = g.k;
@@ -161,27 +183,45 @@ fn pairs_of(
     entries: impl Iterator<Item = (usize, u32, f32)>,
     stats: Stats,
 ) -> RangeResult {
-    let mut by_row: Vec<Vec<(f32, u32)>> = vec![Vec::new(); n];
-    for (q, j, d) in entries {
+    let rows = pair_rows(0..n, entries.map(|(q, j, d)| (q, j, d, ())));
+    let rows = rows
+        .into_iter()
+        .map(|row| row.into_iter().map(|(d, j, ())| (d, j)).collect())
+        .collect();
+    RangeResult {
+        stats,
+        ..RangeResult::from_rows_by(rows, f64::from)
+    }
+}
+
+/// The pair rows `rows` of a self-join from its `entries` (row, item, distance, payload),
+/// each carrying what the caller keeps beside it (voisin.dask: the exact key): row a of the
+/// answer (`a - rows.start` here) holds each j > a that some entry pairs it with, once, sorted
+/// by distance then index; entries whose pair belongs to a row outside `rows` are left out.
+/// Of a pair found from both ends the first entry is kept: give the entries in row order, as
+/// one process does, and a block of rows gets the rows of the whole answer.
+pub fn pair_rows<P: Copy>(
+    rows: Range<usize>,
+    entries: impl Iterator<Item = (usize, u32, f32, P)>,
+) -> Vec<Vec<(f32, u32, P)>> {
+    let mut by_row: Vec<Vec<(f32, u32, P)>> = vec![Vec::new(); rows.len()];
+    for (q, j, d, p) in entries {
         let (a, b) = if (q as u64) < u64::from(j) {
             (q, j)
         } else {
             (j as usize, q as u32)
         };
-        if a as u64 != u64::from(b) {
-            by_row[a].push((d, b));
+        if a as u64 != u64::from(b) && rows.contains(&a) {
+            by_row[a - rows.start].push((d, b, p));
         }
     }
     for row in &mut by_row {
         // A pair found from both ends appears twice with the same exact distance.
-        row.sort_by_key(|&(_, j)| j);
-        row.dedup_by_key(|&mut (_, j)| j);
+        row.sort_by_key(|&(_, j, _)| j);
+        row.dedup_by_key(|&mut (_, j, _)| j);
         row.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
     }
-    RangeResult {
-        stats,
-        ..RangeResult::from_rows_by(by_row, f64::from)
-    }
+    by_row
 }
 
 /// The exact f64 distance of every entry of a k-NN result, in result order: query row q
@@ -307,6 +347,45 @@ mod tests {
         assert_eq!(p.offsets, vec![0, 1, 2, 2]);
         assert_eq!(p.indices, vec![1, 2]);
         assert_eq!(p.distances, vec![1.0, 2.0]);
+    }
+
+    #[test]
+    fn self_of_a_block_is_its_item_in_the_set() {
+        let items: Dataset = VectorSet::from_f32(2, 1, vec![1.0, 2.0]).unwrap().into();
+        let mut rows = vec![vec![(0.5, 3)], vec![(0.25, 4)]];
+        rows_with_self(&mut rows, &items, 10, &Metric::Euclidean);
+        assert_eq!(rows, vec![vec![(0.0, 10), (0.5, 3)], vec![(0.0, 11), (0.25, 4)]]);
+        // Under inner_product the item sits by its dot product with itself (key -x·x).
+        let mut rows = vec![vec![(-3.0, 3), (-0.5, 5)], vec![(-5.0, 4)]];
+        rows_with_self(&mut rows, &items, 10, &Metric::InnerProduct);
+        assert_eq!(rows[0], vec![(-3.0, 3), (-1.0, 10), (-0.5, 5)]);
+        assert_eq!(rows[1], vec![(-5.0, 4), (-4.0, 11)]);
+    }
+
+    #[test]
+    fn blocks_of_pair_rows_are_the_rows_of_the_whole() {
+        // A graph of 5 items, k = 2, with one-sided edges and mirrored ones.
+        let (n, k) = (5, 2);
+        let indices = [1u32, 4, 0, 2, 1, 4, 2, 0, 3, 2];
+        let distances = [1.0f32, 3.0, 1.0, 2.0, 2.0, 2.5, 4.0, 4.5, 2.0, 2.5];
+        let entries = || (0..n * k).map(move |e| (e / k, indices[e], distances[e], e));
+        let whole = pair_rows(0..n, entries());
+        let mut blocks = pair_rows(0..2, entries());
+        blocks.extend(pair_rows(2..5, entries()));
+        assert_eq!(blocks, whole);
+        // Row 0: 1 (both ends: the first entry, row 0's, kept), 4 (row 0's), 3 (row 3's).
+        let row0: Vec<_> = whole[0].iter().map(|&(d, j, e)| (d, j, e)).collect();
+        assert_eq!(row0, vec![(1.0, 1, 0), (3.0, 4, 1), (4.5, 3, 7)]);
+        let g = KnnResult {
+            n_queries: n,
+            k,
+            indices: indices.to_vec(),
+            distances: distances.to_vec(),
+            ..Default::default()
+        };
+        let p = graph_pairs(g);
+        let flat: Vec<u32> = whole.iter().flatten().map(|&(_, j, _)| j).collect();
+        assert_eq!(p.indices, flat);
     }
 
     #[test]
