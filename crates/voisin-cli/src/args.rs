@@ -186,7 +186,8 @@ pub struct GlobalOpts {
     #[arg(long, global = true, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
-    /// Memory budget for working buffers, e.g. 512M or 2G (default 1G).
+    /// Memory budget for working buffers, e.g. 512M or 2G (default 1G); a compressed .npz
+    /// member, inflated into memory to be read, may not be larger.
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
     pub memory: Option<usize>,
 
@@ -202,10 +203,39 @@ pub struct GlobalOpts {
     #[arg(long, global = true)]
     pub no_mmap: bool,
 
-    /// Format of an input given as - (standard input): fvecs, ivecs, bvecs, fbin, u8bin, npy,
-    /// npz, hdf5, txt, csv, tsv or parquet.
+    /// Format of an input given as - (standard input, which stands for one input only): fvecs,
+    /// ivecs, bvecs, fbin, u8bin, npy, npz, hdf5, txt, csv, tsv or parquet.
     #[arg(long, global = true, value_name = "FMT", value_parser = parse_format)]
     pub format: Option<voisin_io::Format>,
+
+    /// Whether the first line of a .csv or .tsv input is a header. auto: when a field of it is
+    /// not a number, or when it is the column numbers 0,1,...,d-1 (as pandas writes) above
+    /// values written with a decimal point or an exponent (above whole numbers only it is
+    /// refused as ambiguous); otherwise it is data.
+    #[arg(long, global = true, value_name = "H", value_enum, default_value_t = HeaderChoice::Auto)]
+    pub header: HeaderChoice,
+}
+
+/// `--header`: how the first line of delimited text is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum HeaderChoice {
+    /// A header when it is not numbers (or is pandas' column numbers above decimal data).
+    #[default]
+    Auto,
+    /// Always a header.
+    Yes,
+    /// Always data.
+    No,
+}
+
+impl From<HeaderChoice> for voisin_io::Header {
+    fn from(h: HeaderChoice) -> Self {
+        match h {
+            HeaderChoice::Auto => voisin_io::Header::Auto,
+            HeaderChoice::Yes => voisin_io::Header::Yes,
+            HeaderChoice::No => voisin_io::Header::No,
+        }
+    }
 }
 
 /// How distances are written.
@@ -239,7 +269,8 @@ pub enum DeviceChoice {
 #[derive(Debug, Args)]
 pub struct RunOpts {
     /// Distance: euclidean, sqeuclidean, cosine, correlation, inner_product, cityblock,
-    /// chebyshev, minkowski:P, levenshtein (default: levenshtein for .txt, else euclidean).
+    /// chebyshev, minkowski:P, levenshtein (default: what an HDF5 input declares in its
+    /// 'distance' attribute, else levenshtein for .txt, else euclidean).
     #[arg(long, value_name = "M", value_parser = parse_metric)]
     pub metric: Option<Metric>,
 
@@ -351,7 +382,8 @@ pub struct RangeArgs {
     /// Radius, in the metric's own unit (a minimum dot product for inner_product).
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub radius: f64,
-    /// Self-join (--query the same file as --base): each unordered pair {i, j}, i != j, once.
+    /// Self-join (--query the same set as --base: the same file and array; the train and test
+    /// of one .hdf5 or .npz file are two sets): each unordered pair {i, j}, i != j, once.
     #[arg(long)]
     pub pairs: bool,
     #[command(flatten)]

@@ -12,13 +12,12 @@ use voisin::engine::check_k;
 use voisin::{Dataset, Engine, Metric};
 use voisin_index::auto::{self, Decision, EngineChoice, Workload};
 use voisin_index::{DatasetIndex, Params};
-use voisin_io::Role;
+use voisin_io::{Given, Input, Role, RunFiles};
 
 use crate::args::{DeviceChoice, DistanceType, GlobalOpts, GraphArgs, KnnArgs, RangeArgs, RunOpts};
 use crate::device::{self, EngineConfig};
 use crate::error::CliError;
 use crate::load;
-use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
 use crate::shape;
@@ -134,16 +133,19 @@ impl Task {
             ..
         } = self
         {
-            let same = base == query
-                || matches!((base.canonicalize(), query.canonicalize()), (Ok(a), Ok(b)) if a == b);
-            if !same {
-                return Err(CliError::file(
-                    query,
-                    "--pairs is for self-joins: give the same file as --base and --query",
-                ));
-            }
+            voisin_io::check_one_set(base, query)?;
         }
         Ok(())
+    }
+
+    /// The inputs as the user named them, with the option that named each.
+    fn named_inputs(&self) -> Vec<(&'static str, &Path)> {
+        match self {
+            Task::Knn { base, query, .. } | Task::Range { base, query, .. } => {
+                vec![("--base", base), ("--query", query)]
+            }
+            Task::Graph { input, .. } => vec![("--input", input)],
+        }
     }
 
     /// The k the engine is asked for.
@@ -187,14 +189,38 @@ fn lock_checkpoint(dir: &Path) -> Result<std::fs::File, CliError> {
     Ok(lock)
 }
 
+/// The inputs (standard input named at most once, and read now) and the metric they and
+/// `--metric` give.
+fn open_inputs(
+    task: &Task,
+    run: &RunOpts,
+    global: &GlobalOpts,
+) -> Result<(Input, Option<Input>, Metric), CliError> {
+    voisin_io::stdin_once(&task.named_inputs())?;
+    let base = Input::open(task.base(), global.format)?;
+    let query = match task.query() {
+        Some(q) => Some(Input::open(q, global.format)?),
+        None => None,
+    };
+    let inputs: Vec<&Input> = std::iter::once(&base).chain(query.as_ref()).collect();
+    let metric = voisin_io::choose_metric(run.metric.as_ref().map(Given::Flag), &inputs)?;
+    Ok((base, query, metric))
+}
+
 fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
-    let metric = choose_metric(run.metric.as_ref(), task.base(), global.format)?;
+    let (base_input, query_input, metric) = open_inputs(&task, run, global)?;
     task.check(&metric)?;
     check_engine(run, &task, &metric)?;
-    let inputs: Vec<&Path> = std::iter::once(task.base()).chain(task.query()).collect();
-    let range = matches!(task, Task::Range { .. });
-    let target = Target::prepare(run.out.as_deref(), &inputs, range)?;
+    let target = Target::prepare(&RunFiles {
+        inputs: task.named_inputs(),
+        output: Target::written(
+            run.out.as_deref(),
+            matches!(task, Task::Range { .. }),
+            run.distances == DistanceType::F64,
+        ),
+        checkpoint: task.checkpoint().map(|c| c.dir.as_path()),
+    })?;
     let _checkpoint_lock = match task.checkpoint() {
         Some(c) => Some(lock_checkpoint(&c.dir)?),
         None => None,
@@ -212,11 +238,11 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     let engine = device::select(run.device, &config)?;
     let engine: &dyn Engine = engine.as_ref();
 
-    let base = load::load(task.base(), Role::Base, &metric, global)?;
-    let queries = match task.query() {
-        Some(path) => {
-            let q = load::load(path, Role::Query, &metric, global)?;
-            load::check_pair(&base, task.base(), &q, path)?;
+    let base = load::load(&base_input, Role::Base, &metric, global)?;
+    let queries = match &query_input {
+        Some(input) => {
+            let q = load::load(input, Role::Query, &metric, global)?;
+            load::check_pair(&base, task.base(), &q, input.path())?;
             Some(q)
         }
         None => None,

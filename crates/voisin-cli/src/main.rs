@@ -7,7 +7,7 @@
 //!
 //! Modules: `args` (the command line), this file (dispatch of every subcommand, error lines),
 //! `error` (the error and its exit code), `commands` (knn, graph and range), `index_cmd` (index
-//! build and query), `demo`, `device` (engines and worker threads), `metric_choice`, `load`
+//! build and query), `demo`, `device` (engines and worker threads), `load`
 //! (inputs and their checks), `output` (where results go), `shape` (what a result becomes
 //! before it is written), `progress`, `stats` (`--stats`) and `size` (`--memory`).
 //!
@@ -21,7 +21,6 @@ mod device;
 mod error;
 mod index_cmd;
 mod load;
-mod metric_choice;
 mod output;
 mod progress;
 mod shape;

@@ -238,8 +238,17 @@ fn npz_csv_and_piped_inputs_match_fvecs() {
 fn hdf5_distance_attribute_sets_the_metric() {
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../voisin-io/tests/data/angular.hdf5");
     let path = f.to_str().unwrap();
-    let read =
-        |role| voisin_io::read_dataset(&f, &voisin_io::ReadOptions { role, mmap: false }).unwrap();
+    let read = |role| {
+        voisin_io::read_dataset(
+            &f,
+            &voisin_io::ReadOptions {
+                role,
+                mmap: false,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
     let (train, test) = (read(voisin_io::Role::Base), read(voisin_io::Role::Query));
     let r = reference::knn(&train, &test, 4, &Metric::Cosine).unwrap();
     let want = expected_lines((0..r.n_queries).map(|q| {

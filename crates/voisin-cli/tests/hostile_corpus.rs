@@ -593,7 +593,7 @@ const CASES: &[Case] = &[
             "class8 an HDF5 query file on standard input against --metric",
             hdf5s,
             "knn --base b5.fvecs --query - --format hdf5 -k 2 --metric cityblock",
-            &["angular", "--metric cityblock"],
+            &["-: ", "'cosine'", "--metric cityblock"],
         ),
         "angular.hdf5",
     ),

@@ -205,7 +205,8 @@ impl VectorSet {
         }
         Err(Error::invalid(format!(
             "{who} take f32 values, and these {} x {} vectors hold f64 values with no exact f32 \
-             form; the CPU engine answers them exactly (--device cpu)",
+             form; brute force answers them exactly, on any device (voisin knn, range or graph \
+             with --engine brute)",
             self.n, self.dim
         )))
     }
