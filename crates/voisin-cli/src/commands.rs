@@ -20,7 +20,6 @@ use crate::error::CliError;
 use crate::load;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
-use crate::shape;
 use crate::stats::{secs, RunStats, Times};
 
 /// `voisin knn`.
@@ -295,16 +294,15 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
                 }
             ) =>
         {
-            Answer::Knn(shape::include_self(g))
+            Answer::Knn(voisin::shape::include_self(g))
         }
-        a if task.pairs() => Answer::Range(shape::pairs(a)),
+        a if task.pairs() => Answer::Range(a.pairs()),
         a => a,
     };
     let engine_time = t.elapsed();
 
     let t = Instant::now();
-    let exact = (run.distances == DistanceType::F64)
-        .then(|| shape::exact_distances(&answer, &base, queries, &metric));
+    let exact = (run.distances == DistanceType::F64).then(|| answer.exact(&base, queries, &metric));
     let opts = voisin_io::WriteOptions {
         exact_distances: exact.as_deref(),
         columns: Some(base.len()),
