@@ -389,6 +389,12 @@ const CASES: &[Case] = &[
         &["l/g.ivecs: ", "checkpoint folder"],
     ),
     fails(
+        "class5 an output into the checkpoint folder by another path",
+        ckpt_folder,
+        "graph --input base.fvecs -k 2 --checkpoint ./ck/ --out ck/../ck/g.npy",
+        &["ck/../ck/g.npy: ", "checkpoint folder"],
+    ),
+    fails(
         "class5 a one-file output into the checkpoint folder",
         ckpt_folder,
         "graph --input base.fvecs -k 2 --checkpoint ck --out ck/g.npz",

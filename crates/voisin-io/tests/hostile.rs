@@ -362,3 +362,31 @@ fn declared_metrics_come_from_every_input() {
     assert!(e.contains("the index i.vidx answers euclidean"), "{e}");
     assert_eq!(choose_metric(None, &[&plain]).unwrap(), Metric::Euclidean);
 }
+
+/// A deflated member inflates into exactly the size its directory entry declares: data that
+/// holds more, or less, is refused (the declared size bounds the memory taken).
+#[test]
+fn a_deflated_member_must_fill_its_declared_size_exactly() {
+    let good = std::fs::read(fixture("one_z.npz")).unwrap();
+    let size_at = |sig: u32, off: usize| {
+        let at = good
+            .windows(4)
+            .position(|w| w == sig.to_le_bytes())
+            .unwrap();
+        at + off
+    };
+    // Uncompressed size: byte 22 of the local header, byte 24 of the central record.
+    let (local, central) = (size_at(0x0403_4b50, 22), size_at(0x0201_4b50, 24));
+    let declared = u32::from_le_bytes(good[central..central + 4].try_into().unwrap());
+    for (size, words) in [
+        (declared - 1, "holds more than"),
+        (declared + 1, &*format!("holds {declared} bytes")),
+    ] {
+        let mut lie = good.clone();
+        for at in [local, central] {
+            lie[at..at + 4].copy_from_slice(&size.to_le_bytes());
+        }
+        let e = err(parse_bytes(Format::Npz, &lie, Role::Base));
+        assert!(e.contains(words), "{e}");
+    }
+}
