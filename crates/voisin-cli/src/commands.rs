@@ -147,6 +147,19 @@ impl Task {
         }
     }
 
+    /// Every file of the run, for the checks before any work.
+    fn files<'a>(&'a self, run: &'a RunOpts) -> RunFiles<'a> {
+        RunFiles {
+            inputs: self.named_inputs(),
+            output: Target::written(
+                run.out.as_deref(),
+                matches!(self, Task::Range { .. }),
+                run.distances == DistanceType::F64,
+            ),
+            checkpoint: self.checkpoint().map(|c| c.dir.as_path()),
+        }
+    }
+
     /// The k the engine is asked for.
     fn engine_k(&self) -> usize {
         match self {
@@ -211,15 +224,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     let (base_input, query_input, metric) = open_inputs(&task, run, global)?;
     task.check(&metric)?;
     check_engine(run, &task, &metric)?;
-    let target = Target::prepare(&RunFiles {
-        inputs: task.named_inputs(),
-        output: Target::written(
-            run.out.as_deref(),
-            matches!(task, Task::Range { .. }),
-            run.distances == DistanceType::F64,
-        ),
-        checkpoint: task.checkpoint().map(|c| c.dir.as_path()),
-    })?;
+    let target = Target::prepare(&task.files(run))?;
     let _checkpoint_lock = match task.checkpoint() {
         Some(c) => Some(lock_checkpoint(&c.dir)?),
         None => None,
@@ -239,11 +244,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
 
     let base = load::load(&base_input, Role::Base, &metric, global)?;
     let queries = match &query_input {
-        Some(input) => {
-            let q = load::load(input, Role::Query, &metric, global)?;
-            load::check_pair(&base, task.base(), &q, input.path())?;
-            Some(q)
-        }
+        Some(input) => Some(load::queries(input, &base, task.base(), &metric, global)?),
         None => None,
     };
     let queries: &Dataset = queries.as_ref().unwrap_or(&base);

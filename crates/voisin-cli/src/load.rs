@@ -36,6 +36,20 @@ pub fn load(
     non_finite(data, opts.allow_nan, path)
 }
 
+/// Reads the queries and checks them on their own and against the base set read from
+/// `base_path`.
+pub fn queries(
+    input: &Input,
+    base: &Dataset,
+    base_path: &Path,
+    metric: &Metric,
+    opts: &GlobalOpts,
+) -> Result<Dataset, CliError> {
+    let q = load(input, Role::Query, metric, opts)?;
+    check_pair(base, base_path, &q, input.path())?;
+    Ok(q)
+}
+
 /// A mapped input that shrinks during the run raises SIGBUS; voisin::commit's handler then prints
 /// this line (exit 2) instead of the process dying without a word.
 fn name_mapped_input(path: &Path) {
