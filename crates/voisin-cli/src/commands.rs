@@ -14,7 +14,9 @@ use voisin_index::auto::{self, Decision, EngineChoice, Workload};
 use voisin_index::{DatasetIndex, Params};
 use voisin_io::Role;
 
-use crate::args::{DeviceChoice, DistanceType, GlobalOpts, GraphArgs, KnnArgs, RangeArgs, RunOpts};
+use crate::args::{
+    DeviceChoice, DistanceType, GlobalOpts, GraphArgs, KnnArgs, RangeArgs, RunOpts, Ties,
+};
 use crate::device::{self, EngineConfig};
 use crate::error::CliError;
 use crate::load;
@@ -30,6 +32,7 @@ pub fn knn(a: KnnArgs, global: &GlobalOpts) -> Result<(), CliError> {
         base: a.sets.base,
         query: a.sets.query,
         k: a.k,
+        ties: a.ties == Ties::All,
     };
     execute(task, &a.run, global)
 }
@@ -41,6 +44,7 @@ pub fn graph(a: GraphArgs, global: &GlobalOpts) -> Result<(), CliError> {
         k: a.k,
         include_self: a.include_self,
         pairs: a.pairs,
+        ties: a.ties == Ties::All,
         checkpoint: a.checkpoint.map(|dir| CheckpointOptions {
             dir,
             resume: a.resume,
@@ -62,11 +66,21 @@ pub fn range(a: RangeArgs, global: &GlobalOpts) -> Result<(), CliError> {
     execute(task, &a.run, global)
 }
 
+/// What answers a task over its base: k-NN lists for any queries, the base's own graph, and
+/// the range search of the task's queries.
+struct Source<'a> {
+    knn: &'a voisin::ties::KnnLists<'a>,
+    graph: &'a voisin::ties::GraphLists<'a>,
+    range: &'a dyn Fn(f64) -> voisin::Result<voisin::RangeResult>,
+}
+
 enum Task {
     Knn {
         base: PathBuf,
         query: PathBuf,
         k: usize,
+        /// Every item at the k-th distance too (`--ties all`): a range-style answer.
+        ties: bool,
     },
     Graph {
         input: PathBuf,
@@ -74,6 +88,7 @@ enum Task {
         k: usize,
         include_self: bool,
         pairs: bool,
+        ties: bool,
         checkpoint: Option<CheckpointOptions>,
     },
     Range {
@@ -159,6 +174,38 @@ impl Task {
         }
     }
 
+    /// Whether the answer is range-style: a range search, or k-NN lists with every tie.
+    fn range_style(&self) -> bool {
+        matches!(
+            self,
+            Task::Range { .. } | Task::Knn { ties: true, .. } | Task::Graph { ties: true, .. }
+        )
+    }
+
+    /// The task's answer from `source`, the engine's or an index's answers over the base:
+    /// k-NN lists of exactly k, or with `--ties all` every item tied at the k-th distance too
+    /// (`voisin::ties`, from the same source's lists).
+    fn answer(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        metric: &Metric,
+        source: Source<'_>,
+    ) -> voisin::Result<Answer> {
+        match self {
+            Task::Knn { k, ties: true, .. } => {
+                voisin::ties::knn(base, queries, *k, metric, source.knn).map(Answer::Range)
+            }
+            Task::Knn { k, .. } => (source.knn)(queries, *k).map(Answer::Knn),
+            Task::Graph { ties: true, .. } => {
+                let k = self.engine_k();
+                voisin::ties::graph(base, k, metric, source.graph, source.knn).map(Answer::Range)
+            }
+            Task::Graph { .. } => (source.graph)(self.engine_k()).map(Answer::Knn),
+            Task::Range { radius, .. } => (source.range)(*radius).map(Answer::Range),
+        }
+    }
+
     fn pairs(&self) -> bool {
         matches!(
             self,
@@ -193,8 +240,7 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     task.check(&metric)?;
     check_engine(run, &task, &metric)?;
     let inputs: Vec<&Path> = std::iter::once(task.base()).chain(task.query()).collect();
-    let range = matches!(task, Task::Range { .. });
-    let target = Target::prepare(run.out.as_deref(), &inputs, range)?;
+    let target = Target::prepare(run.out.as_deref(), &inputs, task.range_style())?;
     let _checkpoint_lock = match task.checkpoint() {
         Some(c) => Some(lock_checkpoint(&c.dir)?),
         None => None,
@@ -234,42 +280,41 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
                 let tb = Instant::now();
                 let index = DatasetIndex::build(&base, metric.clone(), kind, &Params::default())?;
                 build_time = Some((tb.elapsed(), index.build_evals()));
-                match &task {
-                    Task::Knn { k, .. } => index.knn(queries, *k).map(Answer::Knn),
-                    Task::Graph { .. } => index.graph(&base, task.engine_k()).map(Answer::Knn),
-                    Task::Range { radius, .. } => index.range(queries, *radius).map(Answer::Range),
-                }
+                let source = Source {
+                    knn: &|q, w| index.knn(q, w),
+                    graph: &|w| index.graph(&base, w),
+                    range: &|r| index.range(queries, r),
+                };
+                task.answer(&base, queries, &metric, source)
             })
         }
-        auto::Engine::Brute => match &task {
-            Task::Knn { k, .. } => engine.knn(&base, queries, *k, &metric).map(Answer::Knn),
-            Task::Graph {
-                checkpoint: Some(c),
-                ..
-            } => engine
-                .graph_checkpointed(&base, task.engine_k(), &metric, c)
-                .map(Answer::Knn),
-            Task::Graph { .. } => engine
-                .graph(&base, task.engine_k(), &metric)
-                .map(Answer::Knn),
-            Task::Range { radius, .. } => engine
-                .range(&base, queries, *radius, &metric)
-                .map(Answer::Range),
-        },
+        auto::Engine::Brute => {
+            let source = Source {
+                knn: &|q, w| engine.knn(&base, q, w, &metric),
+                graph: &|w| match task.checkpoint() {
+                    Some(c) => engine.graph_checkpointed(&base, w, &metric, c),
+                    None => engine.graph(&base, w, &metric),
+                },
+                range: &|r| engine.range(&base, queries, r, &metric),
+            };
+            task.answer(&base, queries, &metric, source)
+        }
     };
     progress.finish();
     let answer = answer.map_err(|e| CliError::core(e, None))?;
     let answer = match answer {
-        Answer::Knn(g)
-            if matches!(
-                task,
-                Task::Graph {
-                    include_self: true,
-                    ..
-                }
-            ) =>
+        a if matches!(
+            task,
+            Task::Graph {
+                include_self: true,
+                ..
+            }
+        ) =>
         {
-            Answer::Knn(shape::include_self(g))
+            match a {
+                Answer::Knn(g) => Answer::Knn(shape::include_self(g)),
+                Answer::Range(r) => Answer::Range(shape::include_self_rows(r)),
+            }
         }
         a if task.pairs() => Answer::Range(shape::pairs(a)),
         a => a,

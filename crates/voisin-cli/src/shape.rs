@@ -1,5 +1,5 @@
 //! What a result becomes before it is written: the item itself put first in each graph row
-//! (`--include-self`), a self-join reduced to each unordered pair once (`--pairs`), and the
+//! (`--include-self`, rows of k or, with `--ties all`, of their own lengths), a self-join reduced to each unordered pair once (`--pairs`), and the
 //! distances recomputed as exact f64 values (`--distances f64`).
 //!
 //! Conventions. `--include-self -k K`: each row holds K entries, the item itself first at
@@ -32,6 +32,28 @@ pub fn include_self(g: KnnResult) -> KnnResult {
         distances,
         stats: g.stats,
     }
+}
+
+/// [`include_self`] for rows of their own lengths (a graph with `--ties all`): the item itself
+/// first at distance 0, then its row.
+pub fn include_self_rows(g: RangeResult) -> RangeResult {
+    let n = g.n_queries();
+    let mut out = RangeResult {
+        offsets: Vec::with_capacity(n + 1),
+        indices: Vec::with_capacity(g.indices.len() + n),
+        distances: Vec::with_capacity(g.distances.len() + n),
+        stats: g.stats.clone(),
+    };
+    out.offsets.push(0);
+    for q in 0..n {
+        let (ids, ds) = g.row(q);
+        out.indices.push(q as u32);
+        out.distances.push(0.0);
+        out.indices.extend_from_slice(ids);
+        out.distances.extend_from_slice(ds);
+        out.offsets.push(out.indices.len());
+    }
+    out
 }
 
 /// Each unordered pair {i, j}, i != j, once: in row min(i, j), sorted by distance then index.
@@ -114,6 +136,25 @@ mod tests {
         assert_eq!(
             (s.k, s.indices, s.distances),
             (2, vec![0, 1, 1, 0], vec![0.0, 0.5, 0.0, 0.5])
+        );
+    }
+
+    #[test]
+    fn self_goes_first_in_rows_of_their_own_length() {
+        let g = RangeResult {
+            offsets: vec![0, 2, 3],
+            indices: vec![1, 2, 0],
+            distances: vec![0.5, 0.5, 0.5],
+            ..Default::default()
+        };
+        let s = include_self_rows(g);
+        assert_eq!(
+            (s.offsets, s.indices, s.distances),
+            (
+                vec![0, 3, 5],
+                vec![0, 1, 2, 1, 0],
+                vec![0.0, 0.5, 0.5, 0.0, 0.5]
+            )
         );
     }
 
