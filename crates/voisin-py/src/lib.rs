@@ -275,6 +275,41 @@ fn prepared(
     Ok(p)
 }
 
+/// What answers requests for queries over the base: its prepared form when the base is fitted,
+/// the engine afresh otherwise.
+enum Searcher<'a> {
+    Kept(Arc<dyn Prepared>),
+    Fresh(&'a Arc<dyn Engine>),
+}
+
+impl Searcher<'_> {
+    fn knn(
+        &self,
+        base: &Dataset,
+        q: &Dataset,
+        k: usize,
+        m: &Metric,
+    ) -> voisin::Result<voisin::KnnResult> {
+        match self {
+            Searcher::Kept(p) => p.knn(q, k),
+            Searcher::Fresh(e) => e.knn(base, q, k, m),
+        }
+    }
+
+    fn range(
+        &self,
+        base: &Dataset,
+        q: &Dataset,
+        r: f64,
+        m: &Metric,
+    ) -> voisin::Result<voisin::RangeResult> {
+        match self {
+            Searcher::Kept(p) => p.range(q, r),
+            Searcher::Fresh(e) => e.range(base, q, r, m),
+        }
+    }
+}
+
 /// (distances, indices) arrays handed to Python.
 type KnnOut<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<i64>>);
 /// (offsets, indices, distances) arrays handed to Python.
@@ -300,6 +335,22 @@ fn knn_out<'py>(py: Python<'py>, (n, k, d, i): KnnArrays) -> PyResult<KnnOut<'py
         PyArray1::from_vec(py, d).reshape([n, k])?,
         PyArray1::from_vec(py, i).reshape([n, k])?,
     ))
+}
+
+fn range_arrays(r: voisin::RangeResult) -> RangeArrays {
+    (
+        r.offsets.iter().map(|&x| x as i64).collect(),
+        r.indices.iter().map(|&x| i64::from(x)).collect(),
+        r.distances.iter().map(|&x| f64::from(x)).collect(),
+    )
+}
+
+fn range_out(py: Python<'_>, (o, i, d): RangeArrays) -> RangeOut<'_> {
+    (
+        PyArray1::from_vec(py, o),
+        PyArray1::from_vec(py, i),
+        PyArray1::from_vec(py, d),
+    )
 }
 
 impl Index {
@@ -385,6 +436,33 @@ impl Index {
             }
             answer.map(convert)
         })
+    }
+
+    /// A request for `queries` ([`Index::request`]): `ask` gets the [`Searcher`] of the base
+    /// (prepared at the first search of a fitted base, then kept), the base, the queries and
+    /// the metric.
+    fn query_request<R, T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        progress: Option<&Bound<'_, PyAny>>,
+        queries: &Bound<'_, PyAny>,
+        op: Op,
+        ask: impl FnOnce(&Searcher<'_>, &Dataset, &Dataset, &Metric) -> voisin::Result<R>
+            + Send
+            + 'static,
+        convert: impl FnOnce(R) -> T + Send + 'static,
+    ) -> PyResult<T> {
+        let queries = dataset("queries", queries)?;
+        let kept = self.kept.clone();
+        let ask =
+            move |e: &Arc<dyn Engine>, base: &Arc<Dataset>, q: Option<&Dataset>, m: &Metric| {
+                let searcher = match &kept {
+                    Some(slot) => Searcher::Kept(prepared(slot, e, base, m)?),
+                    None => Searcher::Fresh(e),
+                };
+                ask(&searcher, base, q.unwrap_or(base), m)
+            };
+        self.request(py, progress, Some(queries), op, ask, convert)
     }
 
     /// Runs `job` on a worker thread; see the module documentation.
@@ -557,20 +635,12 @@ impl Index {
         k: usize,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<KnnOut<'py>> {
-        let queries = dataset("queries", queries)?;
-        let kept = self.kept.clone();
-        let arrays = self.request(
+        let arrays = self.query_request(
             py,
             progress,
-            Some(queries),
+            queries,
             Op::Knn,
-            move |e, base, q, m| {
-                let q = q.unwrap_or(base);
-                match &kept {
-                    Some(slot) => prepared(slot, e, base, m)?.knn(q, k),
-                    None => e.knn(base, q, k, m),
-                }
-            },
+            move |s, base, q, m| s.knn(base, q, k, m),
             knn_arrays,
         )?;
         knn_out(py, arrays)
@@ -605,33 +675,56 @@ impl Index {
         radius: f64,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<RangeOut<'py>> {
-        let queries = dataset("queries", queries)?;
-        let kept = self.kept.clone();
-        let (o, i, d): RangeArrays = self.request(
+        let arrays = self.query_request(
             py,
             progress,
-            Some(queries),
+            queries,
             Op::Range,
-            move |e, base, q, m| {
-                let q = q.unwrap_or(base);
-                match &kept {
-                    Some(slot) => prepared(slot, e, base, m)?.range(q, radius),
-                    None => e.range(base, q, radius, m),
-                }
-            },
-            |r| {
-                (
-                    r.offsets.iter().map(|&x| x as i64).collect(),
-                    r.indices.iter().map(|&x| i64::from(x)).collect(),
-                    r.distances.iter().map(|&x| f64::from(x)).collect(),
-                )
-            },
+            move |s, base, q, m| s.range(base, q, radius, m),
+            range_arrays,
         )?;
-        Ok((
-            PyArray1::from_vec(py, o),
-            PyArray1::from_vec(py, i),
-            PyArray1::from_vec(py, d),
-        ))
+        Ok(range_out(py, arrays))
+    }
+
+    /// [`Index::knn`] with every base item at the k-th distance too (`voisin::ties`), in CSR
+    /// form: (offsets, indices, distances), rows of their own lengths.
+    #[pyo3(signature = (queries, k, progress = None))]
+    fn knn_ties<'py>(
+        &self,
+        py: Python<'py>,
+        queries: &Bound<'py, PyAny>,
+        k: usize,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<RangeOut<'py>> {
+        let arrays = self.query_request(
+            py,
+            progress,
+            queries,
+            Op::Knn,
+            move |s, base, q, m| voisin::ties::knn(base, q, k, m, &|q, w| s.knn(base, q, w, m)),
+            range_arrays,
+        )?;
+        Ok(range_out(py, arrays))
+    }
+
+    /// [`Index::graph`] with every other item at the k-th distance too (`voisin::ties`), in
+    /// CSR form: (offsets, indices, distances).
+    #[pyo3(signature = (k, progress = None))]
+    fn graph_ties<'py>(
+        &self,
+        py: Python<'py>,
+        k: usize,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<RangeOut<'py>> {
+        let arrays = self.request(
+            py,
+            progress,
+            None,
+            Op::Graph,
+            move |e, base, _, m| voisin::ties::graph_on(e.as_ref(), base, k, m),
+            range_arrays,
+        )?;
+        Ok(range_out(py, arrays))
     }
 }
 

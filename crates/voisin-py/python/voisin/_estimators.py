@@ -42,6 +42,7 @@ except ImportError:  # pragma: no cover
 
 from ._functions import _Progress, csr_rows, index, metric_spec
 from ._inputs import is_strings, strings, vectors
+from ._ties import all_ties, csr, masked
 
 __all__ = ["NearestNeighbors", "KNeighborsTransformer", "RadiusNeighborsTransformer"]
 
@@ -127,7 +128,7 @@ class _Neighbors(BaseEstimator):
         return vectors(X, "X")
 
     def kneighbors(self, X: Any = None, n_neighbors: Optional[int] = None,
-                   return_distance: bool = True) -> Any:
+                   return_distance: bool = True, ties: str = "first") -> Any:
         """Find the k nearest neighbours of points.
 
         Parameters
@@ -139,6 +140,11 @@ class _Neighbors(BaseEstimator):
             Number of neighbours per query (default: the ``n_neighbors`` parameter).
         return_distance : bool, default=True
             Whether to return the distances.
+        ties : {"first", "all"}, default="first"
+            ``first``: exactly ``n_neighbors``, ties at the last distance to the smaller
+            index. ``all``: every fitted point at that distance as well; the arrays are then
+            masked arrays (``numpy.ma``) padded to the longest row, the padding masked (index
+            -1, distance inf, -inf for ``inner_product``).
 
         Returns
         -------
@@ -147,6 +153,7 @@ class _Neighbors(BaseEstimator):
         neigh_ind : ndarray of shape (n_queries, n_neighbors), int64
             Indices of the nearest fitted points; ties go to the smaller index.
         """
+        every_tie = all_ties(ties)
         check_is_fitted(self)
         if n_neighbors is None:
             n_neighbors = self.n_neighbors
@@ -168,14 +175,19 @@ class _Neighbors(BaseEstimator):
                 "%d, n_samples = %d" % (wanted, n_fit, n_samples)
             )
         with _Progress(getattr(self, "progress", False), "voisin kneighbors") as cb:
-            if query_is_train:
+            native = self._native()
+            if every_tie:
+                rows = (native.graph_ties(int(n_neighbors), cb) if query_is_train
+                        else native.knn_ties(X, int(n_neighbors), cb))
+                dist, ind = masked(rows, native.metric)
+            elif query_is_train:
                 dist, ind = self._native().graph(int(n_neighbors), cb)
             else:
                 dist, ind = self._native().knn(X, int(n_neighbors), cb)
         return (dist, ind) if return_distance else ind
 
     def kneighbors_graph(self, X: Any = None, n_neighbors: Optional[int] = None,
-                         mode: str = "connectivity") -> Any:
+                         mode: str = "connectivity", ties: str = "first") -> Any:
         """The (weighted) graph of k-neighbours of points in X.
 
         Parameters
@@ -186,6 +198,9 @@ class _Neighbors(BaseEstimator):
             Neighbours per row (default: the ``n_neighbors`` parameter).
         mode : {"connectivity", "distance"}, default="connectivity"
             Ones, or the distances, as the matrix values.
+        ties : {"first", "all"}, default="first"
+            As for :meth:`kneighbors`: with ``all``, rows hold every fitted point at the last
+            distance as well, and have their own lengths.
 
         Returns
         -------
@@ -200,7 +215,12 @@ class _Neighbors(BaseEstimator):
                 'Unsupported mode, must be one of "connectivity", or "distance" but got '
                 f'"{mode}" instead'
             )
-        dist, ind = self.kneighbors(X, n_neighbors, return_distance=True)
+        dist, ind = self.kneighbors(X, n_neighbors, return_distance=True, ties=ties)
+        if all_ties(ties):
+            offsets = np.concatenate([[0], np.cumsum(ind.count(axis=1))]).astype(np.int64)
+            values = np.ones(offsets[-1]) if mode == "connectivity" else dist.compressed()
+            return _align_api_if_sparse(csr((offsets, ind.compressed(), values),
+                                            self.n_samples_fit_))
         if mode == "connectivity":
             dist = np.ones(dist.shape)
         return _align_api_if_sparse(csr_rows(dist, ind, self.n_samples_fit_))

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _voisin
 from ._inputs import items
+from ._ties import all_ties, csr, masked, with_self
 
 MetricLike = Union[str, Callable[[Any, Any], float]]
 ProgressLike = Union[bool, Callable[[int, int], None], None]
@@ -98,7 +99,9 @@ def knn(
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
-) -> Tuple[np.ndarray, np.ndarray]:
+    ties: str = "first",
+    output: str = "arrays",
+) -> Union[Tuple[np.ndarray, np.ndarray], "scipy.sparse.csr_matrix"]:
     """Exact k nearest neighbours of each query among the base items.
 
     Parameters
@@ -128,6 +131,14 @@ def knn(
         Working memory budget in bytes (default 1 GiB; inputs and outputs not counted).
     progress : bool or callable, default=False
         ``True`` shows a tqdm bar; a callable receives ``(done, total)``.
+    ties : {"first", "all"}, default="first"
+        ``first``: exactly k per query, ties at the k-th distance broken by the smaller index.
+        ``all``: every base item at the k-th distance as well, so rows have their own lengths
+        (at least k): with ``output="arrays"`` masked arrays (``numpy.ma``) padded to the
+        longest row, the padding masked (index -1, distance inf, -inf for ``inner_product``).
+    output : {"arrays", "csr"}, default="arrays"
+        ``arrays`` gives ``(distances, indices)``; ``csr`` an ``n_queries x n_base``
+        ``csr_matrix`` of distances, rows in their order (explicit zeros kept).
 
     Returns
     -------
@@ -136,6 +147,9 @@ def knn(
     indices : ndarray of shape (n_queries, k), int64
         Base indices; ties are broken by the smaller index.
 
+    With ``ties="all"``, the two are masked arrays of shape (n_queries, longest row); with
+    ``output="csr"``, one ``csr_matrix`` takes their place.
+
     Examples
     --------
     >>> import numpy as np, voisin
@@ -143,13 +157,24 @@ def knn(
     >>> d, i = voisin.knn(base, np.array([[0.9, 0.1]], dtype=np.float32), k=2, device="cpu")
     >>> i.tolist()
     [[1, 0]]
+    >>> d, i = voisin.knn(base, np.array([[0, 1]], dtype=np.float32), k=1, ties="all",
+    ...                   device="cpu")
+    >>> i.tolist(), d.tolist()
+    ([[0, 2]], [[1.0, 1.0]])
     """
     _check_k(k)
+    every_tie = all_ties(ties)
+    _check_output(output)
     idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
                 memory=memory, check=False)
     spec = metric_spec(metric, p)
     with _Progress(progress, "voisin knn") as cb:
-        return idx.knn(items(queries, "queries", spec), int(k), cb)
+        q = items(queries, "queries", spec)
+        if every_tie:
+            rows = idx.knn_ties(q, int(k), cb)
+            return csr(rows, len(idx)) if output == "csr" else masked(rows, idx.metric)
+        dist, ind = idx.knn(q, int(k), cb)
+    return csr_rows(dist, ind, len(idx)) if output == "csr" else (dist, ind)
 
 
 def knn_graph(
@@ -165,6 +190,7 @@ def knn_graph(
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
+    ties: str = "first",
 ) -> Union[Tuple[np.ndarray, np.ndarray], "scipy.sparse.csr_matrix"]:
     """The exact k-nearest-neighbour graph of a set: each item's k nearest other items.
 
@@ -181,8 +207,9 @@ def knn_graph(
     output : {"arrays", "csr"}, default="arrays"
         ``arrays`` gives ``(distances, indices)``; ``csr`` an ``n x n`` ``csr_matrix`` of
         distances, rows sorted by distance (explicit zeros kept).
-    metric, p, device, precision, n_jobs, memory, progress
-        As for :func:`knn`.
+    metric, p, device, precision, n_jobs, memory, progress, ties
+        As for :func:`knn` (with ``ties="all"`` and ``include_self``, the item itself, then its
+        ``k - 1`` nearest others and every other item at the distance of the last of them).
 
     Returns
     -------
@@ -199,12 +226,14 @@ def knn_graph(
     [1, 0, 1]
     """
     _check_k(k)
-    if output not in ("arrays", "csr"):
-        raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
+    _check_output(output)
+    every_tie = all_ties(ties)
     idx = index(X, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
                 memory=memory, check=False)
     others = int(k) - 1 if include_self else int(k)
     n = len(idx)
+    if every_tie:
+        return _graph_ties(idx, others, include_self, output, progress)
     if others > 0 and n > 1:
         with _Progress(progress, "voisin graph") as cb:
             dist, ind = idx.graph(others, cb)
@@ -272,6 +301,25 @@ def range_search(
     import scipy.sparse
 
     return scipy.sparse.csr_matrix((dist, ind, offsets), shape=(len(offsets) - 1, len(idx)))
+
+
+def _graph_ties(idx: Any, others: int, include_self: bool, output: str,
+                progress: ProgressLike) -> Any:
+    """:func:`knn_graph` with ``ties="all"``: every other item at the k-th distance too."""
+    n = len(idx)
+    if others > 0 and n > 1:
+        with _Progress(progress, "voisin graph") as cb:
+            rows = idx.graph_ties(others, cb)
+    else:
+        rows = (np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))
+    if include_self:
+        rows = with_self(rows)
+    return csr(rows, n) if output == "csr" else masked(rows, idx.metric)
+
+
+def _check_output(output: Any) -> None:
+    if output not in ("arrays", "csr"):
+        raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
 
 
 def csr_rows(dist: np.ndarray, ind: np.ndarray, n_cols: int) -> "scipy.sparse.csr_matrix":

@@ -42,3 +42,9 @@ class Index:
     def range(
         self, queries: _Items, radius: float, progress: _Progress = None
     ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
+    def knn_ties(
+        self, queries: _Items, k: int, progress: _Progress = None
+    ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
+    def graph_ties(
+        self, k: int, progress: _Progress = None
+    ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
