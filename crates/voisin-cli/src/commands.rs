@@ -23,7 +23,6 @@ use crate::load;
 use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
-use crate::shape;
 use crate::stats::{secs, RunStats, Times};
 
 /// `voisin knn`.
@@ -311,19 +310,15 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
             }
         ) =>
         {
-            match a {
-                Answer::Knn(g) => Answer::Knn(shape::include_self(g)),
-                Answer::Range(r) => Answer::Range(shape::include_self_rows(r)),
-            }
+            a.include_self()
         }
-        a if task.pairs() => Answer::Range(shape::pairs(a)),
+        a if task.pairs() => Answer::Range(a.pairs()),
         a => a,
     };
     let engine_time = t.elapsed();
 
     let t = Instant::now();
-    let exact = (run.distances == DistanceType::F64)
-        .then(|| shape::exact_distances(&answer, &base, queries, &metric));
+    let exact = (run.distances == DistanceType::F64).then(|| answer.exact(&base, queries, &metric));
     let opts = voisin_io::WriteOptions {
         exact_distances: exact.as_deref(),
         columns: Some(base.len()),

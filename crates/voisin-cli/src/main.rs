@@ -24,7 +24,6 @@ mod load;
 mod metric_choice;
 mod output;
 mod progress;
-mod shape;
 mod size;
 mod stats;
 
@@ -34,9 +33,8 @@ use clap::Parser;
 
 /// mimalloc instead of glibc's malloc: the engines' host phases allocate per row (a million
 /// candidate lists and result rows in a 1M-item graph) from every thread at once, and glibc's
-/// arenas made that the slowest host step. H200 machine, 16 cores, a 1M × 128 graph (k = 10) in
-/// a fresh process: its prove / re-rank phase took 423 and 470 ms under glibc, 145 and 139 ms
-/// under mimalloc; the whole graph 1.91 s against 1.58 s (bench/RESULTS.md, session 12).
+/// arenas made that the slowest host step: a 1M × 128 graph's prove and re-rank phase took about
+/// three times as long under glibc (docs/design/device-finish.md).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -7,32 +7,10 @@
 use std::io::{BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-use voisin::{KnnResult, RangeResult, Stats};
-
 use crate::error::CliError;
 
-/// What a command computed.
-pub enum Answer {
-    Knn(KnnResult),
-    Range(RangeResult),
-}
-
-impl Answer {
-    pub fn stats(&self) -> &Stats {
-        match self {
-            Answer::Knn(r) => &r.stats,
-            Answer::Range(r) => &r.stats,
-        }
-    }
-
-    /// Number of (query, neighbour) pairs returned.
-    pub fn len(&self) -> usize {
-        match self {
-            Answer::Knn(r) => r.indices.len(),
-            Answer::Range(r) => r.indices.len(),
-        }
-    }
-}
+/// What a command computed (the core's, shaped there for `--pairs` and `--distances f64`).
+pub use voisin::shape::Answer;
 
 pub enum Target {
     Stdout,

@@ -8,8 +8,10 @@
 
 use std::sync::Arc;
 
+use voisin::cpu::CpuEngine;
 use voisin::engine::{Cancel, Op, ProgressFn};
 use voisin::{Dataset, Engine, Error, Metric, Result};
+use voisin_cuda::CudaEngine;
 use voisin_engines::{Device, Gpus};
 
 /// What an engine is built from.
@@ -30,6 +32,34 @@ pub fn cuda_available() -> bool {
 
 /// The engine answering requests over `data` under `metric`.
 pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Arc<dyn Engine>> {
+    let (device, factory) = factory_config(config)?;
+    // What the CUDA engine cannot answer (a user metric, a closure of this process, among
+    // them) is refused before any GPU opens, with the same line on every machine. f64 values
+    // beyond f32's range get the CUDA engine's own refusal, which names them.
+    let held = data.as_vectors().is_none_or(voisin_cuda::tiles_hold);
+    if device == Device::Cuda && held && !voisin_cuda::supports(data, metric, Op::Knn) {
+        return Err(cpu_only(metric, data));
+    }
+    voisin_engines::open_shared(device, &factory)
+}
+
+/// The engines of a distributed worker (`voisin.dask`): the CPU engine, and the CUDA engine
+/// on one GPU (the first `device` names) for `cuda`, `cuda:N`, and `auto` when a GPU is
+/// usable. The device choice, parsed as [`open`] parses it.
+pub fn open_parts(config: &EngineConfig) -> Result<(Device, CpuEngine, Option<CudaEngine>)> {
+    let (device, factory) = factory_config(config)?;
+    let cpu = voisin_engines::cpu(&factory)?;
+    let cuda = match device {
+        Device::Cpu => None,
+        Device::Cuda => Some(voisin_engines::cuda_one(&factory)?),
+        Device::Auto if voisin_cuda::gpu_available() => voisin_engines::cuda_one(&factory).ok(),
+        Device::Auto => None,
+    };
+    Ok((device, cpu, cuda))
+}
+
+/// The device `config` names and the factory's configuration for it.
+fn factory_config(config: &EngineConfig) -> Result<(Device, voisin_engines::EngineConfig)> {
     // Parsed whatever the device, so a typo is an error on every machine.
     let precision = config.precision.parse()?;
     let spec = config.device.trim().to_ascii_lowercase();
@@ -47,13 +77,6 @@ pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Ar
             }
         },
     };
-    // What the CUDA engine cannot answer (a user metric, a closure of this process, among
-    // them) is refused before any GPU opens, with the same line on every machine. f64 values
-    // beyond f32's range get the CUDA engine's own refusal, which names them.
-    let held = data.as_vectors().is_none_or(voisin_cuda::tiles_hold);
-    if device == Device::Cuda && held && !voisin_cuda::supports(data, metric, Op::Knn) {
-        return Err(cpu_only(metric, data));
-    }
     let factory = voisin_engines::EngineConfig {
         threads: config.threads,
         memory_budget: config.memory_budget,
@@ -63,10 +86,11 @@ pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Ar
         gpus,
         ..Default::default()
     };
-    voisin_engines::open_shared(device, &factory)
+    Ok((device, factory))
 }
 
-fn cpu_only(metric: &Metric, data: &Dataset) -> Error {
+/// The refusal of a request the CUDA engine cannot answer under `device="cuda"`.
+pub fn cpu_only(metric: &Metric, data: &Dataset) -> Error {
     Error::invalid(format!(
         "metric {metric} over {} runs on the CPU only (device='cpu' or 'auto')",
         data.describe()

@@ -41,10 +41,10 @@ def expected(keys, k, to_distance, skip_self=False):
     return rows
 
 
-def assert_rows(dist, ind, rows, metric):
+def assert_rows(dist, ind, rows, metric, dtype=np.float32):
     """Masked (dist, ind) hold exactly `rows`, padded to the longest, padding masked."""
     assert isinstance(dist, np.ma.MaskedArray) and isinstance(ind, np.ma.MaskedArray)
-    assert ind.dtype == np.int64 and dist.dtype == np.float64
+    assert ind.dtype == np.int64 and dist.dtype == dtype
     width = max((len(i) for i, _ in rows), default=0)
     assert ind.shape == dist.shape == (len(rows), width)
     pad = -np.inf if metric == "inner_product" else np.inf
@@ -73,6 +73,10 @@ def test_knn_and_graph_return_every_tie(rng, metric, k):
     assert sum(len(i) for i, _ in want) > 25 * k  # the data do tie
     dist, ind = voisin.knn(base, queries, k, metric=metric, ties="all", device="cpu")
     assert_rows(dist, ind, want, metric)
+    dist, ind = voisin.knn(base, queries, k, metric=metric, ties="all", distances="f64",
+                           device="cpu")
+    assert_rows(dist, ind, want, metric, np.float64)
+    np.testing.assert_array_equal(dist.compressed(), np.concatenate([d for _, d in want]))
     assert_csr(voisin.knn(base, queries, k, metric=metric, ties="all", output="csr",
                           device="cpu"), want, 120)
     want = expected(keys(base, base), k, to_distance, skip_self=True)
@@ -80,6 +84,19 @@ def test_knn_and_graph_return_every_tie(rng, metric, k):
     assert_rows(dist, ind, want, metric)
     assert_csr(voisin.knn_graph(base, k, metric=metric, ties="all", output="csr",
                                 device="cpu"), want, 120)
+
+
+def test_pairs_of_the_tied_graph(rng):
+    X = tied(rng, 70, 3)
+    keys, to_distance = EXACT["chebyshev"]
+    edges = set()
+    for q, (ids, ds) in enumerate(expected(keys(X, X), 2, to_distance, skip_self=True)):
+        edges |= {(min(q, j), max(q, j), float(d)) for j, d in zip(ids, ds)}
+    offsets, ind, dist = voisin.knn_graph(X, 2, metric="chebyshev", pairs=True, ties="all",
+                                          device="cpu")
+    rows = np.repeat(np.arange(70), np.diff(offsets))
+    assert set(zip(rows.tolist(), ind.tolist(), dist.tolist())) == edges
+    assert len(ind) == len(edges)
 
 
 def test_include_self_puts_the_item_before_its_tied_others(rng):
@@ -96,6 +113,9 @@ def test_include_self_puts_the_item_before_its_tied_others(rng):
     # k = 1 with include_self: the item alone.
     d1, i1 = voisin.knn_graph(X, 1, include_self=True, ties="all", device="cpu")
     assert i1.tolist() == [[q] for q in range(80)] and (d1 == 0).all()
+    d64, i64 = voisin.knn_graph(X, 4, metric="cityblock", include_self=True, ties="all",
+                                distances="f64", device="cpu")
+    assert_rows(d64, i64, want, "cityblock", np.float64)
 
 
 def test_ties_first_is_the_default_and_bad_values_are_refused(rng):
@@ -113,6 +133,8 @@ def test_ties_first_is_the_default_and_bad_values_are_refused(rng):
             voisin.knn_graph(base, 4, ties=bad, device="cpu")
     with pytest.raises(ValueError, match="output must be"):
         voisin.knn(base, queries, 4, output="dense", device="cpu")
+    with pytest.raises(ValueError, match="ties='all' returns masked NumPy arrays"):
+        voisin.knn(base, queries, 4, ties="all", output="torch", device="cpu")
 
 
 def test_strings_tie_on_their_edit_distance():
@@ -129,8 +151,8 @@ def test_nearest_neighbors_kneighbors_with_ties(rng):
     nn = voisin.NearestNeighbors(n_neighbors=5, device="cpu").fit(X)
     for q, skip in ((None, True), (Q, False)):
         want = expected(keys(X, X if q is None else Q), 5, to_distance, skip_self=skip)
-        dist, ind = nn.kneighbors(q, ties="all")
-        assert_rows(dist, ind, want, "euclidean")
+        dist, ind = nn.kneighbors(q, ties="all")  # exact float64 distances, as scikit-learn's
+        assert_rows(dist, ind, want, "euclidean", np.float64)
         only = nn.kneighbors(q, ties="all", return_distance=False)
         assert only.tolist() == ind.tolist()
         assert_csr(nn.kneighbors_graph(q, mode="distance", ties="all"), want, 100)

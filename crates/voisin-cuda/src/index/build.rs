@@ -148,9 +148,10 @@ pub fn builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> b
 /// of Clusters (clusters of at most [`MAX_CLUSTER`] items) or SSS over vectors under euclidean,
 /// cityblock, chebyshev or minkowski:P, the List of Clusters over strings under levenshtein
 /// when the device steps take them (at most one string over 64 chars: 0.128 s against 4.08 s
-/// on 16 CPU threads for `data/words.txt`, H100 run h8), and the cover tree under those metrics
-/// (index/cover_build.rs: 1M clustered 20-d vectors in 1.08 s against 4.76 s on 16 CPU
-/// threads, run c1). Not the SSS or the pair-oracle List of Clusters over strings: [`build`]
+/// on 16 CPU threads for `data/words.txt`, docs/design/gpu-index-build.md), and the cover tree
+/// under those metrics (index/cover_build.rs: 1M clustered 20-d vectors in 1.08 s against
+/// 4.76 s on 16 CPU threads, docs/design/gpu-cover-tree.md). Not the SSS or the pair-oracle
+/// List of Clusters over strings: [`build`]
 /// makes them on the GPU when asked, but they build no faster than the CPU's on the measured
 /// word lists (docs/design/gpu-index-build.md), so auto leaves them to the CPU.
 pub fn device_builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
@@ -173,8 +174,8 @@ pub fn device_builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Param
 const CPU_EVALS_PER_THREAD_S: f64 = 2.5e6;
 
 /// What a process's GPU build costs beyond its distances: the context, NVRTC and the uploads,
-/// ~1 s once the driver has cached the module (runs h6, h8, h9: `voisin index build` over
-/// words.txt 1.17 s against 0.13 s in process).
+/// ~1 s once the driver has cached the module (`voisin index build` over words.txt 1.17 s
+/// against 0.13 s in process; docs/design/gpu-index-build.md).
 const GPU_SETUP_S: f64 = 1.0;
 
 /// Whether a build of `evals` distance evaluations would take the CPU's `threads` longer than

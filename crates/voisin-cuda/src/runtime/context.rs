@@ -102,8 +102,9 @@ pub(crate) struct Gpu {
     /// or taken from `pinning` at first use.
     staging: Mutex<Option<Staging>>,
     /// The staging being page-locked on a helper thread since the engine opened, when no spare
-    /// was at hand: locking 128 MiB took ~60 ms at a graph's first upload (traced on the H200,
-    /// a cost that did not grow with the bytes), now spent while the caller prepares its data.
+    /// was at hand: locking 128 MiB took ~60 ms at a graph's first upload, a cost that did not
+    /// grow with the bytes, now spent while the caller prepares its data
+    /// (docs/design/streaming.md).
     pinning: Mutex<Option<std::thread::JoinHandle<Result<Staging>>>>,
     /// Where phase timings go (`probe.rs`); none by default.
     probe: RwLock<Arc<dyn Probe>>,
@@ -221,8 +222,8 @@ impl Gpu {
     }
 
     /// Copies `src` to a new device buffer through two pinned staging buffers: the host fills
-    /// one (in parallel) while the other is in flight. Pageable copies ran at ~1 GB/s on the
-    /// H100 machine (500 ms for a 1M×128 base); pinned DMA runs at PCIe speed. The buffer is
+    /// one (in parallel) while the other is in flight. Pageable copies ran at ~1 GB/s (500 ms
+    /// for a 1M×128 base; docs/design/streaming.md); pinned DMA runs at PCIe speed. The buffer is
     /// padded to a whole number of stages (callers index it by explicit ranges).
     pub fn upload<T>(&self, src: &[T]) -> Result<CudaSlice<T>>
     where
@@ -310,7 +311,7 @@ impl Gpu {
     }
 
     /// Copies a device buffer back to the host through the pinned staging buffers (pageable
-    /// copies ran at ~1 GB/s on the H100 machine; candidate lists of k=1000 are 160 MB).
+    /// copies ran at ~1 GB/s, docs/design/streaming.md; candidate lists of k=1000 are 160 MB).
     pub fn download<T>(&self, src: &CudaView<'_, T>) -> Result<Vec<T>>
     where
         T: bytemuck::Pod + cudarc::driver::DeviceRepr,
@@ -415,10 +416,10 @@ impl Gpu {
     /// Half of the cap is first reserved inside the stream-ordered pool that the engine's
     /// allocations come from, and kept there (see [`Ballast`]): the pool grows by mappings of its
     /// own granularity, and under a small cap a pool that had to grow could not, so that even a
-    /// 64-byte allocation failed with 33 MB free (H100 run g1, a cap of a quarter of a 1M x 16
-    /// List of Clusters). The rest of the free memory above the other half is then held outside
-    /// the pool, in pieces of at most 1 GiB, halved when one is refused: one allocation of nearly
-    /// all the free memory can fail (H100, next to another engine's freed pool) where pieces fit.
+    /// 64-byte allocation failed with 33 MB free (docs/design/device-memory-pool.md). The rest
+    /// of the free memory above the other half is then held outside the pool, in pieces of at
+    /// most 1 GiB, halved when one is refused: one allocation of nearly all the free memory can
+    /// fail (next to another engine's freed pool) where pieces fit.
     pub fn ballast(&self, cap: usize) -> Result<Ballast> {
         const PIECE: usize = 1 << 30;
         const SMALLEST: usize = 2 << 20;
@@ -515,7 +516,7 @@ impl Ballast {
     /// An uncapped engine's: the pool keeps up to [`Ballast::cache_bytes`] of freed memory
     /// between its calls. Without it each call's first fit check released the last call's
     /// buffers (the pool's default threshold is 0) and its allocations mapped them again:
-    /// 6–8 ms of a 35 ms k-NN of 10k queries over 1M × 128 (H200, session 17).
+    /// 6–8 ms of a 35 ms k-NN of 10k queries over 1M × 128 (docs/design/device-memory-pool.md).
     pub(crate) fn cache(ctx: &Arc<CudaContext>) -> Self {
         let total = ctx.total_mem().unwrap_or(0);
         let cache = Self::cache_bytes(total);
@@ -581,7 +582,8 @@ pub(crate) const STAGED_DOWNLOAD: usize = 4 << 20;
 
 /// `n` zeroed values whose pages have all been written once, so that a later copy into them
 /// does not stop at each page's first touch: 80 MB of k = 1000 answers downloaded into fresh
-/// memory took 8–17 ms of a 95 ms k-NN (H200, session 17), where the copy itself needs ~2 ms.
+/// memory took 8–17 ms of a 95 ms k-NN, where the copy itself needs ~2 ms
+/// (docs/design/device-finish.md).
 /// Meant for a helper thread while the GPU works.
 pub(crate) fn touched<T: bytemuck::Pod>(n: usize) -> Vec<T> {
     let mut v = vec![T::zeroed(); n];

@@ -1,7 +1,8 @@
 """Rows with every item tied at the k-th distance (``ties="all"``): the native index answers them
-in CSR form (offsets, indices, distances; rows of their own lengths, each sorted by distance,
-then index); this module checks the argument and shapes those rows as the public functions and
-estimators return them: masked arrays padded to the longest row, or a CSR matrix."""
+as rows of their own lengths (offsets, indices, distances; each sorted by distance, then index),
+shaped by the core as the command line's ``--ties all`` (the item itself first for
+``include_self``, pairs, exact distances, CSR). This module checks the argument and pads those
+rows into masked arrays for ``output="arrays"``."""
 
 from __future__ import annotations
 
@@ -12,21 +13,15 @@ import numpy as np
 Rows = Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def all_ties(ties: Any) -> bool:
-    """Whether ``ties`` asks for every tie (``"all"``) rather than exactly k (``"first"``)."""
+def all_ties(ties: Any, output: str = "arrays") -> bool:
+    """Whether ``ties`` asks for every tie (``"all"``) rather than exactly k (``"first"``); every
+    tie comes as NumPy masked arrays or a CSR matrix, not in another framework's arrays."""
     if not isinstance(ties, str) or ties not in ("first", "all"):
         raise ValueError(f"ties must be 'first' or 'all', got {ties!r}")
+    if ties == "all" and output not in ("arrays", "numpy", "csr"):
+        raise ValueError(f"ties='all' returns masked NumPy arrays (output='arrays') or a CSR "
+                         f"matrix (output='csr'), not output={output!r}")
     return ties == "all"
-
-
-def with_self(rows: Rows) -> Rows:
-    """Each row with its own item first, at distance 0 (``include_self``)."""
-    offsets, ind, dist = rows
-    n = len(offsets) - 1
-    starts = offsets[:-1]
-    ind = np.insert(ind, starts, np.arange(n, dtype=np.int64))
-    dist = np.insert(dist, starts, 0.0)
-    return offsets + np.arange(n + 1, dtype=np.int64), ind, dist
 
 
 def masked(rows: Rows, metric: str) -> Tuple[np.ma.MaskedArray, np.ma.MaskedArray]:
@@ -40,17 +35,9 @@ def masked(rows: Rows, metric: str) -> Tuple[np.ma.MaskedArray, np.ma.MaskedArra
     row = np.repeat(np.arange(n), lens)
     col = np.arange(len(ind)) - np.repeat(offsets[:-1], lens)
     fill = -np.inf if metric == "inner_product" else np.inf
-    D = np.full((n, width), fill)
+    D = np.full((n, width), fill, dtype=dist.dtype)
     I = np.full((n, width), -1, dtype=np.int64)
     padding = np.ones((n, width), dtype=bool)
     D[row, col], I[row, col], padding[row, col] = dist, ind, False
     return (np.ma.MaskedArray(D, mask=padding, fill_value=fill),
             np.ma.MaskedArray(I, mask=padding.copy(), fill_value=-1))
-
-
-def csr(rows: Rows, n_cols: int) -> "scipy.sparse.csr_matrix":
-    """The rows as an ``n x n_cols`` CSR matrix of distances, in their order, zeros explicit."""
-    import scipy.sparse
-
-    offsets, ind, dist = rows
-    return scipy.sparse.csr_matrix((dist, ind, offsets), shape=(len(offsets) - 1, n_cols))

@@ -1,0 +1,187 @@
+//! What a request's result becomes for Python: the forms the keyword arguments ask for
+//! ([`Form`]: the item itself first, pairs, exact f64 distances, CSR index types), shaped on
+//! the worker thread by the core's [`voisin::shape`] (the CLI's conventions), then handed to
+//! NumPy without a copy (arrays made from the vectors themselves).
+//!
+//! Distances are float32 (each exact distance rounded to f32, what the engines return) or,
+//! with `exact`, float64 (the exact values, recomputed for the returned entries only).
+//! Indices are int64, or for `csr` the index type scipy.sparse would convert them to (int32
+//! while every index, offset and the shape fit), so that building the matrix copies nothing.
+
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+pub use voisin::shape::Answer;
+use voisin::{shape, Dataset, Metric};
+
+/// How a result is handed to Python (the native methods' keyword arguments).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Form {
+    /// Exact f64 distances (`distances="f64"`) instead of their f32 roundings.
+    pub exact: bool,
+    /// Each graph row starts with the item itself at distance 0 (`include_self=True`; rows of
+    /// k, or of their own lengths with every tie).
+    pub include_self: bool,
+    /// Each unordered pair of a self-join once, as ragged rows (`pairs=True`).
+    pub pairs: bool,
+    /// Ragged rows with scipy.sparse's index type, for a CSR matrix.
+    pub csr: bool,
+}
+
+pub enum Dist {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+pub enum Ints {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+}
+
+/// A shaped result, ready for NumPy.
+pub enum Out {
+    /// `n × k` (distances, indices).
+    Rows {
+        n: usize,
+        k: usize,
+        dist: Dist,
+        ind: Vec<i64>,
+    },
+    /// CSR rows: (offsets, indices, distances).
+    Ragged {
+        offsets: Ints,
+        ind: Ints,
+        dist: Dist,
+    },
+}
+
+/// Shapes `answer` (over `base`, asked for `queries`) as `form` says. `pairs` needs a
+/// self-join (the caller checked), `include_self` a graph.
+pub fn shape(answer: Answer, form: Form, base: &Dataset, queries: &Dataset, m: &Metric) -> Out {
+    let answer = if form.pairs {
+        Answer::Range(answer.pairs())
+    } else {
+        answer
+    };
+    match answer {
+        Answer::Knn(r) => {
+            let dist = if form.exact {
+                Dist::F64(shape::knn_exact(&r, base, queries, m))
+            } else {
+                Dist::F32(r.distances)
+            };
+            let (n, mut k, mut indices) = (r.n_queries, r.k, r.indices);
+            let dist = if form.include_self {
+                let (ids, dist) = match dist {
+                    Dist::F32(d) => {
+                        let (i, d) = shape::with_self(n, k, &indices, &d);
+                        (i, Dist::F32(d))
+                    }
+                    Dist::F64(d) => {
+                        let (i, d) = shape::with_self(n, k, &indices, &d);
+                        (i, Dist::F64(d))
+                    }
+                };
+                indices = ids;
+                k += 1;
+                dist
+            } else {
+                dist
+            };
+            if form.csr {
+                let offsets = (0..=n).map(|q| q * k).collect();
+                ragged(offsets, indices, dist, base.len())
+            } else {
+                let ind = indices.iter().map(|&x| i64::from(x)).collect();
+                Out::Rows { n, k, dist, ind }
+            }
+        }
+        Answer::Range(r) => {
+            let dist = if form.exact {
+                Dist::F64(shape::range_exact(&r, base, queries, m))
+            } else {
+                Dist::F32(r.distances)
+            };
+            // A graph's rows of their own lengths (every tie at the k-th distance).
+            let (offsets, indices, dist) = if form.include_self {
+                match dist {
+                    Dist::F32(d) => {
+                        let (o, i, d) = shape::with_self_rows(&r.offsets, &r.indices, &d);
+                        (o, i, Dist::F32(d))
+                    }
+                    Dist::F64(d) => {
+                        let (o, i, d) = shape::with_self_rows(&r.offsets, &r.indices, &d);
+                        (o, i, Dist::F64(d))
+                    }
+                }
+            } else {
+                (r.offsets, r.indices, dist)
+            };
+            if form.csr {
+                ragged(offsets, indices, dist, base.len())
+            } else {
+                Out::Ragged {
+                    offsets: Ints::I64(offsets.iter().map(|&x| x as i64).collect()),
+                    ind: Ints::I64(indices.iter().map(|&x| i64::from(x)).collect()),
+                    dist,
+                }
+            }
+        }
+    }
+}
+
+/// CSR rows in scipy.sparse's index type for a matrix of `columns` columns.
+fn ragged(offsets: Vec<usize>, indices: Vec<u32>, dist: Dist, columns: usize) -> Out {
+    let fits = |x: usize| x <= i32::MAX as usize;
+    let narrow = fits(columns) && fits(offsets.len()) && offsets.last().is_none_or(|&e| fits(e));
+    if narrow {
+        Out::Ragged {
+            offsets: Ints::I32(offsets.iter().map(|&x| x as i32).collect()),
+            // Every index is below `columns`, which fits; the vector is converted in place.
+            ind: Ints::I32(indices.into_iter().map(|x| x as i32).collect()),
+            dist,
+        }
+    } else {
+        Out::Ragged {
+            offsets: Ints::I64(offsets.iter().map(|&x| x as i64).collect()),
+            ind: Ints::I64(indices.iter().map(|&x| i64::from(x)).collect()),
+            dist,
+        }
+    }
+}
+
+fn dist_array<'py>(py: Python<'py>, d: Dist) -> Bound<'py, PyAny> {
+    match d {
+        Dist::F32(v) => PyArray1::from_vec(py, v).into_any(),
+        Dist::F64(v) => PyArray1::from_vec(py, v).into_any(),
+    }
+}
+
+fn int_array<'py>(py: Python<'py>, i: Ints) -> Bound<'py, PyAny> {
+    match i {
+        Ints::I32(v) => PyArray1::from_vec(py, v).into_any(),
+        Ints::I64(v) => PyArray1::from_vec(py, v).into_any(),
+    }
+}
+
+impl Out {
+    /// `(distances, indices)` of shape `n × k`, or `(offsets, indices, distances)`.
+    pub fn into_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+        match self {
+            Out::Rows { n, k, dist, ind } => {
+                let dist = dist_array(py, dist).call_method1("reshape", ((n, k),))?;
+                let ind = PyArray1::from_vec(py, ind).reshape([n, k])?.into_any();
+                PyTuple::new(py, [dist, ind])
+            }
+            Out::Ragged { offsets, ind, dist } => PyTuple::new(
+                py,
+                [
+                    int_array(py, offsets),
+                    int_array(py, ind),
+                    dist_array(py, dist),
+                ],
+            ),
+        }
+    }
+}
