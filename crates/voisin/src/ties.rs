@@ -40,7 +40,7 @@ use crate::metric::{exact::item_key, Metric};
 /// Each query's k nearest items of one fixed base, k capped at the base size, sorted by (exact
 /// key, index): `|queries, k| engine.knn(base, queries, k, metric)`, or a prepared base's or
 /// a metric index's `knn`.
-pub type KnnLists<'a> = dyn Fn(&Dataset, usize) -> Result<KnnResult> + Sync + 'a;
+pub type KnnLists<'a> = dyn Fn(&Dataset, usize) -> Result<KnnResult> + 'a;
 
 /// The base's own k-NN graph (k capped at n − 1, each item itself excluded, duplicates kept),
 /// from the engine's graph (checkpointed or not) or an index's.
@@ -95,7 +95,7 @@ pub fn graph(
     let first = graph(k + 1)?;
     rows.complete(first, |pending, width| {
         let wide = lists(&data.gather(pending), width + 1)?;
-        Ok(others(wide, pending, width))
+        others(wide, pending, width)
     })
 }
 
@@ -131,7 +131,10 @@ pub fn graph_on(
 /// Lists of `width + 1` neighbours of the items `rows` of a set as lists of `width` other
 /// items: each row's own item dropped (when it is not among them, duplicates with smaller
 /// indices filled its place, and the last entry goes).
-fn others(wide: KnnResult, rows: &[usize], width: usize) -> KnnResult {
+fn others(wide: KnnResult, rows: &[usize], width: usize) -> Result<KnnResult> {
+    if wide.n_queries != rows.len() || wide.k != width + 1 {
+        return Err(unexpected(rows.len(), width + 1, &wide));
+    }
     let mut indices = Vec::with_capacity(rows.len() * width);
     let mut distances = Vec::with_capacity(rows.len() * width);
     for (j, &item) in rows.iter().enumerate() {
@@ -142,13 +145,22 @@ fn others(wide: KnnResult, rows: &[usize], width: usize) -> KnnResult {
             distances.push(d);
         }
     }
-    KnnResult {
+    Ok(KnnResult {
         n_queries: rows.len(),
         k: width,
         indices,
         distances,
         stats: wide.stats,
-    }
+    })
+}
+
+/// The error for lists that are not those asked for (`rows` lists of `width`): a source that
+/// breaks its contract, never bad input.
+fn unexpected(rows: usize, width: usize, got: &KnnResult) -> Error {
+    Error::device(format!(
+        "ties: asked for {rows} lists of {width} neighbours, got {} of {}",
+        got.n_queries, got.k
+    ))
 }
 
 /// The rows being answered: queries against the base under the metric, k (capped), and how
@@ -191,12 +203,7 @@ impl Rows<'_> {
     ) -> Result<RangeResult> {
         let n = self.queries.len();
         if first.n_queries != n || first.k < self.k {
-            return Err(Error::device(format!(
-                "ties: asked for {n} lists of {} neighbours, got {} of {}",
-                self.k + 1,
-                first.n_queries,
-                first.k
-            )));
+            return Err(unexpected(n, self.k + 1, &first));
         }
         let kth: Vec<f64> = (0..n)
             .into_par_iter()
@@ -227,15 +234,10 @@ impl Rows<'_> {
                 break;
             }
             from = width;
-            let longer = more(&still, (2 * width).min(self.avail))?;
-            if longer.k <= width || longer.n_queries != still.len() {
-                return Err(Error::device(format!(
-                    "ties: asked for {} lists of {} neighbours, got {} of {}",
-                    still.len(),
-                    (2 * width).min(self.avail),
-                    longer.n_queries,
-                    longer.k
-                )));
+            let wider = (2 * width).min(self.avail);
+            let longer = more(&still, wider)?;
+            if longer.k != wider || longer.n_queries != still.len() {
+                return Err(unexpected(still.len(), wider, &longer));
             }
             rounds.push(longer);
             open = still;

@@ -266,3 +266,19 @@ fn gathered_rows_keep_their_values_and_storage() {
         ("".into(), "bé".into())
     );
 }
+
+/// A source that answers other lists than those asked for is an error, never a panic or a
+/// loop: here one that always returns 2 neighbours, on data that ties beyond them.
+#[test]
+fn a_source_breaking_its_contract_is_an_error() {
+    let base: Dataset = VectorSet::from_f32(9, 1, vec![1.0; 9]).unwrap().into();
+    let short = |q: &Dataset, _: usize| reference::knn(&base, q, 2, &Metric::Euclidean);
+    let got = ties::knn(&base, &base, 1, &Metric::Euclidean, &short);
+    assert!(matches!(got, Err(voisin::Error::Device(_))), "{got:?}");
+    let graph = |_: usize| reference::graph(&base, 2, &Metric::Euclidean);
+    let got = ties::graph(&base, 1, &Metric::Euclidean, &graph, &short);
+    assert!(matches!(got, Err(voisin::Error::Device(_))), "{got:?}");
+    let none = |q: &Dataset, _: usize| reference::knn(&base, q, 1, &Metric::Euclidean);
+    let got = ties::knn(&base, &base, 3, &Metric::Euclidean, &none);
+    assert!(matches!(got, Err(voisin::Error::Device(_))), "{got:?}");
+}
