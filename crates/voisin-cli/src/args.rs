@@ -61,12 +61,14 @@ const KNN_EXAMPLES: &str = "Examples:
   voisin knn --base base.fvecs --query queries.fvecs -k 10 --out res.npz
   voisin knn --base emb.npz:train --query emb.npz:test -k 5 --metric cosine
   voisin knn --base glove-100-angular.hdf5 --query glove-100-angular.hdf5 -k 10 --stats
+  voisin knn --base codes.u8bin --query q.u8bin -k 10 --ties all --out nn.npz   # offsets too
   cat q.npy | voisin knn --base base.npy --query - --format npy -k 3";
 
 const GRAPH_EXAMPLES: &str = "Examples:
   voisin graph --input X.npz --out g.npz --include-self -k 15      # UMAP precomputed_knn
   voisin graph --input X.npy -k 10 --out g.csr.npz                  # scipy.sparse.load_npz
   voisin graph --input X.csv -k 5 --pairs --out edges.tsv           # each edge once
+  voisin graph --input X.npy -k 10 --ties all --out g.csr.npz        # every tie at the 10th
   voisin graph --input big.fbin -k 100 --checkpoint ckpt/ --out g.npz";
 
 const RANGE_EXAMPLES: &str = "Examples:
@@ -230,6 +232,18 @@ pub enum DistanceType {
     F64,
 }
 
+/// Which items at the k-th distance a row holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Ties {
+    /// Exactly k per row: of the items tied at the k-th distance, those of smaller index.
+    #[default]
+    First,
+    /// Every item at the k-th distance as well: rows of their own length (at least k), written
+    /// as a range result is (.npz and .npy with offsets, .csr.npz, .tsv, .ivecs rows of their
+    /// own length).
+    All,
+}
+
 /// What `--allow-nan` does with NaN and infinite values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum NanPolicy {
@@ -319,6 +333,9 @@ pub struct KnnArgs {
     /// Neighbours per query.
     #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
     pub k: usize,
+    /// Items tied at the k-th distance: first (exactly k, the smaller indices) or all.
+    #[arg(long, value_enum, value_name = "T", default_value_t = Ties::First)]
+    pub ties: Ties,
     #[command(flatten)]
     pub run: RunOpts,
 }
@@ -338,6 +355,9 @@ pub struct GraphArgs {
     /// Each unordered pair {i, j} of the graph once (row min(i, j)), as a range-style result.
     #[arg(long)]
     pub pairs: bool,
+    /// Items tied at the k-th distance: first (exactly k, the smaller indices) or all.
+    #[arg(long, value_enum, value_name = "T", default_value_t = Ties::First)]
+    pub ties: Ties,
     #[command(flatten)]
     pub run: RunOpts,
     /// Keep finished rows in DIR as the build goes (CPU or GPU engine), so that a killed build

@@ -22,7 +22,8 @@ pub use voisin::shape::Answer;
 pub struct Form {
     /// Exact f64 distances (`distances="f64"`) instead of their f32 roundings.
     pub exact: bool,
-    /// Each graph row starts with the item itself at distance 0 (`include_self=True`).
+    /// Each graph row starts with the item itself at distance 0 (`include_self=True`; rows of
+    /// k, or of their own lengths with every tie).
     pub include_self: bool,
     /// Each unordered pair of a self-join once, as ragged rows (`pairs=True`).
     pub pairs: bool,
@@ -112,12 +113,27 @@ pub fn shape(
                 Some(d) => Dist::F64(d),
                 None => Dist::F32(r.distances),
             };
+            // A graph's rows of their own lengths (every tie at the k-th distance).
+            let (offsets, indices, dist) = if form.include_self {
+                match dist {
+                    Dist::F32(d) => {
+                        let (o, i, d) = shape::with_self_rows(&r.offsets, &r.indices, &d);
+                        (o, i, Dist::F32(d))
+                    }
+                    Dist::F64(d) => {
+                        let (o, i, d) = shape::with_self_rows(&r.offsets, &r.indices, &d);
+                        (o, i, Dist::F64(d))
+                    }
+                }
+            } else {
+                (r.offsets, r.indices, dist)
+            };
             if form.csr {
-                ragged(r.offsets, r.indices, dist, columns)
+                ragged(offsets, indices, dist, columns)
             } else {
                 Out::Ragged {
-                    offsets: Ints::I64(r.offsets.iter().map(|&x| x as i64).collect()),
-                    ind: Ints::I64(r.indices.iter().map(|&x| i64::from(x)).collect()),
+                    offsets: Ints::I64(offsets.iter().map(|&x| x as i64).collect()),
+                    ind: Ints::I64(indices.iter().map(|&x| i64::from(x)).collect()),
                     dist,
                 }
             }

@@ -1,6 +1,6 @@
 //! What a result becomes before it is handed out, the same for the CLI and the Python
 //! bindings: the item itself put first in each graph row (`--include-self`,
-//! `include_self=True`), a self-join reduced to each unordered pair once (`--pairs`,
+//! `include_self=True`; rows of k, or of their own lengths with `--ties all`), a self-join reduced to each unordered pair once (`--pairs`,
 //! `pairs=True`), and the exact f64 distance of every entry (`--distances f64`,
 //! `distances="f64"`).
 //!
@@ -43,6 +43,15 @@ impl Answer {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Each graph row with the item itself first at distance 0: rows of k + 1 from rows of
+    /// k ([`include_self`]), or rows of their own lengths (`--ties all`, [`include_self_rows`]).
+    pub fn include_self(self) -> Answer {
+        match self {
+            Answer::Knn(g) => Answer::Knn(include_self(g)),
+            Answer::Range(r) => Answer::Range(include_self_rows(r)),
+        }
     }
 
     /// Each unordered pair {i, j}, i != j, of a self-join once (see the module doc).
@@ -93,6 +102,43 @@ pub fn with_self<D: Copy + Default>(
         ds.extend_from_slice(&distances[q * k..(q + 1) * k]);
     }
     (ids, ds)
+}
+
+/// [`include_self`] for rows of their own lengths (a graph with every tie at the k-th
+/// distance, [`crate::ties`]): the item itself first in each row, at distance 0.
+pub fn include_self_rows(g: RangeResult) -> RangeResult {
+    let (offsets, indices, distances) = with_self_rows(&g.offsets, &g.indices, &g.distances);
+    RangeResult {
+        offsets,
+        indices,
+        distances,
+        stats: g.stats,
+    }
+}
+
+/// [`include_self_rows`] on bare CSR rows (`offsets`, `indices`) with distances of any type
+/// (zero, `D`'s default, for the item itself), as [`with_self`] for rows of `k`.
+pub fn with_self_rows<D: Copy + Default>(
+    offsets: &[usize],
+    indices: &[u32],
+    distances: &[D],
+) -> (Vec<usize>, Vec<u32>, Vec<D>) {
+    let n = offsets.len().saturating_sub(1);
+    let mut out = (
+        Vec::with_capacity(n + 1),
+        Vec::with_capacity(indices.len() + n),
+        Vec::with_capacity(distances.len() + n),
+    );
+    out.0.push(0);
+    for q in 0..n {
+        let row = offsets[q]..offsets[q + 1];
+        out.1.push(q as u32);
+        out.2.push(D::default());
+        out.1.extend_from_slice(&indices[row.clone()]);
+        out.2.extend_from_slice(&distances[row]);
+        out.0.push(out.1.len());
+    }
+    out
 }
 
 /// The unordered pairs of a graph (each row's `k` edges), once each: see the module doc.
@@ -220,6 +266,25 @@ mod tests {
         assert_eq!(
             (s.k, s.indices, s.distances),
             (2, vec![0, 1, 1, 0], vec![0.0, 0.5, 0.0, 0.5])
+        );
+    }
+
+    #[test]
+    fn self_goes_first_in_rows_of_their_own_length() {
+        let g = RangeResult {
+            offsets: vec![0, 2, 3],
+            indices: vec![1, 2, 0],
+            distances: vec![0.5, 0.5, 0.5],
+            ..Default::default()
+        };
+        let s = include_self_rows(g);
+        assert_eq!(
+            (s.offsets, s.indices, s.distances),
+            (
+                vec![0, 3, 5],
+                vec![0, 1, 2, 1, 0],
+                vec![0.0, 0.5, 0.5, 0.0, 0.5]
+            )
         );
     }
 
