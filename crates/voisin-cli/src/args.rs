@@ -3,8 +3,10 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use voisin::Metric;
+use voisin_engines::Device;
 use voisin_index::auto::EngineChoice;
 
 use crate::size::parse_size;
@@ -45,6 +47,10 @@ pub enum Command {
     /// Builds the k-NN graph of a small real data set shipped with voisin and summarises it.
     #[command(after_help = "Example:\n  voisin demo --stats")]
     Demo,
+    /// Says what voisin finds of CUDA here: the driver, cuBLAS and NVRTC (which file, which
+    /// version, from where), the GPUs, the kernels built in, and why a GPU is not used.
+    #[command(after_help = DOCTOR_HELP)]
+    Doctor,
     /// Metric-space indexes (List of Clusters, SSS pivots, cover tree): build one into a file,
     /// then answer range or k-NN queries from it.
     #[command(subcommand)]
@@ -55,18 +61,26 @@ const KNN_EXAMPLES: &str = "Examples:
   voisin knn --base base.fvecs --query queries.fvecs -k 10 --out res.npz
   voisin knn --base emb.npz:train --query emb.npz:test -k 5 --metric cosine
   voisin knn --base glove-100-angular.hdf5 --query glove-100-angular.hdf5 -k 10 --stats
+  voisin knn --base codes.u8bin --query q.u8bin -k 10 --ties all --out nn.npz   # offsets too
   cat q.npy | voisin knn --base base.npy --query - --format npy -k 3";
 
 const GRAPH_EXAMPLES: &str = "Examples:
   voisin graph --input X.npz --out g.npz --include-self -k 15      # UMAP precomputed_knn
   voisin graph --input X.npy -k 10 --out g.csr.npz                  # scipy.sparse.load_npz
   voisin graph --input X.csv -k 5 --pairs --out edges.tsv           # each edge once
+  voisin graph --input X.npy -k 10 --ties all --out g.csr.npz        # every tie at the 10th
   voisin graph --input big.fbin -k 100 --checkpoint ckpt/ --out g.npz";
 
 const RANGE_EXAMPLES: &str = "Examples:
   voisin range --base base.fvecs --query queries.fvecs --radius 0.5 --out hits.npz
   voisin range --base X.npy --query X.npy --radius 0.01 --pairs    # near-duplicate pairs
   voisin range --base words.txt --query typos.txt --radius 2 --distances f64";
+
+const DOCTOR_HELP: &str = "cuBLAS and NVRTC are searched in VOISIN_CUDA_LIBS (folders, when set, \
+  the only place), else the nvidia-* wheels of the Python environment ($VIRTUAL_ENV, \
+  $CONDA_PREFIX), then the system (the loader's path, $CUDA_HOME/lib64, /usr/local/cuda/lib64); \
+  the driver (libcuda.so.1) comes from the system. Kernels compiled at run time are kept in \
+  VOISIN_CACHE_DIR (default ~/.cache/voisin/kernels; off: none).";
 
 const INDEX_BUILD_EXAMPLES: &str = "Examples:
   voisin index build --input words.txt --kind lc --out words.vidx
@@ -136,8 +150,8 @@ pub struct IndexBuildArgs {
     /// vectors (euclidean, cityblock, chebyshev, minkowski:P) or strings (levenshtein); auto:
     /// cuda for List of Clusters and SSS over vectors, List of Clusters over strings and cover
     /// trees when the CPU build would take more than about a second, else cpu.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
 }
 
 #[derive(Debug, Args)]
@@ -162,8 +176,8 @@ pub struct IndexQueryArgs {
     pub radius: Option<f64>,
     /// Where the search runs: cpu; cuda for List of Clusters and SSS indexes over vectors
     /// (euclidean, cityblock, chebyshev); auto: cuda where it can answer, else cpu.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
     /// GPUs to search on: all, a count N (the first N), or ordinals such as 0,2 (default: GPU
     /// 0). A List of Clusters is cut into one run of clusters per GPU listed (1-Stage); SSS
     /// runs on the first.
@@ -248,6 +262,18 @@ pub enum DistanceType {
     F64,
 }
 
+/// Which items at the k-th distance a row holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Ties {
+    /// Exactly k per row: of the items tied at the k-th distance, those of smaller index.
+    #[default]
+    First,
+    /// Every item at the k-th distance as well: rows of their own length (at least k), written
+    /// as a range result is (.npz and .npy with offsets, .csr.npz, .tsv, .ivecs rows of their
+    /// own length).
+    All,
+}
+
 /// What `--allow-nan` does with NaN and infinite values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum NanPolicy {
@@ -255,14 +281,14 @@ pub enum NanPolicy {
     Zero,
 }
 
-/// Where the work runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum DeviceChoice {
-    /// A GPU when one is usable, else the CPU.
-    #[default]
-    Auto,
-    Cpu,
-    Cuda,
+/// `--device`: auto, cpu or cuda, parsed into the engine factory's one device type.
+fn device_arg() -> impl TypedValueParser<Value = Device> {
+    PossibleValuesParser::new([
+        PossibleValue::new("auto").help("A GPU when one is usable, else the CPU"),
+        PossibleValue::new("cpu"),
+        PossibleValue::new("cuda"),
+    ])
+    .map(|text| text.parse::<Device>().unwrap_or_default())
 }
 
 /// Options shared by knn, graph and range.
@@ -275,8 +301,8 @@ pub struct RunOpts {
     pub metric: Option<Metric>,
 
     /// Where the work runs.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
 
     /// GPU selection kernel: auto, block or radix (heap and quick: benchmark builds only; the CPU
     /// ignores it).
@@ -338,6 +364,9 @@ pub struct KnnArgs {
     /// Neighbours per query.
     #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
     pub k: usize,
+    /// Items tied at the k-th distance: first (exactly k, the smaller indices) or all.
+    #[arg(long, value_enum, value_name = "T", default_value_t = Ties::First)]
+    pub ties: Ties,
     #[command(flatten)]
     pub run: RunOpts,
 }
@@ -357,6 +386,9 @@ pub struct GraphArgs {
     /// Each unordered pair {i, j} of the graph once (row min(i, j)), as a range-style result.
     #[arg(long)]
     pub pairs: bool,
+    /// Items tied at the k-th distance: first (exactly k, the smaller indices) or all.
+    #[arg(long, value_enum, value_name = "T", default_value_t = Ties::First)]
+    pub ties: Ties,
     #[command(flatten)]
     pub run: RunOpts,
     /// Keep finished rows in DIR as the build goes (CPU or GPU engine), so that a killed build

@@ -1,9 +1,11 @@
 //! `voisin index build` and `voisin index query`: metric-space indexes kept in files.
 //!
 //! This module owns the command flow only: checks first (parameters, output path, inputs), then
-//! the build or the search, then the write. Structures, search and the file layout belong to the
-//! voisin-index crate; reading data and writing results to voisin-io (through `load` and
-//! `output`). Errors follow the CLI's rule: one line naming the file, exit 2 for bad input.
+//! the build or the search, then the write. The build and the search go through the index face
+//! (`voisin_index::IndexEngine`) that the engine factory opens for `--device` (and routes under
+//! auto); structures and the file layout belong to the voisin-index crate; reading data and
+//! writing results to voisin-io (through `load` and `output`). Errors follow the CLI's rule: one
+//! line naming the file, exit 2 for bad input.
 
 use std::io::Write;
 use std::time::Instant;
@@ -12,12 +14,10 @@ use serde_json::json;
 use voisin::engine::check_k;
 use voisin::Error;
 use voisin_engines::EngineConfig;
-use voisin_index::{file, DatasetIndex, Kind, Params};
+use voisin_index::{file, IndexOp, Kind, Params};
 use voisin_io::{Given, Input, Role, RunFiles, Written};
 
-use crate::args::{
-    DeviceChoice, GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs,
-};
+use crate::args::{GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs};
 use crate::device::thread_pool;
 use crate::error::CliError;
 use crate::load;
@@ -73,27 +73,21 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
             bar(done as u64, n)
         }
     };
-    let on_cpu = || {
-        DatasetIndex::build_with_progress(&data, metric.clone(), kind, &params, &placed)
-            .map(|i| (i, "cpu".to_string()))
+    let config = EngineConfig {
+        threads: global.threads,
+        memory_budget: global.memory,
+        ..EngineConfig::default()
     };
-    let on_gpu = |engines: &[voisin_cuda::CudaEngine]| {
-        let engine = &engines[0];
-        voisin_cuda::index::build_with_progress(
-            engine,
-            &data,
-            metric.clone(),
+    let built = voisin_engines::open_indexes(a.device, &config).and_then(|indexes| {
+        let index = indexes.build(&data, metric.clone(), kind, &params, &placed)?;
+        let op = IndexOp::Build {
+            data: &data,
+            metric: &metric,
             kind,
-            &params,
-            &placed,
-        )
-        .map(|i| (i, engine.device_name()))
-    };
-    // Under auto, what the GPU does not build (k-d trees, SSS over strings, other metrics) or
-    // would build no sooner than the CPU goes to the CPU.
-    let gpu_builds = || voisin_cuda::index::builds(&data, &metric, kind, &params);
-    let one_gpu = Gpus::default();
-    let built = on_device(a.device, global, &one_gpu, gpu_builds, on_cpu, on_gpu);
+            params: &params,
+        };
+        Ok((index, indexes.answering(&op)))
+    });
     progress.finish();
     let (index, device) = built.map_err(|e| CliError::core(e, Some(&a.input)))?;
     let build_time = t.elapsed();
@@ -153,33 +147,26 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let load_time = start.elapsed();
 
     let t = Instant::now();
-    let on_cpu = || match (a.k, a.radius) {
-        (Some(k), _) => index.knn(&queries, k).map(Answer::Knn),
-        (None, Some(r)) => index.range(&queries, r).map(Answer::Range),
-        (None, None) => unreachable!("clap requires -k or --radius"),
-    };
-    let on_gpu = |engines: &[voisin_cuda::CudaEngine]| match (a.k, a.radius) {
-        (Some(k), _) => voisin_cuda::index::knn_on(engines, &index, &queries, k)
-            .map(|(r, s)| (Answer::Knn(r), Some(s))),
-        (None, Some(r)) => voisin_cuda::index::range_on(engines, &index, &queries, r)
-            .map(|(r, s)| (Answer::Range(r), Some(s))),
-        (None, None) => unreachable!("clap requires -k or --radius"),
-    };
     // Under auto, what the GPU does not search (cover trees, strings, other metrics, sizes past
     // its limits) goes to the CPU. One engine per GPU listed in --gpus (1-Stage).
-    let gpu_searches = || voisin_cuda::index::supports(&index, &queries);
-    let gpus = Gpus {
-        list: a.gpus.clone(),
-        memory: a.gpu_memory,
+    let config = EngineConfig {
+        threads: global.threads,
+        memory_budget: global.memory,
+        gpus: a.gpus.clone(),
+        device_memory: a.gpu_memory,
+        ..EngineConfig::default()
     };
-    let (answer, streamed) = on_device(
-        a.device,
-        global,
-        &gpus,
-        gpu_searches,
-        || on_cpu().map(|r| (r, None)),
-        on_gpu,
-    )
+    let indexes =
+        voisin_engines::open_indexes(a.device, &config).map_err(|e| CliError::core(e, None))?;
+    let (answer, streamed) = match (a.k, a.radius) {
+        (Some(k), _) => indexes
+            .knn(&index, &queries, k)
+            .map(|s| (Answer::Knn(s.result), s.streamed)),
+        (None, Some(r)) => indexes
+            .range(&index, &queries, r)
+            .map(|s| (Answer::Range(s.result), s.streamed)),
+        (None, None) => unreachable!("clap requires -k or --radius"),
+    }
     .map_err(|e| CliError::core(e, Some(&a.query)))?;
     let search_time = t.elapsed();
 
@@ -221,7 +208,8 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         line["evals_per_query"] = per_query.into();
         line["brute_force_evals_per_query"] = index.len().into();
         line["evals_fraction_of_brute_force"] = (per_query / index.len().max(1) as f64).into();
-        if let Some(s) = streamed.filter(|s| s.superclusters > 0) {
+        if streamed.superclusters > 0 {
+            let s = streamed;
             line["superclusters"] = s.superclusters.into();
             line["superclusters_copied"] = s.copied.into();
             line["copy_s"] = s.copy_s.into();
@@ -233,56 +221,6 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         stats_line(line);
     }
     Ok(())
-}
-
-/// Runs the work where `--device` says, on the factory's GPU engine (so that --memory reaches
-/// it). Under auto a GPU that does not start is no error and work the GPU does not take
-/// (`gpu_takes`) runs on the CPU; errors of work the GPU takes are real and reported.
-fn on_device<T>(
-    device: DeviceChoice,
-    global: &GlobalOpts,
-    gpus: &Gpus,
-    gpu_takes: impl FnOnce() -> bool,
-    on_cpu: impl FnOnce() -> voisin::Result<T>,
-    on_gpu: impl FnOnce(&[voisin_cuda::CudaEngine]) -> voisin::Result<T>,
-) -> voisin::Result<T> {
-    // The factory's GPU options, so that --memory reaches them.
-    let config = EngineConfig {
-        threads: global.threads,
-        memory_budget: global.memory,
-        gpus: gpus.list.clone(),
-        ..EngineConfig::default()
-    };
-    let open_gpus = || -> voisin::Result<Vec<voisin_cuda::CudaEngine>> {
-        let opts = voisin_cuda::CudaOptions {
-            device_memory: gpus.memory,
-            ..voisin_engines::cuda_options(&config)
-        };
-        voisin_engines::gpu_ordinals(config.gpus.as_ref())?
-            .into_iter()
-            .map(|o| voisin_cuda::CudaEngine::with_options(o, opts.clone()))
-            .collect()
-    };
-    match device {
-        DeviceChoice::Cpu => on_cpu(),
-        DeviceChoice::Cuda => open_gpus().and_then(|e| on_gpu(&e)),
-        // Under auto a GPU that does not start is no error; errors of work the GPU takes are
-        // real and reported.
-        DeviceChoice::Auto => match (voisin_cuda::gpu_available() && gpu_takes())
-            .then(|| open_gpus().ok())
-            .flatten()
-        {
-            Some(engines) => on_gpu(&engines),
-            None => on_cpu(),
-        },
-    }
-}
-
-/// The GPUs a command uses: `--gpus` (none: GPU 0) and the device memory cap `--gpu-memory`.
-#[derive(Default)]
-struct Gpus {
-    list: Option<voisin_engines::Gpus>,
-    memory: Option<usize>,
 }
 
 /// One JSON line on standard error; a closed standard error must not fail a finished run.

@@ -1,4 +1,4 @@
-//! The `voisin` command line: knn, graph, range, demo and index.
+//! The `voisin` command line: knn, graph, range, demo, doctor and index.
 //!
 //! This binary owns argument parsing, device choice, input checks, output targets, `--stats` and
 //! the progress bar. Reading and writing files is voisin-io's job; brute-force search is done by
@@ -7,9 +7,9 @@
 //!
 //! Modules: `args` (the command line), this file (dispatch of every subcommand, error lines),
 //! `error` (the error and its exit code), `commands` (knn, graph and range), `index_cmd` (index
-//! build and query), `demo`, `device` (engines and worker threads), `load`
-//! (inputs and their checks), `output` (where results go), `shape` (what a result becomes
-//! before it is written), `progress`, `stats` (`--stats`) and `size` (`--memory`).
+//! build and query), `demo`, `doctor` (what `voisin_cuda::cuda_info` found), `device`
+//! (engines and worker threads), `load` (inputs, their checks and the metric), `output`
+//! (where results go), `progress`, `stats` (`--stats`) and `size` (`--memory`).
 //!
 //! Exit codes: 0 success, 2 bad input or usage, 1 internal or device failure. Every error is one
 //! line on standard error, `voisin: error: <file>: <problem>`.
@@ -63,6 +63,10 @@ fn run(cli: args::Cli) -> Result<(), error::CliError> {
         args::Command::Graph(a) => commands::graph(a, global),
         args::Command::Range(a) => commands::range(a, global),
         args::Command::Demo => demo::run(global),
+        args::Command::Doctor => {
+            print!("{}", voisin_cuda::cuda_info());
+            Ok(())
+        }
         args::Command::Index(c) => index_cmd::run(c, global),
     }
 }

@@ -546,6 +546,32 @@ fn demo_runs_from_any_folder() {
     assert!(share > 90.0 && share <= 100.0, "{share}");
 }
 
+/// `voisin doctor` names each CUDA library, where it was searched, and says whether a GPU is
+/// used; on a machine without a driver it says that is why not.
+#[test]
+fn doctor_reports_what_it_found_of_cuda() {
+    let s = Scratch::new();
+    let text = ok(&s, &["doctor"]);
+    for needle in [
+        "driver",
+        "cuBLAS",
+        "NVRTC",
+        "kernels",
+        "searched, in order:",
+        "GPU: ",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let used = text.contains("GPU: used under device auto");
+    assert_eq!(used, voisin_cuda::gpu_available(), "{text}");
+    if voisin_cuda::cuda_info().driver.is_none() {
+        assert!(
+            text.contains("GPU: not used: the CUDA driver (libcuda) cannot be loaded"),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn help_and_version_exit_zero() {
     let s = Scratch::new();

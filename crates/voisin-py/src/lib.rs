@@ -1,8 +1,10 @@
 //! `voisin._voisin`: the native half of the Python package.
 //!
-//! One class, [`Index`]: a base data set (vectors read in place from a NumPy array, or strings),
-//! a metric and the engine that answers over it. The Python half (`python/voisin`) checks and
-//! converts inputs, builds the public functions and the scikit-learn estimators on it.
+//! Two classes: [`Index`], a base data set (vectors read in place from a NumPy array, or
+//! strings), a metric and the brute-force engine that answers over it; and
+//! `indexes::MetricIndex`, a metric index over a set with the index engine that answers over it
+//! (index files too). The Python half (`python/voisin`) checks and converts inputs, builds the
+//! public functions, `voisin.Index` and the scikit-learn estimators on them.
 //!
 //! Every request runs on a worker thread (of rayon's global pool) while the calling thread waits
 //! with the GIL released, waking every 100 ms to look for signals (Ctrl-C raises
@@ -11,8 +13,10 @@
 //! message; a panic becomes a `RuntimeError`, never a `PanicException`.
 
 mod blocks;
+mod cuda;
 mod dlpack;
 mod engine;
+mod indexes;
 mod results;
 
 /// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why). Memory the
@@ -465,13 +469,42 @@ impl Index {
                 queries_copied,
             };
             let queries = queries.as_ref().unwrap_or(&base);
-            Ok(results::shape(answer, form, &base, queries, &metric))
+            let exact = |a: &Answer| a.exact(&base, queries, &metric);
+            Ok(results::shape(answer, form, base.len(), exact))
         })
         .and_then(|out| out.into_py(py))
     }
 
     /// Runs `job` on a worker thread; see the module documentation.
     fn run<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        progress: Option<&Bound<'_, PyAny>>,
+        job: impl FnOnce() -> voisin::Result<T> + Send + 'static,
+    ) -> PyResult<T> {
+        let worker = Worker {
+            progress: &self.progress,
+            cancel: &self.cancel,
+            metric_error: self.metric_error.as_ref(),
+            stopping: &self.stopping,
+        };
+        worker.run(py, progress, job)
+    }
+}
+
+/// What a request's worker thread reports to the waiting thread: progress, the cancellation
+/// token (set on Ctrl-C), a Python metric function's first exception, and the end of a
+/// request interrupted before its worker stopped.
+pub(crate) struct Worker<'a> {
+    pub(crate) progress: &'a Progress,
+    pub(crate) cancel: &'a Cancel,
+    pub(crate) metric_error: Option<&'a MetricError>,
+    pub(crate) stopping: &'a Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl Worker<'_> {
+    /// Runs `job` on a worker thread; see the module documentation.
+    pub(crate) fn run<T: Send + 'static>(
         &self,
         py: Python<'_>,
         progress: Option<&Bound<'_, PyAny>>,
@@ -693,8 +726,11 @@ impl Index {
     }
 
     /// For each query, its k nearest base items: `(distances, indices)`, each `n × k`, or
-    /// with `csr` the rows `(offsets, indices, distances)`; `exact`: float64 exact distances.
-    #[pyo3(signature = (queries, k, progress = None, exact = false, csr = false))]
+    /// with `csr` the rows `(offsets, indices, distances)`; `exact`: float64 exact distances;
+    /// `ties`: every base item at the k-th distance too (`voisin::ties`), as rows
+    /// `(offsets, indices, distances)` of their own lengths.
+    #[pyo3(signature = (queries, k, progress = None, exact = false, csr = false, ties = false))]
+    #[allow(clippy::too_many_arguments)]
     fn knn<'py>(
         &self,
         py: Python<'py>,
@@ -703,6 +739,7 @@ impl Index {
         progress: Option<&Bound<'py, PyAny>>,
         exact: bool,
         csr: bool,
+        ties: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let queries = dataset("queries", queries)?;
         let kept = self.kept.clone();
@@ -719,19 +756,25 @@ impl Index {
             form,
             move |e, base, q, m| {
                 let q = q.unwrap_or(base);
-                match &kept {
-                    Some(slot) => prepared(slot, e, base, m)?.knn(q, k),
+                let fitted = kept.as_ref().map(|s| prepared(s, e, base, m)).transpose()?;
+                let lists = |q: &Dataset, k| match &fitted {
+                    Some(p) => p.knn(q, k),
                     None => e.knn(base, q, k, m),
+                };
+                if ties {
+                    voisin::ties::knn(base, q, k, m, &lists).map(Answer::Range)
+                } else {
+                    lists(q, k).map(Answer::Knn)
                 }
-                .map(Answer::Knn)
             },
         )
     }
 
     /// For each base item, its k nearest other items, shaped as for [`Index::knn`];
     /// `include_self` puts the item itself first (k + 1 entries a row), `pairs` gives each
-    /// unordered pair once as rows `(offsets, indices, distances)`.
-    #[pyo3(signature = (k, progress = None, include_self = false, exact = false, pairs = false, csr = false))]
+    /// unordered pair once as rows `(offsets, indices, distances)`; `ties` every other item
+    /// at the k-th distance too, as rows of their own lengths.
+    #[pyo3(signature = (k, progress = None, include_self = false, exact = false, pairs = false, csr = false, ties = false))]
     #[allow(clippy::too_many_arguments)]
     fn graph<'py>(
         &self,
@@ -742,6 +785,7 @@ impl Index {
         exact: bool,
         pairs: bool,
         csr: bool,
+        ties: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         if include_self && pairs {
             return Err(PyValueError::new_err(
@@ -753,9 +797,14 @@ impl Index {
             include_self,
             pairs,
             csr,
+            ..Form::default()
         };
         self.request(py, progress, None, Op::Graph, form, move |e, base, _, m| {
-            e.graph(base, k, m).map(Answer::Knn)
+            if ties {
+                voisin::ties::graph_on(e.as_ref(), base, k, m).map(Answer::Range)
+            } else {
+                e.graph(base, k, m).map(Answer::Knn)
+            }
         })
     }
 
@@ -815,9 +864,12 @@ fn _python_words(message: &str) -> String {
 #[pymodule]
 fn _voisin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
+    m.add_class::<indexes::MetricIndex>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
     blocks::register(m)?;
     m.add_function(wrap_pyfunction!(_python_words, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::cuda_info, m)?)?;
+    cuda::hand_over_python_path(m.py())?;
     // float64 arrays (and integers past 2^24) are answered for their own values (f64 storage).
     m.add("EXACT_FLOAT64", true)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -21,7 +21,9 @@ def examples():
 
 
 @pytest.mark.parametrize("code", examples(), ids=lambda code: code.splitlines()[0][:40])
-def test_readme_example_runs_without_warnings(code):
+def test_readme_example_runs_without_warnings(code, tmp_path, monkeypatch):
+    # files an example writes (an index file) land in a folder of the test's own
+    monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with warnings.catch_warnings(record=True) as seen, contextlib.redirect_stdout(out):
         # Python's default filters, as a user's script (__main__) meets them

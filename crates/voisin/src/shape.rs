@@ -1,6 +1,6 @@
 //! What a result becomes before it is handed out, the same for the CLI and the Python
 //! bindings: the item itself put first in each graph row (`--include-self`,
-//! `include_self=True`), a self-join reduced to each unordered pair once (`--pairs`,
+//! `include_self=True`; rows of k, or of their own lengths with `--ties all`), a self-join reduced to each unordered pair once (`--pairs`,
 //! `pairs=True`), and the exact f64 distance of every entry (`--distances f64`,
 //! `distances="f64"`).
 //!
@@ -10,6 +10,8 @@
 //! n_neighbors + 1 entries, the sample itself included) expect. Pairs: row i holds the j > i
 //! that it is paired with, sorted by distance then index; no (i, i), no (j, i) beside (i, j).
 //! For a graph a pair is an edge in either direction.
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -43,6 +45,15 @@ impl Answer {
         self.len() == 0
     }
 
+    /// Each graph row with the item itself first at distance 0: rows of k + 1 from rows of
+    /// k ([`include_self`]), or rows of their own lengths (`--ties all`, [`include_self_rows`]).
+    pub fn include_self(self) -> Answer {
+        match self {
+            Answer::Knn(g) => Answer::Knn(include_self(g)),
+            Answer::Range(r) => Answer::Range(include_self_rows(r)),
+        }
+    }
+
     /// Each unordered pair {i, j}, i != j, of a self-join once (see the module doc).
     pub fn pairs(self) -> RangeResult {
         match self {
@@ -62,7 +73,7 @@ impl Answer {
 
 /// Rows of `k + 1` entries, the item itself first at distance 0, from a graph of `k` others.
 pub fn include_self(g: KnnResult) -> KnnResult {
-    let (indices, distances) = with_self(g.n_queries, g.k, &g.indices, &g.distances);
+    let (indices, distances) = with_self(0, g.n_queries, g.k, &g.indices, &g.distances);
     KnnResult {
         n_queries: g.n_queries,
         k: g.k + 1,
@@ -73,8 +84,10 @@ pub fn include_self(g: KnnResult) -> KnnResult {
 }
 
 /// [`include_self`] on bare rows of `k` entries with distances of any type (zero, `D`'s
-/// default, for the item itself): the Python package's exact f64 distances take it.
+/// default, for the item itself): the Python package's exact f64 distances take it. Row q is
+/// item `first + q` (a block of a larger set starts past 0).
 pub fn with_self<D: Copy + Default>(
+    first: usize,
     n: usize,
     k: usize,
     indices: &[u32],
@@ -83,12 +96,49 @@ pub fn with_self<D: Copy + Default>(
     let mut ids = Vec::with_capacity(n * (k + 1));
     let mut ds = Vec::with_capacity(n * (k + 1));
     for q in 0..n {
-        ids.push(q as u32);
+        ids.push((first + q) as u32);
         ds.push(D::default());
         ids.extend_from_slice(&indices[q * k..(q + 1) * k]);
         ds.extend_from_slice(&distances[q * k..(q + 1) * k]);
     }
     (ids, ds)
+}
+
+/// [`include_self`] for rows of their own lengths (a graph with every tie at the k-th
+/// distance, [`crate::ties`]): the item itself first in each row, at distance 0.
+pub fn include_self_rows(g: RangeResult) -> RangeResult {
+    let (offsets, indices, distances) = with_self_rows(&g.offsets, &g.indices, &g.distances);
+    RangeResult {
+        offsets,
+        indices,
+        distances,
+        stats: g.stats,
+    }
+}
+
+/// [`include_self_rows`] on bare CSR rows (`offsets`, `indices`) with distances of any type
+/// (zero, `D`'s default, for the item itself), as [`with_self`] for rows of `k`.
+pub fn with_self_rows<D: Copy + Default>(
+    offsets: &[usize],
+    indices: &[u32],
+    distances: &[D],
+) -> (Vec<usize>, Vec<u32>, Vec<D>) {
+    let n = offsets.len().saturating_sub(1);
+    let mut out = (
+        Vec::with_capacity(n + 1),
+        Vec::with_capacity(indices.len() + n),
+        Vec::with_capacity(distances.len() + n),
+    );
+    out.0.push(0);
+    for q in 0..n {
+        let row = offsets[q]..offsets[q + 1];
+        out.1.push(q as u32);
+        out.2.push(D::default());
+        out.1.extend_from_slice(&indices[row.clone()]);
+        out.2.extend_from_slice(&distances[row]);
+        out.0.push(out.1.len());
+    }
+    out
 }
 
 /// The unordered pairs of a graph (each row's `k` edges), once each: see the module doc.
@@ -116,27 +166,45 @@ fn pairs_of(
     entries: impl Iterator<Item = (usize, u32, f32)>,
     stats: Stats,
 ) -> RangeResult {
-    let mut by_row: Vec<Vec<(f32, u32)>> = vec![Vec::new(); n];
-    for (q, j, d) in entries {
+    let rows = pair_rows(0..n, entries.map(|(q, j, d)| (q, j, d, ())));
+    let rows = rows
+        .into_iter()
+        .map(|row| row.into_iter().map(|(d, j, ())| (d, j)).collect())
+        .collect();
+    RangeResult {
+        stats,
+        ..RangeResult::from_rows_by(rows, f64::from)
+    }
+}
+
+/// The pair rows `rows` of a self-join from its `entries` (row, item, distance, payload),
+/// each carrying what the caller keeps beside it (voisin.dask: the exact key): row a of the
+/// answer (`a - rows.start` here) holds each j > a that some entry pairs it with, once, sorted
+/// by distance then index; entries whose pair belongs to a row outside `rows` are left out.
+/// Of a pair found from both ends the first entry is kept: give the entries in row order, as
+/// one process does, and a block of rows gets the rows of the whole answer.
+pub fn pair_rows<P: Copy>(
+    rows: Range<usize>,
+    entries: impl Iterator<Item = (usize, u32, f32, P)>,
+) -> Vec<Vec<(f32, u32, P)>> {
+    let mut by_row: Vec<Vec<(f32, u32, P)>> = vec![Vec::new(); rows.len()];
+    for (q, j, d, p) in entries {
         let (a, b) = if (q as u64) < u64::from(j) {
             (q, j)
         } else {
             (j as usize, q as u32)
         };
-        if a as u64 != u64::from(b) {
-            by_row[a].push((d, b));
+        if a as u64 != u64::from(b) && rows.contains(&a) {
+            by_row[a - rows.start].push((d, b, p));
         }
     }
     for row in &mut by_row {
         // A pair found from both ends appears twice with the same exact distance.
-        row.sort_by_key(|&(_, j)| j);
-        row.dedup_by_key(|&mut (_, j)| j);
+        row.sort_by_key(|&(_, j, _)| j);
+        row.dedup_by_key(|&mut (_, j, _)| j);
         row.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
     }
-    RangeResult {
-        stats,
-        ..RangeResult::from_rows_by(by_row, f64::from)
-    }
+    by_row
 }
 
 /// The exact f64 distance of every entry of a k-NN result, in result order: query row q
@@ -202,6 +270,25 @@ mod tests {
     }
 
     #[test]
+    fn self_goes_first_in_rows_of_their_own_length() {
+        let g = RangeResult {
+            offsets: vec![0, 2, 3],
+            indices: vec![1, 2, 0],
+            distances: vec![0.5, 0.5, 0.5],
+            ..Default::default()
+        };
+        let s = include_self_rows(g);
+        assert_eq!(
+            (s.offsets, s.indices, s.distances),
+            (
+                vec![0, 3, 5],
+                vec![0, 1, 2, 1, 0],
+                vec![0.0, 0.5, 0.5, 0.0, 0.5]
+            )
+        );
+    }
+
+    #[test]
     fn each_pair_once() {
         let r = RangeResult {
             offsets: vec![0, 3, 6, 7],
@@ -229,6 +316,38 @@ mod tests {
         assert_eq!(p.offsets, vec![0, 1, 2, 2]);
         assert_eq!(p.indices, vec![1, 2]);
         assert_eq!(p.distances, vec![1.0, 2.0]);
+    }
+
+    #[test]
+    fn self_of_a_block_is_its_item_in_the_set() {
+        let (ids, ds) = with_self(10, 2, 1, &[3, 4], &[0.5f64, 0.25]);
+        assert_eq!((ids, ds), (vec![10, 3, 11, 4], vec![0.0, 0.5, 0.0, 0.25]));
+    }
+
+    #[test]
+    fn blocks_of_pair_rows_are_the_rows_of_the_whole() {
+        // A graph of 5 items, k = 2, with one-sided edges and mirrored ones.
+        let (n, k) = (5, 2);
+        let indices = [1u32, 4, 0, 2, 1, 4, 2, 0, 3, 2];
+        let distances = [1.0f32, 3.0, 1.0, 2.0, 2.0, 2.5, 4.0, 4.5, 2.0, 2.5];
+        let entries = || (0..n * k).map(move |e| (e / k, indices[e], distances[e], e));
+        let whole = pair_rows(0..n, entries());
+        let mut blocks = pair_rows(0..2, entries());
+        blocks.extend(pair_rows(2..5, entries()));
+        assert_eq!(blocks, whole);
+        // Row 0: 1 (both ends: the first entry, row 0's, kept), 4 (row 0's), 3 (row 3's).
+        let row0: Vec<_> = whole[0].iter().map(|&(d, j, e)| (d, j, e)).collect();
+        assert_eq!(row0, vec![(1.0, 1, 0), (3.0, 4, 1), (4.5, 3, 7)]);
+        let g = KnnResult {
+            n_queries: n,
+            k,
+            indices: indices.to_vec(),
+            distances: distances.to_vec(),
+            ..Default::default()
+        };
+        let p = graph_pairs(g);
+        let flat: Vec<u32> = whole.iter().flatten().map(|&(_, j, _)| j).collect();
+        assert_eq!(p.indices, flat);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The device side of the engine: driver context, stream, cuBLAS handle and the kernels.
 //!
-//! Owns loading CUDA at run time; knows nothing about metrics or selection policy. The kernels
-//! come from the registry (`kernels.rs`), loaded once per context.
+//! Opens a GPU once the CUDA libraries are loaded (`loaded.rs`); knows nothing about metrics or
+//! selection policy. The kernels come from the registry (`kernels.rs`), one per device.
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -15,36 +15,7 @@ use crate::runtime::kernels::Kernels;
 use crate::runtime::probe::{NoProbe, Phases, Probe};
 use crate::runtime::staging::{Pitch, Staging};
 
-/// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
-/// (cudarc panics when a library is missing, so presence is checked before anything is called).
-pub fn gpu_available() -> bool {
-    missing_library().is_none() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
-}
-
-/// How many CUDA devices the driver sees (0 without CUDA). Never panics.
-pub fn device_count() -> usize {
-    if missing_library().is_some() {
-        return 0;
-    }
-    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
-}
-
-/// The first CUDA library that cannot be loaded, if any.
-fn missing_library() -> Option<&'static str> {
-    // SAFETY: these only try to dlopen the libraries.
-    unsafe {
-        if !cudarc::driver::sys::is_culib_present() {
-            return Some("the CUDA driver (libcuda)");
-        }
-        if !cudarc::nvrtc::sys::is_culib_present() {
-            return Some("NVRTC (libnvrtc)");
-        }
-        if !cudarc::cublas::sys::is_culib_present() {
-            return Some("cuBLAS (libcublas)");
-        }
-    }
-    None
-}
+pub use crate::runtime::loaded::{device_count, gpu_available};
 
 /// A failure reported by a CUDA library, and whether it is the device running out of memory.
 pub(crate) trait CudaFailure: std::fmt::Debug {
@@ -144,11 +115,8 @@ impl Drop for Gpu {
 
 impl Gpu {
     pub fn open(device: usize) -> Result<Self> {
-        if let Some(lib) = missing_library() {
-            return Err(Error::device(format!(
-                "cuda: {lib} cannot be loaded (no NVIDIA driver or CUDA 13 libraries on the \
-                 library path)"
-            )));
+        if let Some(why) = crate::runtime::loaded::loaded().problem() {
+            return Err(Error::device(format!("cuda: {why}")));
         }
         let count = CudaContext::device_count().map_err(dev("counting devices"))?;
         if device >= count.max(0) as usize {

@@ -55,6 +55,8 @@ try:  # scikit-learn >= 1.2 validates constructor arguments against declared con
         c["distances"] = [_StrOptions({"f32", "f64"})]
         c["device"] = [str]
         c["precision"] = [str]
+        # voisin's indexes as well as scikit-learn's names, checked when the index is built.
+        c["algorithm"] = [str]
         c.update(ours)
         return c
 except (ImportError, AttributeError):  # pragma: no cover - older scikit-learn
@@ -65,7 +67,9 @@ except (ImportError, AttributeError):  # pragma: no cover - older scikit-learn
     _SkNN = _SkKNT = _SkRNT = None
 
 from ._functions import _Progress, csr_matrix, csr_rows, exact_distances, index, metric_spec
+from ._index import native_index, resolve_algorithm
 from ._inputs import is_strings, strings, vectors
+from ._ties import all_ties, masked
 
 __all__ = ["NearestNeighbors", "KNeighborsTransformer", "RadiusNeighborsTransformer"]
 
@@ -165,6 +169,10 @@ class _Neighbors(BaseEstimator):
         return self
 
     def _build_index(self) -> Any:
+        kind = resolve_algorithm(getattr(self, "algorithm", "auto"))
+        if kind is not None:
+            return native_index(self._fit_X, self.metric, kind, p=self._effective_p(),
+                                device=self.device, n_jobs=self.n_jobs)
         return index(self._fit_X, self.metric, p=self._effective_p(), device=self.device,
                      precision=self.precision, n_jobs=self.n_jobs, memory=None)
 
@@ -188,7 +196,7 @@ class _Neighbors(BaseEstimator):
         return vectors(X, "X")
 
     def kneighbors(self, X: Any = None, n_neighbors: Optional[int] = None,
-                   return_distance: bool = True) -> Any:
+                   return_distance: bool = True, ties: str = "first") -> Any:
         """Find the k nearest neighbours of points.
 
         Parameters
@@ -200,6 +208,11 @@ class _Neighbors(BaseEstimator):
             Number of neighbours per query (default: the ``n_neighbors`` parameter).
         return_distance : bool, default=True
             Whether to return the distances.
+        ties : {"first", "all"}, default="first"
+            ``first``: exactly ``n_neighbors``, ties at the last distance to the smaller
+            index. ``all``: every fitted point at that distance as well; the arrays are then
+            masked arrays (``numpy.ma``) padded to the longest row, the padding masked (index
+            -1, distance inf, -inf for ``inner_product``).
 
         Returns
         -------
@@ -208,6 +221,7 @@ class _Neighbors(BaseEstimator):
         neigh_ind : ndarray of shape (n_queries, n_neighbors), int64
             Indices of the nearest fitted points; ties go to the smaller index.
         """
+        every_tie = all_ties(ties)
         check_is_fitted(self)
         if n_neighbors is None:
             n_neighbors = self.n_neighbors
@@ -232,14 +246,20 @@ class _Neighbors(BaseEstimator):
             )
         exact = self._exact() and return_distance
         with _Progress(getattr(self, "progress", False), "voisin kneighbors") as cb:
-            if query_is_train:
+            native = self._native()
+            if every_tie:
+                rows = (native.graph(int(n_neighbors), cb, exact=exact, ties=True)
+                        if query_is_train else
+                        native.knn(X, int(n_neighbors), cb, exact=exact, ties=True))
+                dist, ind = masked(rows, native.metric)
+            elif query_is_train:
                 dist, ind = self._native().graph(int(n_neighbors), cb, False, exact)
             else:
                 dist, ind = self._native().knn(X, int(n_neighbors), cb, exact)
         return (dist, ind) if return_distance else ind
 
     def kneighbors_graph(self, X: Any = None, n_neighbors: Optional[int] = None,
-                         mode: str = "connectivity") -> Any:
+                         mode: str = "connectivity", ties: str = "first") -> Any:
         """The (weighted) graph of k-neighbours of points in X.
 
         Parameters
@@ -250,12 +270,16 @@ class _Neighbors(BaseEstimator):
             Neighbours per row (default: the ``n_neighbors`` parameter).
         mode : {"connectivity", "distance"}, default="connectivity"
             Ones, or the distances, as the matrix values.
+        ties : {"first", "all"}, default="first"
+            As for :meth:`kneighbors`: with ``all``, rows hold every fitted point at the last
+            distance as well, and have their own lengths.
 
         Returns
         -------
         A : sparse matrix of shape (n_queries, n_samples_fit)
             CSR, each row's entries in order of distance; explicit zeros kept.
         """
+        every_tie = all_ties(ties)
         check_is_fitted(self)
         if n_neighbors is None:
             n_neighbors = self.n_neighbors
@@ -265,10 +289,16 @@ class _Neighbors(BaseEstimator):
                 f'"{mode}" instead'
             )
         if mode == "connectivity":  # no distances to compute exactly
-            ind = self.kneighbors(X, n_neighbors, return_distance=False)
+            ind = self.kneighbors(X, n_neighbors, return_distance=False, ties=ties)
             dist = np.ones(ind.shape)
         else:
-            dist, ind = self.kneighbors(X, n_neighbors)
+            dist, ind = self.kneighbors(X, n_neighbors, ties=ties)
+        if every_tie:  # rows of their own lengths: the unmasked entries, row by row
+            offsets = np.concatenate([[0], np.cumsum(ind.count(axis=1))]).astype(np.int64)
+            values = dist.compressed() if mode == "distance" else np.ones(offsets[-1])
+            A = scipy.sparse.csr_matrix((values, ind.compressed(), offsets),
+                                        shape=(len(offsets) - 1, self.n_samples_fit_))
+            return _align_api_if_sparse(A)
         return _align_api_if_sparse(csr_rows(dist, ind, self.n_samples_fit_))
 
     def _range(self, X: Any, radius: Optional[float], exact: bool = True) -> Any:
@@ -389,6 +419,11 @@ _COMMON_DOC = """
     n_jobs : int, optional
         CPU threads: ``None`` (the default) or ``-1`` every core, ``-2`` every core but one,
         and so on (scikit-learn's default is one core, voisin's every core).
+    algorithm : {"auto", "brute", "lc", "sss", "cover", "kd", "kd_tree", "ball_tree"}, default="auto"
+        ``auto`` and ``brute``: brute force (on a GPU when one is usable); ``lc`` (List of
+        Clusters), ``sss`` (SSS pivots), ``cover`` (cover tree) or ``kd`` (k-d tree): a metric
+        index built at ``fit`` (see :class:`voisin.Index`; true metrics only). scikit-learn's
+        ``kd_tree`` is ``kd``, its ``ball_tree`` the cover tree.
     device : {"auto", "cpu", "cuda", "cuda:N"}, default="auto"
         ``auto`` uses an NVIDIA GPU when one is usable, the CPU otherwise.
     precision : {"auto", "fp32", "tf32", "fp16x3", "fp16", "bf16", "int8"}, default="auto"
@@ -437,11 +472,12 @@ class NearestNeighbors(_Neighbors):
     def __init__(self, *, n_neighbors: int = 5, radius: float = 1.0, leaf_size: int = 30,
                  metric: Any = "minkowski", p: float = 2, metric_params: Optional[dict] = None,
                  n_jobs: Optional[int] = None, device: str = "auto", precision: str = "auto",
-                 distances: str = "f64", progress: Any = False):
+                 distances: str = "f64", progress: Any = False, algorithm: str = "auto"):
         self.n_neighbors = n_neighbors
         self.radius = radius
         self._set_common(metric, p, metric_params, leaf_size, device, precision, n_jobs,
                          progress, distances)
+        self.algorithm = algorithm
 
 
 class _GraphTransformer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, _Neighbors):
@@ -516,11 +552,12 @@ class KNeighborsTransformer(_GraphTransformer):
     def __init__(self, *, mode: str = "distance", n_neighbors: int = 5, leaf_size: int = 30,
                  metric: Any = "minkowski", p: float = 2, metric_params: Optional[dict] = None,
                  n_jobs: Optional[int] = None, device: str = "auto", precision: str = "auto",
-                 distances: str = "f64", progress: Any = False):
+                 distances: str = "f64", progress: Any = False, algorithm: str = "auto"):
         self.mode = mode
         self.n_neighbors = n_neighbors
         self._set_common(metric, p, metric_params, leaf_size, device, precision, n_jobs,
                          progress, distances)
+        self.algorithm = algorithm
 
     def fit_transform(self, X: Any, y: Any = None) -> Any:
         """Fit to X, then transform X: the k-neighbours graph of X, from one graph request.
@@ -601,11 +638,12 @@ class RadiusNeighborsTransformer(_GraphTransformer):
     def __init__(self, *, mode: str = "distance", radius: float = 1.0, leaf_size: int = 30,
                  metric: Any = "minkowski", p: float = 2, metric_params: Optional[dict] = None,
                  n_jobs: Optional[int] = None, device: str = "auto", precision: str = "auto",
-                 distances: str = "f64", progress: Any = False):
+                 distances: str = "f64", progress: Any = False, algorithm: str = "auto"):
         self.mode = mode
         self.radius = radius
         self._set_common(metric, p, metric_params, leaf_size, device, precision, n_jobs,
                          progress, distances)
+        self.algorithm = algorithm
 
     def transform(self, X: Any) -> Any:
         """The radius-neighbours graph of the points of X against the fitted points.

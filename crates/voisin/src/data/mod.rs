@@ -276,6 +276,33 @@ impl VectorSet {
         self.rows_f64(i, i + 1)
     }
 
+    /// Rows `rows` of this set, in that order (repeats allowed), as an owned set of the same
+    /// storage type: its values, and so every exact key, are those of the rows it copies.
+    pub fn gather(&self, rows: &[usize]) -> VectorSet {
+        fn pick<T: bytemuck::Pod>(b: &Buffer<T>, dim: usize, rows: &[usize]) -> Buffer<T> {
+            let v = b.as_slice();
+            Buffer::Owned(
+                rows.iter()
+                    .flat_map(|&r| &v[r * dim..(r + 1) * dim])
+                    .copied()
+                    .collect(),
+            )
+        }
+        let d = self.dim;
+        let data = match &self.data {
+            VectorData::F32(b) => VectorData::F32(pick(b, d, rows)),
+            VectorData::F16(b) => VectorData::F16(pick(b, d, rows)),
+            VectorData::Bf16(b) => VectorData::Bf16(pick(b, d, rows)),
+            VectorData::U8(b) => VectorData::U8(pick(b, d, rows)),
+            VectorData::F64(b) => VectorData::F64(pick(b, d, rows)),
+        };
+        VectorSet {
+            n: rows.len(),
+            dim: d,
+            data,
+        }
+    }
+
     /// The first NaN or infinite value, if any (row index, column index), scanning in parallel
     /// (a sequential scan of a 1M × 128 set cost more than the whole GPU search of it).
     pub fn find_non_finite(&self) -> Option<(usize, usize)> {
@@ -395,6 +422,15 @@ impl Dataset {
         match self {
             Dataset::Strings(s) => Some(s),
             Dataset::Vectors(_) => None,
+        }
+    }
+
+    /// Items `rows` of this set, in that order, as a set of their own ([`VectorSet::gather`],
+    /// [`StringSet::gather`]).
+    pub fn gather(&self, rows: &[usize]) -> Dataset {
+        match self {
+            Dataset::Vectors(v) => v.gather(rows).into(),
+            Dataset::Strings(s) => s.gather(rows).into(),
         }
     }
 }
