@@ -25,7 +25,8 @@ pub struct Form {
     pub exact: bool,
     /// Each graph row holds the item itself, by its own distance (`include_self=True`): added
     /// by [`shape_over`] (the core's `voisin::shape::include_self`) or, for a row block, by
-    /// `voisin::shape::rows_with_self` before its rows are assembled.
+    /// `voisin::shape::rows_with_self` before its rows are assembled (rows of k, or of their own
+    /// lengths with every tie).
     pub include_self: bool,
     /// Each unordered pair of a self-join once, as ragged rows (`pairs=True`).
     pub pairs: bool,
@@ -68,9 +69,9 @@ pub fn shape_over(
     (base, queries): (&Dataset, &Dataset),
     metric: &Metric,
 ) -> Out {
-    let answer = match answer {
-        Answer::Knn(g) if form.include_self => Answer::Knn(shape::include_self(g, base, metric)),
-        answer => answer,
+    let answer = match form.include_self {
+        true => answer.include_self(base, metric),
+        false => answer,
     };
     let exact = |a: &Answer| a.exact((base, queries), metric, form.include_self);
     shape(answer, form, base.len(), exact)
@@ -112,12 +113,13 @@ pub fn shape(
                 Some(d) => Dist::F64(d),
                 None => Dist::F32(r.distances),
             };
+            let (offsets, indices) = (r.offsets, r.indices);
             if form.csr {
-                ragged(r.offsets, r.indices, dist, columns)
+                ragged(offsets, indices, dist, columns)
             } else {
                 Out::Ragged {
-                    offsets: Ints::I64(r.offsets.iter().map(|&x| x as i64).collect()),
-                    ind: Ints::I64(r.indices.iter().map(|&x| i64::from(x)).collect()),
+                    offsets: Ints::I64(offsets.iter().map(|&x| x as i64).collect()),
+                    ind: Ints::I64(indices.iter().map(|&x| i64::from(x)).collect()),
                     dist,
                 }
             }

@@ -67,6 +67,48 @@ pub fn graph(data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
     Ok(knn_rows(metric, data, data, k, true))
 }
 
+/// Rows cut after the k-th entry's key: every entry with a key at most the k-th's.
+fn tied_rows(
+    metric: &Metric,
+    base: &Dataset,
+    queries: &Dataset,
+    k: usize,
+    self_join: bool,
+) -> RangeResult {
+    let rows: Vec<Vec<(f64, u32)>> = (0..queries.len())
+        .into_par_iter()
+        .map(|j| {
+            let row = sorted_row(metric, base, queries, j, self_join.then_some(j));
+            match k.min(row.len()).checked_sub(1).map(|last| row[last].0) {
+                Some(kth) => row.into_iter().filter(|e| e.0 <= kth).collect(),
+                None => Vec::new(),
+            }
+        })
+        .collect();
+    RangeResult::from_rows(rows, metric)
+}
+
+/// k nearest base items of each query and every further item at the k-th key
+/// ([`crate::ties::knn`]).
+pub fn knn_ties(
+    base: &Dataset,
+    queries: &Dataset,
+    k: usize,
+    metric: &Metric,
+) -> Result<RangeResult> {
+    check_pair(base, queries, metric)?;
+    check_k(k)?;
+    Ok(tied_rows(metric, base, queries, k, false))
+}
+
+/// k nearest other items of each item and every further one at the k-th key
+/// ([`crate::ties::graph`]).
+pub fn graph_ties(data: &Dataset, k: usize, metric: &Metric) -> Result<RangeResult> {
+    check_metric(data, metric)?;
+    check_k(k)?;
+    Ok(tied_rows(metric, data, data, k, true))
+}
+
 /// Every base item within `radius` of each query.
 pub fn range(
     base: &Dataset,

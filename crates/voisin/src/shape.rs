@@ -1,6 +1,7 @@
 //! What a result becomes before it is handed out, the same for the CLI and the Python
 //! bindings: the item itself added to each graph row (`--include-self`,
-//! `include_self=True`), a self-join reduced to each unordered pair once (`--pairs`,
+//! `include_self=True`; rows of k, or of their own lengths with `--ties all`), a self-join
+//! reduced to each unordered pair once (`--pairs`,
 //! `pairs=True`), and the exact f64 distance of every entry (`--distances f64`,
 //! `distances="f64"`).
 //!
@@ -53,6 +54,16 @@ impl Answer {
         self.len() == 0
     }
 
+    /// Each row of the graph of `data` under `metric` with the item itself by its own
+    /// distance (module doc): rows of k + 1 from rows of k ([`include_self`]), or rows of their
+    /// own lengths (`--ties all`, [`include_self_rows`]).
+    pub fn include_self(self, data: &Dataset, metric: &Metric) -> Answer {
+        match self {
+            Answer::Knn(g) => Answer::Knn(include_self(g, data, metric)),
+            Answer::Range(r) => Answer::Range(include_self_rows(r, data, metric)),
+        }
+    }
+
     /// Each unordered pair {i, j}, i != j, of a self-join once (see the module doc).
     pub fn pairs(self) -> RangeResult {
         match self {
@@ -72,7 +83,7 @@ impl Answer {
     ) -> Vec<f64> {
         match self {
             Answer::Knn(r) => knn_exact(r, (base, queries), metric, with_self),
-            Answer::Range(r) => range_exact(r, base, queries, metric),
+            Answer::Range(r) => range_exact(r, (base, queries), metric, with_self),
         }
     }
 }
@@ -107,13 +118,56 @@ fn self_first(metric: &Metric) -> bool {
 /// Rows of `k + 1` entries from a graph of `k` others (`g`, the graph of `data` under
 /// `metric`): each item added by its own distance, where its key puts it (module doc).
 pub fn include_self(g: KnnResult, data: &Dataset, metric: &Metric) -> KnnResult {
+    let k = g.k;
+    let (_, indices, distances) = with_own(
+        (g.n_queries, |q| q * k..(q + 1) * k),
+        (&g.indices, &g.distances),
+        data,
+        metric,
+    );
+    KnnResult {
+        n_queries: g.n_queries,
+        k: k + 1,
+        indices,
+        distances,
+        stats: g.stats,
+    }
+}
+
+/// [`include_self`] for rows of their own lengths (a graph with every tie at the k-th
+/// distance, [`crate::ties`]).
+pub fn include_self_rows(g: RangeResult, data: &Dataset, metric: &Metric) -> RangeResult {
+    let n = g.offsets.len().saturating_sub(1);
+    let o = &g.offsets;
+    let (offsets, indices, distances) =
+        with_own((n, |q| o[q]..o[q + 1]), (&g.indices, &g.distances), data, metric);
+    RangeResult {
+        offsets,
+        indices,
+        distances,
+        stats: g.stats,
+    }
+}
+
+/// Rows `q < n` (entries `row(q)` of `ids`, `ds`, sorted by key) of the graph of `data`, each
+/// with item q inserted by its own key, first among equal keys, at its f32 distance: the new
+/// row offsets, indices and distances.
+fn with_own(
+    (n, row): (usize, impl Fn(usize) -> Range<usize>),
+    (ids, ds): (&[u32], &[f32]),
+    data: &Dataset,
+    metric: &Metric,
+) -> (Vec<usize>, Vec<u32>, Vec<f32>) {
     let scale = KeyScale::of_sets(metric, data, data);
-    let k = g.k + 1;
-    let mut indices = Vec::with_capacity(g.n_queries * k);
-    let mut distances = Vec::with_capacity(g.n_queries * k);
-    for q in 0..g.n_queries {
-        let r = q * g.k..(q + 1) * g.k;
-        let (ids, ds) = (&g.indices[r.clone()], &g.distances[r]);
+    let mut out = (
+        Vec::with_capacity(n + 1),
+        Vec::with_capacity(ids.len() + n),
+        Vec::with_capacity(ds.len() + n),
+    );
+    out.0.push(0);
+    for q in 0..n {
+        let r = row(q);
+        let (ids, ds) = (&ids[r.clone()], &ds[r]);
         let own = self_key(metric, data, q, scale);
         // Entries strictly closer than the item itself come before it (rows are sorted by key).
         let at = match self_first(metric) {
@@ -122,20 +176,15 @@ pub fn include_self(g: KnnResult, data: &Dataset, metric: &Metric) -> KnnResult 
                 ids.partition_point(|&j| scale.item_key(metric, data, j as usize, data, q) < own)
             }
         };
-        indices.extend_from_slice(&ids[..at]);
-        distances.extend_from_slice(&ds[..at]);
-        indices.push(q as u32);
-        distances.push(f32_value(scale.distance(metric, own)));
-        indices.extend_from_slice(&ids[at..]);
-        distances.extend_from_slice(&ds[at..]);
+        out.1.extend_from_slice(&ids[..at]);
+        out.2.extend_from_slice(&ds[..at]);
+        out.1.push(q as u32);
+        out.2.push(f32_value(scale.distance(metric, own)));
+        out.1.extend_from_slice(&ids[at..]);
+        out.2.extend_from_slice(&ds[at..]);
+        out.0.push(out.1.len());
     }
-    KnnResult {
-        n_queries: g.n_queries,
-        k,
-        indices,
-        distances,
-        stats: g.stats,
-    }
+    out
 }
 
 /// [`include_self`] on rows of exact keys (the Python package's row blocks): row q is item q of
@@ -238,19 +287,21 @@ pub fn knn_exact(
     exact_entries(&r.indices, |e| e / k, (base, queries, own), metric)
 }
 
-/// The exact f64 distance of every entry of a range result, in result order.
+/// The exact f64 distance of every entry of a range result, in result order; `with_self` as
+/// for [`knn_exact`] (a graph with every tie, the item itself in each row).
 pub fn range_exact(
     r: &RangeResult,
-    base: &Dataset,
-    queries: &Dataset,
+    (base, queries): (&Dataset, &Dataset),
     metric: &Metric,
+    with_self: bool,
 ) -> Vec<f64> {
     // The query row of each entry, from the offsets (empty rows own no entry).
     let mut rows = Vec::with_capacity(r.indices.len());
     for q in 0..r.n_queries() {
         rows.resize(r.offsets[q + 1], q);
     }
-    exact_entries(&r.indices, |e| rows[e], (base, queries, None), metric)
+    let own = with_self.then_some(base);
+    exact_entries(&r.indices, |e| rows[e], (base, queries, own), metric)
 }
 
 /// `metric`'s exact distance between query row `row(e)` and base item `indices[e]`, for every
@@ -317,6 +368,26 @@ mod tests {
         assert_eq!((g.row(3).0, g.row(3).1[0]), (&[3, 4, 2][..], 0.0));
         let exact = Answer::Knn(g).exact((&data, &data), &m, true);
         assert_eq!((exact[0], exact[9]), (1.0, 0.0));
+    }
+
+    #[test]
+    fn self_goes_first_in_rows_of_their_own_length() {
+        let g = RangeResult {
+            offsets: vec![0, 2, 3],
+            indices: vec![1, 2, 0],
+            distances: vec![0.5, 0.5, 0.5],
+            ..Default::default()
+        };
+        let data: Dataset = VectorSet::from_f32(3, 1, vec![0.0, 0.5, 0.5]).unwrap().into();
+        let s = include_self_rows(g, &data, &Metric::Euclidean);
+        assert_eq!(
+            (s.offsets, s.indices, s.distances),
+            (
+                vec![0, 3, 5],
+                vec![0, 1, 2, 1, 0],
+                vec![0.0, 0.5, 0.5, 0.0, 0.5]
+            )
+        );
     }
 
     #[test]
@@ -401,7 +472,7 @@ mod tests {
             distances: vec![0.1, 0.3, 0.3],
             ..Default::default()
         };
-        let d = range_exact(&r, &base, &base, &Metric::Cityblock);
+        let d = range_exact(&r, (&base, &base), &Metric::Cityblock, false);
         assert_eq!(d, vec![0.1, 0.3, 0.3]);
         let g = KnnResult {
             n_queries: 4,
