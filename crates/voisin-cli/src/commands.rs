@@ -452,7 +452,9 @@ impl Run<'_> {
             graph: &|k| indexes.graph(&index, self.base, k),
             range: &|r| indexes.range(&index, self.queries, r).map(|s| s.result),
         };
-        let answer = self.task.answer(self.base, self.queries, self.metric, source)?;
+        let answer = self
+            .task
+            .answer(self.base, self.queries, self.metric, source)?;
         Ok((answer, built))
     }
 }

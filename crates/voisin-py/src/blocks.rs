@@ -661,7 +661,11 @@ pub fn knn_block_rows<'py>(
                 shape::rows_with_self(&mut checked, items, *first, &m);
                 k + 1
             }
-            Some(_) => return Err(Error::invalid("block rows: items and rows differ in number")),
+            Some(_) => {
+                return Err(Error::invalid(
+                    "block rows: items and rows differ in number",
+                ))
+            }
             None => k,
         };
         let keys: Vec<f64> = match form.exact {

@@ -797,7 +797,6 @@ impl Index {
             include_self,
             pairs,
             csr,
-            ..Form::default()
         };
         self.request(py, progress, None, Op::Graph, form, move |e, base, _, m| {
             if k == 0 {

@@ -14,7 +14,6 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use voisin::shape;
 pub use voisin::shape::Answer;
 use voisin::{Dataset, Metric};
 

@@ -75,17 +75,18 @@ fn tied_rows(
     k: usize,
     self_join: bool,
 ) -> RangeResult {
+    let scale = KeyScale::of_sets(metric, base, queries);
     let rows: Vec<Vec<(f64, u32)>> = (0..queries.len())
         .into_par_iter()
         .map(|j| {
-            let row = sorted_row(metric, base, queries, j, self_join.then_some(j));
+            let row = sorted_row((metric, scale), base, queries, j, self_join.then_some(j));
             match k.min(row.len()).checked_sub(1).map(|last| row[last].0) {
                 Some(kth) => row.into_iter().filter(|e| e.0 <= kth).collect(),
                 None => Vec::new(),
             }
         })
         .collect();
-    RangeResult::from_rows(rows, metric)
+    RangeResult::from_rows_by(rows, |key| scale.distance(metric, key))
 }
 
 /// k nearest base items of each query and every further item at the k-th key

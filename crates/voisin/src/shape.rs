@@ -139,8 +139,12 @@ pub fn include_self(g: KnnResult, data: &Dataset, metric: &Metric) -> KnnResult 
 pub fn include_self_rows(g: RangeResult, data: &Dataset, metric: &Metric) -> RangeResult {
     let n = g.offsets.len().saturating_sub(1);
     let o = &g.offsets;
-    let (offsets, indices, distances) =
-        with_own((n, |q| o[q]..o[q + 1]), (&g.indices, &g.distances), data, metric);
+    let (offsets, indices, distances) = with_own(
+        (n, |q| o[q]..o[q + 1]),
+        (&g.indices, &g.distances),
+        data,
+        metric,
+    );
     RangeResult {
         offsets,
         indices,
@@ -378,7 +382,9 @@ mod tests {
             distances: vec![0.5, 0.5, 0.5],
             ..Default::default()
         };
-        let data: Dataset = VectorSet::from_f32(3, 1, vec![0.0, 0.5, 0.5]).unwrap().into();
+        let data: Dataset = VectorSet::from_f32(3, 1, vec![0.0, 0.5, 0.5])
+            .unwrap()
+            .into();
         let s = include_self_rows(g, &data, &Metric::Euclidean);
         assert_eq!(
             (s.offsets, s.indices, s.distances),
@@ -425,7 +431,10 @@ mod tests {
         let items: Dataset = VectorSet::from_f32(2, 1, vec![1.0, 2.0]).unwrap().into();
         let mut rows = vec![vec![(0.5, 3)], vec![(0.25, 4)]];
         rows_with_self(&mut rows, &items, 10, &Metric::Euclidean);
-        assert_eq!(rows, vec![vec![(0.0, 10), (0.5, 3)], vec![(0.0, 11), (0.25, 4)]]);
+        assert_eq!(
+            rows,
+            vec![vec![(0.0, 10), (0.5, 3)], vec![(0.0, 11), (0.25, 4)]]
+        );
         // Under inner_product the item sits by its dot product with itself (key -x·x).
         let mut rows = vec![vec![(-3.0, 3), (-0.5, 5)], vec![(-5.0, 4)]];
         rows_with_self(&mut rows, &items, 10, &Metric::InnerProduct);
