@@ -61,12 +61,14 @@ const KNN_EXAMPLES: &str = "Examples:
   voisin knn --base base.fvecs --query queries.fvecs -k 10 --out res.npz
   voisin knn --base emb.npz:train --query emb.npz:test -k 5 --metric cosine
   voisin knn --base glove-100-angular.hdf5 --query glove-100-angular.hdf5 -k 10 --stats
+  voisin knn --base codes.u8bin --query q.u8bin -k 10 --ties all --out nn.npz   # offsets too
   cat q.npy | voisin knn --base base.npy --query - --format npy -k 3";
 
 const GRAPH_EXAMPLES: &str = "Examples:
   voisin graph --input X.npz --out g.npz --include-self -k 15      # UMAP precomputed_knn
   voisin graph --input X.npy -k 10 --out g.csr.npz                  # scipy.sparse.load_npz
   voisin graph --input X.csv -k 5 --pairs --out edges.tsv           # each edge once
+  voisin graph --input X.npy -k 10 --ties all --out g.csr.npz        # every tie at the 10th
   voisin graph --input big.fbin -k 100 --checkpoint ckpt/ --out g.npz";
 
 const RANGE_EXAMPLES: &str = "Examples:
@@ -198,7 +200,8 @@ pub struct GlobalOpts {
     #[arg(long, global = true, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
-    /// Memory budget for working buffers, e.g. 512M or 2G (default 1G).
+    /// Memory budget for working buffers, e.g. 512M or 2G (default 1G); a compressed .npz
+    /// member, inflated into memory to be read, may not be larger.
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
     pub memory: Option<usize>,
 
@@ -214,10 +217,39 @@ pub struct GlobalOpts {
     #[arg(long, global = true)]
     pub no_mmap: bool,
 
-    /// Format of an input given as - (standard input): fvecs, ivecs, bvecs, fbin, u8bin, npy,
-    /// npz, hdf5, txt, csv, tsv or parquet.
+    /// Format of an input given as - (standard input, which stands for one input only): fvecs,
+    /// ivecs, bvecs, fbin, u8bin, npy, npz, hdf5, txt, csv, tsv or parquet.
     #[arg(long, global = true, value_name = "FMT", value_parser = parse_format)]
     pub format: Option<voisin_io::Format>,
+
+    /// Whether the first line of a .csv or .tsv input is a header. auto: when a field of it is
+    /// not a number, or when it is the column numbers 0,1,...,d-1 (as pandas writes) above
+    /// values written with a decimal point or an exponent (above whole numbers only it is
+    /// refused as ambiguous); otherwise it is data.
+    #[arg(long, global = true, value_name = "H", value_enum, default_value_t = HeaderChoice::Auto)]
+    pub header: HeaderChoice,
+}
+
+/// `--header`: how the first line of delimited text is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum HeaderChoice {
+    /// A header when it is not numbers (or is pandas' column numbers above decimal data).
+    #[default]
+    Auto,
+    /// Always a header.
+    Yes,
+    /// Always data.
+    No,
+}
+
+impl From<HeaderChoice> for voisin_io::Header {
+    fn from(h: HeaderChoice) -> Self {
+        match h {
+            HeaderChoice::Auto => voisin_io::Header::Auto,
+            HeaderChoice::Yes => voisin_io::Header::Yes,
+            HeaderChoice::No => voisin_io::Header::No,
+        }
+    }
 }
 
 /// How distances are written.
@@ -228,6 +260,18 @@ pub enum DistanceType {
     F32,
     /// float64: the exact distances, recomputed for the results (.npz, .csr.npz, .npy, .tsv).
     F64,
+}
+
+/// Which items at the k-th distance a row holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Ties {
+    /// Exactly k per row: of the items tied at the k-th distance, those of smaller index.
+    #[default]
+    First,
+    /// Every item at the k-th distance as well: rows of their own length (at least k), written
+    /// as a range result is (.npz and .npy with offsets, .csr.npz, .tsv, .ivecs rows of their
+    /// own length).
+    All,
 }
 
 /// What `--allow-nan` does with NaN and infinite values.
@@ -251,7 +295,8 @@ fn device_arg() -> impl TypedValueParser<Value = Device> {
 #[derive(Debug, Args)]
 pub struct RunOpts {
     /// Distance: euclidean, sqeuclidean, cosine, correlation, inner_product, cityblock,
-    /// chebyshev, minkowski:P, levenshtein (default: levenshtein for .txt, else euclidean).
+    /// chebyshev, minkowski:P, levenshtein (default: what an HDF5 input declares in its
+    /// 'distance' attribute, else levenshtein for .txt, else euclidean).
     #[arg(long, value_name = "M", value_parser = parse_metric)]
     pub metric: Option<Metric>,
 
@@ -319,6 +364,9 @@ pub struct KnnArgs {
     /// Neighbours per query.
     #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
     pub k: usize,
+    /// Items tied at the k-th distance: first (exactly k, the smaller indices) or all.
+    #[arg(long, value_enum, value_name = "T", default_value_t = Ties::First)]
+    pub ties: Ties,
     #[command(flatten)]
     pub run: RunOpts,
 }
@@ -338,6 +386,9 @@ pub struct GraphArgs {
     /// Each unordered pair {i, j} of the graph once (row min(i, j)), as a range-style result.
     #[arg(long)]
     pub pairs: bool,
+    /// Items tied at the k-th distance: first (exactly k, the smaller indices) or all.
+    #[arg(long, value_enum, value_name = "T", default_value_t = Ties::First)]
+    pub ties: Ties,
     #[command(flatten)]
     pub run: RunOpts,
     /// Keep finished rows in DIR as the build goes (CPU or GPU engine), so that a killed build
@@ -363,7 +414,8 @@ pub struct RangeArgs {
     /// Radius, in the metric's own unit (a minimum dot product for inner_product).
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub radius: f64,
-    /// Self-join (--query the same file as --base): each unordered pair {i, j}, i != j, once.
+    /// Self-join (--query the same set as --base: the same file and array; the train and test
+    /// of one .hdf5 or .npz file are two sets): each unordered pair {i, j}, i != j, once.
     #[arg(long)]
     pub pairs: bool,
     #[command(flatten)]

@@ -8,7 +8,6 @@
 //! line naming the file, exit 2 for bad input.
 
 use std::io::Write;
-use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
@@ -16,13 +15,12 @@ use voisin::engine::check_k;
 use voisin::Error;
 use voisin_engines::EngineConfig;
 use voisin_index::{file, IndexOp, Kind, Params};
-use voisin_io::Role;
+use voisin_io::{Given, Input, Role, RunFiles, Written};
 
 use crate::args::{GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs};
 use crate::device::thread_pool;
 use crate::error::CliError;
 use crate::load;
-use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
 use crate::stats::{secs, RunStats, Times};
@@ -46,7 +44,8 @@ fn kind(arg: IndexKindArg) -> Kind {
 
 fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
-    let metric = choose_metric(a.metric.as_ref(), &a.input, global.format)?;
+    let input = Input::open(&a.input, global.format)?;
+    let metric = voisin_io::choose_metric(a.metric.as_ref().map(Given::Flag), &[&input])?;
     voisin_index::space::check_metric(&metric).map_err(|e| CliError::core(e, None))?;
     let params = Params {
         cluster_size: a.cluster_size,
@@ -55,8 +54,13 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
         base: a.radius_base,
     };
     params.check().map_err(|e| CliError::core(e, None))?;
-    check_index_out(&a.out, &a.input)?;
-    let data = load::load(&a.input, Role::Base, &metric, global)?;
+    RunFiles {
+        inputs: vec![("--input", &a.input)],
+        output: Some(Written::File(&a.out)),
+        checkpoint: None,
+    }
+    .check()?;
+    let data = load::load(&input, Role::Base, &metric, global)?;
     let load_time = start.elapsed();
 
     let t = Instant::now();
@@ -115,20 +119,6 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The index file must pass voisin's commit checks (writable folder, a regular file or nothing)
-/// and must not replace the input it is built from.
-fn check_index_out(out: &Path, input: &Path) -> Result<(), CliError> {
-    let same = matches!((out.canonicalize(), input.canonicalize()), (Ok(a), Ok(b)) if a == b);
-    if same {
-        return Err(CliError::file(
-            out,
-            "is the input of this command; the index would overwrite it",
-        ));
-    }
-    voisin_io::check_outputs(&[out.to_path_buf()])?;
-    Ok(())
-}
-
 fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
     if let Some(k) = a.k {
@@ -138,7 +128,12 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         let e = Error::invalid(format!("radius {r} must be a finite number >= 0"));
         return Err(CliError::core(e, None));
     }
-    let target = Target::prepare(a.out.as_deref(), &[&a.index, &a.query], a.radius.is_some())?;
+    voisin_io::stdin_once(&[("--index", &a.index), ("--query", &a.query)])?;
+    let target = Target::prepare(&RunFiles {
+        inputs: vec![("--index", &a.index), ("--query", &a.query)],
+        output: Target::written(a.out.as_deref(), a.radius.is_some(), false),
+        checkpoint: None,
+    })?;
     let index = file::load(&a.index).map_err(|e| {
         let msg = match e {
             Error::Io(io) => format!("cannot read the index: {io}"),
@@ -146,7 +141,9 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         };
         CliError::file(&a.index, msg)
     })?;
-    let queries = load::load(&a.query, Role::Query, index.metric(), global)?;
+    let input = Input::open(&a.query, global.format)?;
+    voisin_io::choose_metric(Some(Given::Index(&a.index, index.metric())), &[&input])?;
+    let queries = load::load(&input, Role::Query, index.metric(), global)?;
     let load_time = start.elapsed();
 
     let t = Instant::now();

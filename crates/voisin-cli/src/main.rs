@@ -7,9 +7,9 @@
 //!
 //! Modules: `args` (the command line), this file (dispatch of every subcommand, error lines),
 //! `error` (the error and its exit code), `commands` (knn, graph and range), `index_cmd` (index
-//! build and query), `demo`, `doctor` (what `voisin_cuda::cuda_info` found), `device` (engines and worker threads), `metric_choice`, `load`
-//! (inputs and their checks), `output` (where results go), `shape` (what a result becomes
-//! before it is written), `progress`, `stats` (`--stats`) and `size` (`--memory`).
+//! build and query), `demo`, `doctor` (what `voisin_cuda::cuda_info` found), `device`
+//! (engines and worker threads), `load` (inputs, their checks and the metric), `output`
+//! (where results go), `progress`, `stats` (`--stats`) and `size` (`--memory`).
 //!
 //! Exit codes: 0 success, 2 bad input or usage, 1 internal or device failure. Every error is one
 //! line on standard error, `voisin: error: <file>: <problem>`.
@@ -21,7 +21,6 @@ mod device;
 mod error;
 mod index_cmd;
 mod load;
-mod metric_choice;
 mod output;
 mod progress;
 mod size;

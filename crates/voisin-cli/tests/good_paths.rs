@@ -315,7 +315,15 @@ fn strings_default_to_levenshtein() {
 fn hdf5_reads_train_as_base_and_test_as_queries() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../voisin-io/tests/data/ann.hdf5");
     let read = |role| {
-        voisin_io::read_dataset(&fixture, &voisin_io::ReadOptions { role, mmap: false }).unwrap()
+        voisin_io::read_dataset(
+            &fixture,
+            &voisin_io::ReadOptions {
+                role,
+                mmap: false,
+                ..Default::default()
+            },
+        )
+        .unwrap()
     };
     let (train, test) = (read(voisin_io::Role::Base), read(voisin_io::Role::Query));
     assert_ne!(train.len(), test.len());

@@ -7,6 +7,7 @@
 //! seed's 1-Stage scheme: items partitioned over the ranks, queries to every rank, lists merged):
 //! every engine's lists are the exact top-k, so the merge is the same.
 
+use voisin::metric::scale::KeyScale;
 use voisin::{Dataset, Engine, KnnResult, Metric, Result};
 use voisin_index::{IndexEngine, Kind, Params};
 
@@ -109,14 +110,15 @@ pub fn merge(
     }
     assert_eq!(at, gathered.len(), "gathered lists have the wrong length");
     let mut rows = Vec::with_capacity(nq * (1 + 2 * kk));
+    let keyed = (metric, KeyScale::of_sets(metric, base, queries));
     let mut cand = Vec::with_capacity(size * kk);
     for q in 0..nq {
         cand.clear();
         for &(start, kr) in &parts {
             cand.extend_from_slice(&gathered[start + q * kr..start + (q + 1) * kr]);
         }
-        let best = rekey::best(metric, base, queries, q, &cand, kk);
-        rekey::push_row(&mut rows, metric, q, &best, kk);
+        let best = rekey::best(keyed, base, queries, q, &cand, kk);
+        rekey::push_row(&mut rows, keyed, q, &best, kk);
     }
     rekey::assemble(&rows, nq, kk)
 }

@@ -23,7 +23,7 @@ use voisin::{Dataset, Engine, KnnResult, Metric};
 use voisin_engines::Device;
 use voisin_index::auto::{self, EngineChoice};
 use voisin_index::IndexEngine;
-use voisin_io::{ReadOptions, Role};
+use voisin_io::{Input, ReadOptions, Role};
 use voisin_mpi::comm::{Comm, Failed};
 use voisin_mpi::knn::Searcher;
 
@@ -181,18 +181,35 @@ fn run(comm: &dyn Comm) -> i32 {
 }
 
 fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
-    let (run, inputs) = match &cli.command {
-        Command::Graph { input, run, .. } => (run, vec![input.as_path()]),
+    let (run, named, checkpoint) = match &cli.command {
+        Command::Graph {
+            input,
+            run,
+            checkpoint,
+            ..
+        } => (
+            run,
+            vec![("--input", input.as_path())],
+            checkpoint.as_deref(),
+        ),
         Command::Knn {
             base, query, run, ..
-        } => (run, vec![base.as_path(), query.as_path()]),
+        } => (
+            run,
+            vec![("--base", base.as_path()), ("--query", query.as_path())],
+            None,
+        ),
     };
-    let metric = run
-        .metric
-        .clone()
-        .unwrap_or_else(|| voisin_io::default_metric(inputs[0]));
     voisin::engine::check_k(run.k).map_err(|e| bad(e.to_string()))?;
     check_out(&run.out)?;
+    // Every rank looks at the files for itself and all agree, as for reading the inputs below.
+    let prelude = files_and_metric(run, &named, checkpoint);
+    let ok = comm.all_ok(prelude.is_ok());
+    let (inputs, metric) = match prelude {
+        Ok(p) if ok => p,
+        Ok(_) => return Err(bad("another rank could not use the files of this run")),
+        Err(f) => return Err(f),
+    };
     let device =
         voisin_engines::rank_device(run.device, &metric).map_err(|e| bad(e.to_string()))?;
     if let Command::Knn { engine, .. } = &cli.command {
@@ -338,10 +355,7 @@ fn failed(comm: &dyn Comm, f: Failed) -> Failure {
 }
 
 fn write(out: &Path, res: &KnnResult) -> Result<(), Failure> {
-    voisin_io::write_knn(out, res).map_err(|e| {
-        let code = if e.is_user_error() { 2 } else { 1 };
-        Failure(e.to_string(), code)
-    })
+    voisin_io::write_knn(out, res).map_err(io_failure)
 }
 
 /// Refuses an output name whose layout is unknown before any work is done.
@@ -358,26 +372,66 @@ fn check_out(out: &Path) -> Result<(), Failure> {
     }
 }
 
+/// The same checks as `voisin`'s, before any work: no output is an input or lies in the
+/// checkpoint folder, the output can be written, standard input is read once; then the inputs
+/// opened and the metric they and `--metric` give.
+fn files_and_metric(
+    run: &RunOpts,
+    named: &[(&str, &Path)],
+    checkpoint: Option<&Path>,
+) -> Result<(Vec<Input>, Metric), Failure> {
+    voisin_io::RunFiles {
+        inputs: named.to_vec(),
+        output: Some(voisin_io::Written::Result {
+            path: &run.out,
+            range: false,
+            exact: false,
+        }),
+        checkpoint,
+    }
+    .check()
+    .map_err(io_failure)?;
+    let inputs = named
+        .iter()
+        .map(|&(_, p)| Input::open(p, None))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io_failure)?;
+    let given = run.metric.as_ref().map(voisin_io::Given::Flag);
+    let metric =
+        voisin_io::choose_metric(given, &inputs.iter().collect::<Vec<_>>()).map_err(io_failure)?;
+    Ok((inputs, metric))
+}
+
+/// A failure of voisin-io: its line, exit code 2 for the user's fault, 1 for the machine's.
+fn io_failure(e: voisin_io::IoError) -> Failure {
+    let code = if e.is_user_error() { 2 } else { 1 };
+    Failure(e.to_string(), code)
+}
+
 /// Reads and checks the inputs: first the base (or graph input), then the queries.
-fn load_all(paths: &[&Path], metric: &Metric) -> Result<Vec<Dataset>, Failure> {
+fn load_all(inputs: &[Input], metric: &Metric) -> Result<Vec<Dataset>, Failure> {
     let mut sets = Vec::new();
-    for (n, &path) in paths.iter().enumerate() {
+    for (n, input) in inputs.iter().enumerate() {
         let role = if n == 0 { Role::Base } else { Role::Query };
-        sets.push(load(path, role, metric)?);
+        sets.push(load(input, role, metric)?);
     }
     if let [base, queries] = &sets[..] {
         voisin::engine::check_pair(base, queries, metric)
-            .map_err(|e| bad(format!("{}: {e}", paths[1].display())))?;
+            .map_err(|e| bad(format!("{}: {e}", inputs[1].path().display())))?;
     }
     Ok(sets)
 }
 
-fn load(path: &Path, role: Role, metric: &Metric) -> Result<Dataset, Failure> {
-    let opts = ReadOptions { role, mmap: true };
-    let data = voisin_io::read_checked(path, &opts, metric).map_err(|e| {
-        let code = if e.is_user_error() { 2 } else { 1 };
-        Failure(e.to_string(), code)
-    })?;
+fn load(input: &Input, role: Role, metric: &Metric) -> Result<Dataset, Failure> {
+    let opts = ReadOptions {
+        role,
+        ..ReadOptions::default()
+    };
+    let path = input.path();
+    let data = input
+        .read(&opts)
+        .and_then(|d| voisin_io::check_loaded(path, d, metric))
+        .map_err(io_failure)?;
     if let Some(v) = data.as_vectors() {
         if let Some((row, col)) = v.find_non_finite() {
             return Err(bad(format!(

@@ -1,9 +1,15 @@
 //! Block primitives for drivers that spread work over processes from Python (`voisin.dask`):
 //! the exact neighbour lists of one block pair of a graph, of one base shard against a block
-//! of queries (k-NN and range), the one merge of such lists, and the final rows they end as.
-//! The Python half deals the blocks to a Dask cluster's workers and reduces their lists; here
-//! the engines measure (a graph's blocks through the core's [`TileGraph`] seam, searches
-//! through [`Engine`]) and the core merges ([`merge_lists`]). Nothing here schedules.
+//! of queries (k-NN and range), the one merge of such lists, and the rows of a block they end
+//! as, shaped by the one-process path's [`results::shape`] over the core's `voisin::shape`
+//! (f32 or exact f64 distances, the item itself first, a self-join's pairs; the exact f64
+//! distance of an entry is its key's, `Metric::key_to_distance`, as the one process computes
+//! it). Pairs cross blocks: the pair {i, j} lives in row min(i, j), so a block hands each
+//! earlier block the entries pointing into it ([`pair_pieces`]) and a block's pair rows are
+//! the core's `pair_rows` over its own entries and those ([`block_pairs`]). The Python half
+//! deals the blocks to a Dask cluster's workers and reduces their lists; here the engines
+//! measure (a graph's blocks through the core's [`TileGraph`] seam, searches through
+//! [`Engine`]) and the core merges ([`merge_lists`]). Nothing here schedules.
 //!
 //! Lists travel as NumPy arrays: exact f64 keys and u32 global indices, one row per item, each
 //! row sorted by (key, index), the order every engine's results have (range lists: flat, with
@@ -25,12 +31,15 @@ use numpy::{
 };
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use rayon::prelude::*;
 
 use voisin::cpu::CpuEngine;
 use voisin::engine::{Cancel, Op};
 use voisin::graph::{merge_lists, List, PassRows, TileGraph};
 use voisin::metric::exact::item_key;
+use voisin::metric::scale::f32_value;
+use voisin::shape;
 use voisin::{
     Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result, StringSet, VectorSet,
 };
@@ -38,6 +47,7 @@ use voisin_cuda::CudaEngine;
 use voisin_engines::Device;
 
 use crate::engine::{self, EngineConfig};
+use crate::results::{self, Answer, Form};
 use crate::{dataset, metric, py_err, MetricError};
 
 /// Lists of equal length handed to Python: keys `n × w` (f64) and indices `n × w` (u32).
@@ -583,60 +593,236 @@ fn check_row(list: &[(f64, u32)], r: usize, n_items: usize, own: Option<usize>) 
     Ok(())
 }
 
-/// Merged lists of `k` a row as the one-process functions return them: (distances as float64
-/// from the reported float32, indices as int64), `n × k`. The lists are checked first
-/// ([`checked_rows`]); `self_start` is a graph block's first item.
+/// How merged lists become rows: `voisin.dask`'s `_Rows`, read by attribute. `k`: entries a
+/// row of k-NN lists; `n`: items of the set the indices point into (the columns);
+/// `include_self`, `exact`: as the one-process functions' `include_self` and
+/// `distances="f64"`.
+#[derive(FromPyObject)]
+pub struct Rows<'py> {
+    k: usize,
+    spec: Bound<'py, PyAny>,
+    n: usize,
+    include_self: bool,
+    exact: bool,
+}
+
+impl Rows<'_> {
+    /// The [`Form`] of a block's rows (NumPy arrays, not CSR: the client picks the index type
+    /// once for the whole result, [`csr_narrow`]); the item itself, where asked, is already in
+    /// them ([`knn_block_rows`]).
+    fn form(&self) -> Form {
+        Form {
+            exact: self.exact,
+            ..Form::default()
+        }
+    }
+}
+
+/// The exact distance of every key, in order: what the one process recomputes for
+/// `distances="f64"` (its keys are these keys).
+fn exact_of(keys: &[f64], m: &Metric) -> Vec<f64> {
+    keys.par_iter()
+        .with_min_len(256)
+        .map(|&key| m.key_to_distance(key))
+        .collect()
+}
+
+/// Merged lists of `k` a row as the one-process functions return them, shaped by the one
+/// [`results::shape`]: `(distances, indices)`, float32 (float64 exact with `rows.exact`) and
+/// int64. The lists are checked first ([`checked_rows`]); `first` is a graph block's first
+/// item (no row may hold its own item) and `items` the block's own items, with which
+/// `include_self` adds each row's item by its own key (`voisin::shape::rows_with_self`).
 #[pyfunction]
-#[pyo3(signature = (keys, ids, k, metric_spec, n_items, self_start = None))]
+#[pyo3(signature = (keys, ids, rows, first = None, items = None))]
 pub fn knn_block_rows<'py>(
     py: Python<'py>,
     keys: PyReadonlyArray2<'py, f64>,
     ids: PyReadonlyArray2<'py, u32>,
-    k: usize,
-    metric_spec: &Bound<'py, PyAny>,
-    n_items: usize,
-    self_start: Option<usize>,
-) -> PyResult<KnnOut<'py>> {
+    rows: Rows<'py>,
+    first: Option<usize>,
+    items: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyTuple>> {
     let lists = rect_in(&keys, &ids)?;
-    let (m, _) = metric(metric_spec)?;
-    let arrays = detached(py, None, || {
-        let rows = checked_rows(lists, Some(k), n_items, self_start)?;
-        Ok(knn_arrays(KnnResult::from_rows(rows, k, &m)))
+    let (m, _) = metric(&rows.spec)?;
+    let own = match (rows.include_self, first, items) {
+        (false, ..) => None,
+        (true, Some(first), Some(items)) => Some((first, dataset("items", items)?.0)),
+        (true, ..) => {
+            return Err(py_err(Error::invalid(
+                "block rows: include_self needs the block's first item and its items",
+            )))
+        }
+    };
+    let (form, k, n) = (rows.form(), rows.k, rows.n);
+    let out = detached(py, None, || {
+        let mut checked = checked_rows(lists, Some(k), n, first)?;
+        let k = match &own {
+            Some((first, items)) if items.len() == checked.len() => {
+                shape::rows_with_self(&mut checked, items, *first, &m);
+                k + 1
+            }
+            Some(_) => {
+                return Err(Error::invalid(
+                    "block rows: items and rows differ in number",
+                ))
+            }
+            None => k,
+        };
+        let keys: Vec<f64> = match form.exact {
+            true => checked.iter().flatten().map(|e| e.0).collect(),
+            false => Vec::new(),
+        };
+        let answer = Answer::Knn(KnnResult::from_rows(checked, k, &m));
+        Ok(results::shape(answer, form, n, |_| exact_of(&keys, &m)))
     })?;
-    knn_out(py, arrays)
+    out.into_py(py)
 }
 
-/// Merged range lists as the one-process `range_search` returns them: (offsets, indices,
-/// distances), checked first.
-#[pyfunction]
-pub fn range_block_rows<'py>(
-    py: Python<'py>,
-    lists: (
-        PyReadonlyArray1<'py, i64>,
-        PyReadonlyArray1<'py, f64>,
-        PyReadonlyArray1<'py, u32>,
-    ),
-    metric_spec: &Bound<'py, PyAny>,
-    n_items: usize,
-) -> PyResult<RangeOut<'py>> {
+/// Flat lists read from Python: (offsets, keys, indices).
+type FlatIn<'py> = (
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, f64>,
+    PyReadonlyArray1<'py, u32>,
+);
+
+/// The rows of flat lists, each checked ([`check_row`]; no own-item check).
+fn flat_rows(lists: &FlatIn<'_>, n_items: usize) -> PyResult<PassRows> {
     let flat = (
         lists.0.as_slice()?,
         lists.1.as_slice()?,
         lists.2.as_slice()?,
     );
-    let (m, _) = metric(metric_spec)?;
-    let (o, i, d): RangeArrays = detached(py, None, || {
-        let rows = range_rows_in(flat)?;
-        for (r, list) in rows.iter().enumerate() {
-            check_row(list, r, n_items, None)?;
-        }
-        Ok(range_arrays(RangeResult::from_rows(rows, &m)))
+    let rows = range_rows_in(flat).map_err(py_err)?;
+    for (r, list) in rows.iter().enumerate() {
+        check_row(list, r, n_items, None).map_err(py_err)?;
+    }
+    Ok(rows)
+}
+
+/// Merged range lists as the one-process `range_search` returns them, shaped by the one
+/// [`results::shape`]: (offsets, indices, distances), int64 and float32 (float64 exact with
+/// `rows.exact`); checked first.
+#[pyfunction]
+pub fn range_block_rows<'py>(
+    py: Python<'py>,
+    lists: FlatIn<'py>,
+    rows: Rows<'py>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let (m, _) = metric(&rows.spec)?;
+    let (form, n) = (rows.form(), rows.n);
+    let listed = flat_rows(&lists, n)?;
+    let keys = lists.1.as_slice()?;
+    let out = detached(py, None, || {
+        let answer = Answer::Range(RangeResult::from_rows(listed, &m));
+        Ok(results::shape(answer, form, n, |_| exact_of(keys, &m)))
     })?;
-    Ok((
-        PyArray1::from_vec(py, o),
-        PyArray1::from_vec(py, i),
-        PyArray1::from_vec(py, d),
-    ))
+    out.into_py(py)
+}
+
+/// Pair entries handed to Python: (rows, indices, keys), flat, global item numbers.
+type PiecesOut<'py> = (
+    Bound<'py, PyArray1<u32>>,
+    Bound<'py, PyArray1<u32>>,
+    Bound<'py, PyArray1<f64>>,
+);
+
+/// The entries of a block's lists (flat, checked; row 0 is item `first`) whose pair belongs to
+/// an earlier block (`pairs=True`: the pair {q, j}, j < q, lives in row j), one piece for each
+/// block that starts at `starts[c]` (the first items of the blocks before this one, rising
+/// from 0): (rows, indices, keys), in row order.
+#[pyfunction]
+pub fn pair_pieces<'py>(
+    py: Python<'py>,
+    lists: FlatIn<'py>,
+    first: usize,
+    starts: Vec<usize>,
+    n_items: usize,
+) -> PyResult<Vec<PiecesOut<'py>>> {
+    if starts.first().is_some_and(|&s| s != 0) || starts.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(py_err(Error::invalid(
+            "pair pieces: block starts must rise from 0",
+        )));
+    }
+    let listed = flat_rows(&lists, n_items)?;
+    let mut pieces = vec![(Vec::new(), Vec::new(), Vec::new()); starts.len()];
+    for (r, list) in listed.iter().enumerate() {
+        for &(key, j) in list.iter().filter(|&&(_, j)| (j as usize) < first) {
+            let c = starts.partition_point(|&s| s <= j as usize) - 1;
+            let piece = &mut pieces[c];
+            piece.0.push(global(r as u32, first).map_err(py_err)?);
+            piece.1.push(j);
+            piece.2.push(key);
+        }
+    }
+    Ok(pieces
+        .into_iter()
+        .map(|(rows, ids, keys)| {
+            (
+                PyArray1::from_vec(py, rows),
+                PyArray1::from_vec(py, ids),
+                PyArray1::from_vec(py, keys),
+            )
+        })
+        .collect())
+}
+
+/// Pair entries read from Python: (rows, indices, keys).
+type PiecesIn<'py> = (
+    PyReadonlyArray1<'py, u32>,
+    PyReadonlyArray1<'py, u32>,
+    PyReadonlyArray1<'py, f64>,
+);
+
+/// The pair rows (`pairs=True`) of a block whose row 0 is item `first`, from its own lists
+/// (flat, checked) and the [`pair_pieces`] of the blocks after it, in block order: the core's
+/// [`voisin::shape::pair_rows`] over the entries in the one process's order, shaped by the
+/// one [`results::shape`] as (offsets, indices, distances), int64 and float32 (float64 exact
+/// with `rows.exact`, from each kept entry's exact key).
+#[pyfunction]
+pub fn block_pairs<'py>(
+    py: Python<'py>,
+    lists: FlatIn<'py>,
+    first: usize,
+    pieces: Vec<PiecesIn<'py>>,
+    rows: Rows<'py>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let (m, _) = metric(&rows.spec)?;
+    let (form, n) = (rows.form(), rows.n);
+    let listed = flat_rows(&lists, n)?;
+    let mut incoming = Vec::with_capacity(pieces.len());
+    for (rs, ids, keys) in &pieces {
+        let (rs, ids, keys) = (rs.as_slice()?, ids.as_slice()?, keys.as_slice()?);
+        if rs.len() != ids.len() || rs.len() != keys.len() {
+            return Err(py_err(Error::invalid("pair pieces of unequal lengths")));
+        }
+        incoming.push((rs, ids, keys));
+    }
+    let out = detached(py, None, || {
+        let dist = |key: f64| f32_value(m.key_to_distance(key));
+        let own = listed.iter().enumerate().flat_map(|(r, list)| {
+            list.iter()
+                .map(move |&(key, j)| (first + r, j, dist(key), key))
+        });
+        let later = incoming.iter().flat_map(|&(rs, ids, keys)| {
+            (0..rs.len()).map(move |e| (rs[e] as usize, ids[e], dist(keys[e]), keys[e]))
+        });
+        let paired = voisin::shape::pair_rows(first..first + listed.len(), own.chain(later));
+        let keys: Vec<f64> = paired.iter().flatten().map(|&(_, _, key)| key).collect();
+        let kept = paired
+            .into_iter()
+            .map(|row| row.into_iter().map(|(d, j, _)| (d, j)).collect())
+            .collect();
+        let answer = Answer::Range(RangeResult::from_rows_by(kept, f64::from));
+        Ok(results::shape(answer, form, n, |_| exact_of(&keys, &m)))
+    })?;
+    out.into_py(py)
+}
+
+/// Whether a CSR result of `columns` columns, `offsets` row offsets and `entries` entries
+/// takes int32 indices, as the one-process `output="csr"` does ([`results::narrow_csr`]).
+#[pyfunction]
+pub fn csr_narrow(columns: usize, offsets: usize, entries: usize) -> bool {
+    results::narrow_csr(columns, offsets, entries)
 }
 
 /// Refuses NaN and infinite values of a block whose first item is item `start` of the whole
@@ -675,41 +861,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge_range_lists, m)?)?;
     m.add_function(wrap_pyfunction!(knn_block_rows, m)?)?;
     m.add_function(wrap_pyfunction!(range_block_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(pair_pieces, m)?)?;
+    m.add_function(wrap_pyfunction!(block_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(csr_narrow, m)?)?;
     m.add_function(wrap_pyfunction!(check_block, m)?)?;
     Ok(())
-}
-
-/// (distances, indices) arrays handed to Python.
-type KnnOut<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<i64>>);
-/// (offsets, indices, distances) arrays handed to Python.
-type RangeOut<'py> = (
-    Bound<'py, PyArray1<i64>>,
-    Bound<'py, PyArray1<i64>>,
-    Bound<'py, PyArray1<f64>>,
-);
-
-/// Distances as float64 and indices as int64, `n × k`, converted off the GIL.
-type KnnArrays = (usize, usize, Vec<f64>, Vec<i64>);
-/// CSR offsets, indices and distances of a range search.
-type RangeArrays = (Vec<i64>, Vec<i64>, Vec<f64>);
-
-fn knn_arrays(r: voisin::KnnResult) -> KnnArrays {
-    let d = r.distances.iter().map(|&x| f64::from(x)).collect();
-    let i = r.indices.iter().map(|&x| i64::from(x)).collect();
-    (r.n_queries, r.k, d, i)
-}
-
-fn range_arrays(r: voisin::RangeResult) -> RangeArrays {
-    (
-        r.offsets.iter().map(|&x| x as i64).collect(),
-        r.indices.iter().map(|&x| i64::from(x)).collect(),
-        r.distances.iter().map(|&x| f64::from(x)).collect(),
-    )
-}
-
-fn knn_out<'py>(py: Python<'py>, (n, k, d, i): KnnArrays) -> PyResult<KnnOut<'py>> {
-    Ok((
-        PyArray1::from_vec(py, d).reshape([n, k])?,
-        PyArray1::from_vec(py, i).reshape([n, k])?,
-    ))
 }

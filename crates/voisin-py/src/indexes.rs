@@ -85,7 +85,12 @@ impl MetricIndex {
         let out = self.worker().run(py, progress, move || {
             let q = queries.as_ref().unwrap_or(&items);
             let answer = ask(engine.as_ref(), &index, q)?;
-            Ok(results::shape(answer, form, &items, q, index.metric()))
+            Ok(results::shape_over(
+                answer,
+                form,
+                (&items, q),
+                index.metric(),
+            ))
         })?;
         out.into_py(py)
     }

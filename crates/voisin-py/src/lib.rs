@@ -469,7 +469,7 @@ impl Index {
                 queries_copied,
             };
             let queries = queries.as_ref().unwrap_or(&base);
-            Ok(results::shape(answer, form, &base, queries, &metric))
+            Ok(results::shape_over(answer, form, (&base, queries), &metric))
         })
         .and_then(|out| out.into_py(py))
     }
@@ -725,8 +725,11 @@ impl Index {
     }
 
     /// For each query, its k nearest base items: `(distances, indices)`, each `n × k`, or
-    /// with `csr` the rows `(offsets, indices, distances)`; `exact`: float64 exact distances.
-    #[pyo3(signature = (queries, k, progress = None, exact = false, csr = false))]
+    /// with `csr` the rows `(offsets, indices, distances)`; `exact`: float64 exact distances;
+    /// `ties`: every base item at the k-th distance too (`voisin::ties`), as rows
+    /// `(offsets, indices, distances)` of their own lengths.
+    #[pyo3(signature = (queries, k, progress = None, exact = false, csr = false, ties = false))]
+    #[allow(clippy::too_many_arguments)]
     fn knn<'py>(
         &self,
         py: Python<'py>,
@@ -735,6 +738,7 @@ impl Index {
         progress: Option<&Bound<'py, PyAny>>,
         exact: bool,
         csr: bool,
+        ties: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let queries = dataset("queries", queries)?;
         let kept = self.kept.clone();
@@ -751,19 +755,26 @@ impl Index {
             form,
             move |e, base, q, m| {
                 let q = q.unwrap_or(base);
-                match &kept {
-                    Some(slot) => prepared(slot, e, base, m)?.knn(q, k),
+                let fitted = kept.as_ref().map(|s| prepared(s, e, base, m)).transpose()?;
+                let lists = |q: &Dataset, k| match &fitted {
+                    Some(p) => p.knn(q, k),
                     None => e.knn(base, q, k, m),
+                };
+                if ties {
+                    voisin::ties::knn(base, q, k, m, &lists).map(Answer::Range)
+                } else {
+                    lists(q, k).map(Answer::Knn)
                 }
-                .map(Answer::Knn)
             },
         )
     }
 
     /// For each base item, its k nearest other items, shaped as for [`Index::knn`];
-    /// `include_self` puts the item itself first (k + 1 entries a row), `pairs` gives each
-    /// unordered pair once as rows `(offsets, indices, distances)`.
-    #[pyo3(signature = (k, progress = None, include_self = false, exact = false, pairs = false, csr = false))]
+    /// `include_self` adds the item itself by its own distance (k + 1 entries a row, k may be
+    /// 0; `voisin::shape::include_self`), `pairs` gives each unordered pair once as rows
+    /// `(offsets, indices, distances)`; `ties` every other item at the k-th distance too, as
+    /// rows of their own lengths.
+    #[pyo3(signature = (k, progress = None, include_self = false, exact = false, pairs = false, csr = false, ties = false))]
     #[allow(clippy::too_many_arguments)]
     fn graph<'py>(
         &self,
@@ -774,6 +785,7 @@ impl Index {
         exact: bool,
         pairs: bool,
         csr: bool,
+        ties: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         if include_self && pairs {
             return Err(PyValueError::new_err(
@@ -787,7 +799,24 @@ impl Index {
             csr,
         };
         self.request(py, progress, None, Op::Graph, form, move |e, base, _, m| {
-            e.graph(base, k, m).map(Answer::Knn)
+            if k == 0 {
+                // k = 0 with `include_self`: rows of the item alone (no other item to find).
+                let n = base.len();
+                Ok(match ties {
+                    true => Answer::Range(voisin::RangeResult {
+                        offsets: vec![0; n + 1],
+                        ..Default::default()
+                    }),
+                    false => Answer::Knn(voisin::KnnResult {
+                        n_queries: n,
+                        ..Default::default()
+                    }),
+                })
+            } else if ties {
+                voisin::ties::graph_on(e.as_ref(), base, k, m).map(Answer::Range)
+            } else {
+                e.graph(base, k, m).map(Answer::Knn)
+            }
         })
     }
 

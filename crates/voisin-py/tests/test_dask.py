@@ -59,38 +59,63 @@ def sets(rng):
 
 
 CASES = [
-    # (set, metric, k, block_rows, dask input)
-    ("normal", "euclidean", 15, 64, False),
-    ("normal", "euclidean", 229, 50, True),
-    ("grid", "euclidean", 1, 32, False),
-    ("grid", "sqeuclidean", 15, 40, True),
-    ("cosine", "cosine", 15, 70, False),
-    ("f64", "euclidean", 15, 64, True),
-    ("f64", "cityblock", 1, 100, False),
-    ("words", "levenshtein", 15, 32, False),
-    ("words", "levenshtein", 149, 64, False),
-    ("normal", "inner_product", 5, 60, False),
+    # (set, metric, k, block_rows, dask input, distances)
+    ("normal", "euclidean", 15, 64, False, "f32"),
+    ("normal", "euclidean", 229, 50, True, "f64"),
+    ("grid", "euclidean", 1, 32, False, "f32"),
+    ("grid", "sqeuclidean", 15, 40, True, "f64"),
+    ("cosine", "cosine", 15, 70, False, "f64"),
+    ("f64", "euclidean", 15, 64, True, "f64"),
+    ("f64", "cityblock", 1, 100, False, "f32"),
+    ("words", "levenshtein", 15, 32, False, "f64"),
+    ("words", "levenshtein", 149, 64, False, "f32"),
+    ("normal", "inner_product", 5, 60, False, "f64"),
 ]
 
 
-@pytest.mark.parametrize("name,metric,k,rows,lazy", CASES)
-def test_graph_is_byte_identical(client, name, metric, k, rows, lazy):
+@pytest.mark.parametrize("name,metric,k,rows,lazy,distances", CASES)
+def test_graph_is_byte_identical(client, name, metric, k, rows, lazy, distances):
     X = sets(np.random.default_rng(7))[name]
     given = da.from_array(X, chunks=(37, -1)) if lazy else X
-    got = vd.knn_graph(given, k, metric=metric, device="cpu", block_rows=rows, client=client)
-    same(got, voisin.knn_graph(X, k, metric=metric, device="cpu"))
+    kw = dict(metric=metric, device="cpu", distances=distances)
+    got = vd.knn_graph(given, k, block_rows=rows, client=client, **kw)
+    same(got, voisin.knn_graph(X, k, **kw))
+
+
+GRAPH_FORMS = [
+    dict(include_self=True),
+    dict(output="csr"),
+    dict(include_self=True, output="csr", distances="f64"),
+    dict(include_self=True, distances="f64"),
+    dict(pairs=True),
+    dict(pairs=True, output="csr", distances="f64"),
+]
 
 
 def test_graph_options_match(client):
     X = sets(np.random.default_rng(8))["grid"]
-    for kw in [dict(include_self=True), dict(output="csr"), dict(include_self=True, output="csr")]:
+    for kw in GRAPH_FORMS:
         got = vd.knn_graph(X, 15, device="cpu", block_rows=48, client=client, **kw)
         same(got, voisin.knn_graph(X, 15, device="cpu", **kw))
+    # Pairs whose edges point back across blocks (duplicates and one-sided edges), strings.
+    W = sets(np.random.default_rng(8))["words"]
+    for kw in [dict(pairs=True), dict(pairs=True, distances="f64", output="csr")]:
+        got = vd.knn_graph(W, 4, metric="levenshtein", device="cpu", block_rows=20,
+                           client=client, **kw)
+        same(got, voisin.knn_graph(W, 4, metric="levenshtein", device="cpu", **kw))
     # k beyond n - 1 is capped as in one process; a single block is one diagonal task.
     same(vd.knn_graph(X[:20], 50, device="cpu", client=client),
          voisin.knn_graph(X[:20], 50, device="cpu"))
     same(vd.knn_graph(X[:1], 3, include_self=True, device="cpu", client=client),
          voisin.knn_graph(X[:1], 3, include_self=True, device="cpu"))
+    for kw in [dict(include_self=True, distances="f64"), dict(include_self=True, output="csr")]:
+        # k = 1 with include_self: rows of the item itself alone, no pair measured.
+        same(vd.knn_graph(X[:50], 1, device="cpu", block_rows=16, client=client, **kw),
+             voisin.knn_graph(X[:50], 1, device="cpu", **kw))
+    d, i, st = vd.knn_graph(X, 5, device="cpu", block_rows=48, client=client, stats=True)
+    same((d, i), voisin.knn_graph(X, 5, device="cpu"))
+    assert st["blocks"] == 5 and st["tasks"] == 15 + 5 and st["workers"] == 2
+    assert st["device"].startswith("cpu") and st["compute_s"] > 0 and st["wall_s"] > 0
 
 
 def test_lazy_results_stay_dask_arrays(client):
@@ -107,34 +132,58 @@ def test_lazy_results_stay_dask_arrays(client):
     want = voisin.range_search(X, q, 3.0, device="cpu")
     got = g.compute()
     assert got.shape == want.shape and (got != want).nnz == 0
+    # Ragged rows stay on the cluster as CSR blocks: pairs, exact distances.
+    g = vd.knn_graph(X, 6, pairs=True, output="csr", distances="f64", device="cpu",
+                     block_rows=64, client=client, compute=False)
+    want = voisin.knn_graph(X, 6, pairs=True, output="csr", distances="f64", device="cpu")
+    got = g.compute()
+    assert got.dtype == np.float64 and got.shape == want.shape and (got != want).nnz == 0
+    with pytest.raises(ValueError, match="output='csr'"):
+        vd.knn_graph(X, 6, pairs=True, client=client, compute=False)
 
 
 SEARCHES = [
-    # (set, metric, k, base rows, query rows, dask input)
-    ("normal", "euclidean", 10, 64, 25, True),
-    ("grid", "euclidean", 1, 50, 100, False),
-    ("grid", "cityblock", 300, 64, 40, False),  # k beyond the base and beyond a shard
-    ("f64", "euclidean", 15, 100, 50, False),
-    ("cosine", "cosine", 15, 80, 60, True),
-    ("normal", "inner_product", 7, 70, 33, False),
-    ("words", "levenshtein", 6, 40, 30, False),
+    # (set, metric, k, base rows, query rows, dask input, distances)
+    ("normal", "euclidean", 10, 64, 25, True, "f32"),
+    ("grid", "euclidean", 1, 50, 100, False, "f64"),
+    ("grid", "cityblock", 300, 64, 40, False, "f32"),  # k beyond the base and beyond a shard
+    ("f64", "euclidean", 15, 100, 50, False, "f64"),
+    ("cosine", "cosine", 15, 80, 60, True, "f64"),
+    ("normal", "inner_product", 7, 70, 33, False, "f32"),
+    ("words", "levenshtein", 6, 40, 30, False, "f64"),
 ]
 
+RADII = {"levenshtein": 2, "inner_product": 1.0, "cosine": 0.3}
 
-@pytest.mark.parametrize("name,metric,k,rows,qrows,lazy", SEARCHES)
-def test_search_is_byte_identical(client, name, metric, k, rows, qrows, lazy):
+
+@pytest.mark.parametrize("name,metric,k,rows,qrows,lazy,distances", SEARCHES)
+def test_search_is_byte_identical(client, name, metric, k, rows, qrows, lazy, distances):
     X = sets(np.random.default_rng(11))[name]
     base, queries = X[: len(X) * 2 // 3], X[len(X) // 2:]
     if lazy:
         base, queries = da.from_array(base, chunks=(29, -1)), da.from_array(queries, chunks=(31, -1))
     plain = [np.asarray(x) if name != "words" else x for x in (X[: len(X) * 2 // 3],
                                                                 X[len(X) // 2:])]
-    kw = dict(metric=metric, device="cpu", block_rows=rows, query_rows=qrows, client=client)
-    same(vd.knn(base, queries, k, **kw), voisin.knn(*plain, k, metric=metric, device="cpu"))
-    radius = {"levenshtein": 2, "inner_product": 1.0, "cosine": 0.3}.get(metric, 2.0)
+    one = dict(metric=metric, device="cpu", distances=distances)
+    kw = dict(block_rows=rows, query_rows=qrows, client=client, **one)
+    same(vd.knn(base, queries, k, **kw), voisin.knn(*plain, k, **one))
+    radius = RADII.get(metric, 2.0)
     for output in ("csr", "arrays"):
         same(vd.range_search(base, queries, radius, output=output, **kw),
-             voisin.range_search(*plain, radius, metric=metric, output=output, device="cpu"))
+             voisin.range_search(*plain, radius, output=output, **one))
+
+
+@pytest.mark.parametrize("name,metric,lazy", [("grid", "euclidean", True),
+                                              ("words", "levenshtein", False)])
+def test_range_pairs_are_byte_identical(client, name, metric, lazy):
+    X = sets(np.random.default_rng(12))[name]
+    given = da.from_array(X, chunks=(41, -1)) if lazy else X
+    radius = RADII.get(metric, 1.5)
+    for kw in [dict(output="arrays"), dict(output="csr", distances="f64")]:
+        got = vd.range_search(given, given, radius, pairs=True, metric=metric, device="cpu",
+                              block_rows=50, query_rows=36, client=client, **kw)
+        same(got, voisin.range_search(X, X, radius, pairs=True, metric=metric, device="cpu",
+                                      **kw))
 
 
 def test_bad_input_is_named_as_in_one_process(client):
@@ -150,6 +199,15 @@ def test_bad_input_is_named_as_in_one_process(client):
         vd.knn(X, X[:, :3], 3, device="cpu", client=client)
     with pytest.raises(ValueError, match="at least 1"):
         vd.knn_graph(X, 0, client=client)
+    for bad in [dict(include_self=True, pairs=True), dict(distances="f16"),
+                dict(output="dense")]:
+        with pytest.raises(ValueError) as one:
+            voisin.knn_graph(X[:10], 3, device="cpu", **bad)
+        with pytest.raises(ValueError) as dist:
+            vd.knn_graph(X[:10], 3, device="cpu", client=client, **bad)
+        assert str(dist.value) == str(one.value)
+    with pytest.raises(ValueError, match="self-joins"):
+        vd.range_search(X, X[:20], 1.0, pairs=True, client=client)
 
 
 def pids(client):
@@ -210,6 +268,10 @@ def test_client_killed_resumes_on_its_folder(client, tmp_path):
     assert all(os.stat(os.path.join(folder, e)).st_mtime_ns == t for e, t in kept.items())
     assert sum(e.startswith("block-") for e in os.listdir(folder)) == 30
     same(vd.knn_graph(X, 15, resume=True, **kw), want)  # all finished: read back
+    # The blocks keep exact lists: other forms of the same graph come from the same folder.
+    for form in [dict(distances="f64"), dict(pairs=True, output="csr")]:
+        same(vd.knn_graph(X, 15, resume=True, **form, **kw),
+             voisin.knn_graph(X, 15, device="cpu", **form))
     damaged = os.path.join(folder, sorted(kept)[0])
     with open(damaged, "r+b") as f:
         f.seek(200)
@@ -243,13 +305,18 @@ def test_gpu_worker_gives_the_one_process_graph_and_searches(client):
     rng = np.random.default_rng(21)
     X = rng.normal(size=(3000, 24)).astype(np.float32)
     X[100:140] = X[0]  # duplicates
-    for metric, k in [("euclidean", 15), ("cosine", 1), ("euclidean", 2999)]:
-        want = voisin.knn_graph(X, k, metric=metric, device="cpu")
-        same(vd.knn_graph(X, k, metric=metric, device="cuda", block_rows=1024, client=client),
-             want)
-        same(voisin.knn_graph(X, k, metric=metric, device="cuda"), want)
+    for metric, k, distances in [("euclidean", 15, "f32"), ("cosine", 1, "f64"),
+                                 ("euclidean", 2999, "f32"), ("euclidean", 15, "f64")]:
+        want = voisin.knn_graph(X, k, metric=metric, device="cpu", distances=distances)
+        same(vd.knn_graph(X, k, metric=metric, device="cuda", block_rows=1024, client=client,
+                          distances=distances), want)
+        same(voisin.knn_graph(X, k, metric=metric, device="cuda", distances=distances), want)
+    same(vd.knn_graph(X, 10, pairs=True, device="cuda", block_rows=1024, client=client),
+         voisin.knn_graph(X, 10, pairs=True, device="cpu"))
     q = X[::7] + 0.25
-    same(vd.knn(X, q, 10, device="cuda", block_rows=700, query_rows=200, client=client),
-         voisin.knn(X, q, 10, device="cpu"))
-    same(vd.range_search(X, q, 4.0, device="cuda", block_rows=700, client=client),
-         voisin.range_search(X, q, 4.0, device="cpu"))
+    for distances in ("f32", "f64"):
+        same(vd.knn(X, q, 10, device="cuda", block_rows=700, query_rows=200, client=client,
+                    distances=distances), voisin.knn(X, q, 10, device="cpu", distances=distances))
+        same(vd.range_search(X, q, 4.0, device="cuda", block_rows=700, client=client,
+                             distances=distances),
+             voisin.range_search(X, q, 4.0, device="cpu", distances=distances))

@@ -128,6 +128,18 @@ def test_include_self_graph_and_csr(rng):
     assert (g.diagonal() == 0).all()
 
 
+def test_include_self_carries_the_self_distance():
+    # The item by its own distance: its dot product under inner_product (placed by it), 1 for
+    # a zero vector under cosine; k = 1 holds the item alone.
+    X = np.array([[0, 0], [1, 0], [3, 1], [0.5, 0.5], [2, 2]], dtype=np.float32)
+    d, i = voisin.knn_graph(X, 3, include_self=True, metric="inner_product", device="cpu")
+    assert i[1].tolist() == [2, 4, 1] and d[1].tolist() == [3.0, 2.0, 1.0]
+    d, i = voisin.knn_graph(X, 3, include_self=True, metric="cosine", device="cpu")
+    assert i[0, 0] == 0 and d[0].tolist() == [1.0, 1.0, 1.0]
+    d, i = voisin.knn_graph(X, 1, include_self=True, metric="cosine", device="cpu")
+    assert i[:, 0].tolist() == list(range(5)) and d[:, 0].tolist() == [1.0, 0, 0, 0, 0]
+
+
 def test_dtypes_are_answered_for_their_values(rng):
     Xi = rng.integers(0, 255, size=(80, 6))
     ref = voisin.knn(Xi.astype(np.float32), Xi[:7].astype(np.float32), 5, device="cpu")

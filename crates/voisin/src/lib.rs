@@ -6,7 +6,8 @@
 //! graph's engine-agnostic parts ([`mod@graph`]: schedule, exact lists and their merge,
 //! checkpoints, the [`graph::TileGraph`] seam) and the CPU engine ([`cpu::CpuEngine`]), what a
 //! result becomes before it is handed out ([`shape`]: include-self rows, pairs, exact f64
-//! distances), plus an f64 brute-force [`mod@reference`] for tests. GPU and distributed engines live in their own
+//! distances), every item tied at the k-th distance over any engine ([`ties`]), plus an f64
+//! brute-force [`mod@reference`] for tests. GPU and distributed engines live in their own
 //! crates and implement the same traits.
 //!
 //! ```
@@ -28,6 +29,7 @@ pub mod metric;
 pub mod reference;
 pub mod select;
 pub mod shape;
+pub mod ties;
 
 pub use data::{Dataset, StringSet, VectorSet};
 pub use engine::{Engine, KnnResult, RangeResult, Stats};

@@ -69,6 +69,7 @@ except (ImportError, AttributeError):  # pragma: no cover - older scikit-learn
 from ._functions import _Progress, csr_matrix, csr_rows, exact_distances, index, metric_spec
 from ._index import native_index, resolve_algorithm
 from ._inputs import is_strings, strings, vectors
+from ._ties import all_ties, masked
 
 __all__ = ["NearestNeighbors", "KNeighborsTransformer", "RadiusNeighborsTransformer"]
 
@@ -195,7 +196,7 @@ class _Neighbors(BaseEstimator):
         return vectors(X, "X")
 
     def kneighbors(self, X: Any = None, n_neighbors: Optional[int] = None,
-                   return_distance: bool = True) -> Any:
+                   return_distance: bool = True, ties: str = "first") -> Any:
         """Find the k nearest neighbours of points.
 
         Parameters
@@ -207,6 +208,11 @@ class _Neighbors(BaseEstimator):
             Number of neighbours per query (default: the ``n_neighbors`` parameter).
         return_distance : bool, default=True
             Whether to return the distances.
+        ties : {"first", "all"}, default="first"
+            ``first``: exactly ``n_neighbors``, ties at the last distance to the smaller
+            index. ``all``: every fitted point at that distance as well; the arrays are then
+            masked arrays (``numpy.ma``) padded to the longest row, the padding masked (index
+            -1, distance inf, -inf for ``inner_product``).
 
         Returns
         -------
@@ -215,6 +221,7 @@ class _Neighbors(BaseEstimator):
         neigh_ind : ndarray of shape (n_queries, n_neighbors), int64
             Indices of the nearest fitted points; ties go to the smaller index.
         """
+        every_tie = all_ties(ties)
         check_is_fitted(self)
         if n_neighbors is None:
             n_neighbors = self.n_neighbors
@@ -239,14 +246,20 @@ class _Neighbors(BaseEstimator):
             )
         exact = self._exact() and return_distance
         with _Progress(getattr(self, "progress", False), "voisin kneighbors") as cb:
-            if query_is_train:
+            native = self._native()
+            if every_tie:
+                rows = (native.graph(int(n_neighbors), cb, exact=exact, ties=True)
+                        if query_is_train else
+                        native.knn(X, int(n_neighbors), cb, exact=exact, ties=True))
+                dist, ind = masked(rows, native.metric)
+            elif query_is_train:
                 dist, ind = self._native().graph(int(n_neighbors), cb, False, exact)
             else:
                 dist, ind = self._native().knn(X, int(n_neighbors), cb, exact)
         return (dist, ind) if return_distance else ind
 
     def kneighbors_graph(self, X: Any = None, n_neighbors: Optional[int] = None,
-                         mode: str = "connectivity") -> Any:
+                         mode: str = "connectivity", ties: str = "first") -> Any:
         """The (weighted) graph of k-neighbours of points in X.
 
         Parameters
@@ -257,12 +270,16 @@ class _Neighbors(BaseEstimator):
             Neighbours per row (default: the ``n_neighbors`` parameter).
         mode : {"connectivity", "distance"}, default="connectivity"
             Ones, or the distances, as the matrix values.
+        ties : {"first", "all"}, default="first"
+            As for :meth:`kneighbors`: with ``all``, rows hold every fitted point at the last
+            distance as well, and have their own lengths.
 
         Returns
         -------
         A : sparse matrix of shape (n_queries, n_samples_fit)
             CSR, each row's entries in order of distance; explicit zeros kept.
         """
+        every_tie = all_ties(ties)
         check_is_fitted(self)
         if n_neighbors is None:
             n_neighbors = self.n_neighbors
@@ -272,10 +289,16 @@ class _Neighbors(BaseEstimator):
                 f'"{mode}" instead'
             )
         if mode == "connectivity":  # no distances to compute exactly
-            ind = self.kneighbors(X, n_neighbors, return_distance=False)
+            ind = self.kneighbors(X, n_neighbors, return_distance=False, ties=ties)
             dist = np.ones(ind.shape)
         else:
-            dist, ind = self.kneighbors(X, n_neighbors)
+            dist, ind = self.kneighbors(X, n_neighbors, ties=ties)
+        if every_tie:  # rows of their own lengths: the unmasked entries, row by row
+            offsets = np.concatenate([[0], np.cumsum(ind.count(axis=1))]).astype(np.int64)
+            values = dist.compressed() if mode == "distance" else np.ones(offsets[-1])
+            A = scipy.sparse.csr_matrix((values, ind.compressed(), offsets),
+                                        shape=(len(offsets) - 1, self.n_samples_fit_))
+            return _align_api_if_sparse(A)
         return _align_api_if_sparse(csr_rows(dist, ind, self.n_samples_fit_))
 
     def _range(self, X: Any, radius: Optional[float], exact: bool = True) -> Any:

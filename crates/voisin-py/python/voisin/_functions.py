@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _voisin
 from ._inputs import counting, framework, items
+from ._ties import all_ties, masked
 
 MetricLike = Union[str, Callable[[Any, Any], float]]
 ProgressLike = Union[bool, Callable[[int, int], None], None]
@@ -122,7 +123,8 @@ def knn(
     distances: str = "f32",
     output: str = "arrays",
     stats: bool = False,
-) -> Tuple[Any, ...]:
+    ties: str = "first",
+) -> Any:
     """Exact k nearest neighbours of each query among the base items.
 
     Parameters
@@ -155,14 +157,21 @@ def knn(
     distances : {"f32", "f64"}, default="f32"
         ``f32``: float32 distances, each the exact distance rounded to float32 (the command
         line's default); ``f64``: float64, the exact values themselves (``--distances f64``).
-    output : {"arrays", "torch", "cupy", "jax", "input"}, default="arrays"
-        NumPy arrays, or the arrays of that framework (``input``: the framework and device of
-        ``base``); on a GPU when ``base`` was a tensor on that GPU.
+    output : {"arrays", "csr", "torch", "cupy", "jax", "input"}, default="arrays"
+        NumPy arrays, an ``n_queries x n_base`` ``csr_matrix`` of distances (rows in their
+        order, explicit zeros kept), or the arrays of that framework (``input``: the framework
+        and device of ``base``); on a GPU when ``base`` was a tensor on that GPU.
     stats : bool, default=False
         Also return a dict of what the call measured: the engine's phase times, evaluations,
         device and arithmetic, ``host_copy_bytes`` (input vectors copied on the host to read
         them; 0 when read in place) and ``device_to_host_bytes`` (GPU tensors brought to the
         host).
+    ties : {"first", "all"}, default="first"
+        ``first``: exactly k per query, ties at the k-th distance broken by the smaller index.
+        ``all``: every base item at the k-th distance as well (the command line's ``--ties
+        all``), so rows have their own lengths (at least k): for ``output="arrays"`` masked
+        arrays (``numpy.ma``) padded to the longest row, the padding masked (index -1,
+        distance inf, -inf for ``inner_product``), or a ``csr_matrix``.
 
     Returns
     -------
@@ -171,6 +180,9 @@ def knn(
     indices : ndarray of shape (n_queries, k), int64
         Base indices; ties are broken by the smaller index.
 
+    With ``ties="all"`` the two are masked arrays of shape (n_queries, longest row); with
+    ``output="csr"`` one ``csr_matrix`` takes their place.
+
     Examples
     --------
     >>> import numpy as np, voisin
@@ -178,16 +190,26 @@ def knn(
     >>> d, i = voisin.knn(base, np.array([[0.9, 0.1]], dtype=np.float32), k=2, device="cpu")
     >>> i.tolist()
     [[1, 0]]
+    >>> d, i = voisin.knn(base, np.array([[0, 1]], dtype=np.float32), k=1, ties="all",
+    ...                   device="cpu")
+    >>> i.tolist(), d.tolist()
+    ([[0, 2]], [[1.0, 1.0]])
     """
     _check_k(k)
-    _check_output(output, _FRAMEWORKS)
+    _check_output(output, ("csr",) + _FRAMEWORKS)
+    every_tie = all_ties(ties, output)
     exact = exact_distances(distances)
     with counting() as moved:
         idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
                     memory=memory, check=False)
         q = items(queries, "queries", metric_spec(metric, p))
+    csr = output == "csr"
     with _Progress(progress, "voisin knn") as cb:
-        got = idx.knn(q, int(k), cb, exact)
+        got = idx.knn(q, int(k), cb, exact, csr, every_tie)
+    if csr:
+        got = csr_matrix(got, len(idx))
+    elif every_tie:
+        got = masked(got, idx.metric)
     return _deliver(got, output, base, stats and _stats(idx, moved))
 
 
@@ -207,6 +229,7 @@ def knn_graph(
     progress: ProgressLike = False,
     distances: str = "f32",
     stats: bool = False,
+    ties: str = "first",
 ) -> Any:
     """The exact k-nearest-neighbour graph of a set: each item's k nearest other items.
 
@@ -217,9 +240,12 @@ def knn_graph(
     k : int
         Columns per row; capped at ``n - 1`` (``n`` with ``include_self``).
     include_self : bool, default=False
-        When true, column 0 of each row is the item itself at distance 0 and the other
-        ``k - 1`` columns its nearest other items: UMAP's ``precomputed_knn`` convention, where
-        ``n_neighbors`` counts the point itself.
+        When true, each row holds the item itself and its ``k - 1`` nearest other items:
+        UMAP's ``precomputed_knn`` convention, where ``n_neighbors`` counts the point itself.
+        The item carries its own distance (0, or 1 for a zero vector under cosine and a
+        constant one under correlation, its dot product with itself under inner_product) and
+        sits where that distance puts it, first among equal ones: column 0 under every metric
+        but inner_product.
     pairs : bool, default=False
         Each unordered pair {i, j} of the graph (an edge in either direction) once, in row
         ``min(i, j)``, sorted by distance then index: the command line's ``--pairs``. The
@@ -229,8 +255,9 @@ def knn_graph(
         ``arrays`` gives ``(distances, indices)``; ``csr`` an ``n x n`` ``csr_matrix`` of
         distances, rows sorted by distance (explicit zeros kept); a framework, its arrays (as
         for :func:`knn`).
-    metric, p, device, precision, n_jobs, memory, progress, distances, stats
-        As for :func:`knn`.
+    metric, p, device, precision, n_jobs, memory, progress, distances, stats, ties
+        As for :func:`knn` (with ``ties="all"`` and ``include_self``, the item itself, then its
+        ``k - 1`` nearest others and every other item at the distance of the last of them).
 
     Returns
     -------
@@ -248,6 +275,7 @@ def knn_graph(
     """
     _check_k(k)
     _check_output(output, ("csr",) + _FRAMEWORKS)
+    every_tie = all_ties(ties, output)
     exact = exact_distances(distances)
     if include_self and pairs:
         raise ValueError("include_self and pairs exclude each other: pairs never hold an item "
@@ -257,17 +285,24 @@ def knn_graph(
                     memory=memory, check=False)
     others = int(k) - 1 if include_self else int(k)
     n, csr = len(idx), output == "csr"
-    if others > 0 and n > 1:
+    ragged = csr or pairs or every_tie
+    if (others > 0 and n > 1) or (include_self and n > 0):
+        # The item itself by its own distance (1 for a zero vector under cosine, its dot
+        # product under inner_product), placed by the core as --include-self places it; with
+        # no other item to find, rows of the item alone.
         with _Progress(progress, "voisin graph") as cb:
-            got = idx.graph(others, cb, include_self, exact, pairs, csr)
-    else:  # no other item to find: rows of the item itself, or empty rows
-        kept = 1 if include_self else 0
-        dist = np.zeros((n, kept), np.float64 if exact else np.float32)
-        ind = np.arange(n, dtype=np.int64)[:, None][:, :kept]
-        got = (np.arange(0, n * kept + 1, max(kept, 1))[: n + 1], ind.ravel(), dist.ravel()) \
-            if csr or pairs else (dist, ind)
-    return _deliver(csr_matrix(got, n) if csr else got, output, X,
-                    stats and _stats(idx, moved))
+            got = idx.graph(others if n > 1 else 0, cb, include_self, exact, pairs, csr,
+                            every_tie)
+    else:  # no other item to find: empty rows
+        dist = np.zeros((n, 0), np.float64 if exact else np.float32)
+        ind = np.zeros((n, 0), dtype=np.int64)
+        got = (np.zeros(n + 1, dtype=np.int64), ind.ravel(), dist.ravel()) \
+            if ragged else (dist, ind)
+    if csr:
+        got = csr_matrix(got, n)
+    elif every_tie and not pairs:
+        got = masked(got, idx.metric)
+    return _deliver(got, output, X, stats and _stats(idx, moved))
 
 
 def range_search(

@@ -43,11 +43,11 @@ class Index:
     # while they fit (scipy.sparse's index type).
     def knn(
         self, queries: _Items, k: int, progress: _Progress = None, exact: bool = False,
-        csr: bool = False,
+        csr: bool = False, ties: bool = False,
     ) -> Tuple[npt.NDArray[Any], ...]: ...
     def graph(
         self, k: int, progress: _Progress = None, include_self: bool = False,
-        exact: bool = False, pairs: bool = False, csr: bool = False,
+        exact: bool = False, pairs: bool = False, csr: bool = False, ties: bool = False,
     ) -> Tuple[npt.NDArray[Any], ...]: ...
     def range(
         self, queries: _Items, radius: float, progress: _Progress = None, exact: bool = False,

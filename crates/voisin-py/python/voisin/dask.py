@@ -25,11 +25,13 @@ only the pairs that an open block needs, and returns the same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import operator
 import os
 import threading
+import time
 import zipfile
 import zlib
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
@@ -37,8 +39,9 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from . import _voisin
-from ._functions import MetricLike, ProgressLike, _check_k, _Progress, csr_rows, metric_spec
-from ._inputs import is_strings, items, strings
+from ._functions import (_FRAMEWORKS, MetricLike, ProgressLike, _check_k, _check_output, _deliver,
+                         _Progress, csr_matrix, exact_distances, metric_spec, same_items)
+from ._inputs import items
 
 __all__ = ["knn_graph", "knn", "range_search"]
 
@@ -135,45 +138,82 @@ def _merge_ranges(a, b):
     return _voisin.merge_range_lists(_ca(*a), _ca(*b))
 
 
-def _with_self(dist: np.ndarray, ind: np.ndarray, start: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Rows with the item itself first at distance 0 (``include_self``)."""
-    n = ind.shape[0]
-    return (np.hstack([np.zeros((n, 1)), dist]),
-            np.hstack([np.arange(start, start + n, dtype=np.int64)[:, None], ind]))
-
-
 class _Rows(NamedTuple):
-    """How a graph block's merged lists become its rows."""
+    """How a block's merged lists become its rows, as the one process shapes them (the
+    extension reads it by attribute): ``k`` entries a row, ``n`` items (columns),
+    ``include_self`` and ``exact`` (``distances="f64"``)."""
 
     k: int
     spec: MetricLike
     n: int
     include_self: bool
+    exact: bool
 
 
-def _graph_rows(lists, start: int, rows: _Rows):
-    dist, ind = _voisin.knn_block_rows(*_ca(*lists), rows.k, rows.spec, rows.n, start)
-    return _with_self(dist, ind, start) if rows.include_self else (dist, ind)
+def _graph_rows(lists, start: int, items: Any, rows: _Rows):
+    """A graph block's rows; ``items`` (the block itself, for ``include_self``) or None."""
+    return _voisin.knn_block_rows(*_ca(*lists), rows, start, items)
 
 
-def _finish_block(lists, start: int, rows: _Rows, path: Optional[str], digest: str):
-    """A block's rows, written first to ``path`` when the graph keeps a folder."""
-    if path is not None:
-        _write_block(path, lists, start, digest)
-    return _graph_rows(lists, start, rows)
+def _knn_rows(lists, rows: _Rows):
+    return _voisin.knn_block_rows(*_ca(*lists), rows)
 
 
-def _load_block(path: str, start: int, length: int, rows: _Rows, digest: str):
-    """A finished block's rows read back from its file, checked."""
+def _range_rows(lists, rows: _Rows):
+    return _voisin.range_block_rows(_ca(*lists), rows)
+
+
+def _flat(lists) -> tuple:
+    """Lists as flat (offsets, keys, indices): range lists are; k-NN lists (n x k) are viewed
+    so."""
+    if len(lists) == 3:
+        return _ca(*lists)
+    keys, ids = _ca(*lists)
+    n, k = keys.shape
+    return np.arange(n + 1, dtype=np.int64) * k, keys.ravel(), ids.ravel()
+
+
+def _pair_pieces(lists, start: int, starts: List[int], n: int):
+    return _voisin.pair_pieces(_flat(lists), start, list(starts), n)
+
+
+def _block_pairs(lists, start: int, pieces: list, rows: _Rows):
+    return _voisin.block_pairs(_flat(lists), start, [_ca(*p) for p in pieces], rows)
+
+
+def _csr_block(part, n: int):
+    """A block's result as a ``csr_matrix`` of ``n`` columns (``compute=False``)."""
+    import scipy.sparse
+
+    if len(part) == 2:
+        dist, ind = part
+        part = (np.arange(len(ind) + 1, dtype=np.int64) * ind.shape[1], ind.ravel(),
+                dist.ravel())
+    off, ind, dist = part
+    return scipy.sparse.csr_matrix((dist, ind, off), shape=(len(off) - 1, n))
+
+
+def _keep_block(lists, path: str, start: int, digest: str):
+    """A block's merged lists, written first to ``path`` (the graph's folder)."""
+    _write_block(path, lists, start, digest)
+    return lists
+
+
+def _load_block(path: str, start: int, length: int, k: int, digest: str):
+    """A finished block's merged lists read back from its file (checked again when shaped)."""
     try:
         with np.load(path, allow_pickle=False) as f:
             keys, ids = f["keys"], f["ids"]
             job, first = str(f["job"]), int(f["start"])
-        if job != digest or first != start or keys.shape != (length, rows.k):
+        if job != digest or first != start or keys.shape != (length, k):
             raise ValueError("a block of another checkpoint or of another layout")
-        return _graph_rows((keys, ids), start, rows)
+        return keys, ids
     except (OSError, ValueError, KeyError, zlib.error, zipfile.BadZipFile) as e:
         raise ValueError(f"{path}: damaged or foreign checkpoint block ({e})") from None
+
+
+def _empty_lists(length: int):
+    return np.zeros((length, 0)), np.zeros((length, 0), dtype=np.uint32)
 
 
 def _write_block(path: str, lists, start: int, digest: str) -> None:
@@ -193,17 +233,6 @@ def _sync_dir(folder: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _range_rows(lists, spec: MetricLike, n_base: int):
-    return _voisin.range_block_rows(_ca(*lists), spec, n_base)
-
-
-def _range_csr(lists, spec: MetricLike, n_base: int):
-    import scipy.sparse
-
-    off, ind, dist = _range_rows(lists, spec, n_base)
-    return scipy.sparse.csr_matrix((dist, ind, off), shape=(len(off) - 1, n_base))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -408,6 +437,133 @@ class _Folder:
         self._lock.close()
 
 
+def _gathered(parts: list, n: int, output: str) -> Any:
+    """The blocks' results as one (what the one process returns): rows of equal length
+    stacked, ragged rows joined; for ``output="csr"`` a ``csr_matrix`` with the index type the
+    one process picks (:func:`_csr`)."""
+    if len(parts[0]) == 2:
+        dist = np.concatenate([d for d, _ in parts])
+        ind = np.concatenate([i for _, i in parts])
+        if output != "csr":
+            return dist, ind
+        rows = (np.arange(len(ind) + 1, dtype=np.int64) * ind.shape[1], ind.ravel(),
+                dist.ravel())
+    else:
+        ends = np.cumsum([0] + [len(ind) for _, ind, _ in parts])
+        offsets = np.concatenate([parts[0][0][:1]] + [off[1:] + at for (off, _, _), at in
+                                                       zip(parts, ends[:-1])])
+        rows = (offsets, np.concatenate([i for _, i, _ in parts]),
+                np.concatenate([d for _, _, d in parts]))
+        if output != "csr":
+            return rows
+    return _csr(rows, n)
+
+
+def _csr(rows: tuple, n: int) -> Any:
+    """Ragged rows ``(offsets, indices, distances)`` (int64) as an ``n``-column
+    ``csr_matrix``, int32 indices where the one process takes them (the extension's rule)."""
+    offsets, ind, dist = rows
+    if _voisin.csr_narrow(n, len(offsets), len(ind)):
+        offsets, ind = offsets.astype(np.int32), ind.astype(np.int32)
+    return csr_matrix((offsets, ind, dist), n)
+
+
+def _pair_tasks(client: Any, lists: list, starts: List[int], rows: _Rows) -> list:
+    """The futures of each block's pair rows (``pairs=True``) from the futures of its merged
+    lists: every block after the first sends each earlier block the entries whose pair lives
+    there (:func:`_pair_pieces`), and each block's pairs are shaped from its own lists and
+    those pieces, in block order (:func:`_block_pairs`)."""
+    m = len(lists)
+    pieces = [None] + [client.submit(_pair_pieces, lists[b], starts[b], starts[:b], rows.n,
+                                     pure=False) for b in range(1, m)]
+    return [client.submit(_block_pairs, lists[c], starts[c],
+                          [client.submit(operator.getitem, pieces[b], c, pure=False)
+                           for b in range(c + 1, m)], rows, pure=False)
+            for c in range(m)]
+
+
+def _output(output: str, compute: bool, pairs: bool, allowed: Tuple[str, ...]) -> None:
+    """Checks ``output`` as the one process does, and what ``compute=False`` can give: dask
+    arrays of equal-length rows (``arrays``), or a dask array of ``csr_matrix`` blocks
+    (``csr``)."""
+    _check_output(output, allowed)
+    if compute:
+        return
+    lazy = ("csr",) if pairs else tuple(o for o in ("arrays", "numpy", "csr") if o in allowed)
+    if output not in lazy:
+        raise ValueError(f"compute=False gives dask arrays: use output={lazy[0]!r}"
+                         + (" (pairs are ragged rows)" if pairs else ""))
+
+
+def _results(client: Any, finals: list, counted: list, run: "_Call", shapes: list) -> Any:
+    """The call's result from the futures of its blocks' results: dask arrays that stay on
+    the cluster with ``compute=False``, else gathered (with progress) and joined, in the
+    framework ``output`` names, with the stats when asked."""
+    width = shapes[0][1] if shapes else 0
+    if not run.compute:
+        if run.output == "csr":
+            blocks = [client.submit(_csr_block, f, run.n, pure=False) for f in finals]
+            import scipy.sparse
+
+            return _lazy(blocks, [(s[0], run.n) for s in shapes], run.dtype,
+                         meta=scipy.sparse.csr_matrix((0, 0), dtype=run.dtype))
+        dist = [client.submit(operator.getitem, f, 0, pure=False) for f in finals]
+        ind = [client.submit(operator.getitem, f, 1, pure=False) for f in finals]
+        shapes = [(s[0], width) for s in shapes]
+        return _lazy(dist, shapes, run.dtype), _lazy(ind, shapes, np.int64)
+    with _measured(client, run.stats) as stream:
+        start = time.perf_counter()
+        parts = _run(client, counted, finals, run.progress, run.desc)
+        wall = time.perf_counter() - start
+    got = _gathered(parts, run.n, run.output)
+    stats = run.stats and _stats(client, stream, run, len(finals), len(counted), wall)
+    return _deliver(got, run.output, run.like, stats)
+
+
+class _Call(NamedTuple):
+    """What a call asked for, beside its blocks: the result's form and how to report."""
+
+    output: str
+    compute: bool
+    stats: bool
+    progress: ProgressLike
+    desc: str
+    n: int
+    dtype: Any
+    like: Any
+    opts: _Opts
+
+
+def _measured(client: Any, stats: bool) -> Any:
+    """Dask's own task stream while the tasks run (``stats=True``), or nothing."""
+    if not stats:
+        return contextlib.nullcontext(None)
+    from distributed import get_task_stream
+
+    return get_task_stream(client=client)
+
+
+def _stats(client: Any, stream: Any, run: "_Call", blocks: int, tasks: int,
+           wall: float) -> Dict[str, Any]:
+    """What the cluster measured for one call (see :func:`knn_graph`)."""
+    seconds = {"compute": 0.0, "transfer": 0.0}
+    for task in stream.data:
+        for step in task.get("startstops", ()):
+            if step["action"] in seconds:
+                seconds[step["action"]] += step["stop"] - step["start"]
+    devices = sorted({d for names in client.run(_devices, run.opts).values() for d in names})
+    return {"device": " | ".join(devices), "workers": len(client.nthreads()),
+            "blocks": blocks, "tasks": tasks, "wall_s": wall,
+            "compute_s": seconds["compute"], "transfer_s": seconds["transfer"]}
+
+
+def _devices(opts: _Opts) -> List[str]:
+    """The engines this worker measured with for ``opts`` (any thread count)."""
+    with _ENGINES_LOCK:
+        return [e.device for key, e in _ENGINES.items()
+                if (key[0], key[1], key[3]) == (opts.device, opts.precision, opts.memory)]
+
+
 def knn_graph(
     X: Any,
     k: int,
@@ -415,12 +571,15 @@ def knn_graph(
     metric: MetricLike = "euclidean",
     p: Optional[float] = None,
     include_self: bool = False,
+    pairs: bool = False,
     output: str = "arrays",
     device: str = "auto",
     precision: str = "auto",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
+    distances: str = "f32",
+    stats: bool = False,
     client: Any = None,
     block_rows: Optional[int] = None,
     compute: bool = True,
@@ -435,44 +594,56 @@ def knn_graph(
     X : dask.array.Array of shape (n, d), array-like, or list of str
         The items (see ``voisin.knn`` for the accepted types). A dask array is re-cut into
         blocks of ``block_rows`` rows on the workers; other inputs are cut here.
-    k, metric, p, include_self, output, device, precision, memory
+    k, metric, p, include_self, pairs, output, device, precision, memory, distances
         As for ``voisin.knn_graph``. ``device`` is each worker's: ``auto`` takes the worker's
-        GPU when it has a usable one.
+        GPU when it has a usable one. ``output`` may also name a framework (``torch`` ...),
+        which gets the gathered NumPy arrays.
     n_jobs : int, optional
         CPU threads per task (default: each host's cores shared out over its worker threads).
     progress : bool or callable, default=False
         ``True`` shows a tqdm bar on the client; a callable receives ``(done, total)`` tasks.
         The cluster's dashboard shows the tasks too.
+    stats : bool, default=False
+        Also return a dict of what the cluster measured (Dask's task stream): ``device`` (the
+        workers' engines), ``workers``, ``blocks``, ``tasks``, ``wall_s`` (on the client),
+        ``compute_s`` and ``transfer_s`` (task seconds summed over the workers).
     client : distributed.Client, optional
         The cluster (default: the current client).
     block_rows : int, optional
         Rows per block (default: enough blocks for every worker thread to have a few pairs,
         at most 65536 rows).
     compute : bool, default=True
-        ``False`` returns ``(distances, indices)`` as dask arrays whose blocks are computed on
-        the cluster and stay there (as after ``persist``); ``output`` must be ``"arrays"``.
+        ``False`` returns dask arrays whose blocks are computed on the cluster and stay there
+        (as after ``persist``): ``(distances, indices)`` for ``output="arrays"``, or one dask
+        array of ``csr_matrix`` row blocks for ``output="csr"`` (the only form of
+        ``pairs=True``).
     checkpoint : str, optional
         A folder where each finished row block is written; ``resume=True`` continues the
         graph saved there (an empty or missing folder starts afresh). A folder holding
-        another job's checkpoint, or a damaged block, is refused.
+        another job's checkpoint, or a damaged block, is refused. ``distances``, ``pairs`` and
+        ``output`` may change between runs on one folder (the blocks keep exact lists).
 
     Returns
     -------
-    (distances, indices) or scipy.sparse.csr_matrix
-        As ``voisin.knn_graph`` returns them; dask arrays with ``compute=False``.
+    (distances, indices), (offsets, indices, distances) or scipy.sparse.csr_matrix
+        As ``voisin.knn_graph`` returns them (and the stats); dask arrays with
+        ``compute=False``.
     """
     _check_k(k)
-    if output not in ("arrays", "csr"):
-        raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
-    if not compute and output != "arrays":
-        raise ValueError("compute=False gives dask arrays: use output='arrays'")
+    _output(output, compute, pairs, ("csr",) + _FRAMEWORKS)
+    exact = exact_distances(distances)
+    if include_self and pairs:
+        raise ValueError("include_self and pairs exclude each other: pairs never hold an item "
+                         "itself")
+    if stats and not compute:
+        raise ValueError("stats=True measures the computation: use compute=True")
     client = _client(client)
     spec = metric_spec(metric, p)
     blocks = _blocks(client, X, "base", spec, block_rows, lambda b: b * (b + 1) // 2)
     n = blocks.n
     others = int(k) - 1 if include_self else int(k)
     kk = min(others, n - 1) if others > 0 else 0
-    rows = _Rows(kk, spec, n, include_self)
+    rows = _Rows(kk, spec, n, bool(include_self), exact)
     opts = _opts(client, device, precision, n_jobs, memory)
     folder = None
     if checkpoint is not None:
@@ -483,27 +654,27 @@ def knn_graph(
                "block_crc32": crcs}
         folder = _Folder(checkpoint, resume, job)
     try:
-        finals, counted = _graph_tasks(client, blocks, rows, opts, folder)
+        lists, counted = _graph_tasks(client, blocks, rows, opts, folder)
+        if pairs:
+            finals = _pair_tasks(client, lists, blocks.starts, rows)
+        else:
+            finals = [client.submit(_graph_rows, f, s, b if include_self else None, rows,
+                                    pure=False)
+                      for f, s, b in zip(lists, blocks.starts, blocks.futures)]
+        run = _Call(output, compute, stats, progress, "voisin graph", n,
+                    np.float64 if exact else np.float32, X, opts)
         width = kk + int(include_self)
-        if not compute:
-            dist = [client.submit(operator.getitem, f, 0) for f in finals]
-            ind = [client.submit(operator.getitem, f, 1) for f in finals]
-            shapes = [(L, width) for L in blocks.lengths]
-            return _lazy(dist, shapes, np.float64), _lazy(ind, shapes, np.int64)
-        parts = _run(client, counted, finals, progress, "voisin graph")
+        return _results(client, finals, counted + finals, run,
+                        [(L, width) for L in blocks.lengths])
     finally:
         if folder is not None:
             folder.close()
-    dist = np.concatenate([d for d, _ in parts])
-    ind = np.concatenate([i for _, i in parts])
-    if output == "csr":
-        return csr_rows(dist, ind, n)
-    return dist, ind
 
 
 def _graph_tasks(client: Any, blocks: _Blocks, rows: _Rows, opts: _Opts,
                  folder: Optional[_Folder]) -> Tuple[list, list]:
-    """The graph's tasks: the futures of each block's rows, and every task to count."""
+    """The graph's tasks: the futures of each block's merged lists (written to the folder,
+    or read back from it), and the tasks to count."""
     m = len(blocks.futures)
     done = [folder is not None and folder.done(b) for b in range(m)]
     sides: List[list] = [[] for _ in range(m)]
@@ -522,26 +693,21 @@ def _graph_tasks(client: Any, blocks: _Blocks, rows: _Rows, opts: _Opts,
                     sides[i].append(client.submit(operator.getitem, f, 0, pure=False))
                 if j > i and not done[j]:
                     sides[j].append(client.submit(operator.getitem, f, 1, pure=False))
-    finals = []
+    lists = []
     digest = folder.digest if folder is not None else ""
     for b in range(m):
         start, length = blocks.starts[b], blocks.lengths[b]
         if done[b]:
-            f = client.submit(_load_block, folder.block(b), start, length, rows, digest,
+            f = client.submit(_load_block, folder.block(b), start, length, rows.k, digest,
                               pure=False)
         elif rows.k == 0:
-            f = client.submit(_empty_rows, length, start, rows.include_self, pure=False)
+            f = client.submit(_empty_lists, length, pure=False)
         else:
-            merged = _reduce(client, sides[b], _merge, rows.k)
-            path = folder.block(b) if folder is not None else None
-            f = client.submit(_finish_block, merged, start, rows, path, digest, pure=False)
-        finals.append(f)
-    return finals, pairs + finals
-
-
-def _empty_rows(length: int, start: int, include_self: bool):
-    dist, ind = np.zeros((length, 0)), np.zeros((length, 0), dtype=np.int64)
-    return _with_self(dist, ind, start) if include_self else (dist, ind)
+            f = _reduce(client, sides[b], _merge, rows.k)
+            if folder is not None:
+                f = client.submit(_keep_block, f, folder.block(b), start, digest, pure=False)
+        lists.append(f)
+    return lists, pairs
 
 
 def _metric_name(spec: MetricLike) -> str:
@@ -551,17 +717,16 @@ def _metric_name(spec: MetricLike) -> str:
 
 
 def _search_tasks(client: Any, base: _Blocks, queries: _Blocks, shard, shard_args: tuple,
-                  merge, merge_args: tuple, finish, finish_args: tuple) -> Tuple[list, list]:
-    """One task per (base shard, query block), merged per query block, then finished: the
-    futures of each query block's result, and every task to count."""
-    counted, finals = [], []
+                  merge, merge_args: tuple) -> Tuple[list, list]:
+    """One task per (base shard, query block), merged per query block: the futures of each
+    query block's merged lists, and the shard tasks to count."""
+    counted, merged = [], []
     for qf in queries.futures:
         lists = [client.submit(shard, bf, qf, s, *shard_args, pure=False)
                  for bf, s in zip(base.futures, base.starts)]
-        merged = _reduce(client, lists, merge, *merge_args)
+        merged.append(_reduce(client, lists, merge, *merge_args))
         counted.extend(lists)
-        finals.append(client.submit(finish, merged, *finish_args, pure=False))
-    return finals, counted + finals
+    return merged, counted
 
 
 def knn(
@@ -576,6 +741,9 @@ def knn(
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
+    distances: str = "f32",
+    output: str = "arrays",
+    stats: bool = False,
     client: Any = None,
     block_rows: Optional[int] = None,
     query_rows: Optional[int] = None,
@@ -587,10 +755,14 @@ def knn(
     The base is cut into shards of ``block_rows`` rows, the queries into blocks of
     ``query_rows`` rows (default: 65536); each (shard, query block) is one task, on its
     worker's device; a query block's lists are merged over the shards. Other parameters and
-    the result as for ``voisin.knn``, with ``client``, ``n_jobs`` and ``compute`` as for
-    :func:`knn_graph` (``compute=False``: dask arrays).
+    the result as for ``voisin.knn``, with ``client``, ``n_jobs``, ``stats`` and ``compute``
+    as for :func:`knn_graph` (``compute=False``: dask arrays).
     """
     _check_k(k)
+    _output(output, compute, False, _FRAMEWORKS)
+    exact = exact_distances(distances)
+    if stats and not compute:
+        raise ValueError("stats=True measures the computation: use compute=True")
     client = _client(client)
     spec = metric_spec(metric, p)
     shards = _blocks(client, base, "base", spec, block_rows, lambda b: b)
@@ -599,20 +771,13 @@ def knn(
     _same_kind(shards, qs)
     opts = _opts(client, device, precision, n_jobs, memory)
     kk = min(int(k), shards.n)
-
-    finals, counted = _search_tasks(client, shards, qs, _knn_shard, (int(k), spec, opts),
-                                    _merge, (kk,), _knn_rows, (kk, spec, shards.n))
-    if not compute:
-        dist = [client.submit(operator.getitem, f, 0) for f in finals]
-        ind = [client.submit(operator.getitem, f, 1) for f in finals]
-        shapes = [(L, kk) for L in qs.lengths]
-        return _lazy(dist, shapes, np.float64), _lazy(ind, shapes, np.int64)
-    parts = _run(client, counted, finals, progress, "voisin knn")
-    return np.concatenate([d for d, _ in parts]), np.concatenate([i for _, i in parts])
-
-
-def _knn_rows(lists, k: int, spec: MetricLike, n_base: int):
-    return _voisin.knn_block_rows(*_ca(*lists), k, spec, n_base)
+    rows = _Rows(kk, spec, shards.n, False, exact)
+    merged, counted = _search_tasks(client, shards, qs, _knn_shard, (int(k), spec, opts),
+                                    _merge, (kk,))
+    finals = [client.submit(_knn_rows, f, rows, pure=False) for f in merged]
+    run = _Call(output, compute, stats, progress, "voisin knn", shards.n,
+                np.float64 if exact else np.float32, base, opts)
+    return _results(client, finals, counted + finals, run, [(L, kk) for L in qs.lengths])
 
 
 def _same_kind(base: _Blocks, queries: _Blocks) -> None:
@@ -622,6 +787,17 @@ def _same_kind(base: _Blocks, queries: _Blocks) -> None:
         raise ValueError(f"queries have dimension {queries.dim}, the base {base.dim}")
 
 
+def _same_set(base: Any, queries: Any) -> bool:
+    """Whether ``base`` and ``queries`` hold the same items (``pairs=True``): one object, dask
+    arrays of one graph (their names), or equal arrays or lists."""
+    import dask.array as da
+
+    if isinstance(base, da.Array) or isinstance(queries, da.Array):
+        return base is queries or (isinstance(base, da.Array) and
+                                   isinstance(queries, da.Array) and base.name == queries.name)
+    return same_items(base, queries)
+
+
 def range_search(
     base: Any,
     queries: Any,
@@ -629,12 +805,15 @@ def range_search(
     *,
     metric: MetricLike = "euclidean",
     p: Optional[float] = None,
+    pairs: bool = False,
     output: str = "csr",
     device: str = "auto",
     precision: str = "auto",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
+    distances: str = "f32",
+    stats: bool = False,
     client: Any = None,
     block_rows: Optional[int] = None,
     query_rows: Optional[int] = None,
@@ -644,15 +823,18 @@ def range_search(
     ``voisin.range_search``'s result, byte for byte.
 
     Shards and query blocks as for :func:`knn`; a query block's lists are merged over the
-    shards (every entry kept, rows in (distance, index) order). ``compute=False`` (with
-    ``output="csr"``) returns a dask array whose blocks are ``scipy.sparse.csr_matrix`` rows.
+    shards (every entry kept, rows in (distance, index) order). ``pairs=True`` (a self-join:
+    ``queries`` the same items as ``base``, for dask arrays the same array) gives each
+    unordered pair once, as in one process. ``compute=False`` (with ``output="csr"``) returns
+    a dask array whose blocks are ``scipy.sparse.csr_matrix`` rows; ``stats`` as for
+    :func:`knn_graph`.
     """
-    if output not in ("arrays", "csr"):
-        raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
-    if not compute and output != "csr":
-        raise ValueError("compute=False gives a dask array of CSR blocks: use output='csr'")
-    import scipy.sparse
-
+    _output(output, compute, True, ("csr",) + _FRAMEWORKS)
+    exact = exact_distances(distances)
+    if pairs and not _same_set(base, queries):
+        raise ValueError("pairs=True is for self-joins: pass the same data as base and queries")
+    if stats and not compute:
+        raise ValueError("stats=True measures the computation: use compute=True")
     client = _client(client)
     spec = metric_spec(metric, p)
     shards = _blocks(client, base, "base", spec, block_rows, lambda b: b)
@@ -660,19 +842,13 @@ def range_search(
     qs = _blocks(client, queries, "queries", spec, qrows, lambda b: b)
     _same_kind(shards, qs)
     opts = _opts(client, device, precision, n_jobs, memory)
-
-    finish = _range_csr if not compute else _range_rows
-    finals, counted = _search_tasks(client, shards, qs, _range_shard, (float(radius), spec, opts),
-                                    _merge_ranges, (), finish, (spec, shards.n))
-    if not compute:
-        shapes = [(L, shards.n) for L in qs.lengths]
-        return _lazy(finals, shapes, np.float64, meta=scipy.sparse.csr_matrix((0, 0)))
-    parts = _run(client, counted, finals, progress, "voisin range")
-    ends = np.cumsum([0] + [len(ind) for _, ind, _ in parts])
-    offsets = np.concatenate([parts[0][0][:1]] + [off[1:] + at for (off, _, _), at in
-                                                   zip(parts, ends[:-1])])
-    ind = np.concatenate([i for _, i, _ in parts])
-    dist = np.concatenate([d for _, _, d in parts])
-    if output == "arrays":
-        return offsets, ind, dist
-    return scipy.sparse.csr_matrix((dist, ind, offsets), shape=(len(offsets) - 1, shards.n))
+    rows = _Rows(0, spec, shards.n, False, exact)
+    merged, counted = _search_tasks(client, shards, qs, _range_shard,
+                                    (float(radius), spec, opts), _merge_ranges, ())
+    if pairs:
+        finals = _pair_tasks(client, merged, qs.starts, rows)
+    else:
+        finals = [client.submit(_range_rows, f, rows, pure=False) for f in merged]
+    run = _Call(output, compute, stats, progress, "voisin range", shards.n,
+                np.float64 if exact else np.float32, base, opts)
+    return _results(client, finals, counted + finals, run, [(L, 0) for L in qs.lengths])
