@@ -1,6 +1,5 @@
-//! The data kinds the benchmarks measure: gpu_bench's `--data` and `--kinds`, and bench_data,
-//! which writes them for bench/cpu_bench.py. One place says what each kind is, so that the GPU
-//! and CPU benchmarks measure the same values.
+//! The data kinds the benchmarks measure: gpu_bench's `--data` and `--kinds`. One place says
+//! what each kind is, so that every benchmark that takes a kind measures the same values.
 //!
 //! A kind's rows come from a seed, in parallel (65,536 rows per seeded chunk), in their stored
 //! type (an f16 set never exists as f32). What a kind shares between its sets (the clustered
@@ -107,7 +106,8 @@ fn read(file: &str) -> Result<VectorSet, String> {
         mmap: false,
         ..Default::default()
     };
-    let data = voisin_io::read_dataset(Path::new(file), &opts).map_err(|e| format!("{file}: {e}"))?;
+    let data =
+        voisin_io::read_dataset(Path::new(file), &opts).map_err(|e| format!("{file}: {e}"))?;
     let Dataset::Vectors(set) = data else {
         return Err(format!("{file}: strings, where a data kind takes vectors"));
     };
@@ -289,23 +289,39 @@ fn stored(
 mod tests {
     use super::*;
 
-    /// Every kind is what its seed makes it, whatever the number of threads, and in its type.
+    /// Every kind has the shape asked for, finite values, and is what its seed makes it (in
+    /// chunks of rows from their own seeds: whatever the number of threads), in its type.
     #[test]
     fn kinds_are_deterministic_and_stored_as_named() {
         for &(kind, _) in GENERATED {
             let a = set(kind, 70_001, 19, 5).unwrap();
+            assert_eq!((a.len(), a.dim()), (70_001, 19), "{kind}");
             let b = set(kind, 70_001, 19, 5).unwrap();
             let other = set(kind, 70_001, 19, 6).unwrap();
             assert_eq!(a.rows_f32(0, a.len()), b.rows_f32(0, b.len()), "{kind}");
-            assert_ne!(a.rows_f32(0, a.len()), other.rows_f32(0, other.len()), "{kind}");
+            assert_ne!(
+                a.rows_f32(0, a.len()),
+                other.rows_f32(0, other.len()),
+                "{kind}"
+            );
             let want = match kind {
                 "u8" => ElemType::U8,
                 "f16" => ElemType::F16,
                 _ => ElemType::F32,
             };
             assert_eq!(a.elem_type(), want, "{kind}");
-            assert_eq!(reference(&a), Some(if kind == "u8" || kind == "f16" { kind } else { "normal" }));
-            assert!(a.rows_f32(0, a.len()).iter().all(|x| x.is_finite()), "{kind}");
+            assert_eq!(
+                reference(&a),
+                Some(if kind == "u8" || kind == "f16" {
+                    kind
+                } else {
+                    "normal"
+                })
+            );
+            assert!(
+                a.rows_f32(0, a.len()).iter().all(|x| x.is_finite()),
+                "{kind}"
+            );
         }
     }
 
@@ -328,19 +344,33 @@ mod tests {
             .chunks(d)
             .map(|r| r.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt())
             .collect();
-        let (lo, hi) = norms.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        let (lo, hi) = norms
+            .iter()
+            .fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
         assert!(hi / lo > 100.0);
         // aniso: the variance of coordinate j is 1 / (j + 1).
         let aniso = vals("aniso");
         for j in [0, 3, 127] {
-            let var = aniso.iter().skip(j).step_by(d).map(|&x| (x as f64).powi(2)).sum::<f64>() / n as f64;
-            assert!((var * (j + 1) as f64 - 1.0).abs() < 0.05, "coordinate {j}: {var}");
+            let var = aniso
+                .iter()
+                .skip(j)
+                .step_by(d)
+                .map(|&x| (x as f64).powi(2))
+                .sum::<f64>()
+                / n as f64;
+            assert!(
+                (var * (j + 1) as f64 - 1.0).abs() < 0.05,
+                "coordinate {j}: {var}"
+            );
         }
         // manifold: values in [-1, 1], and a base and its queries on one manifold: a query's
         // nearest row is much nearer than a normal set of the same scale would put it.
         let base = vals("manifold");
         assert!(base.iter().all(|x| x.abs() <= 1.0));
-        let q = set("manifold", 10, d, 2).unwrap().rows_f32(0, 10).into_owned();
+        let q = set("manifold", 10, d, 2)
+            .unwrap()
+            .rows_f32(0, 10)
+            .into_owned();
         let nearest = |r: &[f32]| {
             base.chunks(d)
                 .map(|b| b.iter().zip(r).map(|(x, y)| (x - y).powi(2)).sum::<f32>())
@@ -359,17 +389,27 @@ mod tests {
     fn file_kinds_keep_the_stored_type() {
         let digits = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/digits.u8bin");
         let all = set(&format!("file:{digits}"), 1_000_000, 0, 1).unwrap();
-        assert_eq!((all.len(), all.dim(), all.elem_type()), (1797, 64, ElemType::U8));
+        assert_eq!(
+            (all.len(), all.dim(), all.elem_type()),
+            (1797, 64, ElemType::U8)
+        );
         let some = set(&format!("file:{digits}"), 10, 0, 1).unwrap();
         assert_eq!(some.row_f32(1), all.row_f32(179));
         let copies = set(&format!("noisy:{digits}"), 5000, 0, 1).unwrap();
-        assert_eq!((copies.len(), copies.dim(), copies.elem_type()), (5000, 64, ElemType::U8));
+        assert_eq!(
+            (copies.len(), copies.dim(), copies.elem_type()),
+            (5000, 64, ElemType::U8)
+        );
         // Copy i of row i mod 1797: close to it, seldom equal to it in every value.
         let (a, b) = (copies.row_f32(1797 + 5), all.row_f32(5));
         let moved = a.iter().zip(b.iter()).filter(|(x, y)| x != y).count();
         assert!(moved > 0 && moved < 32, "{moved}");
         assert!(a.iter().zip(b.iter()).all(|(x, y)| (x - y).abs() <= 2.0));
-        assert!(set("nonsense", 10, 4, 1).unwrap_err().contains("known: normal"));
-        assert!(set("file:/nonexistent.fbin", 10, 4, 1).unwrap_err().starts_with("/nonexistent.fbin"));
+        assert!(set("nonsense", 10, 4, 1)
+            .unwrap_err()
+            .contains("known: normal"));
+        assert!(set("file:/nonexistent.fbin", 10, 4, 1)
+            .unwrap_err()
+            .starts_with("/nonexistent.fbin"));
     }
 }

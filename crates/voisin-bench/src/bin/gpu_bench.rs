@@ -14,15 +14,19 @@
 //! batches of that many of the queries (k=10, the median of 20 batches): the fitted-estimator
 //! case of bench/py_bench.py without Python.
 //!
-//! `--data KIND` picks the data (base, queries and graph alike): `normal` (the default, cached
-//! as .fbin for the peer), `far` (normal + 100 in every coordinate), `clustered` (points on
-//! 1,000 random 8-d affine subspaces), `dups` (every row repeated 10 times), `u8` (SIFT-like
-//! skewed integers 0..=255 stored as u8), `f16` (normal stored as f16); all but `normal` are
-//! generated in memory, in parallel, in their stored type (an f16 set never exists as f32).
-//! `file:PATH` reads a real set instead (any vector file voisin reads, kept in its stored
-//! type, f32, f16 or u8; `--dim` is the file's): the base and the graph are `--base` and
-//! `--n` evenly spaced rows of it (all of them when it holds fewer), the queries `--queries` evenly
-//! spaced rows of it (bench/gpu/embed_words.py writes one: the word list's sentence embeddings).
+//! `--data KIND` picks the data (base, queries and graph alike): a kind of voisin_bench::kinds
+//! (`normal`, the default, cached as .fbin for the peer; `far`, `clustered`, `dups`, `heavy`,
+//! `lognormal`, `aniso`, `manifold`, `u8`, `f16`, generated in memory in their stored type), or
+//! a real set read from a file (`file:PATH`, any vector file voisin reads, f32, f16 or u8; `--dim`
+//! is the file's): the base and the graph are `--base` and `--n` evenly spaced rows of it (all
+//! of them when it holds fewer), the queries `--queries` evenly spaced rows of it
+//! (bench/real_kinds.py writes real sets; bench/gpu/embed_words.py the word list's sentence
+//! embeddings).
+//!
+//! `--kinds LIST` runs the kinds table instead (gpu_bench/kinds_table.rs): per kind of LIST
+//! (`label=kind` names a row), the k-NN and the graph under the CLI's defaults against
+//! `--precision fp32` and against normal data of the same shape, checked against the CPU engine,
+//! with a PASS/FAIL line against issue 43's targets (`gpu-check kinds`).
 //!
 //! `--graph-only` runs only the graph (`--n` items, `-k` neighbours) and with `--check N`
 //! compares the graph's rows of N evenly spaced items with the CPU engine's (ids and distances
@@ -35,7 +39,7 @@
 //!
 //! usage: gpu_bench [--dir /tmp/vbench] [--base 1000000] [--queries 10000] [--dim 128]
 //!                  [--graph 1000000] [--reps 3] [--ks 10,1000] [--variants fp32,tf32-fused]
-//!                  [--batches 100,1000] [--data normal|far|clustered|dups|u8|f16|file:PATH]
+//!                  [--batches 100,1000] [--data KIND] [--kinds KIND,LABEL=KIND,...]
 //!                  [--graph-only] [--n N] [-k K] [--elem f16] [--check N]
 //!                  [--save-rows F | --check-saved F]
 
