@@ -56,12 +56,20 @@ struct Bench<'a> {
 }
 
 pub fn run(a: &Args) {
+    let items: Vec<(&str, &str)> = a
+        .kinds
+        .iter()
+        .map(|item| item.split_once('=').unwrap_or((item, item)))
+        .collect();
+    // An unknown kind or an unreadable file fails here, before any GPU work.
+    for (_, spec) in &items {
+        kinds::set(spec, 1, a.dim, 1).unwrap_or_else(|e| fail(&e));
+    }
     let mut bench = Bench::new(a);
     // Measured normal data, by shape.
     let mut normal: HashMap<Shape, [Measured; 2]> = HashMap::new();
     let mut rows = Vec::new();
-    for item in &a.kinds {
-        let (label, spec) = item.split_once('=').unwrap_or((item, item));
+    for (label, spec) in items {
         rows.extend(bench.kind(label, spec, &mut normal));
     }
     let verdict = table(&rows, &a.variants, &bench.device);
