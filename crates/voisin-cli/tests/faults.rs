@@ -548,11 +548,12 @@ fn a_truncated_mapped_input_is_one_error_line() {
     let s = scratch();
     let rows = normal_rows(20000, 32, 7);
     s.raw("big.fbin", &fbin(&rows));
-    let child = spawn(
+    let mut child = spawn(
         &s,
         &["graph", "--input", "big.fbin", "-k", "10", "--threads", "1"],
     );
     let t = Instant::now();
+    wait_until_mapped(&mut child, &s.path("big.fbin"));
     std::thread::sleep(Duration::from_millis(400));
     std::fs::OpenOptions::new()
         .write(true)

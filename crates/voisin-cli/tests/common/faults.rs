@@ -104,3 +104,21 @@ pub fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// Waits (up to 60 s) until `child` has `file` memory-mapped (Linux: its `/proc/PID/maps`), or
+/// has ended; elsewhere returns at once.
+pub fn wait_until_mapped(child: &mut std::process::Child, file: &Path) {
+    let maps = format!("/proc/{}/maps", child.id());
+    let Ok(file) = file.canonicalize() else { return };
+    let file = file.to_string_lossy().into_owned();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        match std::fs::read_to_string(&maps) {
+            Ok(m) if m.contains(&file) => return,
+            Ok(_) if child.try_wait().ok().flatten().is_none() => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => return,
+        }
+    }
+}
