@@ -92,7 +92,7 @@ impl PairKind {
     /// Whether the kernel takes `plan`'s rows in this kind: rows of whole 16-byte groups, and at
     /// most one accumulation chunk summed (split rows: any length, their bound counts every
     /// product's additions, `Plan::with_precision`).
-    fn fits(self, plan: &Plan) -> bool {
+    pub(crate) fn fits(self, plan: &Plan) -> bool {
         let (ldw, kw) = self.words(plan);
         ldw.is_multiple_of(4) && (self == PairKind::F16Split || kw * self.per_word() <= K_CHUNK)
     }

@@ -67,7 +67,7 @@ const ROW_MERGE_EVERY: usize = 4;
 /// 65,536 sorted words' embeddings) it cost 34 %. A sorted set's near neighbours sit in a few
 /// tiles, so the kp·n/s items a sample's threshold lets through over the whole set come in one
 /// or two pairs and overflow the buffers; the few written pairs of a small set prove more.
-const SEED_TILES: usize = 8;
+pub(crate) const SEED_TILES: usize = 8;
 
 /// The graph's tile edge for `n` items and `k` under a budget.
 pub(crate) fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
@@ -176,7 +176,7 @@ pub(crate) fn prove(
 
 /// Whether [`prove_on_device`] proves lists of `width` that met every other item on the device
 /// (metrics with exact keys there, rows narrower than `exact::STAGED_MIN_DIM`, sorted widths).
-fn provable(plan: &Plan, set: &VectorSet, k: usize, width: usize) -> bool {
+pub(crate) fn provable(plan: &Plan, set: &VectorSet, k: usize, width: usize) -> bool {
     plan.exact_code.is_some()
         && plan.distance_form.is_some()
         && set.dim() < exact::STAGED_MIN_DIM

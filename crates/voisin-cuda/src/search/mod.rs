@@ -11,6 +11,8 @@ pub(crate) mod graph;
 pub(crate) mod knn;
 pub(crate) mod pilot;
 pub(crate) mod range;
+#[cfg(test)]
+mod route_grid;
 pub(crate) mod shard;
 pub(crate) mod stream;
 

@@ -29,7 +29,7 @@ use crate::search::Ctx;
 /// device proof reads) holds half the list again or more (k = 1000: 2048 entries for 1125
 /// wanted): the room the TF32 pilot would look for, so the pilot (~5 ms at 1M × 128, k = 1000,
 /// a list pass over the whole base for 32 queries) is skipped there.
-fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
+pub(crate) fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
     let kp = pass_list(plan, kp, sel);
     matches!(
         sel.resolve(kp),
@@ -40,12 +40,12 @@ fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
 /// Queries a pilot looks at.
 const PILOT_QUERIES: usize = 32;
 /// Dimension from which the fp32 bound (which grows with it) gets a pilot.
-const PILOT_DIM: usize = 1024;
+pub(crate) const PILOT_DIM: usize = 1024;
 /// Longest list the pilot looks along.
 const PILOT_MAX: usize = 16384;
 
 /// The list a pilot first looks along for a first list of `kp`.
-fn pilot_probe(kp: usize) -> usize {
+pub(crate) fn pilot_probe(kp: usize) -> usize {
     (4 * kp).max(256)
 }
 
@@ -314,7 +314,7 @@ fn arithmetic_pilot(
 }
 
 /// First lists a k-NN search may widen to under TF32 ([`tf32_list`]).
-const WIDER_LISTS: [usize; 6] = [64, 128, 256, 512, 1024, 2048];
+pub(crate) const WIDER_LISTS: [usize; 6] = [64, 128, 256, 512, 1024, 2048];
 
 /// Base values the host pilot reads at most: 2²² (16 MB of f32), 32,768 rows at d = 128 (a
 /// thirty-second of 1M rows, which took the whole base's decision on every data kind of the
