@@ -28,8 +28,8 @@ use crate::ops::range;
 use crate::options::CudaOptions;
 use crate::runtime::context::Gpu;
 use crate::runtime::probe::Phases;
-use crate::search::finish::{finish, CandidateSource};
-use crate::search::knn::{self, Raw};
+use crate::search::finish::{finish, CandidateSource, Raw};
+use crate::search::knn;
 use crate::search::shard;
 
 /// The engine over several GPUs.

@@ -59,8 +59,8 @@ use super::{graph_input, on_each, to_result, CudaEngine};
 use crate::numerics::plan::{vectors, Plan};
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::context;
+use crate::search::finish::Raw;
 use crate::search::graph::{self, GraphRows, Lists, PartialGraph};
-use crate::search::knn::Raw;
 use crate::search::pilot::AutoChoice;
 use crate::search::stream;
 

@@ -18,6 +18,7 @@ use voisin::{Error, Metric, Result};
 
 use crate::options::Precision;
 use crate::runtime::abi;
+pub(crate) use crate::runtime::elem::Storage;
 
 /// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/runtime/abi.rs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,83 +74,22 @@ pub(crate) enum TileKind {
     Simt(i32, f32),
 }
 
-/// The element type a set's rows have on the device, which the exact-key kernels convert
-/// (kernels/common/elem.cuh, `VOISIN_ELEM` = [`Storage::code`]) and the f16/bf16 tiles read as
-/// they are. Both sides of a search share it. docs/design/tensor-core-inputs.md.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Storage {
-    /// f32 values (f32 sets, f64 sets rounded, and pairs of two element types, converted).
-    #[default]
-    F32,
-    /// The stored f16 values, as they are.
-    F16,
-    /// The stored bf16 values, as they are.
-    Bf16,
-    /// The stored u8 values, as they are.
-    U8,
+/// The precision of tiles on `storage`'s own tensor cores.
+fn own_precision(storage: Storage) -> Precision {
+    match storage {
+        Storage::F32 => Precision::Fp32,
+        Storage::F16 => Precision::Fp16,
+        Storage::Bf16 => Precision::Bf16,
+        Storage::U8 => Precision::Int8,
+    }
 }
 
-impl Storage {
-    /// The kernels' `VOISIN_ELEM` code.
-    pub fn code(self) -> i32 {
-        match self {
-            Storage::F32 => 0,
-            Storage::F16 => 1,
-            Storage::Bf16 => 2,
-            Storage::U8 => 3,
-        }
-    }
-
-    /// The storage of a search of a base stored as `base` for queries stored as `queries`
-    /// (the same for a graph): their common element type where the device keeps it as it is,
-    /// f32 otherwise (an exact-key kernel reads both sides as one type).
-    pub fn of_pair(base: ElemType, queries: ElemType) -> Storage {
-        match base {
-            _ if base != queries => Storage::F32,
-            ElemType::F16 => Storage::F16,
-            ElemType::Bf16 => Storage::Bf16,
-            ElemType::U8 => Storage::U8,
-            ElemType::F32 | ElemType::F64 => Storage::F32,
-        }
-    }
-
-    /// Bytes per stored value.
-    pub fn bytes(self) -> usize {
-        match self {
-            Storage::F32 => 4,
-            Storage::F16 | Storage::Bf16 => 2,
-            Storage::U8 => 1,
-        }
-    }
-
-    /// Values from the start of one stored row of `d` values to the next: f16 and bf16 rows,
-    /// which the tiles may read as they are, start on 16 bytes (cuBLAS's tensor-core kernels
-    /// want it of the leading dimension: an f16 GEMM of 16384² × 15876 ran at 272 TFLOP/s with
-    /// rows 15876 apart on the H100); the others are dense.
-    pub fn row_stride(self, d: usize) -> usize {
-        match self {
-            Storage::F16 | Storage::Bf16 => d.next_multiple_of(8),
-            Storage::F32 | Storage::U8 => d,
-        }
-    }
-
-    /// The precision of tiles on this storage's own tensor cores.
-    fn precision(self) -> Precision {
-        match self {
-            Storage::F32 => Precision::Fp32,
-            Storage::F16 => Precision::Fp16,
-            Storage::Bf16 => Precision::Bf16,
-            Storage::U8 => Precision::Int8,
-        }
-    }
-
-    /// The smallest normal value of the storage type: inputs below it may be flushed to zero
-    /// by the tensor cores.
-    fn min_normal(self) -> f64 {
-        match self {
-            Storage::F16 => 2f64.powi(-14),
-            Storage::F32 | Storage::Bf16 | Storage::U8 => f64::from(f32::MIN_POSITIVE),
-        }
+/// The smallest normal value of `storage`'s type: inputs below it may be flushed to zero by the
+/// tensor cores.
+fn min_normal(storage: Storage) -> f64 {
+    match storage {
+        Storage::F16 => 2f64.powi(-14),
+        Storage::F32 | Storage::Bf16 | Storage::U8 => f64::from(f32::MIN_POSITIVE),
     }
 }
 
@@ -635,7 +575,7 @@ impl Plan {
                 Ok(self.with_precision(precision))
             }
             (Precision::Fp16 | Precision::Bf16 | Precision::Int8, Some(own))
-                if own.precision() == precision =>
+                if own_precision(own) == precision =>
             {
                 Ok(self.on_own_cores(own))
             }
@@ -678,7 +618,7 @@ impl Plan {
     fn on_own_cores(mut self, storage: Storage) -> Plan {
         debug_assert!(self.tile == TileKind::Gemm && !self.unit && self.widen.is_none());
         debug_assert_eq!(self.storage, storage);
-        self.precision = storage.precision();
+        self.precision = own_precision(storage);
         self.input = 0.0;
         if storage == Storage::U8 {
             self.key = TileKey::L2Int;
@@ -688,7 +628,7 @@ impl Plan {
         } else {
             self.shift = None;
             self.gamma *= 2.0;
-            self.flush = storage.min_normal() * (self.dim as f64).sqrt();
+            self.flush = min_normal(storage) * (self.dim as f64).sqrt();
         }
         self
     }

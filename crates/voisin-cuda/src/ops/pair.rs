@@ -26,11 +26,6 @@ use crate::options::Precision;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
-/// Dynamic shared memory of a block (kernels/select/pair_filter.cu `PF_SHARED`): the slabs in
-/// flight, 36 words per row of each side.
-pub(crate) const SHARED_BYTES: usize =
-    abi::PF_STAGES * (abi::PF_BM + abi::PF_BN) * (abi::PF_BK + 4) * 4;
-
 /// The tensor cores a fused tile pair runs on: the kernel, and how many values a 32-bit word
 /// of its rows holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,7 +223,7 @@ pub(crate) fn filter(
     let cfg = LaunchConfig {
         grid_dim: ((2 * gpu.sms).min(tiles) as u32, 1, 1),
         block_dim: (256, 1, 1),
-        shared_mem_bytes: SHARED_BYTES as u32,
+        shared_mem_bytes: abi::PF_SHARED_BYTES as u32,
     };
     let (na, nb, key) = (a.n as i32, b.n as i32, plan.key as i32);
     let scalars = IntoScalars::of(&into, (at.row_off, at.col_off), at.exclude_self);
@@ -256,7 +251,7 @@ pub(crate) fn filter(
     // SAFETY: matches pair_filter_* in kernels/select/pair_filter.cu: a and b hold n rows of
     // ld values (ldw words, the first kw summed), 16-byte aligned (kind_for); the norms and
     // the factors n each; the lists rows × kp and cols × kp; the buffers (count, floor: a.n
-    // or b.n; val, idx: × cap). The kernel was given SHARED_BYTES of dynamic shared memory at
+    // or b.n; val, idx: × cap). The kernel was given PF_SHARED_BYTES of dynamic shared memory at
     // load (kernels.rs). A work list holds at most `tiles` entries, each below `tiles`, with
     // its length on the device (locality::plan_pair, for these very rows and columns).
     unsafe { l.launch(cfg) }

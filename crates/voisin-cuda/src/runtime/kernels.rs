@@ -15,9 +15,9 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use voisin::{Error, Result};
 
-use crate::numerics::plan::Storage;
 use crate::runtime::abi;
 use crate::runtime::context::dev;
+use crate::runtime::elem::Storage;
 
 /// Every kernel source and header, by its path under `kernels/`.
 pub(crate) const SOURCES: &[(&str, &str)] = &[
@@ -370,7 +370,7 @@ impl Kernels {
         ] {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                crate::ops::pair::SHARED_BYTES as i32,
+                abi::PF_SHARED_BYTES as i32,
             )
             .map_err(dev("giving a kernel its shared memory"))?;
         }

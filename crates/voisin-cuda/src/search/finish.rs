@@ -19,7 +19,14 @@ use voisin::{Result, Stats};
 use crate::numerics::plan::Plan;
 use crate::options::BLOCK_MAX_K;
 use crate::runtime::probe::Phases;
-use crate::search::knn::Raw;
+
+/// What the device selected for one query: the candidates a finish proves.
+pub(crate) struct Raw {
+    /// (approximate key, index), any order; no empty slots.
+    pub cands: Vec<(f32, u32)>,
+    /// Every eligible item is among `cands`: nothing to prove.
+    pub complete: bool,
+}
 
 /// Where a search's candidates come from, for the finish: its queries are numbered `0..` in the
 /// order of the lists handed to [`finish`].

@@ -21,8 +21,8 @@ use crate::options::Fusion;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
-use crate::search::finish::{finish, CandidateSource, Items};
-use crate::search::knn::{self, Raw};
+use crate::search::finish::{finish, CandidateSource, Items, Raw};
+use crate::search::knn;
 use crate::search::{pilot, shard, Ctx};
 
 /// Tile pairs queued ahead of the device: enough to keep it busy (each pair is milliseconds of

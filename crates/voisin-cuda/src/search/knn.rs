@@ -24,16 +24,8 @@ use crate::ops::{exact, fused, tile, Budget};
 use crate::options::{Precision, BLOCK_MAX_K};
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
-use crate::search::finish::{finish, CandidateSource};
+use crate::search::finish::{finish, CandidateSource, Raw};
 use crate::search::Ctx;
-
-/// What the device selected for one query.
-pub(crate) struct Raw {
-    /// (approximate key, index), any order; no empty slots.
-    pub cands: Vec<(f32, u32)>,
-    /// Every eligible item is among `cands`: nothing to prove.
-    pub complete: bool,
-}
 
 /// The finished lists of one block of queries, still on the device.
 pub(crate) struct BlockLists<'a> {

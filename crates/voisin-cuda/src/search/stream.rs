@@ -28,8 +28,8 @@ use crate::options::Select;
 use crate::runtime::context::{dev, Gpu};
 use crate::runtime::probe::Phases;
 use crate::runtime::staging::Staging;
-use crate::search::finish::{finish, CandidateSource};
-use crate::search::knn::{self, Raw};
+use crate::search::finish::{finish, CandidateSource, Raw};
+use crate::search::knn;
 use crate::search::{shard, Ctx};
 
 /// Values per staging chunk (16 MiB): small enough to pin quickly, large enough for full DMA
