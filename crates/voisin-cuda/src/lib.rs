@@ -19,7 +19,7 @@
 //! - `ops/`: launchers over the GPU and the plan: `device_set` (upload and row preparation),
 //!   `tile` (one distance tile), [`select`] (selection variants), `fused`, `exact` (exact keys,
 //!   the device finish), `range` (the range filter).
-//! - `search/`: searches in a context (`Ctx`: GPU, plan, options, counters): `knn`, `graph`,
+//! - `search/`: searches in a context (`SearchCtx`: GPU, plan, options, counters): `knn`, `graph`,
 //!   `stream` (bases larger than the GPU), `shard` (merging shards' lists), `range` (the range
 //!   tail) and `finish`, the one prove-widen-re-rank over a candidate source.
 //! - `engine/`: [`CudaEngine`] and the `Engine` seam; `passes` (checkpointed graphs, graphs

@@ -21,7 +21,7 @@ use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 use crate::engine::{on_each, passes, to_result, CudaEngine};
-use crate::numerics::plan::{vectors, Plan};
+use crate::numerics::plan::{vectors, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::range;
@@ -104,7 +104,7 @@ impl MultiGpu {
     /// With `behind`, the base shards go up behind their first tiles (device_set.rs).
     fn shards<'b>(
         &self,
-        plan: &Plan,
+        plan: &Numerics,
         bset: &'b VectorSet,
         qset: &VectorSet,
         behind: bool,
@@ -132,7 +132,7 @@ impl MultiGpu {
     /// Candidates of the queries `ids` (all when `None`) from every shard, merged.
     fn search(
         &self,
-        plan: &Plan,
+        plan: &Numerics,
         shards: &[Shard],
         qset: &VectorSet,
         ids: Option<&[usize]>,
@@ -205,7 +205,7 @@ impl MultiGpu {
 /// keys on the GPU that holds each row.
 struct Sharded<'a> {
     multi: &'a MultiGpu,
-    plan: &'a Plan,
+    plan: &'a Numerics,
     metric: &'a Metric,
     bset: &'a VectorSet,
     qset: &'a VectorSet,

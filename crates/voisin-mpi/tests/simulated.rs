@@ -181,7 +181,7 @@ fn rounds_cover_every_needed_tile_once() {
     let mut rng = StdRng::seed_from_u64(5);
     for n in [1, 2, 5, 37, 1000] {
         for rows in [1, 3, 64] {
-            let plan = graph::Plan::new(n, rows, 5);
+            let plan = graph::RowBlocks::new(n, rows, 5);
             let nb = plan.blocks.len();
             for trial in 0..4 {
                 let done: Vec<bool> = (0..nb).map(|_| trial > 0 && rng.gen_bool(0.4)).collect();
@@ -231,8 +231,8 @@ fn blocks_cover_the_items() {
     for n in [1, 2, 5, 37, 20_000] {
         for size in 1..6 {
             for ckpt in [false, true] {
-                let rows = graph::Plan::block_rows(n, size, ckpt, 10);
-                let plan = graph::Plan::new(n, rows, 5);
+                let rows = graph::RowBlocks::block_rows(n, size, ckpt, 10);
+                let plan = graph::RowBlocks::new(n, rows, 5);
                 assert_eq!(plan.blocks[0].start, 0);
                 assert_eq!(plan.blocks.last().unwrap().end, n);
                 for w in plan.blocks.windows(2) {
@@ -417,7 +417,7 @@ fn checkpointed_builds_resume_with_any_rank_count() {
                 }
             }
             let left = pass_files(&dir).len();
-            let rows = graph::Plan::block_rows(n, size, true, graph::row_len(n, k));
+            let rows = graph::RowBlocks::block_rows(n, size, true, graph::row_len(n, k));
             let done_items: usize = pass_files(&dir)
                 .iter()
                 .map(|f| {
@@ -535,7 +535,7 @@ fn batches_keep_order_and_bound_items() {
 fn small_batches_give_the_same_lists() {
     let data = tied(230, 3, 9);
     let m = Metric::Euclidean;
-    let big = graph::Plan::new(230, 40, 6);
+    let big = graph::RowBlocks::new(230, 40, 6);
     let mut small = big.clone();
     small.batch_items = 50;
     let done = vec![false; big.blocks.len()];

@@ -21,14 +21,14 @@ use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeReque
 use voisin::graph::TileOwner;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
-use crate::numerics::plan::{check_finite, vectors, Plan};
+use crate::numerics::plan::{check_finite, vectors, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::Budget;
 use crate::options::CudaOptions;
 use crate::runtime::context::{self, Gpu};
 use crate::runtime::probe;
 use crate::search::graph::{self, Lists, PartialGraph};
-use crate::search::{knn, pilot, stream, Counters, Ctx};
+use crate::search::{knn, pilot, stream, Counters, SearchCtx};
 use crate::strings;
 
 /// The engine on one GPU. Calls are serialised on the device's stream.
@@ -147,8 +147,8 @@ impl CudaEngine {
     }
 
     /// A search on `gpu` (this engine's, locked) under `plan` with this engine's options.
-    pub(crate) fn ctx<'a>(&'a self, gpu: &'a Gpu, plan: &'a Plan) -> Ctx<'a> {
-        Ctx {
+    pub(crate) fn ctx<'a>(&'a self, gpu: &'a Gpu, plan: &'a Numerics) -> SearchCtx<'a> {
+        SearchCtx {
             gpu,
             plan,
             opts: &self.opts,
@@ -156,7 +156,7 @@ impl CudaEngine {
         }
     }
 
-    /// The working-set budget on `gpu` now (see [`Ctx::budget`]).
+    /// The working-set budget on `gpu` now (see [`SearchCtx::budget`]).
     pub(crate) fn budget(&self, gpu: &Gpu) -> Result<Budget> {
         Budget::measure(gpu, self.opts.tile_bytes)
     }
@@ -170,29 +170,29 @@ impl CudaEngine {
     }
 
     /// The per-metric plan of a search within `set` (a graph) under this engine's options.
-    pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Result<Plan> {
+    pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Result<Numerics> {
         self.pair_plan(metric, set, set)
     }
 
     /// The per-metric plan of a search of `base` for `queries` under this engine's options:
-    /// the arithmetic for their storage ([`Plan::with_arithmetic`]; an explicit precision the
-    /// data cannot take is refused here), widened for f64 inputs ([`Plan::with_inputs`]).
+    /// the arithmetic for their storage ([`Numerics::with_arithmetic`]; an explicit precision the
+    /// data cannot take is refused here), widened for f64 inputs ([`Numerics::with_inputs`]).
     pub(crate) fn pair_plan(
         &self,
         metric: &Metric,
         base: &VectorSet,
         queries: &VectorSet,
-    ) -> Result<Plan> {
-        Ok(Plan::new(metric, base)
+    ) -> Result<Numerics> {
+        Ok(Numerics::new(metric, base)
             .with_arithmetic(self.opts.precision, base.elem_type(), queries.elem_type())?
             .with_inputs(metric, base, queries))
     }
 
     /// The plan of `base` before any queries are known (not widened for f64 inputs yet, its
     /// arithmetic chosen for queries stored as the base is): what a prepared base keeps,
-    /// widening a copy for each batch of queries ([`Plan::with_roundings`]).
-    pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Result<Plan> {
-        Plan::new(metric, base).with_arithmetic(
+    /// widening a copy for each batch of queries ([`Numerics::with_roundings`]).
+    pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Result<Numerics> {
+        Numerics::new(metric, base).with_arithmetic(
             self.opts.precision,
             base.elem_type(),
             base.elem_type(),

@@ -56,7 +56,7 @@ use voisin::graph::{PassRows, TileGraph, TileOwner};
 use voisin::{Dataset, Error, KnnResult, Metric, Result, Stats, VectorSet};
 
 use super::{graph_input, on_each, to_result, CudaEngine};
-use crate::numerics::plan::{vectors, Plan};
+use crate::numerics::plan::{vectors, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::context;
 use crate::search::finish::Raw;
@@ -170,7 +170,7 @@ fn lock(stats: &Mutex<Stats>) -> std::sync::MutexGuard<'_, Stats> {
 pub(crate) struct GpuBuild<'a> {
     engine: &'a CudaEngine,
     /// The build's plan, the same on every GPU.
-    plan: Plan,
+    plan: Numerics,
     set: &'a VectorSet,
     ddev: DeviceSet<'a>,
     metric: &'a Metric,
@@ -286,8 +286,8 @@ impl Backend for GpuBuild<'_> {
 /// What a GPU's running lists are when a checkpoint keeps them: approximate lists whose
 /// contract holds under the numeric plan that computed them (so only a build under the same
 /// plan takes them back).
-fn lists_kind(plan: &Plan) -> String {
-    format!("cuda approximate lists 1; {plan:?}")
+fn lists_kind(plan: &Numerics) -> String {
+    format!("cuda approximate lists 1; {}", plan.checkpoint_name())
 }
 
 /// Little-endian: the slots per item (u64), then per item of `rows` in order its slots' keys
@@ -515,4 +515,44 @@ fn pass_raws(lists: &Lists, rows: Range<usize>) -> Vec<Raw> {
             complete: lists.complete[r],
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Precision;
+    use voisin::data::ElemType;
+
+    /// A checkpoint keeps the GPU's running lists under the name of the plan that computed them,
+    /// and takes them back only under the same name: the names stay what builds before wrote.
+    #[test]
+    fn partial_kinds_keep_the_names_checkpoints_hold() {
+        let b = VectorSet::from_f32(2, 3, vec![0.5, -1.25, 3.0, 2.0, 0.0, 1.0]).unwrap();
+        let b64 = VectorSet::from_f64(2, 3, vec![0.1, -1.25, 3.0, 2.0, 0.3, 1.0]).unwrap();
+        let want = [
+            "cuda approximate lists 1; Plan { key: L2, tile: Gemm, dim: 3, shift: Some([1.25, -0.625, 2.0]), centre_rows: false, unit: false, exact_code: Some(0), distance_form: Some(2), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 1.3113021850585938e-6, precision: Fp32, storage: F32, input: 0.0, flush: 0.0, widen: None }",
+            "cuda approximate lists 1; Plan { key: L2, tile: Gemm, dim: 3, shift: Some([1.25, -0.625, 2.0]), centre_rows: false, unit: false, exact_code: Some(0), distance_form: Some(2), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 2.6226043701171875e-6, precision: Tf32, storage: F32, input: 0.0020517961580555732, flush: 2.2923501567644642e-23, widen: None }",
+            "cuda approximate lists 1; Plan { key: OneMinus, tile: Gemm, dim: 3, shift: None, centre_rows: false, unit: true, exact_code: Some(2), distance_form: Some(0), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 2.86102294921875e-6, precision: Fp16x3, storage: F32, input: 7.743474345501313e-7, flush: 2.4069676646026873e-23, widen: None }",
+            "cuda approximate lists 1; Plan { key: NegDot, tile: Gemm, dim: 3, shift: None, centre_rows: false, unit: false, exact_code: Some(1), distance_form: Some(1), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 2.6226043701171875e-6, precision: Fp16, storage: F16, input: 0.0, flush: 0.0001057159916729051, widen: None }",
+            "cuda approximate lists 1; Plan { key: L2Int, tile: Gemm, dim: 3, shift: Some([128.0, 128.0, 128.0]), centre_rows: false, unit: false, exact_code: Some(0), distance_form: Some(0), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 1.0728836059570313e-6, precision: Int8, storage: U8, input: 0.0, flush: 0.0, widen: None }",
+            "cuda approximate lists 1; Plan { key: Direct, tile: Simt(0, 1.0), dim: 3, shift: None, centre_rows: false, unit: false, exact_code: Some(4), distance_form: Some(0), rel: 7.152559931001639e-7, tiny: 8.228460455756013e-38, gamma: 1.3113021850585938e-6, precision: Fp32, storage: F32, input: 0.0, flush: 0.0, widen: None }",
+            "cuda approximate lists 1; Plan { key: OneMinus, tile: Gemm, dim: 3, shift: None, centre_rows: true, unit: true, exact_code: None, distance_form: None, rel: 0.0, tiny: 8.228460455756013e-38, gamma: 1.3113021850585938e-6, precision: Fp32, storage: F32, input: 0.0, flush: 0.0, widen: Some(Widening { metric: Correlation, queries: Rounding { l2: 1.1920928966180373e-8, l1: 1.1920928966180373e-8, linf: 1.1920928966180355e-8, unit: 1.9731662148930424e-8 }, base: Rounding { l2: 1.1920928966180373e-8, l1: 1.1920928966180373e-8, linf: 1.1920928966180355e-8, unit: 1.9731662148930424e-8 }, alpha: 0.0 }) }",
+        ];
+        let cases = [
+            (Metric::Euclidean, &b, Precision::Auto, ElemType::F32),
+            (Metric::Euclidean, &b, Precision::Tf32, ElemType::F32),
+            (Metric::Cosine, &b, Precision::Fp16x3, ElemType::F32),
+            (Metric::InnerProduct, &b, Precision::Auto, ElemType::F16),
+            (Metric::SqEuclidean, &b, Precision::Int8, ElemType::U8),
+            (Metric::Cityblock, &b, Precision::Auto, ElemType::F32),
+            (Metric::Correlation, &b64, Precision::Auto, ElemType::F64),
+        ];
+        for ((m, set, p, e), want) in cases.into_iter().zip(want) {
+            let plan = Numerics::new(&m, set)
+                .with_arithmetic(p, e, e)
+                .unwrap()
+                .with_inputs(&m, set, set);
+            assert_eq!(lists_kind(&plan), want, "{m} {p} {e:?}");
+        }
+    }
 }

@@ -14,13 +14,13 @@ use voisin::engine::{KnnRequest, Prepared, RangeRequest};
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, Result, Stats, VectorSet};
 
 use super::{to_result, CudaEngine};
-use crate::numerics::plan::{vectors, InputRounding, Plan, Storage};
+use crate::numerics::plan::{vectors, InputRounding, Numerics, Storage};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::{range, Budget};
 use crate::runtime::context::Gpu;
 use crate::search::pilot::AutoChoice;
-use crate::search::{knn, pilot, stream, Ctx};
+use crate::search::{knn, pilot, stream, SearchCtx};
 
 /// A base on this GPU: its host rows (host finish, messages) and its device copy.
 #[derive(Clone, Copy)]
@@ -41,7 +41,7 @@ impl CudaEngine {
     /// the arithmetic that ran.
     pub(super) fn knn_on(
         &self,
-        ctx: &Ctx<'_>,
+        ctx: &SearchCtx<'_>,
         metric: &Metric,
         on: OnDevice<'_>,
         (qset, k, auto): (&VectorSet, usize, &AutoChoice),
@@ -55,7 +55,7 @@ impl CudaEngine {
         let t = Instant::now();
         tr.mark("knn: upload and prepare");
         let (plan, list) = auto.plan(ctx, (on.bset, on.bdev), qset, k, false, &budget)?;
-        let ctx = &Ctx {
+        let ctx = &SearchCtx {
             plan: &plan,
             ..*ctx
         };
@@ -92,7 +92,7 @@ impl CudaEngine {
     pub(super) fn range_on(
         &self,
         gpu: MutexGuard<'_, Gpu>,
-        plan: &Plan,
+        plan: &Numerics,
         metric: &Metric,
         on: OnDevice<'_>,
         (qset, radius): (&VectorSet, f64),
@@ -145,7 +145,7 @@ pub struct CudaPrepared {
 struct Resident {
     /// The base's plan before queries: each batch searches under a copy widened for its own
     /// f64 rounding and the base's ([`Resident::plan_for`]).
-    plan: Plan,
+    plan: Numerics,
     /// The base's f64 storage and rounding, measured once.
     rounding: InputRounding,
     bdev: DeviceSet<'static>,
@@ -157,7 +157,7 @@ impl Resident {
     /// The plan of a search of this base for `qset` under `metric`; `None` when the base is
     /// on the device in its stored half type and `qset` is stored otherwise (the tiles take one
     /// element type: such a batch is searched as the engine searches it, on f32 copies).
-    fn plan_for(&self, metric: &Metric, bset: &VectorSet, qset: &VectorSet) -> Option<Plan> {
+    fn plan_for(&self, metric: &Metric, bset: &VectorSet, qset: &VectorSet) -> Option<Numerics> {
         if self.plan.storage != Storage::F32 && qset.elem_type() != bset.elem_type() {
             return None;
         }

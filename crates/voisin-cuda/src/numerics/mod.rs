@@ -1,4 +1,4 @@
-//! The numerics of the approximate pass, on the host: the per-metric [`plan::Plan`] owns every
+//! The numerics of the approximate pass, on the host: the per-metric [`plan::Numerics`] owns every
 //! device-facing fact about a metric (key mode, tile kind, row transforms, the error bound and
 //! its parts as the kernels evaluate them) and the input checks of vector data.
 //!

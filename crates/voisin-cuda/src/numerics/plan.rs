@@ -5,7 +5,7 @@
 //! of query `q` satisfies `lower(q, v) <= exact <= upper(q, v)` where the exact key is
 //! [`voisin::metric::exact::set_key`] on the stored rows.
 //!
-//! f64 storage is tiled on its rows rounded to f32; [`Plan::with_inputs`] widens the bound by
+//! f64 storage is tiled on its rows rounded to f32; [`Numerics::with_inputs`] widens the bound by
 //! how far that rounding can move a key ([`voisin::metric::rounding`], the CPU engine's math;
 //! docs/design/f64-storage-gpu.md) and sends exact keys to the host, where they are computed on
 //! the f64 values.
@@ -119,7 +119,7 @@ impl TileRows {
 }
 
 /// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
-/// and `upper` likewise, which is `Plan::lower/upper` operation for operation.
+/// and `upper` likewise, which is `Numerics::lower/upper` operation for operation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct BoundParts {
     pub rel: f64,
@@ -128,7 +128,7 @@ pub(crate) struct BoundParts {
 
 impl BoundParts {
     /// The plan's relative part and slack.
-    pub fn of(plan: &Plan) -> Self {
+    pub fn of(plan: &Numerics) -> Self {
         BoundParts {
             rel: plan.rel,
             tiny: plan.tiny,
@@ -138,7 +138,7 @@ impl BoundParts {
 
 /// The plan for one metric over one dimension.
 #[derive(Clone, Debug)]
-pub(crate) struct Plan {
+pub(crate) struct Numerics {
     pub key: TileKey,
     pub tile: TileKind,
     pub dim: usize,
@@ -157,19 +157,19 @@ pub(crate) struct Plan {
     rel: f64,
     /// Absolute slack for underflow and rounding of the final subtraction.
     tiny: f64,
-    /// γ of the GEMM bound (see [`Plan::abs_bound`]).
+    /// γ of the GEMM bound (see [`Numerics::abs_bound`]).
     gamma: f64,
-    /// Arithmetic of the GEMM tiles (never `Auto`: [`Plan::with_arithmetic`] resolves it).
+    /// Arithmetic of the GEMM tiles (never `Auto`: [`Numerics::with_arithmetic`] resolves it).
     pub precision: Precision,
     /// The element type of the stored rows on the device (the pair's, [`Storage::of_pair`];
-    /// which rows the tiles read is [`Plan::tile_rows`]).
+    /// which rows the tiles read is [`Numerics::tile_rows`]).
     pub storage: Storage,
     /// Relative error of one product of converted inputs (0 for fp32 inputs), see
-    /// [`Plan::with_precision`].
+    /// [`Numerics::with_precision`].
     input: f64,
     /// Absolute error per unit of norm from inputs flushed to zero (TF32).
     flush: f64,
-    /// The widening for inputs rounded from f64 ([`Plan::with_inputs`]); `None` when no value
+    /// The widening for inputs rounded from f64 ([`Numerics::with_inputs`]); `None` when no value
     /// was rounded.
     widen: Option<Widening>,
 }
@@ -201,8 +201,8 @@ pub(crate) fn accumulation_length(d: usize) -> usize {
     }
 }
 
-/// γ of the sums of `d`-value split rows (`Plan::with_precision`, `Fp16x3`) with the plan's
-/// factor 2 of safety, as [`Plan::new`] forms it for d products: d products and one addition
+/// γ of the sums of `d`-value split rows (`Numerics::with_precision`, `Fp16x3`) with the plan's
+/// factor 2 of safety, as [`Numerics::new`] forms it for d products: d products and one addition
 /// of the small products per step of 16 values (kernels/select/pair_filter.cu `pf_products`),
 /// in one accumulator for the whole row (no chunks, whatever d).
 fn split_gamma(d: usize) -> f64 {
@@ -364,9 +364,9 @@ fn non_finite(r: usize, c: usize) -> Error {
     ))
 }
 
-impl Plan {
+impl Numerics {
     /// Plans `metric` for `base` (whose mean centres euclidean data).
-    pub fn new(metric: &Metric, base: &VectorSet) -> Plan {
+    pub fn new(metric: &Metric, base: &VectorSet) -> Numerics {
         let d = base.dim();
         // γ_{L+8}-style bound with a factor 2 of safety: L roundings on the way of each product
         // into the sum (see `accumulation_length`), the two norm terms, the final subtraction
@@ -404,7 +404,7 @@ impl Plan {
             }
             Metric::Levenshtein | Metric::Custom(_) => unreachable!("checked by vectors()"),
         };
-        Plan {
+        Numerics {
             key,
             tile,
             dim: d,
@@ -426,10 +426,10 @@ impl Plan {
 
     /// The plan for searching `base` with `queries` (the same set for a graph): when either is
     /// stored as f64, tiles see their rows rounded to f32, so the bound is widened by how far
-    /// that rounding moves a key (`rel` by α, [`Plan::abs_bound`] by the rest), and exact keys
+    /// that rounding moves a key (`rel` by α, [`Numerics::abs_bound`] by the rest), and exact keys
     /// go to the host, which computes them on the f64 values (no device exact-key code, so no
     /// device finish either). Other storage leaves the plan as it is.
-    pub fn with_inputs(self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Plan {
+    pub fn with_inputs(self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Numerics {
         let b = InputRounding::of(metric, base);
         let q = if std::ptr::eq(base, queries) {
             b
@@ -439,14 +439,14 @@ impl Plan {
         self.with_roundings(metric, &b, &q)
     }
 
-    /// [`Plan::with_inputs`] from the sides' measures (a prepared base measures its own once).
+    /// [`Numerics::with_inputs`] from the sides' measures (a prepared base measures its own once).
     /// Call it once, on a plan without inputs.
     pub fn with_roundings(
         mut self,
         metric: &Metric,
         base: &InputRounding,
         queries: &InputRounding,
-    ) -> Plan {
+    ) -> Numerics {
         debug_assert!(self.widen.is_none() && self.exact_code == device_code(metric));
         if !base.wide && !queries.wide {
             return self;
@@ -473,7 +473,7 @@ impl Plan {
     /// into TF32 tiles; anything else leaves the plan as it is (SIMT tiles stay fp32, a TF32
     /// plan stays TF32, tiles on half storage keep their arithmetic). So it may be called on a
     /// plan already resolved to fp32 (what `--precision auto` does once its pilot chose TF32,
-    /// [`Plan::auto_tf32`]) and the terms below are added exactly once.
+    /// [`Numerics::auto_tf32`]) and the terms below are added exactly once.
     ///
     /// TF32 bound, assuming the worst conversion (truncation to 10 explicit mantissa bits, not
     /// rounding; cuBLAS does not document which): each input is x(1+δ) with |δ| < 2^-10, so a
@@ -508,7 +508,7 @@ impl Plan {
     /// 32 products of at most 2⁻¹⁰ of their hi·hi′ each, adds 2·γ₃₂·2⁻¹⁰ to the input term.
     /// Every other tile of such a plan (written tiles, the k-NN's fused filter) runs fp32,
     /// whose error is inside this bound.
-    pub fn with_precision(mut self, precision: Precision) -> Plan {
+    pub fn with_precision(mut self, precision: Precision) -> Numerics {
         debug_assert!(matches!(
             precision,
             Precision::Fp32 | Precision::Tf32 | Precision::Fp16x3
@@ -546,7 +546,7 @@ impl Plan {
     /// - `Auto` otherwise: fp32 tiles here. Where those are GEMM tiles on f32 rows (f32, u8
     ///   and f64 storage, mixed pairs, cosine and correlation included; not the SIMT metrics),
     ///   the search of a resident base (k-NN, graph) runs a pilot on the device once the base
-    ///   is up and switches to TF32 ([`Plan::auto_tf32`]) when TF32's bound proves the pilot
+    ///   is up and switches to TF32 ([`Numerics::auto_tf32`]) when TF32's bound proves the pilot
     ///   queries cheaply ([`tf32_list`]). TF32 was about 2× faster than fp32 at
     ///   1M×128 on normal, far-from-origin and duplicate-heavy data, but 5.8× slower on a
     ///   clustered graph, where its interval kept 48× more candidates
@@ -559,7 +559,7 @@ impl Plan {
         precision: Precision,
         base: ElemType,
         queries: ElemType,
-    ) -> Result<Plan> {
+    ) -> Result<Numerics> {
         self.storage = Storage::of_pair(base, queries);
         let own = match self.storage {
             Storage::F16 | Storage::Bf16 if self.tile == TileKind::Gemm && !self.unit => {
@@ -615,7 +615,7 @@ impl Plan {
     /// roundings: each squared norm (exact in f64) and the dot product rounded to f32, one
     /// addition and one subtraction, each within a unit of (‖r‖ + ‖c‖)², so at most five
     /// units. γ of 18 units covers them with room, whatever the dimension.
-    fn on_own_cores(mut self, storage: Storage) -> Plan {
+    fn on_own_cores(mut self, storage: Storage) -> Numerics {
         debug_assert!(self.tile == TileKind::Gemm && !self.unit && self.widen.is_none());
         debug_assert_eq!(self.storage, storage);
         self.precision = own_precision(storage);
@@ -643,16 +643,16 @@ impl Plan {
     }
 
     /// Under `--precision auto` (`asked`), this plan's TF32 form when a pilot may choose it:
-    /// the plan resolved to fp32 GEMM tiles on f32 rows ([`Plan::with_arithmetic`]'s `Auto`
+    /// the plan resolved to fp32 GEMM tiles on f32 rows ([`Numerics::with_arithmetic`]'s `Auto`
     /// without half storage). `None` for an explicit precision, tiles on half storage and SIMT
     /// metrics. The prepared rows are the same for both, so a search may switch after its base
     /// went up.
-    pub fn auto_tf32(&self, asked: Precision) -> Option<Plan> {
+    pub fn auto_tf32(&self, asked: Precision) -> Option<Numerics> {
         self.auto_form(asked, Precision::Tf32)
     }
 
-    /// [`Plan::auto_tf32`] for another arithmetic on the same rows (`Fp16x3`).
-    pub fn auto_form(&self, asked: Precision, precision: Precision) -> Option<Plan> {
+    /// [`Numerics::auto_tf32`] for another arithmetic on the same rows (`Fp16x3`).
+    pub fn auto_form(&self, asked: Precision, precision: Precision) -> Option<Numerics> {
         (asked == Precision::Auto && self.fp32_gemm())
             .then(|| self.clone().with_precision(precision))
     }
@@ -740,7 +740,39 @@ impl Plan {
         }
     }
 
-    /// Whether the bound was widened for inputs rounded from f64 ([`Plan::with_inputs`]): the
+    /// The name checkpoints keep this plan's lists under (engine/passes.rs): every field, in
+    /// the form they have held since GPU builds first kept partial lists (`Plan { key: L2, ...
+    /// }`), so that a build takes back the lists an earlier build saved under the same
+    /// numerics.
+    pub fn checkpoint_name(&self) -> String {
+        struct Named<'a>(&'a Numerics);
+        impl std::fmt::Debug for Named<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let p = self.0;
+                f.debug_struct("Plan")
+                    .field("key", &p.key)
+                    .field("tile", &p.tile)
+                    .field("dim", &p.dim)
+                    .field("shift", &p.shift)
+                    .field("centre_rows", &p.centre_rows)
+                    .field("unit", &p.unit)
+                    .field("exact_code", &p.exact_code)
+                    .field("distance_form", &p.distance_form)
+                    .field("rel", &p.rel)
+                    .field("tiny", &p.tiny)
+                    .field("gamma", &p.gamma)
+                    .field("precision", &p.precision)
+                    .field("storage", &p.storage)
+                    .field("input", &p.input)
+                    .field("flush", &p.flush)
+                    .field("widen", &p.widen)
+                    .finish()
+            }
+        }
+        format!("{:?}", Named(self))
+    }
+
+    /// Whether the bound was widened for inputs rounded from f64 ([`Numerics::with_inputs`]): the
     /// keys it bounds are then those of the f64 values, not of the rows on the device.
     pub fn widened(&self) -> bool {
         self.widen.is_some()
@@ -802,7 +834,7 @@ impl Plan {
 }
 
 /// What the `--precision auto` pilot measured for one of its queries: how long a list proves it
-/// ([`Plan::proof_length`]) under fp32's bound and under TF32's, both on the same TF32 list
+/// ([`Numerics::proof_length`]) under fp32's bound and under TF32's, both on the same TF32 list
 /// (fp32's is an estimate: its keys would differ from TF32's by far less than TF32's bound).
 /// `None`: longer than the pilot's list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -984,9 +1016,9 @@ fn sum_rel(d: usize, term: f64) -> f64 {
 /// The plan of `metric` under `precision` for a set of `d`-value rows stored as `elem` (one
 /// row of 0.5s): what decides which kernels and rows a search takes.
 #[cfg(test)]
-pub(crate) fn plan_of(metric: &Metric, d: usize, precision: Precision, elem: ElemType) -> Plan {
+pub(crate) fn plan_of(metric: &Metric, d: usize, precision: Precision, elem: ElemType) -> Numerics {
     let b = VectorSet::from_f32(1, d, vec![0.5; d]).unwrap();
-    Plan::new(metric, &b)
+    Numerics::new(metric, &b)
         .with_arithmetic(precision, elem, elem)
         .unwrap()
 }
@@ -1086,7 +1118,7 @@ pub(crate) struct HostTiles {
 #[cfg(test)]
 impl HostTiles {
     pub fn new(
-        plan: &Plan,
+        plan: &Numerics,
         metric: &Metric,
         b: &VectorSet,
         q: &VectorSet,
@@ -1169,7 +1201,7 @@ mod tests {
             Metric::Cosine,
             Metric::Correlation,
         ] {
-            let plan = Plan::new(&m, b)
+            let plan = Numerics::new(&m, b)
                 .with_inputs(&m, b, q)
                 .with_precision(precision);
             let tiles = HostTiles::new(&plan, &m, b, q, conv);
@@ -1255,7 +1287,7 @@ mod tests {
             let set = clustered(&mut rng, 120, d, 6);
             check_gemm_bound(Precision::Fp16x3, Conv::SplitHalf, &set, &set);
             let e = Metric::Euclidean;
-            let fp32 = Plan::new(&e, &set).with_precision(Precision::Fp32);
+            let fp32 = Numerics::new(&e, &set).with_precision(Precision::Fp32);
             let bound = |p: Precision| fp32.clone().with_precision(p).abs_bound(30.0, 30.0);
             let (f, s, t) = (
                 bound(Precision::Fp32),
@@ -1274,7 +1306,7 @@ mod tests {
         let x = f32::from_bits(0x3f80_1fff);
         for d in [3usize, 127, 1025] {
             let rows = VectorSet::from_f32(2, d, vec![x; 2 * d]).unwrap();
-            let plan = Plan::new(&Metric::InnerProduct, &rows).with_precision(Precision::Tf32);
+            let plan = Numerics::new(&Metric::InnerProduct, &rows).with_precision(Precision::Tf32);
             let nx = (d as f64).sqrt() * x as f64;
             let exact = -(d as f64) * (x as f64) * (x as f64);
             let dot: f32 = (0..d).map(|_| tf32_truncate(x) * tf32_truncate(x)).sum();
@@ -1315,7 +1347,7 @@ mod tests {
         assert_eq!("auto".parse::<Precision>().unwrap(), Precision::Auto);
         // SIMT metrics ignore the option.
         let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
-        let p = Plan::new(&Metric::Cityblock, &b).with_precision(Precision::Tf32);
+        let p = Numerics::new(&Metric::Cityblock, &b).with_precision(Precision::Tf32);
         assert_eq!(p.precision, Precision::Fp32);
     }
 
@@ -1368,7 +1400,7 @@ mod tests {
                         half_set(&mut rng, elem, 5, d, offset),
                     );
                     for m in [Metric::Euclidean, Metric::SqEuclidean, Metric::InnerProduct] {
-                        let plan = Plan::new(&m, &b)
+                        let plan = Numerics::new(&m, &b)
                             .with_arithmetic(Precision::Auto, elem, elem)
                             .unwrap();
                         assert!(plan.storage != Storage::F32 && plan.shift.is_none());
@@ -1437,7 +1469,7 @@ mod tests {
                 VectorSet::new(41, d, VectorData::U8(bv.into())).unwrap()
             };
             for m in [Metric::Euclidean, Metric::SqEuclidean] {
-                let plan = Plan::new(&m, &b)
+                let plan = Numerics::new(&m, &b)
                     .with_arithmetic(Precision::Auto, ElemType::U8, ElemType::U8)
                     .unwrap();
                 assert_eq!(plan.key, TileKey::L2Int);
@@ -1463,7 +1495,7 @@ mod tests {
     fn arithmetic_per_storage() {
         let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
         let resolve = |m: &Metric, p: Precision, be: ElemType, qe: ElemType| {
-            Plan::new(m, &b).with_arithmetic(p, be, qe)
+            Numerics::new(m, &b).with_arithmetic(p, be, qe)
         };
         use ElemType::*;
         let (e, ip, cos, cb) = (
@@ -1542,7 +1574,7 @@ mod tests {
         for m in &gemm {
             for (b, q) in [(&narrow, &narrow), (&wide, &queries), (&narrow, &queries)] {
                 let resolve = |p: Precision| {
-                    Plan::new(m, b)
+                    Numerics::new(m, b)
                         .with_arithmetic(p, b.elem_type(), q.elem_type())
                         .unwrap()
                         .with_inputs(m, b, q)
@@ -1569,7 +1601,7 @@ mod tests {
             // A prepared base keeps the plan before queries and widens a copy per batch.
             let (rb, rq) = (InputRounding::of(m, &wide), InputRounding::of(m, &queries));
             let base = |p: Precision| {
-                Plan::new(m, &wide)
+                Numerics::new(m, &wide)
                     .with_arithmetic(p, ElemType::F64, ElemType::F64)
                     .unwrap()
             };
@@ -1588,7 +1620,7 @@ mod tests {
         // SIMT metrics and tiles on the storage's own cores have no TF32 form.
         let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
         let auto = |m: &Metric, e: ElemType| {
-            Plan::new(m, &b)
+            Numerics::new(m, &b)
                 .with_arithmetic(Precision::Auto, e, e)
                 .unwrap()
                 .auto_tf32(Precision::Auto)
@@ -1607,7 +1639,7 @@ mod tests {
     #[test]
     fn proof_length_reaches_the_first_clear_entry() {
         let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
-        let plan = Plan::new(&Metric::InnerProduct, &b);
+        let plan = Numerics::new(&Metric::InnerProduct, &b);
         let keys = [1.0f32, 2.0, 2.5, 3.0, 4.0, 9.0];
         // The 2nd key's upper bound is just above 2 (+ abs); the lower bound of an entry v is
         // v − abs.
@@ -1745,7 +1777,7 @@ mod tests {
     }
 
     fn host_pilots(m: &Metric, set: &VectorSet, k: usize) -> (bool, Vec<PilotNeed>, bool) {
-        let fp32 = Plan::new(m, set)
+        let fp32 = Numerics::new(m, set)
             .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
             .unwrap();
         let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();
@@ -1761,8 +1793,9 @@ mod tests {
                 let mut keys = tiles.keys[j].clone();
                 keys.sort_unstable_by(f32::total_cmp);
                 keys.truncate(listed);
-                let need =
-                    |p: &Plan| p.proof_length(&keys, kk, p.abs_bound(tiles.qnorm[j], tiles.bmax));
+                let need = |p: &Numerics| {
+                    p.proof_length(&keys, kk, p.abs_bound(tiles.qnorm[j], tiles.bmax))
+                };
                 let fp32 = need(&fp32);
                 (
                     PilotNeed {
@@ -1843,7 +1876,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(rand::random());
         let b = set(&mut rng, 10, 16, 0.0);
         for m in [Metric::Euclidean, Metric::Cityblock, Metric::InnerProduct] {
-            let plan = Plan::new(&m, &b);
+            let plan = Numerics::new(&m, &b);
             for _ in 0..10_000 {
                 let key = rng.gen_range(-50.0..50.0);
                 let abs = rng.gen_range(0.0..1.0)
@@ -1937,7 +1970,7 @@ mod tests {
                 ];
                 for (b, q) in &sets {
                     for m in &metrics {
-                        let plan = Plan::new(m, b).with_inputs(m, b, q);
+                        let plan = Numerics::new(m, b).with_inputs(m, b, q);
                         let tiles = HostTiles::new(&plan, m, b, q, Conv::Each(|x| x));
                         for j in 0..q.len() {
                             let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
@@ -1966,10 +1999,10 @@ mod tests {
         for m in [Metric::SqEuclidean, Metric::Cityblock, Metric::Chebyshev] {
             let v = 0.0f32;
             let exact = set_key(&m, &b, 0, &q, 0);
-            let plain = Plan::new(&m, &b);
+            let plain = Numerics::new(&m, &b);
             let abs = plain.abs_bound(0.0, 0.0);
             assert!(exact > plain.upper(v, abs), "{m}: {exact}");
-            let wide = Plan::new(&m, &b).with_inputs(&m, &b, &q);
+            let wide = Numerics::new(&m, &b).with_inputs(&m, &b, &q);
             let abs = wide.abs_bound(0.0, 0.0);
             assert!(
                 wide.lower(v, abs) <= exact && exact <= wide.upper(v, abs),
@@ -1987,16 +2020,16 @@ mod tests {
         let exact_f64 = VectorSet::from_f64(30, 4, narrow.rows_f64(0, 30).into_owned()).unwrap();
         let wide = f64_set(&mut rng, 30, 4, 0.0, 1.0);
         for m in [Metric::Euclidean, Metric::Cosine, Metric::Minkowski(3.0)] {
-            let base = Plan::new(&m, &narrow);
-            let same = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &narrow);
+            let base = Numerics::new(&m, &narrow);
+            let same = Numerics::new(&m, &narrow).with_inputs(&m, &narrow, &narrow);
             assert_eq!(BoundParts::of(&base), BoundParts::of(&same), "{m}");
             assert_eq!(base.exact_code, same.exact_code);
             assert_eq!(base.abs_bound(2.0, 3.0), same.abs_bound(2.0, 3.0));
-            let unrounded = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &exact_f64);
+            let unrounded = Numerics::new(&m, &narrow).with_inputs(&m, &narrow, &exact_f64);
             assert_eq!(unrounded.exact_code, None, "{m}");
             assert_eq!(unrounded.distance_form, None, "{m}");
             assert_eq!(base.abs_bound(2.0, 3.0), unrounded.abs_bound(2.0, 3.0));
-            let widened = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &wide);
+            let widened = Numerics::new(&m, &narrow).with_inputs(&m, &narrow, &wide);
             assert_eq!(widened.exact_code, None, "{m}");
             assert!(
                 widened.abs_bound(2.0, 3.0) > base.abs_bound(2.0, 3.0),
@@ -2004,12 +2037,12 @@ mod tests {
             );
             // A prepared base measures itself once and widens a copy of its plan per batch.
             let (b, q) = (InputRounding::of(&m, &narrow), InputRounding::of(&m, &wide));
-            let per_batch = Plan::new(&m, &narrow).with_roundings(&m, &b, &q);
+            let per_batch = Numerics::new(&m, &narrow).with_roundings(&m, &b, &q);
             assert_eq!(BoundParts::of(&per_batch), BoundParts::of(&widened), "{m}");
             assert_eq!(per_batch.abs_bound(2.0, 3.0), widened.abs_bound(2.0, 3.0));
             assert_eq!(per_batch.exact_code, None, "{m}");
             // f32 queries against an f64 base still take their exact keys from the host.
-            let f64_base = Plan::new(&m, &wide).with_roundings(&m, &q, &b);
+            let f64_base = Numerics::new(&m, &wide).with_roundings(&m, &q, &b);
             assert_eq!(f64_base.exact_code, None, "{m}");
         }
     }

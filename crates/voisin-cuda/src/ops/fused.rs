@@ -15,7 +15,7 @@
 use cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Plan, TileKind, K_CHUNK};
+use crate::numerics::plan::{Numerics, TileKind, K_CHUNK};
 use crate::ops::pair::{self, PairKind};
 use crate::ops::survivors::{self, Survivors, MERGE_SLOTS};
 use crate::ops::tile::Block;
@@ -71,7 +71,7 @@ pub(crate) const AUTO_FUSED_QUERIES: usize = 512;
 /// The fused plan for a pass of `nq` queries with lists of `kp` over `nb` base items, or None
 /// when it must not (or need not) be fused.
 pub(crate) fn plan_for(
-    plan: &Plan,
+    plan: &Numerics,
     fusion: Fusion,
     kp: usize,
     (nq, nb): (usize, usize),
@@ -179,7 +179,7 @@ pub(crate) struct Thresholds<'a> {
 /// from `col_off`.
 pub(crate) fn filter(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     q: &Block<'_>,
     b: &Block<'_>,
     col_off: u32,
@@ -236,17 +236,17 @@ mod tests {
 
     /// A plan with the engine's choices, as the engine hands them to a pass.
     trait WithEngine {
-        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Plan, Fusion);
+        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Numerics, Fusion);
     }
 
-    impl WithEngine for Plan {
-        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Plan, Fusion) {
+    impl WithEngine for Numerics {
+        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Numerics, Fusion) {
             (self.with_precision(precision), fusion)
         }
     }
 
     /// [`super::plan_for`] of such a plan, for a pass of 10,000 queries.
-    fn plan_for(p: &(Plan, Fusion), kp: usize, nb: usize) -> Option<FusedPlan> {
+    fn plan_for(p: &(Numerics, Fusion), kp: usize, nb: usize) -> Option<FusedPlan> {
         super::plan_for(&p.0, p.1, kp, (10_000, nb))
     }
 
@@ -261,7 +261,7 @@ mod tests {
     #[test]
     fn fused_plans() {
         let b = VectorSet::from_f32(1, 4, vec![0.0; 4]).unwrap();
-        let plan = |m: &Metric, p: Precision, f: Fusion| Plan::new(m, &b).with_engine(p, f);
+        let plan = |m: &Metric, p: Precision, f: Fusion| Numerics::new(m, &b).with_engine(p, f);
         let tf = plan(&Metric::Euclidean, Precision::Tf32, Fusion::On);
         let fp = plan(&Metric::Euclidean, Precision::Fp32, Fusion::Auto);
         let on = plan(&Metric::Cosine, Precision::Fp32, Fusion::On);
@@ -314,7 +314,7 @@ mod tests {
         let int8 = plan_of(&e, 128, Precision::Int8, ElemType::U8);
         let fp = plan_of(&e, 128, Precision::Fp32, ElemType::F32);
         let nb = 1_000_000;
-        let pair = |p: &Plan, f: Fusion, kp: usize, nq: usize, nb: usize| {
+        let pair = |p: &Numerics, f: Fusion, kp: usize, nq: usize, nb: usize| {
             super::plan_for(p, f, kp, (nq, nb))
         };
         let p = pair(&tf, Fusion::Auto, 16, 10_000, nb).unwrap();

@@ -18,7 +18,7 @@
 use cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{BoundParts, Plan, Storage, TileKey, TileRows};
+use crate::numerics::plan::{BoundParts, Numerics, Storage, TileKey, TileRows};
 use crate::ops::device_set::{DeviceRows, DeviceSet};
 use crate::ops::select;
 use crate::options::Precision;
@@ -71,7 +71,7 @@ pub(crate) struct Locality {
 /// rows as given (the spheres are of the stored values, whose exact keys the plan bounds;
 /// rows rounded from f64 are not the values the bound speaks of), tiles of whole kernel
 /// blocks, and ids that fit the lists.
-pub(crate) fn applies(plan: &Plan, n: usize, t: usize) -> bool {
+pub(crate) fn applies(plan: &Numerics, n: usize, t: usize) -> bool {
     plan.precision == Precision::Fp16x3
         && plan.key == TileKey::L2
         && plan.storage == Storage::F32
@@ -221,7 +221,7 @@ impl Locality {
     /// rows are not f32 or the copy would not fit beside what is on the device.
     pub fn new(
         gpu: &Gpu,
-        plan: &Plan,
+        plan: &Numerics,
         data: &DeviceSet<'_>,
         (heads, sample): (&CudaView<'_, u32>, &DeviceSet<'_>),
         t: usize,

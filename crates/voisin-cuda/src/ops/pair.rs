@@ -5,7 +5,7 @@
 //!
 //! TF32 plans run here on f16 tensor cores: each prepared row scaled by a power of two and
 //! rounded to f16 (kernels/distance/scaled_half.cu), which TF32's bound covers
-//! (`Plan::with_precision`). The f16 MMA runs at twice TF32's rate and the rows are half the
+//! (`Numerics::with_precision`). The f16 MMA runs at twice TF32's rate and the rows are half the
 //! bytes; TF32 itself is the fallback where the scaled copy does not fit on the device.
 //!
 //! Owns which plans can be fused ([`kind_for`]), the rows the kernel reads ([`Operands`]) and
@@ -16,7 +16,7 @@ use std::ops::Range;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Plan, TileKey, TileKind, TileRows, K_CHUNK};
+use crate::numerics::plan::{Numerics, TileKey, TileKind, TileRows, K_CHUNK};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::locality::PairWork;
 use crate::ops::scaled::{self, ScaledRows};
@@ -56,7 +56,7 @@ impl PairKind {
 
     /// The values from one of the kernel's rows to the next under `plan`: the tile rows', or
     /// the scaled copy's (16-byte rows, zero-padded).
-    fn ld(self, plan: &Plan) -> usize {
+    fn ld(self, plan: &Numerics) -> usize {
         match self {
             PairKind::F16Scaled => ScaledRows::ld_for(plan.dim, false),
             PairKind::F16Split => ScaledRows::ld_for(plan.dim, true),
@@ -67,7 +67,7 @@ impl PairKind {
     /// The words from one of the kernel's rows to the next and the words it sums of each (TF32:
     /// one value a word, the row's d values; f16/bf16: two, int8: four, the whole zero-padded
     /// row).
-    fn words(self, plan: &Plan) -> (usize, usize) {
+    fn words(self, plan: &Numerics) -> (usize, usize) {
         let ldw = self.ld(plan) / self.per_word();
         (
             ldw,
@@ -80,14 +80,14 @@ impl PairKind {
     }
 
     /// Bytes from one of the kernel's rows to the next under `plan`.
-    pub fn row_bytes(self, plan: &Plan) -> usize {
+    pub fn row_bytes(self, plan: &Numerics) -> usize {
         self.words(plan).0 * 4
     }
 
     /// Whether the kernel takes `plan`'s rows in this kind: rows of whole 16-byte groups, and at
     /// most one accumulation chunk summed (split rows: any length, their bound counts every
-    /// product's additions, `Plan::with_precision`).
-    pub(crate) fn fits(self, plan: &Plan) -> bool {
+    /// product's additions, `Numerics::with_precision`).
+    pub(crate) fn fits(self, plan: &Numerics) -> bool {
         let (ldw, kw) = self.words(plan);
         ldw.is_multiple_of(4) && (self == PairKind::F16Split || kw * self.per_word() <= K_CHUNK)
     }
@@ -123,7 +123,7 @@ impl PairKind {
 /// on prepared int8 rows) with a key formed from the dot product, rows of whole 16-byte groups,
 /// and at most one accumulation chunk (the plan's bound counts chunked sums beyond [`K_CHUNK`];
 /// the kernel sums the whole row at once).
-pub(crate) fn kind_for(plan: &Plan) -> Option<PairKind> {
+pub(crate) fn kind_for(plan: &Numerics) -> Option<PairKind> {
     if plan.tile != TileKind::Gemm || plan.key == TileKey::Direct {
         return None;
     }
@@ -153,7 +153,7 @@ impl<'d, 's> Operands<'d, 's> {
     /// rows are not whole 16-byte groups or the plan is split (TF32 is outside its bound: its
     /// tiles are written, in fp32).
     pub fn new(
-        plan: &Plan,
+        plan: &Numerics,
         data: &'d DeviceSet<'s>,
         kind: PairKind,
         scaled: Option<&'d ScaledRows>,
@@ -197,7 +197,7 @@ pub(crate) struct PairAt {
 /// the kernel's tiles it lists run (ops/locality.rs proved that the others pass nothing).
 pub(crate) fn filter(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     rows: (&Operands<'_, '_>, Range<usize>),
     cols: (&Operands<'_, '_>, Range<usize>),
     at: PairAt,

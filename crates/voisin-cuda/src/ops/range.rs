@@ -7,7 +7,7 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::{Metric, Result};
 
-use crate::numerics::plan::Plan;
+use crate::numerics::plan::Numerics;
 use crate::ops::device_set::DeviceSet;
 use crate::ops::tile;
 use crate::ops::Budget;
@@ -17,7 +17,7 @@ use crate::runtime::context::{dev, Gpu};
 /// threshold on approximate keys `thr`.
 pub(crate) fn candidates(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     base: &DeviceSet,
     queries: &DeviceSet,
     thr: &[f32],
@@ -122,7 +122,7 @@ pub(crate) fn candidates(
 
 /// Per query, the approximate-key threshold that keeps every pair the exact test accepts.
 pub(crate) fn thresholds(
-    plan: &Plan,
+    plan: &Numerics,
     metric: &Metric,
     radius: f64,
     qnorm: &[f64],

@@ -1,6 +1,6 @@
 //! A set's prepared f32 rows as f16, each scaled by its own power of two
 //! (kernels/distance/scaled_half.cu): what TF32 plans run on f16 tensor cores, at twice TF32's
-//! rate on half the bytes, inside TF32's bound (`Plan::with_precision`); under fp16x3 plans
+//! rate on half the bytes, inside TF32's bound (`Numerics::with_precision`); under fp16x3 plans
 //! each value split into two f16 halves whose three leading products come within ~2⁻²⁰ of
 //! fp32. The graph's fused tile pairs read them (ops/pair.rs), and so do its written tiles of
 //! wide rows under TF32 (ops/tile.rs, which brings each tile back to the rows' scale).
@@ -11,7 +11,7 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Plan, TileKey, TileKind, TileRows};
+use crate::numerics::plan::{Numerics, TileKey, TileKind, TileRows};
 use crate::ops::device_set::{DeviceSet, RowsView};
 use crate::ops::tile::Block;
 use crate::options::Precision;
@@ -26,7 +26,7 @@ pub(crate) const TILE_MIN_DIM: usize = 1024;
 
 /// Whether `plan`'s tiles can run on scaled rows: dot products of prepared f32 rows under TF32
 /// or split under fp16x3 (GEMM tiles whose key is made from the dot product).
-pub(crate) fn applies(plan: &Plan) -> bool {
+pub(crate) fn applies(plan: &Numerics) -> bool {
     plan.tile == TileKind::Gemm
         && plan.key != TileKey::Direct
         && matches!(plan.precision, Precision::Tf32 | Precision::Fp16x3)
@@ -35,13 +35,13 @@ pub(crate) fn applies(plan: &Plan) -> bool {
 
 /// Whether `plan`'s rows are split (fp16x3: each value as two f16 halves, only the fused tile
 /// pair reads them).
-pub(crate) fn split(plan: &Plan) -> bool {
+pub(crate) fn split(plan: &Numerics) -> bool {
     plan.precision == Precision::Fp16x3
 }
 
 /// Whether `plan`'s written tiles run on scaled rows (when a copy exists): TF32 plans of wide
 /// rows. cuBLAS takes whole f16 rows, not split ones: fp16x3's written tiles run fp32.
-pub(crate) fn for_tiles(plan: &Plan) -> bool {
+pub(crate) fn for_tiles(plan: &Numerics) -> bool {
     applies(plan) && !split(plan) && plan.dim >= TILE_MIN_DIM
 }
 
@@ -68,7 +68,7 @@ impl ScaledRows {
     /// The copy of `data`'s prepared rows under `plan` ([`applies`]), which the call uploads
     /// and prepares first if they are not yet; one pass over them, half their bytes. `None`
     /// where the copy does not fit on the device (the caller tiles the prepared rows).
-    pub fn new(gpu: &Gpu, plan: &Plan, data: &DeviceSet<'_>) -> Result<Option<Self>> {
+    pub fn new(gpu: &Gpu, plan: &Numerics, data: &DeviceSet<'_>) -> Result<Option<Self>> {
         let Some(mut copy) = Self::room(gpu, plan, data.n) else {
             return Ok(None);
         };
@@ -79,7 +79,7 @@ impl ScaledRows {
 
     /// Room for the copy of `n` rows under `plan` ([`applies`]), nothing written yet; `None`
     /// where it does not fit on the device. [`ScaledRows::fill`] makes its rows.
-    pub fn room(gpu: &Gpu, plan: &Plan, n: usize) -> Option<Self> {
+    pub fn room(gpu: &Gpu, plan: &Numerics, n: usize) -> Option<Self> {
         debug_assert!(applies(plan));
         let ld = Self::ld_for(plan.dim, split(plan));
         // SAFETY: scaled_half_rows writes every value (the padding as zeros) and every factor
@@ -94,7 +94,7 @@ impl ScaledRows {
     pub fn fill(
         &mut self,
         gpu: &Gpu,
-        plan: &Plan,
+        plan: &Numerics,
         data: &DeviceSet<'_>,
         range: std::ops::Range<usize>,
     ) -> Result<()> {

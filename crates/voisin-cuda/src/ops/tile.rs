@@ -15,7 +15,7 @@ use cudarc::driver::{CudaStream, DeviceRepr};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Plan, Storage, TileKind, K_CHUNK};
+use crate::numerics::plan::{Numerics, Storage, TileKind, K_CHUNK};
 use crate::ops::device_set::RowsView;
 use crate::options::Precision;
 use crate::runtime::context::{dev, Gpu};
@@ -34,7 +34,7 @@ pub(crate) struct Block<'a> {
 /// Writes out[r * ld + c] = value(q_r, b_c) for r < q.n, c < b.n.
 pub(crate) fn compute(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     q: &Block<'_>,
     b: &Block<'_>,
     out: &mut CudaViewMut<'_, f32>,
@@ -180,7 +180,7 @@ enum Accumulate {
 /// The product of `compute`'s sgemm call through GemmEx: inputs of type `ab.2` (f32 for TF32,
 /// f16/bf16 for the stored half rows, int8 rows), `acc` accumulation into 32-bit words (f32, or
 /// int32 for int8). The errors are in the plan's bound (numerics/plan.rs
-/// `Plan::with_precision`, `Plan::with_arithmetic`).
+/// `Numerics::with_precision`, `Numerics::with_arithmetic`).
 fn gemm_ex<T: DeviceRepr>(
     gpu: &Gpu,
     cfg: &GemmConfig<f32>,

@@ -16,7 +16,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use voisin::{Result, Stats};
 
-use crate::numerics::plan::Plan;
+use crate::numerics::plan::Numerics;
 use crate::options::BLOCK_MAX_K;
 use crate::runtime::probe::Phases;
 
@@ -40,7 +40,7 @@ pub(crate) trait CandidateSource {
 
     /// For the rows of a graph, which item each query is (its self pair is dropped from its
     /// list); `None` for a search of other queries.
-    fn self_items(&self) -> Option<Items> {
+    fn self_items(&self) -> Option<RowItems> {
         None
     }
 
@@ -56,18 +56,18 @@ pub(crate) trait CandidateSource {
 
 /// The items of a graph's rows, in the finish's numbering of its queries.
 #[derive(Clone, Debug)]
-pub(crate) enum Items {
+pub(crate) enum RowItems {
     /// Query `q` is item `first + q`.
     From(usize),
     /// Query `q` is item `items[q]`.
     Of(Vec<u32>),
 }
 
-impl Items {
+impl RowItems {
     pub fn item(&self, q: usize) -> usize {
         match self {
-            Items::From(first) => first + q,
-            Items::Of(items) => items[q] as usize,
+            RowItems::From(first) => first + q,
+            RowItems::Of(items) => items[q] as usize,
         }
     }
 }
@@ -78,7 +78,7 @@ impl Items {
 /// wider lists and gives exact keys. Returns per query its `k` nearest as (exact key, index),
 /// sorted.
 pub(crate) fn finish(
-    plan: &Plan,
+    plan: &Numerics,
     src: &mut dyn CandidateSource,
     k: usize,
     mut kp: usize,
@@ -286,11 +286,11 @@ mod tests {
             }
         }
 
-        fn self_items(&self) -> Option<Items> {
+        fn self_items(&self) -> Option<RowItems> {
             match &self.rows {
                 _ if !self.graph => None,
-                Some((rows, _)) => Some(Items::Of(rows.clone())),
-                None => Some(Items::From(0)),
+                Some((rows, _)) => Some(RowItems::Of(rows.clone())),
+                None => Some(RowItems::From(0)),
             }
         }
 
@@ -322,7 +322,7 @@ mod tests {
         graph: bool,
         k: usize,
     ) -> KnnResult {
-        let plan = Plan::new(metric, base)
+        let plan = Numerics::new(metric, base)
             .with_inputs(metric, base, queries)
             .with_precision(precision);
         let conv = match precision {
@@ -419,7 +419,7 @@ mod tests {
         }
     }
 
-    /// A graph's rows finished for scattered items (`Items::Of`: the rows the device finish
+    /// A graph's rows finished for scattered items (`RowItems::Of`: the rows the device finish
     /// leaves open, numbered 0.. in the finish) equal the CPU engine's rows of those items: each
     /// row drops its own item, widens and re-ranks on the right query. Random and colliding
     /// values (equal keys around the k-th), every vector metric, fp32 and TF32 tiles.
@@ -442,7 +442,7 @@ mod tests {
                 .filter(|m| *m != Metric::Levenshtein)
             {
                 for precision in [Precision::Fp32, Precision::Tf32] {
-                    let plan = Plan::new(&m, set)
+                    let plan = Numerics::new(&m, set)
                         .with_inputs(&m, set, set)
                         .with_precision(precision);
                     let conv = match precision {

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use voisin::graph::{Share, TileOwner};
 use voisin::{Error, Metric, Result, Stats, VectorSet};
 
-use crate::numerics::plan::{BoundParts, Plan};
+use crate::numerics::plan::{BoundParts, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::locality::{self, Locality};
 use crate::ops::pair::{self, PairKind};
@@ -21,9 +21,9 @@ use crate::options::Fusion;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
-use crate::search::finish::{finish, CandidateSource, Items, Raw};
+use crate::search::finish::{finish, CandidateSource, Raw, RowItems};
 use crate::search::knn;
-use crate::search::{pilot, shard, Ctx};
+use crate::search::{pilot, shard, SearchCtx};
 
 /// Tile pairs queued ahead of the device: enough to keep it busy (each pair is milliseconds of
 /// work), few enough that the host never waits inside a launch on a full queue.
@@ -80,7 +80,7 @@ pub(crate) fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
 /// the device, for a build that proves them there ([`prove`]): only a share that is the whole
 /// build may be kept, since merging or sending a share brings it to the host.
 pub(crate) fn lists(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
     set: &VectorSet,
     k: usize,
@@ -153,7 +153,7 @@ pub(crate) fn lists(
 /// The graph's prove-widen-re-rank step on a set already on this GPU: the rows of every item
 /// from a share that covers the whole triangle.
 pub(crate) fn prove(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
     set: &VectorSet,
     metric: &Metric,
@@ -176,7 +176,7 @@ pub(crate) fn prove(
 
 /// Whether [`prove_on_device`] proves lists of `width` that met every other item on the device
 /// (metrics with exact keys there, rows narrower than `exact::STAGED_MIN_DIM`, sorted widths).
-pub(crate) fn provable(plan: &Plan, set: &VectorSet, k: usize, width: usize) -> bool {
+pub(crate) fn provable(plan: &Numerics, set: &VectorSet, k: usize, width: usize) -> bool {
     plan.exact_code.is_some()
         && plan.distance_form.is_some()
         && set.dim() < exact::STAGED_MIN_DIM
@@ -196,7 +196,7 @@ pub(crate) fn provable(plan: &Plan, set: &VectorSet, k: usize, width: usize) -> 
 /// 19.4, exact keys 21.5, final sort 22.9 ms) and about 38 ms more untraced, most of it the
 /// 256 MB of lists coming back and their million small vectors (session 17, traced).
 fn prove_on_device(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
     set: &VectorSet,
     metric: &Metric,
@@ -310,7 +310,7 @@ fn prove_on_device(
 /// prove-widen-re-rank with those lists. Fills `rows` of the items it finishes.
 #[allow(clippy::too_many_arguments)]
 fn widen_on_device(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,
     metric: &Metric,
     k: usize,
@@ -355,7 +355,7 @@ struct OpenRows {
 /// The host's prove-widen-re-rank of the rows `rows.open` of a graph whose set is on this GPU,
 /// from their downloaded lists: fills their `rows` and counts them as finished on the host.
 fn finish_on_host(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,
     metric: &Metric,
     k: usize,
@@ -376,7 +376,7 @@ fn finish_on_host(
         metric,
         sides,
         qnorm: qnorm.into(),
-        items: Items::Of(open.clone()),
+        items: RowItems::Of(open.clone()),
     };
     let done = finish(ctx.plan, &mut src, k, kp, raws, stats)?;
     for (&r, row) in open.iter().zip(done) {
@@ -408,7 +408,7 @@ pub(crate) struct GraphRows {
 /// one): their final rows. Widening starts from the lists' own size (the pilot's choice, padded
 /// as the selection needed): no second pilot.
 pub(crate) fn prove_rows(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
     set: &VectorSet,
     metric: &Metric,
@@ -431,7 +431,7 @@ pub(crate) fn prove_rows(
         metric,
         sides: &sides,
         qnorm: ddev.norm()[first..first + raws.len()].into(),
-        items: Items::From(first),
+        items: RowItems::From(first),
     };
     finish(ctx.plan, &mut src, rows.k, rows.width, raws, stats)
 }
@@ -439,11 +439,11 @@ pub(crate) fn prove_rows(
 /// Rows of a graph whose set is on this GPU (`items`: which item each is): wider lists against
 /// the whole set, exact keys on this GPU, each row's own item dropped.
 struct RowsOfGraph<'a> {
-    ctx: &'a Ctx<'a>,
+    ctx: &'a SearchCtx<'a>,
     metric: &'a Metric,
     sides: &'a exact::Sides<'a>,
     qnorm: std::borrow::Cow<'a, [f64]>,
-    items: Items,
+    items: RowItems,
 }
 
 impl CandidateSource for RowsOfGraph<'_> {
@@ -455,7 +455,7 @@ impl CandidateSource for RowsOfGraph<'_> {
         (&self.qnorm, self.sides.bdev.max_norm())
     }
 
-    fn self_items(&self) -> Option<Items> {
+    fn self_items(&self) -> Option<RowItems> {
         Some(self.items.clone())
     }
 
@@ -469,7 +469,7 @@ impl CandidateSource for RowsOfGraph<'_> {
     }
 
     fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
-        if let Items::From(0) = self.items {
+        if let RowItems::From(0) = self.items {
             return exact::keys(self.ctx.gpu, self.metric, self.sides, pairs);
         }
         let shifted: Vec<[u32; 2]> = pairs
@@ -493,7 +493,7 @@ impl CandidateSource for RowsOfGraph<'_> {
 /// cores that is the fused tile pair (ops/pair.rs), which never writes the tile.
 pub(crate) fn symmetric_candidates(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     data: &DeviceSet,
     kp: usize,
     t: usize,
@@ -529,7 +529,7 @@ pub(crate) fn symmetric_candidates(
         )),
         None => None,
     };
-    // Items each tile's lists have been fed so far: a list that has seen fewer than half a tile
+    // RowItems each tile's lists have been fed so far: a list that has seen fewer than half a tile
     // of items has a threshold too loose to filter with.
     let mut fed = vec![0usize; nt];
     // The fused tile pair for warm pairs, where the plan's tiles allow it, and the written
@@ -949,7 +949,7 @@ pub(crate) fn symmetric_candidates(
 /// moves it.
 fn seed(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     (data, scaled): (&DeviceSet, Option<&ScaledRows>),
     (lv, li, kp): (&mut CudaSlice<f32>, &mut CudaSlice<u32>, usize),
     t: usize,
@@ -1116,7 +1116,7 @@ impl Held {
         }
     }
 
-    /// Items.
+    /// RowItems.
     pub fn len(&self) -> usize {
         match self {
             Held::Host(l) => l.complete.len(),
@@ -1230,7 +1230,7 @@ impl Lists {
 /// complete), so a share travels between processes as plain numbers
 /// ([`PartialGraph::to_bytes`]).
 pub struct PartialGraph {
-    /// Items of the set.
+    /// RowItems of the set.
     pub n: usize,
     /// Neighbours asked for.
     pub k: usize,

@@ -13,7 +13,7 @@ use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
 use voisin::{KnnResult, Result, Stats};
 
-use crate::numerics::plan::{BoundParts, Plan};
+use crate::numerics::plan::{BoundParts, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::fused::{FusedKernel, FusedPlan};
 use crate::ops::pair;
@@ -25,7 +25,7 @@ use crate::options::{Precision, BLOCK_MAX_K};
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource, Raw};
-use crate::search::Ctx;
+use crate::search::SearchCtx;
 
 /// The finished lists of one block of queries, still on the device.
 pub(crate) struct BlockLists<'a> {
@@ -45,7 +45,7 @@ pub(crate) struct BlockLists<'a> {
 /// Candidates for every row of `queries` against the whole base (self pairs not excluded), as
 /// per-query host lists.
 pub(crate) fn candidates(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     base: &DeviceSet,
     qdev: &DeviceSet,
     kp: usize,
@@ -68,7 +68,7 @@ pub(crate) fn candidates(
 /// were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
 /// Not beyond what the selection `sel` keeps (heap selection: 256 entries): there the list
 /// stays `kp`, and more queries go to the widening path.
-pub(crate) fn pass_list(plan: &Plan, kp: usize, sel: Select) -> usize {
+pub(crate) fn pass_list(plan: &Numerics, kp: usize, sel: Select) -> usize {
     let fits = |l: usize| sel.max_list().is_none_or(|max| sel.width(l) <= max);
     if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) && fits(2 * kp) {
         2 * kp
@@ -126,7 +126,7 @@ pub(crate) fn raws_of(hv: &[f32], hi: &[u32], keep: usize, whole: usize) -> Vec<
 /// list leaves out has a key above a threshold at least its final largest key, and a list left
 /// with empty slots behind its entries proves against its last entry, which is more cautious.
 fn passes(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     base: &DeviceSet,
     qdev: &DeviceSet,
     kp: usize,
@@ -475,7 +475,7 @@ fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
 /// cannot take (unsorted selections, metrics without exact keys on the device) and queries whose
 /// proof fails come back as host lists for [`finish`]. `sel` is the passes' selection.
 pub(crate) fn device_answers<V: exact::Answer>(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,
     k: usize,
     kp: usize,
@@ -594,7 +594,7 @@ pub(crate) fn widest(nb: usize) -> usize {
 /// there: 63,790 rows of a 1M-item graph with many duplicates took it to 1.6–1.7× the graph
 /// of normal data (session 18); on the device the same rows took 176 ms (session 20).
 pub(crate) fn widen_on_device<V: exact::Answer>(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,
     k: usize,
     mut kp: usize,
@@ -656,7 +656,7 @@ pub(crate) struct Widened {
 /// the device finish where it applies, the host's prove-widen-re-rank for the rest, assembled
 /// into the flat result. `kp` is the first list size (the pilot's).
 pub(crate) fn search(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     metric: &voisin::Metric,
     sides: &exact::Sides<'_>,
     k: usize,
@@ -730,7 +730,7 @@ pub(crate) fn search(
 /// The queries of a resident search that the device did not finish (`open`, numbered 0.. in the
 /// finish): wider lists from the resident base, exact keys on this GPU.
 struct Resident<'a> {
-    ctx: &'a Ctx<'a>,
+    ctx: &'a SearchCtx<'a>,
     metric: &'a voisin::Metric,
     sides: &'a exact::Sides<'a>,
     open: &'a [usize],
@@ -805,7 +805,7 @@ mod tests {
         )
     }
 
-    fn plans() -> Vec<Plan> {
+    fn plans() -> Vec<Numerics> {
         let set = VectorSet::from_f32(3, 127, (0..381).map(|i| i as f32 * 0.25).collect()).unwrap();
         let mut out = Vec::new();
         for m in Metric::builtins() {
@@ -813,7 +813,7 @@ mod tests {
                 continue;
             }
             for p in [Precision::Fp32, Precision::Tf32] {
-                out.push(Plan::new(&m, &set).with_precision(p));
+                out.push(Numerics::new(&m, &set).with_precision(p));
             }
         }
         out
@@ -822,7 +822,7 @@ mod tests {
     #[test]
     fn tf32_pass_lists_double_only_where_the_selection_keeps_them() {
         let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
-        let fp32 = Plan::new(&Metric::Euclidean, &set);
+        let fp32 = Numerics::new(&Metric::Euclidean, &set);
         let tf32 = fp32.clone().with_precision(Precision::Tf32);
         // k = 200: a list of 225, 450 under TF32 where the selection keeps it.
         assert_eq!(pass_list(&tf32, 225, Select::Auto), 450);

@@ -3,7 +3,7 @@
 //! candidate lists (`shard`), the one range tail (`range`), and the one prove-widen-re-rank step
 //! over a [`finish::CandidateSource`] (`finish`) that every k-NN search ends with.
 //!
-//! A search runs in a [`Ctx`]: one GPU, the plan of the metric, the engine's options and its
+//! A search runs in a [`SearchCtx`]: one GPU, the plan of the metric, the engine's options and its
 //! counters. Reads `ops`, `numerics`, `runtime`; never the engine (`engine`) above it.
 
 pub(crate) mod finish;
@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use voisin::Result;
 
-use crate::numerics::plan::Plan;
+use crate::numerics::plan::Numerics;
 use crate::ops::{Budget, MIN_BUDGET};
 use crate::options::{CudaOptions, Select};
 use crate::runtime::context::{is_oom, Gpu};
@@ -55,14 +55,14 @@ impl Counters {
 /// options (selection, fusion, working-set size, cancellation) and counters. Phase timings go to
 /// the GPU's probe (`Gpu::phases`).
 #[derive(Clone, Copy)]
-pub(crate) struct Ctx<'a> {
+pub(crate) struct SearchCtx<'a> {
     pub gpu: &'a Gpu,
-    pub plan: &'a Plan,
+    pub plan: &'a Numerics,
     pub opts: &'a CudaOptions,
     pub counters: &'a Counters,
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> SearchCtx<'a> {
     /// The working-set budget now: the option's bytes, at most a quarter of the free memory
     /// (measuring it synchronises the context).
     pub fn budget(&self) -> Result<Budget> {

@@ -14,7 +14,8 @@ use rayon::prelude::*;
 use voisin::Result;
 
 use crate::numerics::plan::{
-    tensor_list, tf32_list, PilotNeed, Plan, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
+    tensor_list, tf32_list, Numerics, PilotNeed, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS,
+    SPLIT_SAVING_SHARE,
 };
 use crate::ops::device_set::DeviceSet;
 use crate::ops::fused::{self, FusedKernel, FusedPlan};
@@ -23,13 +24,13 @@ use crate::ops::select::{self, Select};
 use crate::ops::Budget;
 use crate::options::{Fusion, Precision};
 use crate::search::knn::{candidates, first_list, pass_list};
-use crate::search::Ctx;
+use crate::search::SearchCtx;
 
 /// Whether a k-NN pass of list `kp` under `sel` keeps sorted lists whose whole width (what the
 /// device proof reads) holds half the list again or more (k = 1000: 2048 entries for 1125
 /// wanted): the room the TF32 pilot would look for, so the pilot (~5 ms at 1M × 128, k = 1000,
 /// a list pass over the whole base for 32 queries) is skipped there.
-pub(crate) fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
+pub(crate) fn proof_has_room(plan: &Numerics, kp: usize, sel: Select) -> bool {
     let kp = pass_list(plan, kp, sel);
     matches!(
         sel.resolve(kp),
@@ -59,7 +60,7 @@ struct Pilot {
 
 impl Pilot {
     fn new(
-        ctx: &Ctx<'_>,
+        ctx: &SearchCtx<'_>,
         queries: &voisin::VectorSet,
         k: usize,
         self_pairs: bool,
@@ -78,7 +79,7 @@ impl Pilot {
     /// the base.
     fn lists(
         &self,
-        ctx: &Ctx<'_>,
+        ctx: &SearchCtx<'_>,
         base: &DeviceSet,
         seen: usize,
         budget: &Budget,
@@ -100,15 +101,15 @@ impl Pilot {
     }
 
     /// How long a list proves pilot query `j`, whose list holds `keys` (sorted), under `plan`
-    /// against a base of largest norm `base_norm` ([`Plan::proof_length`]).
-    fn need(&self, plan: &Plan, j: usize, keys: &[f32], base_norm: f64) -> Option<usize> {
+    /// against a base of largest norm `base_norm` ([`Numerics::proof_length`]).
+    fn need(&self, plan: &Numerics, j: usize, keys: &[f32], base_norm: f64) -> Option<usize> {
         let abs = plan.abs_bound(self.sub.norm()[j], base_norm);
         plan.proof_length(keys, self.kk, abs)
     }
 }
 
 /// Which arithmetic the searches of one base run where `--precision auto` left fp32 GEMM tiles
-/// on f32 rows ([`Plan::auto_tf32`]): fp32, TF32, or for a graph fp16x3: decided by a pilot at
+/// on f32 rows ([`Numerics::auto_tf32`]): fp32, TF32, or for a graph fp16x3: decided by a pilot at
 /// the first search that asks ([`AutoChoice::plan`]) and kept for the later ones (a prepared
 /// base decides once).
 #[derive(Default)]
@@ -131,13 +132,13 @@ impl AutoChoice {
     /// whole base up before the search anyway).
     pub fn plan(
         &self,
-        ctx: &Ctx<'_>,
+        ctx: &SearchCtx<'_>,
         (bset, base): (&voisin::VectorSet, &DeviceSet),
         queries: &voisin::VectorSet,
         k: usize,
         self_pairs: bool,
         budget: &Budget,
-    ) -> Result<(Plan, Option<usize>)> {
+    ) -> Result<(Numerics, Option<usize>)> {
         let Some(tf32) = ctx.plan.auto_tf32(ctx.opts.precision) else {
             return Ok((ctx.plan.clone(), None));
         };
@@ -165,8 +166,8 @@ impl AutoChoice {
 /// lists and its own saving ([`SPLIT_SAVING_SHARE`] times TF32's price). Returns the
 /// precision taken (`Fp32`, `Tf32` or `Fp16x3`).
 fn arithmetic_pilot(
-    ctx: &Ctx<'_>,
-    tf32: &Plan,
+    ctx: &SearchCtx<'_>,
+    tf32: &Numerics,
     (bset, base): (&voisin::VectorSet, &DeviceSet),
     (queries, k, self_pairs): (&voisin::VectorSet, usize, bool),
     budget: &Budget,
@@ -194,7 +195,7 @@ fn arithmetic_pilot(
         (needs, listed, whence)
     } else {
         let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
-        let on_tf32 = Ctx { plan: tf32, ..*ctx };
+        let on_tf32 = SearchCtx { plan: tf32, ..*ctx };
         let lists = pilot.lists(&on_tf32, base, seen, budget)?;
         // The candidate pass brought every base row up; its largest norm is known now.
         base.complete(ctx.gpu)?;
@@ -324,7 +325,7 @@ const SAMPLE_VALUES: usize = 1 << 22;
 /// Rows drawn evenly over a base (at most [`SAMPLE_VALUES`] values), for the arithmetic pilot
 /// of a base that is not on the device yet: the pilot queries' keys against
 /// the sample are computed on the host (rows prepared as the device prepares them, the keys
-/// from one GEMM per block of rows, [`Plan::gemm_key`]), in f32 and without the tiles'
+/// from one GEMM per block of rows, [`Numerics::gemm_key`]), in f32 and without the tiles'
 /// conversion (the pilot's TF32 keys differ from them by far less than TF32's bound).
 ///
 /// A sample of a fraction f of the base stands for it as follows: the `kk` nearest of the
@@ -357,12 +358,12 @@ pub(crate) struct Sample<'a> {
 }
 
 impl<'a> Sample<'a> {
-    pub fn new(plan: &Plan, set: &'a voisin::VectorSet) -> Self {
+    pub fn new(plan: &Numerics, set: &'a voisin::VectorSet) -> Self {
         Self::of_values(plan, set, SAMPLE_VALUES)
     }
 
     /// A sample of at most about `values` values (at least one row in every `step`).
-    fn of_values(plan: &Plan, set: &'a voisin::VectorSet, values: usize) -> Self {
+    fn of_values(plan: &Numerics, set: &'a voisin::VectorSet, values: usize) -> Self {
         let all = set.len() * plan.dim.max(1);
         Sample {
             set,
@@ -386,7 +387,7 @@ impl<'a> Sample<'a> {
     /// `None` where that is beyond `listed` entries (the device pilot's lists).
     pub fn needs(
         &self,
-        (fp32, tf32): (&Plan, &Plan),
+        (fp32, tf32): (&Numerics, &Numerics),
         queries: &voisin::VectorSet,
         (kk, listed): (usize, usize),
         mark: &mut dyn FnMut(&str),
@@ -476,7 +477,7 @@ impl<'a> Sample<'a> {
                     mine.truncate(look);
                 }
                 mine.sort_unstable_by(f32::total_cmp);
-                let need = |p: &Plan| {
+                let need = |p: &Numerics| {
                     let abs = p.abs_bound(qsq[j].sqrt(), base_norm);
                     scaled(p.proof_length(&mine, ks, abs))
                 };
@@ -546,7 +547,7 @@ fn pilot_ids(n: usize) -> Vec<usize> {
 /// list would have proved each; the pass then starts with that length plus a quarter. It only
 /// ever raises the list, and never past what the forced selection `sel` keeps.
 pub(crate) fn pilot_list(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     base: &DeviceSet,
     queries: &voisin::VectorSet,
     k: usize,
@@ -608,7 +609,7 @@ mod tests {
     #[test]
     fn tf32_pilot_is_skipped_only_where_sorted_lists_leave_room() {
         let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
-        let plan = Plan::new(&Metric::Euclidean, &set).with_precision(Precision::Tf32);
+        let plan = Numerics::new(&Metric::Euclidean, &set).with_precision(Precision::Tf32);
         let room = |k: usize, sel| proof_has_room(&plan, first_list(k), sel);
         // 1125 → 2048, 562 → 1024: room; 1012 → 1024, 2 × 112 → 256: none.
         assert!(room(1000, Select::Auto) && room(500, Select::Block));
@@ -630,7 +631,7 @@ mod tests {
             (5000, 3, 1 << 24),
         ] {
             let base = VectorSet::from_f32(n, d, vec![0.0; n * d]).unwrap();
-            let plan = Plan::new(&Metric::Euclidean, &base);
+            let plan = Numerics::new(&Metric::Euclidean, &base);
             let s = Sample::of_values(&plan, &base, values);
             let rows = s.rows();
             assert_eq!(s.step, (n * d).div_ceil(values).max(1), "n {n} d {d}");
@@ -647,7 +648,7 @@ mod tests {
         // Not a stride: data dealt to 8 clusters in turn is sampled in all of them.
         let (n, d) = (80_000, 128);
         let base = VectorSet::from_f32(n, d, vec![0.0; n * d]).unwrap();
-        let plan = Plan::new(&Metric::Euclidean, &base);
+        let plan = Numerics::new(&Metric::Euclidean, &base);
         let s = Sample::of_values(&plan, &base, n * d / 16);
         assert_eq!(s.step % 8, 0, "a step the clusters' period divides");
         let mut seen = [0usize; 8];
@@ -656,8 +657,8 @@ mod tests {
     }
 
     /// The fp32 plan `auto` resolves to for `set`, and its TF32 form.
-    fn auto_plans(m: &Metric, set: &VectorSet) -> (Plan, Plan) {
-        let fp32 = Plan::new(m, set)
+    fn auto_plans(m: &Metric, set: &VectorSet) -> (Numerics, Numerics) {
+        let fp32 = Numerics::new(m, set)
             .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
             .unwrap();
         let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();

@@ -10,7 +10,7 @@ use voisin::data::ElemType;
 use voisin::{Metric, VectorSet};
 
 use crate::numerics::plan::{
-    tensor_list, tf32_list, PilotNeed, Plan, TileKind, TileRows, FUSED_LIST_ENTRY_NS,
+    tensor_list, tf32_list, Numerics, PilotNeed, TileKind, TileRows, FUSED_LIST_ENTRY_NS,
     LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
 };
 use crate::ops::fused::{self, FusedKernel, FusedPlan};
@@ -99,15 +99,15 @@ fn plan_for(
     (be, qe): (ElemType, ElemType),
     d: usize,
     precision: Precision,
-) -> voisin::Result<Plan> {
+) -> voisin::Result<Numerics> {
     if be == ElemType::F64 {
         let b = VectorSet::from_f64(1, d, vec![0.1; d]).unwrap();
-        return Ok(Plan::new(m, &b)
+        return Ok(Numerics::new(m, &b)
             .with_arithmetic(precision, be, qe)?
             .with_inputs(m, &b, &b));
     }
     let b = VectorSet::from_f32(1, d, vec![0.5; d]).unwrap();
-    Plan::new(m, &b).with_arithmetic(precision, be, qe)
+    Numerics::new(m, &b).with_arithmetic(precision, be, qe)
 }
 
 /// Every plan of the grid with its label.
@@ -115,7 +115,7 @@ fn plans(
     metrics: &[Metric],
     storages: &[(ElemType, ElemType)],
     dims: &[usize],
-) -> Vec<(String, voisin::Result<Plan>)> {
+) -> Vec<(String, voisin::Result<Numerics>)> {
     let mut out = Vec::new();
     for m in metrics {
         for &st in storages {
@@ -131,7 +131,7 @@ fn plans(
 }
 
 /// The plans of the grid that differ, each with the label of its first case.
-fn distinct(plans: Vec<(String, voisin::Result<Plan>)>) -> Vec<(String, Plan)> {
+fn distinct(plans: Vec<(String, voisin::Result<Numerics>)>) -> Vec<(String, Numerics)> {
     let mut seen = std::collections::HashSet::new();
     plans
         .into_iter()
@@ -142,7 +142,7 @@ fn distinct(plans: Vec<(String, voisin::Result<Plan>)>) -> Vec<(String, Plan)> {
 
 /// The cuBLAS or SIMT call a written tile of `plan` makes (ops/tile.rs `compute`), on the
 /// scaled f16 copy where `scaled`.
-fn gemm_path(plan: &Plan, scaled: bool) -> String {
+fn gemm_path(plan: &Numerics, scaled: bool) -> String {
     match plan.tile {
         TileKind::Simt(kind, p) => format!("simt {kind} {p}"),
         TileKind::Gemm if scaled => "f16 scaled".into(),
@@ -157,7 +157,7 @@ fn gemm_path(plan: &Plan, scaled: bool) -> String {
 }
 
 /// The fused_filter kernel a plan's k-NN passes take (ops/fused.rs `filter`).
-fn filter_kernel(plan: &Plan) -> &'static str {
+fn filter_kernel(plan: &Numerics) -> &'static str {
     match plan.precision {
         Precision::Fp32 | Precision::Fp16x3 => "fp32",
         Precision::Tf32 => "tf32",
@@ -167,7 +167,7 @@ fn filter_kernel(plan: &Plan) -> &'static str {
 
 /// The fused kind that runs where `kind` was chosen and the scaled copies fit (`copies`) or
 /// not ([`pair::Operands::new`]).
-fn operands_kind(plan: &Plan, kind: PairKind, copies: bool) -> Option<PairKind> {
+fn operands_kind(plan: &Numerics, kind: PairKind, copies: bool) -> Option<PairKind> {
     let kind = match (kind, kind.scaled() && copies) {
         (PairKind::F16Scaled, false) => PairKind::Tf32,
         (PairKind::F16Split, false) => return None,
@@ -176,7 +176,7 @@ fn operands_kind(plan: &Plan, kind: PairKind, copies: bool) -> Option<PairKind> 
     kind.fits(plan).then_some(kind)
 }
 
-fn plan_line(plan: &Plan, asked: Precision) -> String {
+fn plan_line(plan: &Numerics, asked: Precision) -> String {
     let loc: Vec<bool> = [
         (1_000_000, 16384),
         (5000, 4096),
@@ -210,7 +210,7 @@ fn plan_line(plan: &Plan, asked: Precision) -> String {
 
 /// How one k-NN candidate pass runs (search/knn.rs `passes`) for a wanted list of `kp`.
 fn knn_line(
-    plan: &Plan,
+    plan: &Numerics,
     (kp, sel, fusion): (usize, Select, Fusion),
     (nq, nb): (usize, usize),
     budget: &Budget,
@@ -291,7 +291,7 @@ fn knn_line(
 /// `symmetric_candidates`) for a first list of `kp` (the list pilot's) in tiles of `t`.
 #[allow(clippy::too_many_arguments)]
 fn graph_line(
-    plan: &Plan,
+    plan: &Numerics,
     (n, k, kp, t): (usize, usize, usize, usize),
     (sel, fusion): (Select, Fusion),
     whole: bool,
@@ -338,7 +338,7 @@ fn graph_line(
 
 /// The list pilot's rule (search/pilot.rs `pilot_list`): whether it runs, and the first list
 /// it gives for a longest proof of `need` (`None`: out of sight, twice the list it saw).
-fn list_line(plan: &Plan, k: usize, self_pairs: bool, sel: Select, nb: usize) -> String {
+fn list_line(plan: &Numerics, k: usize, self_pairs: bool, sel: Select, nb: usize) -> String {
     let kp = first_list(k);
     let wanted = plan.dim >= PILOT_DIM
         || (plan.precision == Precision::Tf32
@@ -401,8 +401,8 @@ fn needs(draws: &mut Draws, profile: usize, kk: usize, listed: usize) -> Vec<Pil
 /// measurements) for a plan whose TF32 form is `tf32`.
 #[allow(clippy::too_many_arguments)]
 fn arithmetic_line(
-    plan: &Plan,
-    tf32: &Plan,
+    plan: &Numerics,
+    tf32: &Numerics,
     (precision, fusion, sel): (Precision, Fusion, Select),
     (k, self_pairs): (usize, bool),
     (nq, n, up): (usize, usize, bool),

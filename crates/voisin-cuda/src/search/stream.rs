@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use voisin::data::VectorSet;
 use voisin::{Error, Metric, RangeResult, Result, Stats};
 
-use crate::numerics::plan::{Plan, TileRows};
+use crate::numerics::plan::{Numerics, TileRows};
 use crate::ops::device_set::{pitch, DeviceRows, DeviceSet, HostRows};
 use crate::ops::{exact, range, Budget};
 use crate::options::Select;
@@ -30,7 +30,7 @@ use crate::runtime::probe::Phases;
 use crate::runtime::staging::Staging;
 use crate::search::finish::{finish, CandidateSource, Raw};
 use crate::search::knn;
-use crate::search::{shard, Ctx};
+use crate::search::{shard, SearchCtx};
 
 /// Values per staging chunk (16 MiB): small enough to pin quickly, large enough for full DMA
 /// speed.
@@ -40,7 +40,7 @@ const CHUNK: usize = 4 << 20;
 /// stored rows (dense ones padded as `Gpu::upload` pads them, f16/bf16 rows to their stride),
 /// the prepared tile rows (f32 or int8; none where the tiles read the stored rows) and the
 /// norms.
-pub(crate) fn resident_bytes(n: usize, dim: usize, plan: &Plan) -> usize {
+pub(crate) fn resident_bytes(n: usize, dim: usize, plan: &Numerics) -> usize {
     let ld = plan.storage.row_stride(dim);
     let values = n * ld;
     let raw = if values < (1 << 20) || ld != dim {
@@ -80,7 +80,7 @@ type Loaded = (DeviceRows, CudaEvent, Range<usize>);
 /// Runs `work(shard, rows)` on each shard of `rows` rows of `set`, in order.
 pub(crate) fn for_each_shard(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     set: &VectorSet,
     rows: usize,
     mut work: impl FnMut(&DeviceSet, Range<usize>) -> Result<()>,
@@ -148,7 +148,7 @@ pub(crate) fn fits(
     b: &VectorSet,
     q: &VectorSet,
     kp: usize,
-    plan: &Plan,
+    plan: &Numerics,
 ) -> Result<bool> {
     let rows = resident_bytes(b.len(), b.dim(), plan) + resident_bytes(q.len(), q.dim(), plan);
     fits_beside(gpu, rows, q.len(), kp)
@@ -161,7 +161,7 @@ pub(crate) fn fits_beside(gpu: &Gpu, rows: usize, queries: usize, kp: usize) -> 
 }
 
 /// A graph's set must fit (its tiles pair every item with every other; not streamed yet).
-pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, plan: &Plan) -> Result<()> {
+pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, plan: &Numerics) -> Result<()> {
     let kp = knn::first_list(k).max(crate::ops::select::COLS_KP);
     let need = resident_bytes(set.len(), set.dim(), plan) + working_bytes(set.len(), kp);
     let free = gpu.free_memory()?;
@@ -177,7 +177,7 @@ pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, plan: &Plan) -> R
 }
 
 /// Rows per shard once the queries (already uploaded) leave what they leave.
-fn rows_per_shard(ctx: &Ctx<'_>, queries: usize, kp: usize) -> Result<usize> {
+fn rows_per_shard(ctx: &SearchCtx<'_>, queries: usize, kp: usize) -> Result<usize> {
     let free = ctx.gpu.free_memory()?;
     shard_rows(
         free.saturating_sub(working_bytes(queries, kp)),
@@ -188,7 +188,7 @@ fn rows_per_shard(ctx: &Ctx<'_>, queries: usize, kp: usize) -> Result<usize> {
 /// One pass of k-NN candidates over the streamed base for the queries on the device;
 /// raises `max_norm` to the largest prepared base norm seen.
 fn streamed_candidates(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     bset: &VectorSet,
     qdev: &DeviceSet,
     kp: usize,
@@ -216,7 +216,7 @@ fn streamed_candidates(
 
 /// k-NN search over a base streamed in shards; exact keys on the host.
 pub(crate) fn knn(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     metric: &Metric,
     bset: &VectorSet,
     qset: &VectorSet,
@@ -245,7 +245,7 @@ pub(crate) fn knn(
 /// The queries of a streamed search: wider lists from the base streamed again, exact keys on
 /// the host (a streamed base keeps no raw rows on the device).
 struct Streamed<'a> {
-    ctx: &'a Ctx<'a>,
+    ctx: &'a SearchCtx<'a>,
     metric: &'a Metric,
     bset: &'a VectorSet,
     qset: &'a VectorSet,
@@ -297,7 +297,7 @@ impl CandidateSource for Streamed<'_> {
 /// Range search over a base streamed in shards; each shard is filtered with its own norm
 /// bound, exact keys on the host.
 pub(crate) fn range(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     metric: &Metric,
     bset: &VectorSet,
     qset: &VectorSet,
@@ -342,7 +342,7 @@ mod tests {
         let e = ElemType::F32;
         let plan = |elem: ElemType, d: usize, p: Precision| {
             let set = VectorSet::from_f32(1, d, vec![0.0; d]).unwrap();
-            Plan::new(&Metric::Euclidean, &set)
+            Numerics::new(&Metric::Euclidean, &set)
                 .with_arithmetic(p, elem, elem)
                 .unwrap()
         };
