@@ -1,7 +1,7 @@
 //! The CUDA engine: exact k-NN search, k-NN graphs and range search on one NVIDIA GPU.
 //!
 //! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
-//! inner_product; strict fp32, or TF32 tensor cores under `Precision::Tf32`) or a SIMT tile
+//! inner_product; strict fp32, or TF32 tensor cores under `--precision tf32`) or a SIMT tile
 //! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in
 //! NVRTC-compiled kernels; each query's candidates are proved with an error bound, widened where
 //! the proof fails, and re-ranked on exact f64 keys (k-NN over sorted lists: on the device, the

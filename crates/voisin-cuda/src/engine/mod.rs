@@ -28,7 +28,7 @@ use crate::options::CudaOptions;
 use crate::runtime::context::{self, Gpu};
 use crate::runtime::probe;
 use crate::search::graph::{self, Lists, PartialGraph};
-use crate::search::{knn, pilot, stream, Counters, SearchCtx};
+use crate::search::{knn, pilot, route, stream, Counters, SearchCtx};
 use crate::strings;
 
 /// The engine on one GPU. Calls are serialised on the device's stream.
@@ -175,7 +175,7 @@ impl CudaEngine {
     }
 
     /// The per-metric plan of a search of `base` for `queries` under this engine's options:
-    /// the arithmetic for their storage ([`Numerics::with_arithmetic`]; an explicit precision the
+    /// the arithmetic for their storage ([`route::numerics`]; an explicit precision the
     /// data cannot take is refused here), widened for f64 inputs ([`Numerics::with_inputs`]).
     pub(crate) fn pair_plan(
         &self,
@@ -183,20 +183,17 @@ impl CudaEngine {
         base: &VectorSet,
         queries: &VectorSet,
     ) -> Result<Numerics> {
-        Ok(Numerics::new(metric, base)
-            .with_arithmetic(self.opts.precision, base.elem_type(), queries.elem_type())?
-            .with_inputs(metric, base, queries))
+        let plan = Numerics::new(metric, base);
+        let (be, qe) = (base.elem_type(), queries.elem_type());
+        Ok(route::numerics(plan, self.opts.precision, be, qe)?.with_inputs(metric, base, queries))
     }
 
     /// The plan of `base` before any queries are known (not widened for f64 inputs yet, its
     /// arithmetic chosen for queries stored as the base is): what a prepared base keeps,
     /// widening a copy for each batch of queries ([`Numerics::with_roundings`]).
     pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Result<Numerics> {
-        Numerics::new(metric, base).with_arithmetic(
-            self.opts.precision,
-            base.elem_type(),
-            base.elem_type(),
-        )
+        let e = base.elem_type();
+        route::numerics(Numerics::new(metric, base), self.opts.precision, e, e)
     }
 
     /// The k-NN graph of strings under levenshtein on the string kernel (its work is small next

@@ -520,7 +520,7 @@ fn pass_raws(lists: &Lists, rows: Range<usize>) -> Vec<Raw> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::Precision;
+    use crate::numerics::plan::Arithmetic;
     use voisin::data::ElemType;
 
     /// A checkpoint keeps the GPU's running lists under the name of the plan that computed them,
@@ -538,21 +538,24 @@ mod tests {
             "cuda approximate lists 1; Plan { key: Direct, tile: Simt(0, 1.0), dim: 3, shift: None, centre_rows: false, unit: false, exact_code: Some(4), distance_form: Some(0), rel: 7.152559931001639e-7, tiny: 8.228460455756013e-38, gamma: 1.3113021850585938e-6, precision: Fp32, storage: F32, input: 0.0, flush: 0.0, widen: None }",
             "cuda approximate lists 1; Plan { key: OneMinus, tile: Gemm, dim: 3, shift: None, centre_rows: true, unit: true, exact_code: None, distance_form: None, rel: 0.0, tiny: 8.228460455756013e-38, gamma: 1.3113021850585938e-6, precision: Fp32, storage: F32, input: 0.0, flush: 0.0, widen: Some(Widening { metric: Correlation, queries: Rounding { l2: 1.1920928966180373e-8, l1: 1.1920928966180373e-8, linf: 1.1920928966180355e-8, unit: 1.9731662148930424e-8 }, base: Rounding { l2: 1.1920928966180373e-8, l1: 1.1920928966180373e-8, linf: 1.1920928966180355e-8, unit: 1.9731662148930424e-8 }, alpha: 0.0 }) }",
         ];
+        // The plans `auto` (or the precision named) resolves to for these sets.
         let cases = [
-            (Metric::Euclidean, &b, Precision::Auto, ElemType::F32),
-            (Metric::Euclidean, &b, Precision::Tf32, ElemType::F32),
-            (Metric::Cosine, &b, Precision::Fp16x3, ElemType::F32),
-            (Metric::InnerProduct, &b, Precision::Auto, ElemType::F16),
-            (Metric::SqEuclidean, &b, Precision::Int8, ElemType::U8),
-            (Metric::Cityblock, &b, Precision::Auto, ElemType::F32),
-            (Metric::Correlation, &b64, Precision::Auto, ElemType::F64),
+            (Metric::Euclidean, &b, Arithmetic::Fp32, ElemType::F32),
+            (Metric::Euclidean, &b, Arithmetic::Tf32, ElemType::F32),
+            (Metric::Cosine, &b, Arithmetic::Fp16x3, ElemType::F32),
+            (Metric::InnerProduct, &b, Arithmetic::Fp16, ElemType::F16),
+            (Metric::SqEuclidean, &b, Arithmetic::Int8, ElemType::U8),
+            (Metric::Cityblock, &b, Arithmetic::Fp32, ElemType::F32),
+            (Metric::Correlation, &b64, Arithmetic::Fp32, ElemType::F64),
         ];
-        for ((m, set, p, e), want) in cases.into_iter().zip(want) {
-            let plan = Numerics::new(&m, set)
-                .with_arithmetic(p, e, e)
-                .unwrap()
-                .with_inputs(&m, set, set);
-            assert_eq!(lists_kind(&plan), want, "{m} {p} {e:?}");
+        for ((m, set, a, e), want) in cases.into_iter().zip(want) {
+            let plan = Numerics::new(&m, set).on_storage(e, e);
+            let plan = match a {
+                Arithmetic::Fp16 | Arithmetic::Int8 => plan.on_own_cores(),
+                a => plan.in_arithmetic(a),
+            };
+            let plan = plan.with_inputs(&m, set, set);
+            assert_eq!(lists_kind(&plan), want, "{m} {a} {e:?}");
         }
     }
 }

@@ -15,11 +15,11 @@
 use cudarc::driver::{CudaView, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Numerics, TileKind, K_CHUNK};
+use crate::numerics::plan::{Arithmetic, Numerics, TileKind, K_CHUNK};
 use crate::ops::pair::{self, PairKind};
 use crate::ops::survivors::{self, Survivors, MERGE_SLOTS};
 use crate::ops::tile::Block;
-use crate::options::{Fusion, Precision};
+use crate::options::Fusion;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
@@ -83,8 +83,8 @@ pub(crate) fn plan_for(
     // its) and sums the whole inner dimension in one accumulator, where the plan's bound
     // assumes tile.rs's chunked sums beyond K_CHUNK.
     let f32_rows = matches!(
-        plan.precision,
-        Precision::Fp32 | Precision::Tf32 | Precision::Fp16x3
+        plan.arithmetic,
+        Arithmetic::Fp32 | Arithmetic::Tf32 | Arithmetic::Fp16x3
     );
     let filter = kp <= MAX_KP
         && f32_rows
@@ -188,10 +188,10 @@ pub(crate) fn filter(
 ) -> Result<()> {
     // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
     // for fp32, two for TF32); each loops over the tile pairs.
-    let (kernel, per_sm) = match plan.precision {
+    let (kernel, per_sm) = match plan.arithmetic {
         // fp16x3's split rows are the fused tile pair's; fp32 is inside its bound.
-        Precision::Fp32 | Precision::Fp16x3 => (&gpu.k.fused_filter_fp32, 1),
-        Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
+        Arithmetic::Fp32 | Arithmetic::Fp16x3 => (&gpu.k.fused_filter_fp32, 1),
+        Arithmetic::Tf32 => (&gpu.k.fused_filter_tf32, 2),
         p => unreachable!("{p} tiles are not fused (plan_for)"),
     };
     let pairs = b.n.div_ceil(128) * q.n.div_ceil(128);
@@ -231,17 +231,16 @@ pub(crate) fn filter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::Precision;
     use voisin::{Metric, VectorSet};
 
     /// A plan with the engine's choices, as the engine hands them to a pass.
     trait WithEngine {
-        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Numerics, Fusion);
+        fn with_engine(self, precision: Arithmetic, fusion: Fusion) -> (Numerics, Fusion);
     }
 
     impl WithEngine for Numerics {
-        fn with_engine(self, precision: Precision, fusion: Fusion) -> (Numerics, Fusion) {
-            (self.with_precision(precision), fusion)
+        fn with_engine(self, precision: Arithmetic, fusion: Fusion) -> (Numerics, Fusion) {
+            (self.in_arithmetic(precision), fusion)
         }
     }
 
@@ -261,11 +260,11 @@ mod tests {
     #[test]
     fn fused_plans() {
         let b = VectorSet::from_f32(1, 4, vec![0.0; 4]).unwrap();
-        let plan = |m: &Metric, p: Precision, f: Fusion| Numerics::new(m, &b).with_engine(p, f);
-        let tf = plan(&Metric::Euclidean, Precision::Tf32, Fusion::On);
-        let fp = plan(&Metric::Euclidean, Precision::Fp32, Fusion::Auto);
-        let on = plan(&Metric::Cosine, Precision::Fp32, Fusion::On);
-        let simt = plan(&Metric::Cityblock, Precision::Tf32, Fusion::On);
+        let plan = |m: &Metric, p: Arithmetic, f: Fusion| Numerics::new(m, &b).with_engine(p, f);
+        let tf = plan(&Metric::Euclidean, Arithmetic::Tf32, Fusion::On);
+        let fp = plan(&Metric::Euclidean, Arithmetic::Fp32, Fusion::Auto);
+        let on = plan(&Metric::Cosine, Arithmetic::Fp32, Fusion::On);
+        let simt = plan(&Metric::Cityblock, Arithmetic::Tf32, Fusion::On);
         let nb = 1_000_000;
         for kp in [16, 32, 256] {
             let p = plan_for(&tf, kp, nb).unwrap();
@@ -309,10 +308,10 @@ mod tests {
         use crate::numerics::plan::plan_of;
         use voisin::data::ElemType;
         let e = Metric::Euclidean;
-        let tf = plan_of(&e, 128, Precision::Tf32, ElemType::F32);
-        let half = plan_of(&e, 127, Precision::Fp16, ElemType::F16);
-        let int8 = plan_of(&e, 128, Precision::Int8, ElemType::U8);
-        let fp = plan_of(&e, 128, Precision::Fp32, ElemType::F32);
+        let tf = plan_of(&e, 128, Arithmetic::Tf32, ElemType::F32);
+        let half = plan_of(&e, 127, Arithmetic::Fp16, ElemType::F16);
+        let int8 = plan_of(&e, 128, Arithmetic::Int8, ElemType::U8);
+        let fp = plan_of(&e, 128, Arithmetic::Fp32, ElemType::F32);
         let nb = 1_000_000;
         let pair = |p: &Numerics, f: Fusion, kp: usize, nq: usize, nb: usize| {
             super::plan_for(p, f, kp, (nq, nb))

@@ -18,10 +18,9 @@
 use cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{BoundParts, Numerics, Storage, TileKey, TileRows};
+use crate::numerics::plan::{Arithmetic, BoundParts, Numerics, Storage, TileKey, TileRows};
 use crate::ops::device_set::{DeviceRows, DeviceSet};
 use crate::ops::select;
-use crate::options::Precision;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
@@ -72,7 +71,7 @@ pub(crate) struct Locality {
 /// rows rounded from f64 are not the values the bound speaks of), tiles of whole kernel
 /// blocks, and ids that fit the lists.
 pub(crate) fn applies(plan: &Numerics, n: usize, t: usize) -> bool {
-    plan.precision == Precision::Fp16x3
+    plan.arithmetic == Arithmetic::Fp16x3
         && plan.key == TileKey::L2
         && plan.storage == Storage::F32
         && plan.tile_rows() == TileRows::F32

@@ -5,7 +5,7 @@
 //!
 //! TF32 plans run here on f16 tensor cores: each prepared row scaled by a power of two and
 //! rounded to f16 (kernels/distance/scaled_half.cu), which TF32's bound covers
-//! (`Numerics::with_precision`). The f16 MMA runs at twice TF32's rate and the rows are half the
+//! (`Numerics::in_arithmetic`). The f16 MMA runs at twice TF32's rate and the rows are half the
 //! bytes; TF32 itself is the fallback where the scaled copy does not fit on the device.
 //!
 //! Owns which plans can be fused ([`kind_for`]), the rows the kernel reads ([`Operands`]) and
@@ -16,13 +16,12 @@ use std::ops::Range;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Numerics, TileKey, TileKind, TileRows, K_CHUNK};
+use crate::numerics::plan::{Arithmetic, Numerics, TileKey, TileKind, TileRows, K_CHUNK};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::locality::PairWork;
 use crate::ops::scaled::{self, ScaledRows};
 use crate::ops::survivors::{push_into, FilterInto, IntoScalars};
 use crate::ops::tile::Block;
-use crate::options::Precision;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
@@ -86,7 +85,7 @@ impl PairKind {
 
     /// Whether the kernel takes `plan`'s rows in this kind: rows of whole 16-byte groups, and at
     /// most one accumulation chunk summed (split rows: any length, their bound counts every
-    /// product's additions, `Numerics::with_precision`).
+    /// product's additions, `Numerics::in_arithmetic`).
     pub(crate) fn fits(self, plan: &Numerics) -> bool {
         let (ldw, kw) = self.words(plan);
         ldw.is_multiple_of(4) && (self == PairKind::F16Split || kw * self.per_word() <= K_CHUNK)
@@ -127,12 +126,12 @@ pub(crate) fn kind_for(plan: &Numerics) -> Option<PairKind> {
     if plan.tile != TileKind::Gemm || plan.key == TileKey::Direct {
         return None;
     }
-    let kind = match (plan.tile_rows(), plan.precision) {
+    let kind = match (plan.tile_rows(), plan.arithmetic) {
         _ if scaled::split(plan) && scaled::applies(plan) => PairKind::F16Split,
         _ if scaled::applies(plan) => PairKind::F16Scaled,
-        (TileRows::Stored, Precision::Fp16) => PairKind::F16,
-        (TileRows::Stored, Precision::Bf16) => PairKind::Bf16,
-        (TileRows::I8, Precision::Int8) => PairKind::S8,
+        (TileRows::Stored, Arithmetic::Fp16) => PairKind::F16,
+        (TileRows::Stored, Arithmetic::Bf16) => PairKind::Bf16,
+        (TileRows::I8, Arithmetic::Int8) => PairKind::S8,
         _ => return None,
     };
     kind.fits(plan).then_some(kind)
@@ -271,7 +270,7 @@ mod tests {
     #[test]
     fn which_plans_are_fused() {
         let kind =
-            |m: &Metric, d: usize, p: Precision, elem: ElemType| kind_for(&plan_of(m, d, p, elem));
+            |m: &Metric, d: usize, p: Arithmetic, elem: ElemType| kind_for(&plan_of(m, d, p, elem));
         use ElemType::*;
         let (e, ip, cos, cb) = (
             Metric::Euclidean,
@@ -282,7 +281,7 @@ mod tests {
         for d in [1, 3, 64, 127, 128, 1025, 2048] {
             for m in [&e, &ip, &cos] {
                 assert_eq!(
-                    kind(m, d, Precision::Tf32, F32),
+                    kind(m, d, Arithmetic::Tf32, F32),
                     Some(PairKind::F16Scaled),
                     "{m} {d}"
                 );
@@ -291,29 +290,29 @@ mod tests {
         // fp16x3: split rows at any dimension (the bound counts the whole row's sums).
         for d in [1, 3, 127, 128, 1025, 2049, 15876] {
             assert_eq!(
-                kind(&e, d, Precision::Fp16x3, F32),
+                kind(&e, d, Arithmetic::Fp16x3, F32),
                 Some(PairKind::F16Split),
                 "{d}"
             );
         }
-        assert_eq!(kind(&e, 128, Precision::Fp32, F32), None);
-        assert_eq!(kind(&cb, 128, Precision::Tf32, F32), None);
-        assert_eq!(kind(&e, 2049, Precision::Tf32, F32), None);
+        assert_eq!(kind(&e, 128, Arithmetic::Fp32, F32), None);
+        assert_eq!(kind(&cb, 128, Arithmetic::Tf32, F32), None);
+        assert_eq!(kind(&e, 2049, Arithmetic::Tf32, F32), None);
         for d in [1, 3, 127, 1025] {
             assert_eq!(
-                kind(&e, d, Precision::Fp16, F16),
+                kind(&e, d, Arithmetic::Fp16, F16),
                 Some(PairKind::F16),
                 "{d}"
             );
             assert_eq!(
-                kind(&ip, d, Precision::Bf16, Bf16),
+                kind(&ip, d, Arithmetic::Bf16, Bf16),
                 Some(PairKind::Bf16),
                 "{d}"
             );
-            assert_eq!(kind(&e, d, Precision::Int8, U8), Some(PairKind::S8), "{d}");
+            assert_eq!(kind(&e, d, Arithmetic::Int8, U8), Some(PairKind::S8), "{d}");
         }
-        assert_eq!(kind(&e, 2049, Precision::Fp16, F16), None);
-        assert_eq!(kind(&e, 4096, Precision::Int8, U8), None);
-        assert_eq!(kind(&e, 16, Precision::Fp32, U8), None);
+        assert_eq!(kind(&e, 2049, Arithmetic::Fp16, F16), None);
+        assert_eq!(kind(&e, 4096, Arithmetic::Int8, U8), None);
+        assert_eq!(kind(&e, 16, Arithmetic::Fp32, U8), None);
     }
 }

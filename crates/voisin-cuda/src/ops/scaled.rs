@@ -1,6 +1,6 @@
 //! A set's prepared f32 rows as f16, each scaled by its own power of two
 //! (kernels/distance/scaled_half.cu): what TF32 plans run on f16 tensor cores, at twice TF32's
-//! rate on half the bytes, inside TF32's bound (`Numerics::with_precision`); under fp16x3 plans
+//! rate on half the bytes, inside TF32's bound (`Numerics::in_arithmetic`); under fp16x3 plans
 //! each value split into two f16 halves whose three leading products come within ~2⁻²⁰ of
 //! fp32. The graph's fused tile pairs read them (ops/pair.rs), and so do its written tiles of
 //! wide rows under TF32 (ops/tile.rs, which brings each tile back to the rows' scale).
@@ -11,10 +11,9 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Numerics, TileKey, TileKind, TileRows};
+use crate::numerics::plan::{Arithmetic, Numerics, TileKey, TileKind, TileRows};
 use crate::ops::device_set::{DeviceSet, RowsView};
 use crate::ops::tile::Block;
-use crate::options::Precision;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
@@ -29,14 +28,14 @@ pub(crate) const TILE_MIN_DIM: usize = 1024;
 pub(crate) fn applies(plan: &Numerics) -> bool {
     plan.tile == TileKind::Gemm
         && plan.key != TileKey::Direct
-        && matches!(plan.precision, Precision::Tf32 | Precision::Fp16x3)
+        && matches!(plan.arithmetic, Arithmetic::Tf32 | Arithmetic::Fp16x3)
         && plan.tile_rows() == TileRows::F32
 }
 
 /// Whether `plan`'s rows are split (fp16x3: each value as two f16 halves, only the fused tile
 /// pair reads them).
 pub(crate) fn split(plan: &Numerics) -> bool {
-    plan.precision == Precision::Fp16x3
+    plan.arithmetic == Arithmetic::Fp16x3
 }
 
 /// Whether `plan`'s written tiles run on scaled rows (when a copy exists): TF32 plans of wide
@@ -161,22 +160,22 @@ mod tests {
         for m in [&e, &ip, &cos] {
             for elem in [ElemType::F32, ElemType::U8, ElemType::F16] {
                 for d in [1, 3, 128, TILE_MIN_DIM - 1, TILE_MIN_DIM, 15876] {
-                    let p = plan(m, d, Precision::Tf32, elem);
+                    let p = plan(m, d, Arithmetic::Tf32, elem);
                     assert!(applies(&p), "{m} {elem:?} {d}");
                     assert_eq!(for_tiles(&p), d >= TILE_MIN_DIM, "{m} {elem:?} {d}");
                 }
             }
-            assert!(!applies(&plan(m, 2048, Precision::Fp32, ElemType::F32)));
+            assert!(!applies(&plan(m, 2048, Arithmetic::Fp32, ElemType::F32)));
         }
-        assert!(!applies(&plan(&cb, 2048, Precision::Tf32, ElemType::F32)));
-        assert!(!applies(&plan(&e, 2048, Precision::Fp16, ElemType::F16)));
-        assert!(!applies(&plan(&e, 2048, Precision::Int8, ElemType::U8)));
+        assert!(!applies(&plan(&cb, 2048, Arithmetic::Tf32, ElemType::F32)));
+        assert!(!applies(&plan(&e, 2048, Arithmetic::Fp16, ElemType::F16)));
+        assert!(!applies(&plan(&e, 2048, Arithmetic::Int8, ElemType::U8)));
         // fp16x3: split rows for the fused pairs at any dimension, never written tiles.
         for d in [1, 3, 128, TILE_MIN_DIM, 15876] {
-            let p = plan(&e, d, Precision::Fp16x3, ElemType::F32);
+            let p = plan(&e, d, Arithmetic::Fp16x3, ElemType::F32);
             assert!(applies(&p) && split(&p) && !for_tiles(&p), "{d}");
         }
-        assert!(!split(&plan(&e, 128, Precision::Tf32, ElemType::F32)));
+        assert!(!split(&plan(&e, 128, Arithmetic::Tf32, ElemType::F32)));
         assert_eq!(ScaledRows::ld_for(1, false), 8);
         assert_eq!(ScaledRows::ld_for(15876, false), 15880);
         assert_eq!(ScaledRows::ld_for(1, true), 32);

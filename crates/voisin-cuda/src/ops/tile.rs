@@ -1,8 +1,7 @@
 //! One distance tile on the device: rows of one block against rows of another, row-major with a
 //! given row stride. GEMM metrics get dot products from cuBLAS (sgemm, GemmEx on TF32 tensor
-//! cores under `Precision::Tf32`, GemmEx on the stored f16/bf16 rows with fp32 accumulation
-//! under `Precision::Fp16`/`Bf16`, or on int8 rows with int32 accumulation under
-//! `Precision::Int8`, whose int32 results the tile holds as they are, `TileKey::L2Int`; under
+//! cores in TF32 arithmetic, GemmEx on the stored f16/bf16 rows with fp32 accumulation
+//! in fp16/bf16 arithmetic, or on int8 rows with int32 accumulation in int8 arithmetic, whose int32 results the tile holds as they are, `TileKey::L2Int`; under
 //! TF32 on the scaled f16 copies of ops/scaled.rs where the blocks carry them, the tile then
 //! brought back to the rows' scale); the key is formed later, inside the selection and range
 //! kernels. The others get keys from kernels/distance/vector_tile.cu.
@@ -15,9 +14,8 @@ use cudarc::driver::{CudaStream, DeviceRepr};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Numerics, Storage, TileKind, K_CHUNK};
+use crate::numerics::plan::{Arithmetic, Numerics, Storage, TileKind, K_CHUNK};
 use crate::ops::device_set::RowsView;
-use crate::options::Precision;
 use crate::runtime::context::{dev, Gpu};
 
 /// A block of the tiles' rows on the device (prepared f32 or int8 rows, the stored half rows,
@@ -88,12 +86,14 @@ pub(crate) fn compute(
                 let (bv, qv) = (b.rows.from(k0), q.rows.from(k0));
                 // SAFETY: from k0, the views hold (n − 1)·ld + len values of each side and the
                 // output q.n × ld (asserted above).
-                match (&bv, &qv, plan.precision) {
+                match (&bv, &qv, plan.arithmetic) {
                     // fp16x3 plans write their tiles in fp32 (ops/scaled.rs `for_tiles`).
-                    (RowsView::F32(bv), RowsView::F32(qv), Precision::Fp32 | Precision::Fp16x3) => {
-                        unsafe { gpu.blas.gemm(cfg, bv, qv, out) }.map_err(dev("sgemm"))?
-                    }
-                    (RowsView::F32(bv), RowsView::F32(qv), Precision::Tf32) => {
+                    (
+                        RowsView::F32(bv),
+                        RowsView::F32(qv),
+                        Arithmetic::Fp32 | Arithmetic::Fp16x3,
+                    ) => unsafe { gpu.blas.gemm(cfg, bv, qv, out) }.map_err(dev("sgemm"))?,
+                    (RowsView::F32(bv), RowsView::F32(qv), Arithmetic::Tf32) => {
                         let tf32 =
                             Accumulate::Float(cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32);
                         gemm_ex(gpu, &cfg, (bv, qv, cudaDataType::CUDA_R_32F), tf32, out)?
@@ -180,7 +180,7 @@ enum Accumulate {
 /// The product of `compute`'s sgemm call through GemmEx: inputs of type `ab.2` (f32 for TF32,
 /// f16/bf16 for the stored half rows, int8 rows), `acc` accumulation into 32-bit words (f32, or
 /// int32 for int8). The errors are in the plan's bound (numerics/plan.rs
-/// `Numerics::with_precision`, `Numerics::with_arithmetic`).
+/// `Numerics::in_arithmetic`, `Numerics::on_own_cores`).
 fn gemm_ex<T: DeviceRepr>(
     gpu: &Gpu,
     cfg: &GemmConfig<f32>,

@@ -229,9 +229,9 @@ mod tests {
     use voisin::{Engine, KnnResult, Metric, VectorSet};
 
     use super::*;
+    use crate::numerics::plan::Arithmetic;
     use crate::numerics::plan::{Conv, HostTiles};
     use crate::ops::exact::host_keys;
-    use crate::options::Precision;
     use crate::runtime::probe::NoProbe;
 
     /// Candidates as the device selects them, from the GPU's approximate keys computed on the
@@ -315,7 +315,7 @@ mod tests {
     /// arithmetic done on the host: the widened plan, the proof and widening of [`finish`] and
     /// exact keys on the f64 values.
     fn host_gpu_knn(
-        precision: Precision,
+        precision: Arithmetic,
         metric: &Metric,
         base: &VectorSet,
         queries: &VectorSet,
@@ -324,11 +324,11 @@ mod tests {
     ) -> KnnResult {
         let plan = Numerics::new(metric, base)
             .with_inputs(metric, base, queries)
-            .with_precision(precision);
+            .in_arithmetic(precision);
         let conv = match precision {
-            Precision::Fp32 => Conv::Each(|x: f32| x),
+            Arithmetic::Fp32 => Conv::Each(|x: f32| x),
             // TF32 at its worst: the 13 low mantissa bits cut off.
-            Precision::Tf32 => Conv::Each(|x: f32| f32::from_bits(x.to_bits() & !0x1fff)),
+            Arithmetic::Tf32 => Conv::Each(|x: f32| f32::from_bits(x.to_bits() & !0x1fff)),
             p => unreachable!("f64 rows tile in fp32 or tf32, not {p}"),
         };
         let mut src = HostSource {
@@ -401,7 +401,7 @@ mod tests {
             for (what, base, queries) in cases {
                 let (b, q) = (base.clone().into(), queries.clone().into());
                 for m in &metrics {
-                    for precision in [Precision::Fp32, Precision::Tf32] {
+                    for precision in [Arithmetic::Fp32, Arithmetic::Tf32] {
                         for k in [1, 10, n - 1] {
                             let got = host_gpu_knn(precision, m, base, queries, false, k);
                             let want = cpu.knn(&b, &q, k, m).unwrap();
@@ -441,12 +441,12 @@ mod tests {
                 .into_iter()
                 .filter(|m| *m != Metric::Levenshtein)
             {
-                for precision in [Precision::Fp32, Precision::Tf32] {
+                for precision in [Arithmetic::Fp32, Arithmetic::Tf32] {
                     let plan = Numerics::new(&m, set)
                         .with_inputs(&m, set, set)
-                        .with_precision(precision);
+                        .in_arithmetic(precision);
                     let conv = match precision {
-                        Precision::Fp32 => Conv::Each(|x: f32| x),
+                        Arithmetic::Fp32 => Conv::Each(|x: f32| x),
                         _ => Conv::Each(|x: f32| f32::from_bits(x.to_bits() & !0x1fff)),
                     };
                     let tiles = HostTiles::new(&plan, &m, set, set, conv);

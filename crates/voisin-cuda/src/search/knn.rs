@@ -13,7 +13,7 @@ use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
 use voisin::{KnnResult, Result, Stats};
 
-use crate::numerics::plan::{BoundParts, Numerics};
+use crate::numerics::plan::{Arithmetic, BoundParts, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::fused::{FusedKernel, FusedPlan};
 use crate::ops::pair;
@@ -21,7 +21,7 @@ use crate::ops::scaled::ScaledRows;
 use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
 use crate::ops::survivors::{self, Survivors};
 use crate::ops::{exact, fused, tile, Budget};
-use crate::options::{Precision, BLOCK_MAX_K};
+use crate::options::BLOCK_MAX_K;
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource, Raw};
@@ -70,7 +70,7 @@ pub(crate) fn candidates(
 /// stays `kp`, and more queries go to the widening path.
 pub(crate) fn pass_list(plan: &Numerics, kp: usize, sel: Select) -> usize {
     let fits = |l: usize| sel.max_list().is_none_or(|max| sel.width(l) <= max);
-    if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) && fits(2 * kp) {
+    if plan.arithmetic == Arithmetic::Tf32 && (64..=256).contains(&kp) && fits(2 * kp) {
         2 * kp
     } else {
         kp
@@ -812,8 +812,8 @@ mod tests {
             if matches!(m, Metric::Levenshtein | Metric::Custom(_)) {
                 continue;
             }
-            for p in [Precision::Fp32, Precision::Tf32] {
-                out.push(Numerics::new(&m, &set).with_precision(p));
+            for p in [Arithmetic::Fp32, Arithmetic::Tf32] {
+                out.push(Numerics::new(&m, &set).in_arithmetic(p));
             }
         }
         out
@@ -823,7 +823,7 @@ mod tests {
     fn tf32_pass_lists_double_only_where_the_selection_keeps_them() {
         let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
         let fp32 = Numerics::new(&Metric::Euclidean, &set);
-        let tf32 = fp32.clone().with_precision(Precision::Tf32);
+        let tf32 = fp32.clone().in_arithmetic(Arithmetic::Tf32);
         // k = 200: a list of 225, 450 under TF32 where the selection keeps it.
         assert_eq!(pass_list(&tf32, 225, Select::Auto), 450);
         assert_eq!(pass_list(&tf32, 225, Select::Block), 450);

@@ -11,6 +11,7 @@ pub(crate) mod graph;
 pub(crate) mod knn;
 pub(crate) mod pilot;
 pub(crate) mod range;
+pub(crate) mod route;
 #[cfg(test)]
 mod route_grid;
 pub(crate) mod shard;

@@ -13,17 +13,17 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 use voisin::Result;
 
-use crate::numerics::plan::{
-    tensor_list, tf32_list, Numerics, PilotNeed, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS,
-    SPLIT_SAVING_SHARE,
-};
+use crate::numerics::plan::{Arithmetic, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::fused::{self, FusedKernel, FusedPlan};
 use crate::ops::pair::{self, PairKind};
 use crate::ops::select::{self, Select};
 use crate::ops::Budget;
-use crate::options::{Fusion, Precision};
+use crate::options::Fusion;
 use crate::search::knn::{candidates, first_list, pass_list};
+use crate::search::route::{
+    self, tensor_list, tf32_list, PilotNeed, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
+};
 use crate::search::SearchCtx;
 
 /// Whether a k-NN pass of list `kp` under `sel` keeps sorted lists whose whole width (what the
@@ -109,11 +109,11 @@ impl Pilot {
 }
 
 /// Which arithmetic the searches of one base run where `--precision auto` left fp32 GEMM tiles
-/// on f32 rows ([`Numerics::auto_tf32`]): fp32, TF32, or for a graph fp16x3: decided by a pilot at
+/// on f32 rows ([`route::auto_tf32`]): fp32, TF32, or for a graph fp16x3: decided by a pilot at
 /// the first search that asks ([`AutoChoice::plan`]) and kept for the later ones (a prepared
 /// base decides once).
 #[derive(Default)]
-pub(crate) struct AutoChoice(OnceLock<Precision>);
+pub(crate) struct AutoChoice(OnceLock<Arithmetic>);
 
 impl AutoChoice {
     /// The plan a search of `base` (its host rows, and the device set they are or are going up
@@ -139,7 +139,7 @@ impl AutoChoice {
         self_pairs: bool,
         budget: &Budget,
     ) -> Result<(Numerics, Option<usize>)> {
-        let Some(tf32) = ctx.plan.auto_tf32(ctx.opts.precision) else {
+        let Some(tf32) = route::auto_tf32(ctx.plan, ctx.opts.precision) else {
             return Ok((ctx.plan.clone(), None));
         };
         let (take, list) = match self.0.get() {
@@ -152,8 +152,8 @@ impl AutoChoice {
             }
         };
         Ok(match take {
-            Precision::Tf32 => (tf32, list),
-            Precision::Fp16x3 => (ctx.plan.clone().with_precision(take), None),
+            Arithmetic::Tf32 => (tf32, list),
+            Arithmetic::Fp16x3 => (ctx.plan.clone().in_arithmetic(take), None),
             _ => (ctx.plan.clone(), None),
         })
     }
@@ -171,15 +171,15 @@ fn arithmetic_pilot(
     (bset, base): (&voisin::VectorSet, &DeviceSet),
     (queries, k, self_pairs): (&voisin::VectorSet, usize, bool),
     budget: &Budget,
-) -> Result<(Precision, Option<usize>)> {
+) -> Result<(Arithmetic, Option<usize>)> {
     let first = first_list(k);
     let seen = pilot_probe(first).min(base.n);
     if queries.is_empty() || seen <= first {
-        return Ok((Precision::Fp32, None));
+        return Ok((Arithmetic::Fp32, None));
     }
     // fp16x3 for a graph whose warm pairs are fused on split rows.
     let split = (self_pairs && ctx.opts.fusion != Fusion::Off)
-        .then(|| ctx.plan.auto_form(ctx.opts.precision, Precision::Fp16x3))
+        .then(|| route::auto_form(ctx.plan, ctx.opts.precision, Arithmetic::Fp16x3))
         .flatten()
         .filter(|p| pair::kind_for(p) == Some(PairKind::F16Split));
     let mut split_needs = Vec::new();
@@ -286,9 +286,9 @@ fn arithmetic_pilot(
         )
         .is_some();
     let take = match (pick, split_takes) {
-        (Some(_), _) => Precision::Tf32,
-        (None, true) => Precision::Fp16x3,
-        (None, false) => Precision::Fp32,
+        (Some(_), _) => Arithmetic::Tf32,
+        (None, true) => Arithmetic::Fp16x3,
+        (None, false) => Arithmetic::Fp32,
     };
     let sum = |needs: &[PilotNeed], f: fn(&PilotNeed) -> Option<usize>| -> String {
         let known: Vec<usize> = needs.iter().filter_map(f).collect();
@@ -557,7 +557,7 @@ pub(crate) fn pilot_list(
     let (gpu, plan, sel) = (ctx.gpu, ctx.plan, ctx.select());
     let kp = first_list(k);
     let wanted = plan.dim >= PILOT_DIM
-        || (plan.precision == Precision::Tf32
+        || (plan.arithmetic == Arithmetic::Tf32
             && k >= 64
             && (self_pairs || !proof_has_room(plan, kp, sel)));
     if !wanted || queries.is_empty() {
@@ -609,7 +609,7 @@ mod tests {
     #[test]
     fn tf32_pilot_is_skipped_only_where_sorted_lists_leave_room() {
         let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
-        let plan = Numerics::new(&Metric::Euclidean, &set).with_precision(Precision::Tf32);
+        let plan = Numerics::new(&Metric::Euclidean, &set).in_arithmetic(Arithmetic::Tf32);
         let room = |k: usize, sel| proof_has_room(&plan, first_list(k), sel);
         // 1125 → 2048, 562 → 1024: room; 1012 → 1024, 2 × 112 → 256: none.
         assert!(room(1000, Select::Auto) && room(500, Select::Block));
@@ -656,12 +656,11 @@ mod tests {
         assert!(seen.iter().all(|&c| c > 400), "{seen:?}");
     }
 
-    /// The fp32 plan `auto` resolves to for `set`, and its TF32 form.
+    /// The fp32 plan `auto` resolves to for `set` (f32 rows), and its TF32 form.
     fn auto_plans(m: &Metric, set: &VectorSet) -> (Numerics, Numerics) {
-        let fp32 = Numerics::new(m, set)
-            .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
-            .unwrap();
-        let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();
+        let fp32 = Numerics::new(m, set).on_storage(ElemType::F32, ElemType::F32);
+        assert!(fp32.fp32_gemm());
+        let tf32 = fp32.clone().in_arithmetic(Arithmetic::Tf32);
         (fp32, tf32)
     }
 

@@ -9,10 +9,7 @@
 use voisin::data::ElemType;
 use voisin::{Metric, VectorSet};
 
-use crate::numerics::plan::{
-    tensor_list, tf32_list, Numerics, PilotNeed, TileKind, TileRows, FUSED_LIST_ENTRY_NS,
-    LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
-};
+use crate::numerics::plan::{Arithmetic, Numerics, TileKind, TileRows};
 use crate::ops::fused::{self, FusedKernel, FusedPlan};
 use crate::ops::pair::{self, PairKind};
 use crate::ops::select::{self, Select};
@@ -22,6 +19,9 @@ use crate::options::{Fusion, Precision};
 use crate::search::graph::{self, provable, SEED_TILES};
 use crate::search::knn::{first_list, pass_list};
 use crate::search::pilot::{pilot_probe, proof_has_room, PILOT_DIM, WIDER_LISTS};
+use crate::search::route::{
+    self, tensor_list, tf32_list, PilotNeed, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
+};
 
 /// A section's lines, hashed as they come (FNV-1a, each line ended by a newline) and kept to
 /// be written out should the hash not be the pinned one.
@@ -102,12 +102,10 @@ fn plan_for(
 ) -> voisin::Result<Numerics> {
     if be == ElemType::F64 {
         let b = VectorSet::from_f64(1, d, vec![0.1; d]).unwrap();
-        return Ok(Numerics::new(m, &b)
-            .with_arithmetic(precision, be, qe)?
-            .with_inputs(m, &b, &b));
+        return Ok(route::numerics(Numerics::new(m, &b), precision, be, qe)?.with_inputs(m, &b, &b));
     }
     let b = VectorSet::from_f32(1, d, vec![0.5; d]).unwrap();
-    Numerics::new(m, &b).with_arithmetic(precision, be, qe)
+    route::numerics(Numerics::new(m, &b), precision, be, qe)
 }
 
 /// Every plan of the grid with its label.
@@ -146,10 +144,10 @@ fn gemm_path(plan: &Numerics, scaled: bool) -> String {
     match plan.tile {
         TileKind::Simt(kind, p) => format!("simt {kind} {p}"),
         TileKind::Gemm if scaled => "f16 scaled".into(),
-        TileKind::Gemm => match (plan.tile_rows(), plan.precision) {
+        TileKind::Gemm => match (plan.tile_rows(), plan.arithmetic) {
             (TileRows::I8, _) => "int8".into(),
-            (TileRows::F32, Precision::Fp32 | Precision::Fp16x3) => "sgemm".into(),
-            (TileRows::F32, Precision::Tf32) => "tf32".into(),
+            (TileRows::F32, Arithmetic::Fp32 | Arithmetic::Fp16x3) => "sgemm".into(),
+            (TileRows::F32, Arithmetic::Tf32) => "tf32".into(),
             (TileRows::Stored, _) => format!("half {:?}", plan.storage),
             _ => "none".into(),
         },
@@ -158,9 +156,9 @@ fn gemm_path(plan: &Numerics, scaled: bool) -> String {
 
 /// The fused_filter kernel a plan's k-NN passes take (ops/fused.rs `filter`).
 fn filter_kernel(plan: &Numerics) -> &'static str {
-    match plan.precision {
-        Precision::Fp32 | Precision::Fp16x3 => "fp32",
-        Precision::Tf32 => "tf32",
+    match plan.arithmetic {
+        Arithmetic::Fp32 | Arithmetic::Fp16x3 => "fp32",
+        Arithmetic::Tf32 => "tf32",
         _ => "-",
     }
 }
@@ -186,9 +184,7 @@ fn plan_line(plan: &Numerics, asked: Precision) -> String {
     .iter()
     .map(|&(n, t)| locality::applies(plan, n, t))
     .collect();
-    let split = plan
-        .auto_form(asked, Precision::Fp16x3)
-        .map(|p| pair::kind_for(&p));
+    let split = route::auto_form(plan, asked, Arithmetic::Fp16x3).map(|p| pair::kind_for(&p));
     format!(
         "{} {:?} rows {:?} key {:?} widened {} | pair {:?} | scaled {} split {} tiles {} | \
          auto tf32 {} fp16x3 {split:?} | gemm {} / {} | filter {} | locality {loc:?}",
@@ -201,7 +197,7 @@ fn plan_line(plan: &Numerics, asked: Precision) -> String {
         scaled::applies(plan),
         scaled::split(plan),
         scaled::for_tiles(plan),
-        plan.auto_tf32(asked).is_some(),
+        route::auto_tf32(plan, asked).is_some(),
         gemm_path(plan, false),
         gemm_path(plan, scaled::for_tiles(plan)),
         filter_kernel(plan),
@@ -341,7 +337,7 @@ fn graph_line(
 fn list_line(plan: &Numerics, k: usize, self_pairs: bool, sel: Select, nb: usize) -> String {
     let kp = first_list(k);
     let wanted = plan.dim >= PILOT_DIM
-        || (plan.precision == Precision::Tf32
+        || (plan.arithmetic == Arithmetic::Tf32
             && k >= 64
             && (self_pairs || !proof_has_room(plan, kp, sel)));
     let cap = sel
@@ -415,7 +411,7 @@ fn arithmetic_line(
         return "fp32 (nothing to measure)".into();
     }
     let split = (self_pairs && fusion != Fusion::Off)
-        .then(|| plan.auto_form(precision, Precision::Fp16x3))
+        .then(|| route::auto_form(plan, precision, Arithmetic::Fp16x3))
         .flatten()
         .filter(|p| pair::kind_for(p) == Some(PairKind::F16Split));
     let kk = k + usize::from(self_pairs);
@@ -492,13 +488,13 @@ fn arithmetic_line(
         )
         .is_some();
     let take = match (pick, split_takes) {
-        (Some(_), _) => Precision::Tf32,
-        (None, true) => Precision::Fp16x3,
-        (None, false) => Precision::Fp32,
+        (Some(_), _) => Arithmetic::Tf32,
+        (None, true) => Arithmetic::Fp16x3,
+        (None, false) => Arithmetic::Fp32,
     };
     let runs = match take {
-        Precision::Tf32 => tf32.arithmetic(),
-        Precision::Fp16x3 => plan.clone().with_precision(take).arithmetic(),
+        Arithmetic::Tf32 => tf32.arithmetic(),
+        Arithmetic::Fp16x3 => plan.clone().in_arithmetic(take).arithmetic(),
         _ => plan.arithmetic(),
     };
     format!(
@@ -665,7 +661,7 @@ fn pilots_take_their_routes() {
     for (label, plan) in plans(&ms, &st, &dims) {
         let Ok(plan) = plan else { continue };
         let asked = asked(&label);
-        let Some(tf32) = plan.auto_tf32(asked) else {
+        let Some(tf32) = route::auto_tf32(&plan, asked) else {
             grid.push(format!("{label}: no arithmetic pilot"));
             continue;
         };

@@ -337,26 +337,29 @@ mod tests {
 
     #[test]
     fn resident_sizes_follow_the_upload_padding() {
-        use crate::options::Precision;
         use voisin::data::ElemType;
         let e = ElemType::F32;
-        let plan = |elem: ElemType, d: usize, p: Precision| {
+        // The plan on the storage's own cores (what `auto` takes for f16 and u8 rows), or in
+        // fp32.
+        let plan = |elem: ElemType, d: usize, own: bool| {
             let set = VectorSet::from_f32(1, d, vec![0.0; d]).unwrap();
-            Numerics::new(&Metric::Euclidean, &set)
-                .with_arithmetic(p, elem, elem)
-                .unwrap()
+            let plan = Numerics::new(&Metric::Euclidean, &set).on_storage(elem, elem);
+            match own {
+                true => plan.on_own_cores(),
+                false => plan,
+            }
         };
-        let f32_plan = plan(e, 4, Precision::Fp32);
+        let f32_plan = plan(e, 4, false);
         assert_eq!(resident_bytes(10, 4, &f32_plan), (40 + 40) * 4 + 160);
-        let big = resident_bytes(1 << 20, 20, &plan(e, 20, Precision::Fp32));
+        let big = resident_bytes(1 << 20, 20, &plan(e, 20, false));
         assert_eq!(big, ((32 << 20) + (20 << 20)) * 4 + (16 << 20));
         // f16 rows to a 16-byte stride, no prepared rows; u8 rows dense and int8 rows padded
         // to 16; u8 rows under fp32 with f32 tile rows.
-        let f16 = plan(ElemType::F16, 5, Precision::Auto);
+        let f16 = plan(ElemType::F16, 5, true);
         assert_eq!(resident_bytes(10, 5, &f16), 10 * 8 * 2 + 160);
-        let u8_int8 = plan(ElemType::U8, 5, Precision::Auto);
+        let u8_int8 = plan(ElemType::U8, 5, true);
         assert_eq!(resident_bytes(10, 5, &u8_int8), 50 + 10 * 16 + 160);
-        let u8_fp32 = plan(ElemType::U8, 5, Precision::Fp32);
+        let u8_fp32 = plan(ElemType::U8, 5, false);
         assert_eq!(resident_bytes(10, 5, &u8_fp32), 50 + 200 + 160);
     }
 
