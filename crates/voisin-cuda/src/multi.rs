@@ -30,7 +30,7 @@ use crate::runtime::context::Gpu;
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource, Raw};
 use crate::search::knn;
-use crate::search::shard;
+use crate::search::{route, shard};
 
 /// The engine over several GPUs.
 pub struct MultiGpu {
@@ -284,7 +284,7 @@ impl Engine for MultiGpu {
         let shards = self.shards(&plan, bset, qset, true)?;
         tr.mark("multi knn: queries uploaded");
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
-        let kp = knn::first_list(k);
+        let kp = route::first_list(k);
         let raws = self.search(&plan, &shards, qset, None, kp, false);
         tr.mark("multi knn: candidates from every shard, merged");
         self.engines[0].check_cancel()?;
@@ -333,8 +333,14 @@ impl Engine for MultiGpu {
         let thr = range::thresholds(&plan, metric, radius, shards[0].qdev.norm(), max_norm);
         let parts = self.each(shards.len(), |g, e, gpu| {
             let s = &shards[g];
-            let (offsets, mut ids) =
-                range::candidates(gpu, &plan, &s.bdev, &s.qdev, &thr, &e.budget(gpu)?)?;
+            let (offsets, mut ids) = range::candidates(
+                gpu,
+                (route::product(&plan, false), &plan),
+                &s.bdev,
+                &s.qdev,
+                &thr,
+                &e.budget(gpu)?,
+            )?;
             ids.iter_mut().for_each(|i| *i += s.rows.start as u32);
             Ok((offsets, ids))
         })?;

@@ -28,7 +28,7 @@ use crate::options::CudaOptions;
 use crate::runtime::context::{self, Gpu};
 use crate::runtime::probe;
 use crate::search::graph::{self, Lists, PartialGraph};
-use crate::search::{knn, pilot, route, stream, Counters, SearchCtx};
+use crate::search::{pilot, route, stream, Counters, SearchCtx};
 use crate::strings;
 
 /// The engine on one GPU. Calls are serialised on the device's stream.
@@ -317,7 +317,7 @@ impl Engine for CudaEngine {
         let plan = self.pair_plan(metric, bset, qset)?;
         stats.arithmetic = plan.arithmetic();
         let ctx = self.ctx(&gpu, &plan);
-        let kp = knn::first_list(k);
+        let kp = route::first_list(k);
         tr.mark("knn: plan");
         if !stream::fits(&gpu, bset, qset, kp, &plan)? {
             check_finite(bset)?;
@@ -417,7 +417,7 @@ impl CudaEngine {
     }
 
     fn graph_edge(&self, gpu: &Gpu, n: usize, k: usize) -> Result<usize> {
-        Ok(graph::edge_for(n, k, &self.budget(gpu)?))
+        Ok(route::edge_for(n, k, self.budget(gpu)?.bytes))
     }
 
     /// This GPU's share of the k-NN graph of `data`: the tile pairs (I, J), I ≤ J, of edge `tile`

@@ -20,7 +20,7 @@ use crate::ops::exact::{self, Sides};
 use crate::ops::{range, Budget};
 use crate::runtime::context::Gpu;
 use crate::search::pilot::AutoChoice;
-use crate::search::{knn, pilot, stream, SearchCtx};
+use crate::search::{knn, pilot, route, stream, SearchCtx};
 
 /// A base on this GPU: its host rows (host finish, messages) and its device copy.
 #[derive(Clone, Copy)]
@@ -105,7 +105,14 @@ impl CudaEngine {
         let thr = range::thresholds(plan, metric, radius, qdev.norm(), on.bdev.max_norm());
         let budget = ctx.budget()?;
         let (offsets, ids) = ctx.shrinking(budget, |b| {
-            range::candidates(&gpu, plan, on.bdev, &qdev, &thr, b)
+            range::candidates(
+                &gpu,
+                (route::product(plan, false), plan),
+                on.bdev,
+                &qdev,
+                &thr,
+                b,
+            )
         })?;
         stats.compute += t.elapsed();
         stats.distance_evals += 2 * (on.bset.len() * qset.len()) as u64;
@@ -183,7 +190,7 @@ impl CudaPrepared {
                 // Room for the base and the working set of a thousand queries.
                 let plan = engine.base_plan(metric, bset)?;
                 let bytes = stream::resident_bytes(bset.len(), bset.dim(), &plan);
-                if stream::fits_beside(&gpu, bytes, 1000, knn::first_list(10))? {
+                if stream::fits_beside(&gpu, bytes, 1000, route::first_list(10))? {
                     let bdev = DeviceSet::new(&gpu, &plan, bset)?;
                     bdev.check(bset, 0)?;
                     let rounding = InputRounding::of(metric, bset);
@@ -234,7 +241,7 @@ impl Prepared for CudaPrepared {
         }
         let bytes = stream::resident_bytes(qset.len(), qset.dim(), &res.plan);
         let plan = match res.plan_for(metric, bset, qset) {
-            Some(p) if stream::fits_beside(&gpu, bytes, qset.len(), knn::first_list(k))? => p,
+            Some(p) if stream::fits_beside(&gpu, bytes, qset.len(), route::first_list(k))? => p,
             _ => {
                 drop(gpu);
                 return engine.knn_request(&req);

@@ -8,18 +8,19 @@
 //! (`Numerics::in_arithmetic`). The f16 MMA runs at twice TF32's rate and the rows are half the
 //! bytes; TF32 itself is the fallback where the scaled copy does not fit on the device.
 //!
-//! Owns which plans can be fused ([`kind_for`]), the rows the kernel reads ([`Operands`]) and
-//! the launch; when and on which pairs the graph uses it is search/graph.rs's.
+//! Owns the kinds of the kernel ([`PairKind`]: the tensor cores and the rows each reads, which
+//! rows each takes), the rows it reads of a set ([`Operands`]) and the launch; which kind a
+//! plan takes and on which pairs is the route's (search/route.rs).
 
 use std::ops::Range;
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Arithmetic, Numerics, TileKey, TileKind, TileRows, K_CHUNK};
+use crate::numerics::plan::{Numerics, K_CHUNK};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::locality::PairWork;
-use crate::ops::scaled::{self, ScaledRows};
+use crate::ops::scaled::ScaledRows;
 use crate::ops::survivors::{push_into, FilterInto, IntoScalars};
 use crate::ops::tile::Block;
 use crate::runtime::abi;
@@ -117,26 +118,6 @@ impl PairKind {
     }
 }
 
-/// How `plan`'s tiles can be fused, or None when they must go through a written tile: only
-/// GEMM tiles on tensor cores (TF32 plans on scaled f16 rows, f16/bf16 on the stored rows, int8
-/// on prepared int8 rows) with a key formed from the dot product, rows of whole 16-byte groups,
-/// and at most one accumulation chunk (the plan's bound counts chunked sums beyond [`K_CHUNK`];
-/// the kernel sums the whole row at once).
-pub(crate) fn kind_for(plan: &Numerics) -> Option<PairKind> {
-    if plan.tile != TileKind::Gemm || plan.key == TileKey::Direct {
-        return None;
-    }
-    let kind = match (plan.tile_rows(), plan.arithmetic) {
-        _ if scaled::split(plan) && scaled::applies(plan) => PairKind::F16Split,
-        _ if scaled::applies(plan) => PairKind::F16Scaled,
-        (TileRows::Stored, Arithmetic::Fp16) => PairKind::F16,
-        (TileRows::Stored, Arithmetic::Bf16) => PairKind::Bf16,
-        (TileRows::I8, Arithmetic::Int8) => PairKind::S8,
-        _ => return None,
-    };
-    kind.fits(plan).then_some(kind)
-}
-
 /// The rows a fused kind reads of a set on the device: the tiles' own, or for
 /// [`PairKind::F16Scaled`] the scaled f16 copy of them (ops/scaled.rs).
 pub(crate) struct Operands<'d, 's> {
@@ -146,29 +127,13 @@ pub(crate) struct Operands<'d, 's> {
 }
 
 impl<'d, 's> Operands<'d, 's> {
-    /// The operands of `kind` ([`kind_for`]'s for `plan`) over the whole of `data`, for
-    /// [`PairKind::F16Scaled`] and [`PairKind::F16Split`] on `scaled`, its copy; where that
-    /// copy did not fit (`None`), TF32 on the prepared rows, or `None` (no fusion) where their
-    /// rows are not whole 16-byte groups or the plan is split (TF32 is outside its bound: its
-    /// tiles are written, in fp32).
-    pub fn new(
-        plan: &Numerics,
-        data: &'d DeviceSet<'s>,
-        kind: PairKind,
-        scaled: Option<&'d ScaledRows>,
-    ) -> Option<Self> {
-        let kind = match (kind, scaled) {
-            (PairKind::F16Scaled, None) => PairKind::Tf32,
-            (PairKind::F16Split, None) => return None,
-            (kind, _) => kind,
-        };
+    /// The operands of `kind` (the route's) over the whole of `data`: for
+    /// [`PairKind::F16Scaled`] and [`PairKind::F16Split`] its copy `scaled`, which the route
+    /// made for them (search/route.rs).
+    pub fn new(data: &'d DeviceSet<'s>, kind: PairKind, scaled: Option<&'d ScaledRows>) -> Self {
         let scaled = scaled.filter(|_| kind.scaled());
-        kind.fits(plan).then_some(Operands { data, kind, scaled })
-    }
-
-    /// The kind the operands serve (TF32 where the scaled copy did not fit).
-    pub fn kind(&self) -> PairKind {
-        self.kind
+        debug_assert_eq!(scaled.is_some(), kind.scaled());
+        Operands { data, kind, scaled }
     }
 
     /// Rows `a..b`.
@@ -256,63 +221,4 @@ pub(crate) fn filter(
     unsafe { l.launch(cfg) }
         .map(|_| ())
         .map_err(dev("pair_filter"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::numerics::plan::plan_of;
-    use voisin::data::ElemType;
-    use voisin::Metric;
-
-    /// Tensor-core plans of dot-product keys are fused, in every storage and dimension, up to
-    /// one chunk (TF32 plans on scaled f16 rows); fp32 and SIMT metrics are not.
-    #[test]
-    fn which_plans_are_fused() {
-        let kind =
-            |m: &Metric, d: usize, p: Arithmetic, elem: ElemType| kind_for(&plan_of(m, d, p, elem));
-        use ElemType::*;
-        let (e, ip, cos, cb) = (
-            Metric::Euclidean,
-            Metric::InnerProduct,
-            Metric::Cosine,
-            Metric::Cityblock,
-        );
-        for d in [1, 3, 64, 127, 128, 1025, 2048] {
-            for m in [&e, &ip, &cos] {
-                assert_eq!(
-                    kind(m, d, Arithmetic::Tf32, F32),
-                    Some(PairKind::F16Scaled),
-                    "{m} {d}"
-                );
-            }
-        }
-        // fp16x3: split rows at any dimension (the bound counts the whole row's sums).
-        for d in [1, 3, 127, 128, 1025, 2049, 15876] {
-            assert_eq!(
-                kind(&e, d, Arithmetic::Fp16x3, F32),
-                Some(PairKind::F16Split),
-                "{d}"
-            );
-        }
-        assert_eq!(kind(&e, 128, Arithmetic::Fp32, F32), None);
-        assert_eq!(kind(&cb, 128, Arithmetic::Tf32, F32), None);
-        assert_eq!(kind(&e, 2049, Arithmetic::Tf32, F32), None);
-        for d in [1, 3, 127, 1025] {
-            assert_eq!(
-                kind(&e, d, Arithmetic::Fp16, F16),
-                Some(PairKind::F16),
-                "{d}"
-            );
-            assert_eq!(
-                kind(&ip, d, Arithmetic::Bf16, Bf16),
-                Some(PairKind::Bf16),
-                "{d}"
-            );
-            assert_eq!(kind(&e, d, Arithmetic::Int8, U8), Some(PairKind::S8), "{d}");
-        }
-        assert_eq!(kind(&e, 2049, Arithmetic::Fp16, F16), None);
-        assert_eq!(kind(&e, 4096, Arithmetic::Int8, U8), None);
-        assert_eq!(kind(&e, 16, Arithmetic::Fp32, U8), None);
-    }
 }

@@ -9,11 +9,10 @@
 pub(crate) mod finish;
 pub(crate) mod graph;
 pub(crate) mod knn;
+pub(crate) mod pairs;
 pub(crate) mod pilot;
 pub(crate) mod range;
 pub(crate) mod route;
-#[cfg(test)]
-mod route_grid;
 pub(crate) mod shard;
 pub(crate) mod stream;
 

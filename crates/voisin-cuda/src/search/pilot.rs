@@ -15,40 +15,14 @@ use voisin::Result;
 
 use crate::numerics::plan::{Arithmetic, Numerics};
 use crate::ops::device_set::DeviceSet;
-use crate::ops::fused::{self, FusedKernel, FusedPlan};
-use crate::ops::pair::{self, PairKind};
-use crate::ops::select::{self, Select};
+use crate::ops::select::Select;
 use crate::ops::Budget;
-use crate::options::Fusion;
-use crate::search::knn::{candidates, first_list, pass_list};
-use crate::search::route::{
-    self, tensor_list, tf32_list, PilotNeed, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
-};
+use crate::search::knn::candidates;
+use crate::search::route::{self, AutoMeasured, AutoShape, PilotNeed};
 use crate::search::SearchCtx;
-
-/// Whether a k-NN pass of list `kp` under `sel` keeps sorted lists whose whole width (what the
-/// device proof reads) holds half the list again or more (k = 1000: 2048 entries for 1125
-/// wanted): the room the TF32 pilot would look for, so the pilot (~5 ms at 1M × 128, k = 1000,
-/// a list pass over the whole base for 32 queries) is skipped there.
-pub(crate) fn proof_has_room(plan: &Numerics, kp: usize, sel: Select) -> bool {
-    let kp = pass_list(plan, kp, sel);
-    matches!(
-        sel.resolve(kp),
-        Ok(m @ (Select::Block | Select::Heap)) if 2 * m.width(kp) >= 3 * kp
-    )
-}
 
 /// Queries a pilot looks at.
 const PILOT_QUERIES: usize = 32;
-/// Dimension from which the fp32 bound (which grows with it) gets a pilot.
-pub(crate) const PILOT_DIM: usize = 1024;
-/// Longest list the pilot looks along.
-const PILOT_MAX: usize = 16384;
-
-/// The list a pilot first looks along for a first list of `kp`.
-pub(crate) fn pilot_probe(kp: usize) -> usize {
-    (4 * kp).max(256)
-}
 
 /// The queries of a pilot on the device: up to [`PILOT_QUERIES`] evenly spaced rows of a
 /// search's queries, and how many nearest their proofs must settle (`kk`: k, plus the query
@@ -172,31 +146,30 @@ fn arithmetic_pilot(
     (queries, k, self_pairs): (&voisin::VectorSet, usize, bool),
     budget: &Budget,
 ) -> Result<(Arithmetic, Option<usize>)> {
-    let first = first_list(k);
-    let seen = pilot_probe(first).min(base.n);
-    if queries.is_empty() || seen <= first {
+    let shape = AutoShape {
+        k,
+        self_pairs,
+        nq: queries.len(),
+        n: base.n,
+        up: base.is_up(),
+    };
+    let Some(pilot) = route::auto_pilot(ctx.plan, shape, ctx.opts) else {
         return Ok((Arithmetic::Fp32, None));
-    }
-    // fp16x3 for a graph whose warm pairs are fused on split rows.
-    let split = (self_pairs && ctx.opts.fusion != Fusion::Off)
-        .then(|| route::auto_form(ctx.plan, ctx.opts.precision, Arithmetic::Fp16x3))
-        .flatten()
-        .filter(|p| pair::kind_for(p) == Some(PairKind::F16Split));
+    };
+    let (first, seen, kk) = (pilot.first, pilot.seen, pilot.kk);
     let mut split_needs = Vec::new();
-    let kk = k + usize::from(self_pairs);
     // The lists hold what the TF32 pass keeps for `seen` (`pass_list` may double it).
-    let on_host = !self_pairs && ctx.plan.dim < PILOT_DIM && !base.is_up();
-    let (needs, listed, whence) = if on_host {
+    let (needs, listed, whence) = if pilot.on_host {
         let mut tr = ctx.gpu.phases();
         let sample = Sample::new(ctx.plan, bset);
-        let listed = pass_list(tf32, seen, Select::Auto).min(base.n);
+        let listed = route::pass_list(tf32, seen, Select::Auto).min(base.n);
         let needs = sample.needs((ctx.plan, tf32), queries, (kk, listed), &mut |w| tr.mark(w));
         let whence = format!("on the host, 1 base row in {}", sample.step);
         (needs, listed, whence)
     } else {
-        let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
+        let on_device = Pilot::new(ctx, queries, k, self_pairs)?;
         let on_tf32 = SearchCtx { plan: tf32, ..*ctx };
-        let lists = pilot.lists(&on_tf32, base, seen, budget)?;
+        let lists = on_device.lists(&on_tf32, base, seen, budget)?;
         // The candidate pass brought every base row up; its largest norm is known now.
         base.complete(ctx.gpu)?;
         let base_norm = base.max_norm();
@@ -205,91 +178,28 @@ fn arithmetic_pilot(
             .enumerate()
             .filter_map(|(j, keys)| {
                 let keys = keys.as_ref()?;
-                let fp32 = pilot.need(ctx.plan, j, keys, base_norm);
-                if let Some(split) = &split {
+                let fp32 = on_device.need(ctx.plan, j, keys, base_norm);
+                if let Some(split) = &pilot.split {
                     // Its proof on TF32's keys, as fp32's: an estimate.
-                    let tf32 = pilot.need(split, j, keys, base_norm);
+                    let tf32 = on_device.need(split, j, keys, base_norm);
                     split_needs.push(PilotNeed { fp32, tf32 });
                 }
                 Some(PilotNeed {
                     fp32,
-                    tf32: pilot.need(tf32, j, keys, base_norm),
+                    tf32: on_device.need(tf32, j, keys, base_norm),
                 })
             })
             .collect();
         let listed = lists.iter().flatten().map(Vec::len).min().unwrap_or(seen);
         (needs, listed, "on the device".to_string())
     };
-    // Tile pairs per query: the base, or half the set for a graph's symmetric tiles.
-    let pairs = if self_pairs { base.n / 2 } else { base.n };
-    // The list the search keeps (the device re-ranks inside it): the selection's width of
-    // TF32's pass list, small graph lists padded to the column kernel's; wide data gets a list
-    // pilot that sizes its lists to the proofs.
-    let kept = if ctx.plan.dim >= PILOT_DIM {
-        listed
-    } else {
-        let kp = pass_list(tf32, first, ctx.select());
-        let width = ctx.select().resolve(kp).map_or(kp, |m| m.width(kp));
-        if self_pairs {
-            width.max(select::COLS_KP)
-        } else {
-            width
-        }
+    let measured = AutoMeasured {
+        needs: &needs,
+        split_needs: &split_needs,
+        listed,
     };
-    // Wider first lists a k-NN search may keep instead under TF32: sorted (the device proves
-    // them), within what the pilot's lists show, one list per width.
-    let sel = ctx.select();
-    let width = |l: usize| {
-        let kp = pass_list(tf32, l, sel);
-        match sel.resolve(kp) {
-            Ok(m @ (Select::Block | Select::Heap)) => Some(m.width(kp)),
-            _ => None,
-        }
-    };
-    let mut options = vec![(first, kept)];
-    if !self_pairs && ctx.plan.dim < PILOT_DIM {
-        for l in WIDER_LISTS.into_iter().filter(|&l| l > first) {
-            match width(l) {
-                Some(w) if w > options[options.len() - 1].1 && w <= listed => options.push((l, w)),
-                _ => {}
-            }
-        }
-    }
-    let shape = (pairs, ctx.plan.dim);
-    let kept_widths: Vec<usize> = options.iter().map(|o| o.1).collect();
-    // A wider list costs more where the search's passes are fused tile pairs (every chunk's
-    // survivors appended and merged) than where they select from written tiles.
-    let fused_pairs = !self_pairs
-        && matches!(
-            fused::plan_for(tf32, ctx.opts.fusion, kept, (queries.len(), base.n)),
-            Some(FusedPlan {
-                kernel: FusedKernel::Pair(_),
-                ..
-            })
-        );
-    let entry_ns = if fused_pairs {
-        FUSED_LIST_ENTRY_NS
-    } else {
-        LIST_ENTRY_NS
-    };
-    let pick = tf32_list(&needs, (first, listed), &kept_widths, shape, entry_ns);
-    let list = pick.filter(|&i| i > 0).map(|i| options[i].0);
-    // The graph's lists keep their usual width under fp16x3.
-    let split_takes = pick.is_none()
-        && !split_needs.is_empty()
-        && tensor_list(
-            &split_needs,
-            (first, listed),
-            &kept_widths[..1],
-            shape,
-            (entry_ns, SPLIT_SAVING_SHARE),
-        )
-        .is_some();
-    let take = match (pick, split_takes) {
-        (Some(_), _) => Arithmetic::Tf32,
-        (None, true) => Arithmetic::Fp16x3,
-        (None, false) => Arithmetic::Fp32,
-    };
+    let taken = route::auto_arithmetic(tf32, shape, ctx.opts, &pilot, &measured);
+    let (take, list) = (taken.arithmetic, taken.list);
     let sum = |needs: &[PilotNeed], f: fn(&PilotNeed) -> Option<usize>| -> String {
         let known: Vec<usize> = needs.iter().filter_map(f).collect();
         format!(
@@ -313,9 +223,6 @@ fn arithmetic_pilot(
     ));
     Ok((take, list))
 }
-
-/// First lists a k-NN search may widen to under TF32 ([`tf32_list`]).
-pub(crate) const WIDER_LISTS: [usize; 6] = [64, 128, 256, 512, 1024, 2048];
 
 /// Base values the host pilot reads at most: 2²² (16 MB of f32), 32,768 rows at d = 128 (a
 /// thirty-second of 1M rows, which took the whole base's decision on every data kind of the
@@ -555,12 +462,8 @@ pub(crate) fn pilot_list(
     budget: &Budget,
 ) -> Result<usize> {
     let (gpu, plan, sel) = (ctx.gpu, ctx.plan, ctx.select());
-    let kp = first_list(k);
-    let wanted = plan.dim >= PILOT_DIM
-        || (plan.arithmetic == Arithmetic::Tf32
-            && k >= 64
-            && (self_pairs || !proof_has_room(plan, kp, sel)));
-    if !wanted || queries.is_empty() {
+    let kp = route::first_list(k);
+    if !route::list_pilot(plan, k, self_pairs, sel) || queries.is_empty() {
         return Ok(kp);
     }
     // The pilot reads the whole base and its largest norm at once.
@@ -568,7 +471,7 @@ pub(crate) fn pilot_list(
     let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
     // A scan of every base norm: once, not per pilot query (32 scans of 1M norms were 28 ms).
     let base_norm = base.max_norm();
-    let mut probe = pilot_probe(kp);
+    let mut probe = route::pilot_probe(kp);
     let need = loop {
         let seen = probe.min(base.n);
         if seen <= kp {
@@ -583,41 +486,21 @@ pub(crate) fn pilot_list(
             .try_fold(kp, |n, r| Some(n.max(r?)));
         match need {
             Some(n) => break n,
-            None if seen >= base.n || probe >= PILOT_MAX => break 2 * seen,
+            None if seen >= base.n || probe >= route::PILOT_MAX => break 2 * seen,
             None => probe *= 4,
         }
     };
-    let cap = sel
-        .max_list()
-        .unwrap_or(usize::MAX)
-        .min(base.n.next_power_of_two());
-    Ok(if need > kp {
-        (need + need / 4).min(cap).max(kp)
-    } else {
-        kp
-    })
+    Ok(route::piloted_list(kp, need, sel, base.n))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::numerics::plan::subspaces;
+    use crate::search::route::{first_list, pass_list, pilot_probe, tf32_list, LIST_ENTRY_NS};
     use rand::prelude::*;
     use voisin::data::ElemType;
     use voisin::{Metric, VectorSet};
-
-    #[test]
-    fn tf32_pilot_is_skipped_only_where_sorted_lists_leave_room() {
-        let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
-        let plan = Numerics::new(&Metric::Euclidean, &set).in_arithmetic(Arithmetic::Tf32);
-        let room = |k: usize, sel| proof_has_room(&plan, first_list(k), sel);
-        // 1125 → 2048, 562 → 1024: room; 1012 → 1024, 2 × 112 → 256: none.
-        assert!(room(1000, Select::Auto) && room(500, Select::Block));
-        assert!(!room(900, Select::Auto) && !room(100, Select::Auto));
-        // Unsorted lists are proved on the host over what it downloads: the pilot stays.
-        assert!(!room(1000, Select::Quick) && !room(1000, Select::Radix));
-        assert!(!room(3000, Select::Auto));
-    }
 
     #[test]
     fn the_sample_takes_one_row_from_every_step() {

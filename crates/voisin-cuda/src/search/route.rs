@@ -1,16 +1,40 @@
-//! How a candidate pass runs, decided in one place: the arithmetic a precision option resolves
-//! to for the data ([`numerics`]), the forms `--precision auto` may switch to once its pilot
-//! has measured ([`auto_form`]), and the cost rule that weighs the pilot's measurements
-//! ([`tf32_list`], [`tensor_list`]) with the measured costs it prices them by.
+//! How a candidate pass runs, decided in one place. A [`Route`] names every choice of a pass:
+//! the arithmetic of its tiles, the lists it keeps, its tiles' sizes, how its pairs of row
+//! blocks run (written tiles and selection, the tile filter, fused_filter, the fused tile pair
+//! of a kind, which fixes the rows it reads: prepared f32, scaled or split f16, stored half,
+//! int8), the product of its written tiles, the scaled copy it makes, how its lists are warmed
+//! and, for a graph, the order of its items and whether the device proves its lists.
+//! [`choose`] makes them for a k-NN pass or a graph share; the searches (search/knn.rs,
+//! search/graph.rs) run what it says, and ops/ takes the route's values and decides nothing.
 //!
-//! Reads `numerics` (the plan and its bound), `ops` (what the kernels take) and `options`
-//! (what the caller asked); the searches (`knn`, `graph`, `pilot`) ask it and run what it says.
+//! Here too: the arithmetic a precision option resolves to for the data ([`numerics`]), the
+//! forms `--precision auto` may switch to ([`auto_form`]), the pilots' rules (which searches
+//! get a list pilot, [`list_pilot`]; what the arithmetic pilot looks at, [`auto_pilot`], and
+//! takes from what it measured, [`auto_arithmetic`]), and the cost model, with the measured
+//! constants it prices by, that those rules weigh ([`tf32_list`], [`tensor_list`]).
+//!
+//! Reads `numerics` (the plan and its bound), `ops` (what the kernels take: their kinds,
+//! limits and buffer sizes) and `options` (what the caller asked); the searches ask it.
 
 use voisin::data::ElemType;
 use voisin::{Error, Result};
 
-use crate::numerics::plan::{int8_exact, Arithmetic, Numerics};
-use crate::options::Precision;
+use crate::numerics::plan::{
+    int8_exact, Arithmetic, Numerics, Storage, TileKey, TileKind, TileRows, K_CHUNK,
+};
+use crate::ops::exact;
+use crate::ops::fused::{self, FilterKernel};
+use crate::ops::pair::PairKind;
+use crate::ops::select::{self, list_size, Select};
+use crate::ops::survivors::{self, MERGE_SLOTS};
+use crate::ops::tile::Product;
+use crate::options::{CudaOptions, Fusion, Precision};
+use crate::runtime::abi;
+
+#[cfg(test)]
+mod grid;
+#[cfg(test)]
+mod tests;
 
 /// `plan` with the arithmetic `precision` resolves to for a base stored as `base` and
 /// queries stored as `queries` (the same for a graph), on the pair's [`Storage`]; an
@@ -95,6 +119,913 @@ pub(crate) fn auto_form(
 /// [`auto_form`] in TF32.
 pub(crate) fn auto_tf32(plan: &Numerics, asked: Precision) -> Option<Numerics> {
     auto_form(plan, asked, Arithmetic::Tf32)
+}
+
+// ---- What the kernels take of a plan ----
+
+/// The smallest dimension whose written tiles run on the scaled rows under TF32. Bringing a
+/// tile back to the rows' scale is one more read and write of it; at d = 15876 the f16 GEMM ran
+/// at 566–674 TFLOP/s against TF32's 280–303 (bench/RESULTS.md), while near d = 128 the tile's
+/// own traffic is most of its time and the extra pass would cost more than the GEMM saves.
+pub(crate) const TILE_MIN_DIM: usize = 1024;
+
+/// Whether `plan`'s tiles can run on a scaled f16 copy of its rows (ops/scaled.rs): dot
+/// products of prepared f32 rows under TF32, or split under fp16x3 (GEMM tiles whose key is
+/// made from the dot product).
+fn scaled_rows(plan: &Numerics) -> bool {
+    plan.tile == TileKind::Gemm
+        && plan.key != TileKey::Direct
+        && matches!(plan.arithmetic, Arithmetic::Tf32 | Arithmetic::Fp16x3)
+        && plan.tile_rows() == TileRows::F32
+}
+
+/// Whether `plan`'s scaled rows are split (fp16x3: each value as two f16 halves, which only the
+/// fused tile pair reads).
+fn split_rows(plan: &Numerics) -> bool {
+    plan.arithmetic == Arithmetic::Fp16x3
+}
+
+/// Whether `plan`'s written tiles run on the scaled copy (where one exists): TF32 plans of
+/// wide rows. cuBLAS takes whole f16 rows, not split ones: fp16x3's written tiles run fp32.
+pub(crate) fn written_on_copy(plan: &Numerics) -> bool {
+    scaled_rows(plan) && !split_rows(plan) && plan.dim >= TILE_MIN_DIM
+}
+
+/// The fused tile pair `plan`'s tiles take (ops/pair.rs), or `None` when they must go through a
+/// written tile: only GEMM tiles on tensor cores (TF32 plans on scaled f16 rows, fp16x3 on
+/// split ones, f16/bf16 on the stored rows, int8 on prepared int8 rows) with a key formed from
+/// the dot product, rows the kernel takes ([`PairKind::fits`]: whole 16-byte groups, at most
+/// one accumulation chunk but for split rows).
+pub(crate) fn pair_kind(plan: &Numerics) -> Option<PairKind> {
+    if plan.tile != TileKind::Gemm || plan.key == TileKey::Direct {
+        return None;
+    }
+    let kind = match (plan.tile_rows(), plan.arithmetic) {
+        _ if split_rows(plan) && scaled_rows(plan) => PairKind::F16Split,
+        _ if scaled_rows(plan) => PairKind::F16Scaled,
+        (TileRows::Stored, Arithmetic::Fp16) => PairKind::F16,
+        (TileRows::Stored, Arithmetic::Bf16) => PairKind::Bf16,
+        (TileRows::I8, Arithmetic::Int8) => PairKind::S8,
+        _ => return None,
+    };
+    kind.fits(plan).then_some(kind)
+}
+
+/// The kind that runs instead of `kind` where its scaled copy did not fit on the device: TF32
+/// on the prepared rows for scaled f16 rows (where the kernel takes them), nothing for split
+/// rows (TF32 is outside an fp16x3 plan's bound: its tiles are written, in fp32).
+fn without_copy(plan: &Numerics, kind: PairKind) -> Option<PairKind> {
+    let kind = match kind {
+        PairKind::F16Scaled => PairKind::Tf32,
+        PairKind::F16Split => return None,
+        kind => kind,
+    };
+    kind.fits(plan).then_some(kind)
+}
+
+/// The copy a pass makes of its rows for `kind` (and its written tiles, `written`).
+fn copy_for(kind: Option<PairKind>, written: bool) -> RowCopy {
+    match kind {
+        Some(PairKind::F16Split) => RowCopy::Split,
+        Some(PairKind::F16Scaled) => RowCopy::Scaled,
+        _ if written => RowCopy::Scaled,
+        _ => RowCopy::None,
+    }
+}
+
+/// The product a written tile of `plan` computes (ops/tile.rs), on the scaled copy where
+/// `on_copy`.
+pub(crate) fn product(plan: &Numerics, on_copy: bool) -> Product {
+    match plan.tile {
+        TileKind::Simt(kind, p) => Product::Simt(kind, p),
+        TileKind::Gemm if on_copy => Product::ScaledF16,
+        TileKind::Gemm => match plan.arithmetic {
+            // fp16x3 plans write their tiles in fp32 (their bound covers it).
+            Arithmetic::Fp32 | Arithmetic::Fp16x3 => Product::Sgemm,
+            Arithmetic::Tf32 => Product::Tf32,
+            Arithmetic::Fp16 => Product::F16,
+            Arithmetic::Bf16 => Product::Bf16,
+            Arithmetic::Int8 => Product::Int8,
+        },
+    }
+}
+
+/// The fused_filter kernel of `plan`'s k-NN passes (ops/fused.rs): fp32, whose error is inside
+/// an fp16x3 plan's bound too, or TF32.
+fn filter_kernel(plan: &Numerics) -> FilterKernel {
+    match plan.arithmetic {
+        Arithmetic::Tf32 => FilterKernel::Tf32,
+        _ => FilterKernel::Fp32,
+    }
+}
+
+/// Whether the graph of `n` items in tiles of `t` under `plan` may run in locality order
+/// (ops/locality.rs): split rows (fp16x3, what `auto` takes where TF32's pilot finds keys too
+/// close for its bound: clustered data; where TF32 wins, as on normal, far and duplicate-heavy
+/// data, the spheres of a block overlap nearly every other, and the order cost 55 ms and left
+/// no tile out of a 1M graph, docs/design/graph-tile-filter.md), L2 keys (exact key ≥ dmin²)
+/// on f32 rows as given (the spheres are of the stored values, whose exact keys the plan
+/// bounds; rows rounded from f64 are not the values the bound speaks of), tiles of whole
+/// kernel blocks, and ids that fit the lists.
+fn locality(plan: &Numerics, n: usize, t: usize) -> bool {
+    plan.arithmetic == Arithmetic::Fp16x3
+        && plan.key == TileKey::L2
+        && plan.storage == Storage::F32
+        && plan.tile_rows() == TileRows::F32
+        && !plan.widened()
+        && t.is_multiple_of(abi::PF_BM)
+        && abi::PF_BM == abi::PF_BN
+        && n < u32::MAX as usize
+}
+
+// ---- Lists ----
+
+/// The first list size to try for k.
+pub(crate) fn first_list(k: usize) -> usize {
+    list_size(k)
+}
+
+/// The list a pass keeps for a wanted list of `kp`.
+///
+/// TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
+/// last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
+/// were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
+/// Not beyond what the selection `sel` keeps (heap selection: 256 entries): there the list
+/// stays `kp`, and more queries go to the widening path.
+pub(crate) fn pass_list(plan: &Numerics, kp: usize, sel: Select) -> usize {
+    let fits = |l: usize| sel.max_list().is_none_or(|max| sel.width(l) <= max);
+    if plan.arithmetic == Arithmetic::Tf32 && (64..=256).contains(&kp) && fits(2 * kp) {
+        2 * kp
+    } else {
+        kp
+    }
+}
+
+// ---- The route of a candidate pass ----
+
+/// What a candidate pass is asked to do.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Shape {
+    /// A k-NN pass (search/knn.rs `passes`): `nq` queries against `nb` base items, lists of
+    /// `kp` wanted under the selection `sel`, tiles within `budget` bytes.
+    Knn {
+        kp: usize,
+        sel: Select,
+        nq: usize,
+        nb: usize,
+        budget: usize,
+    },
+    /// A share of a graph's tile pairs (search/graph.rs `lists`): `n` items in tiles of `tile`,
+    /// `k` neighbours, first lists of `kp` (the list pilot's) under `sel`; `whole`: the share
+    /// is every pair of the build.
+    Graph {
+        n: usize,
+        k: usize,
+        kp: usize,
+        tile: usize,
+        sel: Select,
+        whole: bool,
+    },
+}
+
+/// How a candidate pass runs: every choice of the pass, made in [`choose`] and nowhere else
+/// (the route grid pins them case by case).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Route {
+    /// The arithmetic of the plan's tiles (the plan's own, named here for the record).
+    pub arithmetic: Arithmetic,
+    /// The lists the pass keeps.
+    pub list: ListRoute,
+    /// k-NN: queries per block and base items per tile; a graph: the tile edge, twice.
+    pub tiles: (usize, usize),
+    /// How its pairs of row blocks run (a graph: its warm pairs; cold ones are written).
+    pub method: Method,
+    /// The product of its written tiles.
+    pub written: Product,
+    /// The scaled f16 copy of the rows it makes (ops/scaled.rs).
+    pub copy: RowCopy,
+    /// How its lists are warmed before the method runs.
+    pub warm: Warm,
+    /// The order of a graph's items.
+    pub order: Order,
+    /// A graph: whether its lists, once every pair is in, are proved and re-ranked on the
+    /// device (kernels/finish/rerank.cu).
+    pub proves: bool,
+}
+
+/// The lists a pass keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ListRoute {
+    /// The list kept for the wanted one ([`pass_list`]; the self pair's slot added for a
+    /// graph's whole rows).
+    pub want: usize,
+    /// The selection that keeps it (resolved).
+    pub mode: Select,
+    /// The selection's list for `want` (a power of two for block and heap lists; a graph's
+    /// small lists padded to the column kernel's).
+    pub kp: usize,
+    /// Slots per row in memory (whole rows: `kp` at most the base).
+    pub width: usize,
+}
+
+/// How the pairs of a pass run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Method {
+    /// Written tiles, selected into the running lists (whole rows: one tile spans the base).
+    Written,
+    /// A graph under a selection other than block: its tile rows as k-NN passes over the
+    /// whole set.
+    Rows,
+    /// A graph's warm pairs: written tiles read once by the tile filter for their rows and
+    /// columns (ops/survivors.rs), `cap` buffer slots per row.
+    Filtered { cap: usize },
+    /// A k-NN pass over the whole base at once with fused_filter (ops/fused.rs), `cap` slots.
+    FusedFilter { kernel: FilterKernel, cap: usize },
+    /// The fused tile pair of `kind` (ops/pair.rs): a k-NN pass's base in chunks, a graph's
+    /// warm pairs; `cap` slots.
+    Pair { kind: PairKind, cap: usize },
+}
+
+/// How a pass's lists are warmed before its method runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Warm {
+    /// Not at all: a graph's first row of pairs is written and selected cold.
+    Cold,
+    /// A k-NN pass's fused method: `first` base items spread over it through written tiles,
+    /// each list's threshold the key at `rank` of its sorted list there, the lists kept as
+    /// thresholds alone (`select::seed_lists`); where `rank` is short of the list, the sample's
+    /// own lists are `short` wide.
+    Sample {
+        first: usize,
+        rank: usize,
+        short: Option<usize>,
+    },
+    /// A graph's filtered pairs: every list first seeded from `size` items spread over the set
+    /// (search/graph.rs `seed`), so that every pair is filtered.
+    Seed { size: usize },
+}
+
+/// The order of a graph's items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// As given.
+    Natural,
+    /// Locality order (ops/locality.rs): the fused pairs run only their kernel tiles whose
+    /// blocks' spheres are near enough to pass anything.
+    Locality,
+}
+
+/// The scaled f16 copy a pass makes of its rows (ops/scaled.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowCopy {
+    None,
+    /// Each prepared row scaled to f16 (TF32 plans: fused pairs, wide written tiles).
+    Scaled,
+    /// Each scaled row split into two f16 halves (fp16x3 plans' fused pairs).
+    Split,
+}
+
+impl RowCopy {
+    /// Whether the copy's rows are split.
+    pub fn split(self) -> bool {
+        self == RowCopy::Split
+    }
+}
+
+/// The route of a candidate pass of `plan` for `shape` under `opts`: the k-NN's
+/// ([`knn_route`]) or a graph share's ([`graph_route`]). An explicit selection that cannot keep
+/// the list is refused in one line.
+pub(crate) fn choose(plan: &Numerics, shape: Shape, opts: &CudaOptions) -> Result<Route> {
+    match shape {
+        Shape::Knn {
+            kp,
+            sel,
+            nq,
+            nb,
+            budget,
+        } => knn_route(plan, (kp, sel), (nq, nb), budget, opts.fusion),
+        Shape::Graph {
+            n,
+            k,
+            kp,
+            tile,
+            sel,
+            whole,
+        } => graph_route(plan, (n, k, kp, tile), sel, whole, opts.fusion),
+    }
+}
+
+impl Route {
+    /// The route where the scaled copy it asked for did not fit on the device: fused pairs on
+    /// the rows the kernel takes without it ([`without_copy`]); where none, a k-NN pass's
+    /// written tiles (its blocks as they were sized, its lists cold) or a graph's tile filter;
+    /// written tiles on the tiles' own rows.
+    pub fn without_copy(self, plan: &Numerics) -> Route {
+        let knn = matches!(self.warm, Warm::Sample { .. });
+        let (method, warm) = match self.method {
+            Method::Pair { kind, cap } => match without_copy(plan, kind) {
+                Some(kind) => (Method::Pair { kind, cap }, self.warm),
+                None if knn => (Method::Written, Warm::Cold),
+                None => (Method::Filtered { cap }, self.warm),
+            },
+            m => (m, self.warm),
+        };
+        Route {
+            method,
+            warm,
+            written: product(plan, false),
+            copy: RowCopy::None,
+            ..self
+        }
+    }
+
+    /// The route of a graph whose locality order could not be made (the copy would not fit):
+    /// the same pairs in natural order.
+    pub fn in_natural_order(self) -> Route {
+        Route {
+            order: Order::Natural,
+            ..self
+        }
+    }
+
+    /// The buffer slots per row of the pass's filter or fused method (0: none).
+    pub fn cap(&self) -> usize {
+        cap_of(self.method)
+    }
+
+    /// The base items a k-NN pass's fused pairs filter next once its lists have seen `seen`
+    /// items (the sample counted), of rows `row_bytes` apart. Each list's threshold is at most
+    /// its kp-th key among what it has seen and at most the seeded one, the key at `rank` of
+    /// the sample, so a chunk of c items offers a list at most about c · min(kp / seen, rank /
+    /// first) survivors: c is chosen to expect at most a quarter of the buffer, and at most
+    /// [`PAIR_CHUNK_BYTES`] of rows, in whole tiles of the kernel.
+    pub fn chunk(&self, seen: usize, row_bytes: usize) -> usize {
+        let Warm::Sample { first, rank, .. } = self.warm else {
+            unreachable!("fused pairs start from a sample")
+        };
+        let (kp, cap) = (self.list.kp, self.cap());
+        let by_list = seen * cap / (4 * kp.max(1));
+        let by_seed = first * cap / (4 * rank.max(1));
+        let c = by_list
+            .max(by_seed)
+            .min(PAIR_CHUNK_BYTES / row_bytes.max(1));
+        c.max(abi::PF_BN) / abi::PF_BN * abi::PF_BN
+    }
+}
+
+// ---- k-NN passes ----
+
+/// Base items per fused tile (kernels/select/fused_filter.cu); the threshold pass's sample is a
+/// whole number of them.
+const GRANULE: usize = abi::FZ_BN;
+
+/// Most base items the threshold pass of a fused-pair pass samples: one of the k-NN's ordinary
+/// base tiles.
+const PAIR_FIRST: usize = 16384;
+
+/// Most queries of a pass that `Fusion::Auto` fuses with fused_filter: small batches against a
+/// large resident base, where the unfused pass is dozens of tiles too thin to fill the GPU.
+/// H100, 1M × 128, k = 10 (docs/design/fused-selection.md): 100 queries 2.86 ms fused against
+/// 3.83 ms (fp32), 1.81 against 3.15 ms (TF32); 300 queries 6.08 / 6.25 and 3.52 / 4.26 ms;
+/// 1,000 queries 13.9 / 13.7 and 7.4 / 7.7 ms; 10,000 queries lose (0.164 / 0.146 s fp32).
+/// Larger batches on tensor cores take the fused pairs.
+pub(crate) const AUTO_FUSED_QUERIES: usize = 512;
+
+/// Fewest sample items under a long list's seeded threshold ([`seed_rank`]).
+const SEED_RANK_MIN: usize = 16;
+
+/// Most bytes of base rows in one chunk of a fused-pair pass: well inside the L2 cache (50 MB
+/// on an H100 or H200). The pair kernel takes its tiles a row block at a time, so each block of
+/// 128 queries reads the whole chunk; from L2, not device memory, where the chunk stays there.
+const PAIR_CHUNK_BYTES: usize = 24 << 20;
+
+/// The route of a k-NN pass of `nq` queries against `nb` base items for lists of `kp` under
+/// `sel` (search/knn.rs `passes`).
+///
+/// Lists up to k = 1000's may take a fused method: ordinary tiles over a sample of the base,
+/// spread evenly over it, set each query's threshold (its key at the route's rank among the
+/// sample: the kp-th, or a lower one for long lists, [`seed_rank`]), and a fused kernel
+/// filters the whole base against it without writing tiles (docs/design/fused-selection.md):
+/// fused_filter for small batches on prepared f32 rows, the fused tile pair otherwise. Blocks
+/// hold 8192 queries against base tiles of 16384 items (512 MiB; shapes from 2048×131072 to
+/// 16384×8192 measured within noise of each other, bench/NOTES.md), twice the queries for
+/// fused pairs, which write tiles over the sample only (10k queries then go in one block, and
+/// all their chunks follow the base's upload); whole-row selections take the base in one tile.
+fn knn_route(
+    plan: &Numerics,
+    (kp, sel): (usize, Select),
+    (nq, nb): (usize, usize),
+    budget: usize,
+    fusion: Fusion,
+) -> Result<Route> {
+    let want = pass_list(plan, kp, sel);
+    let mode = sel.resolve(want)?;
+    let kp = mode.width(want);
+    let kc = kp.min(nb);
+    let fused = match mode {
+        Select::Block => fused_method(plan, fusion, kp, (nq, nb)),
+        _ => None,
+    };
+    let tiles = if mode.whole_rows() {
+        let per_query = nb * 4 + kc * 8;
+        ((budget / per_query).clamp(1, nq), nb)
+    } else {
+        let (qmax, bmax) = (8192usize, 16384usize);
+        let b_tile = nb.min(bmax);
+        let qmax = match fused {
+            Some((Method::Pair { .. }, _)) => 2 * qmax,
+            _ => qmax,
+        };
+        // Slots, a counter and (pairs) a floor per query.
+        let buffers = fused.map_or(0, |(m, _)| cap_of(m) * 8 + 8);
+        let per_query = b_tile * 4 + kp * 8 + buffers;
+        ((budget / per_query).clamp(1, nq.min(qmax)), b_tile)
+    };
+    let (method, warm) = fused.unwrap_or((Method::Written, Warm::Cold));
+    let kind = match method {
+        Method::Pair { kind, .. } => Some(kind),
+        _ => None,
+    };
+    Ok(Route {
+        arithmetic: plan.arithmetic,
+        list: ListRoute {
+            want,
+            mode,
+            kp,
+            width: if mode.whole_rows() { kc } else { kp },
+        },
+        tiles,
+        method,
+        written: product(plan, false),
+        copy: copy_for(kind, false),
+        warm,
+        order: Order::Natural,
+        proves: false,
+    })
+}
+
+fn cap_of(m: Method) -> usize {
+    match m {
+        Method::Filtered { cap } | Method::FusedFilter { cap, .. } | Method::Pair { cap, .. } => {
+            cap
+        }
+        Method::Written | Method::Rows => 0,
+    }
+}
+
+/// The fused method of a k-NN pass of `nq` queries with lists of `kp` over `nb` base items,
+/// with its warm-up, or `None` when it must not (or need not) be fused.
+fn fused_method(
+    plan: &Numerics,
+    fusion: Fusion,
+    kp: usize,
+    (nq, nb): (usize, usize),
+) -> Option<(Method, Warm)> {
+    if fusion == Fusion::Off || plan.tile != TileKind::Gemm {
+        return None;
+    }
+    // fused_filter reads prepared f32 rows (tiles on stored half rows or int8 rows are not
+    // its) and sums the whole inner dimension in one accumulator, where the plan's bound
+    // assumes tile.rs's chunked sums beyond K_CHUNK.
+    let f32_rows = matches!(
+        plan.arithmetic,
+        Arithmetic::Fp32 | Arithmetic::Tf32 | Arithmetic::Fp16x3
+    );
+    let filter = kp <= fused::MAX_KP
+        && f32_rows
+        && plan.dim <= K_CHUNK
+        && (fusion == Fusion::On || nq <= AUTO_FUSED_QUERIES);
+    let warm = |first: usize, rank: usize| Warm::Sample {
+        first,
+        rank,
+        short: (rank < kp).then(|| Select::Block.width(rank)),
+    };
+    if filter {
+        let cap = MERGE_SLOTS - kp;
+        // The threshold is the kp-th smallest key of a sample of `first` items, so about
+        // kp · nb / first items pass it over the whole base: `first` is chosen to expect at
+        // most half the buffer.
+        let first = (2 * kp * nb).div_ceil(GRANULE * cap).max(1) * GRANULE;
+        let kernel = filter_kernel(plan);
+        // Fusion pays only when the sample is a small part of the base.
+        return (nb >= 4 * first).then(|| (Method::FusedFilter { kernel, cap }, warm(first, kp)));
+    }
+    let kind = pair_kind(plan)?;
+    let cap = survivors::pairs_cap(kp)?;
+    // An eighth of a small base (the tests' sets), a base tile of a large one, and at least
+    // two lists' worth of items.
+    let first = (nb / 8 / GRANULE * GRANULE).clamp((2 * kp).next_multiple_of(GRANULE), PAIR_FIRST);
+    let rank = seed_rank(kp, first, nb);
+    (nb >= 4 * first).then(|| (Method::Pair { kind, cap }, warm(first, rank)))
+}
+
+/// The rank in a sample of `first` items spread over `nb` whose key seeds each list of `kp`:
+/// the kp-th, or for lists longer than the graph's filters serve (k = 1000's 2048) a rank that
+/// expects half a list more than the list under it. There the kp-th key of the sample lets
+/// about kp · nb / first items through at first, and the lists' thresholds, each list's kp-th
+/// key among what it has seen, let kp · ln(nb / first) more through as they tighten: ~10,700
+/// pairs a query at k = 1000 over 1M items, appended and merged in 21 chunks
+/// (docs/design/device-finish.md). The j-th smallest key of the sample has about j · nb / first
+/// base items under it on any data (a rank, not a distance), give or take a 1/√j part: j = 1.5 ·
+/// kp · first / nb expects 1.5 kp of them, and the lists, seeded there, only tighten once full.
+/// A list that ends with fewer than its kp entries keeps its threshold's slots empty and proves
+/// on what it holds (fewer than k entries: the query is widened, still exact).
+fn seed_rank(kp: usize, first: usize, nb: usize) -> usize {
+    if kp <= survivors::FILTER_MAX_KP {
+        return kp;
+    }
+    (3 * kp * first)
+        .div_ceil(2 * nb.max(1))
+        .clamp(SEED_RANK_MIN, kp)
+}
+
+// ---- Graph shares ----
+
+/// Fewest tiles a set spans for its lists to be seeded from a spread sample rather than
+/// warmed by the first tile row. Measured on one H200 (docs/design/graph-tile-filter.md): at
+/// 62 tiles (1M × 128, k = 10) seeding took 5 % off every data kind; at 4 tiles (65,536 sorted
+/// words' embeddings) it cost 34 %. A sorted set's near neighbours sit in a few tiles, so the
+/// kp·n/s items a sample's threshold lets through over the whole set come in one or two pairs
+/// and overflow the buffers; the few written pairs of a small set prove more.
+const SEED_TILES: usize = 8;
+
+/// The tile edge of the symmetric schedule for `n` items and lists of `kp` under a working set
+/// of `budget` bytes: square tiles within the budget, one buffer or two when the column
+/// candidates go through a transpose. Large tiles mean fewer, larger sgemm calls and launches
+/// (16384² is 1 GiB).
+///
+/// The tile filter's buffers (8 bytes per tile row and slot, 67 MB at 16384 and k = 10) stay
+/// outside the budget, as the candidate lists do: counting them halved the tile at the default
+/// budget, and the graph ran slower on 8192² tiles with the filter than on 16384² without it
+/// (docs/design/graph-tile-filter.md).
+///
+/// An edge past the fused pair's block is a whole number of blocks, so that a tile's blocks are
+/// the locality order's (ops/locality.rs), whatever `n`.
+pub(crate) fn tile_edge(n: usize, kp: usize, budget: usize) -> usize {
+    let bufs = if kp == select::COLS_KP { 1 } else { 2 };
+    let mut t = 16384usize.min(n.max(1));
+    while t > 64 && bufs * t * t * 4 > budget {
+        t /= 2;
+    }
+    if t > abi::PF_BM {
+        t -= t % abi::PF_BM;
+    }
+    t
+}
+
+/// The graph's tile edge for `n` items and `k` under a working set of `budget` bytes.
+pub(crate) fn edge_for(n: usize, k: usize, budget: usize) -> usize {
+    let kp = first_list(k.max(1)).max(select::COLS_KP);
+    tile_edge(n, kp, budget)
+}
+
+/// Whether the device proves and re-ranks a graph's lists of `width` that met every other
+/// item: metrics with exact keys there, rows narrower than `exact::STAGED_MIN_DIM` (the host
+/// stages wide rows by their warp), sorted widths.
+pub(crate) fn provable(plan: &Numerics, k: usize, width: usize) -> bool {
+    plan.exact_code.is_some()
+        && plan.distance_form.is_some()
+        && plan.dim < exact::STAGED_MIN_DIM
+        && width.is_power_of_two()
+        && k > 0
+}
+
+/// The route of a graph share of `n` items in tiles of `t` for `k` neighbours, first lists of
+/// `kp` under `sel` (`whole`: the share is the whole build).
+///
+/// The symmetric schedule needs the block kernel's running lists; radix selection works on
+/// whole rows, so it runs tile rows of the set against the whole set ([`Method::Rows`]). Under
+/// block selection small lists are padded to the column kernel's size, so the column
+/// candidates are read in place (kernels/select/cols.cu) instead of through a transpose; pairs
+/// whose lists are warm go through the tile filter, or, unless fusion is off, the fused tile
+/// pair where the plan's tiles allow it (which never writes the tile); where pairs are
+/// filtered and the set spans [`SEED_TILES`] tiles or more, every list is first seeded on
+/// items spread over the set, so that every pair is filtered; a whole build of fused pairs
+/// runs in locality order where [`locality`] allows it; TF32 plans of wide rows write their
+/// tiles on the set's scaled f16 copy ([`written_on_copy`]).
+fn graph_route(
+    plan: &Numerics,
+    (n, k, kp, t): (usize, usize, usize, usize),
+    sel: Select,
+    whole: bool,
+    fusion: Fusion,
+) -> Result<Route> {
+    let mode = sel.resolve(kp)?;
+    let rows = |list: ListRoute, method| Route {
+        arithmetic: plan.arithmetic,
+        list,
+        tiles: (t, t),
+        method,
+        written: product(plan, false),
+        copy: RowCopy::None,
+        warm: Warm::Cold,
+        order: Order::Natural,
+        proves: false,
+    };
+    if mode != Select::Block {
+        // The self pair takes a slot: whole-row lists get one more; running lists keep kp,
+        // whose margin over k (at least 8) already covers it.
+        let want = if mode.whole_rows() {
+            (kp + 1).min(n)
+        } else {
+            kp
+        };
+        let slots = pass_list(plan, want, mode);
+        let list = ListRoute {
+            want,
+            mode,
+            kp: slots,
+            width: slots,
+        };
+        return Ok(rows(list, Method::Rows));
+    }
+    let width = Select::Block.width(kp).max(select::COLS_KP);
+    let list = ListRoute {
+        want: kp,
+        mode,
+        kp: width,
+        width,
+    };
+    let nt = n.div_ceil(t);
+    let cap = survivors::filter_cap(width);
+    let kind = pair_kind(plan).filter(|_| fusion != Fusion::Off && n > 0);
+    let wide = written_on_copy(plan);
+    let seeding = cap.is_some() && nt >= SEED_TILES;
+    let method = match (cap, kind) {
+        (Some(cap), Some(kind)) => Method::Pair { kind, cap },
+        (Some(cap), None) => Method::Filtered { cap },
+        (None, _) => Method::Written,
+    };
+    let warm = match seeding {
+        // As small as lets a list's first pair offer the sample at most half its buffer
+        // (about kp·t/s survivors after s items): a quarter of a tile for the lists of 32 a
+        // k = 10 graph keeps, half a tile from lists of 64 on.
+        true => {
+            let c = survivors::filter_cap(width).unwrap_or(4 * width);
+            Warm::Seed {
+                size: (t / 4).max(2 * width * t / c).min(t / 2).min(n),
+            }
+        }
+        false => Warm::Cold,
+    };
+    let order = if seeding && whole && !wide && kind.is_some() && locality(plan, n, t) {
+        Order::Locality
+    } else {
+        Order::Natural
+    };
+    Ok(Route {
+        copy: if n > 0 {
+            copy_for(kind, wide)
+        } else {
+            RowCopy::None
+        },
+        written: product(plan, wide && n > 0),
+        warm,
+        order,
+        proves: provable(plan, k, width),
+        ..rows(list, method)
+    })
+}
+
+/// Whether a graph in locality order goes on planning its pairs' kernel tiles once the diagonal
+/// pairs and the first tile row ran `ran` of their `planned` tiles: while they left out a tenth
+/// or more (normal data: the spheres of a block overlap nearly every other, and planning only
+/// costs).
+pub(crate) fn keeps_planning(ran: u64, planned: u64) -> bool {
+    ran * 10 < planned * 9
+}
+
+// ---- Pilots ----
+
+/// Dimension from which the fp32 bound (which grows with it) gets a list pilot, and the
+/// arithmetic pilot sizes its kept lists to its proofs.
+pub(crate) const PILOT_DIM: usize = 1024;
+
+/// Longest list the list pilot looks along.
+pub(crate) const PILOT_MAX: usize = 16384;
+
+/// First lists a k-NN search may widen to under TF32 ([`tf32_list`]).
+const WIDER_LISTS: [usize; 6] = [64, 128, 256, 512, 1024, 2048];
+
+/// The list a pilot first looks along for a first list of `kp`.
+pub(crate) fn pilot_probe(kp: usize) -> usize {
+    (4 * kp).max(256)
+}
+
+/// Whether a k-NN pass of list `kp` under `sel` keeps sorted lists whose whole width (what the
+/// device proof reads) holds half the list again or more (k = 1000: 2048 entries for 1125
+/// wanted): the room the TF32 list pilot would look for, so the pilot (~5 ms at 1M × 128,
+/// k = 1000, a list pass over the whole base for 32 queries) is skipped there.
+fn proof_has_room(plan: &Numerics, kp: usize, sel: Select) -> bool {
+    let kp = pass_list(plan, kp, sel);
+    matches!(
+        sel.resolve(kp),
+        Ok(m @ (Select::Block | Select::Heap)) if 2 * m.width(kp) >= 3 * kp
+    )
+}
+
+/// Whether the first list of a search for `k` neighbours (`self_pairs`: a graph's, the queries
+/// being the base) under `plan` and `sel` is sized by a list pilot (search/pilot.rs
+/// `pilot_list`).
+///
+/// The bound grows with the dimension (and fourfold under TF32) while the gap between the k-th
+/// and the following keys does not: at 100k × 15876 the 18-entry list of k = 10 never proved,
+/// and every query went through two full widening passes. Wide data (d ≥ [`PILOT_DIM`], where
+/// the GEMM dwarfs a pilot) gets one, and so do TF32 lists of k ≥ 64 of graphs and of k-NN
+/// searches whose sorted lists leave no room ([`proof_has_room`]).
+pub(crate) fn list_pilot(plan: &Numerics, k: usize, self_pairs: bool, sel: Select) -> bool {
+    plan.dim >= PILOT_DIM
+        || (plan.arithmetic == Arithmetic::Tf32
+            && k >= 64
+            && (self_pairs || !proof_has_room(plan, first_list(k), sel)))
+}
+
+/// The first list a list pilot gives a first list of `kp` whose longest proof it measured as
+/// `need` against `nb` base items under `sel`: that length plus a quarter, never below `kp`
+/// nor past what the selection keeps.
+pub(crate) fn piloted_list(kp: usize, need: usize, sel: Select, nb: usize) -> usize {
+    let cap = sel
+        .max_list()
+        .unwrap_or(usize::MAX)
+        .min(nb.next_power_of_two());
+    if need > kp {
+        (need + need / 4).min(cap).max(kp)
+    } else {
+        kp
+    }
+}
+
+/// What the arithmetic pilot of a search is asked: `k` neighbours of `nq` queries against `n`
+/// items (`self_pairs`: a graph, the queries being the set), the base already on the device
+/// or not (`up`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AutoShape {
+    pub k: usize,
+    pub self_pairs: bool,
+    pub nq: usize,
+    pub n: usize,
+    pub up: bool,
+}
+
+/// What the arithmetic pilot of a search looks at, before it measures anything: the first
+/// list, the lists it reads (`seen` entries), the nearest each proof must settle (`kk`), where
+/// it measures (`on_host`: on the host over a sample of a base still to go up), and the fp16x3
+/// form it weighs beside TF32 (a graph whose warm pairs run fused on split rows).
+#[derive(Clone, Debug)]
+pub(crate) struct AutoPilot {
+    pub first: usize,
+    pub seen: usize,
+    pub kk: usize,
+    pub on_host: bool,
+    pub split: Option<Numerics>,
+}
+
+/// The arithmetic pilot of a search of `shape` under `plan` (resolved to fp32 by `auto`) and
+/// `opts`, or `None` where there is nothing to measure (no queries, or a base no longer than
+/// the first list).
+pub(crate) fn auto_pilot(
+    plan: &Numerics,
+    shape: AutoShape,
+    opts: &CudaOptions,
+) -> Option<AutoPilot> {
+    let first = first_list(shape.k);
+    let seen = pilot_probe(first).min(shape.n);
+    if shape.nq == 0 || seen <= first {
+        return None;
+    }
+    // fp16x3 for a graph whose warm pairs are fused on split rows.
+    let split = (shape.self_pairs && opts.fusion != Fusion::Off)
+        .then(|| auto_form(plan, opts.precision, Arithmetic::Fp16x3))
+        .flatten()
+        .filter(|p| pair_kind(p) == Some(PairKind::F16Split));
+    Some(AutoPilot {
+        first,
+        seen,
+        kk: shape.k + usize::from(shape.self_pairs),
+        on_host: !shape.self_pairs && plan.dim < PILOT_DIM && !shape.up,
+        split,
+    })
+}
+
+/// What the arithmetic pilot measured: proof lengths under TF32 (and fp16x3's, where weighed)
+/// on lists of `listed` entries.
+pub(crate) struct AutoMeasured<'a> {
+    pub needs: &'a [PilotNeed],
+    pub split_needs: &'a [PilotNeed],
+    pub listed: usize,
+}
+
+/// The arithmetic `auto` takes for a search of `shape` under `plan` (fp32) whose TF32 form is
+/// `tf32`, from what its pilot measured, and the wider first list TF32 should start from, if
+/// any (a k-NN search of d < [`PILOT_DIM`]; sized for this search's k).
+///
+/// TF32 where [`tf32_list`] finds its added evaluations cheaper than the tile time it saves,
+/// over the widths a search may keep its lists at (its usual one, and for a k-NN search the
+/// wider sorted lists within what the pilot's lists show); where it does not and the search
+/// is a graph whose fused tile pairs can run split rows, fp16x3 by the same rule with its own
+/// bound on the same lists and its own saving ([`SPLIT_SAVING_SHARE`] times TF32's price, the
+/// usual width only); fp32 otherwise.
+pub(crate) fn auto_arithmetic(
+    tf32: &Numerics,
+    shape: AutoShape,
+    opts: &CudaOptions,
+    pilot: &AutoPilot,
+    measured: &AutoMeasured<'_>,
+) -> AutoTaken {
+    let (first, listed, sel) = (pilot.first, measured.listed, opts.select);
+    // Tile pairs per query: the base, or half the set for a graph's symmetric tiles.
+    let pairs = if shape.self_pairs {
+        shape.n / 2
+    } else {
+        shape.n
+    };
+    // The list the search keeps (the device re-ranks inside it): the selection's width of
+    // TF32's pass list, small graph lists padded to the column kernel's; wide data gets a list
+    // pilot that sizes its lists to the proofs.
+    let kept = if tf32.dim >= PILOT_DIM {
+        listed
+    } else {
+        let kp = pass_list(tf32, first, sel);
+        let width = sel.resolve(kp).map_or(kp, |m| m.width(kp));
+        if shape.self_pairs {
+            width.max(select::COLS_KP)
+        } else {
+            width
+        }
+    };
+    // Wider first lists a k-NN search may keep instead under TF32: sorted (the device proves
+    // them), within what the pilot's lists show, one list per width.
+    let width = |l: usize| {
+        let kp = pass_list(tf32, l, sel);
+        match sel.resolve(kp) {
+            Ok(m @ (Select::Block | Select::Heap)) => Some(m.width(kp)),
+            _ => None,
+        }
+    };
+    let mut options = vec![(first, kept)];
+    if !shape.self_pairs && tf32.dim < PILOT_DIM {
+        for l in WIDER_LISTS.into_iter().filter(|&l| l > first) {
+            match width(l) {
+                Some(w) if w > options[options.len() - 1].1 && w <= listed => options.push((l, w)),
+                _ => {}
+            }
+        }
+    }
+    let shape_cost = (pairs, tf32.dim);
+    let kept_widths: Vec<usize> = options.iter().map(|o| o.1).collect();
+    // A wider list costs more where the search's passes are fused tile pairs (every chunk's
+    // survivors appended and merged) than where they select from written tiles.
+    let fused_pairs = !shape.self_pairs
+        && matches!(
+            fused_method(tf32, opts.fusion, kept, (shape.nq, shape.n)),
+            Some((Method::Pair { .. }, _))
+        );
+    let entry_ns = if fused_pairs {
+        FUSED_LIST_ENTRY_NS
+    } else {
+        LIST_ENTRY_NS
+    };
+    let pick = tf32_list(
+        measured.needs,
+        (first, listed),
+        &kept_widths,
+        shape_cost,
+        entry_ns,
+    );
+    let list = pick.filter(|&i| i > 0).map(|i| options[i].0);
+    // The graph's lists keep their usual width under fp16x3.
+    let split_takes = pick.is_none()
+        && !measured.split_needs.is_empty()
+        && tensor_list(
+            measured.split_needs,
+            (first, listed),
+            &kept_widths[..1],
+            shape_cost,
+            (entry_ns, SPLIT_SAVING_SHARE),
+        )
+        .is_some();
+    let arithmetic = match (pick, split_takes) {
+        (Some(_), _) => Arithmetic::Tf32,
+        (None, true) => Arithmetic::Fp16x3,
+        (None, false) => Arithmetic::Fp32,
+    };
+    AutoTaken {
+        arithmetic,
+        list,
+        options,
+        entry_ns,
+    }
+}
+
+/// What `auto` took ([`auto_arithmetic`]): the arithmetic, the wider first list TF32 starts
+/// from (if any), and what the rule weighed: the first lists and kept widths it compared, the
+/// cost of a list entry it charged.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AutoTaken {
+    pub arithmetic: Arithmetic,
+    pub list: Option<usize>,
+    pub options: Vec<(usize, usize)>,
+    pub entry_ns: f64,
 }
 
 /// What the `--precision auto` pilot measured for one of its queries: how long a list proves it
@@ -237,410 +1168,4 @@ pub(crate) fn tensor_list(
         .enumerate()
         .min_by(|a, b| a.1.total_cmp(&b.1))?;
     (best < share * pairs as f64 * d * tf32_saving_ns(dim)).then_some(at)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::numerics::plan::tests::{clustered, f64_set, set, tf32_truncate};
-    use crate::numerics::plan::{Conv, HostTiles, InputRounding, Storage, TileKey, TileRows};
-    use rand::prelude::*;
-    use voisin::{Metric, VectorSet};
-
-    /// The route's choices of arithmetic as methods of a plan, as the tests below ask them.
-    trait Options: Sized {
-        fn with_arithmetic(self, p: Precision, base: ElemType, queries: ElemType) -> Result<Self>;
-        fn with_precision(self, p: Precision) -> Self;
-        fn auto_tf32(&self, asked: Precision) -> Option<Self>;
-        fn auto_form(&self, asked: Precision, p: Precision) -> Option<Self>;
-    }
-
-    /// The arithmetic an explicit fp32, tf32 or fp16x3 asks for.
-    fn explicit(p: Precision) -> Arithmetic {
-        match p {
-            Precision::Tf32 => Arithmetic::Tf32,
-            Precision::Fp16x3 => Arithmetic::Fp16x3,
-            _ => Arithmetic::Fp32,
-        }
-    }
-
-    impl Options for Numerics {
-        fn with_arithmetic(self, p: Precision, base: ElemType, queries: ElemType) -> Result<Self> {
-            numerics(self, p, base, queries)
-        }
-
-        fn with_precision(self, p: Precision) -> Self {
-            self.in_arithmetic(explicit(p))
-        }
-
-        fn auto_tf32(&self, asked: Precision) -> Option<Self> {
-            auto_tf32(self, asked)
-        }
-
-        fn auto_form(&self, asked: Precision, p: Precision) -> Option<Self> {
-            auto_form(self, asked, explicit(p))
-        }
-    }
-
-    #[test]
-    fn precision_names() {
-        assert_eq!("TF32".parse::<Precision>().unwrap(), Precision::Tf32);
-        assert_eq!("fp32".parse::<Precision>().unwrap(), Precision::Fp32);
-        assert!("int4".parse::<Precision>().is_err());
-        assert_eq!("BF16".parse::<Precision>().unwrap(), Precision::Bf16);
-        assert_eq!("auto".parse::<Precision>().unwrap(), Precision::Auto);
-    }
-
-    /// What `auto` and the explicit precisions resolve to per storage and metric, and the
-    /// one-line refusals.
-    #[test]
-    fn arithmetic_per_storage() {
-        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
-        let resolve = |m: &Metric, p: Precision, be: ElemType, qe: ElemType| {
-            Numerics::new(m, &b).with_arithmetic(p, be, qe)
-        };
-        use ElemType::*;
-        let (e, ip, cos, cb) = (
-            Metric::Euclidean,
-            Metric::InnerProduct,
-            Metric::Cosine,
-            Metric::Cityblock,
-        );
-        let auto = |m: &Metric, be, qe| resolve(m, Precision::Auto, be, qe).unwrap();
-        assert_eq!(auto(&e, F16, F16).arithmetic, Arithmetic::Fp16);
-        assert_eq!(auto(&e, F16, F16).storage, Storage::F16);
-        assert_eq!(auto(&ip, Bf16, Bf16).storage, Storage::Bf16);
-        assert_eq!(auto(&e, F16, F32).arithmetic, Arithmetic::Fp32);
-        assert_eq!(auto(&e, F16, F32).storage, Storage::F32);
-        assert_eq!(auto(&cos, F16, F16).arithmetic, Arithmetic::Fp32);
-        assert_eq!(auto(&e, F32, F32).arithmetic, Arithmetic::Fp32);
-        assert_eq!(auto(&e, U8, U8).arithmetic, Arithmetic::Int8);
-        assert_eq!(auto(&e, U8, U8).key, TileKey::L2Int);
-        assert_eq!(auto(&e, U8, U8).tile_rows(), TileRows::I8);
-        assert_eq!(auto(&ip, U8, U8).arithmetic, Arithmetic::Fp32);
-        assert_eq!(auto(&ip, U8, U8).storage, Storage::U8);
-        assert_eq!(auto(&cb, U8, U8).tile_rows(), TileRows::F32);
-        assert_eq!(auto(&e, U8, F32).storage, Storage::F32);
-        assert_eq!(auto(&e, F64, F32).arithmetic, Arithmetic::Fp32);
-        assert_eq!(auto(&cb, F16, F16).arithmetic, Arithmetic::Fp32);
-        assert_eq!(auto(&cb, F32, F32).storage, Storage::F32);
-        let fp16 = resolve(&e, Precision::Fp16, F16, F16).unwrap();
-        assert_eq!(fp16.storage, Storage::F16);
-        assert_eq!(fp16.tile_rows(), TileRows::Stored);
-        // Other arithmetic on half rows: the stored rows stay as they are, the tiles read f32
-        // rows prepared from them on the device.
-        let tf32 = resolve(&e, Precision::Tf32, F16, F16).unwrap();
-        assert_eq!(
-            (tf32.storage, tf32.arithmetic, tf32.tile_rows()),
-            (Storage::F16, Arithmetic::Tf32, TileRows::F32)
-        );
-        let int8 = resolve(&Metric::SqEuclidean, Precision::Int8, U8, U8).unwrap();
-        assert_eq!(int8.arithmetic, Arithmetic::Int8);
-        for (m, p, be, qe, why) in [
-            (&e, Precision::Fp16, F32, F32, "f32 data"),
-            (&e, Precision::Fp16, Bf16, Bf16, "bf16 data"),
-            (&e, Precision::Bf16, F16, F16, "f16 data"),
-            (&e, Precision::Fp16, F16, F32, "a f16 base with f32 queries"),
-            (&cos, Precision::Fp16, F16, F16, "this metric"),
-            (&cb, Precision::Bf16, Bf16, Bf16, "this metric"),
-            (&e, Precision::Int8, F32, F32, "f32 data"),
-            (&e, Precision::Int8, U8, F32, "a u8 base with f32 queries"),
-            (&ip, Precision::Int8, U8, U8, "this metric"),
-            (&cos, Precision::Int8, U8, U8, "this metric"),
-        ] {
-            let err = resolve(m, p, be, qe).unwrap_err().to_string();
-            assert!(
-                err.contains(why) && err.contains("--precision auto") && !err.contains('\n'),
-                "{err}"
-            );
-        }
-    }
-
-    /// `auto`'s switch to TF32 after the fact gives the plan an explicit `tf32` makes, term for
-    /// term (γ doubled once, the input and flush terms), with or without f64 inputs and for a
-    /// prepared base's per-batch widening; a second switch changes nothing. Only fp32 GEMM
-    /// tiles on f32 rows under `auto` may switch.
-    #[test]
-    fn auto_tf32_is_a_fresh_tf32_plan() {
-        let mut rng = StdRng::seed_from_u64(rand::random());
-        let narrow = set(&mut rng, 40, 9, 5.0);
-        let wide = f64_set(&mut rng, 40, 9, 5.0, 1.0);
-        let queries = f64_set(&mut rng, 6, 9, 5.0, 1.0);
-        let gemm = [
-            Metric::Euclidean,
-            Metric::SqEuclidean,
-            Metric::InnerProduct,
-            Metric::Cosine,
-            Metric::Correlation,
-        ];
-        for m in &gemm {
-            for (b, q) in [(&narrow, &narrow), (&wide, &queries), (&narrow, &queries)] {
-                let resolve = |p: Precision| {
-                    Numerics::new(m, b)
-                        .with_arithmetic(p, b.elem_type(), q.elem_type())
-                        .unwrap()
-                        .with_inputs(m, b, q)
-                };
-                let auto = resolve(Precision::Auto);
-                assert_eq!(auto.arithmetic, Arithmetic::Fp32, "{m}");
-                let switched = auto.auto_tf32(Precision::Auto).expect("fp32 GEMM tiles");
-                let fresh = resolve(Precision::Tf32);
-                assert_eq!(format!("{switched:?}"), format!("{fresh:?}"), "{m}");
-                assert_eq!(switched.abs_bound(2.0, 3.0), fresh.abs_bound(2.0, 3.0));
-                assert!(
-                    switched.abs_bound(2.0, 3.0) > auto.abs_bound(2.0, 3.0),
-                    "{m}"
-                );
-                assert_eq!(switched.arithmetic(), "tf32");
-                let twice = switched.clone().with_precision(Precision::Tf32);
-                assert_eq!(format!("{twice:?}"), format!("{fresh:?}"), "{m}");
-                assert!(switched.auto_tf32(Precision::Auto).is_none());
-                assert!(fresh.auto_tf32(Precision::Auto).is_none());
-                for asked in [Precision::Fp32, Precision::Tf32] {
-                    assert!(resolve(asked).auto_tf32(asked).is_none(), "{m} {asked}");
-                }
-            }
-            // A prepared base keeps the plan before queries and widens a copy per batch.
-            let (rb, rq) = (InputRounding::of(m, &wide), InputRounding::of(m, &queries));
-            let base = |p: Precision| {
-                Numerics::new(m, &wide)
-                    .with_arithmetic(p, ElemType::F64, ElemType::F64)
-                    .unwrap()
-            };
-            let switched = base(Precision::Auto)
-                .auto_tf32(Precision::Auto)
-                .unwrap()
-                .with_roundings(m, &rb, &rq);
-            let per_batch = base(Precision::Auto)
-                .with_roundings(m, &rb, &rq)
-                .auto_tf32(Precision::Auto)
-                .unwrap();
-            let fresh = base(Precision::Tf32).with_roundings(m, &rb, &rq);
-            assert_eq!(format!("{switched:?}"), format!("{fresh:?}"), "{m}");
-            assert_eq!(format!("{per_batch:?}"), format!("{fresh:?}"), "{m}");
-        }
-        // SIMT metrics and tiles on the storage's own cores have no TF32 form.
-        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
-        let auto = |m: &Metric, e: ElemType| {
-            Numerics::new(m, &b)
-                .with_arithmetic(Precision::Auto, e, e)
-                .unwrap()
-                .auto_tf32(Precision::Auto)
-        };
-        assert!(auto(&Metric::Cityblock, ElemType::F32).is_none());
-        assert!(auto(&Metric::Minkowski(3.0), ElemType::F32).is_none());
-        assert!(auto(&Metric::Euclidean, ElemType::F16).is_none());
-        // u8 under euclidean runs on int8 tiles; under inner product on f32 rows.
-        assert!(auto(&Metric::Euclidean, ElemType::U8).is_none());
-        assert!(auto(&Metric::InnerProduct, ElemType::U8).is_some());
-        // Cosine on f16 storage runs on f32 copies: TF32 may take it.
-        assert!(auto(&Metric::Cosine, ElemType::F16).is_some());
-    }
-
-    /// The rule on pilot measurements: TF32 where the evaluations it adds cost less than the
-    /// tile time it saves; the cases of bench/RESULTS.md's session 8.
-    /// The rule with one kept width.
-    fn tf32_proves_cheaply(
-        needs: &[PilotNeed],
-        (first, kept, listed): (usize, usize, usize),
-        shape: (usize, usize),
-    ) -> bool {
-        tf32_list(needs, (first, listed), &[kept], shape, LIST_ENTRY_NS).is_some()
-    }
-
-    #[test]
-    fn tf32_rule_on_pilot_measurements() {
-        let need = |fp32, tf32| PilotNeed { fp32, tf32 };
-        let graph_1m = (500_000, 128);
-        let knn_1m = (1_000_000, 128);
-        // k = 10: first list 18, kept 32 wide; pilot lists of 512.
-        let rule = |needs: &[PilotNeed], shape| tf32_proves_cheaply(needs, (18, 32, 512), shape);
-        // Normal data: both prove inside the list, TF32 a few entries later.
-        let cheap = vec![need(Some(12), Some(22)); 32];
-        assert!(rule(&cheap, graph_1m) && rule(&cheap, knn_1m));
-        // A few queries longer under TF32 do not tip it.
-        let mut some_longer = cheap.clone();
-        some_longer[..2].fill(need(Some(12), Some(90)));
-        assert!(rule(&some_longer, graph_1m));
-        // Clustered data: TF32 needs 70–400 entries, or more than the pilot listed.
-        assert!(!rule(&vec![need(Some(12), Some(110)); 32], graph_1m));
-        assert!(!rule(&vec![need(Some(12), Some(74)); 32], knn_1m));
-        assert!(!rule(&vec![need(Some(14), None); 32], knn_1m));
-        // Extra evaluations inside the list: worth it against a large base, not a tiny one.
-        assert!(rule(&vec![need(Some(12), Some(30)); 32], knn_1m));
-        assert!(!rule(&vec![need(Some(12), Some(30)); 32], (100, 128)));
-        // Duplicates: fp32 needs long lists too, TF32 little more: TF32.
-        assert!(rule(&vec![need(Some(110), Some(120)); 32], graph_1m));
-        assert!(rule(&vec![need(None, None); 32], graph_1m));
-        // A small base saves too little for any widening.
-        assert!(!rule(&vec![need(Some(12), Some(40)); 32], (8000, 128)));
-        // k = 1000: lists 2048 wide re-ranked on the device; TF32's longer proofs fit.
-        let wide_list =
-            |needs: &[PilotNeed]| tf32_proves_cheaply(needs, (1125, 2048, 4500), knn_1m);
-        assert!(wide_list(&vec![need(Some(1010), Some(1600)); 32]));
-        assert!(!wide_list(&vec![need(Some(1010), Some(4000)); 32]));
-        // A quarter of the queries beyond those lists: their widening passes cost more than
-        // TF32 saves.
-        let mut some_widened = vec![need(Some(1010), Some(1300)); 32];
-        some_widened[..8].fill(need(Some(1010), Some(2500)));
-        assert!(!wide_list(&some_widened));
-        // The wide graph (100k × 15876): ~95 more per row, inside the list its pilot sized.
-        let wide = tf32_proves_cheaply(
-            &vec![need(Some(15), Some(110)); 32],
-            (18, 140, 512),
-            (50_000, 15876),
-        );
-        assert!(wide);
-        // Nothing measured (every pilot list complete): fp32.
-        assert!(!rule(&[], graph_1m));
-    }
-
-    #[test]
-    fn tf32_widens_its_list_where_that_proves_on_the_device() {
-        let need = |fp32, tf32| PilotNeed { fp32, tf32 };
-        let knn_1m = (1_000_000, 128);
-        // k = 10: first list 18, kept 32 wide; TF32 may keep 128, 256 or 512; pilot lists 512.
-        let widths = [32, 128, 256, 512];
-        let pick =
-            |needs: &[PilotNeed], shape| tf32_list(needs, (18, 512), &widths, shape, LIST_ENTRY_NS);
-        // Normal data proves in the usual list.
-        assert_eq!(pick(&vec![need(Some(12), Some(22)); 32], knn_1m), Some(0));
-        // Clustered data: ~110 entries under TF32 prove on the device in a list of 128, and
-        // the wider list costs less than widening every query.
-        assert_eq!(pick(&vec![need(Some(12), Some(110)); 32], knn_1m), Some(1));
-        assert_eq!(pick(&vec![need(Some(12), Some(200)); 32], knn_1m), Some(2));
-        // Without the wider widths the same proofs keep fp32 (the widening passes).
-        assert!(tf32_list(
-            &vec![need(Some(12), Some(110)); 32],
-            (18, 512),
-            &[32],
-            knn_1m,
-            LIST_ENTRY_NS
-        )
-        .is_none());
-        // Proofs beyond the pilot's lists and a base too small to save: fp32.
-        assert_eq!(pick(&vec![need(Some(12), None); 32], knn_1m), None);
-        assert_eq!(
-            pick(&vec![need(Some(12), Some(110)); 32], (8000, 128)),
-            None
-        );
-        // A proof no list holds is not worth a wider list for every query; one a wider list
-        // holds may be (a widened query costs ~120 µs).
-        let mut few = vec![need(Some(12), Some(20)); 32];
-        few[0] = need(Some(12), None);
-        assert_eq!(pick(&few, knn_1m), Some(0));
-        few[0] = need(Some(12), Some(300));
-        assert_eq!(pick(&few, knn_1m), Some(2));
-        // One query in 32 a little past the usual list: worth a wider list for every query
-        // where entries are cheap (written tiles), not where each costs survivors in every
-        // chunk of fused tile pairs.
-        few[0] = need(Some(12), Some(40));
-        assert_eq!(pick(&few, knn_1m), Some(1));
-        let fused = tf32_list(&few, (18, 512), &widths, knn_1m, FUSED_LIST_ENTRY_NS);
-        assert_eq!(fused, Some(0));
-    }
-
-    /// The pilot of a graph done on the host: TF32 keys ([`HostTiles`], truncating inputs) of 32
-    /// evenly spaced items against the whole set, lists of `listed`, each list's proof length
-    /// under the fp32 and the TF32 plan (self pair included: k + 1), and the rule; with the
-    /// fp16x3 plan's proof lengths on the same keys (as `tf32`) and its rule, as
-    /// search/pilot.rs weighs them for a graph.
-    fn host_pilot(m: &Metric, set: &VectorSet, k: usize) -> (bool, Vec<PilotNeed>) {
-        let (tf32, needs, _) = host_pilots(m, set, k);
-        (tf32, needs)
-    }
-
-    fn host_pilots(m: &Metric, set: &VectorSet, k: usize) -> (bool, Vec<PilotNeed>, bool) {
-        let fp32 = Numerics::new(m, set)
-            .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
-            .unwrap();
-        let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();
-        let split = fp32.auto_form(Precision::Auto, Precision::Fp16x3).unwrap();
-        let (n, d) = (set.len(), set.dim());
-        let ids: Vec<usize> = (0..32).map(|i| i * n / 32).collect();
-        let rows = ids.iter().flat_map(|&i| set.row_f32(i).to_vec()).collect();
-        let q = VectorSet::from_f32(ids.len(), d, rows).unwrap();
-        let tiles = HostTiles::new(&tf32, m, set, &q, Conv::Each(tf32_truncate));
-        let (kk, listed) = (k + 1, 512);
-        let (needs, split_needs): (Vec<PilotNeed>, Vec<PilotNeed>) = (0..q.len())
-            .map(|j| {
-                let mut keys = tiles.keys[j].clone();
-                keys.sort_unstable_by(f32::total_cmp);
-                keys.truncate(listed);
-                let need = |p: &Numerics| {
-                    p.proof_length(&keys, kk, p.abs_bound(tiles.qnorm[j], tiles.bmax))
-                };
-                let fp32 = need(&fp32);
-                (
-                    PilotNeed {
-                        fp32,
-                        tf32: need(&tf32),
-                    },
-                    PilotNeed {
-                        fp32,
-                        tf32: need(&split),
-                    },
-                )
-            })
-            .unzip();
-        let first = k + (k / 8).max(8);
-        // Decided for the graph this sample stands for (1M items, as dense on each subspace as
-        // gpu_bench's clustered kind): half of it per row, lists kept 32 wide.
-        let kept = first.next_power_of_two().max(32);
-        let shape = (500_000, d);
-        let rule = (LIST_ENTRY_NS, SPLIT_SAVING_SHARE);
-        let split = tensor_list(&split_needs, (first, listed), &[kept], shape, rule).is_some();
-        (
-            tf32_proves_cheaply(&needs, (first, kept, listed), shape),
-            needs,
-            split,
-        )
-    }
-
-    /// Where TF32 loses on the clustered graph (euclidean, the benchmark's), the fp16x3 rule
-    /// takes split rows: their proofs (on the pilot's TF32 keys) run ~17 entries against
-    /// fp32's ~14 where TF32's run to hundreds. (Cosine on the same data keeps fp32: its keys
-    /// sit so close that the split's γ, ~6× fp32's, doubles the proofs past the graph's kept
-    /// list of 32, and widening costs more than the split saves.)
-    #[test]
-    fn host_pilot_takes_split_rows_for_clustered_graphs() {
-        let mut rng = StdRng::seed_from_u64(rand::random());
-        let set = clustered(&mut rng, 2000, 128, 2);
-        let (tf32, needs, split) = host_pilots(&Metric::Euclidean, &set, 10);
-        let show: Vec<_> = needs.iter().map(|n| (n.fp32, n.tf32)).collect();
-        assert!(!tf32 && split, "(fp32, tf32) proof lengths {show:?}");
-    }
-
-    /// On the host's emulation of the tiles, the pilot takes TF32 for normal data (near the
-    /// origin and far from it) and fp32 for clustered data (2,000 points on two 8-d subspaces,
-    /// as dense on each as gpu_bench's 1M on 1,000), d = 128, euclidean and cosine.
-    #[test]
-    fn host_pilot_tells_normal_from_clustered_data() {
-        let mut rng = StdRng::seed_from_u64(rand::random());
-        let (n, d, k) = (2000, 128, 10);
-        let normal = |rng: &mut StdRng, offset: f32| {
-            let v = (0..n * d)
-                .map(|_| offset + rng.sample::<f32, _>(rand_distr::StandardNormal))
-                .collect();
-            VectorSet::from_f32(n, d, v).unwrap()
-        };
-        let both = [Metric::Euclidean, Metric::Cosine];
-        // (Cosine far from the origin is left out: its keys are closer together than even
-        // fp32's bound, and no list of the pilot proves under either arithmetic.)
-        let cases = [
-            ("normal", normal(&mut rng, 0.0), &both[..], true),
-            ("normal + 100", normal(&mut rng, 100.0), &both[..1], true),
-            ("clustered", clustered(&mut rng, n, d, 2), &both[..], false),
-        ];
-        for (what, set, metrics, tf32) in &cases {
-            for m in metrics.iter() {
-                let (got, needs) = host_pilot(m, set, k);
-                let show: Vec<_> = needs.iter().map(|n| (n.fp32, n.tf32)).collect();
-                assert_eq!(
-                    got, *tf32,
-                    "{what} {m}: (fp32, tf32) proof lengths {show:?}"
-                );
-            }
-        }
-    }
 }

@@ -30,7 +30,7 @@ use crate::runtime::probe::Phases;
 use crate::runtime::staging::Staging;
 use crate::search::finish::{finish, CandidateSource, Raw};
 use crate::search::knn;
-use crate::search::{shard, SearchCtx};
+use crate::search::{route, shard, SearchCtx};
 
 /// Values per staging chunk (16 MiB): small enough to pin quickly, large enough for full DMA
 /// speed.
@@ -162,7 +162,7 @@ pub(crate) fn fits_beside(gpu: &Gpu, rows: usize, queries: usize, kp: usize) -> 
 
 /// A graph's set must fit (its tiles pair every item with every other; not streamed yet).
 pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, plan: &Numerics) -> Result<()> {
-    let kp = knn::first_list(k).max(crate::ops::select::COLS_KP);
+    let kp = route::first_list(k).max(crate::ops::select::COLS_KP);
     let need = resident_bytes(set.len(), set.dim(), plan) + working_bytes(set.len(), kp);
     let free = gpu.free_memory()?;
     if need > free {
@@ -225,7 +225,7 @@ pub(crate) fn knn(
 ) -> Result<Vec<Vec<(f64, u32)>>> {
     let t = Instant::now();
     let qdev = DeviceSet::new(ctx.gpu, ctx.plan, qset)?;
-    let kp = knn::first_list(k);
+    let kp = route::first_list(k);
     let mut max_norm = 0.0;
     let raws = streamed_candidates(ctx, bset, &qdev, kp, ctx.select(), &mut max_norm)?;
     // Transfers overlap the work: all of it counts as compute.
@@ -314,7 +314,14 @@ pub(crate) fn range(
         ctx.check_cancel()?;
         let thr = range::thresholds(plan, metric, radius, qdev.norm(), base.max_norm());
         let (offsets, ids) = ctx.shrinking(Budget { bytes }, |b| {
-            range::candidates(gpu, plan, base, &qdev, &thr, b)
+            range::candidates(
+                gpu,
+                (route::product(plan, false), plan),
+                base,
+                &qdev,
+                &thr,
+                b,
+            )
         })?;
         let start = r.start as u32;
         lists.par_iter_mut().enumerate().for_each(|(q, l)| {

@@ -1,27 +1,21 @@
 //! The route grid: every decision of how a candidate pass runs, over a grid of the cases the
 //! decisions tell apart (metric, storage, precision and fusion options, k and list sizes,
-//! selection, sizes, one build or a share of one, the pilot's measurements), written as one
-//! line per case and pinned by a hash per section. The hashes were taken at `e4e7bc2`, before
-//! the decisions moved into one place, so the grid proves that every case takes the route it
-//! took there. On a mismatch the lines go to a file in the temporary directory, to compare with
-//! the same test's lines at `e4e7bc2`.
+//! selection, sizes, one build or a share of one, the scaled copies fitting or not, the
+//! pilots' measurements), written as one line per case and pinned by a hash per section.
+//!
+//! The hashes were taken at `e4e7bc2` from the decision functions that were then spread over
+//! numerics/plan.rs, search/pilot.rs, search/knn.rs, search/graph.rs and ops/ (commit `29111d6`
+//! holds that version of this file). The lines are now read off the route ([`choose`] and the
+//! pilots' rules) in the same words, so the grid proves that every case takes the route it took
+//! there. On a mismatch the lines go to a file in the temporary directory, to compare with the
+//! same lines at `29111d6`.
 
 use voisin::data::ElemType;
 use voisin::{Metric, VectorSet};
 
-use crate::numerics::plan::{Arithmetic, Numerics, TileKind, TileRows};
-use crate::ops::fused::{self, FusedKernel, FusedPlan};
-use crate::ops::pair::{self, PairKind};
-use crate::ops::select::{self, Select};
-use crate::ops::survivors;
-use crate::ops::{locality, scaled, Budget};
-use crate::options::{Fusion, Precision};
-use crate::search::graph::{self, provable, SEED_TILES};
-use crate::search::knn::{first_list, pass_list};
-use crate::search::pilot::{pilot_probe, proof_has_room, PILOT_DIM, WIDER_LISTS};
-use crate::search::route::{
-    self, tensor_list, tf32_list, PilotNeed, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
-};
+use super::*;
+use crate::ops::Budget;
+use crate::options::{CudaOptions, Fusion, Precision};
 
 /// A section's lines, hashed as they come (FNV-1a, each line ended by a newline) and kept to
 /// be written out should the hash not be the pinned one.
@@ -102,10 +96,10 @@ fn plan_for(
 ) -> voisin::Result<Numerics> {
     if be == ElemType::F64 {
         let b = VectorSet::from_f64(1, d, vec![0.1; d]).unwrap();
-        return Ok(route::numerics(Numerics::new(m, &b), precision, be, qe)?.with_inputs(m, &b, &b));
+        return Ok(numerics(Numerics::new(m, &b), precision, be, qe)?.with_inputs(m, &b, &b));
     }
     let b = VectorSet::from_f32(1, d, vec![0.5; d]).unwrap();
-    route::numerics(Numerics::new(m, &b), precision, be, qe)
+    numerics(Numerics::new(m, &b), precision, be, qe)
 }
 
 /// Every plan of the grid with its label.
@@ -138,40 +132,29 @@ fn distinct(plans: Vec<(String, voisin::Result<Numerics>)>) -> Vec<(String, Nume
         .collect()
 }
 
-/// The cuBLAS or SIMT call a written tile of `plan` makes (ops/tile.rs `compute`), on the
-/// scaled f16 copy where `scaled`.
-fn gemm_path(plan: &Numerics, scaled: bool) -> String {
-    match plan.tile {
-        TileKind::Simt(kind, p) => format!("simt {kind} {p}"),
-        TileKind::Gemm if scaled => "f16 scaled".into(),
-        TileKind::Gemm => match (plan.tile_rows(), plan.arithmetic) {
-            (TileRows::I8, _) => "int8".into(),
-            (TileRows::F32, Arithmetic::Fp32 | Arithmetic::Fp16x3) => "sgemm".into(),
-            (TileRows::F32, Arithmetic::Tf32) => "tf32".into(),
-            (TileRows::Stored, _) => format!("half {:?}", plan.storage),
-            _ => "none".into(),
-        },
+/// The cuBLAS or SIMT call a written tile of `plan` makes, on the scaled f16 copy where
+/// `on_copy`, in the grid's words.
+fn gemm_path(plan: &Numerics, on_copy: bool) -> String {
+    match product(plan, on_copy) {
+        Product::Simt(kind, p) => format!("simt {kind} {p}"),
+        Product::ScaledF16 => "f16 scaled".into(),
+        Product::Int8 => "int8".into(),
+        Product::Sgemm => "sgemm".into(),
+        Product::Tf32 => "tf32".into(),
+        Product::F16 | Product::Bf16 => format!("half {:?}", plan.storage),
     }
 }
 
-/// The fused_filter kernel a plan's k-NN passes take (ops/fused.rs `filter`).
-fn filter_kernel(plan: &Numerics) -> &'static str {
+/// The fused_filter kernel a plan's k-NN passes take, where its rows are ones fused_filter
+/// reads (prepared f32 rows).
+fn filter_name(plan: &Numerics) -> &'static str {
     match plan.arithmetic {
-        Arithmetic::Fp32 | Arithmetic::Fp16x3 => "fp32",
-        Arithmetic::Tf32 => "tf32",
+        Arithmetic::Fp32 | Arithmetic::Tf32 | Arithmetic::Fp16x3 => match filter_kernel(plan) {
+            FilterKernel::Fp32 => "fp32",
+            FilterKernel::Tf32 => "tf32",
+        },
         _ => "-",
     }
-}
-
-/// The fused kind that runs where `kind` was chosen and the scaled copies fit (`copies`) or
-/// not ([`pair::Operands::new`]).
-fn operands_kind(plan: &Numerics, kind: PairKind, copies: bool) -> Option<PairKind> {
-    let kind = match (kind, kind.scaled() && copies) {
-        (PairKind::F16Scaled, false) => PairKind::Tf32,
-        (PairKind::F16Split, false) => return None,
-        (kind, _) => kind,
-    };
-    kind.fits(plan).then_some(kind)
 }
 
 fn plan_line(plan: &Numerics, asked: Precision) -> String {
@@ -182,9 +165,9 @@ fn plan_line(plan: &Numerics, asked: Precision) -> String {
         (u32::MAX as usize, 16384),
     ]
     .iter()
-    .map(|&(n, t)| locality::applies(plan, n, t))
+    .map(|&(n, t)| locality(plan, n, t))
     .collect();
-    let split = route::auto_form(plan, asked, Arithmetic::Fp16x3).map(|p| pair::kind_for(&p));
+    let split = auto_form(plan, asked, Arithmetic::Fp16x3).map(|p| pair_kind(&p));
     format!(
         "{} {:?} rows {:?} key {:?} widened {} | pair {:?} | scaled {} split {} tiles {} | \
          auto tf32 {} fp16x3 {split:?} | gemm {} / {} | filter {} | locality {loc:?}",
@@ -193,18 +176,43 @@ fn plan_line(plan: &Numerics, asked: Precision) -> String {
         plan.tile_rows(),
         plan.key,
         plan.widened(),
-        pair::kind_for(plan),
-        scaled::applies(plan),
-        scaled::split(plan),
-        scaled::for_tiles(plan),
-        route::auto_tf32(plan, asked).is_some(),
+        pair_kind(plan),
+        scaled_rows(plan),
+        split_rows(plan),
+        written_on_copy(plan),
+        auto_tf32(plan, asked).is_some(),
         gemm_path(plan, false),
-        gemm_path(plan, scaled::for_tiles(plan)),
-        filter_kernel(plan),
+        gemm_path(plan, written_on_copy(plan)),
+        filter_name(plan),
     )
 }
 
-/// How one k-NN candidate pass runs (search/knn.rs `passes`) for a wanted list of `kp`.
+/// A fused method as the grid shows it: `FusedPlan { first, cap, kernel, rank }`, or `None`.
+fn fused_text(route: &Route) -> String {
+    let kernel = match route.method {
+        Method::FusedFilter { .. } => "Filter".to_string(),
+        Method::Pair { kind, .. } => format!("Pair({kind:?})"),
+        _ => return "None".into(),
+    };
+    let Warm::Sample { first, rank, .. } = route.warm else {
+        unreachable!("a fused method starts from a sample")
+    };
+    format!(
+        "Some(FusedPlan {{ first: {first}, cap: {}, kernel: {kernel}, rank: {rank} }})",
+        route.cap()
+    )
+}
+
+/// The route of a pass where the scaled copies fit (`copies`) or not.
+fn as_run(route: Route, plan: &Numerics, copies: bool) -> Route {
+    match route.copy {
+        RowCopy::None => route,
+        _ if copies => route,
+        _ => route.without_copy(plan),
+    }
+}
+
+/// How one k-NN candidate pass runs for a wanted list of `kp`.
 fn knn_line(
     plan: &Numerics,
     (kp, sel, fusion): (usize, Select, Fusion),
@@ -212,64 +220,42 @@ fn knn_line(
     budget: &Budget,
     copies: bool,
 ) -> String {
-    let kp = pass_list(plan, kp, sel);
-    let want = kp;
-    let mode = match sel.resolve(kp) {
-        Ok(m) => m,
+    let opts = CudaOptions {
+        fusion,
+        ..CudaOptions::default()
+    };
+    let shape = Shape::Knn {
+        kp,
+        sel,
+        nq,
+        nb,
+        budget: budget.bytes,
+    };
+    let route = match choose(plan, shape, &opts) {
+        Ok(r) => r,
         Err(e) => return format!("refused: {e}"),
     };
-    let kp = mode.width(kp);
+    let ListRoute {
+        want,
+        mode,
+        kp,
+        width,
+    } = route.list;
     let kc = kp.min(nb);
-    let mut fusing = None;
-    let (q_tile, b_tile) = if mode.whole_rows() {
-        let per_query = nb * 4 + kc * 8;
-        ((budget.bytes / per_query).clamp(1, nq), nb)
-    } else {
-        let (qmax, bmax) = (8192usize, 16384usize);
-        let b_tile = nb.min(bmax);
-        if mode == Select::Block {
-            fusing = fused::plan_for(plan, fusion, kp, (nq, nb));
-        }
-        let qmax = match fusing {
-            Some(FusedPlan {
-                kernel: FusedKernel::Pair(_),
-                ..
-            }) => 2 * qmax,
-            _ => qmax,
-        };
-        let buffers = fusing.map_or(0, |f| f.cap * 8 + 8);
-        let per_query = b_tile * 4 + kp * 8 + buffers;
-        ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
+    let (q_tile, b_tile) = route.tiles;
+    let planned = fused_text(&route);
+    let runs = as_run(route, plan, copies);
+    let floors = matches!(runs.method, Method::Pair { .. });
+    let short = match runs.warm {
+        Warm::Sample { short, .. } => short,
+        _ => None,
     };
-    let width = if mode.whole_rows() { kc } else { kp };
-    let planned = fusing;
-    if let Some(
-        f @ FusedPlan {
-            kernel: FusedKernel::Pair(kind),
-            ..
-        },
-    ) = fusing
-    {
-        fusing = operands_kind(plan, kind, copies).map(|k| FusedPlan {
-            kernel: FusedKernel::Pair(k),
-            ..f
-        });
-    }
-    let floors = matches!(fusing, Some(f) if f.kernel != FusedKernel::Filter);
-    let short = fusing
-        .filter(|f| f.rank < kp)
-        .map(|f| Select::Block.width(f.rank));
-    let chunks = match fusing {
-        Some(
-            f @ FusedPlan {
-                kernel: FusedKernel::Pair(kind),
-                ..
-            },
-        ) => {
-            let warm = f.first.min(nb);
+    let chunks = match (runs.method, runs.warm) {
+        (Method::Pair { kind, .. }, Warm::Sample { first, .. }) => {
+            let warm = first.min(nb);
             let (mut seen, mut sizes) = (0, Vec::new());
             while seen < nb {
-                let c = f.chunk(kp, warm + seen, kind.row_bytes(plan));
+                let c = runs.chunk(warm + seen, kind.row_bytes(plan));
                 seen = (seen + c).min(nb);
                 sizes.push(c);
             }
@@ -278,14 +264,14 @@ fn knn_line(
         _ => String::new(),
     };
     format!(
-        "{mode:?} want {want} width {width} kc {kc} tiles {q_tile}x{b_tile} | planned {planned:?} \
-         runs {fusing:?} floors {floors} short {short:?} {chunks}"
+        "{mode:?} want {want} width {width} kc {kc} tiles {q_tile}x{b_tile} | planned {planned} \
+         runs {} floors {floors} short {short:?} {chunks}",
+        fused_text(&runs)
     )
 }
 
-/// How one graph share runs on a set of `n` items (search/graph.rs `lists` and
-/// `symmetric_candidates`) for a first list of `kp` (the list pilot's) in tiles of `t`.
-#[allow(clippy::too_many_arguments)]
+/// How one graph share runs on a set of `n` items for a first list of `kp` (the list pilot's)
+/// in tiles of `t`.
 fn graph_line(
     plan: &Numerics,
     (n, k, kp, t): (usize, usize, usize, usize),
@@ -293,70 +279,73 @@ fn graph_line(
     whole: bool,
     copies: bool,
 ) -> String {
-    let set = VectorSet::from_f32(1, plan.dim, vec![0.5; plan.dim]).unwrap();
-    match sel.resolve(kp) {
-        Err(e) => format!("refused: {e}"),
-        Ok(Select::Block) => {
-            let w = Select::Block.width(kp).max(select::COLS_KP);
-            let proves = provable(plan, &set, k, w);
-            let nt = n.div_ceil(t);
-            let cap = survivors::filter_cap(w);
-            let fuse_kind = pair::kind_for(plan).filter(|_| fusion != Fusion::Off && n > 0);
-            let wide = scaled::for_tiles(plan);
-            let seeding = cap.is_some() && nt >= SEED_TILES;
-            let order =
-                seeding && whole && !wide && fuse_kind.is_some() && locality::applies(plan, n, t);
-            let copy = n > 0 && (wide || fuse_kind.is_some_and(PairKind::scaled));
-            let have = copy && copies;
-            let fused = fuse_kind.and_then(|kind| operands_kind(plan, kind, have));
-            let written_scaled = have && wide;
-            let sample = seeding.then(|| {
-                let c = survivors::filter_cap(w).unwrap_or(4 * w);
-                (t / 4).max(2 * w * t / c).min(t / 2).min(n)
-            });
-            let in_place = w == select::COLS_KP;
-            format!(
-                "block width {w} provable {proves} cap {cap:?} fuse {fuse_kind:?} wide {wide} \
-                 seeding {seeding} locality {order} copy {copy} fused {fused:?} written scaled \
-                 {written_scaled} sample {sample:?} cols in place {in_place}"
-            )
-        }
-        Ok(sel) => {
-            let kp = if sel.whole_rows() {
-                (kp + 1).min(n)
-            } else {
-                kp
-            };
-            format!("rows {sel:?} kp {kp} slots {}", pass_list(plan, kp, sel))
-        }
+    let opts = CudaOptions {
+        fusion,
+        ..CudaOptions::default()
+    };
+    let shape = Shape::Graph {
+        n,
+        k,
+        kp,
+        tile: t,
+        sel,
+        whole,
+    };
+    let route = match choose(plan, shape, &opts) {
+        Ok(r) => r,
+        Err(e) => return format!("refused: {e}"),
+    };
+    if route.method == Method::Rows {
+        let l = route.list;
+        return format!("rows {:?} kp {} slots {}", l.mode, l.want, l.width);
     }
+    let w = route.list.width;
+    let cap = Some(route.cap()).filter(|&c| c > 0);
+    // The kind its fused pairs take; where its lists are too long to filter (no warm method),
+    // the kind its copy was made for.
+    let fuse = pair_kind(plan).filter(|_| fusion != Fusion::Off && n > 0);
+    let wide = written_on_copy(plan);
+    let copy = route.copy != RowCopy::None;
+    let runs = as_run(route, plan, copies);
+    let fused = match runs.method {
+        Method::Pair { kind, .. } => Some(kind),
+        Method::Written => fuse.and_then(|kind| match copy && copies {
+            true => Some(kind),
+            false => without_copy(plan, kind),
+        }),
+        _ => None,
+    };
+    let sample = match route.warm {
+        Warm::Seed { size } => Some(size),
+        _ => None,
+    };
+    format!(
+        "block width {w} provable {} cap {cap:?} fuse {fuse:?} wide {wide} seeding {} locality \
+         {} copy {copy} fused {fused:?} written scaled {} sample {sample:?} cols in place {}",
+        route.proves,
+        sample.is_some(),
+        route.order == Order::Locality,
+        runs.written == Product::ScaledF16,
+        w == select::COLS_KP
+    )
 }
 
-/// The list pilot's rule (search/pilot.rs `pilot_list`): whether it runs, and the first list
-/// it gives for a longest proof of `need` (`None`: out of sight, twice the list it saw).
+/// The list pilot's rule: whether it runs, and the first list it gives for a longest proof of
+/// `need`.
 fn list_line(plan: &Numerics, k: usize, self_pairs: bool, sel: Select, nb: usize) -> String {
     let kp = first_list(k);
-    let wanted = plan.dim >= PILOT_DIM
-        || (plan.arithmetic == Arithmetic::Tf32
-            && k >= 64
-            && (self_pairs || !proof_has_room(plan, kp, sel)));
     let cap = sel
         .max_list()
         .unwrap_or(usize::MAX)
         .min(nb.next_power_of_two());
     let after: Vec<usize> = [kp, kp + 1, 3 * kp, 40 * kp, 100_000]
         .iter()
-        .map(|&need| {
-            if need > kp {
-                (need + need / 4).min(cap).max(kp)
-            } else {
-                kp
-            }
-        })
+        .map(|&need| piloted_list(kp, need, sel, nb))
         .collect();
     format!(
-        "room {} wanted {wanted} probe {} cap {cap} lists {after:?}",
+        "room {} wanted {} probe {} cap {cap} lists {after:?}",
         proof_has_room(plan, kp, sel),
+        list_pilot(plan, k, self_pairs, sel),
         pilot_probe(kp)
     )
 }
@@ -393,36 +382,42 @@ fn needs(draws: &mut Draws, profile: usize, kk: usize, listed: usize) -> Vec<Pil
         .collect()
 }
 
-/// The arithmetic pilot's rule (search/pilot.rs `arithmetic_pilot`, what follows its
-/// measurements) for a plan whose TF32 form is `tf32`.
+/// The arithmetic pilot's rule for a plan whose TF32 form is `tf32`, on measurements drawn
+/// for a data kind.
 #[allow(clippy::too_many_arguments)]
 fn arithmetic_line(
     plan: &Numerics,
     tf32: &Numerics,
-    (precision, fusion, sel): (Precision, Fusion, Select),
+    (precision, fusion, select): (Precision, Fusion, Select),
     (k, self_pairs): (usize, bool),
     (nq, n, up): (usize, usize, bool),
     draws: &mut Draws,
     profile: usize,
 ) -> String {
-    let first = first_list(k);
-    let seen = pilot_probe(first).min(n);
-    if nq == 0 || seen <= first {
+    let opts = CudaOptions {
+        precision,
+        fusion,
+        select,
+        ..CudaOptions::default()
+    };
+    let shape = AutoShape {
+        k,
+        self_pairs,
+        nq,
+        n,
+        up,
+    };
+    let Some(pilot) = auto_pilot(plan, shape, &opts) else {
         return "fp32 (nothing to measure)".into();
-    }
-    let split = (self_pairs && fusion != Fusion::Off)
-        .then(|| route::auto_form(plan, precision, Arithmetic::Fp16x3))
-        .flatten()
-        .filter(|p| pair::kind_for(p) == Some(PairKind::F16Split));
-    let kk = k + usize::from(self_pairs);
-    let on_host = !self_pairs && plan.dim < PILOT_DIM && !up;
-    let listed = if on_host {
+    };
+    let (seen, kk) = (pilot.seen, pilot.kk);
+    let listed = if pilot.on_host {
         pass_list(tf32, seen, Select::Auto).min(n)
     } else {
         seen - draws.next(seen / 8 + 1)
     };
     let needs = needs(draws, profile, kk, listed);
-    let split_needs: Vec<PilotNeed> = match &split {
+    let split_needs: Vec<PilotNeed> = match &pilot.split {
         Some(_) => needs
             .iter()
             .map(|n| PilotNeed {
@@ -432,75 +427,25 @@ fn arithmetic_line(
             .collect(),
         None => Vec::new(),
     };
-    let pairs = if self_pairs { n / 2 } else { n };
-    let kept = if plan.dim >= PILOT_DIM {
-        listed
-    } else {
-        let kp = pass_list(tf32, first, sel);
-        let width = sel.resolve(kp).map_or(kp, |m| m.width(kp));
-        if self_pairs {
-            width.max(select::COLS_KP)
-        } else {
-            width
-        }
+    let measured = AutoMeasured {
+        needs: &needs,
+        split_needs: &split_needs,
+        listed,
     };
-    let width = |l: usize| {
-        let kp = pass_list(tf32, l, sel);
-        match sel.resolve(kp) {
-            Ok(m @ (Select::Block | Select::Heap)) => Some(m.width(kp)),
-            _ => None,
-        }
-    };
-    let mut options = vec![(first, kept)];
-    if !self_pairs && plan.dim < PILOT_DIM {
-        for l in WIDER_LISTS.into_iter().filter(|&l| l > first) {
-            match width(l) {
-                Some(w) if w > options[options.len() - 1].1 && w <= listed => options.push((l, w)),
-                _ => {}
-            }
-        }
-    }
-    let shape = (pairs, plan.dim);
-    let kept_widths: Vec<usize> = options.iter().map(|o| o.1).collect();
-    let fused_pairs = !self_pairs
-        && matches!(
-            fused::plan_for(tf32, fusion, kept, (nq, n)),
-            Some(FusedPlan {
-                kernel: FusedKernel::Pair(_),
-                ..
-            })
-        );
-    let entry_ns = if fused_pairs {
-        FUSED_LIST_ENTRY_NS
-    } else {
-        LIST_ENTRY_NS
-    };
-    let pick = tf32_list(&needs, (first, listed), &kept_widths, shape, entry_ns);
-    let list = pick.filter(|&i| i > 0).map(|i| options[i].0);
-    let split_takes = pick.is_none()
-        && !split_needs.is_empty()
-        && tensor_list(
-            &split_needs,
-            (first, listed),
-            &kept_widths[..1],
-            shape,
-            (entry_ns, SPLIT_SAVING_SHARE),
-        )
-        .is_some();
-    let take = match (pick, split_takes) {
-        (Some(_), _) => Arithmetic::Tf32,
-        (None, true) => Arithmetic::Fp16x3,
-        (None, false) => Arithmetic::Fp32,
-    };
+    let taken = auto_arithmetic(tf32, shape, &opts, &pilot, &measured);
+    let take = taken.arithmetic;
     let runs = match take {
         Arithmetic::Tf32 => tf32.arithmetic(),
         Arithmetic::Fp16x3 => plan.clone().in_arithmetic(take).arithmetic(),
         _ => plan.arithmetic(),
     };
     format!(
-        "host {on_host} split {} listed {listed} options {options:?} entry {entry_ns} -> {take} \
-         list {list:?} runs {runs}",
-        split.is_some()
+        "host {} split {} listed {listed} options {:?} entry {} -> {take} list {:?} runs {runs}",
+        pilot.on_host,
+        pilot.split.is_some(),
+        taken.options,
+        taken.entry_ns,
+        taken.list
     )
 }
 
@@ -597,7 +542,7 @@ fn graph_shares_take_their_routes() {
         for n in [0, 1, 300, 5000, 100_000, 1_000_000] {
             for k in [1, 10, 100, 250, 2000] {
                 for (b, budget) in budgets.iter().enumerate() {
-                    let edge = graph::edge_for(n, k, budget);
+                    let edge = edge_for(n, k, budget.bytes);
                     for kp in [first_list(k), 3 * first_list(k)] {
                         for t in [edge, 4096] {
                             for sel in [Select::Auto, Select::Block, Select::Radix] {
@@ -661,7 +606,7 @@ fn pilots_take_their_routes() {
     for (label, plan) in plans(&ms, &st, &dims) {
         let Ok(plan) = plan else { continue };
         let asked = asked(&label);
-        let Some(tf32) = route::auto_tf32(&plan, asked) else {
+        let Some(tf32) = auto_tf32(&plan, asked) else {
             grid.push(format!("{label}: no arithmetic pilot"));
             continue;
         };
