@@ -335,7 +335,8 @@ impl Engine for MultiGpu {
             let s = &shards[g];
             let (offsets, mut ids) = range::candidates(
                 gpu,
-                (route::product(&plan, false), &plan),
+                route::product(&plan, false),
+                &plan,
                 &s.bdev,
                 &s.qdev,
                 &thr,

@@ -52,7 +52,7 @@ use std::ops::Range;
 
 use voisin::graph::checkpoint::{CheckpointOptions, Layout};
 use voisin::graph::driver::Passes;
-use voisin::graph::{deal, merge_lists, pass_steps, triangle, CpuShare, TileGraph};
+use voisin::graph::{deal, merge_lists, pass_steps, triangle, CpuShare, GraphJob, TileGraph};
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
@@ -192,7 +192,8 @@ pub fn local<E: TileGraph<Share = CpuShare>>(
         at += batch.len();
         let these: HashSet<(usize, usize)> = tiles.iter().copied().collect();
         let owns = |i: usize, j: usize| these.contains(&(i, j));
-        engine.extend(data, k, metric, &mut running, edge, &owns)?;
+        let job = GraphJob { data, k, metric };
+        engine.extend(&job, &mut running, edge, &owns, &|_| true)?;
         // The lists of done blocks (a catch-up tile's other side) are not sent: freed batch by
         // batch, so they never pile up.
         if let Some(share) = &mut running {

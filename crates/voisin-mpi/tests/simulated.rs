@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use voisin::cpu::{CpuEngine, CpuOptions};
 use voisin::engine::{GraphRequest, KnnRequest, RangeRequest};
 use voisin::graph::checkpoint::CheckpointOptions;
-use voisin::graph::{triangle, CpuShare, PassRows, TileGraph, TileOwner};
+use voisin::graph::{triangle, CpuShare, GraphJob, PassRows, TileGraph, TileOwner};
 use voisin::reference;
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, StringSet, VectorSet};
 use voisin_mpi::comm::{Failed, Threads};
@@ -88,43 +88,39 @@ impl Engine for Counting {
 impl TileGraph for Counting {
     type Share = CpuShare;
 
-    fn tile_edge(&self, data: &Dataset, k: usize, metric: &Metric) -> voisin::Result<usize> {
-        self.engine.tile_edge(data, k, metric)
+    fn tile_edge(&self, job: &GraphJob<'_>) -> voisin::Result<usize> {
+        self.engine.tile_edge(job)
     }
 
     fn share(
         &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         edge: usize,
         owns: &TileOwner<'_>,
     ) -> voisin::Result<CpuShare> {
-        self.count(data.len(), edge, owns);
-        self.engine.share(data, k, metric, edge, owns)
+        self.count(job.data.len(), edge, owns);
+        self.engine.share(job, edge, owns)
     }
 
     fn extend(
         &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         running: &mut Option<CpuShare>,
         edge: usize,
         owns: &TileOwner<'_>,
+        open: &(dyn Fn(usize) -> bool + Sync),
     ) -> voisin::Result<()> {
-        self.count(data.len(), edge, owns);
-        self.engine.extend(data, k, metric, running, edge, owns)
+        self.count(job.data.len(), edge, owns);
+        self.engine.extend(job, running, edge, owns, open)
     }
 
     fn finish(
         &self,
-        data: &Dataset,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         share: &CpuShare,
         rows: Range<usize>,
     ) -> voisin::Result<PassRows> {
-        self.engine.finish(data, metric, share, rows)
+        self.engine.finish(job, share, rows)
     }
 }
 

@@ -11,8 +11,9 @@
 pub(crate) mod passes;
 mod prepared;
 
+pub use passes::GpuBuild;
 pub use prepared::CudaPrepared;
-use prepared::OnDevice;
+use prepared::{KnnAsked, OnDevice, RangeAsked, Started};
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -333,8 +334,14 @@ impl Engine for CudaEngine {
         let bdev = DeviceSet::behind(&gpu, &plan, bset, 0..bset.len())?;
         tr.mark("knn: base buffers");
         let on = OnDevice { bset, bdev: &bdev };
-        let asked = (qset, k, &pilot::AutoChoice::default());
-        let res = self.knn_on(&ctx, metric, on, asked, budget, (stats, tr0));
+        let auto = pilot::AutoChoice::default();
+        let asked = KnnAsked {
+            queries: qset,
+            k,
+            auto: &auto,
+        };
+        let started = Started { stats, at: tr0 };
+        let res = self.knn_on(&ctx, metric, on, asked, budget, started);
         let mut tr = gpu.phases();
         drop(bdev);
         tr.mark("knn: base freed");
@@ -366,7 +373,11 @@ impl Engine for CudaEngine {
         }
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let on = OnDevice { bset, bdev: &bdev };
-        self.range_on(gpu, &plan, metric, on, (qset, radius), (stats, t))
+        let asked = RangeAsked {
+            queries: qset,
+            radius,
+        };
+        self.range_on(gpu, &plan, metric, on, asked, Started { stats, at: t })
     }
 
     /// Strings on their own kernel; vectors through the GPU graph driver (`passes`) on this

@@ -30,7 +30,24 @@ pub(super) struct OnDevice<'a> {
 }
 
 /// The statistics of a call so far and when its transfers started.
-type Started = (Stats, Instant);
+pub(super) struct Started {
+    pub stats: Stats,
+    pub at: Instant,
+}
+
+/// What a k-NN call asks of a base on this GPU: its queries, the neighbours of each, and the
+/// base's arithmetic choice under `--precision auto` (kept by a prepared base).
+pub(super) struct KnnAsked<'a> {
+    pub queries: &'a VectorSet,
+    pub k: usize,
+    pub auto: &'a AutoChoice,
+}
+
+/// What a range call asks of a base on this GPU: its queries and the radius.
+pub(super) struct RangeAsked<'a> {
+    pub queries: &'a VectorSet,
+    pub radius: f64,
+}
 
 impl CudaEngine {
     /// k-NN of `qset` against the base `on` this GPU, under `ctx` (the base's plan) with the
@@ -44,17 +61,32 @@ impl CudaEngine {
         ctx: &SearchCtx<'_>,
         metric: &Metric,
         on: OnDevice<'_>,
-        (qset, k, auto): (&VectorSet, usize, &AutoChoice),
+        asked: KnnAsked<'_>,
         budget: Budget,
-        (mut stats, started): Started,
+        started: Started,
     ) -> Result<KnnResult> {
+        let (qset, k, auto) = (asked.queries, asked.k, asked.auto);
+        let Started {
+            mut stats,
+            at: started,
+        } = started;
         let gpu = ctx.gpu;
         let mut tr = gpu.phases();
         let qdev = DeviceSet::new(gpu, ctx.plan, qset)?;
         stats.transfer += started.elapsed();
         let t = Instant::now();
         tr.mark("knn: upload and prepare");
-        let (plan, list) = auto.plan(ctx, (on.bset, on.bdev), qset, k, false, &budget)?;
+        let base = pilot::Base {
+            rows: on.bset,
+            dev: on.bdev,
+        };
+        let asked = pilot::Asked {
+            queries: qset,
+            k,
+            self_pairs: false,
+        };
+        let piloted = auto.plan(ctx, base, asked, &budget)?;
+        let (plan, list) = (piloted.plan, piloted.first_list);
         let ctx = &SearchCtx {
             plan: &plan,
             ..*ctx
@@ -62,7 +94,7 @@ impl CudaEngine {
         stats.arithmetic = plan.arithmetic();
         tr.mark("knn: arithmetic pilot");
         // The arithmetic pilot may have sized TF32's first list already.
-        let kp = pilot::pilot_list(ctx, on.bdev, qset, k, false, &budget)?.max(list.unwrap_or(0));
+        let kp = pilot::pilot_list(ctx, on.bdev, asked, &budget)?.max(list.unwrap_or(0));
         tr.mark("knn: pilot");
         stats.compute += t.elapsed();
         let sides = Sides {
@@ -95,9 +127,11 @@ impl CudaEngine {
         plan: &Numerics,
         metric: &Metric,
         on: OnDevice<'_>,
-        (qset, radius): (&VectorSet, f64),
-        (mut stats, t): Started,
+        asked: RangeAsked<'_>,
+        started: Started,
     ) -> Result<RangeResult> {
+        let (qset, radius) = (asked.queries, asked.radius);
+        let Started { mut stats, at: t } = started;
         let ctx = self.ctx(&gpu, plan);
         let qdev = DeviceSet::new(&gpu, plan, qset)?;
         on.bdev.check(on.bset, 0)?;
@@ -107,7 +141,8 @@ impl CudaEngine {
         let (offsets, ids) = ctx.shrinking(budget, |b| {
             range::candidates(
                 &gpu,
-                (route::product(plan, false), plan),
+                route::product(plan, false),
+                plan,
                 on.bdev,
                 &qdev,
                 &thr,
@@ -253,8 +288,13 @@ impl Prepared for CudaPrepared {
             bset,
             bdev: &res.bdev,
         };
-        let asked = (qset, k, &res.auto);
-        engine.knn_on(&ctx, metric, on, asked, budget, (stats, started))
+        let asked = KnnAsked {
+            queries: qset,
+            k,
+            auto: &res.auto,
+        };
+        let started = Started { stats, at: started };
+        engine.knn_on(&ctx, metric, on, asked, budget, started)
     }
 
     fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult> {
@@ -282,7 +322,11 @@ impl Prepared for CudaPrepared {
         let t = Instant::now();
         let mut stats = stats;
         stats.arithmetic = plan.arithmetic();
-        engine.range_on(gpu, &plan, metric, on, (qset, req.radius()), (stats, t))
+        let asked = RangeAsked {
+            queries: qset,
+            radius: req.radius(),
+        };
+        engine.range_on(gpu, &plan, metric, on, asked, Started { stats, at: t })
     }
 
     fn len(&self) -> usize {

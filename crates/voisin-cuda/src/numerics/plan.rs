@@ -112,6 +112,26 @@ impl Arithmetic {
         }
     }
 
+    /// Every arithmetic, in the order of their codes ([`Arithmetic::code`]).
+    const ALL: [Arithmetic; 6] = [
+        Arithmetic::Fp32,
+        Arithmetic::Tf32,
+        Arithmetic::Fp16x3,
+        Arithmetic::Fp16,
+        Arithmetic::Bf16,
+        Arithmetic::Int8,
+    ];
+
+    /// The arithmetic as a number, for processes that agree on one (voisin-mpi's GPU ranks).
+    pub fn code(self) -> u32 {
+        Self::ALL.iter().position(|&a| a == self).expect("listed") as u32
+    }
+
+    /// The arithmetic of a [`Arithmetic::code`]; `None` for a number that is none.
+    pub fn from_code(code: u32) -> Option<Arithmetic> {
+        Self::ALL.get(code as usize).copied()
+    }
+
     /// The arithmetic of tiles on `storage`'s own tensor cores.
     pub fn own(storage: Storage) -> Arithmetic {
         match storage {
@@ -820,7 +840,7 @@ impl Numerics {
 /// Column mean of up to 16384 evenly spaced rows, rounded to f32. Only a translation: its
 /// exact value does not matter for correctness, only for how small the norms (and so the bound)
 /// get; a sample keeps it off the critical path of a 1M-row base. 65536 rows took 1.4 ms of a
-/// 29 ms k-NN (H200, session 17); a quarter of them leaves the mean's sampling error at a
+/// 29 ms k-NN (H200); a quarter of them leaves the mean's sampling error at a
 /// hundredth of a standard deviation per coordinate.
 fn sample_mean(set: &VectorSet) -> Vec<f32> {
     let (n, d) = (set.len(), set.dim());

@@ -43,14 +43,14 @@ pub(crate) struct Thresholds<'a> {
 }
 
 /// Appends to `out` every pair of `q` × `b` whose key is at most the query's threshold,
-/// counting per query (the first `q.n` counts, zeroed by the caller); `b`'s items are numbered
-/// from `col_off`.
+/// counting per query (the first `q.n` counts, zeroed by the caller); `b` is a whole base (its
+/// items numbered from 0: fused_filter takes a base at once).
 pub(crate) fn filter(
     gpu: &Gpu,
-    (kernel, plan): (FilterKernel, &Numerics),
+    kernel: FilterKernel,
+    plan: &Numerics,
     q: &Block<'_>,
     b: &Block<'_>,
-    col_off: u32,
     thr: Thresholds<'_>,
     out: &mut Survivors,
 ) -> Result<()> {
@@ -67,7 +67,7 @@ pub(crate) fn filter(
         shared_mem_bytes: 0,
     };
     let (nq, nb, d, mode) = (q.n as i32, b.n as i32, plan.dim as i32, plan.key as i32);
-    let (stride, cap) = (thr.stride as i32, out.cap as i32);
+    let (stride, cap, col_off) = (thr.stride as i32, out.cap as i32, 0u32);
     let mut count = out.count.slice_mut(..q.n);
     let mut buf_val = out.val.slice_mut(..);
     let mut buf_idx = out.idx.slice_mut(..);

@@ -1,5 +1,5 @@
 //! The k-NN graph's locality order and the tiles of its fused pairs that it lets skip
-//! (kernels/select/locality.cu; docs/design/graph-tile-filter.md, "Session 25").
+//! (kernels/select/locality.cu; docs/design/graph-tile-filter.md).
 //!
 //! On clustered data a pair of tiles costs the same whether its items are near or not: every
 //! product runs, and the filter drops nearly all of them. A graph whose lists were seeded from a

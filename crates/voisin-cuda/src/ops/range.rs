@@ -17,7 +17,8 @@ use crate::runtime::context::{dev, Gpu};
 /// threshold on approximate keys `thr`.
 pub(crate) fn candidates(
     gpu: &Gpu,
-    (product, plan): (Product, &Numerics),
+    product: Product,
+    plan: &Numerics,
     base: &DeviceSet,
     queries: &DeviceSet,
     thr: &[f32],
@@ -59,7 +60,8 @@ pub(crate) fn candidates(
                 let (rows, cols) = (q1 - q0, b1 - b0);
                 tile::compute(
                     gpu,
-                    (product, plan),
+                    product,
+                    plan,
                     &qb,
                     &bb,
                     &mut tile_buf.slice_mut(..),

@@ -54,7 +54,8 @@ pub(crate) struct Block<'a> {
 /// blocks hold its rows: the scaled copies for [`Product::ScaledF16`]).
 pub(crate) fn compute(
     gpu: &Gpu,
-    (product, plan): (Product, &Numerics),
+    product: Product,
+    plan: &Numerics,
     q: &Block<'_>,
     b: &Block<'_>,
     out: &mut CudaViewMut<'_, f32>,

@@ -135,7 +135,7 @@ pub(crate) fn finish(
         let mut again = src.redo(&failing, kp)?;
         // In parallel: each widened list (kp entries, radix lists unsorted) is sorted
         // here; one at a time, the 149 widened queries of the clustered 1M × 128 k-NN at
-        // k = 1000 took ~25 ms of the host (run e1).
+        // k = 1000 took ~25 ms of the host.
         let proved: Vec<bool> = failing
             .par_iter()
             .zip(again.par_iter_mut())

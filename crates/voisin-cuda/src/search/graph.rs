@@ -59,7 +59,12 @@ pub(crate) fn lists(
     let n = set.len();
     // The set against itself: self pairs sit among the lists.
     let budget = ctx.budget()?;
-    let kp = pilot::pilot_list(ctx, ddev, set, k, true, &budget)?;
+    let asked = pilot::Asked {
+        queries: set,
+        k,
+        self_pairs: true,
+    };
+    let kp = pilot::pilot_list(ctx, ddev, asked, &budget)?;
     let nt = n.div_ceil(tile);
     let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
     let whole = (0..nt).all(|i| (i..nt).all(|j| owns(i, j)));
@@ -148,7 +153,7 @@ pub(crate) fn prove(
 ///
 /// The host finish of a 1M-item u8 graph took 107 ms (sort and prove 4.5, widen and list pairs
 /// 19.4, exact keys 21.5, final sort 22.9 ms) and about 38 ms more untraced, most of it the
-/// 256 MB of lists coming back and their million small vectors (session 17, traced).
+/// 256 MB of lists coming back and their million small vectors (traced on the H200).
 fn prove_on_device(
     ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
@@ -822,8 +827,8 @@ impl<'g> ShareRun<'g> {
 /// selected in place; longer lists take the set's items as rows, through block select.
 ///
 /// A spread sample stands for the set whatever its order: the first items of a sorted set do
-/// not, and their thresholds let hundreds of items a pair through (graph-tile-filter.md,
-/// "Session 20"). The self pair of a sampled item stays among its sample keys: any threshold
+/// not, and their thresholds let hundreds of items a pair through
+/// (docs/design/graph-tile-filter.md). The self pair of a sampled item stays among its sample keys: any threshold
 /// keeps the lists' contract (what a list leaves out has a key above a threshold that is at
 /// least the list's final largest key), so the answers stay exact, and one item in kp barely
 /// moves it.
@@ -863,7 +868,7 @@ fn seed(
         } else {
             (&items, &smp)
         };
-        tile::compute(gpu, (product, plan), a, b, &mut tile.slice_mut(..), b.n)?;
+        tile::compute(gpu, product, plan, a, b, &mut tile.slice_mut(..), b.n)?;
         let view: CudaView<'_, f32> = tile.slice(..);
         // Ids are the tile's positions: the seed drops them.
         let at = TileAt {

@@ -26,7 +26,7 @@ use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
 use crate::search::finish::{finish, CandidateSource, Raw};
 use crate::search::pairs::{
-    written_pass, Fused, FusedFilter, FusedOut, Lists, Operand, Pair, PairRunner, Part, Written,
+    Fused, FusedFilter, FusedOut, Lists, Operand, Pair, PairRunner, Part, Written,
 };
 use crate::search::route::{self, Method, Route, RowCopy, Shape, Warm};
 use crate::search::SearchCtx;
@@ -296,7 +296,7 @@ impl<'c, 'd> KnnPass<'c, 'd> {
                     list: 0,
                 };
                 let (tile, lists) = (&mut self.tile, &mut self.lists);
-                written_pass(gpu, (&mut self.written, b_tile), tile, lists, part, base)
+                self.written.pass(gpu, b_tile, tile, lists, part, base)
             }
             KnnMethod::Filter(_) => {
                 self.seed(rows.clone())?;
@@ -378,11 +378,11 @@ impl<'c, 'd> KnnPass<'c, 'd> {
             items: rows,
             list: 0,
         };
-        let written = (&mut self.written, b_tile);
+        let (written, tile) = (&mut self.written, &mut self.tile);
         let short_val;
         let from = match &mut self.short {
             Some(short) => {
-                written_pass(gpu, written, &mut self.tile, short, part(rows), from_set)?;
+                written.pass(gpu, b_tile, tile, short, part(rows), from_set)?;
                 short_val = short.val.slice(..n * short.width);
                 select::SeedFrom::Lists {
                     val: &short_val,
@@ -391,14 +391,7 @@ impl<'c, 'd> KnnPass<'c, 'd> {
                 }
             }
             None => {
-                written_pass(
-                    gpu,
-                    written,
-                    &mut self.tile,
-                    &mut self.lists,
-                    part(rows),
-                    from_set,
-                )?;
+                written.pass(gpu, b_tile, tile, &mut self.lists, part(rows), from_set)?;
                 select::SeedFrom::Own { rank }
             }
         };
@@ -601,7 +594,7 @@ pub(crate) fn widest(nb: usize) -> usize {
 ///
 /// The host's path brought back 2048-wide lists of every open query, sorted and proved them
 /// there: 63,790 rows of a 1M-item graph with many duplicates took it to 1.6–1.7× the graph
-/// of normal data (session 18); on the device the same rows took 176 ms (session 20).
+/// of normal data; on the device the same rows took 176 ms (docs/design/device-finish.md).
 pub(crate) fn widen_on_device<V: exact::Answer>(
     ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,

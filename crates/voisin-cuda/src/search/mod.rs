@@ -1,7 +1,9 @@
-//! Searches over data on the device: k-NN of a resident base (`knn`), the graph's triangle
-//! schedule and shares (`graph`), bases streamed in shards (`stream`), the merge of shards'
-//! candidate lists (`shard`), the one range tail (`range`), and the one prove-widen-re-rank step
-//! over a [`finish::CandidateSource`] (`finish`) that every k-NN search ends with.
+//! Searches over data on the device: how a candidate pass runs, decided once (`route`), and
+//! one runner per pair method behind one trait (`pairs`); k-NN of a resident base (`knn`), the
+//! graph's triangle schedule and shares (`graph`), the pilots that shape both (`pilot`), bases
+//! streamed in shards (`stream`), the merge of shards' candidate lists (`shard`), the one range
+//! tail (`range`), and the one prove-widen-re-rank step over a [`finish::CandidateSource`]
+//! (`finish`) that every k-NN search ends with.
 //!
 //! A search runs in a [`SearchCtx`]: one GPU, the plan of the metric, the engine's options and its
 //! counters. Reads `ops`, `numerics`, `runtime`; never the engine (`engine`) above it.

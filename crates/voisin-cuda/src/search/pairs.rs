@@ -174,14 +174,7 @@ fn write_tile(
         r.set.written(on_copy, &r.items),
         c.set.written(on_copy, &c.items),
     );
-    tile::compute(
-        gpu,
-        (product, plan),
-        &rb,
-        &cb,
-        &mut tile.slice_mut(..),
-        cb.n,
-    )?;
+    tile::compute(gpu, product, plan, &rb, &cb, &mut tile.slice_mut(..), cb.n)?;
     Ok(pair.at(plan.key))
 }
 
@@ -635,24 +628,17 @@ impl PairRunner for FusedFilter<'_> {
             .map_err(dev("clearing counters"))?;
         let (q, base) = (pair.rows.set.data, pair.cols.set.data);
         let qb = q.block(q0, q0 + qn);
-        base.ensure(gpu, pair.cols.items.end)?;
-        let all = base.block(pair.cols.items.start, pair.cols.items.end);
+        // fused_filter takes the whole base at once.
+        debug_assert_eq!(pair.cols.items, 0..base.n);
+        base.ensure(gpu, base.n)?;
+        let all = base.block(0, base.n);
         {
             let last = lists.val.slice(kp - 1..);
             let thr = fused::Thresholds {
                 values: &last,
                 stride: kp,
             };
-            let col_off = pair.cols.items.start as u32;
-            fused::filter(
-                gpu,
-                (self.kernel, self.plan),
-                &qb,
-                &all,
-                col_off,
-                thr,
-                &mut self.out,
-            )?;
+            fused::filter(gpu, self.kernel, self.plan, &qb, &all, thr, &mut self.out)?;
         }
         lists.merge(gpu, pair.rows.rows(), &mut self.out)?;
         let counts = gpu.download(&self.out.count.slice(..qn))?;
@@ -666,14 +652,8 @@ impl PairRunner for FusedFilter<'_> {
                 items: q0 + lo..q0 + hi + 1,
                 list: lo,
             };
-            written_pass(
-                gpu,
-                (&mut self.redo, self.b_tile),
-                tile,
-                lists,
-                rows,
-                pair.cols.set,
-            )?;
+            self.redo
+                .pass(gpu, self.b_tile, tile, lists, rows, pair.cols.set)?;
         }
         let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / qn as f64;
         gpu.phases().note(format_args!(
@@ -684,42 +664,45 @@ impl PairRunner for FusedFilter<'_> {
     }
 }
 
-/// A k-NN pass of written tiles: the lists of `rows` (filled first, for running lists) against
-/// every item of `cols` in tiles of `b_tile` items, each tile's rows brought up first where the
-/// set goes up behind the work (device_set.rs).
-pub(crate) fn written_pass(
-    gpu: &Gpu,
-    (written, b_tile): (&mut Written<'_>, usize),
-    tile: &mut CudaSlice<f32>,
-    lists: &mut Lists,
-    rows: Part<'_, '_>,
-    cols: Operand<'_, '_>,
-) -> Result<()> {
-    if !written.mode.whole_rows() {
-        let (mut v, mut i) = lists.out(rows.rows());
-        select::fill_lists(gpu, &mut v, &mut i)?;
+impl Written<'_> {
+    /// A k-NN pass of written tiles: the lists of `rows` (filled first, for running lists)
+    /// against every item of `cols` in tiles of `b_tile` items, each tile's rows brought up
+    /// first where the set goes up behind the work (device_set.rs).
+    pub fn pass(
+        &mut self,
+        gpu: &Gpu,
+        b_tile: usize,
+        tile: &mut CudaSlice<f32>,
+        lists: &mut Lists,
+        rows: Part<'_, '_>,
+        cols: Operand<'_, '_>,
+    ) -> Result<()> {
+        if !self.mode.whole_rows() {
+            let (mut v, mut i) = lists.out(rows.rows());
+            select::fill_lists(gpu, &mut v, &mut i)?;
+        }
+        let n = cols.data.n;
+        for b0 in (0..n).step_by(b_tile) {
+            let b1 = (b0 + b_tile).min(n);
+            cols.data.ensure(gpu, b1)?;
+            let pair = Pair {
+                rows: Part {
+                    set: rows.set,
+                    items: rows.items.clone(),
+                    list: rows.list,
+                },
+                cols: Part {
+                    set: cols,
+                    items: b0..b1,
+                    list: 0,
+                },
+                both: false,
+                exclude_self: false,
+                merge_rows: true,
+                number: 0,
+            };
+            self.run(gpu, tile, lists, &pair)?;
+        }
+        Ok(())
     }
-    let n = cols.data.n;
-    for b0 in (0..n).step_by(b_tile) {
-        let b1 = (b0 + b_tile).min(n);
-        cols.data.ensure(gpu, b1)?;
-        let pair = Pair {
-            rows: Part {
-                set: rows.set,
-                items: rows.items.clone(),
-                list: rows.list,
-            },
-            cols: Part {
-                set: cols,
-                items: b0..b1,
-                list: 0,
-            },
-            both: false,
-            exclude_self: false,
-            merge_rows: true,
-            number: 0,
-        };
-        written.run(gpu, tile, lists, &pair)?;
-    }
-    Ok(())
 }

@@ -18,11 +18,35 @@ use crate::ops::device_set::DeviceSet;
 use crate::ops::select::Select;
 use crate::ops::Budget;
 use crate::search::knn::candidates;
-use crate::search::route::{self, AutoMeasured, AutoShape, PilotNeed};
+use crate::search::route::{self, AutoMeasured, AutoShape, AutoTaken, PilotNeed};
 use crate::search::SearchCtx;
 
 /// Queries a pilot looks at.
 const PILOT_QUERIES: usize = 32;
+
+/// What a pilot is asked about a search: its queries, the neighbours each wants, and whether
+/// the queries are the base (a graph: each row's own item sits among its lists).
+#[derive(Clone, Copy)]
+pub(crate) struct Asked<'a> {
+    pub queries: &'a voisin::VectorSet,
+    pub k: usize,
+    pub self_pairs: bool,
+}
+
+/// The base a pilot measures against: its host rows and the device set they are (or are going
+/// up) in.
+#[derive(Clone, Copy)]
+pub(crate) struct Base<'a, 'd> {
+    pub rows: &'a voisin::VectorSet,
+    pub dev: &'a DeviceSet<'d>,
+}
+
+/// The plan a search runs under after `--precision auto`'s pilot, and the wider first list
+/// TF32 starts from where the pilot sized one ([`AutoChoice::plan`]).
+pub(crate) struct Piloted {
+    pub plan: Numerics,
+    pub first_list: Option<usize>,
+}
 
 /// The queries of a pilot on the device: up to [`PILOT_QUERIES`] evenly spaced rows of a
 /// search's queries, and how many nearest their proofs must settle (`kk`: k, plus the query
@@ -33,18 +57,14 @@ struct Pilot {
 }
 
 impl Pilot {
-    fn new(
-        ctx: &SearchCtx<'_>,
-        queries: &voisin::VectorSet,
-        k: usize,
-        self_pairs: bool,
-    ) -> Result<Pilot> {
+    fn new(ctx: &SearchCtx<'_>, asked: Asked<'_>) -> Result<Pilot> {
         let mut tr = ctx.gpu.phases();
+        let queries = asked.queries;
         let sub = DeviceSet::gather(ctx.gpu, ctx.plan, queries, &pilot_ids(queries.len()))?;
         tr.mark("pilot: gather");
         Ok(Pilot {
             sub,
-            kk: k + usize::from(self_pairs),
+            kk: asked.k + usize::from(asked.self_pairs),
         })
     }
 
@@ -91,9 +111,8 @@ pub(crate) struct AutoChoice(OnceLock<Arithmetic>);
 
 impl AutoChoice {
     /// The plan a search of `base` (its host rows, and the device set they are or are going up
-    /// to) for `queries` runs under: `ctx`'s own, or its TF32 form where auto may take TF32 and
-    /// the pilot (now, or at this base's first search) took it. `self_pairs`: the queries are
-    /// the base (a graph).
+    /// to) for what is `asked` runs under: `ctx`'s own, or its TF32 (or, for a graph, fp16x3)
+    /// form where auto may take it and the pilot (now, or at this base's first search) took it.
     ///
     /// The pilot: up to 32 evenly spaced queries, their lists of the usual pilot length
     /// (4 × `first_list(k)`, at least 256), and for each the length of list that proves it
@@ -107,29 +126,30 @@ impl AutoChoice {
     pub fn plan(
         &self,
         ctx: &SearchCtx<'_>,
-        (bset, base): (&voisin::VectorSet, &DeviceSet),
-        queries: &voisin::VectorSet,
-        k: usize,
-        self_pairs: bool,
+        base: Base<'_, '_>,
+        asked: Asked<'_>,
         budget: &Budget,
-    ) -> Result<(Numerics, Option<usize>)> {
+    ) -> Result<Piloted> {
         let Some(tf32) = route::auto_tf32(ctx.plan, ctx.opts.precision) else {
-            return Ok((ctx.plan.clone(), None));
+            return Ok(Piloted {
+                plan: ctx.plan.clone(),
+                first_list: None,
+            });
         };
         let (take, list) = match self.0.get() {
             Some(&take) => (take, None),
             None => {
-                let asked = (queries, k, self_pairs);
-                let (take, list) = arithmetic_pilot(ctx, &tf32, (bset, base), asked, budget)?;
-                let _ = self.0.set(take);
-                (take, list)
+                let taken = arithmetic_pilot(ctx, &tf32, base, asked, budget)?;
+                let _ = self.0.set(taken.arithmetic);
+                (taken.arithmetic, taken.list)
             }
         };
-        Ok(match take {
+        let (plan, first_list) = match take {
             Arithmetic::Tf32 => (tf32, list),
             Arithmetic::Fp16x3 => (ctx.plan.clone().in_arithmetic(take), None),
             _ => (ctx.plan.clone(), None),
-        })
+        };
+        Ok(Piloted { plan, first_list })
     }
 }
 
@@ -142,19 +162,25 @@ impl AutoChoice {
 fn arithmetic_pilot(
     ctx: &SearchCtx<'_>,
     tf32: &Numerics,
-    (bset, base): (&voisin::VectorSet, &DeviceSet),
-    (queries, k, self_pairs): (&voisin::VectorSet, usize, bool),
+    on: Base<'_, '_>,
+    asked: Asked<'_>,
     budget: &Budget,
-) -> Result<(Arithmetic, Option<usize>)> {
+) -> Result<AutoTaken> {
+    let (bset, base, queries) = (on.rows, on.dev, asked.queries);
     let shape = AutoShape {
-        k,
-        self_pairs,
+        k: asked.k,
+        self_pairs: asked.self_pairs,
         nq: queries.len(),
         n: base.n,
         up: base.is_up(),
     };
     let Some(pilot) = route::auto_pilot(ctx.plan, shape, ctx.opts) else {
-        return Ok((Arithmetic::Fp32, None));
+        return Ok(AutoTaken {
+            arithmetic: Arithmetic::Fp32,
+            list: None,
+            options: Vec::new(),
+            entry_ns: 0.0,
+        });
     };
     let (first, seen, kk) = (pilot.first, pilot.seen, pilot.kk);
     let mut split_needs = Vec::new();
@@ -167,7 +193,7 @@ fn arithmetic_pilot(
         let whence = format!("on the host, 1 base row in {}", sample.step);
         (needs, listed, whence)
     } else {
-        let on_device = Pilot::new(ctx, queries, k, self_pairs)?;
+        let on_device = Pilot::new(ctx, asked)?;
         let on_tf32 = SearchCtx { plan: tf32, ..*ctx };
         let lists = on_device.lists(&on_tf32, base, seen, budget)?;
         // The candidate pass brought every base row up; its largest norm is known now.
@@ -221,12 +247,12 @@ fn arithmetic_pilot(
         sum(&needs, |n| n.fp32),
         sum(&needs, |n| n.tf32),
     ));
-    Ok((take, list))
+    Ok(taken)
 }
 
 /// Base values the host pilot reads at most: 2²² (16 MB of f32), 32,768 rows at d = 128 (a
 /// thirty-second of 1M rows, which took the whole base's decision on every data kind of the
-/// host experiment; an eighth took 5–9 ms of the H100 machine's 16 cores, run f1).
+/// host experiment; an eighth took 5–9 ms of the H100 machine's 16 cores; docs/design/tensor-core-inputs.md).
 const SAMPLE_VALUES: usize = 1 << 22;
 
 /// Rows drawn evenly over a base (at most [`SAMPLE_VALUES`] values), for the arithmetic pilot
@@ -243,7 +269,7 @@ const SAMPLE_VALUES: usize = 1 << 22;
 /// the base. Every row is in the sample with the same chance f, so the counts scale without
 /// bias. Scaling the whole length instead counts the nearest alone as 1/f entries: on 400k
 /// normal rows (a seventh sampled) k = 1 then looked longer than its kept list of 16 under TF32
-/// and kept fp32 (tensor_cores, run f2). On the host, for
+/// and kept fp32 (the GPU test tensor_cores). On the host, for
 /// 200k-row bases of normal, far, clustered and duplicated data (the rule priced for 1M rows of
 /// the same density), a quarter, an eighth, a sixteenth and a thirty-second of the base took
 /// the whole base's decision at k = 1, 10, 100 and 1000, with mean proof lengths near the whole
@@ -456,19 +482,18 @@ fn pilot_ids(n: usize) -> Vec<usize> {
 pub(crate) fn pilot_list(
     ctx: &SearchCtx<'_>,
     base: &DeviceSet,
-    queries: &voisin::VectorSet,
-    k: usize,
-    self_pairs: bool,
+    asked: Asked<'_>,
     budget: &Budget,
 ) -> Result<usize> {
     let (gpu, plan, sel) = (ctx.gpu, ctx.plan, ctx.select());
+    let (queries, k, self_pairs) = (asked.queries, asked.k, asked.self_pairs);
     let kp = route::first_list(k);
     if !route::list_pilot(plan, k, self_pairs, sel) || queries.is_empty() {
         return Ok(kp);
     }
     // The pilot reads the whole base and its largest norm at once.
     base.complete(gpu)?;
-    let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
+    let pilot = Pilot::new(ctx, asked)?;
     // A scan of every base norm: once, not per pilot query (32 scans of 1M norms were 28 ms).
     let base_norm = base.max_norm();
     let mut probe = route::pilot_probe(kp);

@@ -1040,9 +1040,9 @@ pub(crate) struct PilotNeed {
 
 /// What an exact evaluation costs a search, in ns: per dimension where the list the search
 /// keeps holds it (the device re-ranks it: the exact-key kernel took 88 ns a pair at d = 15876
-/// on the H100, run d2), and a fixed part more beyond that list, where the query is widened
-/// (run d3 on the H100: the clustered 1M × 128 k-NN's extra evaluations under TF32 cost ~100 ns
-/// each, the clustered graph's ~53 ns).
+/// on the H100), and a fixed part more beyond that list, where the query is widened (on the
+/// H100 the clustered 1M × 128 k-NN's extra evaluations under TF32 cost ~100 ns each, the
+/// clustered graph's ~53 ns; docs/design/tensor-core-inputs.md).
 const EVAL_NS_PER_DIM: f64 = 0.006;
 const WIDENED_EVAL_NS: f64 = 100.0;
 
@@ -1051,7 +1051,7 @@ const WIDENED_EVAL_NS: f64 = 100.0;
 ///
 /// It undercharges on purpose. A widened query's whole cost is larger: at k = 1000 its list of
 /// 4500 is selected, downloaded, sorted and re-ranked, ~120 µs a query against this charge's
-/// 7 µs (run e3 on the H100: the 149 of 10k queries TF32 left unproved in the clustered
+/// 7 µs (on the H100 the 149 of 10k queries TF32 left unproved in the clustered
 /// 1M × 128 k-NN took 17.7 ms of host finish). But 32 pilot queries resolve widening rates only
 /// in steps of 3 %: there at least one pilot query widened against 1.5 % of the search's, and
 /// the full charge took fp32 (0.172 s with the pilot) where TF32 ran in 0.135 s and fp32 alone
@@ -1059,8 +1059,8 @@ const WIDENED_EVAL_NS: f64 = 100.0;
 /// ([`WIDENED_EVAL_NS`]) decide.
 const REPASS_NS: f64 = 2.0 / 36e3;
 
-/// What TF32 tiles save per pair and dimension, in ns, measured end to end on the H100 (run
-/// d3): 1M × 128 k-NN of 10k queries 0.111 s → 0.077 s (2.7e-5), and the 100k × 15876 graph
+/// What TF32 tiles save per pair and dimension, in ns, measured end to end on the H100:
+/// 1M × 128 k-NN of 10k queries 0.111 s → 0.077 s (2.7e-5), and the 100k × 15876 graph
 /// 4.48 s → 2.20 s over 5·10⁹ pairs (4.5e-5; wide tiles run TF32 at ~300 TFLOP/s).
 fn tf32_saving_ns(dim: usize) -> f64 {
     if dim >= 1024 {
@@ -1071,13 +1071,13 @@ fn tf32_saving_ns(dim: usize) -> f64 {
 }
 
 /// What a search pays per query for each entry its lists keep beyond the narrowest, in ns:
-/// a wider selection, a longer list to download and prove. Measured end to end on the H100
-/// (run f3): TF32 k-NN of 1M × 128 for 10k queries took 0.055 s with lists 32 wide (k = 10)
+/// a wider selection, a longer list to download and prove. Measured end to end on the H100:
+/// TF32 k-NN of 1M × 128 for 10k queries took 0.055 s with lists 32 wide (k = 10)
 /// and 0.098 s with lists 2048 wide (k = 1000), 2.1 ns per entry and query.
 pub(crate) const LIST_ENTRY_NS: f64 = 2.0;
 
 /// [`LIST_ENTRY_NS`] for searches whose passes filter the base with fused tile pairs
-/// (ops/fused.rs `FusedKernel::Pair`): a wider list lets more survivors through every chunk,
+/// ([`Method::Pair`]): a wider list lets more survivors through every chunk,
 /// each appended and merged. Measured end to end on the H200: TF32 k-NN of 1M × 128 for 10k
 /// queries, k = 10, with lists 128 wide (the pilot's choice) against 32 wide (which proved
 /// every query): 0.038 / 0.0325 s in one call (far data 0.036 / 0.031 s), 0.035 / 0.032 s in
@@ -1086,7 +1086,7 @@ pub(crate) const FUSED_LIST_ENTRY_NS: f64 = 4.5;
 
 /// Whether `--precision auto` runs TF32 tiles, and with which list, from the pilot's proof
 /// lengths `needs` (lists of `listed` entries) for k-NN lists whose first size is `first`
-/// (`knn::first_list`), where each query meets `pairs` tile pairs (the base; half the set for
+/// ([`first_list`]), where each query meets `pairs` tile pairs (the base; half the set for
 /// a graph's symmetric tiles) of `dim` dimensions. `kept` holds the widths a search under TF32
 /// may keep its lists at, its usual width first; returns the index of the cheapest, or `None`
 /// where fp32 is cheaper than all (or nothing was measured: every pilot list complete, a base
@@ -1119,7 +1119,7 @@ pub(crate) fn tf32_list(
 
 /// What the graph's fp16x3 tile pairs save against fp32 tiles per row, as a multiple of what
 /// [`tf32_saving_ns`] prices (that price is the k-NN's, measured on the H100; a graph's fused
-/// pairs save more). Measured end to end on the H200 (session 24, 1M × 128 clustered, k = 10):
+/// pairs save more). Measured end to end on the H200 (1M × 128 clustered, k = 10):
 /// device candidates 4.32 s on fp32 tiles, 1.63–1.66 s on split pairs, 2.7 µs a row against
 /// the 1.7 µs that `tf32_saving_ns` prices; 1.5 keeps a margin under the measured 1.57.
 pub(crate) const SPLIT_SAVING_SHARE: f64 = 1.5;

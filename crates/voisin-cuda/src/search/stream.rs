@@ -314,14 +314,7 @@ pub(crate) fn range(
         ctx.check_cancel()?;
         let thr = range::thresholds(plan, metric, radius, qdev.norm(), base.max_norm());
         let (offsets, ids) = ctx.shrinking(Budget { bytes }, |b| {
-            range::candidates(
-                gpu,
-                (route::product(plan, false), plan),
-                base,
-                &qdev,
-                &thr,
-                b,
-            )
+            range::candidates(gpu, route::product(plan, false), plan, base, &qdev, &thr, b)
         })?;
         let start = r.start as u32;
         lists.par_iter_mut().enumerate().for_each(|(q, l)| {

@@ -197,7 +197,7 @@ fn auto_tf32_is_a_fresh_tf32_plan() {
 }
 
 /// The rule on pilot measurements: TF32 where the evaluations it adds cost less than the
-/// tile time it saves; the cases of bench/RESULTS.md's session 8.
+/// tile time it saves; the cases measured for docs/design/tensor-core-inputs.md.
 /// The rule with one kept width.
 fn tf32_proves_cheaply(
     needs: &[PilotNeed],
