@@ -2,8 +2,9 @@
 //!
 //! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
 //! inner_product; strict fp32, or TF32 tensor cores under `--precision tf32`) or a SIMT tile
-//! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in
-//! NVRTC-compiled kernels; each query's candidates are proved with an error bound, widened where
+//! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in kernels
+//! compiled ahead of time by the build (or by NVRTC at run time, cached on disk); each query's
+//! candidates are proved with an error bound, widened where
 //! the proof fails, and re-ranked on exact f64 keys (k-NN over sorted lists: on the device, the
 //! rest on the host), so results equal the CPU engine's.
 //!
@@ -13,8 +14,9 @@
 //! - `runtime/`: the device as a resource: `context` (loading CUDA, the GPU's context, streams,
 //!   cuBLAS, uploads and downloads, the typed out-of-memory error), `staging` (the one pinned
 //!   staging), `elem` (the element types rows keep on the device), `kernels` (the one
-//!   registry, NVRTC), `abi` (the one host↔kernel table of codes and sizes), [`probe`] (phase
-//!   timings).
+//!   registry; `modules`, `nvrtc`, `cache`: its images), `libs`/`loaded` (finding the CUDA
+//!   libraries; [`cuda_info`]), `abi` (the one host↔kernel table of codes and sizes),
+//!   [`probe`] (phase timings).
 //! - `numerics/`: `plan`, the per-metric `Numerics` that own every device-facing
 //!   fact about a metric (key mode, tile kind, row transforms, the error bound and its parts,
 //!   the arithmetic it covers).
@@ -29,7 +31,8 @@
 //! - `engine/`: [`CudaEngine`] and the `Engine` seam; `passes` (checkpointed graphs, graphs
 //!   on several GPUs).
 //! - `multi`: [`MultiGpu`], several GPUs composed from engines.
-//! - `strings` (levenshtein) and [`index`] (List of Clusters and SSS searched on the GPU).
+//! - `strings` (levenshtein) and [`index`] (the metric indexes on the GPU behind the index face:
+//!   [`index::GpuIndexes`]).
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.
@@ -77,6 +80,7 @@ pub use ops::select;
 pub use options::{CudaOptions, Fusion, Precision, Select};
 pub use runtime::context::{device_count, gpu_available};
 pub use runtime::probe;
+pub use runtime::{cuda_info, set_python_path, CudaInfo, DeviceInfo, LibraryInfo};
 pub use search::graph::PartialGraph;
 // The graph schedule lives in the core; re-exported at the paths callers used before.
 pub use voisin::graph::{

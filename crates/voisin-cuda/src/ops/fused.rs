@@ -57,8 +57,8 @@ pub(crate) fn filter(
     // Persistent blocks, as many as run at once (the kernels' launch bounds: one block per SM
     // for fp32, two for TF32); each loops over the tile pairs.
     let (kernel, per_sm) = match kernel {
-        FilterKernel::Fp32 => (&gpu.k.fused_filter_fp32, 1),
-        FilterKernel::Tf32 => (&gpu.k.fused_filter_tf32, 2),
+        FilterKernel::Fp32 => (gpu.k.fused_filter_fp32()?, 1),
+        FilterKernel::Tf32 => (gpu.k.fused_filter_tf32()?, 2),
     };
     let pairs = b.n.div_ceil(128) * q.n.div_ceil(128);
     let cfg = LaunchConfig {

@@ -42,6 +42,7 @@ use crate::error::{Error, Result};
 pub use crate::graph::checkpoint;
 use crate::graph::checkpoint::CheckpointOptions;
 pub use crate::graph::{merge_lists, NoStore, PassRows, PassStore, RangeLists, TileLists};
+use crate::metric::scale::KeyScale;
 use crate::metric::Metric;
 
 /// Default memory budget for working buffers: 1 GiB.
@@ -128,9 +129,9 @@ impl CpuEngine {
         }
     }
 
-    /// Runs `f` on this engine's threads with the tile source that fits the data and metric.
-    /// f64 sets with values outside f32's normal range (which f32 tiles would flush to zero or
-    /// overflow) are measured with exact keys throughout, as user metrics are.
+    /// Runs `f` on this engine's threads with the tile source that fits the data and metric:
+    /// f32 tiles for the built-in vector metrics (values of any magnitude: the tiles scale
+    /// them into range), exact keys throughout for strings and user metrics.
     fn with_source<R: Send>(
         &self,
         base: &Dataset,
@@ -151,9 +152,7 @@ impl CpuEngine {
         f: impl FnOnce(&dyn Driver) -> R + Send,
     ) -> R {
         self.pool.install(|| match (base, queries, metric) {
-            (Dataset::Vectors(b), Dataset::Vectors(q), m)
-                if tiles_apply(b, m) && q.is_f32_normal() =>
-            {
+            (Dataset::Vectors(b), Dataset::Vectors(q), m) if tiles_apply(m) => {
                 let plan = plan.cloned().unwrap_or_else(|| tiles::BasePlan::new(m, b));
                 f(&Source(tiles::TileMaker::with_plan(m, b, q, plan)))
             }
@@ -163,8 +162,8 @@ impl CpuEngine {
 }
 
 /// Whether f32 tiles answer `base` under `metric` (else exact keys throughout).
-fn tiles_apply(base: &crate::data::VectorSet, metric: &Metric) -> bool {
-    !matches!(metric, Metric::Custom(_)) && base.is_f32_normal()
+fn tiles_apply(metric: &Metric) -> bool {
+    !matches!(metric, Metric::Custom(_))
 }
 
 /// Object-safe view of the drivers over one tile source, so dispatch happens once.
@@ -200,6 +199,8 @@ trait Driver: Sync {
         k: usize,
         ctx: &plan::Ctx,
     ) -> Result<RangeLists>;
+    /// The scale of the exact keys the results carry.
+    fn key_scale(&self) -> KeyScale;
 }
 
 struct Source<S>(S);
@@ -263,6 +264,10 @@ impl<S: tiles::TileSource> Driver for Source<S> {
         ctx: &plan::Ctx,
     ) -> Result<RangeLists> {
         graph::tile_lists(&self.0, tiles, k, ctx)
+    }
+
+    fn key_scale(&self) -> KeyScale {
+        self.0.key_scale()
     }
 }
 
@@ -412,11 +417,15 @@ impl CpuEngine {
         let (ctx, t) = (self.ctx(), Instant::now());
         let n = data.len();
         let max_blocks = graph::max_blocks_per_pass(n, k, self.opts.memory_budget);
-        let rows = self.with_source(data, data, metric, |d| {
-            d.graph(data, metric, k, max_blocks, checkpoint, &ctx)
-        })?;
+        let (rows, scale) = self.with_source(data, data, metric, |d| {
+            (
+                d.graph(data, metric, k, max_blocks, checkpoint, &ctx),
+                d.key_scale(),
+            )
+        });
+        let rows = rows?;
         ctx.check_cancel()?;
-        let mut res = KnnResult::from_rows(rows, k, metric);
+        let mut res = KnnResult::from_rows_by(rows, k, |key| scale.distance(metric, key));
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }

@@ -25,7 +25,7 @@ impl CpuPrepared {
     pub fn new(engine: Arc<CpuEngine>, base: Arc<Dataset>, metric: &Metric) -> Result<Self> {
         check_metric(&base, metric)?;
         let plan = match &*base {
-            Dataset::Vectors(b) if tiles_apply(b, metric) => Some(tiles::BasePlan::new(metric, b)),
+            Dataset::Vectors(b) if tiles_apply(metric) => Some(tiles::BasePlan::new(metric, b)),
             _ => None,
         };
         Ok(CpuPrepared {
