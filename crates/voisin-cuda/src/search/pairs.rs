@@ -93,9 +93,14 @@ pub(crate) struct Part<'d, 's> {
     pub list: usize,
 }
 
-impl Part<'_, '_> {
+impl<'d> Part<'d, '_> {
     fn rows(&self) -> Range<usize> {
         self.list..self.list + self.items.len()
+    }
+
+    /// The part's own rows on the device (their norms are the tile's).
+    fn block(&self) -> Block<'d> {
+        self.set.data.block(self.items.start, self.items.end)
     }
 }
 
@@ -178,6 +183,26 @@ fn write_tile(
     Ok(pair.at(plan.key))
 }
 
+/// Writes `pair`'s tile ([`write_tile`]) and hands `then` its description for the kernels that
+/// read it: the values, where they sit, and both sides' norms.
+fn on_tile<T>(
+    gpu: &Gpu,
+    how: (Product, bool, &Numerics),
+    tile: &mut CudaSlice<f32>,
+    pair: &Pair,
+    then: impl FnOnce(TileIn<'_>) -> Result<T>,
+) -> Result<T> {
+    let at = write_tile(gpu, how, tile, pair)?;
+    let values: CudaView<'_, f32> = tile.slice(..);
+    let (rb, cb) = (pair.rows.block(), pair.cols.block());
+    then(TileIn {
+        values: &values,
+        at,
+        rn: &rb.sqnorm,
+        cn: &cb.sqnorm,
+    })
+}
+
 /// Written tiles, selected into the running lists (`mode`); a graph's columns through the
 /// column kernel where its lists are that kernel's, through a transposed copy (`trans`)
 /// otherwise.
@@ -199,78 +224,73 @@ impl PairRunner for Written<'_> {
         lists: &mut Lists,
         pair: &Pair,
     ) -> Result<()> {
-        let at = write_tile(gpu, (self.product, self.on_copy, self.plan), tile, pair)?;
-        let values: CudaView<'_, f32> = tile.slice(..);
-        let rb = pair
-            .rows
-            .set
-            .data
-            .block(pair.rows.items.start, pair.rows.items.end);
-        let cb = pair
-            .cols
-            .set
-            .data
-            .block(pair.cols.items.start, pair.cols.items.end);
-        let rows_in = TileIn {
-            values: &values,
-            at,
-            rn: &rb.sqnorm,
-            cn: &cb.sqnorm,
-        };
-        let width = lists.width;
-        {
-            let (mut val, mut idx) = lists.out(pair.rows.rows());
-            let out = ListsOut {
-                val: &mut val,
-                idx: &mut idx,
-                width,
-            };
-            select::run(gpu, self.mode, rows_in, out)?;
-        }
-        if !pair.both {
-            return Ok(());
-        }
-        let (mut val, mut idx) = lists.out(pair.cols.rows());
-        match &mut self.trans {
-            None => {
-                debug_assert_eq!(width, select::COLS_KP);
-                let cols_at = TileAt {
-                    exclude_self: true,
-                    ..at
-                };
-                let tile = TileIn {
-                    at: cols_at,
-                    ..rows_in
-                };
-                select::cols(gpu, tile, &mut val, &mut idx)
-            }
-            Some(trans) => {
-                let (ni, nj) = (at.rows, at.cols);
-                select::transpose(gpu, &values, ni, nj, nj, &mut trans.slice_mut(..), ni)?;
-                let cols_at = TileAt {
-                    rows: nj,
-                    cols: ni,
-                    ld: ni,
-                    key: at.key,
-                    row_off: at.col_off,
-                    col_off: at.row_off,
-                    exclude_self: true,
-                };
-                let trans_view = trans.slice(..);
-                let tile = TileIn {
-                    values: &trans_view,
-                    at: cols_at,
-                    rn: &cb.sqnorm,
-                    cn: &rb.sqnorm,
-                };
+        let (how, mode) = ((self.product, self.on_copy, self.plan), self.mode);
+        let trans = &mut self.trans;
+        on_tile(gpu, how, tile, pair, |rows_in| {
+            let width = lists.width;
+            {
+                let (mut val, mut idx) = lists.out(pair.rows.rows());
                 let out = ListsOut {
                     val: &mut val,
                     idx: &mut idx,
                     width,
                 };
-                select::block(gpu, tile, out)
+                select::run(gpu, mode, rows_in, out)?;
             }
-        }
+            if !pair.both {
+                return Ok(());
+            }
+            let (mut val, mut idx) = lists.out(pair.cols.rows());
+            match trans {
+                None => {
+                    debug_assert_eq!(width, select::COLS_KP);
+                    let cols_at = TileAt {
+                        exclude_self: true,
+                        ..rows_in.at
+                    };
+                    let tile = TileIn {
+                        at: cols_at,
+                        ..rows_in
+                    };
+                    select::cols(gpu, tile, &mut val, &mut idx)
+                }
+                Some(trans) => {
+                    let at = rows_in.at;
+                    let (ni, nj) = (at.rows, at.cols);
+                    select::transpose(
+                        gpu,
+                        rows_in.values,
+                        ni,
+                        nj,
+                        nj,
+                        &mut trans.slice_mut(..),
+                        ni,
+                    )?;
+                    let cols_at = TileAt {
+                        rows: nj,
+                        cols: ni,
+                        ld: ni,
+                        key: at.key,
+                        row_off: at.col_off,
+                        col_off: at.row_off,
+                        exclude_self: true,
+                    };
+                    let trans_view = trans.slice(..);
+                    let tile = TileIn {
+                        values: &trans_view,
+                        at: cols_at,
+                        rn: rows_in.cn,
+                        cn: rows_in.rn,
+                    };
+                    let out = ListsOut {
+                        val: &mut val,
+                        idx: &mut idx,
+                        width,
+                    };
+                    select::block(gpu, tile, out)
+                }
+            }
+        })
     }
 }
 
@@ -336,30 +356,14 @@ impl Filtered<'_> {
         lists: &Lists,
         pair: &Pair,
     ) -> Result<()> {
-        let at = write_tile(gpu, (self.product, self.on_copy, self.plan), tile, pair)?;
-        let values: CudaView<'_, f32> = tile.slice(..);
-        let rb = pair
-            .rows
-            .set
-            .data
-            .block(pair.rows.items.start, pair.rows.items.end);
-        let cb = pair
-            .cols
-            .set
-            .data
-            .block(pair.cols.items.start, pair.cols.items.end);
-        let rows_in = TileIn {
-            values: &values,
-            at,
-            rn: &rb.sqnorm,
-            cn: &cb.sqnorm,
-        };
-        let row_list = lists.keys(pair.rows.rows());
-        let col_list = pair.both.then(|| lists.keys(pair.cols.rows()));
-        let into = self
-            .merges
-            .targets((&row_list, col_list.as_ref()), lists.width);
-        survivors::tile_filter(gpu, rows_in, into)
+        let how = (self.product, self.on_copy, self.plan);
+        let merges = &mut self.merges;
+        on_tile(gpu, how, tile, pair, |rows_in| {
+            let row_list = lists.keys(pair.rows.rows());
+            let col_list = pair.both.then(|| lists.keys(pair.cols.rows()));
+            let into = merges.targets((&row_list, col_list.as_ref()), lists.width);
+            survivors::tile_filter(gpu, rows_in, into)
+        })
     }
 }
 
