@@ -53,14 +53,15 @@
 //! Strings under levenshtein: range search runs a bit-parallel kernel (`strings`); k-NN and
 //! graphs on strings run it with increasing radii. Custom metrics are not on this engine.
 //!
-//! Scale (docs/design/streaming.md, oom-shrinking.md, multi-gpu.md): a search base that does not fit in the GPU's free memory (or under
-//! [`CudaOptions::device_memory`]) is streamed through in shards (`stream`), with exact keys
-//! on the host; an allocation that fails halves the working set and goes on. [`MultiGpu`]
-//! runs on several GPUs of one host (`multi`, `shard`); [`CudaEngine::graph_build`] gives each
-//! process (e.g. an MPI rank, one GPU each) its side of the core's graph seam, all under one
-//! route ([`GpuBuild::route`]); [`CudaEngine::graph_tiles`], [`PartialGraph::merge`] and
-//! [`CudaEngine::graph_finish`] split one graph between processes under fp32. A graph's set must still fit on each GPU. Long graph builds
-//! keep finished row passes in the core's checkpoint format (`passes`,
+//! Scale (docs/design/streaming.md, oom-shrinking.md, multi-gpu.md): a search base that does
+//! not fit in the GPU's free memory (or under [`CudaOptions::device_memory`]) is streamed
+//! through in shards (`stream`), with exact keys on the host; an allocation that fails halves
+//! the working set and goes on. [`MultiGpu`] runs on several GPUs of one host (`multi`,
+//! `shard`); [`CudaEngine::graph_build`] gives each process (e.g. an MPI rank, one GPU each)
+//! its side of the core's graph seam, all under one route ([`GpuBuild::route`]);
+//! [`CudaEngine::graph_tiles`], [`PartialGraph::merge`] and [`CudaEngine::graph_finish`] split
+//! one graph between processes under fp32. A graph's set must still fit on each GPU. Long graph
+//! builds keep finished row passes in the core's checkpoint format (`passes`,
 //! [`voisin::Engine::graph_checkpointed`]) and resume after a crash.
 
 mod engine;
