@@ -64,6 +64,8 @@
 //! builds keep finished row passes in the core's checkpoint format (`passes`,
 //! [`voisin::Engine::graph_checkpointed`]) and resume after a crash.
 
+#![warn(missing_docs)]
+
 mod engine;
 pub mod index;
 mod multi;

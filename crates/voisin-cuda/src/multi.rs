@@ -51,6 +51,7 @@ impl MultiGpu {
         Self::with_options(devices, CudaOptions::default())
     }
 
+    /// [`MultiGpu::new`] with the knobs of `opts` (every GPU's engine takes them).
     pub fn with_options(devices: &[usize], opts: CudaOptions) -> Result<Self> {
         if devices.is_empty() {
             return Err(Error::invalid("no GPU listed"));

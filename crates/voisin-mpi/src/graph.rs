@@ -70,14 +70,18 @@ pub const CHECKPOINT_ROUNDS: usize = 16;
 /// one batch of a rank's tiles may touch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RowBlocks {
+    /// The items of each block.
     pub blocks: Vec<Range<usize>>,
+    /// The most items one batch of a rank's tiles may touch.
     pub batch_items: usize,
 }
 
 /// One round: the tiles, in dealing order, and the blocks whose rows are final after it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Round {
+    /// The tile pairs (I, J) of the round, in dealing order.
     pub tiles: Vec<(usize, usize)>,
+    /// The blocks whose rows are final after it.
     pub finished: Vec<usize>,
 }
 

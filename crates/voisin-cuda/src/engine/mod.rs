@@ -58,6 +58,7 @@ impl CudaEngine {
         Ok(())
     }
 
+    /// [`CudaEngine::new`] with the knobs of `opts`.
     pub fn with_options(device: usize, opts: CudaOptions) -> Result<Self> {
         let gpu = Gpu::open(device)?;
         let ballast = match opts.device_memory {

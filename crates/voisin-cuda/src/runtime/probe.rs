@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 /// Receives the duration of each phase, named as "area: step".
 pub trait Probe: Send + Sync {
+    /// Phase `what` took `took`.
     fn phase(&self, what: &str, took: Duration);
 
     /// A fact about the work that explains a timing (e.g. how many queries needed a wider
