@@ -14,15 +14,19 @@
 //! batches of that many of the queries (k=10, the median of 20 batches): the fitted-estimator
 //! case of bench/py_bench.py without Python.
 //!
-//! `--data KIND` picks the data (base, queries and graph alike): `normal` (the default, cached
-//! as .fbin for the peer), `far` (normal + 100 in every coordinate), `clustered` (points on
-//! 1,000 random 8-d affine subspaces), `dups` (every row repeated 10 times), `u8` (SIFT-like
-//! skewed integers 0..=255 stored as u8), `f16` (normal stored as f16); all but `normal` are
-//! generated in memory, in parallel, in their stored type (an f16 set never exists as f32).
-//! `file:PATH` reads a real set instead (any vector file voisin reads, kept in its stored
-//! type, f32, f16 or u8; `--dim` is the file's): the base and the graph are `--base` and
-//! `--n` evenly spaced rows of it (all of them when it holds fewer), the queries `--queries` evenly
-//! spaced rows of it (bench/gpu/embed_words.py writes one: the word list's sentence embeddings).
+//! `--data KIND` picks the data (base, queries and graph alike): a kind of voisin_bench::kinds
+//! (`normal`, the default, cached as .fbin for the peer; `far`, `clustered`, `dups`, `heavy`,
+//! `lognormal`, `aniso`, `manifold`, `u8`, `f16`, generated in memory in their stored type), or
+//! a real set read from a file (`file:PATH`, any vector file voisin reads, f32, f16 or u8; `--dim`
+//! is the file's): the base and the graph are `--base` and `--n` evenly spaced rows of it (all
+//! of them when it holds fewer), the queries `--queries` evenly spaced rows of it
+//! (bench/real_kinds.py writes real sets; bench/gpu/embed_words.py the word list's sentence
+//! embeddings).
+//!
+//! `--kinds LIST` runs the kinds table instead (gpu_bench/kinds_table.rs): per kind of LIST
+//! (`label=kind` names a row), the k-NN and the graph under the CLI's defaults against
+//! `--precision fp32` and against normal data of the same shape, checked against the CPU engine,
+//! with a PASS/FAIL line against issue 43's targets (`gpu-check kinds`).
 //!
 //! `--graph-only` runs only the graph (`--n` items, `-k` neighbours) and with `--check N`
 //! compares the graph's rows of N evenly spaced items with the CPU engine's (ids and distances
@@ -35,7 +39,7 @@
 //!
 //! usage: gpu_bench [--dir /tmp/vbench] [--base 1000000] [--queries 10000] [--dim 128]
 //!                  [--graph 1000000] [--reps 3] [--ks 10,1000] [--variants fp32,tf32-fused]
-//!                  [--batches 100,1000] [--data normal|far|clustered|dups|u8|f16|file:PATH]
+//!                  [--batches 100,1000] [--data KIND] [--kinds KIND,LABEL=KIND,...]
 //!                  [--graph-only] [--n N] [-k K] [--elem f16] [--check N]
 //!                  [--save-rows F | --check-saved F]
 
@@ -43,21 +47,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use half::f16;
-use rand::prelude::*;
-use rand_distr::StandardNormal;
-use rayon::prelude::*;
-use voisin::data::VectorData;
 use voisin::{Dataset, Engine, Metric, VectorSet};
 use voisin_cuda::probe::StderrProbe;
 
 /// The expected rows of checked graph items, as the GPU tests compute them.
 #[path = "../../../voisin-cuda/tests/common/graph_rows.rs"]
 mod graph_rows;
-/// The clustered kind's subspaces, the generator the GPU tests use.
-#[allow(dead_code)]
-#[path = "../../../voisin-cuda/tests/common/subspaces.rs"]
-mod subspaces;
+/// `--kinds`: the default arithmetic against fp32 and normal data, kind by kind.
+#[path = "gpu_bench/kinds_table.rs"]
+mod kinds_table;
+use voisin_bench::kinds;
 use voisin_cuda::{CudaEngine, CudaOptions, Fusion, Precision};
 
 /// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why), so the
@@ -86,6 +85,8 @@ struct Args {
     save_rows: Option<PathBuf>,
     /// `--check-saved F`: no GPU graph; the rows saved in F checked against the CPU engine.
     check_saved: Option<PathBuf>,
+    /// `--kinds LIST`: the kinds table (kinds_table.rs) of these kinds.
+    kinds: Vec<String>,
 }
 
 fn parse() -> Args {
@@ -107,7 +108,9 @@ fn parse() -> Args {
         check: 0,
         save_rows: None,
         check_saved: None,
+        kinds: Vec::new(),
     };
+    let (mut variants_given, mut check_given) = (false, false);
     let mut argv = std::env::args().skip(1);
     while let Some(opt) = argv.next() {
         if opt == "--graph-only" {
@@ -121,7 +124,11 @@ fn parse() -> Args {
             "--data" | "--elem" => a.kind = v.into(),
             "--n" => a.graph = num(),
             "-k" => a.graph_k = num(),
-            "--check" => a.check = num(),
+            "--check" => {
+                a.check = num();
+                check_given = true;
+            }
+            "--kinds" => a.kinds = v.split(',').map(String::from).collect(),
             "--save-rows" => a.save_rows = Some(v.into()),
             "--check-saved" => a.check_saved = Some(v.into()),
             "--dir" => a.dir = v.into(),
@@ -131,15 +138,27 @@ fn parse() -> Args {
             "--graph" => a.graph = num(),
             "--reps" => a.reps = num(),
             "--ks" => a.ks = v.split(',').map(|k| k.parse().expect("k")).collect(),
-            "--variants" => a.variants = v.split(',').map(String::from).collect(),
+            "--variants" => {
+                a.variants = v.split(',').map(String::from).collect();
+                variants_given = true;
+            }
             "--batches" => a.batches = v.split(',').map(|b| b.parse().expect("batch")).collect(),
             o => panic!("unknown option {o}"),
+        }
+    }
+    // The kinds table holds the CLI's defaults to its `--precision fp32`, checked.
+    if !a.kinds.is_empty() {
+        if !variants_given {
+            a.variants = ["auto-auto", "fp32-auto"].map(String::from).to_vec();
+        }
+        if !check_given {
+            a.check = 100;
         }
     }
     a
 }
 
-/// Random normal rows from `seed`, cached as .fbin (u32 n, u32 d, row-major f32).
+/// Random normal rows from `seed` (the `normal` kind), cached as .fbin for the peer.
 fn data(path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
     // The file is reused only if `normal` wrote it: the other kinds write the same path for the
     // peer, and a normal run after a clustered one in the same folder read the clustered set.
@@ -147,16 +166,10 @@ fn data(path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
     let values = match std::fs::read(path) {
         Ok(b) if ours && b.len() == 8 + n * d * 4 => bytemuck_f32(&b[8..]),
         _ => {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let v: Vec<f32> = (0..n * d).map(|_| rng.sample(StandardNormal)).collect();
-            let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-            f.write_all(&(n as u32).to_le_bytes()).unwrap();
-            f.write_all(&(d as u32).to_le_bytes()).unwrap();
-            for x in &v {
-                f.write_all(&x.to_le_bytes()).unwrap();
-            }
+            let set = kinds::set("normal", n, d, seed).expect("the normal kind");
+            kinds::write_fbin(path, &set).expect("writing the data");
             std::fs::write(kind_mark(path), "normal").unwrap();
-            v
+            return set.into();
         }
     };
     VectorSet::from_f32(n, d, values).unwrap().into()
@@ -169,130 +182,27 @@ fn kind_mark(path: &Path) -> PathBuf {
     p.into()
 }
 
-/// `n` rows of `d` values of data kind `kind` (see the module doc) from `seed`, generated in
-/// parallel (65,536 rows per seeded chunk) in their stored type, or read from a file
-/// (`file:PATH`, its own dimension); `normal` is [`data`]'s cached set at `path`. Written to
-/// `path` as f32 .fbin for the peer.
+/// `n` rows of `d` values of data kind `kind` (voisin_bench::kinds) from `seed`; `normal` is
+/// [`data`]'s cached set at `path`. Written to `path` as f32 .fbin for the peer.
 fn make(kind: &str, path: &Path, n: usize, d: usize, seed: u64) -> Dataset {
     if kind == "normal" {
         return data(path, n, d, seed);
     }
-    let set = match kind.strip_prefix("file:") {
-        Some(file) => rows_of_file(file, n),
-        None => generated(kind, n, d, seed),
-    };
-    let (n, d) = (set.len(), set.dim());
+    let set = kinds::set(kind, n, d, seed).unwrap_or_else(|e| fail(&e));
     // The peer (bench/gpu/torch_peer.py) reads f32 .fbin: the same values, written as f32 (each
     // stored type converts exactly); not for sets past 1 GiB (the headline graph).
-    if n * d <= 1 << 28 {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-        f.write_all(&(n as u32).to_le_bytes()).unwrap();
-        f.write_all(&(d as u32).to_le_bytes()).unwrap();
-        for x in set.rows_f32(0, n).iter() {
-            f.write_all(&x.to_le_bytes()).unwrap();
-        }
+    if set.len() * set.dim() <= 1 << 28 {
+        kinds::write_fbin(path, &set).expect("writing the data");
     }
     // Whatever the file holds now (or held before, if not rewritten) is not `normal`'s.
     std::fs::write(kind_mark(path), kind).unwrap();
     set.into()
 }
 
-/// `n` evenly spaced rows of the vector file `file` (all of them where it holds no more), in
-/// its stored type: the `file:` data kind.
-fn rows_of_file(file: &str, n: usize) -> VectorSet {
-    let opts = voisin_io::ReadOptions {
-        mmap: false,
-        ..Default::default()
-    };
-    let data =
-        voisin_io::read_dataset(Path::new(file), &opts).unwrap_or_else(|e| panic!("{file}: {e}"));
-    let Dataset::Vectors(set) = data else {
-        panic!("{file}: strings, where the file kind takes vectors")
-    };
-    let (total, d) = (set.len(), set.dim());
-    if n >= total {
-        return set;
-    }
-    let picks: Vec<usize> = (0..n).map(|i| i * total / n).collect();
-    fn gather<T: Copy>(v: &[T], d: usize, picks: &[usize]) -> Vec<T> {
-        picks
-            .iter()
-            .flat_map(|&i| v[i * d..(i + 1) * d].iter().copied())
-            .collect()
-    }
-    let values = match set.data() {
-        VectorData::F32(v) => VectorData::F32(gather(v.as_slice(), d, &picks).into()),
-        VectorData::F16(v) => VectorData::F16(gather(v.as_slice(), d, &picks).into()),
-        VectorData::U8(v) => VectorData::U8(gather(v.as_slice(), d, &picks).into()),
-        _ => panic!(
-            "{file}: {} values (the file kind takes f32, f16 or u8)",
-            set.elem_type().name()
-        ),
-    };
-    VectorSet::new(n, d, values).unwrap()
-}
-
-/// `n` rows of `d` values of the generated data kind `kind` from `seed`.
-fn generated(kind: &str, n: usize, d: usize, seed: u64) -> VectorSet {
-    const CHUNK: usize = 65536;
-    // Clustered: 1,000 subspaces, each a centre (spread 3) and 8 directions (norm about 1).
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-    let spaces: Vec<Vec<f32>> = if kind == "clustered" {
-        subspaces::subspaces(&mut rng, 1000, d)
-    } else {
-        Vec::new()
-    };
-    // One row of f32 values (the u8 and f16 kinds round them to their type).
-    let row = |rng: &mut StdRng, i: usize, out: &mut [f32]| match kind {
-        "far" => out
-            .iter_mut()
-            .for_each(|x| *x = 100.0 + rng.sample::<f32, _>(StandardNormal)),
-        "clustered" => {
-            let s = &spaces[rng.gen_range(0..spaces.len())];
-            subspaces::point_on(rng, s, out);
-        }
-        "dups" => {
-            // Row i repeats row i − i % 10: the same values from the same seed.
-            let mut r =
-                StdRng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add((i / 10) as u64));
-            out.iter_mut().for_each(|x| *x = r.sample(StandardNormal));
-        }
-        // SIFT-like: mostly small counts, a long tail up to 255.
-        "u8" => out
-            .iter_mut()
-            .for_each(|x| *x = (rng.gen::<f32>().powi(3) * 255.0).round()),
-        "f16" => out.iter_mut().for_each(|x| *x = rng.sample(StandardNormal)),
-        k => panic!("unknown data kind {k} (normal, far, clustered, dups, u8, f16)"),
-    };
-    // Each chunk of rows from its own seed, converted to the stored type row by row.
-    fn fill<T: Copy + Send + Sync>(
-        n: usize,
-        d: usize,
-        seed: u64,
-        zero: T,
-        conv: impl Fn(f32) -> T + Sync,
-        row: &(impl Fn(&mut StdRng, usize, &mut [f32]) + Sync),
-    ) -> Vec<T> {
-        let mut v = vec![zero; n * d];
-        v.par_chunks_mut(CHUNK * d)
-            .enumerate()
-            .for_each(|(c, chunk)| {
-                let mut rng =
-                    StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(c as u64));
-                let mut buf = vec![0f32; d];
-                for (r, out) in chunk.chunks_mut(d).enumerate() {
-                    row(&mut rng, c * CHUNK + r, &mut buf);
-                    out.iter_mut().zip(&buf).for_each(|(o, &x)| *o = conv(x));
-                }
-            });
-        v
-    }
-    let values = match kind {
-        "u8" => VectorData::U8(fill(n, d, seed, 0u8, |x| x as u8, &row).into()),
-        "f16" => VectorData::F16(fill(n, d, seed, f16::ZERO, f16::from_f32, &row).into()),
-        _ => VectorData::F32(fill(n, d, seed, 0f32, |x| x, &row).into()),
-    };
-    VectorSet::new(n, d, values).unwrap()
+/// Bad input (an unknown kind, an unreadable file): one line, exit code 2.
+fn fail(message: &str) -> ! {
+    eprintln!("gpu_bench: {message}");
+    std::process::exit(2)
 }
 
 /// The rows of the checked items of `r` as bytes: per item, k ids then k distances (LE).
@@ -366,6 +276,9 @@ fn main() {
     std::fs::create_dir_all(&a.dir).unwrap();
     if a.graph_only {
         return graph_only(&a);
+    }
+    if !a.kinds.is_empty() {
+        return kinds_table::run(&a);
     }
     let t = Instant::now();
     let base = make(&a.kind, &a.dir.join("base.fbin"), a.base, a.dim, 1);
