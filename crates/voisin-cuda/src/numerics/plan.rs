@@ -1057,6 +1057,16 @@ pub(crate) mod tests {
         VectorSet::from_f32(n, d, v).unwrap()
     }
 
+    /// Every arithmetic travels between processes as its code and reads back as itself; a
+    /// number that is none reads back as none.
+    #[test]
+    fn arithmetic_codes_read_back() {
+        for a in Arithmetic::ALL {
+            assert_eq!(Arithmetic::from_code(a.code()), Some(a), "{a:?}");
+        }
+        assert_eq!(Arithmetic::from_code(Arithmetic::ALL.len() as u32), None);
+    }
+
     /// TF32 conversion at its worst: the 13 low mantissa bits cut off (truncation).
     pub(crate) fn tf32_truncate(x: f32) -> f32 {
         f32::from_bits(x.to_bits() & !0x1fff)
