@@ -1,9 +1,10 @@
 //! The CUDA engine: exact k-NN search, k-NN graphs and range search on one NVIDIA GPU.
 //!
 //! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
-//! inner_product; strict fp32, or TF32 tensor cores under `Precision::Tf32`) or a SIMT tile
+//! inner_product; strict fp32, or TF32 tensor cores under `--precision tf32`) or a SIMT tile
 //! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in kernels
-//! compiled ahead of time by the build (or by NVRTC at run time, cached on disk); each query's candidates are proved with an error bound, widened where
+//! compiled ahead of time by the build (or by NVRTC at run time, cached on disk); each query's
+//! candidates are proved with an error bound, widened where
 //! the proof fails, and re-ranked on exact f64 keys (k-NN over sorted lists: on the device, the
 //! rest on the host), so results equal the CPU engine's.
 //!
@@ -12,17 +13,21 @@
 //! - `options`: [`CudaOptions`] and its knobs ([`Select`], [`Precision`], [`Fusion`]); a leaf.
 //! - `runtime/`: the device as a resource: `context` (loading CUDA, the GPU's context, streams,
 //!   cuBLAS, uploads and downloads, the typed out-of-memory error), `staging` (the one pinned
-//!   staging), `kernels` (the one registry; `modules`, `nvrtc`, `cache`: its images),
-//!   `libs`/`loaded` (finding the CUDA libraries; [`cuda_info`]),
-//!   `abi` (the one host↔kernel table of codes and sizes), [`probe`] (phase timings).
-//! - `numerics/`: `plan`, the per-metric plan that owns every device-facing fact about a metric
-//!   (key mode, tile kind, row transforms, the error bound and its parts).
+//!   staging), `elem` (the element types rows keep on the device), `kernels` (the one
+//!   registry; `modules`, `nvrtc`, `cache`: its images), `libs`/`loaded` (finding the CUDA
+//!   libraries; [`cuda_info`]), `abi` (the one host↔kernel table of codes and sizes),
+//!   [`probe`] (phase timings).
+//! - `numerics/`: `plan`, the per-metric `Numerics` that own every device-facing
+//!   fact about a metric (key mode, tile kind, row transforms, the error bound and its parts,
+//!   the arithmetic it covers).
 //! - `ops/`: launchers over the GPU and the plan: `device_set` (upload and row preparation),
 //!   `tile` (one distance tile), [`select`] (selection variants), `fused`, `exact` (exact keys,
 //!   the device finish), `range` (the range filter).
-//! - `search/`: searches in a context (`Ctx`: GPU, plan, options, counters): `knn`, `graph`,
-//!   `stream` (bases larger than the GPU), `shard` (merging shards' lists), `range` (the range
-//!   tail) and `finish`, the one prove-widen-re-rank over a candidate source.
+//! - `search/`: searches in a context (`SearchCtx`: GPU, plan, options, counters): `route`
+//!   (every choice of how a candidate pass runs, made once), `pairs` (one runner per pair
+//!   method), `knn`, `graph`, `pilot`, `stream` (bases larger than the GPU), `shard` (merging
+//!   shards' lists), `range` (the range tail) and `finish`, the one prove-widen-re-rank over a
+//!   candidate source.
 //! - `engine/`: [`CudaEngine`] and the `Engine` seam; `passes` (checkpointed graphs, graphs
 //!   on several GPUs).
 //! - `multi`: [`MultiGpu`], several GPUs composed from engines.
@@ -48,14 +53,18 @@
 //! Strings under levenshtein: range search runs a bit-parallel kernel (`strings`); k-NN and
 //! graphs on strings run it with increasing radii. Custom metrics are not on this engine.
 //!
-//! Scale (docs/design/streaming.md, oom-shrinking.md, multi-gpu.md): a search base that does not fit in the GPU's free memory (or under
-//! [`CudaOptions::device_memory`]) is streamed through in shards (`stream`), with exact keys
-//! on the host; an allocation that fails halves the working set and goes on. [`MultiGpu`]
-//! runs on several GPUs of one host (`multi`, `shard`); [`CudaEngine::graph_tiles`],
-//! [`PartialGraph::merge`] and [`CudaEngine::graph_finish`] split one graph between processes
-//! (e.g. MPI ranks, one GPU each). A graph's set must still fit on each GPU. Long graph builds
-//! keep finished row passes in the core's checkpoint format (`passes`,
+//! Scale (docs/design/streaming.md, oom-shrinking.md, multi-gpu.md): a search base that does
+//! not fit in the GPU's free memory (or under [`CudaOptions::device_memory`]) is streamed
+//! through in shards (`stream`), with exact keys on the host; an allocation that fails halves
+//! the working set and goes on. [`MultiGpu`] runs on several GPUs of one host (`multi`,
+//! `shard`); [`CudaEngine::graph_build`] gives each process (e.g. an MPI rank, one GPU each)
+//! its side of the core's graph seam, all under one route ([`GpuBuild::route`]);
+//! [`CudaEngine::graph_tiles`], [`PartialGraph::merge`] and [`CudaEngine::graph_finish`] split
+//! one graph between processes under fp32. A graph's set must still fit on each GPU. Long graph
+//! builds keep finished row passes in the core's checkpoint format (`passes`,
 //! [`voisin::Engine::graph_checkpointed`]) and resume after a crash.
+
+#![warn(missing_docs)]
 
 mod engine;
 pub mod index;
@@ -67,7 +76,7 @@ mod runtime;
 mod search;
 mod strings;
 
-pub use engine::{supports, CudaEngine, CudaPrepared};
+pub use engine::{supports, CudaEngine, CudaPrepared, GpuBuild};
 pub use multi::MultiGpu;
 pub use numerics::plan::tiles_hold;
 pub use ops::select;

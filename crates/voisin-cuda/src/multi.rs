@@ -21,16 +21,16 @@ use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
 use crate::engine::{on_each, passes, to_result, CudaEngine};
-use crate::numerics::plan::{vectors, Plan};
+use crate::numerics::plan::{vectors, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::range;
 use crate::options::CudaOptions;
 use crate::runtime::context::Gpu;
 use crate::runtime::probe::Phases;
-use crate::search::finish::{finish, CandidateSource};
-use crate::search::knn::{self, Raw};
-use crate::search::shard;
+use crate::search::finish::{finish, CandidateSource, Raw};
+use crate::search::knn;
+use crate::search::{route, shard};
 
 /// The engine over several GPUs.
 pub struct MultiGpu {
@@ -51,6 +51,7 @@ impl MultiGpu {
         Self::with_options(devices, CudaOptions::default())
     }
 
+    /// [`MultiGpu::new`] with the knobs of `opts` (every GPU's engine takes them).
     pub fn with_options(devices: &[usize], opts: CudaOptions) -> Result<Self> {
         if devices.is_empty() {
             return Err(Error::invalid("no GPU listed"));
@@ -104,7 +105,7 @@ impl MultiGpu {
     /// With `behind`, the base shards go up behind their first tiles (device_set.rs).
     fn shards<'b>(
         &self,
-        plan: &Plan,
+        plan: &Numerics,
         bset: &'b VectorSet,
         qset: &VectorSet,
         behind: bool,
@@ -132,7 +133,7 @@ impl MultiGpu {
     /// Candidates of the queries `ids` (all when `None`) from every shard, merged.
     fn search(
         &self,
-        plan: &Plan,
+        plan: &Numerics,
         shards: &[Shard],
         qset: &VectorSet,
         ids: Option<&[usize]>,
@@ -205,7 +206,7 @@ impl MultiGpu {
 /// keys on the GPU that holds each row.
 struct Sharded<'a> {
     multi: &'a MultiGpu,
-    plan: &'a Plan,
+    plan: &'a Numerics,
     metric: &'a Metric,
     bset: &'a VectorSet,
     qset: &'a VectorSet,
@@ -284,7 +285,7 @@ impl Engine for MultiGpu {
         let shards = self.shards(&plan, bset, qset, true)?;
         tr.mark("multi knn: queries uploaded");
         stats.transfer += shards.iter().map(|s| s.upload).max().unwrap_or_default();
-        let kp = knn::first_list(k);
+        let kp = route::first_list(k);
         let raws = self.search(&plan, &shards, qset, None, kp, false);
         tr.mark("multi knn: candidates from every shard, merged");
         self.engines[0].check_cancel()?;
@@ -333,8 +334,15 @@ impl Engine for MultiGpu {
         let thr = range::thresholds(&plan, metric, radius, shards[0].qdev.norm(), max_norm);
         let parts = self.each(shards.len(), |g, e, gpu| {
             let s = &shards[g];
-            let (offsets, mut ids) =
-                range::candidates(gpu, &plan, &s.bdev, &s.qdev, &thr, &e.budget(gpu)?)?;
+            let (offsets, mut ids) = range::candidates(
+                gpu,
+                route::product(&plan, false),
+                &plan,
+                &s.bdev,
+                &s.qdev,
+                &thr,
+                &e.budget(gpu)?,
+            )?;
             ids.iter_mut().for_each(|i| *i += s.rows.start as u32);
             Ok((offsets, ids))
         })?;

@@ -2,8 +2,8 @@
 //! ([`Select`], [`Precision`], [`Fusion`]), with their names on the command line and their limits.
 //!
 //! A leaf: every layer reads these, none of them is read back here. What a choice does lives
-//! with its layer (`ops::select` launches the selections, `numerics::plan` widens the bound for
-//! TF32, `ops::fused` decides per pass whether to fuse).
+//! in one place: the route (search/route.rs) resolves the precision to an arithmetic and
+//! decides per pass whether and how to fuse; `ops::select` launches the selections.
 
 use std::str::FromStr;
 

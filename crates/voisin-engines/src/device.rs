@@ -16,6 +16,7 @@ pub enum Device {
     /// A GPU for what it supports when one is usable, else the CPU.
     #[default]
     Auto,
+    /// The CPU engine.
     Cpu,
     /// The CUDA engine on the GPUs of [`crate::EngineConfig::gpus`] (GPU 0 by default).
     Cuda,

@@ -41,6 +41,8 @@
 //! prepared bases), [`open_indexes`] (index build and query, Python's metric indexes) or
 //! [`cpu`] / [`cuda_on`] (the MPI ranks).
 
+#![warn(missing_docs)]
+
 mod choice;
 mod device;
 mod indexes;

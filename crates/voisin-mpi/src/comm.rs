@@ -9,7 +9,9 @@ use std::sync::{Arc, Barrier, Mutex};
 
 /// The collectives the drivers use.
 pub trait Comm {
+    /// This process's rank, 0 up to [`Comm::size`].
     fn rank(&self) -> usize;
+    /// How many ranks there are.
     fn size(&self) -> usize;
     /// Sends `buffers[d]` to rank `d`; returns what every rank sent here, in rank order.
     fn all_to_all(&self, buffers: Vec<Vec<u32>>) -> Vec<u32>;
@@ -67,6 +69,7 @@ struct Shared {
 }
 
 impl Threads {
+    /// One communicator per rank of a world of `size` ranks, for threads of one process.
     pub fn world(size: usize) -> Vec<Threads> {
         let shared = Arc::new(Shared {
             size,

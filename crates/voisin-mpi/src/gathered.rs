@@ -3,8 +3,9 @@
 //! the tile pairs (I, J), I ≤ J, of one tile edge (the smallest any rank's engine takes), each
 //! pair measured once over all ranks; the shares go to rank 0 as bytes ([`crate::shares`]),
 //! which merges them ([`Share::merge`]) and finishes the rows with its engine
-//! ([`TileGraph::finish_all`]). The GPU ranks run it with voisin-cuda's engine (approximate
-//! lists, proved and re-ranked on rank 0's GPU); the CPU engine implements the same seam
+//! ([`TileGraph::finish_all`]). The GPU ranks run it over each rank's build on its GPU
+//! (voisin-cuda's `GpuBuild`, all under rank 0's route: approximate lists, proved and re-ranked
+//! on rank 0's GPU, `gpu.rs`); the CPU engine implements the same seam
 //! (exact lists), which is how this driver is tested without a GPU. Exact f64 keys decide, so
 //! the rows are those of every other engine.
 //!
@@ -27,7 +28,9 @@
 
 use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::graph::driver::Passes;
-use voisin::graph::{cyclic_share, pass_steps_after, pass_tile_edge, Share, TileGraph, TileOwner};
+use voisin::graph::{
+    cyclic_share, pass_steps_after, pass_tile_edge, GraphJob, Share, TileGraph, TileOwner,
+};
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
@@ -45,25 +48,21 @@ pub fn graph<E: TileGraph>(
     checkpoint: Option<&CheckpointOptions>,
 ) -> std::result::Result<Option<KnnResult>, Failed> {
     let (rank, size, n) = (comm.rank(), comm.size(), data.len());
-    let edge = agree(comm, engine.tile_edge(data, k, metric))?;
+    let job = GraphJob { data, k, metric };
+    let edge = agree(comm, engine.tile_edge(&job))?;
     // One triangle for every rank: the smallest edge, as the minimum of u32 values.
     let edge = (u32::MAX - comm.all_max(u32::MAX - edge.clamp(1, 1 << 30) as u32)) as usize;
     if let Some(opts) = checkpoint {
         return checkpointed(comm, engine, data, (k, metric), edge, opts);
     }
     let nt = n.div_ceil(edge);
-    let share = my_share(
-        engine,
-        data,
-        (k, metric),
-        edge,
-        &cyclic_share(nt, size, rank),
-    );
+    let kk = k.min(n.saturating_sub(1));
+    let share = my_share(engine, &job, edge, &cyclic_share(nt, size, rank));
     let share = agree(comm, share)?;
     let finished = match comm.gather(share) {
         Some(words) => merged::<E::Share>(&words)
-            .and_then(|part| engine.finish_all(data, metric, part))
-            .map(Some),
+            .and_then(|part| engine.finish_all(&job, part))
+            .map(|rows| Some(KnnResult::from_rows(rows, kk, metric))),
         None => Ok(None),
     };
     agree(comm, finished)
@@ -72,12 +71,11 @@ pub fn graph<E: TileGraph>(
 /// This rank's part of a share: the tile pairs of edge `edge` that `owns` accepts, packed.
 fn my_share<E: TileGraph>(
     engine: &E,
-    data: &Dataset,
-    (k, metric): (usize, &Metric),
+    job: &GraphJob<'_>,
     edge: usize,
     owns: &TileOwner<'_>,
 ) -> Result<Vec<u32>> {
-    let bytes = engine.share(data, k, metric, edge, owns)?.to_bytes();
+    let bytes = engine.share(job, edge, owns)?.to_bytes();
     // The frame's length word, and MPI's int counts, bound one share.
     if bytes.len() >= (u32::MAX as usize) {
         return Err(Error::device(format!(
@@ -119,11 +117,16 @@ fn checkpointed<E: TileGraph>(
 ) -> std::result::Result<Option<KnnResult>, Failed> {
     let (rank, size, n) = (comm.rank(), comm.size(), data.len());
     let kk = k.min(n.saturating_sub(1));
+    let job = GraphJob {
+        data,
+        k: kk,
+        metric,
+    };
     // Rank 0 opens (or checks) the checkpoint and reads the finished passes and the partial
     // lists; every rank then learns the pass size, which passes are done and which of them
     // the running lists cover.
     let opened = if rank == 0 {
-        open_root(engine, data, (kk, metric), edge, opts).map(|(root, words)| (Some(root), words))
+        open_root(engine, &job, edge, opts).map(|(root, words)| (Some(root), words))
     } else {
         Ok((None, Vec::new()))
     };
@@ -146,11 +149,9 @@ fn checkpointed<E: TileGraph>(
             let owns = |i: usize, j: usize| {
                 step.takes_after(&done, &covered, i * t / rpp, j * t / rpp) && dealt(i, j)
             };
-            let share = agree(comm, my_share(engine, data, (kk, metric), t, &owns))?;
+            let share = agree(comm, my_share(engine, &job, t, &owns))?;
             let absorbed = match (&mut root, comm.gather(share)) {
-                (Some(root), Some(words)) => {
-                    root.absorb(engine, (data, metric), &words, step.proves)
-                }
+                (Some(root), Some(words)) => root.absorb(engine, &job, &words, step.proves),
                 _ => Ok(()),
             };
             agree(comm, absorbed)?;
@@ -164,17 +165,17 @@ fn checkpointed<E: TileGraph>(
 /// done flag per pass, then one covered flag per pass).
 fn open_root<E: TileGraph>(
     engine: &E,
-    data: &Dataset,
-    (kk, metric): (usize, &Metric),
+    job: &GraphJob<'_>,
     edge: usize,
     opts: &CheckpointOptions,
 ) -> Result<(Root<E::Share>, Vec<u32>)> {
+    let (data, kk, metric) = (job.data, job.k, job.metric);
     let mut passes = Passes::open(data, metric, kk, edge, usize::MAX, Some(opts))?;
-    let kind = engine.partial_kind(data, metric)?;
+    let kind = engine.partial_kind(job)?;
     let running = match &kind {
-        Some(kind) if kk > 0 && !passes.all_done() => passes.resume(kind, |rows, bytes| {
-            engine.partial_share(data, kk, rows, bytes)
-        })?,
+        Some(kind) if kk > 0 && !passes.all_done() => {
+            passes.resume(kind, |rows, bytes| engine.partial_share(job, rows, bytes))?
+        }
         _ => None,
     };
     let mut words = vec![passes.rows_per_pass() as u32];
@@ -194,7 +195,7 @@ impl<S: Share> Root<S> {
     fn absorb<E: TileGraph<Share = S>>(
         &mut self,
         engine: &E,
-        (data, metric): (&Dataset, &Metric),
+        job: &GraphJob<'_>,
         words: &[u32],
         proves: Option<usize>,
     ) -> Result<()> {
@@ -207,7 +208,7 @@ impl<S: Share> Root<S> {
             .running
             .as_ref()
             .ok_or_else(|| Error::device("graph pass without lists (bug)"))?;
-        let rows = engine.finish(data, metric, all, range)?;
+        let rows = engine.finish(job, all, range)?;
         let (kind, running) = match &self.kind {
             Some(kind) => (kind.as_str(), Some(all)),
             None => ("", None),

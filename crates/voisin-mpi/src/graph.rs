@@ -52,7 +52,7 @@ use std::ops::Range;
 
 use voisin::graph::checkpoint::{CheckpointOptions, Layout};
 use voisin::graph::driver::Passes;
-use voisin::graph::{deal, merge_lists, pass_steps, triangle, CpuShare, TileGraph};
+use voisin::graph::{deal, merge_lists, pass_steps, triangle, CpuShare, GraphJob, TileGraph};
 use voisin::metric::scale::KeyScale;
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
@@ -69,19 +69,23 @@ pub const CHECKPOINT_ROUNDS: usize = 16;
 /// Row blocks of the graph, each `block_rows` items (the last one shorter), and how many items
 /// one batch of a rank's tiles may touch.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
+pub struct RowBlocks {
+    /// The items of each block.
     pub blocks: Vec<Range<usize>>,
+    /// The most items one batch of a rank's tiles may touch.
     pub batch_items: usize,
 }
 
 /// One round: the tiles, in dealing order, and the blocks whose rows are final after it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Round {
+    /// The tile pairs (I, J) of the round, in dealing order.
     pub tiles: Vec<(usize, usize)>,
+    /// The blocks whose rows are final after it.
     pub finished: Vec<usize>,
 }
 
-impl Plan {
+impl RowBlocks {
     /// Rows per block for `n` items over `size` ranks and lists of `k`: at most half a batch,
     /// so that any one tile fits in the engine's candidate buffers.
     pub fn block_rows(n: usize, size: usize, checkpointed: bool, k: usize) -> usize {
@@ -94,9 +98,9 @@ impl Plan {
     }
 
     /// Blocks of `block_rows` items, batches sized for neighbour lists of `k`.
-    pub fn new(n: usize, block_rows: usize, k: usize) -> Plan {
+    pub fn new(n: usize, block_rows: usize, k: usize) -> RowBlocks {
         let block_rows = block_rows.max(1);
-        Plan {
+        RowBlocks {
             blocks: (0..n.div_ceil(block_rows))
                 .map(|b| b * block_rows..((b + 1) * block_rows).min(n))
                 .collect(),
@@ -168,7 +172,7 @@ pub fn local<E: TileGraph<Share = CpuShare>>(
     engine: &E,
     data: &Dataset,
     (k, metric): (usize, &Metric),
-    plan: &Plan,
+    plan: &RowBlocks,
     round: &Round,
     done: &[bool],
     (rank, size, dealt): (usize, usize, usize),
@@ -193,7 +197,8 @@ pub fn local<E: TileGraph<Share = CpuShare>>(
         at += batch.len();
         let these: HashSet<(usize, usize)> = tiles.iter().copied().collect();
         let owns = |i: usize, j: usize| these.contains(&(i, j));
-        engine.extend(data, k, metric, &mut running, edge, &owns)?;
+        let job = GraphJob { data, k, metric };
+        engine.extend(&job, &mut running, edge, &owns, &|_| true)?;
         // The lists of done blocks (a catch-up tile's other side) are not sent: freed batch by
         // batch, so they never pile up.
         if let Some(share) = &mut running {
@@ -257,7 +262,7 @@ pub fn batches<'a>(
 }
 
 /// Wire form, per destination rank: `[row, len, len × (index, key low word, key high word)]`.
-pub fn encode(acc: &BlockLists, plan: &Plan, size: usize) -> Vec<Vec<u32>> {
+pub fn encode(acc: &BlockLists, plan: &RowBlocks, size: usize) -> Vec<Vec<u32>> {
     let mut out = vec![Vec::new(); size];
     for (&b, rows) in acc {
         let dest = &mut out[plan.owner(b, size)];
@@ -276,7 +281,7 @@ pub fn encode(acc: &BlockLists, plan: &Plan, size: usize) -> Vec<Vec<u32>> {
 }
 
 /// Merges received wire lists into the owner's blocks.
-pub fn decode_into(received: &[u32], plan: &Plan, k: usize, mine: &mut BlockLists) {
+pub fn decode_into(received: &[u32], plan: &RowBlocks, k: usize, mine: &mut BlockLists) {
     let block_rows = plan.blocks[0].len();
     let mut at = 0;
     while at < received.len() {
@@ -362,7 +367,7 @@ pub fn run<E: TileGraph<Share = CpuShare>>(
         };
         return Ok((rank == 0).then_some(empty));
     }
-    let mut block_rows = Plan::block_rows(n, size, checkpoint.is_some(), kk);
+    let mut block_rows = RowBlocks::block_rows(n, size, checkpoint.is_some(), kk);
     // Rank 0's passes hold the rows of the finished blocks; every rank's saves its own.
     let mut passes = match checkpoint {
         Some(opts) => {
@@ -376,7 +381,7 @@ pub fn run<E: TileGraph<Share = CpuShare>>(
         }
         None => None,
     };
-    let plan = Plan::new(n, block_rows, kk);
+    let plan = RowBlocks::new(n, block_rows, kk);
     let nb = plan.blocks.len();
 
     // Rank 0 tells every rank which blocks are done.

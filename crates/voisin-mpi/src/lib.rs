@@ -30,6 +30,8 @@
 //! included) are tested in-process without MPI. This crate owns distribution only: distances, selection and file
 //! formats come from `voisin` and `voisin-io`.
 
+#![warn(missing_docs)]
+
 pub mod comm;
 pub mod gathered;
 #[cfg(feature = "cuda")]

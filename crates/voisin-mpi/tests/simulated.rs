@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use voisin::cpu::{CpuEngine, CpuOptions};
 use voisin::engine::{GraphRequest, KnnRequest, RangeRequest};
 use voisin::graph::checkpoint::CheckpointOptions;
-use voisin::graph::{triangle, CpuShare, PassRows, TileGraph, TileOwner};
+use voisin::graph::{triangle, CpuShare, GraphJob, PassRows, TileGraph, TileOwner};
 use voisin::reference;
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, StringSet, VectorSet};
 use voisin_mpi::comm::{Failed, Threads};
@@ -88,43 +88,39 @@ impl Engine for Counting {
 impl TileGraph for Counting {
     type Share = CpuShare;
 
-    fn tile_edge(&self, data: &Dataset, k: usize, metric: &Metric) -> voisin::Result<usize> {
-        self.engine.tile_edge(data, k, metric)
+    fn tile_edge(&self, job: &GraphJob<'_>) -> voisin::Result<usize> {
+        self.engine.tile_edge(job)
     }
 
     fn share(
         &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         edge: usize,
         owns: &TileOwner<'_>,
     ) -> voisin::Result<CpuShare> {
-        self.count(data.len(), edge, owns);
-        self.engine.share(data, k, metric, edge, owns)
+        self.count(job.data.len(), edge, owns);
+        self.engine.share(job, edge, owns)
     }
 
     fn extend(
         &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         running: &mut Option<CpuShare>,
         edge: usize,
         owns: &TileOwner<'_>,
+        open: &(dyn Fn(usize) -> bool + Sync),
     ) -> voisin::Result<()> {
-        self.count(data.len(), edge, owns);
-        self.engine.extend(data, k, metric, running, edge, owns)
+        self.count(job.data.len(), edge, owns);
+        self.engine.extend(job, running, edge, owns, open)
     }
 
     fn finish(
         &self,
-        data: &Dataset,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         share: &CpuShare,
         rows: Range<usize>,
     ) -> voisin::Result<PassRows> {
-        self.engine.finish(data, metric, share, rows)
+        self.engine.finish(job, share, rows)
     }
 }
 
@@ -181,7 +177,7 @@ fn rounds_cover_every_needed_tile_once() {
     let mut rng = StdRng::seed_from_u64(5);
     for n in [1, 2, 5, 37, 1000] {
         for rows in [1, 3, 64] {
-            let plan = graph::Plan::new(n, rows, 5);
+            let plan = graph::RowBlocks::new(n, rows, 5);
             let nb = plan.blocks.len();
             for trial in 0..4 {
                 let done: Vec<bool> = (0..nb).map(|_| trial > 0 && rng.gen_bool(0.4)).collect();
@@ -231,8 +227,8 @@ fn blocks_cover_the_items() {
     for n in [1, 2, 5, 37, 20_000] {
         for size in 1..6 {
             for ckpt in [false, true] {
-                let rows = graph::Plan::block_rows(n, size, ckpt, 10);
-                let plan = graph::Plan::new(n, rows, 5);
+                let rows = graph::RowBlocks::block_rows(n, size, ckpt, 10);
+                let plan = graph::RowBlocks::new(n, rows, 5);
                 assert_eq!(plan.blocks[0].start, 0);
                 assert_eq!(plan.blocks.last().unwrap().end, n);
                 for w in plan.blocks.windows(2) {
@@ -461,7 +457,7 @@ fn checkpointed_builds_resume_with_any_rank_count() {
                 }
             }
             let left = pass_files(&dir).len();
-            let rows = graph::Plan::block_rows(n, size, true, graph::row_len(n, k));
+            let rows = graph::RowBlocks::block_rows(n, size, true, graph::row_len(n, k));
             let done_items: usize = pass_files(&dir)
                 .iter()
                 .map(|f| {
@@ -579,7 +575,7 @@ fn batches_keep_order_and_bound_items() {
 fn small_batches_give_the_same_lists() {
     let data = tied(230, 3, 9);
     let m = Metric::Euclidean;
-    let big = graph::Plan::new(230, 40, 6);
+    let big = graph::RowBlocks::new(230, 40, 6);
     let mut small = big.clone();
     small.batch_items = 50;
     let done = vec![false; big.blocks.len()];

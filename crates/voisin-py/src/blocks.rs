@@ -26,6 +26,8 @@
 //! with itself is a whole graph through the seam on either device (share, then finish).
 //! Inputs are read in place (float32 C-contiguous); every call runs with the GIL released.
 
+use std::sync::Mutex;
+
 use numpy::{
     PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
 };
@@ -36,12 +38,12 @@ use rayon::prelude::*;
 
 use voisin::cpu::CpuEngine;
 use voisin::engine::{Cancel, Op};
-use voisin::graph::{merge_lists, List, PassRows, TileGraph};
+use voisin::graph::{merge_lists, GraphJob, List, PassRows, TileGraph};
 use voisin::metric::exact::item_key;
 use voisin::metric::scale::f32_value;
 use voisin::shape;
 use voisin::{
-    Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result, StringSet, VectorSet,
+    Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result, Stats, StringSet, VectorSet,
 };
 use voisin_cuda::CudaEngine;
 use voisin_engines::Device;
@@ -157,10 +159,15 @@ fn whole_graph<E: TileGraph>(
     if n < 2 || k == 0 {
         return Ok(vec![List::new(); n]);
     }
+    let job = GraphJob {
+        data,
+        k: k.min(n - 1),
+        metric: m,
+    };
     let mut running = None;
-    e.extend(data, k, m, &mut running, edge, &|_, _| true)?;
+    e.extend(&job, &mut running, edge, &|_, _| true, &|_| true)?;
     let share = running.ok_or_else(|| Error::device("graph share without lists (bug)"))?;
-    e.finish(data, m, &share, 0..n)
+    e.finish(&job, &share, 0..n)
 }
 
 /// The CPU engine's lists of the rows of `a` among `b` and of `b` among `a` (local indices):
@@ -175,7 +182,18 @@ fn cross_share(
 ) -> Result<(PassRows, PassRows)> {
     let both = joined(a, b)?;
     let mut running = None;
-    e.extend(&both, k, m, &mut running, a.len(), &|i, j| (i, j) == (0, 1))?;
+    let job = GraphJob {
+        data: &both,
+        k,
+        metric: m,
+    };
+    e.extend(
+        &job,
+        &mut running,
+        a.len(),
+        &|i, j| (i, j) == (0, 1),
+        &|_| true,
+    )?;
     let mut lists = running
         .ok_or_else(|| Error::device("graph share without lists (bug)"))?
         .lists;
@@ -290,7 +308,11 @@ impl BlockEngine {
         let Some(cols) = cols else {
             // The checkpointed-graph op: what the GPU's shares and proofs take (vectors).
             let own = match self.gpu_for(rows, m, Op::GraphCheckpointed)? {
-                Some(gpu) => whole_graph(gpu, rows, k, m, gpu.tile_edge(rows, k, m)?)?,
+                Some(gpu) => {
+                    let stats = Mutex::new(Stats::default());
+                    let build = gpu.graph_build(rows, k, m, &stats)?;
+                    whole_graph(&build, rows, k, m, gpu.graph_tile_edge(rows.len(), k)?)?
+                }
                 None => whole_graph(&self.cpu, rows, k, m, rows.len().max(1))?,
             };
             return Ok((own, PassRows::new()));

@@ -11,8 +11,9 @@
 pub(crate) mod passes;
 mod prepared;
 
+pub use passes::GpuBuild;
 pub use prepared::CudaPrepared;
-use prepared::OnDevice;
+use prepared::{KnnAsked, OnDevice, RangeAsked, Started};
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -21,14 +22,14 @@ use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeReque
 use voisin::graph::TileOwner;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
-use crate::numerics::plan::{check_finite, vectors, Plan};
+use crate::numerics::plan::{check_finite, vectors, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::Budget;
 use crate::options::CudaOptions;
 use crate::runtime::context::{self, Gpu};
 use crate::runtime::probe;
 use crate::search::graph::{self, Lists, PartialGraph};
-use crate::search::{knn, pilot, stream, Counters, Ctx};
+use crate::search::{pilot, route, stream, Counters, SearchCtx};
 use crate::strings;
 
 /// The engine on one GPU. Calls are serialised on the device's stream.
@@ -57,6 +58,7 @@ impl CudaEngine {
         Ok(())
     }
 
+    /// [`CudaEngine::new`] with the knobs of `opts`.
     pub fn with_options(device: usize, opts: CudaOptions) -> Result<Self> {
         let gpu = Gpu::open(device)?;
         let ballast = match opts.device_memory {
@@ -147,8 +149,8 @@ impl CudaEngine {
     }
 
     /// A search on `gpu` (this engine's, locked) under `plan` with this engine's options.
-    pub(crate) fn ctx<'a>(&'a self, gpu: &'a Gpu, plan: &'a Plan) -> Ctx<'a> {
-        Ctx {
+    pub(crate) fn ctx<'a>(&'a self, gpu: &'a Gpu, plan: &'a Numerics) -> SearchCtx<'a> {
+        SearchCtx {
             gpu,
             plan,
             opts: &self.opts,
@@ -156,7 +158,7 @@ impl CudaEngine {
         }
     }
 
-    /// The working-set budget on `gpu` now (see [`Ctx::budget`]).
+    /// The working-set budget on `gpu` now (see [`SearchCtx::budget`]).
     pub(crate) fn budget(&self, gpu: &Gpu) -> Result<Budget> {
         Budget::measure(gpu, self.opts.tile_bytes)
     }
@@ -170,33 +172,30 @@ impl CudaEngine {
     }
 
     /// The per-metric plan of a search within `set` (a graph) under this engine's options.
-    pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Result<Plan> {
+    pub(crate) fn plan(&self, metric: &Metric, set: &VectorSet) -> Result<Numerics> {
         self.pair_plan(metric, set, set)
     }
 
     /// The per-metric plan of a search of `base` for `queries` under this engine's options:
-    /// the arithmetic for their storage ([`Plan::with_arithmetic`]; an explicit precision the
-    /// data cannot take is refused here), widened for f64 inputs ([`Plan::with_inputs`]).
+    /// the arithmetic for their storage ([`route::numerics`]; an explicit precision the
+    /// data cannot take is refused here), widened for f64 inputs ([`Numerics::with_inputs`]).
     pub(crate) fn pair_plan(
         &self,
         metric: &Metric,
         base: &VectorSet,
         queries: &VectorSet,
-    ) -> Result<Plan> {
-        Ok(Plan::new(metric, base)
-            .with_arithmetic(self.opts.precision, base.elem_type(), queries.elem_type())?
-            .with_inputs(metric, base, queries))
+    ) -> Result<Numerics> {
+        let plan = Numerics::new(metric, base);
+        let (be, qe) = (base.elem_type(), queries.elem_type());
+        Ok(route::numerics(plan, self.opts.precision, be, qe)?.with_inputs(metric, base, queries))
     }
 
     /// The plan of `base` before any queries are known (not widened for f64 inputs yet, its
     /// arithmetic chosen for queries stored as the base is): what a prepared base keeps,
-    /// widening a copy for each batch of queries ([`Plan::with_roundings`]).
-    pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Result<Plan> {
-        Plan::new(metric, base).with_arithmetic(
-            self.opts.precision,
-            base.elem_type(),
-            base.elem_type(),
-        )
+    /// widening a copy for each batch of queries ([`Numerics::with_roundings`]).
+    pub(crate) fn base_plan(&self, metric: &Metric, base: &VectorSet) -> Result<Numerics> {
+        let e = base.elem_type();
+        route::numerics(Numerics::new(metric, base), self.opts.precision, e, e)
     }
 
     /// The k-NN graph of strings under levenshtein on the string kernel (its work is small next
@@ -320,7 +319,7 @@ impl Engine for CudaEngine {
         let plan = self.pair_plan(metric, bset, qset)?;
         stats.arithmetic = plan.arithmetic();
         let ctx = self.ctx(&gpu, &plan);
-        let kp = knn::first_list(k);
+        let kp = route::first_list(k);
         tr.mark("knn: plan");
         if !stream::fits(&gpu, bset, qset, kp, &plan)? {
             check_finite(bset)?;
@@ -336,8 +335,14 @@ impl Engine for CudaEngine {
         let bdev = DeviceSet::behind(&gpu, &plan, bset, 0..bset.len())?;
         tr.mark("knn: base buffers");
         let on = OnDevice { bset, bdev: &bdev };
-        let asked = (qset, k, &pilot::AutoChoice::default());
-        let res = self.knn_on(&ctx, metric, on, asked, budget, (stats, tr0));
+        let auto = pilot::AutoChoice::default();
+        let asked = KnnAsked {
+            queries: qset,
+            k,
+            auto: &auto,
+        };
+        let started = Started { stats, at: tr0 };
+        let res = self.knn_on(&ctx, metric, on, asked, budget, started);
         let mut tr = gpu.phases();
         drop(bdev);
         tr.mark("knn: base freed");
@@ -369,7 +374,11 @@ impl Engine for CudaEngine {
         }
         let bdev = DeviceSet::new(&gpu, &plan, bset)?;
         let on = OnDevice { bset, bdev: &bdev };
-        self.range_on(gpu, &plan, metric, on, (qset, radius), (stats, t))
+        let asked = RangeAsked {
+            queries: qset,
+            radius,
+        };
+        self.range_on(gpu, &plan, metric, on, asked, Started { stats, at: t })
     }
 
     /// Strings on their own kernel; vectors through the GPU graph driver (`passes`) on this
@@ -420,7 +429,7 @@ impl CudaEngine {
     }
 
     fn graph_edge(&self, gpu: &Gpu, n: usize, k: usize) -> Result<usize> {
-        Ok(graph::edge_for(n, k, &self.budget(gpu)?))
+        Ok(route::edge_for(n, k, self.budget(gpu)?.bytes))
     }
 
     /// This GPU's share of the k-NN graph of `data`: the tile pairs (I, J), I ≤ J, of edge `tile`

@@ -29,14 +29,16 @@
 //! [`CudaEngine::shrinks`]). Strings go to the string kernel on the first GPU.
 //!
 //! Several processes (voisin-mpi's GPU ranks) follow the same schedule
-//! ([`voisin::graph::pass_steps`]) through [`CudaEngine::graph_tiles`] and
-//! [`CudaEngine::graph_rows`].
+//! ([`voisin::graph::pass_steps`]) through the same seam, each with a [`GpuBuild`] of its own
+//! ([`CudaEngine::graph_build`]).
 //!
 //! Arithmetic: under `--precision auto`, once the set is up, a pilot on the first GPU chooses
 //! TF32, fp16x3 or fp32 tiles for the whole build (`pilot::AutoChoice`; every GPU's shares and
-//! the proof run under that one plan, and a checkpoint's running lists name it). The ranks of
-//! voisin-mpi, which compute shares and proofs in separate calls ([`CudaEngine::graph_tiles`]),
-//! keep fp32 under `auto`.
+//! the proof run under that one plan, and a checkpoint's running lists name it). Processes
+//! agree on it the same way: the first one's build chooses ([`GpuBuild::route`]) and every
+//! other's follows ([`GpuBuild::follow`]), so they run the arithmetic one GPU runs.
+//! [`CudaEngine::graph_tiles`] and [`CudaEngine::graph_finish`], a share and its proof in
+//! separate calls, keep fp32 under `auto`.
 //!
 //! Memory: the running share holds `width` candidates (8 bytes each) per item on the host, the
 //! same lists a one-shot multi-GPU graph merges once.
@@ -51,17 +53,17 @@ use std::time::Instant;
 use rayon::prelude::*;
 use voisin::engine::GraphRequest;
 use voisin::graph::checkpoint::CheckpointOptions;
-use voisin::graph::driver::{self, Backend};
-use voisin::graph::{PassRows, TileGraph, TileOwner};
+use voisin::graph::driver;
+use voisin::graph::{GraphJob, PassRows, TileGraph, TileOwner};
 use voisin::{Dataset, Error, KnnResult, Metric, Result, Stats, VectorSet};
 
 use super::{graph_input, on_each, to_result, CudaEngine};
-use crate::numerics::plan::{vectors, Plan};
+use crate::numerics::plan::{vectors, Arithmetic, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::runtime::context;
+use crate::search::finish::Raw;
 use crate::search::graph::{self, GraphRows, Lists, PartialGraph};
-use crate::search::knn::Raw;
-use crate::search::pilot::AutoChoice;
+use crate::search::pilot::{self, AutoChoice};
 use crate::search::stream;
 
 /// The graph of `data` on `engines` (one or more GPUs holding the whole set), with finished
@@ -135,9 +137,8 @@ pub(crate) fn build(
             let gpu = engines[0].lock()?;
             let ctx = engines[0].ctx(&gpu, &plan);
             let (ddev, budget) = (&ddevs[0], ctx.budget()?);
-            AutoChoice::default()
-                .plan(&ctx, (set, ddev), set, k, true, &budget)?
-                .0
+            let (base, asked) = graph_pilot(set, ddev, k);
+            AutoChoice::default().plan(&ctx, base, asked, &budget)?.plan
         };
         lock(&stats).arithmetic = plan.arithmetic();
         tr.mark("graph: arithmetic pilot");
@@ -149,9 +150,10 @@ pub(crate) fn build(
                 engine,
                 plan: plan.clone(),
                 set,
-                ddev,
+                ddev: Some(ddev),
                 metric,
                 k,
+                edge,
                 first: g == 0,
                 whole: engines.len() == 1 && checkpoint.is_none(),
                 stats: &stats,
@@ -161,20 +163,43 @@ pub(crate) fn build(
     done(rows, stats)
 }
 
+/// What a graph's arithmetic pilot measures: the set against itself, `k` neighbours a row.
+fn graph_pilot<'a, 'd>(
+    set: &'a VectorSet,
+    ddev: &'a DeviceSet<'d>,
+    k: usize,
+) -> (pilot::Base<'a, 'd>, pilot::Asked<'a>) {
+    let base = pilot::Base {
+        rows: set,
+        dev: ddev,
+    };
+    let asked = pilot::Asked {
+        queries: set,
+        k,
+        self_pairs: true,
+    };
+    (base, asked)
+}
+
 fn lock(stats: &Mutex<Stats>) -> std::sync::MutexGuard<'_, Stats> {
     stats.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One GPU's side of a graph build for the core's driver: the set on its device for the whole
-/// build, shares of dealt tile pairs, and (on the first GPU) the proof of finished rows.
-pub(crate) struct GpuBuild<'a> {
+/// One GPU's side of a graph build for a driver over the core's [`TileGraph`] seam (the core's
+/// in-process driver, or voisin-mpi's ranks): the set on its device for the whole build, the
+/// build's plan (its arithmetic the route's), shares of dealt tile pairs, and (on the first GPU)
+/// the proof of finished rows. A build with no neighbours to find keeps nothing on the device.
+pub struct GpuBuild<'a> {
     engine: &'a CudaEngine,
-    /// The build's plan, the same on every GPU.
-    plan: Plan,
+    /// The build's plan, the same on every GPU (and every rank: [`GpuBuild::follow`]).
+    plan: Numerics,
     set: &'a VectorSet,
-    ddev: DeviceSet<'a>,
+    ddev: Option<DeviceSet<'a>>,
     metric: &'a Metric,
+    /// Neighbours per row (capped at n − 1).
     k: usize,
+    /// The tile edge this GPU takes, measured before the set went up.
+    edge: usize,
     /// The first GPU's share time is the build's compute time (the GPUs run at once).
     first: bool,
     /// This GPU's one share is the whole build (one GPU, one pass): its lists stay on the
@@ -183,16 +208,106 @@ pub(crate) struct GpuBuild<'a> {
     stats: &'a Mutex<Stats>,
 }
 
-impl Backend for GpuBuild<'_> {
+impl<'a> GpuBuild<'a> {
+    /// The set on the device, where the build has neighbours to find.
+    fn ddev(&self) -> Result<&DeviceSet<'a>> {
+        self.ddev
+            .as_ref()
+            .ok_or_else(|| Error::device("cuda: a graph build without its set (bug)"))
+    }
+
+    /// What every process's GPU of one build must run alike, as words: the arithmetic of its
+    /// tiles, which `--precision auto` has the pilot on this GPU choose now (TF32, fp16x3 or
+    /// fp32, as for one GPU, `pilot::AutoChoice`). Its list widths each GPU's list pilot sizes
+    /// alike, from the same data.
+    pub fn route(&self) -> Result<Vec<u32>> {
+        let Some(ddev) = &self.ddev else {
+            return Ok(vec![self.plan.arithmetic.code()]);
+        };
+        let gpu = self.engine.lock()?;
+        let ctx = self.engine.ctx(&gpu, &self.plan);
+        let budget = ctx.budget()?;
+        let (base, asked) = graph_pilot(self.set, ddev, self.k);
+        let plan = AutoChoice::default().plan(&ctx, base, asked, &budget)?.plan;
+        Ok(vec![plan.arithmetic.code()])
+    }
+
+    /// Runs the build under the route another process's GPU chose ([`GpuBuild::route`]).
+    pub fn follow(&mut self, route: &[u32]) -> Result<()> {
+        let bad = || Error::device("cuda: a graph route that does not read back (bug)");
+        let arithmetic = route
+            .first()
+            .and_then(|&c| Arithmetic::from_code(c))
+            .ok_or_else(bad)?;
+        if arithmetic != self.plan.arithmetic {
+            if !self.plan.fp32_gemm() {
+                return Err(bad());
+            }
+            self.plan = self.plan.clone().in_arithmetic(arithmetic);
+        }
+        Ok(())
+    }
+}
+
+impl CudaEngine {
+    /// This GPU's side of a graph build of `data` with `k` neighbours per row that other
+    /// processes share (voisin-mpi's GPU ranks, one GPU each): the set uploaded for the whole
+    /// build (unless there is nothing to find), the plan under this engine's options, the tile
+    /// edge measured before the upload. Under `--precision auto` the build's arithmetic is one
+    /// process's pilot's ([`GpuBuild::route`]), which every process follows
+    /// ([`GpuBuild::follow`]) before its first share.
+    pub fn graph_build<'a>(
+        &'a self,
+        data: &'a Dataset,
+        k: usize,
+        metric: &'a Metric,
+        stats: &'a Mutex<Stats>,
+    ) -> Result<GpuBuild<'a>> {
+        let (set, kk) = graph_input(data, k, metric)?;
+        let edge = self.graph_tile_edge(set.len(), k)?;
+        let gpu = self.lock()?;
+        let plan = self.plan(metric, set)?;
+        let ddev = match kk {
+            0 => None,
+            _ => {
+                let ddev = DeviceSet::new(&gpu, &plan, set)?;
+                ddev.check(set, 0)?;
+                Some(ddev)
+            }
+        };
+        Ok(GpuBuild {
+            engine: self,
+            plan,
+            set,
+            ddev,
+            metric,
+            k: kk,
+            edge,
+            first: true,
+            whole: false,
+            stats,
+        })
+    }
+}
+
+impl TileGraph for GpuBuild<'_> {
     type Share = PartialGraph;
 
-    fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<PartialGraph> {
+    fn tile_edge(&self, _: &GraphJob<'_>) -> Result<usize> {
+        Ok(self.edge)
+    }
+
+    fn share(&self, _: &GraphJob<'_>, edge: usize, owns: &TileOwner<'_>) -> Result<PartialGraph> {
+        let n = self.set.len();
+        if self.k == 0 {
+            return Ok(PartialGraph::new(n, 0, Lists::done(n, 0), 0));
+        }
         let started = Instant::now();
         let gpu = self.engine.lock()?;
         let mut tr = gpu.phases();
         let part = graph::lists(
             &self.engine.ctx(&gpu, &self.plan),
-            &self.ddev,
+            self.ddev()?,
             self.set,
             self.k,
             edge,
@@ -212,7 +327,15 @@ impl Backend for GpuBuild<'_> {
         absorb(running, mine)
     }
 
-    fn finish(&self, share: &PartialGraph, rows: Range<usize>) -> Result<PassRows> {
+    fn finish(
+        &self,
+        _: &GraphJob<'_>,
+        share: &PartialGraph,
+        rows: Range<usize>,
+    ) -> Result<PassRows> {
+        if self.k == 0 {
+            return Ok(vec![Vec::new(); rows.len()]);
+        }
         let gpu = self.engine.lock()?;
         let lists = share.lists.host()?;
         let raws = pass_raws(&lists, rows.clone());
@@ -225,7 +348,7 @@ impl Backend for GpuBuild<'_> {
         let mut tr = gpu.phases();
         let rows = graph::prove_rows(
             &self.engine.ctx(&gpu, &self.plan),
-            &self.ddev,
+            self.ddev()?,
             self.set,
             self.metric,
             which,
@@ -237,7 +360,10 @@ impl Backend for GpuBuild<'_> {
     }
 
     /// One pass of every row: its lists are proved as they are, without a copy.
-    fn finish_all(&self, mut share: PartialGraph, _: usize) -> Result<PassRows> {
+    fn finish_all(&self, _: &GraphJob<'_>, mut share: PartialGraph) -> Result<PassRows> {
+        if self.k == 0 {
+            return Ok(vec![Vec::new(); self.set.len()]);
+        }
         // Counted when the shares were computed.
         share.distance_evals = 0;
         let gpu = self.engine.lock()?;
@@ -245,7 +371,7 @@ impl Backend for GpuBuild<'_> {
         let mut tr = gpu.phases();
         let rows = graph::prove(
             &self.engine.ctx(&gpu, &self.plan),
-            &self.ddev,
+            self.ddev()?,
             self.set,
             self.metric,
             share,
@@ -270,15 +396,20 @@ impl Backend for GpuBuild<'_> {
         self.engine.check_cancel()
     }
 
-    fn partial_kind(&self) -> String {
-        lists_kind(&self.plan)
+    fn partial_kind(&self, _: &GraphJob<'_>) -> Result<Option<String>> {
+        Ok(Some(lists_kind(&self.plan)))
     }
 
     fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
         lists_bytes(share, rows)
     }
 
-    fn partial_share(&self, rows: &[Range<usize>], b: &[u8]) -> Result<PartialGraph> {
+    fn partial_share(
+        &self,
+        _: &GraphJob<'_>,
+        rows: &[Range<usize>],
+        b: &[u8],
+    ) -> Result<PartialGraph> {
         lists_from_bytes(self.set.len(), self.k, rows, b)
     }
 }
@@ -286,8 +417,8 @@ impl Backend for GpuBuild<'_> {
 /// What a GPU's running lists are when a checkpoint keeps them: approximate lists whose
 /// contract holds under the numeric plan that computed them (so only a build under the same
 /// plan takes them back).
-fn lists_kind(plan: &Plan) -> String {
-    format!("cuda approximate lists 1; {plan:?}")
+fn lists_kind(plan: &Numerics) -> String {
+    format!("cuda approximate lists 1; {}", plan.checkpoint_name())
 }
 
 /// Little-endian: the slots per item (u64), then per item of `rows` in order its slots' keys
@@ -377,111 +508,6 @@ fn absorb(running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> 
     Ok(())
 }
 
-/// The CUDA engine's side of the core's graph seam: shares of dealt tile pairs
-/// ([`CudaEngine::graph_tiles`]), finished per pass ([`CudaEngine::graph_rows`]) or whole
-/// ([`CudaEngine::graph_finish`]).
-impl TileGraph for CudaEngine {
-    type Share = PartialGraph;
-
-    fn tile_edge(&self, data: &Dataset, k: usize, _: &Metric) -> Result<usize> {
-        self.graph_tile_edge(data.len(), k)
-    }
-
-    fn share(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        edge: usize,
-        owns: &TileOwner<'_>,
-    ) -> Result<PartialGraph> {
-        self.graph_tiles(data, k, metric, edge, owns)
-    }
-
-    fn finish(
-        &self,
-        data: &Dataset,
-        metric: &Metric,
-        share: &PartialGraph,
-        rows: Range<usize>,
-    ) -> Result<PassRows> {
-        self.graph_rows(data, metric, share, rows)
-    }
-
-    fn finish_all(
-        &self,
-        data: &Dataset,
-        metric: &Metric,
-        share: PartialGraph,
-    ) -> Result<KnnResult> {
-        self.graph_finish(data, metric, share)
-    }
-
-    fn partial_kind(&self, data: &Dataset, metric: &Metric) -> Result<Option<String>> {
-        Ok(Some(lists_kind(
-            &self.plan(metric, vectors(data, metric)?)?,
-        )))
-    }
-
-    fn partial_bytes(&self, share: &PartialGraph, rows: &[Range<usize>]) -> Vec<u8> {
-        lists_bytes(share, rows)
-    }
-
-    fn partial_share(
-        &self,
-        data: &Dataset,
-        k: usize,
-        rows: &[Range<usize>],
-        bytes: &[u8],
-    ) -> Result<PartialGraph> {
-        let n = data.len();
-        lists_from_bytes(n, k.min(n.saturating_sub(1)), rows, bytes)
-    }
-
-    fn absorb(&self, running: &mut Option<PartialGraph>, mine: PartialGraph) -> Result<()> {
-        absorb(running, mine)
-    }
-}
-
-impl CudaEngine {
-    /// The final rows `rows` of the graph of `data` from a merged share (`part`) in which those
-    /// rows have met every other item: the rows of one pass of a checkpointed build whose
-    /// shares ([`voisin::graph::pass_steps`], [`CudaEngine::graph_tiles`]) were computed elsewhere (other
-    /// processes) and merged with [`PartialGraph::merge`]. Exact keys, sorted by (key, index).
-    pub fn graph_rows(
-        &self,
-        data: &Dataset,
-        metric: &Metric,
-        part: &PartialGraph,
-        rows: Range<usize>,
-    ) -> Result<Vec<Vec<(f64, u32)>>> {
-        let (set, k) = graph_input(data, part.k, metric)?;
-        if part.n != set.len() || k != part.k || rows.end > set.len() {
-            return Err(Error::invalid("graph share does not match the data"));
-        }
-        let gpu = self.lock()?;
-        let plan = self.plan(metric, set)?;
-        let ddev = DeviceSet::new(&gpu, &plan, set)?;
-        let lists = part.lists.host()?;
-        let raws = pass_raws(&lists, rows.clone());
-        let which = GraphRows {
-            first: rows.start,
-            k,
-            width: lists.width,
-        };
-        let mut stats = Stats::default();
-        graph::prove_rows(
-            &self.ctx(&gpu, &plan),
-            &ddev,
-            set,
-            metric,
-            which,
-            raws,
-            &mut stats,
-        )
-    }
-}
-
 /// `part` with `width` slots per item: each list keeps its `width` smallest keys and stays
 /// complete only if it lost none, so the lists' contract (an item left out has a key at least
 /// the list's largest) still holds.
@@ -515,4 +541,47 @@ fn pass_raws(lists: &Lists, rows: Range<usize>) -> Vec<Raw> {
             complete: lists.complete[r],
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::numerics::plan::Arithmetic;
+    use voisin::data::ElemType;
+
+    /// A checkpoint keeps the GPU's running lists under the name of the plan that computed them,
+    /// and takes them back only under the same name: the names stay what builds before wrote.
+    #[test]
+    fn partial_kinds_keep_the_names_checkpoints_hold() {
+        let b = VectorSet::from_f32(2, 3, vec![0.5, -1.25, 3.0, 2.0, 0.0, 1.0]).unwrap();
+        let b64 = VectorSet::from_f64(2, 3, vec![0.1, -1.25, 3.0, 2.0, 0.3, 1.0]).unwrap();
+        let want = [
+            "cuda approximate lists 1; Plan { key: L2, tile: Gemm, dim: 3, shift: Some([1.25, -0.625, 2.0]), centre_rows: false, unit: false, exact_code: Some(0), distance_form: Some(2), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 1.3113021850585938e-6, precision: Fp32, storage: F32, input: 0.0, flush: 0.0, widen: None }",
+            "cuda approximate lists 1; Plan { key: L2, tile: Gemm, dim: 3, shift: Some([1.25, -0.625, 2.0]), centre_rows: false, unit: false, exact_code: Some(0), distance_form: Some(2), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 2.6226043701171875e-6, precision: Tf32, storage: F32, input: 0.0020517961580555732, flush: 2.2923501567644642e-23, widen: None }",
+            "cuda approximate lists 1; Plan { key: OneMinus, tile: Gemm, dim: 3, shift: None, centre_rows: false, unit: true, exact_code: Some(2), distance_form: Some(0), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 2.86102294921875e-6, precision: Fp16x3, storage: F32, input: 7.743474345501313e-7, flush: 2.4069676646026873e-23, widen: None }",
+            "cuda approximate lists 1; Plan { key: NegDot, tile: Gemm, dim: 3, shift: None, centre_rows: false, unit: false, exact_code: Some(1), distance_form: Some(1), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 2.6226043701171875e-6, precision: Fp16, storage: F16, input: 0.0, flush: 0.0001057159916729051, widen: None }",
+            "cuda approximate lists 1; Plan { key: L2Int, tile: Gemm, dim: 3, shift: Some([128.0, 128.0, 128.0]), centre_rows: false, unit: false, exact_code: Some(0), distance_form: Some(0), rel: 0.0, tiny: 8.228460455756013e-38, gamma: 1.0728836059570313e-6, precision: Int8, storage: U8, input: 0.0, flush: 0.0, widen: None }",
+            "cuda approximate lists 1; Plan { key: Direct, tile: Simt(0, 1.0), dim: 3, shift: None, centre_rows: false, unit: false, exact_code: Some(4), distance_form: Some(0), rel: 7.152559931001639e-7, tiny: 8.228460455756013e-38, gamma: 1.3113021850585938e-6, precision: Fp32, storage: F32, input: 0.0, flush: 0.0, widen: None }",
+            "cuda approximate lists 1; Plan { key: OneMinus, tile: Gemm, dim: 3, shift: None, centre_rows: true, unit: true, exact_code: None, distance_form: None, rel: 0.0, tiny: 8.228460455756013e-38, gamma: 1.3113021850585938e-6, precision: Fp32, storage: F32, input: 0.0, flush: 0.0, widen: Some(Widening { metric: Correlation, queries: Rounding { l2: 1.1920928966180373e-8, l1: 1.1920928966180373e-8, linf: 1.1920928966180355e-8, unit: 1.9731662148930424e-8 }, base: Rounding { l2: 1.1920928966180373e-8, l1: 1.1920928966180373e-8, linf: 1.1920928966180355e-8, unit: 1.9731662148930424e-8 }, alpha: 0.0 }) }",
+        ];
+        // The plans `auto` (or the precision named) resolves to for these sets.
+        let cases = [
+            (Metric::Euclidean, &b, Arithmetic::Fp32, ElemType::F32),
+            (Metric::Euclidean, &b, Arithmetic::Tf32, ElemType::F32),
+            (Metric::Cosine, &b, Arithmetic::Fp16x3, ElemType::F32),
+            (Metric::InnerProduct, &b, Arithmetic::Fp16, ElemType::F16),
+            (Metric::SqEuclidean, &b, Arithmetic::Int8, ElemType::U8),
+            (Metric::Cityblock, &b, Arithmetic::Fp32, ElemType::F32),
+            (Metric::Correlation, &b64, Arithmetic::Fp32, ElemType::F64),
+        ];
+        for ((m, set, a, e), want) in cases.into_iter().zip(want) {
+            let plan = Numerics::new(&m, set).on_storage(e, e);
+            let plan = match a {
+                Arithmetic::Fp16 | Arithmetic::Int8 => plan.on_own_cores(),
+                a => plan.in_arithmetic(a),
+            };
+            let plan = plan.with_inputs(&m, set, set);
+            assert_eq!(lists_kind(&plan), want, "{m} {a} {e:?}");
+        }
+    }
 }

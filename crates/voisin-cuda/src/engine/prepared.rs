@@ -14,13 +14,13 @@ use voisin::engine::{KnnRequest, Prepared, RangeRequest};
 use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, Result, Stats, VectorSet};
 
 use super::{to_result, CudaEngine};
-use crate::numerics::plan::{vectors, InputRounding, Plan, Storage};
+use crate::numerics::plan::{vectors, InputRounding, Numerics, Storage};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
 use crate::ops::{range, Budget};
 use crate::runtime::context::Gpu;
 use crate::search::pilot::AutoChoice;
-use crate::search::{knn, pilot, stream, Ctx};
+use crate::search::{knn, pilot, route, stream, SearchCtx};
 
 /// A base on this GPU: its host rows (host finish, messages) and its device copy.
 #[derive(Clone, Copy)]
@@ -30,7 +30,24 @@ pub(super) struct OnDevice<'a> {
 }
 
 /// The statistics of a call so far and when its transfers started.
-type Started = (Stats, Instant);
+pub(super) struct Started {
+    pub stats: Stats,
+    pub at: Instant,
+}
+
+/// What a k-NN call asks of a base on this GPU: its queries, the neighbours of each, and the
+/// base's arithmetic choice under `--precision auto` (kept by a prepared base).
+pub(super) struct KnnAsked<'a> {
+    pub queries: &'a VectorSet,
+    pub k: usize,
+    pub auto: &'a AutoChoice,
+}
+
+/// What a range call asks of a base on this GPU: its queries and the radius.
+pub(super) struct RangeAsked<'a> {
+    pub queries: &'a VectorSet,
+    pub radius: f64,
+}
 
 impl CudaEngine {
     /// k-NN of `qset` against the base `on` this GPU, under `ctx` (the base's plan) with the
@@ -41,28 +58,43 @@ impl CudaEngine {
     /// the arithmetic that ran.
     pub(super) fn knn_on(
         &self,
-        ctx: &Ctx<'_>,
+        ctx: &SearchCtx<'_>,
         metric: &Metric,
         on: OnDevice<'_>,
-        (qset, k, auto): (&VectorSet, usize, &AutoChoice),
+        asked: KnnAsked<'_>,
         budget: Budget,
-        (mut stats, started): Started,
+        started: Started,
     ) -> Result<KnnResult> {
+        let (qset, k, auto) = (asked.queries, asked.k, asked.auto);
+        let Started {
+            mut stats,
+            at: started,
+        } = started;
         let gpu = ctx.gpu;
         let mut tr = gpu.phases();
         let qdev = DeviceSet::new(gpu, ctx.plan, qset)?;
         stats.transfer += started.elapsed();
         let t = Instant::now();
         tr.mark("knn: upload and prepare");
-        let (plan, list) = auto.plan(ctx, (on.bset, on.bdev), qset, k, false, &budget)?;
-        let ctx = &Ctx {
+        let base = pilot::Base {
+            rows: on.bset,
+            dev: on.bdev,
+        };
+        let asked = pilot::Asked {
+            queries: qset,
+            k,
+            self_pairs: false,
+        };
+        let piloted = auto.plan(ctx, base, asked, &budget)?;
+        let (plan, list) = (piloted.plan, piloted.first_list);
+        let ctx = &SearchCtx {
             plan: &plan,
             ..*ctx
         };
         stats.arithmetic = plan.arithmetic();
         tr.mark("knn: arithmetic pilot");
         // The arithmetic pilot may have sized TF32's first list already.
-        let kp = pilot::pilot_list(ctx, on.bdev, qset, k, false, &budget)?.max(list.unwrap_or(0));
+        let kp = pilot::pilot_list(ctx, on.bdev, asked, &budget)?.max(list.unwrap_or(0));
         tr.mark("knn: pilot");
         stats.compute += t.elapsed();
         let sides = Sides {
@@ -92,12 +124,14 @@ impl CudaEngine {
     pub(super) fn range_on(
         &self,
         gpu: MutexGuard<'_, Gpu>,
-        plan: &Plan,
+        plan: &Numerics,
         metric: &Metric,
         on: OnDevice<'_>,
-        (qset, radius): (&VectorSet, f64),
-        (mut stats, t): Started,
+        asked: RangeAsked<'_>,
+        started: Started,
     ) -> Result<RangeResult> {
+        let (qset, radius) = (asked.queries, asked.radius);
+        let Started { mut stats, at: t } = started;
         let ctx = self.ctx(&gpu, plan);
         let qdev = DeviceSet::new(&gpu, plan, qset)?;
         on.bdev.check(on.bset, 0)?;
@@ -105,7 +139,15 @@ impl CudaEngine {
         let thr = range::thresholds(plan, metric, radius, qdev.norm(), on.bdev.max_norm());
         let budget = ctx.budget()?;
         let (offsets, ids) = ctx.shrinking(budget, |b| {
-            range::candidates(&gpu, plan, on.bdev, &qdev, &thr, b)
+            range::candidates(
+                &gpu,
+                route::product(plan, false),
+                plan,
+                on.bdev,
+                &qdev,
+                &thr,
+                b,
+            )
         })?;
         stats.compute += t.elapsed();
         stats.distance_evals += 2 * (on.bset.len() * qset.len()) as u64;
@@ -145,7 +187,7 @@ pub struct CudaPrepared {
 struct Resident {
     /// The base's plan before queries: each batch searches under a copy widened for its own
     /// f64 rounding and the base's ([`Resident::plan_for`]).
-    plan: Plan,
+    plan: Numerics,
     /// The base's f64 storage and rounding, measured once.
     rounding: InputRounding,
     bdev: DeviceSet<'static>,
@@ -157,7 +199,7 @@ impl Resident {
     /// The plan of a search of this base for `qset` under `metric`; `None` when the base is
     /// on the device in its stored half type and `qset` is stored otherwise (the tiles take one
     /// element type: such a batch is searched as the engine searches it, on f32 copies).
-    fn plan_for(&self, metric: &Metric, bset: &VectorSet, qset: &VectorSet) -> Option<Plan> {
+    fn plan_for(&self, metric: &Metric, bset: &VectorSet, qset: &VectorSet) -> Option<Numerics> {
         if self.plan.storage != Storage::F32 && qset.elem_type() != bset.elem_type() {
             return None;
         }
@@ -183,7 +225,7 @@ impl CudaPrepared {
                 // Room for the base and the working set of a thousand queries.
                 let plan = engine.base_plan(metric, bset)?;
                 let bytes = stream::resident_bytes(bset.len(), bset.dim(), &plan);
-                if stream::fits_beside(&gpu, bytes, 1000, knn::first_list(10))? {
+                if stream::fits_beside(&gpu, bytes, 1000, route::first_list(10))? {
                     let bdev = DeviceSet::new(&gpu, &plan, bset)?;
                     bdev.check(bset, 0)?;
                     let rounding = InputRounding::of(metric, bset);
@@ -234,7 +276,7 @@ impl Prepared for CudaPrepared {
         }
         let bytes = stream::resident_bytes(qset.len(), qset.dim(), &res.plan);
         let plan = match res.plan_for(metric, bset, qset) {
-            Some(p) if stream::fits_beside(&gpu, bytes, qset.len(), knn::first_list(k))? => p,
+            Some(p) if stream::fits_beside(&gpu, bytes, qset.len(), route::first_list(k))? => p,
             _ => {
                 drop(gpu);
                 return engine.knn_request(&req);
@@ -246,8 +288,13 @@ impl Prepared for CudaPrepared {
             bset,
             bdev: &res.bdev,
         };
-        let asked = (qset, k, &res.auto);
-        engine.knn_on(&ctx, metric, on, asked, budget, (stats, started))
+        let asked = KnnAsked {
+            queries: qset,
+            k,
+            auto: &res.auto,
+        };
+        let started = Started { stats, at: started };
+        engine.knn_on(&ctx, metric, on, asked, budget, started)
     }
 
     fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult> {
@@ -275,7 +322,11 @@ impl Prepared for CudaPrepared {
         let t = Instant::now();
         let mut stats = stats;
         stats.arithmetic = plan.arithmetic();
-        engine.range_on(gpu, &plan, metric, on, (qset, req.radius()), (stats, t))
+        let asked = RangeAsked {
+            queries: qset,
+            radius: req.radius(),
+        };
+        engine.range_on(gpu, &plan, metric, on, asked, Started { stats, at: t })
     }
 
     fn len(&self) -> usize {

@@ -284,10 +284,12 @@ macro_rules! index_api {
                 self.0.len()
             }
 
+            /// Whether the index holds no item.
             pub fn is_empty(&self) -> bool {
                 self.0.len() == 0
             }
 
+            /// The metric the index was built for.
             pub fn metric(&self) -> &voisin::Metric {
                 self.0.metric()
             }

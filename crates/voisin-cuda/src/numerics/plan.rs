@@ -5,7 +5,7 @@
 //! of query `q` satisfies `lower(q, v) <= exact <= upper(q, v)` where the exact key is
 //! [`voisin::metric::exact::set_key`] on the stored rows.
 //!
-//! f64 storage is tiled on its rows rounded to f32; [`Plan::with_inputs`] widens the bound by
+//! f64 storage is tiled on its rows rounded to f32; [`Numerics::with_inputs`] widens the bound by
 //! how far that rounding can move a key ([`voisin::metric::rounding`], the CPU engine's math;
 //! docs/design/f64-storage-gpu.md) and sends exact keys to the host, where they are computed on
 //! the f64 values.
@@ -16,8 +16,8 @@ use voisin::metric::rounding::{input_widening, Rounding};
 use voisin::metric::simd::U32;
 use voisin::{Error, Metric, Result};
 
-use crate::options::Precision;
 use crate::runtime::abi;
+pub(crate) use crate::runtime::elem::Storage;
 
 /// How a tile value becomes a key; the numbers are the `KEY_*` modes of src/runtime/abi.rs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,83 +73,82 @@ pub(crate) enum TileKind {
     Simt(i32, f32),
 }
 
-/// The element type a set's rows have on the device, which the exact-key kernels convert
-/// (kernels/common/elem.cuh, `VOISIN_ELEM` = [`Storage::code`]) and the f16/bf16 tiles read as
-/// they are. Both sides of a search share it. docs/design/tensor-core-inputs.md.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Storage {
-    /// f32 values (f32 sets, f64 sets rounded, and pairs of two element types, converted).
-    #[default]
-    F32,
-    /// The stored f16 values, as they are.
-    F16,
-    /// The stored bf16 values, as they are.
+/// The arithmetic of a plan's GEMM tiles, which its bound covers ([`Numerics::in_arithmetic`],
+/// [`Numerics::on_own_cores`]). Which one a search runs is the route's choice
+/// (search/route.rs); a plan never holds an open one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arithmetic {
+    /// fp32 products (cuBLAS sgemm on the SIMT cores; every SIMT tile).
+    Fp32,
+    /// TF32 tensor-core products of the prepared f32 rows (or of their scaled f16 copy).
+    Tf32,
+    /// Three f16 tensor-core products of split prepared rows (the fused tile pairs; the other
+    /// tiles of such a plan run fp32, inside its bound).
+    Fp16x3,
+    /// The stored f16 rows on f16 tensor cores.
+    Fp16,
+    /// The stored bf16 rows on bf16 tensor cores.
     Bf16,
-    /// The stored u8 values, as they are.
-    U8,
+    /// The u8 rows minus 128 on int8 tensor cores, exact int32 sums.
+    Int8,
 }
 
-impl Storage {
-    /// The kernels' `VOISIN_ELEM` code.
-    pub fn code(self) -> i32 {
+impl std::fmt::Display for Arithmetic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Arithmetic {
+    /// The name `--stats` reports (the precision option's).
+    pub fn name(self) -> &'static str {
         match self {
-            Storage::F32 => 0,
-            Storage::F16 => 1,
-            Storage::Bf16 => 2,
-            Storage::U8 => 3,
+            Arithmetic::Fp32 => "fp32",
+            Arithmetic::Tf32 => "tf32",
+            Arithmetic::Fp16x3 => "fp16x3",
+            Arithmetic::Fp16 => "fp16",
+            Arithmetic::Bf16 => "bf16",
+            Arithmetic::Int8 => "int8",
         }
     }
 
-    /// The storage of a search of a base stored as `base` for queries stored as `queries`
-    /// (the same for a graph): their common element type where the device keeps it as it is,
-    /// f32 otherwise (an exact-key kernel reads both sides as one type).
-    pub fn of_pair(base: ElemType, queries: ElemType) -> Storage {
-        match base {
-            _ if base != queries => Storage::F32,
-            ElemType::F16 => Storage::F16,
-            ElemType::Bf16 => Storage::Bf16,
-            ElemType::U8 => Storage::U8,
-            ElemType::F32 | ElemType::F64 => Storage::F32,
-        }
+    /// Every arithmetic, in the order of their codes ([`Arithmetic::code`]).
+    const ALL: [Arithmetic; 6] = [
+        Arithmetic::Fp32,
+        Arithmetic::Tf32,
+        Arithmetic::Fp16x3,
+        Arithmetic::Fp16,
+        Arithmetic::Bf16,
+        Arithmetic::Int8,
+    ];
+
+    /// The arithmetic as a number, for processes that agree on one (voisin-mpi's GPU ranks).
+    pub fn code(self) -> u32 {
+        Self::ALL.iter().position(|&a| a == self).expect("listed") as u32
     }
 
-    /// Bytes per stored value.
-    pub fn bytes(self) -> usize {
-        match self {
-            Storage::F32 => 4,
-            Storage::F16 | Storage::Bf16 => 2,
-            Storage::U8 => 1,
-        }
+    /// The arithmetic of a [`Arithmetic::code`]; `None` for a number that is none.
+    pub fn from_code(code: u32) -> Option<Arithmetic> {
+        Self::ALL.get(code as usize).copied()
     }
 
-    /// Values from the start of one stored row of `d` values to the next: f16 and bf16 rows,
-    /// which the tiles may read as they are, start on 16 bytes (cuBLAS's tensor-core kernels
-    /// want it of the leading dimension: an f16 GEMM of 16384² × 15876 ran at 272 TFLOP/s with
-    /// rows 15876 apart on the H100); the others are dense.
-    pub fn row_stride(self, d: usize) -> usize {
-        match self {
-            Storage::F16 | Storage::Bf16 => d.next_multiple_of(8),
-            Storage::F32 | Storage::U8 => d,
+    /// The arithmetic of tiles on `storage`'s own tensor cores.
+    pub fn own(storage: Storage) -> Arithmetic {
+        match storage {
+            Storage::F32 => Arithmetic::Fp32,
+            Storage::F16 => Arithmetic::Fp16,
+            Storage::Bf16 => Arithmetic::Bf16,
+            Storage::U8 => Arithmetic::Int8,
         }
     }
+}
 
-    /// The precision of tiles on this storage's own tensor cores.
-    fn precision(self) -> Precision {
-        match self {
-            Storage::F32 => Precision::Fp32,
-            Storage::F16 => Precision::Fp16,
-            Storage::Bf16 => Precision::Bf16,
-            Storage::U8 => Precision::Int8,
-        }
-    }
-
-    /// The smallest normal value of the storage type: inputs below it may be flushed to zero
-    /// by the tensor cores.
-    fn min_normal(self) -> f64 {
-        match self {
-            Storage::F16 => 2f64.powi(-14),
-            Storage::F32 | Storage::Bf16 | Storage::U8 => f64::from(f32::MIN_POSITIVE),
-        }
+/// The smallest normal value of `storage`'s type: inputs below it may be flushed to zero by the
+/// tensor cores.
+fn min_normal(storage: Storage) -> f64 {
+    match storage {
+        Storage::F16 => 2f64.powi(-14),
+        Storage::F32 | Storage::Bf16 | Storage::U8 => f64::from(f32::MIN_POSITIVE),
     }
 }
 
@@ -179,7 +178,7 @@ impl TileRows {
 }
 
 /// The plan's bound as the rerank kernel evaluates it: `lower(v) = ((v − abs) − rel·|v|) − tiny`
-/// and `upper` likewise, which is `Plan::lower/upper` operation for operation.
+/// and `upper` likewise, which is `Numerics::lower/upper` operation for operation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct BoundParts {
     pub rel: f64,
@@ -188,7 +187,7 @@ pub(crate) struct BoundParts {
 
 impl BoundParts {
     /// The plan's relative part and slack.
-    pub fn of(plan: &Plan) -> Self {
+    pub fn of(plan: &Numerics) -> Self {
         BoundParts {
             rel: plan.rel,
             tiny: plan.tiny,
@@ -198,7 +197,7 @@ impl BoundParts {
 
 /// The plan for one metric over one dimension.
 #[derive(Clone, Debug)]
-pub(crate) struct Plan {
+pub(crate) struct Numerics {
     pub key: TileKey,
     pub tile: TileKind,
     pub dim: usize,
@@ -217,19 +216,20 @@ pub(crate) struct Plan {
     rel: f64,
     /// Absolute slack for underflow and rounding of the final subtraction.
     tiny: f64,
-    /// γ of the GEMM bound (see [`Plan::abs_bound`]).
+    /// γ of the GEMM bound (see [`Numerics::abs_bound`]).
     gamma: f64,
-    /// Arithmetic of the GEMM tiles (never `Auto`: [`Plan::with_arithmetic`] resolves it).
-    pub precision: Precision,
+    /// Arithmetic of the GEMM tiles (the route resolves the precision option to it,
+    /// search/route.rs `numerics`).
+    pub arithmetic: Arithmetic,
     /// The element type of the stored rows on the device (the pair's, [`Storage::of_pair`];
-    /// which rows the tiles read is [`Plan::tile_rows`]).
+    /// which rows the tiles read is [`Numerics::tile_rows`]).
     pub storage: Storage,
     /// Relative error of one product of converted inputs (0 for fp32 inputs), see
-    /// [`Plan::with_precision`].
+    /// [`Numerics::with_precision`].
     input: f64,
     /// Absolute error per unit of norm from inputs flushed to zero (TF32).
     flush: f64,
-    /// The widening for inputs rounded from f64 ([`Plan::with_inputs`]); `None` when no value
+    /// The widening for inputs rounded from f64 ([`Numerics::with_inputs`]); `None` when no value
     /// was rounded.
     widen: Option<Widening>,
 }
@@ -261,8 +261,8 @@ pub(crate) fn accumulation_length(d: usize) -> usize {
     }
 }
 
-/// γ of the sums of `d`-value split rows (`Plan::with_precision`, `Fp16x3`) with the plan's
-/// factor 2 of safety, as [`Plan::new`] forms it for d products: d products and one addition
+/// γ of the sums of `d`-value split rows (`Numerics::with_precision`, `Fp16x3`) with the plan's
+/// factor 2 of safety, as [`Numerics::new`] forms it for d products: d products and one addition
 /// of the small products per step of 16 values (kernels/select/pair_filter.cu `pf_products`),
 /// in one accumulator for the whole row (no chunks, whatever d).
 fn split_gamma(d: usize) -> f64 {
@@ -424,9 +424,9 @@ fn non_finite(r: usize, c: usize) -> Error {
     ))
 }
 
-impl Plan {
+impl Numerics {
     /// Plans `metric` for `base` (whose mean centres euclidean data).
-    pub fn new(metric: &Metric, base: &VectorSet) -> Plan {
+    pub fn new(metric: &Metric, base: &VectorSet) -> Numerics {
         let d = base.dim();
         // γ_{L+8}-style bound with a factor 2 of safety: L roundings on the way of each product
         // into the sum (see `accumulation_length`), the two norm terms, the final subtraction
@@ -464,7 +464,7 @@ impl Plan {
             }
             Metric::Levenshtein | Metric::Custom(_) => unreachable!("checked by vectors()"),
         };
-        Plan {
+        Numerics {
             key,
             tile,
             dim: d,
@@ -476,7 +476,7 @@ impl Plan {
             rel,
             tiny,
             gamma,
-            precision: Precision::Fp32,
+            arithmetic: Arithmetic::Fp32,
             storage: Storage::F32,
             input: 0.0,
             flush: 0.0,
@@ -486,10 +486,10 @@ impl Plan {
 
     /// The plan for searching `base` with `queries` (the same set for a graph): when either is
     /// stored as f64, tiles see their rows rounded to f32, so the bound is widened by how far
-    /// that rounding moves a key (`rel` by α, [`Plan::abs_bound`] by the rest), and exact keys
+    /// that rounding moves a key (`rel` by α, [`Numerics::abs_bound`] by the rest), and exact keys
     /// go to the host, which computes them on the f64 values (no device exact-key code, so no
     /// device finish either). Other storage leaves the plan as it is.
-    pub fn with_inputs(self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Plan {
+    pub fn with_inputs(self, metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Numerics {
         let b = InputRounding::of(metric, base);
         let q = if std::ptr::eq(base, queries) {
             b
@@ -499,14 +499,14 @@ impl Plan {
         self.with_roundings(metric, &b, &q)
     }
 
-    /// [`Plan::with_inputs`] from the sides' measures (a prepared base measures its own once).
+    /// [`Numerics::with_inputs`] from the sides' measures (a prepared base measures its own once).
     /// Call it once, on a plan without inputs.
     pub fn with_roundings(
         mut self,
         metric: &Metric,
         base: &InputRounding,
         queries: &InputRounding,
-    ) -> Plan {
+    ) -> Numerics {
         debug_assert!(self.widen.is_none() && self.exact_code == device_code(metric));
         if !base.wide && !queries.wide {
             return self;
@@ -533,7 +533,7 @@ impl Plan {
     /// into TF32 tiles; anything else leaves the plan as it is (SIMT tiles stay fp32, a TF32
     /// plan stays TF32, tiles on half storage keep their arithmetic). So it may be called on a
     /// plan already resolved to fp32 (what `--precision auto` does once its pilot chose TF32,
-    /// [`Plan::auto_tf32`]) and the terms below are added exactly once.
+    /// [`Numerics::auto_tf32`]) and the terms below are added exactly once.
     ///
     /// TF32 bound, assuming the worst conversion (truncation to 10 explicit mantissa bits, not
     /// rounding; cuBLAS does not document which): each input is x(1+δ) with |δ| < 2^-10, so a
@@ -568,17 +568,17 @@ impl Plan {
     /// 32 products of at most 2⁻¹⁰ of their hi·hi′ each, adds 2·γ₃₂·2⁻¹⁰ to the input term.
     /// Every other tile of such a plan (written tiles, the k-NN's fused filter) runs fp32,
     /// whose error is inside this bound.
-    pub fn with_precision(mut self, precision: Precision) -> Plan {
+    pub fn in_arithmetic(mut self, arithmetic: Arithmetic) -> Numerics {
         debug_assert!(matches!(
-            precision,
-            Precision::Fp32 | Precision::Tf32 | Precision::Fp16x3
+            arithmetic,
+            Arithmetic::Fp32 | Arithmetic::Tf32 | Arithmetic::Fp16x3
         ));
-        if precision == Precision::Fp32 || !self.fp32_gemm() {
+        if arithmetic == Arithmetic::Fp32 || !self.fp32_gemm() {
             return self;
         }
         let rd = (self.dim as f64).sqrt();
         let below = 2.0 * 2f64.powi(-28) * rd;
-        if precision == Precision::Tf32 {
+        if arithmetic == Arithmetic::Tf32 {
             let u = 2f64.powi(-10);
             self.input = 1.05 * (2.0 * u + u * u + below);
             self.gamma *= 2.0;
@@ -591,74 +591,31 @@ impl Plan {
             self.gamma = 2.0 * split_gamma(self.dim);
             self.flush = 1.05 * 2f64.powi(-76) * rd;
         }
-        self.precision = precision;
+        self.arithmetic = arithmetic;
         self
     }
 
-    /// The plan with the arithmetic `precision` resolves to for a base stored as `base` and
-    /// queries stored as `queries` (the same for a graph), on the pair's [`Storage`]; an
-    /// explicit choice the data cannot take is refused in one line.
-    /// docs/design/tensor-core-inputs.md:
-    /// - f16/bf16 storage, GEMM metric without unit rows (euclidean, sqeuclidean, inner
-    ///   product): `Auto`, `Fp16`/`Bf16` tile the stored values on their tensor cores;
-    /// - u8 storage under euclidean or sqeuclidean: `Auto`, `Int8` tile the values minus 128 on
-    ///   the int8 tensor cores, whose int32 dot products are exact;
-    /// - `Auto` otherwise: fp32 tiles here. Where those are GEMM tiles on f32 rows (f32, u8
-    ///   and f64 storage, mixed pairs, cosine and correlation included; not the SIMT metrics),
-    ///   the search of a resident base (k-NN, graph) runs a pilot on the device once the base
-    ///   is up and switches to TF32 ([`Plan::auto_tf32`]) when TF32's bound proves the pilot
-    ///   queries cheaply ([`tf32_list`]). TF32 was about 2× faster than fp32 at
-    ///   1M×128 on normal, far-from-origin and duplicate-heavy data, but 5.8× slower on a
-    ///   clustered graph, where its interval kept 48× more candidates
-    ///   (docs/design/tensor-core-inputs.md): the pilot tells such data apart;
-    /// - `Fp32`, `Tf32`: as asked, on f32 rows prepared on the device from the stored ones.
-    ///
-    /// Call it once, on a fresh plan.
-    pub fn with_arithmetic(
-        mut self,
-        precision: Precision,
-        base: ElemType,
-        queries: ElemType,
-    ) -> Result<Plan> {
+    /// The plan on the device storage of a base stored as `base` with queries stored as
+    /// `queries` (the same for a graph): their common element type where the device keeps it,
+    /// f32 otherwise ([`Storage::of_pair`]). Call it once, on a fresh plan, before its
+    /// arithmetic is set.
+    pub fn on_storage(mut self, base: ElemType, queries: ElemType) -> Numerics {
         self.storage = Storage::of_pair(base, queries);
-        let own = match self.storage {
+        self
+    }
+
+    /// The storage whose own tensor cores can tile this plan
+    /// (docs/design/tensor-core-inputs.md): f16/bf16 storage under a GEMM metric without unit
+    /// rows (euclidean, sqeuclidean, inner product), the stored values as they are; u8 storage
+    /// under L2 keys (euclidean, sqeuclidean) of at most 131071 values, the values minus 128 as
+    /// int8 with exact int32 dot products. `None` for the other plans.
+    pub fn own_cores(&self) -> Option<Storage> {
+        match self.storage {
             Storage::F16 | Storage::Bf16 if self.tile == TileKind::Gemm && !self.unit => {
                 Some(self.storage)
             }
             Storage::U8 if self.key == TileKey::L2 && int8_exact(self.dim) => Some(Storage::U8),
             _ => None,
-        };
-        match (precision, own) {
-            (Precision::Auto, Some(own)) => Ok(self.on_own_cores(own)),
-            (Precision::Auto, None) => Ok(self.with_precision(Precision::Fp32)),
-            (Precision::Fp32 | Precision::Tf32 | Precision::Fp16x3, _) => {
-                Ok(self.with_precision(precision))
-            }
-            (Precision::Fp16 | Precision::Bf16 | Precision::Int8, Some(own))
-                if own.precision() == precision =>
-            {
-                Ok(self.on_own_cores(own))
-            }
-            (Precision::Fp16 | Precision::Bf16 | Precision::Int8, _) => {
-                let (want, metrics) = match precision {
-                    Precision::Fp16 => ("f16", "euclidean, sqeuclidean and inner product"),
-                    Precision::Bf16 => ("bf16", "euclidean, sqeuclidean and inner product"),
-                    _ => ("u8", "euclidean and sqeuclidean"),
-                };
-                let why = if base != queries {
-                    format!("a {} base with {} queries", base.name(), queries.name())
-                } else if base.name() != want {
-                    format!("{} data", base.name())
-                } else if precision == Precision::Int8 && !int8_exact(self.dim) {
-                    format!("{} dimensions (int32 sums hold up to 131071)", self.dim)
-                } else {
-                    format!("this metric (it takes {metrics})")
-                };
-                Err(Error::invalid(format!(
-                    "--precision {precision} runs on {want} storage only and cannot take {why}; \
-                     use --precision auto"
-                )))
-            }
         }
     }
 
@@ -675,10 +632,11 @@ impl Plan {
     /// roundings: each squared norm (exact in f64) and the dot product rounded to f32, one
     /// addition and one subtraction, each within a unit of (‖r‖ + ‖c‖)², so at most five
     /// units. γ of 18 units covers them with room, whatever the dimension.
-    fn on_own_cores(mut self, storage: Storage) -> Plan {
+    pub fn on_own_cores(mut self) -> Numerics {
+        let storage = self.storage;
         debug_assert!(self.tile == TileKind::Gemm && !self.unit && self.widen.is_none());
-        debug_assert_eq!(self.storage, storage);
-        self.precision = storage.precision();
+        debug_assert_eq!(self.own_cores(), Some(storage));
+        self.arithmetic = Arithmetic::own(storage);
         self.input = 0.0;
         if storage == Storage::U8 {
             self.key = TileKey::L2Int;
@@ -688,39 +646,25 @@ impl Plan {
         } else {
             self.shift = None;
             self.gamma *= 2.0;
-            self.flush = storage.min_normal() * (self.dim as f64).sqrt();
+            self.flush = min_normal(storage) * (self.dim as f64).sqrt();
         }
         self
     }
 
     /// The rows the GEMM tiles read under this plan.
     pub fn tile_rows(&self) -> TileRows {
-        match self.precision {
-            Precision::Fp16 | Precision::Bf16 => TileRows::Stored,
-            Precision::Int8 => TileRows::I8,
-            _ => TileRows::F32,
+        match self.arithmetic {
+            Arithmetic::Fp16 | Arithmetic::Bf16 => TileRows::Stored,
+            Arithmetic::Int8 => TileRows::I8,
+            Arithmetic::Fp32 | Arithmetic::Tf32 | Arithmetic::Fp16x3 => TileRows::F32,
         }
     }
 
-    /// Under `--precision auto` (`asked`), this plan's TF32 form when a pilot may choose it:
-    /// the plan resolved to fp32 GEMM tiles on f32 rows ([`Plan::with_arithmetic`]'s `Auto`
-    /// without half storage). `None` for an explicit precision, tiles on half storage and SIMT
-    /// metrics. The prepared rows are the same for both, so a search may switch after its base
-    /// went up.
-    pub fn auto_tf32(&self, asked: Precision) -> Option<Plan> {
-        self.auto_form(asked, Precision::Tf32)
-    }
-
-    /// [`Plan::auto_tf32`] for another arithmetic on the same rows (`Fp16x3`).
-    pub fn auto_form(&self, asked: Precision, precision: Precision) -> Option<Plan> {
-        (asked == Precision::Auto && self.fp32_gemm())
-            .then(|| self.clone().with_precision(precision))
-    }
-
-    /// Whether the tiles are fp32 GEMM tiles on f32 rows (what TF32 may replace).
-    fn fp32_gemm(&self) -> bool {
+    /// Whether the tiles are fp32 GEMM tiles on f32 rows: what TF32 or fp16x3 may replace on
+    /// the same prepared rows (so a search may switch after its base went up).
+    pub fn fp32_gemm(&self) -> bool {
         self.tile == TileKind::Gemm
-            && self.precision == Precision::Fp32
+            && self.arithmetic == Arithmetic::Fp32
             && self.tile_rows() == TileRows::F32
     }
 
@@ -800,7 +744,39 @@ impl Plan {
         }
     }
 
-    /// Whether the bound was widened for inputs rounded from f64 ([`Plan::with_inputs`]): the
+    /// The name checkpoints keep this plan's lists under (engine/passes.rs): every field, in
+    /// the form they have held since GPU builds first kept partial lists (`Plan { key: L2, ...
+    /// }`), so that a build takes back the lists an earlier build saved under the same
+    /// numerics.
+    pub fn checkpoint_name(&self) -> String {
+        struct Named<'a>(&'a Numerics);
+        impl std::fmt::Debug for Named<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let p = self.0;
+                f.debug_struct("Plan")
+                    .field("key", &p.key)
+                    .field("tile", &p.tile)
+                    .field("dim", &p.dim)
+                    .field("shift", &p.shift)
+                    .field("centre_rows", &p.centre_rows)
+                    .field("unit", &p.unit)
+                    .field("exact_code", &p.exact_code)
+                    .field("distance_form", &p.distance_form)
+                    .field("rel", &p.rel)
+                    .field("tiny", &p.tiny)
+                    .field("gamma", &p.gamma)
+                    .field("precision", &p.arithmetic)
+                    .field("storage", &p.storage)
+                    .field("input", &p.input)
+                    .field("flush", &p.flush)
+                    .field("widen", &p.widen)
+                    .finish()
+            }
+        }
+        format!("{:?}", Named(self))
+    }
+
+    /// Whether the bound was widened for inputs rounded from f64 ([`Numerics::with_inputs`]): the
     /// keys it bounds are then those of the f64 values, not of the rows on the device.
     pub fn widened(&self) -> bool {
         self.widen.is_some()
@@ -808,7 +784,7 @@ impl Plan {
 
     /// The arithmetic of the tiles, as `--stats` reports it.
     pub fn arithmetic(&self) -> String {
-        self.precision.name().to_string()
+        self.arithmetic.name().to_string()
     }
 
     /// Absolute error bound of query `q`'s keys (norm `qn`) against a base of largest norm `bn`.
@@ -861,152 +837,10 @@ impl Plan {
     }
 }
 
-/// What the `--precision auto` pilot measured for one of its queries: how long a list proves it
-/// ([`Plan::proof_length`]) under fp32's bound and under TF32's, both on the same TF32 list
-/// (fp32's is an estimate: its keys would differ from TF32's by far less than TF32's bound).
-/// `None`: longer than the pilot's list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PilotNeed {
-    pub fp32: Option<usize>,
-    pub tf32: Option<usize>,
-}
-
-/// What an exact evaluation costs a search, in ns: per dimension where the list the search
-/// keeps holds it (the device re-ranks it: the exact-key kernel took 88 ns a pair at d = 15876
-/// on the H100, run d2), and a fixed part more beyond that list, where the query is widened
-/// (run d3 on the H100: the clustered 1M × 128 k-NN's extra evaluations under TF32 cost ~100 ns
-/// each, the clustered graph's ~53 ns).
-const EVAL_NS_PER_DIM: f64 = 0.006;
-const WIDENED_EVAL_NS: f64 = 100.0;
-
-/// What a widening pass is charged per query, per pair and dimension, in ns: its candidates are
-/// looked for again over the whole base, at about fp32 tile speed (2 flops at 36 TFLOP/s).
-///
-/// It undercharges on purpose. A widened query's whole cost is larger: at k = 1000 its list of
-/// 4500 is selected, downloaded, sorted and re-ranked, ~120 µs a query against this charge's
-/// 7 µs (run e3 on the H100: the 149 of 10k queries TF32 left unproved in the clustered
-/// 1M × 128 k-NN took 17.7 ms of host finish). But 32 pilot queries resolve widening rates only
-/// in steps of 3 %: there at least one pilot query widened against 1.5 % of the search's, and
-/// the full charge took fp32 (0.172 s with the pilot) where TF32 ran in 0.135 s and fp32 alone
-/// in 0.149 s. Where many queries widen, the evaluations beyond the list
-/// ([`WIDENED_EVAL_NS`]) decide.
-const REPASS_NS: f64 = 2.0 / 36e3;
-
-/// What TF32 tiles save per pair and dimension, in ns, measured end to end on the H100 (run
-/// d3): 1M × 128 k-NN of 10k queries 0.111 s → 0.077 s (2.7e-5), and the 100k × 15876 graph
-/// 4.48 s → 2.20 s over 5·10⁹ pairs (4.5e-5; wide tiles run TF32 at ~300 TFLOP/s).
-fn tf32_saving_ns(dim: usize) -> f64 {
-    if dim >= 1024 {
-        4.3e-5
-    } else {
-        2.66e-5
-    }
-}
-
-/// What a search pays per query for each entry its lists keep beyond the narrowest, in ns:
-/// a wider selection, a longer list to download and prove. Measured end to end on the H100
-/// (run f3): TF32 k-NN of 1M × 128 for 10k queries took 0.055 s with lists 32 wide (k = 10)
-/// and 0.098 s with lists 2048 wide (k = 1000), 2.1 ns per entry and query.
-pub(crate) const LIST_ENTRY_NS: f64 = 2.0;
-
-/// [`LIST_ENTRY_NS`] for searches whose passes filter the base with fused tile pairs
-/// (ops/fused.rs `FusedKernel::Pair`): a wider list lets more survivors through every chunk,
-/// each appended and merged. Measured end to end on the H200: TF32 k-NN of 1M × 128 for 10k
-/// queries, k = 10, with lists 128 wide (the pilot's choice) against 32 wide (which proved
-/// every query): 0.038 / 0.0325 s in one call (far data 0.036 / 0.031 s), 0.035 / 0.032 s in
-/// another; 3 to 6 ns per entry and query.
-pub(crate) const FUSED_LIST_ENTRY_NS: f64 = 4.5;
-
-/// Whether `--precision auto` runs TF32 tiles, and with which list, from the pilot's proof
-/// lengths `needs` (lists of `listed` entries) for k-NN lists whose first size is `first`
-/// (`knn::first_list`), where each query meets `pairs` tile pairs (the base; half the set for
-/// a graph's symmetric tiles) of `dim` dimensions. `kept` holds the widths a search under TF32
-/// may keep its lists at, its usual width first; returns the index of the cheapest, or `None`
-/// where fp32 is cheaper than all (or nothing was measured: every pilot list complete, a base
-/// no longer than the pilot's lists).
-///
-/// The rule is a cost comparison per query: TF32 saves `pairs · dim ·` [`tf32_saving_ns`] of
-/// tile time and costs the exact evaluations its wider bound adds, the pilot queries' mean
-/// excess of TF32's proof length over fp32's (each of fp32's counted at least `first`: a proof
-/// inside the list a search keeps anyway costs nothing more): up to the kept width at
-/// [`EVAL_NS_PER_DIM`] each (the device re-ranks them), beyond it [`WIDENED_EVAL_NS`] more, and
-/// a query TF32 leaves unproved in its list where fp32 proves it pays a widening pass,
-/// `pairs · dim ·` [`REPASS_NS`]. A length beyond the pilot's list counts as twice the list (as
-/// `pilot::pilot_list` assumes), and at the usual width whatever the width (no list the pilot
-/// measured proves it). A width beyond the usual costs `entry_ns` per extra entry and query
-/// ([`LIST_ENTRY_NS`], or [`FUSED_LIST_ENTRY_NS`] where the passes are fused tile pairs).
-///
-/// Wider lists matter where TF32's bound is wide next to the gaps between near neighbours
-/// (clustered data, k = 10: proofs of ~110 entries against fp32's 11): the usual 32-wide list
-/// sends most queries to the host's widening, a list of 128 or 256 proves them on the device
-/// for far less than TF32's tiles save.
-pub(crate) fn tf32_list(
-    needs: &[PilotNeed],
-    lists: (usize, usize),
-    kept: &[usize],
-    shape: (usize, usize),
-    entry_ns: f64,
-) -> Option<usize> {
-    tensor_list(needs, lists, kept, shape, (entry_ns, 1.0))
-}
-
-/// What the graph's fp16x3 tile pairs save against fp32 tiles per row, as a multiple of what
-/// [`tf32_saving_ns`] prices (that price is the k-NN's, measured on the H100; a graph's fused
-/// pairs save more). Measured end to end on the H200 (session 24, 1M × 128 clustered, k = 10):
-/// device candidates 4.32 s on fp32 tiles, 1.63–1.66 s on split pairs, 2.7 µs a row against
-/// the 1.7 µs that `tf32_saving_ns` prices; 1.5 keeps a margin under the measured 1.57.
-pub(crate) const SPLIT_SAVING_SHARE: f64 = 1.5;
-
-/// [`tf32_list`] for another arithmetic whose tiles save `share` of TF32's time, its proof
-/// lengths given as `PilotNeed::tf32` (the fp16x3 rule of a graph whose TF32 rule kept fp32).
-pub(crate) fn tensor_list(
-    needs: &[PilotNeed],
-    (first, listed): (usize, usize),
-    kept: &[usize],
-    (pairs, dim): (usize, usize),
-    (entry_ns, share): (f64, f64),
-) -> Option<usize> {
-    if needs.is_empty() || kept.is_empty() {
-        return None;
-    }
-    let count = |n: Option<usize>| n.unwrap_or(2 * listed) as f64;
-    let d = dim as f64;
-    let kept_usual = kept[0];
-    let cost = |kept: usize| {
-        needs
-            .iter()
-            .map(|n| {
-                // A proof beyond the pilot's lists is widened whatever the width: priced at the
-                // usual one.
-                let kept = if n.tf32.is_some() { kept } else { kept_usual } as f64;
-                let (t, f) = (count(n.tf32), count(n.fp32).max(first as f64));
-                let inside = (t.min(kept) - f).max(0.0);
-                let beyond = (t - f).max(0.0) - inside;
-                // A query that fp32 proves in its list and TF32 does not is widened: a pass more.
-                let repass = if t > kept && f <= kept {
-                    pairs as f64 * d * REPASS_NS
-                } else {
-                    0.0
-                };
-                inside * EVAL_NS_PER_DIM * d
-                    + beyond * (WIDENED_EVAL_NS + EVAL_NS_PER_DIM * d)
-                    + repass
-            })
-            .sum::<f64>()
-            / needs.len() as f64
-    };
-    let (at, best) = kept
-        .iter()
-        .map(|&w| cost(w) + w.saturating_sub(kept_usual) as f64 * entry_ns)
-        .enumerate()
-        .min_by(|a, b| a.1.total_cmp(&b.1))?;
-    (best < share * pairs as f64 * d * tf32_saving_ns(dim)).then_some(at)
-}
-
 /// Column mean of up to 16384 evenly spaced rows, rounded to f32. Only a translation: its
 /// exact value does not matter for correctness, only for how small the norms (and so the bound)
 /// get; a sample keeps it off the critical path of a 1M-row base. 65536 rows took 1.4 ms of a
-/// 29 ms k-NN (H200, session 17); a quarter of them leaves the mean's sampling error at a
+/// 29 ms k-NN (H200); a quarter of them leaves the mean's sampling error at a
 /// hundredth of a standard deviation per coordinate.
 fn sample_mean(set: &VectorSet) -> Vec<f32> {
     let (n, d) = (set.len(), set.dim());
@@ -1041,14 +875,25 @@ fn sum_rel(d: usize, term: f64) -> f64 {
     2.0 * nu / (1.0 - nu)
 }
 
-/// The plan of `metric` under `precision` for a set of `d`-value rows stored as `elem` (one
-/// row of 0.5s): what decides which kernels and rows a search takes.
+/// The plan of `metric` in `arithmetic` (on the storage's own cores for fp16, bf16 and int8)
+/// for a set of `d`-value rows stored as `elem` (one row of 0.5s): what decides which kernels
+/// and rows a search takes.
 #[cfg(test)]
-pub(crate) fn plan_of(metric: &Metric, d: usize, precision: Precision, elem: ElemType) -> Plan {
+pub(crate) fn plan_of(
+    metric: &Metric,
+    d: usize,
+    arithmetic: Arithmetic,
+    elem: ElemType,
+) -> Numerics {
     let b = VectorSet::from_f32(1, d, vec![0.5; d]).unwrap();
-    Plan::new(metric, &b)
-        .with_arithmetic(precision, elem, elem)
-        .unwrap()
+    let plan = Numerics::new(metric, &b).on_storage(elem, elem);
+    match arithmetic {
+        Arithmetic::Fp16 | Arithmetic::Bf16 | Arithmetic::Int8 => {
+            assert_eq!(plan.own_cores().map(Arithmetic::own), Some(arithmetic));
+            plan.on_own_cores()
+        }
+        _ => plan.in_arithmetic(arithmetic),
+    }
 }
 
 /// How the host's tiles ([`HostTiles`]) convert the prepared rows before their dot products.
@@ -1146,7 +991,7 @@ pub(crate) struct HostTiles {
 #[cfg(test)]
 impl HostTiles {
     pub fn new(
-        plan: &Plan,
+        plan: &Numerics,
         metric: &Metric,
         b: &VectorSet,
         q: &VectorSet,
@@ -1200,20 +1045,30 @@ impl HostTiles {
 pub(crate) mod subspaces;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rand::prelude::*;
     use voisin::metric::exact::set_key;
 
-    fn set(rng: &mut StdRng, n: usize, d: usize, offset: f32) -> VectorSet {
+    pub(crate) fn set(rng: &mut StdRng, n: usize, d: usize, offset: f32) -> VectorSet {
         let v = (0..n * d)
             .map(|_| rng.gen_range(-1.0f32..1.0) * 3.0 + offset)
             .collect();
         VectorSet::from_f32(n, d, v).unwrap()
     }
 
+    /// Every arithmetic travels between processes as its code and reads back as itself; a
+    /// number that is none reads back as none.
+    #[test]
+    fn arithmetic_codes_read_back() {
+        for a in Arithmetic::ALL {
+            assert_eq!(Arithmetic::from_code(a.code()), Some(a), "{a:?}");
+        }
+        assert_eq!(Arithmetic::from_code(Arithmetic::ALL.len() as u32), None);
+    }
+
     /// TF32 conversion at its worst: the 13 low mantissa bits cut off (truncation).
-    fn tf32_truncate(x: f32) -> f32 {
+    pub(crate) fn tf32_truncate(x: f32) -> f32 {
         f32::from_bits(x.to_bits() & !0x1fff)
     }
 
@@ -1221,7 +1076,7 @@ mod tests {
     /// norms, inputs converted by `conv`, an f32 dot product in any order): every approximate
     /// key of the GEMM metrics must lie within the plan's bound of the exact key, for base `b`
     /// and queries `q`.
-    fn check_gemm_bound(precision: Precision, conv: Conv, b: &VectorSet, q: &VectorSet) {
+    fn check_gemm_bound(precision: Arithmetic, conv: Conv, b: &VectorSet, q: &VectorSet) {
         let d = b.dim();
         for m in [
             Metric::Euclidean,
@@ -1229,9 +1084,9 @@ mod tests {
             Metric::Cosine,
             Metric::Correlation,
         ] {
-            let plan = Plan::new(&m, b)
+            let plan = Numerics::new(&m, b)
                 .with_inputs(&m, b, q)
-                .with_precision(precision);
+                .in_arithmetic(precision);
             let tiles = HostTiles::new(&plan, &m, b, q, conv);
             for j in 0..q.len() {
                 let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
@@ -1255,9 +1110,9 @@ mod tests {
         for d in [1usize, 3, 127, 1025, 2 * K_CHUNK + 3] {
             for offset in [0.0f32, 100.0, 1e5] {
                 let (b, q) = (set(&mut rng, 60, d, offset), set(&mut rng, 7, d, offset));
-                check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q);
-                check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &b, &q);
-                check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
+                check_gemm_bound(Arithmetic::Fp32, Conv::Each(|x| x), &b, &q);
+                check_gemm_bound(Arithmetic::Tf32, Conv::Each(tf32_truncate), &b, &q);
+                check_gemm_bound(Arithmetic::Tf32, Conv::ScaledHalf, &b, &q);
             }
         }
     }
@@ -1296,10 +1151,10 @@ mod tests {
                 VectorSet::from_f32(n, d, v).unwrap()
             };
             let (b, q) = (make(&mut rng, 40), make(&mut rng, 10));
-            check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
-            check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &b);
-            check_gemm_bound(Precision::Fp16x3, Conv::SplitHalf, &b, &q);
-            check_gemm_bound(Precision::Fp16x3, Conv::SplitHalf, &b, &b);
+            check_gemm_bound(Arithmetic::Tf32, Conv::ScaledHalf, &b, &q);
+            check_gemm_bound(Arithmetic::Tf32, Conv::ScaledHalf, &b, &b);
+            check_gemm_bound(Arithmetic::Fp16x3, Conv::SplitHalf, &b, &q);
+            check_gemm_bound(Arithmetic::Fp16x3, Conv::SplitHalf, &b, &b);
         }
     }
 
@@ -1313,14 +1168,14 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(rand::random());
         for d in [3usize, 128, 1025] {
             let set = clustered(&mut rng, 120, d, 6);
-            check_gemm_bound(Precision::Fp16x3, Conv::SplitHalf, &set, &set);
+            check_gemm_bound(Arithmetic::Fp16x3, Conv::SplitHalf, &set, &set);
             let e = Metric::Euclidean;
-            let fp32 = Plan::new(&e, &set).with_precision(Precision::Fp32);
-            let bound = |p: Precision| fp32.clone().with_precision(p).abs_bound(30.0, 30.0);
+            let fp32 = Numerics::new(&e, &set).in_arithmetic(Arithmetic::Fp32);
+            let bound = |p: Arithmetic| fp32.clone().in_arithmetic(p).abs_bound(30.0, 30.0);
             let (f, s, t) = (
-                bound(Precision::Fp32),
-                bound(Precision::Fp16x3),
-                bound(Precision::Tf32),
+                bound(Arithmetic::Fp32),
+                bound(Arithmetic::Fp16x3),
+                bound(Arithmetic::Tf32),
             );
             assert!(s > f && s < 3.0 * f && s < t / 4.0, "d={d}: {f} {s} {t}");
         }
@@ -1334,7 +1189,7 @@ mod tests {
         let x = f32::from_bits(0x3f80_1fff);
         for d in [3usize, 127, 1025] {
             let rows = VectorSet::from_f32(2, d, vec![x; 2 * d]).unwrap();
-            let plan = Plan::new(&Metric::InnerProduct, &rows).with_precision(Precision::Tf32);
+            let plan = Numerics::new(&Metric::InnerProduct, &rows).in_arithmetic(Arithmetic::Tf32);
             let nx = (d as f64).sqrt() * x as f64;
             let exact = -(d as f64) * (x as f64) * (x as f64);
             let dot: f32 = (0..d).map(|_| tf32_truncate(x) * tf32_truncate(x)).sum();
@@ -1342,7 +1197,7 @@ mod tests {
             let abs = plan.abs_bound(nx, nx);
             assert!(err <= abs, "d={d}: error {err} bound {abs}");
             assert!(err > 0.45 * abs, "d={d}: error {err} bound {abs}");
-            check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &rows, &rows);
+            check_gemm_bound(Arithmetic::Tf32, Conv::Each(tf32_truncate), &rows, &rows);
         }
     }
 
@@ -1360,23 +1215,18 @@ mod tests {
                 VectorSet::from_f32(n, d, v).unwrap()
             };
             let (b, q) = (make(&mut rng, 40), make(&mut rng, 5));
-            check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q);
-            check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &b, &q);
-            check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
+            check_gemm_bound(Arithmetic::Fp32, Conv::Each(|x| x), &b, &q);
+            check_gemm_bound(Arithmetic::Tf32, Conv::Each(tf32_truncate), &b, &q);
+            check_gemm_bound(Arithmetic::Tf32, Conv::ScaledHalf, &b, &q);
         }
     }
 
+    /// SIMT metrics ignore the arithmetic.
     #[test]
-    fn precision_names() {
-        assert_eq!("TF32".parse::<Precision>().unwrap(), Precision::Tf32);
-        assert_eq!("fp32".parse::<Precision>().unwrap(), Precision::Fp32);
-        assert!("int4".parse::<Precision>().is_err());
-        assert_eq!("BF16".parse::<Precision>().unwrap(), Precision::Bf16);
-        assert_eq!("auto".parse::<Precision>().unwrap(), Precision::Auto);
-        // SIMT metrics ignore the option.
+    fn simt_plans_stay_fp32() {
         let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
-        let p = Plan::new(&Metric::Cityblock, &b).with_precision(Precision::Tf32);
-        assert_eq!(p.precision, Precision::Fp32);
+        let p = Numerics::new(&Metric::Cityblock, &b).in_arithmetic(Arithmetic::Tf32);
+        assert_eq!(p.arithmetic, Arithmetic::Fp32);
     }
 
     /// `n` × `d` values `offset + 3·U(−1, 1)` stored as f16 or bf16 (`elem`).
@@ -1428,9 +1278,7 @@ mod tests {
                         half_set(&mut rng, elem, 5, d, offset),
                     );
                     for m in [Metric::Euclidean, Metric::SqEuclidean, Metric::InnerProduct] {
-                        let plan = Plan::new(&m, &b)
-                            .with_arithmetic(Precision::Auto, elem, elem)
-                            .unwrap();
+                        let plan = Numerics::new(&m, &b).on_storage(elem, elem).on_own_cores();
                         assert!(plan.storage != Storage::F32 && plan.shift.is_none());
                         let sq = |r: &[f32]| r.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
                         let bmax = (0..b.len())
@@ -1497,9 +1345,9 @@ mod tests {
                 VectorSet::new(41, d, VectorData::U8(bv.into())).unwrap()
             };
             for m in [Metric::Euclidean, Metric::SqEuclidean] {
-                let plan = Plan::new(&m, &b)
-                    .with_arithmetic(Precision::Auto, ElemType::U8, ElemType::U8)
-                    .unwrap();
+                let plan = Numerics::new(&m, &b)
+                    .on_storage(ElemType::U8, ElemType::U8)
+                    .on_own_cores();
                 assert_eq!(plan.key, TileKey::L2Int);
                 let tiles = HostTiles::new(&plan, &m, &b, &q, Conv::Each(|x| x));
                 for j in 0..q.len() {
@@ -1517,157 +1365,18 @@ mod tests {
         }
     }
 
-    /// What `auto` and the explicit precisions resolve to per storage and metric, and the
-    /// one-line refusals.
-    #[test]
-    fn arithmetic_per_storage() {
-        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
-        let resolve = |m: &Metric, p: Precision, be: ElemType, qe: ElemType| {
-            Plan::new(m, &b).with_arithmetic(p, be, qe)
-        };
-        use ElemType::*;
-        let (e, ip, cos, cb) = (
-            Metric::Euclidean,
-            Metric::InnerProduct,
-            Metric::Cosine,
-            Metric::Cityblock,
-        );
-        let auto = |m: &Metric, be, qe| resolve(m, Precision::Auto, be, qe).unwrap();
-        assert_eq!(auto(&e, F16, F16).precision, Precision::Fp16);
-        assert_eq!(auto(&e, F16, F16).storage, Storage::F16);
-        assert_eq!(auto(&ip, Bf16, Bf16).storage, Storage::Bf16);
-        assert_eq!(auto(&e, F16, F32).precision, Precision::Fp32);
-        assert_eq!(auto(&e, F16, F32).storage, Storage::F32);
-        assert_eq!(auto(&cos, F16, F16).precision, Precision::Fp32);
-        assert_eq!(auto(&e, F32, F32).precision, Precision::Fp32);
-        assert_eq!(auto(&e, U8, U8).precision, Precision::Int8);
-        assert_eq!(auto(&e, U8, U8).key, TileKey::L2Int);
-        assert_eq!(auto(&e, U8, U8).tile_rows(), TileRows::I8);
-        assert_eq!(auto(&ip, U8, U8).precision, Precision::Fp32);
-        assert_eq!(auto(&ip, U8, U8).storage, Storage::U8);
-        assert_eq!(auto(&cb, U8, U8).tile_rows(), TileRows::F32);
-        assert_eq!(auto(&e, U8, F32).storage, Storage::F32);
-        assert_eq!(auto(&e, F64, F32).precision, Precision::Fp32);
-        assert_eq!(auto(&cb, F16, F16).precision, Precision::Fp32);
-        assert_eq!(auto(&cb, F32, F32).storage, Storage::F32);
-        let fp16 = resolve(&e, Precision::Fp16, F16, F16).unwrap();
-        assert_eq!(fp16.storage, Storage::F16);
-        assert_eq!(fp16.tile_rows(), TileRows::Stored);
-        // Other arithmetic on half rows: the stored rows stay as they are, the tiles read f32
-        // rows prepared from them on the device.
-        let tf32 = resolve(&e, Precision::Tf32, F16, F16).unwrap();
-        assert_eq!(
-            (tf32.storage, tf32.precision, tf32.tile_rows()),
-            (Storage::F16, Precision::Tf32, TileRows::F32)
-        );
-        let int8 = resolve(&Metric::SqEuclidean, Precision::Int8, U8, U8).unwrap();
-        assert_eq!(int8.precision, Precision::Int8);
-        for (m, p, be, qe, why) in [
-            (&e, Precision::Fp16, F32, F32, "f32 data"),
-            (&e, Precision::Fp16, Bf16, Bf16, "bf16 data"),
-            (&e, Precision::Bf16, F16, F16, "f16 data"),
-            (&e, Precision::Fp16, F16, F32, "a f16 base with f32 queries"),
-            (&cos, Precision::Fp16, F16, F16, "this metric"),
-            (&cb, Precision::Bf16, Bf16, Bf16, "this metric"),
-            (&e, Precision::Int8, F32, F32, "f32 data"),
-            (&e, Precision::Int8, U8, F32, "a u8 base with f32 queries"),
-            (&ip, Precision::Int8, U8, U8, "this metric"),
-            (&cos, Precision::Int8, U8, U8, "this metric"),
-        ] {
-            let err = resolve(m, p, be, qe).unwrap_err().to_string();
-            assert!(
-                err.contains(why) && err.contains("--precision auto") && !err.contains('\n'),
-                "{err}"
-            );
-        }
-    }
-
-    /// `auto`'s switch to TF32 after the fact gives the plan an explicit `tf32` makes, term for
-    /// term (γ doubled once, the input and flush terms), with or without f64 inputs and for a
-    /// prepared base's per-batch widening; a second switch changes nothing. Only fp32 GEMM
-    /// tiles on f32 rows under `auto` may switch.
-    #[test]
-    fn auto_tf32_is_a_fresh_tf32_plan() {
-        let mut rng = StdRng::seed_from_u64(rand::random());
-        let narrow = set(&mut rng, 40, 9, 5.0);
-        let wide = f64_set(&mut rng, 40, 9, 5.0, 1.0);
-        let queries = f64_set(&mut rng, 6, 9, 5.0, 1.0);
-        let gemm = [
-            Metric::Euclidean,
-            Metric::SqEuclidean,
-            Metric::InnerProduct,
-            Metric::Cosine,
-            Metric::Correlation,
-        ];
-        for m in &gemm {
-            for (b, q) in [(&narrow, &narrow), (&wide, &queries), (&narrow, &queries)] {
-                let resolve = |p: Precision| {
-                    Plan::new(m, b)
-                        .with_arithmetic(p, b.elem_type(), q.elem_type())
-                        .unwrap()
-                        .with_inputs(m, b, q)
-                };
-                let auto = resolve(Precision::Auto);
-                assert_eq!(auto.precision, Precision::Fp32, "{m}");
-                let switched = auto.auto_tf32(Precision::Auto).expect("fp32 GEMM tiles");
-                let fresh = resolve(Precision::Tf32);
-                assert_eq!(format!("{switched:?}"), format!("{fresh:?}"), "{m}");
-                assert_eq!(switched.abs_bound(2.0, 3.0), fresh.abs_bound(2.0, 3.0));
-                assert!(
-                    switched.abs_bound(2.0, 3.0) > auto.abs_bound(2.0, 3.0),
-                    "{m}"
-                );
-                assert_eq!(switched.arithmetic(), "tf32");
-                let twice = switched.clone().with_precision(Precision::Tf32);
-                assert_eq!(format!("{twice:?}"), format!("{fresh:?}"), "{m}");
-                assert!(switched.auto_tf32(Precision::Auto).is_none());
-                assert!(fresh.auto_tf32(Precision::Auto).is_none());
-                for asked in [Precision::Fp32, Precision::Tf32] {
-                    assert!(resolve(asked).auto_tf32(asked).is_none(), "{m} {asked}");
-                }
-            }
-            // A prepared base keeps the plan before queries and widens a copy per batch.
-            let (rb, rq) = (InputRounding::of(m, &wide), InputRounding::of(m, &queries));
-            let base = |p: Precision| {
-                Plan::new(m, &wide)
-                    .with_arithmetic(p, ElemType::F64, ElemType::F64)
-                    .unwrap()
-            };
-            let switched = base(Precision::Auto)
-                .auto_tf32(Precision::Auto)
-                .unwrap()
-                .with_roundings(m, &rb, &rq);
-            let per_batch = base(Precision::Auto)
-                .with_roundings(m, &rb, &rq)
-                .auto_tf32(Precision::Auto)
-                .unwrap();
-            let fresh = base(Precision::Tf32).with_roundings(m, &rb, &rq);
-            assert_eq!(format!("{switched:?}"), format!("{fresh:?}"), "{m}");
-            assert_eq!(format!("{per_batch:?}"), format!("{fresh:?}"), "{m}");
-        }
-        // SIMT metrics and tiles on the storage's own cores have no TF32 form.
-        let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
-        let auto = |m: &Metric, e: ElemType| {
-            Plan::new(m, &b)
-                .with_arithmetic(Precision::Auto, e, e)
-                .unwrap()
-                .auto_tf32(Precision::Auto)
-        };
-        assert!(auto(&Metric::Cityblock, ElemType::F32).is_none());
-        assert!(auto(&Metric::Minkowski(3.0), ElemType::F32).is_none());
-        assert!(auto(&Metric::Euclidean, ElemType::F16).is_none());
-        // u8 under euclidean runs on int8 tiles; under inner product on f32 rows.
-        assert!(auto(&Metric::Euclidean, ElemType::U8).is_none());
-        assert!(auto(&Metric::InnerProduct, ElemType::U8).is_some());
-        // Cosine on f16 storage runs on f32 copies: TF32 may take it.
-        assert!(auto(&Metric::Cosine, ElemType::F16).is_some());
+    /// `n` rows of `d` values on `count` random 8-d affine subspaces (as gpu_bench's
+    /// clustered data, tests/common/subspaces.rs).
+    pub(crate) fn clustered(rng: &mut StdRng, n: usize, d: usize, count: usize) -> VectorSet {
+        let spaces = subspaces::subspaces(rng, count, d);
+        VectorSet::from_f32(n, d, subspaces::rows_on(rng, &spaces, n, d)).unwrap()
     }
 
     /// A proof reaches the first entry whose lower bound clears the k-th's upper bound.
     #[test]
     fn proof_length_reaches_the_first_clear_entry() {
         let b = VectorSet::from_f32(1, 2, vec![0.0, 1.0]).unwrap();
-        let plan = Plan::new(&Metric::InnerProduct, &b);
+        let plan = Numerics::new(&Metric::InnerProduct, &b);
         let keys = [1.0f32, 2.0, 2.5, 3.0, 4.0, 9.0];
         // The 2nd key's upper bound is just above 2 (+ abs); the lower bound of an entry v is
         // v − abs.
@@ -1684,226 +1393,13 @@ mod tests {
         );
     }
 
-    /// The rule on pilot measurements: TF32 where the evaluations it adds cost less than the
-    /// tile time it saves; the cases of bench/RESULTS.md's session 8.
-    /// The rule with one kept width.
-    fn tf32_proves_cheaply(
-        needs: &[PilotNeed],
-        (first, kept, listed): (usize, usize, usize),
-        shape: (usize, usize),
-    ) -> bool {
-        tf32_list(needs, (first, listed), &[kept], shape, LIST_ENTRY_NS).is_some()
-    }
-
-    #[test]
-    fn tf32_rule_on_pilot_measurements() {
-        let need = |fp32, tf32| PilotNeed { fp32, tf32 };
-        let graph_1m = (500_000, 128);
-        let knn_1m = (1_000_000, 128);
-        // k = 10: first list 18, kept 32 wide; pilot lists of 512.
-        let rule = |needs: &[PilotNeed], shape| tf32_proves_cheaply(needs, (18, 32, 512), shape);
-        // Normal data: both prove inside the list, TF32 a few entries later.
-        let cheap = vec![need(Some(12), Some(22)); 32];
-        assert!(rule(&cheap, graph_1m) && rule(&cheap, knn_1m));
-        // A few queries longer under TF32 do not tip it.
-        let mut some_longer = cheap.clone();
-        some_longer[..2].fill(need(Some(12), Some(90)));
-        assert!(rule(&some_longer, graph_1m));
-        // Clustered data: TF32 needs 70–400 entries, or more than the pilot listed.
-        assert!(!rule(&vec![need(Some(12), Some(110)); 32], graph_1m));
-        assert!(!rule(&vec![need(Some(12), Some(74)); 32], knn_1m));
-        assert!(!rule(&vec![need(Some(14), None); 32], knn_1m));
-        // Extra evaluations inside the list: worth it against a large base, not a tiny one.
-        assert!(rule(&vec![need(Some(12), Some(30)); 32], knn_1m));
-        assert!(!rule(&vec![need(Some(12), Some(30)); 32], (100, 128)));
-        // Duplicates: fp32 needs long lists too, TF32 little more: TF32.
-        assert!(rule(&vec![need(Some(110), Some(120)); 32], graph_1m));
-        assert!(rule(&vec![need(None, None); 32], graph_1m));
-        // A small base saves too little for any widening.
-        assert!(!rule(&vec![need(Some(12), Some(40)); 32], (8000, 128)));
-        // k = 1000: lists 2048 wide re-ranked on the device; TF32's longer proofs fit.
-        let wide_list =
-            |needs: &[PilotNeed]| tf32_proves_cheaply(needs, (1125, 2048, 4500), knn_1m);
-        assert!(wide_list(&vec![need(Some(1010), Some(1600)); 32]));
-        assert!(!wide_list(&vec![need(Some(1010), Some(4000)); 32]));
-        // A quarter of the queries beyond those lists: their widening passes cost more than
-        // TF32 saves.
-        let mut some_widened = vec![need(Some(1010), Some(1300)); 32];
-        some_widened[..8].fill(need(Some(1010), Some(2500)));
-        assert!(!wide_list(&some_widened));
-        // The wide graph (100k × 15876): ~95 more per row, inside the list its pilot sized.
-        let wide = tf32_proves_cheaply(
-            &vec![need(Some(15), Some(110)); 32],
-            (18, 140, 512),
-            (50_000, 15876),
-        );
-        assert!(wide);
-        // Nothing measured (every pilot list complete): fp32.
-        assert!(!rule(&[], graph_1m));
-    }
-
-    #[test]
-    fn tf32_widens_its_list_where_that_proves_on_the_device() {
-        let need = |fp32, tf32| PilotNeed { fp32, tf32 };
-        let knn_1m = (1_000_000, 128);
-        // k = 10: first list 18, kept 32 wide; TF32 may keep 128, 256 or 512; pilot lists 512.
-        let widths = [32, 128, 256, 512];
-        let pick =
-            |needs: &[PilotNeed], shape| tf32_list(needs, (18, 512), &widths, shape, LIST_ENTRY_NS);
-        // Normal data proves in the usual list.
-        assert_eq!(pick(&vec![need(Some(12), Some(22)); 32], knn_1m), Some(0));
-        // Clustered data: ~110 entries under TF32 prove on the device in a list of 128, and
-        // the wider list costs less than widening every query.
-        assert_eq!(pick(&vec![need(Some(12), Some(110)); 32], knn_1m), Some(1));
-        assert_eq!(pick(&vec![need(Some(12), Some(200)); 32], knn_1m), Some(2));
-        // Without the wider widths the same proofs keep fp32 (the widening passes).
-        assert!(tf32_list(
-            &vec![need(Some(12), Some(110)); 32],
-            (18, 512),
-            &[32],
-            knn_1m,
-            LIST_ENTRY_NS
-        )
-        .is_none());
-        // Proofs beyond the pilot's lists and a base too small to save: fp32.
-        assert_eq!(pick(&vec![need(Some(12), None); 32], knn_1m), None);
-        assert_eq!(
-            pick(&vec![need(Some(12), Some(110)); 32], (8000, 128)),
-            None
-        );
-        // A proof no list holds is not worth a wider list for every query; one a wider list
-        // holds may be (a widened query costs ~120 µs).
-        let mut few = vec![need(Some(12), Some(20)); 32];
-        few[0] = need(Some(12), None);
-        assert_eq!(pick(&few, knn_1m), Some(0));
-        few[0] = need(Some(12), Some(300));
-        assert_eq!(pick(&few, knn_1m), Some(2));
-        // One query in 32 a little past the usual list: worth a wider list for every query
-        // where entries are cheap (written tiles), not where each costs survivors in every
-        // chunk of fused tile pairs.
-        few[0] = need(Some(12), Some(40));
-        assert_eq!(pick(&few, knn_1m), Some(1));
-        let fused = tf32_list(&few, (18, 512), &widths, knn_1m, FUSED_LIST_ENTRY_NS);
-        assert_eq!(fused, Some(0));
-    }
-
-    /// `n` rows of `d` values on `count` random 8-d affine subspaces (as gpu_bench's
-    /// clustered data, tests/common/subspaces.rs).
-    fn clustered(rng: &mut StdRng, n: usize, d: usize, count: usize) -> VectorSet {
-        let spaces = subspaces::subspaces(rng, count, d);
-        VectorSet::from_f32(n, d, subspaces::rows_on(rng, &spaces, n, d)).unwrap()
-    }
-
-    /// The pilot of a graph done on the host: TF32 keys ([`HostTiles`], truncating inputs) of 32
-    /// evenly spaced items against the whole set, lists of `listed`, each list's proof length
-    /// under the fp32 and the TF32 plan (self pair included: k + 1), and the rule; with the
-    /// fp16x3 plan's proof lengths on the same keys (as `tf32`) and its rule, as
-    /// search/pilot.rs weighs them for a graph.
-    fn host_pilot(m: &Metric, set: &VectorSet, k: usize) -> (bool, Vec<PilotNeed>) {
-        let (tf32, needs, _) = host_pilots(m, set, k);
-        (tf32, needs)
-    }
-
-    fn host_pilots(m: &Metric, set: &VectorSet, k: usize) -> (bool, Vec<PilotNeed>, bool) {
-        let fp32 = Plan::new(m, set)
-            .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
-            .unwrap();
-        let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();
-        let split = fp32.auto_form(Precision::Auto, Precision::Fp16x3).unwrap();
-        let (n, d) = (set.len(), set.dim());
-        let ids: Vec<usize> = (0..32).map(|i| i * n / 32).collect();
-        let rows = ids.iter().flat_map(|&i| set.row_f32(i).to_vec()).collect();
-        let q = VectorSet::from_f32(ids.len(), d, rows).unwrap();
-        let tiles = HostTiles::new(&tf32, m, set, &q, Conv::Each(tf32_truncate));
-        let (kk, listed) = (k + 1, 512);
-        let (needs, split_needs): (Vec<PilotNeed>, Vec<PilotNeed>) = (0..q.len())
-            .map(|j| {
-                let mut keys = tiles.keys[j].clone();
-                keys.sort_unstable_by(f32::total_cmp);
-                keys.truncate(listed);
-                let need =
-                    |p: &Plan| p.proof_length(&keys, kk, p.abs_bound(tiles.qnorm[j], tiles.bmax));
-                let fp32 = need(&fp32);
-                (
-                    PilotNeed {
-                        fp32,
-                        tf32: need(&tf32),
-                    },
-                    PilotNeed {
-                        fp32,
-                        tf32: need(&split),
-                    },
-                )
-            })
-            .unzip();
-        let first = k + (k / 8).max(8);
-        // Decided for the graph this sample stands for (1M items, as dense on each subspace as
-        // gpu_bench's clustered kind): half of it per row, lists kept 32 wide.
-        let kept = first.next_power_of_two().max(32);
-        let shape = (500_000, d);
-        let rule = (LIST_ENTRY_NS, SPLIT_SAVING_SHARE);
-        let split = tensor_list(&split_needs, (first, listed), &[kept], shape, rule).is_some();
-        (
-            tf32_proves_cheaply(&needs, (first, kept, listed), shape),
-            needs,
-            split,
-        )
-    }
-
-    /// Where TF32 loses on the clustered graph (euclidean, the benchmark's), the fp16x3 rule
-    /// takes split rows: their proofs (on the pilot's TF32 keys) run ~17 entries against
-    /// fp32's ~14 where TF32's run to hundreds. (Cosine on the same data keeps fp32: its keys
-    /// sit so close that the split's γ, ~6× fp32's, doubles the proofs past the graph's kept
-    /// list of 32, and widening costs more than the split saves.)
-    #[test]
-    fn host_pilot_takes_split_rows_for_clustered_graphs() {
-        let mut rng = StdRng::seed_from_u64(rand::random());
-        let set = clustered(&mut rng, 2000, 128, 2);
-        let (tf32, needs, split) = host_pilots(&Metric::Euclidean, &set, 10);
-        let show: Vec<_> = needs.iter().map(|n| (n.fp32, n.tf32)).collect();
-        assert!(!tf32 && split, "(fp32, tf32) proof lengths {show:?}");
-    }
-
-    /// On the host's emulation of the tiles, the pilot takes TF32 for normal data (near the
-    /// origin and far from it) and fp32 for clustered data (2,000 points on two 8-d subspaces,
-    /// as dense on each as gpu_bench's 1M on 1,000), d = 128, euclidean and cosine.
-    #[test]
-    fn host_pilot_tells_normal_from_clustered_data() {
-        let mut rng = StdRng::seed_from_u64(rand::random());
-        let (n, d, k) = (2000, 128, 10);
-        let normal = |rng: &mut StdRng, offset: f32| {
-            let v = (0..n * d)
-                .map(|_| offset + rng.sample::<f32, _>(rand_distr::StandardNormal))
-                .collect();
-            VectorSet::from_f32(n, d, v).unwrap()
-        };
-        let both = [Metric::Euclidean, Metric::Cosine];
-        // (Cosine far from the origin is left out: its keys are closer together than even
-        // fp32's bound, and no list of the pilot proves under either arithmetic.)
-        let cases = [
-            ("normal", normal(&mut rng, 0.0), &both[..], true),
-            ("normal + 100", normal(&mut rng, 100.0), &both[..1], true),
-            ("clustered", clustered(&mut rng, n, d, 2), &both[..], false),
-        ];
-        for (what, set, metrics, tf32) in &cases {
-            for m in metrics.iter() {
-                let (got, needs) = host_pilot(m, set, k);
-                let show: Vec<_> = needs.iter().map(|n| (n.fp32, n.tf32)).collect();
-                assert_eq!(
-                    got, *tf32,
-                    "{what} {m}: (fp32, tf32) proof lengths {show:?}"
-                );
-            }
-        }
-    }
-
     /// Thresholds keep every approximate key whose interval may reach the radius key.
     #[test]
     fn approx_threshold_keeps_a_superset() {
         let mut rng = StdRng::seed_from_u64(rand::random());
         let b = set(&mut rng, 10, 16, 0.0);
         for m in [Metric::Euclidean, Metric::Cityblock, Metric::InnerProduct] {
-            let plan = Plan::new(&m, &b);
+            let plan = Numerics::new(&m, &b);
             for _ in 0..10_000 {
                 let key = rng.gen_range(-50.0..50.0);
                 let abs = rng.gen_range(0.0..1.0)
@@ -1927,7 +1423,13 @@ mod tests {
 
     /// f64 rows of `n` × `d` values `centre + spread·N(0, 1)`, stored as f64 (most values are
     /// not f32 numbers).
-    fn f64_set(rng: &mut StdRng, n: usize, d: usize, centre: f64, spread: f64) -> VectorSet {
+    pub(crate) fn f64_set(
+        rng: &mut StdRng,
+        n: usize,
+        d: usize,
+        centre: f64,
+        spread: f64,
+    ) -> VectorSet {
         let v = (0..n * d)
             .map(|_| centre + spread * rng.sample::<f64, _>(rand_distr::StandardNormal))
             .collect();
@@ -1953,22 +1455,22 @@ mod tests {
             for (centre, spread) in [(0.0, 1.0), (1e5, 3.0), (1e8, 1.0), (0.0, 1e-30)] {
                 let b = f64_set(&mut rng, 50, d, centre, spread);
                 let q = f64_set(&mut rng, 7, d, centre, spread);
-                check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q);
-                check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &b, &q);
-                check_gemm_bound(Precision::Tf32, Conv::ScaledHalf, &b, &q);
+                check_gemm_bound(Arithmetic::Fp32, Conv::Each(|x| x), &b, &q);
+                check_gemm_bound(Arithmetic::Tf32, Conv::Each(tf32_truncate), &b, &q);
+                check_gemm_bound(Arithmetic::Tf32, Conv::ScaledHalf, &b, &q);
                 // A graph: the queries are the base.
-                check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &b);
+                check_gemm_bound(Arithmetic::Fp32, Conv::Each(|x| x), &b, &b);
             }
             let (b, q) = (
                 colliding_set(&mut rng, 50, d),
                 colliding_set(&mut rng, 7, d),
             );
-            check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q);
-            check_gemm_bound(Precision::Tf32, Conv::Each(tf32_truncate), &b, &q);
+            check_gemm_bound(Arithmetic::Fp32, Conv::Each(|x| x), &b, &q);
+            check_gemm_bound(Arithmetic::Tf32, Conv::Each(tf32_truncate), &b, &q);
             // f32 queries against an f64 base and the other way round.
             let q32 = set(&mut rng, 7, d, 1e8);
-            check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &b, &q32);
-            check_gemm_bound(Precision::Fp32, Conv::Each(|x| x), &q32, &b);
+            check_gemm_bound(Arithmetic::Fp32, Conv::Each(|x| x), &b, &q32);
+            check_gemm_bound(Arithmetic::Fp32, Conv::Each(|x| x), &q32, &b);
         }
     }
 
@@ -1997,7 +1499,7 @@ mod tests {
                 ];
                 for (b, q) in &sets {
                     for m in &metrics {
-                        let plan = Plan::new(m, b).with_inputs(m, b, q);
+                        let plan = Numerics::new(m, b).with_inputs(m, b, q);
                         let tiles = HostTiles::new(&plan, m, b, q, Conv::Each(|x| x));
                         for j in 0..q.len() {
                             let abs = plan.abs_bound(tiles.qnorm[j], tiles.bmax);
@@ -2026,10 +1528,10 @@ mod tests {
         for m in [Metric::SqEuclidean, Metric::Cityblock, Metric::Chebyshev] {
             let v = 0.0f32;
             let exact = set_key(&m, &b, 0, &q, 0);
-            let plain = Plan::new(&m, &b);
+            let plain = Numerics::new(&m, &b);
             let abs = plain.abs_bound(0.0, 0.0);
             assert!(exact > plain.upper(v, abs), "{m}: {exact}");
-            let wide = Plan::new(&m, &b).with_inputs(&m, &b, &q);
+            let wide = Numerics::new(&m, &b).with_inputs(&m, &b, &q);
             let abs = wide.abs_bound(0.0, 0.0);
             assert!(
                 wide.lower(v, abs) <= exact && exact <= wide.upper(v, abs),
@@ -2047,16 +1549,16 @@ mod tests {
         let exact_f64 = VectorSet::from_f64(30, 4, narrow.rows_f64(0, 30).into_owned()).unwrap();
         let wide = f64_set(&mut rng, 30, 4, 0.0, 1.0);
         for m in [Metric::Euclidean, Metric::Cosine, Metric::Minkowski(3.0)] {
-            let base = Plan::new(&m, &narrow);
-            let same = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &narrow);
+            let base = Numerics::new(&m, &narrow);
+            let same = Numerics::new(&m, &narrow).with_inputs(&m, &narrow, &narrow);
             assert_eq!(BoundParts::of(&base), BoundParts::of(&same), "{m}");
             assert_eq!(base.exact_code, same.exact_code);
             assert_eq!(base.abs_bound(2.0, 3.0), same.abs_bound(2.0, 3.0));
-            let unrounded = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &exact_f64);
+            let unrounded = Numerics::new(&m, &narrow).with_inputs(&m, &narrow, &exact_f64);
             assert_eq!(unrounded.exact_code, None, "{m}");
             assert_eq!(unrounded.distance_form, None, "{m}");
             assert_eq!(base.abs_bound(2.0, 3.0), unrounded.abs_bound(2.0, 3.0));
-            let widened = Plan::new(&m, &narrow).with_inputs(&m, &narrow, &wide);
+            let widened = Numerics::new(&m, &narrow).with_inputs(&m, &narrow, &wide);
             assert_eq!(widened.exact_code, None, "{m}");
             assert!(
                 widened.abs_bound(2.0, 3.0) > base.abs_bound(2.0, 3.0),
@@ -2064,12 +1566,12 @@ mod tests {
             );
             // A prepared base measures itself once and widens a copy of its plan per batch.
             let (b, q) = (InputRounding::of(&m, &narrow), InputRounding::of(&m, &wide));
-            let per_batch = Plan::new(&m, &narrow).with_roundings(&m, &b, &q);
+            let per_batch = Numerics::new(&m, &narrow).with_roundings(&m, &b, &q);
             assert_eq!(BoundParts::of(&per_batch), BoundParts::of(&widened), "{m}");
             assert_eq!(per_batch.abs_bound(2.0, 3.0), widened.abs_bound(2.0, 3.0));
             assert_eq!(per_batch.exact_code, None, "{m}");
             // f32 queries against an f64 base still take their exact keys from the host.
-            let f64_base = Plan::new(&m, &wide).with_roundings(&m, &q, &b);
+            let f64_base = Numerics::new(&m, &wide).with_roundings(&m, &q, &b);
             assert_eq!(f64_base.exact_code, None, "{m}");
         }
     }

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use voisin::data::{VectorData, VectorSet};
 use voisin::{Error, Result};
 
-use crate::numerics::plan::{Plan, Storage, TileRows};
+use crate::numerics::plan::{Numerics, Storage, TileRows};
 use crate::ops::tile::Block;
 use crate::runtime::context::{dev, Gpu, STAGE};
 use crate::runtime::staging::{Pitch, Staging};
@@ -44,8 +44,9 @@ pub(crate) enum RowsView<'a> {
     I8(CudaView<'a, i8>),
 }
 
-/// Rows prepared for the tiles on the device ([`TileRows`]).
-enum Prepared {
+/// The tiles' own copy of a set's rows on the device, prepared from the stored ones
+/// ([`TileRows`]).
+enum TileCopy {
     F32(CudaSlice<f32>),
     I8(CudaSlice<i8>),
 }
@@ -353,7 +354,7 @@ pub(crate) struct DeviceSet<'s> {
     pub raw: DeviceRows,
     /// The rows the tiles read (translated, centred or unit, per the plan, or int8),
     /// [`DeviceSet::tile_ld`] values apart; none for f16/bf16 tiles, which read `raw`.
-    rows: Option<Prepared>,
+    rows: Option<TileCopy>,
     /// f32 squared norms of the tiles' rows, for the L2 key.
     pub sqnorm: CudaSlice<f32>,
     pub n: usize,
@@ -384,7 +385,7 @@ struct Norms {
 
 impl<'s> DeviceSet<'s> {
     /// Uploads all rows of `set`.
-    pub fn new(gpu: &Gpu, plan: &Plan, set: &VectorSet) -> Result<Self> {
+    pub fn new(gpu: &Gpu, plan: &Numerics, set: &VectorSet) -> Result<Self> {
         Self::whole(
             gpu,
             plan,
@@ -394,13 +395,13 @@ impl<'s> DeviceSet<'s> {
     }
 
     /// Uploads the rows `range` of `set` (one shard of the base).
-    pub fn range(gpu: &Gpu, plan: &Plan, set: &VectorSet, range: Range<usize>) -> Result<Self> {
+    pub fn range(gpu: &Gpu, plan: &Numerics, set: &VectorSet, range: Range<usize>) -> Result<Self> {
         let n = range.len();
         Self::whole(gpu, plan, HostRows::of(plan.storage, set, range), n)
     }
 
     /// Uploads the rows `ids` of `set`, in that order (a widening pass over some queries).
-    pub fn gather(gpu: &Gpu, plan: &Plan, set: &VectorSet, ids: &[usize]) -> Result<Self> {
+    pub fn gather(gpu: &Gpu, plan: &Numerics, set: &VectorSet, ids: &[usize]) -> Result<Self> {
         Self::whole(
             gpu,
             plan,
@@ -411,7 +412,12 @@ impl<'s> DeviceSet<'s> {
 
     /// The rows `range` of `set`, uploaded as the work that reads them asks for them
     /// ([`DeviceSet::ensure`]); nothing is copied yet.
-    pub fn behind(gpu: &Gpu, plan: &Plan, set: &'s VectorSet, range: Range<usize>) -> Result<Self> {
+    pub fn behind(
+        gpu: &Gpu,
+        plan: &Numerics,
+        set: &'s VectorSet,
+        range: Range<usize>,
+    ) -> Result<Self> {
         let n = range.len();
         let raw = DeviceRows::alloc(
             &gpu.stream,
@@ -435,7 +441,7 @@ impl<'s> DeviceSet<'s> {
     /// the host (a set uploaded behind its work) are picked there and go up on the copy stream
     /// ahead of the rest; rows on the device are copied there. Nothing waits: the sample serves
     /// tiles only, and its norms are never read back to the host.
-    pub fn spread(&self, gpu: &Gpu, plan: &Plan, count: usize) -> Result<DeviceSet<'static>> {
+    pub fn spread(&self, gpu: &Gpu, plan: &Numerics, count: usize) -> Result<DeviceSet<'static>> {
         let count = count.min(self.n);
         let step = (self.n / count.max(1)).max(1);
         let done = *self
@@ -463,7 +469,7 @@ impl<'s> DeviceSet<'s> {
         }
     }
 
-    fn whole(gpu: &Gpu, plan: &Plan, src: HostRows<'_>, n: usize) -> Result<Self> {
+    fn whole(gpu: &Gpu, plan: &Numerics, src: HostRows<'_>, n: usize) -> Result<Self> {
         let raw = src.upload(gpu, pitch(plan.storage, plan.dim))?;
         let set = Self::allocate(gpu, plan, raw, n, None)?;
         set.prepare_rows(gpu, 0..n)?;
@@ -474,7 +480,7 @@ impl<'s> DeviceSet<'s> {
     /// Prepares `n` rows already on the device (at least n rows in `raw`, in the plan's storage
     /// and row stride); the work is queued on the engine's stream, which must first wait for
     /// whatever wrote `raw`.
-    pub fn prepare(gpu: &Gpu, plan: &Plan, raw: DeviceRows, n: usize) -> Result<Self> {
+    pub fn prepare(gpu: &Gpu, plan: &Numerics, raw: DeviceRows, n: usize) -> Result<Self> {
         let set = Self::allocate(gpu, plan, raw, n, None)?;
         set.prepare_rows(gpu, 0..n)?;
         set.complete(gpu)?;
@@ -483,7 +489,7 @@ impl<'s> DeviceSet<'s> {
 
     fn allocate(
         gpu: &Gpu,
-        plan: &Plan,
+        plan: &Numerics,
         raw: DeviceRows,
         n: usize,
         pending: Option<HostRows<'s>>,
@@ -495,13 +501,13 @@ impl<'s> DeviceSet<'s> {
             None => None,
         };
         let rows = match plan.tile_rows() {
-            TileRows::F32 => Some(Prepared::F32(alloc(gpu, n * d)?)),
+            TileRows::F32 => Some(TileCopy::F32(alloc(gpu, n * d)?)),
             TileRows::Stored => None,
             TileRows::I8 => {
                 let ld = TileRows::I8.stride(plan.storage, d);
                 // SAFETY: prepare_rows writes every value (the padding as zeros).
                 let rows = unsafe { stream.alloc::<i8>((n * ld).max(1)) };
-                Some(Prepared::I8(rows.map_err(dev("allocating"))?))
+                Some(TileCopy::I8(rows.map_err(dev("allocating"))?))
             }
         };
         Ok(DeviceSet {
@@ -591,8 +597,8 @@ impl<'s> DeviceSet<'s> {
         // tiles have no prepared rows: the kernel writes the norms only.
         let (ld8, out) = (tile_ld as i64, rows.start * tile_ld..rows.end * tile_ld);
         let (out32, out8) = match &self.rows {
-            Some(Prepared::F32(r)) => (Some(r.slice(out)), None),
-            Some(Prepared::I8(r)) => (None, Some(r.slice(out))),
+            Some(TileCopy::F32(r)) => (Some(r.slice(out)), None),
+            Some(TileCopy::I8(r)) => (None, Some(r.slice(out))),
             None => (None, None),
         };
         let sq = self.sqnorm.slice(rows.clone());
@@ -654,8 +660,8 @@ impl<'s> DeviceSet<'s> {
     /// Values from one tile row to the next ([`TileRows::stride`]).
     fn tile_ld(&self) -> usize {
         let tiles = match &self.rows {
-            Some(Prepared::F32(_)) => TileRows::F32,
-            Some(Prepared::I8(_)) => TileRows::I8,
+            Some(TileCopy::F32(_)) => TileRows::F32,
+            Some(TileCopy::I8(_)) => TileRows::I8,
             None => TileRows::Stored,
         };
         tiles.stride(self.storage, self.dim)
@@ -667,8 +673,8 @@ impl<'s> DeviceSet<'s> {
         let values = a * ld..(b * ld).max(a * ld + 1);
         Block {
             rows: match &self.rows {
-                Some(Prepared::F32(r)) => RowsView::F32(r.slice(values)),
-                Some(Prepared::I8(r)) => RowsView::I8(r.slice(values)),
+                Some(TileCopy::F32(r)) => RowsView::F32(r.slice(values)),
+                Some(TileCopy::I8(r)) => RowsView::I8(r.slice(values)),
                 None => self.raw.view(values),
             },
             ld,

@@ -1,5 +1,5 @@
 //! The k-NN graph's locality order and the tiles of its fused pairs that it lets skip
-//! (kernels/select/locality.cu; docs/design/graph-tile-filter.md, "Session 25").
+//! (kernels/select/locality.cu; docs/design/graph-tile-filter.md).
 //!
 //! On clustered data a pair of tiles costs the same whether its items are near or not: every
 //! product runs, and the filter drops nearly all of them. A graph whose lists were seeded from a
@@ -12,16 +12,15 @@
 //! pairs (the exact key's lower bound less the plan's bound) is above every threshold the tile
 //! is tested against is left out, rigorously.
 //!
-//! Owns the order, the reordered set, the spheres and the pairs' work lists; when the graph uses
-//! them is search/graph.rs's.
+//! Owns the order, the reordered set, the spheres and the pairs' work lists; which graphs take
+//! them is the route's (search/route.rs), and how the graph's pairs use them search/graph.rs's.
 
 use cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{BoundParts, Plan, Storage, TileKey, TileRows};
+use crate::numerics::plan::{BoundParts, Numerics};
 use crate::ops::device_set::{DeviceRows, DeviceSet};
 use crate::ops::select;
-use crate::options::Precision;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
 
@@ -61,25 +60,6 @@ pub(crate) struct Locality {
     /// slot per band).
     lens: CudaSlice<u32>,
     values: CudaSlice<u64>,
-}
-
-/// Whether the graph of `n` items in tiles of `t` under `plan` runs in locality order: split
-/// rows (fp16x3, what `auto` takes where TF32's pilot finds keys too close for its bound:
-/// clustered data; where TF32 wins, as on normal, far and duplicate-heavy data, the spheres of
-/// a block overlap nearly every other, and the order cost 55 ms and left no tile out of a 1M
-/// graph, docs/design/graph-tile-filter.md "Session 25"), L2 keys (exact key ≥ dmin²) on f32
-/// rows as given (the spheres are of the stored values, whose exact keys the plan bounds;
-/// rows rounded from f64 are not the values the bound speaks of), tiles of whole kernel
-/// blocks, and ids that fit the lists.
-pub(crate) fn applies(plan: &Plan, n: usize, t: usize) -> bool {
-    plan.precision == Precision::Fp16x3
-        && plan.key == TileKey::L2
-        && plan.storage == Storage::F32
-        && plan.tile_rows() == TileRows::F32
-        && !plan.widened()
-        && t.is_multiple_of(abi::PF_BM)
-        && abi::PF_BM == abi::PF_BN
-        && n < u32::MAX as usize
 }
 
 /// The place of each of `s` points (rows of `ld` values, the first `d` read) along a
@@ -221,7 +201,7 @@ impl Locality {
     /// rows are not f32 or the copy would not fit beside what is on the device.
     pub fn new(
         gpu: &Gpu,
-        plan: &Plan,
+        plan: &Numerics,
         data: &DeviceSet<'_>,
         (heads, sample): (&CudaView<'_, u32>, &DeviceSet<'_>),
         t: usize,

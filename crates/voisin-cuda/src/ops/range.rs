@@ -7,9 +7,9 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::{Metric, Result};
 
-use crate::numerics::plan::Plan;
+use crate::numerics::plan::Numerics;
 use crate::ops::device_set::DeviceSet;
-use crate::ops::tile;
+use crate::ops::tile::{self, Product};
 use crate::ops::Budget;
 use crate::runtime::context::{dev, Gpu};
 
@@ -17,7 +17,8 @@ use crate::runtime::context::{dev, Gpu};
 /// threshold on approximate keys `thr`.
 pub(crate) fn candidates(
     gpu: &Gpu,
-    plan: &Plan,
+    product: Product,
+    plan: &Numerics,
     base: &DeviceSet,
     queries: &DeviceSet,
     thr: &[f32],
@@ -57,7 +58,15 @@ pub(crate) fn candidates(
                 let b1 = (b0 + b_tile).min(nb);
                 let bb = base.block(b0, b1);
                 let (rows, cols) = (q1 - q0, b1 - b0);
-                tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), cols)?;
+                tile::compute(
+                    gpu,
+                    product,
+                    plan,
+                    &qb,
+                    &bb,
+                    &mut tile_buf.slice_mut(..),
+                    cols,
+                )?;
                 let (ld, r, c) = (cols as i64, rows as i32, cols as i32);
                 let t = thr_dev.slice(q0..q1);
                 match fill.as_mut() {
@@ -122,7 +131,7 @@ pub(crate) fn candidates(
 
 /// Per query, the approximate-key threshold that keeps every pair the exact test accepts.
 pub(crate) fn thresholds(
-    plan: &Plan,
+    plan: &Numerics,
     metric: &Metric,
     radius: f64,
     qnorm: &[f64],

@@ -1,49 +1,21 @@
 //! A set's prepared f32 rows as f16, each scaled by its own power of two
 //! (kernels/distance/scaled_half.cu): what TF32 plans run on f16 tensor cores, at twice TF32's
-//! rate on half the bytes, inside TF32's bound (`Plan::with_precision`); under fp16x3 plans
+//! rate on half the bytes, inside TF32's bound (`Numerics::in_arithmetic`); under fp16x3 plans
 //! each value split into two f16 halves whose three leading products come within ~2⁻²⁰ of
 //! fp32. The graph's fused tile pairs read them (ops/pair.rs), and so do its written tiles of
 //! wide rows under TF32 (ops/tile.rs, which brings each tile back to the rows' scale).
 //!
-//! Owns the copy, its factors and which plans and dimensions take it; knows nothing about the
-//! tiles' selection.
+//! Owns the copy and its factors; which plans and dimensions take it is the route's
+//! (search/route.rs). Knows nothing about the tiles' selection.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Plan, TileKey, TileKind, TileRows};
+use crate::numerics::plan::{Numerics, TileKey, TileRows};
 use crate::ops::device_set::{DeviceSet, RowsView};
 use crate::ops::tile::Block;
-use crate::options::Precision;
 use crate::runtime::abi;
 use crate::runtime::context::{dev, Gpu};
-
-/// The smallest dimension whose written tiles run on the scaled rows. Bringing a tile back to
-/// the rows' scale is one more read and write of it; at d = 15876 the f16 GEMM ran at 566–674
-/// TFLOP/s against TF32's 280–303 (bench/RESULTS.md), while near d = 128 the tile's own
-/// traffic is most of its time and the extra pass would cost more than the GEMM saves.
-pub(crate) const TILE_MIN_DIM: usize = 1024;
-
-/// Whether `plan`'s tiles can run on scaled rows: dot products of prepared f32 rows under TF32
-/// or split under fp16x3 (GEMM tiles whose key is made from the dot product).
-pub(crate) fn applies(plan: &Plan) -> bool {
-    plan.tile == TileKind::Gemm
-        && plan.key != TileKey::Direct
-        && matches!(plan.precision, Precision::Tf32 | Precision::Fp16x3)
-        && plan.tile_rows() == TileRows::F32
-}
-
-/// Whether `plan`'s rows are split (fp16x3: each value as two f16 halves, only the fused tile
-/// pair reads them).
-pub(crate) fn split(plan: &Plan) -> bool {
-    plan.precision == Precision::Fp16x3
-}
-
-/// Whether `plan`'s written tiles run on scaled rows (when a copy exists): TF32 plans of wide
-/// rows. cuBLAS takes whole f16 rows, not split ones: fp16x3's written tiles run fp32.
-pub(crate) fn for_tiles(plan: &Plan) -> bool {
-    applies(plan) && !split(plan) && plan.dim >= TILE_MIN_DIM
-}
 
 /// The scaled copy of a set's rows: `ld` values apart (16-byte rows, zero-padded), and each
 /// row's factor back (2^-e).
@@ -51,6 +23,8 @@ pub(crate) struct ScaledRows {
     rows: CudaSlice<u16>,
     back: CudaSlice<f32>,
     ld: usize,
+    /// Each value split into two f16 halves (fp16x3).
+    split: bool,
 }
 
 impl ScaledRows {
@@ -65,11 +39,17 @@ impl ScaledRows {
         }
     }
 
-    /// The copy of `data`'s prepared rows under `plan` ([`applies`]), which the call uploads
-    /// and prepares first if they are not yet; one pass over them, half their bytes. `None`
-    /// where the copy does not fit on the device (the caller tiles the prepared rows).
-    pub fn new(gpu: &Gpu, plan: &Plan, data: &DeviceSet<'_>) -> Result<Option<Self>> {
-        let Some(mut copy) = Self::room(gpu, plan, data.n) else {
+    /// The copy of `data`'s prepared rows under `plan` (TF32 or fp16x3 GEMM tiles on prepared
+    /// f32 rows), split where `split` (the route's), which the call uploads and prepares first
+    /// if they are not yet; one pass over them, half their bytes (split: as many). `None` where
+    /// the copy does not fit on the device (the route then runs without it).
+    pub fn new(
+        gpu: &Gpu,
+        plan: &Numerics,
+        data: &DeviceSet<'_>,
+        split: bool,
+    ) -> Result<Option<Self>> {
+        let Some(mut copy) = Self::room(gpu, plan, data.n, split) else {
             return Ok(None);
         };
         data.ensure(gpu, data.n)?;
@@ -77,16 +57,21 @@ impl ScaledRows {
         Ok(Some(copy))
     }
 
-    /// Room for the copy of `n` rows under `plan` ([`applies`]), nothing written yet; `None`
-    /// where it does not fit on the device. [`ScaledRows::fill`] makes its rows.
-    pub fn room(gpu: &Gpu, plan: &Plan, n: usize) -> Option<Self> {
-        debug_assert!(applies(plan));
-        let ld = Self::ld_for(plan.dim, split(plan));
+    /// Room for the copy of `n` rows under `plan`, split where `split`, nothing written yet;
+    /// `None` where it does not fit on the device. [`ScaledRows::fill`] makes its rows.
+    pub fn room(gpu: &Gpu, plan: &Numerics, n: usize, split: bool) -> Option<Self> {
+        debug_assert!(plan.tile_rows() == TileRows::F32 && plan.key != TileKey::Direct);
+        let ld = Self::ld_for(plan.dim, split);
         // SAFETY: scaled_half_rows writes every value (the padding as zeros) and every factor
         // of the rows `fill` is given; the callers read only those.
         let room = unsafe { gpu.stream.alloc::<u16>((n * ld).max(1)) }
             .and_then(|r| Ok((r, unsafe { gpu.stream.alloc::<f32>(n.max(1)) }?)));
-        room.ok().map(|(rows, back)| ScaledRows { rows, back, ld })
+        room.ok().map(|(rows, back)| ScaledRows {
+            rows,
+            back,
+            ld,
+            split,
+        })
     }
 
     /// Makes the copy of rows `range` of `data`, which must be on the device (queued on the
@@ -94,7 +79,7 @@ impl ScaledRows {
     pub fn fill(
         &mut self,
         gpu: &Gpu,
-        plan: &Plan,
+        plan: &Numerics,
         data: &DeviceSet<'_>,
         range: std::ops::Range<usize>,
     ) -> Result<()> {
@@ -110,7 +95,7 @@ impl ScaledRows {
             block_dim: (32 * warps, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (nn, dd, ldl, halves) = (n as i64, d as i32, ld as i64, i32::from(split(plan)));
+        let (nn, dd, ldl, halves) = (n as i64, d as i32, ld as i64, i32::from(self.split));
         let mut out = self.rows.slice_mut(range.start * ld..range.end * ld);
         let mut back = self.back.slice_mut(range.clone());
         let mut l = gpu.stream.launch_builder(gpu.k.scaled_half_rows()?);
@@ -144,39 +129,9 @@ impl ScaledRows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::numerics::plan::plan_of as plan;
-    use voisin::data::ElemType;
-    use voisin::Metric;
 
-    /// TF32 plans of dot-product keys take the copy at any dimension, their written tiles from
-    /// TILE_MIN_DIM on; fp32, SIMT metrics and the storages' own tensor cores never.
     #[test]
-    fn which_plans_take_scaled_rows() {
-        let (e, ip, cos, cb) = (
-            Metric::Euclidean,
-            Metric::InnerProduct,
-            Metric::Cosine,
-            Metric::Cityblock,
-        );
-        for m in [&e, &ip, &cos] {
-            for elem in [ElemType::F32, ElemType::U8, ElemType::F16] {
-                for d in [1, 3, 128, TILE_MIN_DIM - 1, TILE_MIN_DIM, 15876] {
-                    let p = plan(m, d, Precision::Tf32, elem);
-                    assert!(applies(&p), "{m} {elem:?} {d}");
-                    assert_eq!(for_tiles(&p), d >= TILE_MIN_DIM, "{m} {elem:?} {d}");
-                }
-            }
-            assert!(!applies(&plan(m, 2048, Precision::Fp32, ElemType::F32)));
-        }
-        assert!(!applies(&plan(&cb, 2048, Precision::Tf32, ElemType::F32)));
-        assert!(!applies(&plan(&e, 2048, Precision::Fp16, ElemType::F16)));
-        assert!(!applies(&plan(&e, 2048, Precision::Int8, ElemType::U8)));
-        // fp16x3: split rows for the fused pairs at any dimension, never written tiles.
-        for d in [1, 3, 128, TILE_MIN_DIM, 15876] {
-            let p = plan(&e, d, Precision::Fp16x3, ElemType::F32);
-            assert!(applies(&p) && split(&p) && !for_tiles(&p), "{d}");
-        }
-        assert!(!split(&plan(&e, 128, Precision::Tf32, ElemType::F32)));
+    fn copies_take_whole_groups() {
         assert_eq!(ScaledRows::ld_for(1, false), 8);
         assert_eq!(ScaledRows::ld_for(15876, false), 15880);
         assert_eq!(ScaledRows::ld_for(1, true), 32);

@@ -1,13 +1,13 @@
 //! One distance tile on the device: rows of one block against rows of another, row-major with a
 //! given row stride. GEMM metrics get dot products from cuBLAS (sgemm, GemmEx on TF32 tensor
-//! cores under `Precision::Tf32`, GemmEx on the stored f16/bf16 rows with fp32 accumulation
-//! under `Precision::Fp16`/`Bf16`, or on int8 rows with int32 accumulation under
-//! `Precision::Int8`, whose int32 results the tile holds as they are, `TileKey::L2Int`; under
+//! cores in TF32 arithmetic, GemmEx on the stored f16/bf16 rows with fp32 accumulation
+//! in fp16/bf16 arithmetic, or on int8 rows with int32 accumulation in int8 arithmetic, whose int32 results the tile holds as they are, `TileKey::L2Int`; under
 //! TF32 on the scaled f16 copies of ops/scaled.rs where the blocks carry them, the tile then
 //! brought back to the rows' scale); the key is formed later, inside the selection and range
 //! kernels. The others get keys from kernels/distance/vector_tile.cu.
 //!
-//! Owns the cuBLAS call and its column-major bookkeeping; knows nothing about selection.
+//! Owns the cuBLAS call and its column-major bookkeeping; which product a tile computes is the
+//! route's (search/route.rs). Knows nothing about selection.
 
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 use cudarc::cublas::{result as blas, Gemm, GemmConfig};
@@ -15,10 +15,29 @@ use cudarc::driver::{CudaStream, DeviceRepr};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
-use crate::numerics::plan::{Plan, Storage, TileKind, K_CHUNK};
+use crate::numerics::plan::{Numerics, K_CHUNK};
 use crate::ops::device_set::RowsView;
-use crate::options::Precision;
 use crate::runtime::context::{dev, Gpu};
+
+/// The product a written tile computes (the route's, search/route.rs `product`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Product {
+    /// cuBLAS sgemm of prepared f32 rows.
+    Sgemm,
+    /// GemmEx of prepared f32 rows on TF32 tensor cores.
+    Tf32,
+    /// GemmEx of the stored f16 rows, fp32 accumulation.
+    F16,
+    /// GemmEx of the stored bf16 rows, fp32 accumulation.
+    Bf16,
+    /// GemmEx of the rows' scaled f16 copies (ops/scaled.rs), fp32 accumulation, the tile then
+    /// brought back to the rows' scale.
+    ScaledF16,
+    /// GemmEx of int8 rows, int32 accumulation.
+    Int8,
+    /// distance/vector_tile.cu with its kind (`abi::VT_*`) and p.
+    Simt(i32, f32),
+}
 
 /// A block of the tiles' rows on the device (prepared f32 or int8 rows, the stored half rows,
 /// or scaled f16 copies of prepared f32 rows), `ld` values apart.
@@ -31,18 +50,21 @@ pub(crate) struct Block<'a> {
     pub back: Option<CudaView<'a, f32>>,
 }
 
-/// Writes out[r * ld + c] = value(q_r, b_c) for r < q.n, c < b.n.
+/// Writes out[r * ld + c] = value(q_r, b_c) for r < q.n, c < b.n, the value `product`'s (the
+/// blocks hold its rows: the scaled copies for [`Product::ScaledF16`]).
 pub(crate) fn compute(
     gpu: &Gpu,
-    plan: &Plan,
+    product: Product,
+    plan: &Numerics,
     q: &Block<'_>,
     b: &Block<'_>,
     out: &mut CudaViewMut<'_, f32>,
     ld: usize,
 ) -> Result<()> {
     let d = plan.dim;
-    match plan.tile {
-        TileKind::Gemm => {
+    match product {
+        Product::Simt(kind, p) => simt(gpu, (kind, p), d, (q, b), out, ld),
+        _ => {
             debug_assert_eq!(q.ld, b.ld);
             debug_assert!(b.rows.len() >= b.n * b.ld && q.rows.len() >= q.n * q.ld);
             debug_assert!(out.len() >= (q.n.saturating_sub(1)) * ld + b.n);
@@ -61,7 +83,10 @@ pub(crate) fn compute(
                 beta: if k0 == 0 { 0.0 } else { beta },
                 ldc: ld as i32,
             };
-            if let (RowsView::I8(bv), RowsView::I8(qv)) = (&b.rows, &q.rows) {
+            if product == Product::Int8 {
+                let (RowsView::I8(bv), RowsView::I8(qv)) = (&b.rows, &q.rows) else {
+                    unreachable!("int8 products on int8 rows")
+                };
                 // int32 sums are exact: one call over the whole (zero-padded) rows.
                 let cfg = shape(0, q.ld, 0.0);
                 return gemm_ex(
@@ -88,27 +113,25 @@ pub(crate) fn compute(
                 let (bv, qv) = (b.rows.from(k0), q.rows.from(k0));
                 // SAFETY: from k0, the views hold (n − 1)·ld + len values of each side and the
                 // output q.n × ld (asserted above).
-                match (&bv, &qv, plan.precision) {
-                    // fp16x3 plans write their tiles in fp32 (ops/scaled.rs `for_tiles`).
-                    (RowsView::F32(bv), RowsView::F32(qv), Precision::Fp32 | Precision::Fp16x3) => {
+                match (product, &bv, &qv) {
+                    (Product::Sgemm, RowsView::F32(bv), RowsView::F32(qv)) => {
                         unsafe { gpu.blas.gemm(cfg, bv, qv, out) }.map_err(dev("sgemm"))?
                     }
-                    (RowsView::F32(bv), RowsView::F32(qv), Precision::Tf32) => {
+                    (Product::Tf32, RowsView::F32(bv), RowsView::F32(qv)) => {
                         let tf32 =
                             Accumulate::Float(cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32);
                         gemm_ex(gpu, &cfg, (bv, qv, cudaDataType::CUDA_R_32F), tf32, out)?
                     }
-                    (RowsView::Half(bv), RowsView::Half(qv), _) => {
-                        let t = match (&q.back, plan.storage) {
-                            (Some(_), _) => cudaDataType::CUDA_R_16F,
-                            (None, Storage::F16) => cudaDataType::CUDA_R_16F,
-                            (None, Storage::Bf16) => cudaDataType::CUDA_R_16BF,
-                            _ => unreachable!("half rows on half storage, or scaled"),
+                    (p, RowsView::Half(bv), RowsView::Half(qv)) => {
+                        let t = match p {
+                            Product::F16 | Product::ScaledF16 => cudaDataType::CUDA_R_16F,
+                            Product::Bf16 => cudaDataType::CUDA_R_16BF,
+                            _ => unreachable!("{p:?} on half rows"),
                         };
                         let fp32 = Accumulate::Float(cublasComputeType_t::CUBLAS_COMPUTE_32F);
                         gemm_ex(gpu, &cfg, (bv, qv, t), fp32, out)?
                     }
-                    _ => unreachable!("tile rows in the plan's storage and precision"),
+                    (p, ..) => unreachable!("{p:?} on the rows the blocks hold"),
                 }
             }
             match (&q.back, &b.back) {
@@ -117,29 +140,38 @@ pub(crate) fn compute(
                 _ => unreachable!("both sides scaled or neither"),
             }
         }
-        TileKind::Simt(kind, p) => {
-            let cfg = LaunchConfig {
-                grid_dim: (b.n.div_ceil(64) as u32, q.n.div_ceil(64) as u32, 1),
-                block_dim: (16, 16, 1),
-                shared_mem_bytes: 0,
-            };
-            let (nq, nb, dim, ld) = (q.n as i32, b.n as i32, d as i32, ld as i64);
-            let mut l = gpu.stream.launch_builder(gpu.k.vector_tile()?);
-            l.arg(q.rows.f32())
-                .arg(&nq)
-                .arg(b.rows.f32())
-                .arg(&nb)
-                .arg(&dim)
-                .arg(&kind)
-                .arg(&p)
-                .arg(out)
-                .arg(&ld);
-            // SAFETY: argument list matches kernels/distance/vector_tile.cu; sizes as above.
-            unsafe { l.launch(cfg) }
-                .map(|_| ())
-                .map_err(dev("vector_tile"))
-        }
     }
+}
+
+/// The SIMT tile of `kind` and `p` (distance/vector_tile.cu) of `d`-value rows.
+fn simt(
+    gpu: &Gpu,
+    (kind, p): (i32, f32),
+    d: usize,
+    (q, b): (&Block<'_>, &Block<'_>),
+    out: &mut CudaViewMut<'_, f32>,
+    ld: usize,
+) -> Result<()> {
+    let cfg = LaunchConfig {
+        grid_dim: (b.n.div_ceil(64) as u32, q.n.div_ceil(64) as u32, 1),
+        block_dim: (16, 16, 1),
+        shared_mem_bytes: 0,
+    };
+    let (nq, nb, dim, ld) = (q.n as i32, b.n as i32, d as i32, ld as i64);
+    let mut l = gpu.stream.launch_builder(gpu.k.vector_tile()?);
+    l.arg(q.rows.f32())
+        .arg(&nq)
+        .arg(b.rows.f32())
+        .arg(&nb)
+        .arg(&dim)
+        .arg(&kind)
+        .arg(&p)
+        .arg(out)
+        .arg(&ld);
+    // SAFETY: argument list matches kernels/distance/vector_tile.cu; sizes as above.
+    unsafe { l.launch(cfg) }
+        .map(|_| ())
+        .map_err(dev("vector_tile"))
 }
 
 /// Brings a tile of scaled rows' dot products back to the rows' own scale: each value times its
@@ -180,7 +212,7 @@ enum Accumulate {
 /// The product of `compute`'s sgemm call through GemmEx: inputs of type `ab.2` (f32 for TF32,
 /// f16/bf16 for the stored half rows, int8 rows), `acc` accumulation into 32-bit words (f32, or
 /// int32 for int8). The errors are in the plan's bound (numerics/plan.rs
-/// `Plan::with_precision`, `Plan::with_arithmetic`).
+/// `Numerics::in_arithmetic`, `Numerics::on_own_cores`).
 fn gemm_ex<T: DeviceRepr>(
     gpu: &Gpu,
     cfg: &GemmConfig<f32>,

@@ -122,6 +122,10 @@ abi_table! {
     LEV_W: usize = 64;
 }
 
+/// Dynamic shared memory of a fused tile pair's block (select/pair_filter.cu `PF_SHARED`): the
+/// slabs in flight, `PF_BK + 4` words per row of each side.
+pub(crate) const PF_SHARED_BYTES: usize = PF_STAGES * (PF_BM + PF_BN) * (PF_BK + 4) * 4;
+
 /// The generated header `common/abi.cuh`: one `#define` per table entry.
 pub(crate) fn header() -> String {
     let mut s = String::from(

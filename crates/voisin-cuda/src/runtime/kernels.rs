@@ -21,8 +21,9 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, DriverError};
 use cudarc::nvrtc::Ptx;
 use voisin::{Error, Result};
 
-use crate::numerics::plan::Storage;
+use crate::runtime::abi;
 use crate::runtime::context::{dev, CudaFailure};
+use crate::runtime::elem::Storage;
 use crate::runtime::modules::{self, Module, ELEMS};
 use crate::runtime::{cache, loaded};
 
@@ -363,7 +364,7 @@ impl Kernels {
         if source == LARGE_SHARED {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                crate::ops::pair::SHARED_BYTES as i32,
+                abi::PF_SHARED_BYTES as i32,
             )
             .map_err(dev("giving a kernel its shared memory"))?;
         }

@@ -309,10 +309,13 @@ pub struct LibraryInfo {
 /// One GPU in the report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
+    /// The CUDA device number.
     pub ordinal: usize,
+    /// The device's name, as the driver reports it.
     pub name: String,
     /// `sm_90` for compute capability 9.0.
     pub arch: String,
+    /// The device's total memory.
     pub memory_bytes: usize,
 }
 
@@ -320,9 +323,13 @@ pub struct DeviceInfo {
 /// `voisin.cuda_info()` and `voisin doctor`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CudaInfo {
+    /// The CUDA driver library, where one was opened.
     pub driver: Option<LibraryInfo>,
+    /// NVRTC, the run-time kernel compiler, where one was found.
     pub nvrtc: Option<LibraryInfo>,
+    /// cuBLAS, where one was found.
     pub cublas: Option<LibraryInfo>,
+    /// Every GPU the driver lists.
     pub devices: Vec<DeviceInfo>,
     /// The GPU targets of the kernels compiled into this build (`sm_90`, `compute_90`: PTX for
     /// newer GPUs), none when the build found no NVRTC.

@@ -162,7 +162,7 @@ pub(crate) const ELEM_SOURCES: &[&str] =
     &["distance/prepare.cu", "finish/exact.cu", "finish/rerank.cu"];
 
 /// The storage types of the element modules, as named in cache files, with their
-/// `VOISIN_ELEM` codes (`numerics::plan::Storage::code`; a test in kernels.rs checks them).
+/// `VOISIN_ELEM` codes (`runtime::elem::Storage::code`; a test in kernels.rs checks them).
 pub(crate) const ELEMS: &[(&str, i32)] = &[("f32", 0), ("f16", 1), ("bf16", 2), ("u8", 3)];
 
 /// The targets compiled ahead of time, when the build finds NVRTC (build.rs): the cubins of

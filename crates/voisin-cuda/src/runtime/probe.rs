@@ -10,18 +10,12 @@ use std::time::{Duration, Instant};
 
 /// Receives the duration of each phase, named as "area: step".
 pub trait Probe: Send + Sync {
+    /// Phase `what` took `took`.
     fn phase(&self, what: &str, took: Duration);
 
     /// A fact about the work that explains a timing (e.g. how many queries needed a wider
     /// list); ignored by default.
     fn note(&self, _text: &str) {}
-
-    /// Whether the probe wants step timings that cost synchronisation (the graph's first row
-    /// of tiles timed kernel by kernel, which waits after each kernel); no by default, so the
-    /// engine's work stays asynchronous under an ordinary probe.
-    fn synchronised_steps(&self) -> bool {
-        false
-    }
 }
 
 /// The default probe: ignores every phase.
@@ -41,10 +35,6 @@ impl Probe for StderrProbe {
 
     fn note(&self, text: &str) {
         eprintln!("[voisin-cuda] {text}");
-    }
-
-    fn synchronised_steps(&self) -> bool {
-        true
     }
 }
 
@@ -71,11 +61,6 @@ impl Phases {
     /// Reports a phase measured elsewhere (e.g. before the GPU was at hand).
     pub fn report(&self, what: &str, took: Duration) {
         self.probe.phase(what, took);
-    }
-
-    /// Whether the probe wants synchronised step timings ([`Probe::synchronised_steps`]).
-    pub fn synchronised_steps(&self) -> bool {
-        self.probe.synchronised_steps()
     }
 
     /// Passes a note to the probe.

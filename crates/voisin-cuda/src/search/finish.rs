@@ -16,10 +16,17 @@ use std::time::Instant;
 use rayon::prelude::*;
 use voisin::{Result, Stats};
 
-use crate::numerics::plan::Plan;
+use crate::numerics::plan::Numerics;
 use crate::options::BLOCK_MAX_K;
 use crate::runtime::probe::Phases;
-use crate::search::knn::Raw;
+
+/// What the device selected for one query: the candidates a finish proves.
+pub(crate) struct Raw {
+    /// (approximate key, index), any order; no empty slots.
+    pub cands: Vec<(f32, u32)>,
+    /// Every eligible item is among `cands`: nothing to prove.
+    pub complete: bool,
+}
 
 /// Where a search's candidates come from, for the finish: its queries are numbered `0..` in the
 /// order of the lists handed to [`finish`].
@@ -33,7 +40,7 @@ pub(crate) trait CandidateSource {
 
     /// For the rows of a graph, which item each query is (its self pair is dropped from its
     /// list); `None` for a search of other queries.
-    fn self_items(&self) -> Option<Items> {
+    fn self_items(&self) -> Option<RowItems> {
         None
     }
 
@@ -49,18 +56,18 @@ pub(crate) trait CandidateSource {
 
 /// The items of a graph's rows, in the finish's numbering of its queries.
 #[derive(Clone, Debug)]
-pub(crate) enum Items {
+pub(crate) enum RowItems {
     /// Query `q` is item `first + q`.
     From(usize),
     /// Query `q` is item `items[q]`.
     Of(Vec<u32>),
 }
 
-impl Items {
+impl RowItems {
     pub fn item(&self, q: usize) -> usize {
         match self {
-            Items::From(first) => first + q,
-            Items::Of(items) => items[q] as usize,
+            RowItems::From(first) => first + q,
+            RowItems::Of(items) => items[q] as usize,
         }
     }
 }
@@ -71,7 +78,7 @@ impl Items {
 /// wider lists and gives exact keys. Returns per query its `k` nearest as (exact key, index),
 /// sorted.
 pub(crate) fn finish(
-    plan: &Plan,
+    plan: &Numerics,
     src: &mut dyn CandidateSource,
     k: usize,
     mut kp: usize,
@@ -128,7 +135,7 @@ pub(crate) fn finish(
         let mut again = src.redo(&failing, kp)?;
         // In parallel: each widened list (kp entries, radix lists unsorted) is sorted
         // here; one at a time, the 149 widened queries of the clustered 1M × 128 k-NN at
-        // k = 1000 took ~25 ms of the host (run e1).
+        // k = 1000 took ~25 ms of the host.
         let proved: Vec<bool> = failing
             .par_iter()
             .zip(again.par_iter_mut())
@@ -222,9 +229,9 @@ mod tests {
     use voisin::{Engine, KnnResult, Metric, VectorSet};
 
     use super::*;
+    use crate::numerics::plan::Arithmetic;
     use crate::numerics::plan::{Conv, HostTiles};
     use crate::ops::exact::host_keys;
-    use crate::options::Precision;
     use crate::runtime::probe::NoProbe;
 
     /// Candidates as the device selects them, from the GPU's approximate keys computed on the
@@ -279,11 +286,11 @@ mod tests {
             }
         }
 
-        fn self_items(&self) -> Option<Items> {
+        fn self_items(&self) -> Option<RowItems> {
             match &self.rows {
                 _ if !self.graph => None,
-                Some((rows, _)) => Some(Items::Of(rows.clone())),
-                None => Some(Items::From(0)),
+                Some((rows, _)) => Some(RowItems::Of(rows.clone())),
+                None => Some(RowItems::From(0)),
             }
         }
 
@@ -308,20 +315,20 @@ mod tests {
     /// arithmetic done on the host: the widened plan, the proof and widening of [`finish`] and
     /// exact keys on the f64 values.
     fn host_gpu_knn(
-        precision: Precision,
+        precision: Arithmetic,
         metric: &Metric,
         base: &VectorSet,
         queries: &VectorSet,
         graph: bool,
         k: usize,
     ) -> KnnResult {
-        let plan = Plan::new(metric, base)
+        let plan = Numerics::new(metric, base)
             .with_inputs(metric, base, queries)
-            .with_precision(precision);
+            .in_arithmetic(precision);
         let conv = match precision {
-            Precision::Fp32 => Conv::Each(|x: f32| x),
+            Arithmetic::Fp32 => Conv::Each(|x: f32| x),
             // TF32 at its worst: the 13 low mantissa bits cut off.
-            Precision::Tf32 => Conv::Each(|x: f32| f32::from_bits(x.to_bits() & !0x1fff)),
+            Arithmetic::Tf32 => Conv::Each(|x: f32| f32::from_bits(x.to_bits() & !0x1fff)),
             p => unreachable!("f64 rows tile in fp32 or tf32, not {p}"),
         };
         let mut src = HostSource {
@@ -394,7 +401,7 @@ mod tests {
             for (what, base, queries) in cases {
                 let (b, q) = (base.clone().into(), queries.clone().into());
                 for m in &metrics {
-                    for precision in [Precision::Fp32, Precision::Tf32] {
+                    for precision in [Arithmetic::Fp32, Arithmetic::Tf32] {
                         for k in [1, 10, n - 1] {
                             let got = host_gpu_knn(precision, m, base, queries, false, k);
                             let want = cpu.knn(&b, &q, k, m).unwrap();
@@ -412,7 +419,7 @@ mod tests {
         }
     }
 
-    /// A graph's rows finished for scattered items (`Items::Of`: the rows the device finish
+    /// A graph's rows finished for scattered items (`RowItems::Of`: the rows the device finish
     /// leaves open, numbered 0.. in the finish) equal the CPU engine's rows of those items: each
     /// row drops its own item, widens and re-ranks on the right query. Random and colliding
     /// values (equal keys around the k-th), every vector metric, fp32 and TF32 tiles.
@@ -434,12 +441,12 @@ mod tests {
                 .into_iter()
                 .filter(|m| *m != Metric::Levenshtein)
             {
-                for precision in [Precision::Fp32, Precision::Tf32] {
-                    let plan = Plan::new(&m, set)
+                for precision in [Arithmetic::Fp32, Arithmetic::Tf32] {
+                    let plan = Numerics::new(&m, set)
                         .with_inputs(&m, set, set)
-                        .with_precision(precision);
+                        .in_arithmetic(precision);
                     let conv = match precision {
-                        Precision::Fp32 => Conv::Each(|x: f32| x),
+                        Arithmetic::Fp32 => Conv::Each(|x: f32| x),
                         _ => Conv::Each(|x: f32| f32::from_bits(x.to_bits() & !0x1fff)),
                     };
                     let tiles = HostTiles::new(&plan, &m, set, set, conv);

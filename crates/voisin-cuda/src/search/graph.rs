@@ -4,53 +4,34 @@
 //!
 //! Owns the triangle schedule and the graph's rows as a candidate source; proving and re-ranking are search/finish.rs's.
 
+use std::collections::VecDeque;
+
 use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
 use voisin::graph::{Share, TileOwner};
 use voisin::{Error, Metric, Result, Stats, VectorSet};
 
-use crate::numerics::plan::{BoundParts, Plan};
+use crate::numerics::plan::{BoundParts, Numerics};
 use crate::ops::device_set::DeviceSet;
-use crate::ops::locality::{self, Locality};
-use crate::ops::pair::{self, PairKind};
-use crate::ops::scaled::{self, ScaledRows};
+use crate::ops::exact;
+use crate::ops::locality::Locality;
+use crate::ops::scaled::ScaledRows;
 use crate::ops::select::{self, ListsOut, Select, TileAt, TileIn};
-use crate::ops::survivors::{self, Survivors};
-use crate::ops::{exact, tile, Budget};
-use crate::options::Fusion;
-use crate::runtime::abi;
+use crate::ops::tile::{self, Product};
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
-use crate::search::finish::{finish, CandidateSource, Items};
-use crate::search::knn::{self, Raw};
-use crate::search::{pilot, shard, Ctx};
+use crate::search::finish::{finish, CandidateSource, Raw, RowItems};
+use crate::search::knn;
+use crate::search::pairs::{
+    Filtered, Fused, FusedOut, Lists as Running, LocalityFused, Merges, Operand, Pair, PairRunner,
+    Part, Warmed, Written,
+};
+use crate::search::route::{self, Method, Order, Route, RowCopy, Shape, Warm};
+use crate::search::{pilot, shard, SearchCtx};
 
 /// Tile pairs queued ahead of the device: enough to keep it busy (each pair is milliseconds of
 /// work), few enough that the host never waits inside a launch on a full queue.
 const IN_FLIGHT: usize = 4;
-
-/// The tile edge of the symmetric schedule for `n` items and lists of `kp` under `budget`:
-/// square tiles within the budget, one buffer or two when the column candidates go through a
-/// transpose. Large tiles mean fewer, larger sgemm calls and launches (16384² is 1 GiB).
-///
-/// The tile filter's buffers (8 bytes per tile row and slot, 67 MB at 16384 and k = 10) stay
-/// outside the budget, as the candidate lists do: counting them halved the tile at the default
-/// budget, and the graph ran slower on 8192² tiles with the filter than on 16384² without it
-/// (docs/design/graph-tile-filter.md).
-///
-/// An edge past the fused pair's block is a whole number of blocks, so that a tile's blocks are
-/// the locality order's (ops/locality.rs), whatever `n`.
-pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
-    let bufs = if kp == select::COLS_KP { 1 } else { 2 };
-    let mut t = 16384usize.min(n.max(1));
-    while t > 64 && bufs * t * t * 4 > budget.bytes {
-        t /= 2;
-    }
-    if t > abi::PF_BM {
-        t -= t % abi::PF_BM;
-    }
-    t
-}
 
 /// Filtered pairs whose rows' survivors share one merge. A merge is a launch over the tile's
 /// rows, most of which found nothing in a warm pair (two merges took ~67 µs of a ~0.45 ms
@@ -61,26 +42,12 @@ pub(crate) fn tile_edge(n: usize, kp: usize, budget: &Budget) -> usize {
 /// final largest key.
 const ROW_MERGE_EVERY: usize = 4;
 
-/// Fewest tiles a set spans for its lists to be seeded from a spread sample (`seed`) rather than
-/// warmed by the first tile row. Measured on one H200 (graph-tile-filter.md, "Session 21"): at
-/// 62 tiles (1M × 128, k = 10) seeding took 5 % off every data kind; at 4 tiles (the real set,
-/// 65,536 sorted words' embeddings) it cost 34 %. A sorted set's near neighbours sit in a few
-/// tiles, so the kp·n/s items a sample's threshold lets through over the whole set come in one
-/// or two pairs and overflow the buffers; the few written pairs of a small set prove more.
-const SEED_TILES: usize = 8;
-
-/// The graph's tile edge for `n` items and `k` under a budget.
-pub(crate) fn edge_for(n: usize, k: usize, budget: &Budget) -> usize {
-    let kp = knn::first_list(k.max(1)).max(select::COLS_KP);
-    tile_edge(n, kp, budget)
-}
-
 /// Candidate lists of the tile pairs of edge `tile` that `owns` accepts, on a set already on
 /// this GPU (`ddev`, the rows of `set`). With `keep`, lists the block selection made stay on
 /// the device, for a build that proves them there ([`prove`]): only a share that is the whole
 /// build may be kept, since merging or sending a share brings it to the host.
 pub(crate) fn lists(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
     set: &VectorSet,
     k: usize,
@@ -92,46 +59,28 @@ pub(crate) fn lists(
     let n = set.len();
     // The set against itself: self pairs sit among the lists.
     let budget = ctx.budget()?;
-    let kp = pilot::pilot_list(ctx, ddev, set, k, true, &budget)?;
+    let asked = pilot::Asked {
+        queries: set,
+        k,
+        self_pairs: true,
+    };
+    let kp = pilot::pilot_list(ctx, ddev, asked, &budget)?;
     let nt = n.div_ceil(tile);
     let size = |it: usize| ((it + 1) * tile).min(n) - it * tile;
-    // The symmetric schedule needs the block kernel's running lists; radix selection works
-    // on whole rows, so it runs tile rows of the set against the whole set.
-    let (lists, evals) = match ctx.select().resolve(kp)? {
-        Select::Block => {
-            let evals = (0..nt)
-                .flat_map(|i| (i..nt).map(move |j| (i, j)))
-                .filter(|&(i, j)| owns(i, j))
-                .map(|(i, j)| (size(i) * size(j)) as u64 / if i == j { 2 } else { 1 })
-                .sum();
-            // Small lists are padded to the column kernel's size so the column candidates
-            // are read in place (kernels/select_cols.cu) instead of through a transpose.
-            let kp = Select::Block.width(kp).max(select::COLS_KP);
-            // The host memory kept lists' rows come back into, touched while the GPU works:
-            // started with the passes, it is ready when the rows are (the re-rank alone took
-            // 14 ms, too short to hide the touching of 120 MB at 1M items and k = 10).
-            let room = (keep && provable(plan, set, k, kp)).then(|| Room::start(n * k));
-            let mut lists = symmetric_candidates(gpu, plan, ddev, kp, tile, owns, ctx.opts.fusion)?;
-            lists.room = room;
-            let evals: u64 = evals - lists.skipped.min(evals);
-            let lists = if keep {
-                Held::Device(lists)
-            } else {
-                Held::Host(lists.download(gpu)?)
-            };
-            (lists, evals)
-        }
-        sel => {
-            // The self pair takes a slot: whole-row lists get one more; running lists keep
-            // kp, whose margin over k (at least 8) already covers it.
-            let kp = if sel.whole_rows() {
-                (kp + 1).min(n)
-            } else {
-                kp
-            };
-            // The passes keep the list `pass_list` makes of kp (twice as long under TF32 for
-            // 64..=256, where the selection keeps that many): the slots hold that many.
-            let mut lists = Lists::done(n, knn::pass_list(plan, kp, sel));
+    let whole = (0..nt).all(|i| (i..nt).all(|j| owns(i, j)));
+    let shape = Shape::Graph {
+        n,
+        k,
+        kp,
+        tile,
+        sel: ctx.select(),
+        whole,
+    };
+    let route = route::choose(plan, shape, ctx.opts)?;
+    let (lists, evals) = match route.method {
+        Method::Rows => {
+            let (kp, sel) = (route.list.want, route.list.mode);
+            let mut lists = Lists::done(n, route.list.width);
             let mut evals = 0;
             for it in (0..nt).filter(|&it| owns(it, it)) {
                 let rows = it * tile..it * tile + size(it);
@@ -146,6 +95,26 @@ pub(crate) fn lists(
             }
             (Held::Host(lists), evals)
         }
+        _ => {
+            let evals = (0..nt)
+                .flat_map(|i| (i..nt).map(move |j| (i, j)))
+                .filter(|&(i, j)| owns(i, j))
+                .map(|(i, j)| (size(i) * size(j)) as u64 / if i == j { 2 } else { 1 })
+                .sum();
+            // The host memory kept lists' rows come back into, touched while the GPU works:
+            // started with the passes, it is ready when the rows are (the re-rank alone took
+            // 14 ms, too short to hide the touching of 120 MB at 1M items and k = 10).
+            let room = (keep && route.proves).then(|| Room::start(n * k));
+            let mut lists = symmetric_candidates(gpu, plan, ddev, route, tile, owns)?;
+            lists.room = room;
+            let evals: u64 = evals - lists.skipped.min(evals);
+            let lists = if keep {
+                Held::Device(lists)
+            } else {
+                Held::Host(lists.download(gpu)?)
+            };
+            (lists, evals)
+        }
     };
     Ok(PartialGraph::held(n, k, lists, evals))
 }
@@ -153,7 +122,7 @@ pub(crate) fn lists(
 /// The graph's prove-widen-re-rank step on a set already on this GPU: the rows of every item
 /// from a share that covers the whole triangle.
 pub(crate) fn prove(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
     set: &VectorSet,
     metric: &Metric,
@@ -174,16 +143,6 @@ pub(crate) fn prove(
     prove_rows(ctx, ddev, set, metric, rows, lists.into_raws(), stats)
 }
 
-/// Whether [`prove_on_device`] proves lists of `width` that met every other item on the device
-/// (metrics with exact keys there, rows narrower than `exact::STAGED_MIN_DIM`, sorted widths).
-fn provable(plan: &Plan, set: &VectorSet, k: usize, width: usize) -> bool {
-    plan.exact_code.is_some()
-        && plan.distance_form.is_some()
-        && set.dim() < exact::STAGED_MIN_DIM
-        && width.is_power_of_two()
-        && k > 0
-}
-
 /// [`prove`] of lists still on the device: kernels/finish/rerank.cu proves each item's sorted
 /// list and re-ranks it on exact keys there, so only k (key, index) pairs per item come back;
 /// the lists it cannot prove (or that are not in the form it proves) come back alone and go
@@ -194,9 +153,9 @@ fn provable(plan: &Plan, set: &VectorSet, k: usize, width: usize) -> bool {
 ///
 /// The host finish of a 1M-item u8 graph took 107 ms (sort and prove 4.5, widen and list pairs
 /// 19.4, exact keys 21.5, final sort 22.9 ms) and about 38 ms more untraced, most of it the
-/// 256 MB of lists coming back and their million small vectors (session 17, traced).
+/// 256 MB of lists coming back and their million small vectors (traced on the H200).
 fn prove_on_device(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
     set: &VectorSet,
     metric: &Metric,
@@ -209,7 +168,7 @@ fn prove_on_device(
     let w = lists.width;
     let codes = plan.exact_code.zip(plan.distance_form);
     let whole = lists.seen.iter().all(|&s| s + 1 >= n);
-    let Some((code, form)) = codes.filter(|_| whole && provable(plan, set, k, w)) else {
+    let Some((code, form)) = codes.filter(|_| whole && route::provable(plan, k, w)) else {
         let host = lists.download(gpu)?;
         let rows = GraphRows {
             first: 0,
@@ -310,7 +269,7 @@ fn prove_on_device(
 /// prove-widen-re-rank with those lists. Fills `rows` of the items it finishes.
 #[allow(clippy::too_many_arguments)]
 fn widen_on_device(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,
     metric: &Metric,
     k: usize,
@@ -355,7 +314,7 @@ struct OpenRows {
 /// The host's prove-widen-re-rank of the rows `rows.open` of a graph whose set is on this GPU,
 /// from their downloaded lists: fills their `rows` and counts them as finished on the host.
 fn finish_on_host(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,
     metric: &Metric,
     k: usize,
@@ -376,7 +335,7 @@ fn finish_on_host(
         metric,
         sides,
         qnorm: qnorm.into(),
-        items: Items::Of(open.clone()),
+        items: RowItems::Of(open.clone()),
     };
     let done = finish(ctx.plan, &mut src, k, kp, raws, stats)?;
     for (&r, row) in open.iter().zip(done) {
@@ -408,7 +367,7 @@ pub(crate) struct GraphRows {
 /// one): their final rows. Widening starts from the lists' own size (the pilot's choice, padded
 /// as the selection needed): no second pilot.
 pub(crate) fn prove_rows(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     ddev: &DeviceSet,
     set: &VectorSet,
     metric: &Metric,
@@ -431,7 +390,7 @@ pub(crate) fn prove_rows(
         metric,
         sides: &sides,
         qnorm: ddev.norm()[first..first + raws.len()].into(),
-        items: Items::From(first),
+        items: RowItems::From(first),
     };
     finish(ctx.plan, &mut src, rows.k, rows.width, raws, stats)
 }
@@ -439,11 +398,11 @@ pub(crate) fn prove_rows(
 /// Rows of a graph whose set is on this GPU (`items`: which item each is): wider lists against
 /// the whole set, exact keys on this GPU, each row's own item dropped.
 struct RowsOfGraph<'a> {
-    ctx: &'a Ctx<'a>,
+    ctx: &'a SearchCtx<'a>,
     metric: &'a Metric,
     sides: &'a exact::Sides<'a>,
     qnorm: std::borrow::Cow<'a, [f64]>,
-    items: Items,
+    items: RowItems,
 }
 
 impl CandidateSource for RowsOfGraph<'_> {
@@ -455,7 +414,7 @@ impl CandidateSource for RowsOfGraph<'_> {
         (&self.qnorm, self.sides.bdev.max_norm())
     }
 
-    fn self_items(&self) -> Option<Items> {
+    fn self_items(&self) -> Option<RowItems> {
         Some(self.items.clone())
     }
 
@@ -469,7 +428,7 @@ impl CandidateSource for RowsOfGraph<'_> {
     }
 
     fn exact_keys(&mut self, pairs: &[[u32; 2]]) -> Result<Vec<f64>> {
-        if let Items::From(0) = self.items {
+        if let RowItems::From(0) = self.items {
             return exact::keys(self.ctx.gpu, self.metric, self.sides, pairs);
         }
         let shifted: Vec<[u32; 2]> = pairs
@@ -485,77 +444,213 @@ impl CandidateSource for RowsOfGraph<'_> {
 }
 
 /// Block-select candidates (`kp` per item, self excluded) for every item of `data`, from the
-/// tile pairs (I, J) of edge `t` with I ≤ J that `owns` accepts. An item's list covers the items
-/// of the owned pairs that hold it, and is complete when it holds all of them, so the lists of
-/// callers that split the triangle between them merge with [`PartialGraph::merge`].
+/// tile pairs (I, J) of edge `t` with I ≤ J that `owns` accepts, as `route` says they run
+/// (search/route.rs). An item's list covers the items of the owned pairs that hold it, and is
+/// complete when it holds all of them, so the lists of callers that split the triangle between
+/// them merge with [`PartialGraph::merge`].
 ///
-/// Pairs whose lists are warm go through the tile filter; unless `fusion` is off, on tensor
-/// cores that is the fused tile pair (ops/pair.rs), which never writes the tile.
+/// The pairs in turn, tile row by tile row (in locality order the diagonal pairs first, so
+/// that every list has met its own neighbourhood, its own blocks, before the pairs of far tiles
+/// are planned against its threshold): a pair whose lists are warm (they have seen half a tile
+/// of items, or the seed's sample) goes to the route's warm method (the tile filter, the fused
+/// tile pair, either in locality order), any other through a written tile and block select.
+/// A filtered pair's rows merge their survivors every [`ROW_MERGE_EVERY`] pairs, or at once
+/// while their lists are young.
 pub(crate) fn symmetric_candidates(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     data: &DeviceSet,
-    kp: usize,
+    route: Route,
     t: usize,
     owns: &TileOwner<'_>,
-    fusion: Fusion,
 ) -> Result<DeviceLists> {
     let n = data.n;
     let nt = n.div_ceil(t);
-    let size = |it: usize| ((it + 1) * t).min(n) - it * t;
-    // How many other items each tile row's lists see, for completeness.
-    let seen: Vec<usize> = (0..nt)
-        .map(|it| {
-            (0..nt)
-                .filter(|&jt| owns(it.min(jt), it.max(jt)))
-                .map(|jt| size(jt) - usize::from(jt == it))
-                .sum()
-        })
-        .collect();
-    let stream = &gpu.stream;
-    let alloc = |len: usize| unsafe { stream.alloc::<f32>(len.max(1)) }.map_err(dev("allocating"));
-    let mut lv = alloc(n * kp)?;
-    let mut li = unsafe { stream.alloc::<u32>((n * kp).max(1)) }.map_err(dev("allocating"))?;
-    select::fill_lists(gpu, &mut lv.slice_mut(..), &mut li.slice_mut(..))?;
-    let mut tile_buf = alloc(t * t)?;
-    let mut trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
-    // Pairs whose lists are warm go through the tile filter (one read of the tile for rows and
-    // columns); its buffers, for the rows and the columns of a pair.
-    let cap = survivors::filter_cap(kp);
-    let mut filtered = match cap {
-        Some(cap) => Some((
-            Survivors::new(gpu, t, cap, true)?,
-            Survivors::new(gpu, t, cap, true)?,
-        )),
-        None => None,
+    let mut share = ShareRun::new(gpu, plan, data, route, t)?;
+    let reordered = share.in_locality_order(data, nt)?;
+    let data = reordered.as_ref().unwrap_or(data);
+    let copy = share.copy(data)?;
+    let set = Operand {
+        data,
+        copy: copy.as_ref(),
     };
-    // Items each tile's lists have been fed so far: a list that has seen fewer than half a tile
-    // of items has a threshold too loose to filter with.
-    let mut fed = vec![0usize; nt];
-    // The fused tile pair for warm pairs, where the plan's tiles allow it, and the written
-    // tiles of wide rows, on the set's scaled f16 copy under TF32 plans (made last: where it
-    // does not fit, TF32 on the prepared rows). Either use implies `scaled::applies`.
-    let fuse_kind = pair::kind_for(plan).filter(|_| fusion != Fusion::Off && n > 0);
-    let wide = scaled::for_tiles(plan);
-    // Where pairs are filtered and the set spans SEED_TILES tiles or more, every list is first
-    // warmed on items spread over the set and kept as its threshold alone (`seed`), so that
-    // every pair is filtered: the first tile row is no longer written and selected cold. A list
-    // is warm once it has seen half a tile, or the sample.
-    let seeding = filtered.is_some() && nt >= SEED_TILES;
-    let (mut warm_at, mut seeded) = (t / 2, false);
-    // A whole build of fused pairs on L2 keys runs in locality order (ops/locality.rs): the
-    // seed gives each item its nearest sample item, the set is reordered by them, and each
-    // fused pair runs only the kernel tiles whose blocks' spheres are near enough to pass
-    // anything. The lists move to that order and back; `data` is the reordered set from here.
-    let whole = (0..nt).all(|i| (i..nt).all(|j| owns(i, j)));
-    let mut order = None;
-    let reordered;
-    let data = if seeding && whole && !wide && fuse_kind.is_some() && locality::applies(plan, n, t)
-    {
-        let lists = (&mut lv, &mut li, kp);
-        let sample = seed(gpu, plan, (data, None), lists, t, &mut tile_buf, true)?;
-        (warm_at, seeded) = (sample.size, true);
-        fed.fill(warm_at);
+    share.seed(set)?;
+    // In locality order the diagonal pairs come first.
+    let pairs = schedule(nt, owns, share.order.is_some());
+    let mut warm = share.warm_runner();
+    let mut written = share.written_runner();
+    let (mut queued, mut filtered, mut pending) = (VecDeque::new(), 0usize, 0usize);
+    let mut waiting: Option<usize> = None;
+    for (p, &(it, jt)) in pairs.iter().enumerate() {
+        let (i0, i1) = (it * t, ((it + 1) * t).min(n));
+        if let (Some(w), Some(runner)) = (waiting.filter(|&w| w != it && pending > 0), &mut warm) {
+            runner.flush(gpu, &mut share.lists, w * t..((w + 1) * t).min(n))?;
+            pending = 0;
+        }
+        waiting = Some(it);
+        if let Some(runner) = &mut warm {
+            runner.next_pair(gpu, p)?;
+        }
+        let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
+        if queued.len() >= IN_FLIGHT {
+            let e: cudarc::driver::CudaEvent = queued.pop_front().expect("non-empty");
+            e.synchronize().map_err(dev("waiting for a tile"))?;
+        }
+        let event = gpu.stream.record_event(None);
+        queued.push_back(event.map_err(dev("recording an event"))?);
+        // A pair offers a row about kp·t/f survivors once its list has seen f items: rows that
+        // have seen under two tiles merge after every pair, so that a young list's buffer
+        // (`survivors::filter_cap`) does not overflow over ROW_MERGE_EVERY pairs.
+        let young = share.fed[it] < 2 * t;
+        let is_warm = share.warm(it) && (jt == it || share.warm(jt));
+        share.fed[it] += (j1 - j0) - usize::from(jt == it);
+        if jt != it {
+            share.fed[jt] += i1 - i0;
+        }
+        let pair = Pair {
+            rows: Part {
+                set,
+                items: i0..i1,
+                list: i0,
+            },
+            cols: Part {
+                set,
+                items: j0..j1,
+                list: j0,
+            },
+            both: jt != it,
+            exclude_self: true,
+            merge_rows: pending + 1 >= ROW_MERGE_EVERY || young,
+            number: p,
+        };
+        match warm.as_mut().filter(|_| is_warm) {
+            Some(runner) => {
+                filtered += 1;
+                runner.run(gpu, &mut share.tile, &mut share.lists, &pair)?;
+                pending = if pair.merge_rows { 0 } else { pending + 1 };
+            }
+            None => written.run(gpu, &mut share.tile, &mut share.lists, &pair)?,
+        }
+    }
+    if let (Some(w), Some(runner)) = (waiting.filter(|_| pending > 0), &mut warm) {
+        runner.flush(gpu, &mut share.lists, w * t..((w + 1) * t).min(n))?;
+    }
+    let skipped = match &mut warm {
+        Some(runner) => runner.finish(gpu, &mut share.lists)?,
+        None => 0,
+    };
+    share.note(filtered, copy.is_some());
+    Ok(share.into_lists(n, owns, skipped))
+}
+
+/// The tile pairs (I, J), I ≤ J, that `owns` accepts, tile row by tile row; with
+/// `diagonal_first`, the diagonal pairs before all others.
+fn schedule(nt: usize, owns: &TileOwner<'_>, diagonal_first: bool) -> Vec<(usize, usize)> {
+    (0..nt)
+        .filter(|&it| diagonal_first && owns(it, it))
+        .map(|it| (it, it))
+        .chain((0..nt).flat_map(|it| {
+            (it + usize::from(diagonal_first)..nt)
+                .filter(move |&jt| owns(it, jt))
+                .map(move |jt| (it, jt))
+        }))
+        .collect()
+}
+
+/// A graph share on the device while it runs: its route (as the device memory allowed it),
+/// its lists, the tile buffer and the room for a transposed one, the survivor buffers of its
+/// warm pairs, what each tile row's lists have been fed, from how many items on a list counts
+/// as warm, and the locality order where it runs in one.
+struct ShareRun<'g> {
+    gpu: &'g Gpu,
+    plan: &'g Numerics,
+    route: Route,
+    t: usize,
+    lists: Running,
+    tile: CudaSlice<f32>,
+    trans: Option<CudaSlice<f32>>,
+    merges: Option<Merges>,
+    fed: Vec<usize>,
+    warm_at: usize,
+    seeded: bool,
+    order: Option<Locality>,
+}
+
+impl<'g> ShareRun<'g> {
+    /// The buffers of a share of `data` in tiles of `t`: the lists (filled), the tile and the
+    /// transposed tile (one value where the columns are read in place), the filter's buffers.
+    fn new(
+        gpu: &'g Gpu,
+        plan: &'g Numerics,
+        data: &DeviceSet,
+        route: Route,
+        t: usize,
+    ) -> Result<Self> {
+        let (n, kp) = (data.n, route.list.width);
+        let stream = &gpu.stream;
+        let alloc =
+            |len: usize| unsafe { stream.alloc::<f32>(len.max(1)) }.map_err(dev("allocating"));
+        let mut lists = Running {
+            val: alloc(n * kp)?,
+            idx: unsafe { stream.alloc::<u32>((n * kp).max(1)) }.map_err(dev("allocating"))?,
+            width: kp,
+        };
+        select::fill_lists(
+            gpu,
+            &mut lists.val.slice_mut(..),
+            &mut lists.idx.slice_mut(..),
+        )?;
+        let tile = alloc(t * t)?;
+        let trans = alloc(if kp == select::COLS_KP { 1 } else { t * t })?;
+        let merges = match route.cap() {
+            0 => None,
+            cap => Some(Merges::new(gpu, t, cap)?),
+        };
+        Ok(ShareRun {
+            gpu,
+            plan,
+            route,
+            t,
+            lists,
+            tile,
+            trans: (kp != select::COLS_KP).then_some(trans),
+            merges,
+            fed: vec![0; n.div_ceil(t)],
+            warm_at: t / 2,
+            seeded: false,
+            order: None,
+        })
+    }
+
+    /// Whether tile row `it`'s lists are warm: they have seen half a tile, or the sample.
+    fn warm(&self, it: usize) -> bool {
+        self.fed[it] >= self.warm_at
+    }
+
+    /// Where the route runs in locality order (ops/locality.rs): the seed gives each item its
+    /// nearest sample item, the set is reordered by them, the lists move to that order (and
+    /// back at the end, [`PairRunner::finish`]); the reordered set, which the share runs on from
+    /// here. `None` in natural order, or where the order could not be made (the route then
+    /// runs in natural order, seeded).
+    fn in_locality_order(
+        &mut self,
+        data: &DeviceSet,
+        nt: usize,
+    ) -> Result<Option<DeviceSet<'static>>> {
+        if self.route.order != Order::Locality {
+            return Ok(None);
+        }
+        let (gpu, plan, t) = (self.gpu, self.plan, self.t);
+        let set = Operand { data, copy: None };
+        let sample = seed(
+            gpu,
+            plan,
+            &self.route,
+            set,
+            (&mut self.lists, t, &mut self.tile),
+            true,
+        )?;
+        self.warmed(sample.size);
         let pairs = nt * (nt + 1) / 2;
         let since = std::time::Instant::now();
         let made = match &sample.heads {
@@ -569,361 +664,151 @@ pub(crate) fn symmetric_candidates(
             if made.is_some() { "made" } else { "not made" },
             since.elapsed().as_secs_f64() * 1e3
         ));
-        match made {
-            Some((set, loc)) => {
-                (lv, li) = loc.move_lists(gpu, (&lv, &li), kp, true)?;
-                order = Some(loc);
-                reordered = set;
-                &reordered
-            }
-            None => data,
-        }
-    } else {
-        data
-    };
-    let scaled = if n > 0 && (wide || fuse_kind.is_some_and(PairKind::scaled)) {
-        ScaledRows::new(gpu, plan, data)?
-    } else {
-        None
-    };
-    let fused = fuse_kind.and_then(|kind| pair::Operands::new(plan, data, kind, scaled.as_ref()));
-    let tile_rows = scaled.as_ref().filter(|_| wide);
-    let tile_block = |a: usize, b: usize| match tile_rows {
-        Some(s) => s.block(data, a, b),
-        None => data.block(a, b),
-    };
-    if seeding && !seeded {
-        let lists = (&mut lv, &mut li, kp);
-        let s = seed(gpu, plan, (data, tile_rows), lists, t, &mut tile_buf, false)?.size;
-        fed.fill(s);
-        warm_at = s;
-    }
-    let warm = |fed: usize| fed >= warm_at;
-    // Under a probe that asks for it, the first two rows of tiles are timed step by step
-    // (synchronising after each kernel) to split the graph's time between sgemm, selection,
-    // transpose, the tile filter and its merges (the first row's pairs are cold, most of the
-    // second's filtered); otherwise nothing waits.
-    let phases = gpu.phases();
-    let probe = phases.synchronised_steps();
-    const STEPS: [&str; 7] = [
-        "sgemm",
-        "select",
-        "transpose",
-        "queue",
-        "filter",
-        "merge",
-        "fused",
-    ];
-    let mut spent = [[0f64; STEPS.len()]; 2];
-    let mut mark = |it: usize, step: usize, since: &mut std::time::Instant| -> Result<()> {
-        if probe && it < 2 {
-            stream.synchronize().map_err(dev("synchronising"))?;
-            spent[it][step] += since.elapsed().as_secs_f64();
-            *since = std::time::Instant::now();
-        }
-        Ok(())
-    };
-    let mut queued: std::collections::VecDeque<cudarc::driver::CudaEvent> = Default::default();
-    let mut filtered_pairs = 0usize;
-    let merge_into = |lv: &mut CudaSlice<f32>,
-                      li: &mut CudaSlice<u32>,
-                      items: std::ops::Range<usize>,
-                      out: &mut Survivors|
-     -> Result<()> {
-        let lists = ListsOut {
-            val: &mut lv.slice_mut(items.start * kp..items.end * kp),
-            idx: &mut li.slice_mut(items.start * kp..items.end * kp),
-            width: kp,
+        let Some((set, loc)) = made else {
+            self.route = self.route.in_natural_order();
+            return Ok(None);
         };
-        survivors::merge(gpu, items.len(), lists, out)
-    };
-    // Filtered pairs of this tile row whose rows' survivors are not merged yet.
-    let mut pending_rows = 0usize;
-    // The pairs in turn: tile row by tile row; in locality order the diagonal pairs first, so
-    // that every list has met its own neighbourhood (its own blocks) before the pairs of far
-    // tiles are planned against its threshold.
-    let diagonal_first = order.is_some();
-    let pairs: Vec<(usize, usize)> = (0..nt)
-        .filter(|&it| diagonal_first && owns(it, it))
-        .map(|it| (it, it))
-        .chain((0..nt).flat_map(|it| {
-            (it + usize::from(diagonal_first)..nt)
-                .filter(move |&jt| owns(it, jt))
-                .map(move |jt| (it, jt))
-        }))
-        .collect();
-    // Each planned pair: its number, kernel tiles, values, and whether it is a diagonal pair
-    // (half of whose values count as evaluations); and whether planning goes on: it stops where
-    // the diagonal pairs and the first tile row left out under a tenth of their tiles (normal
-    // data: the spheres of a block overlap nearly every other).
-    let mut planned: Vec<(usize, u64, u64, bool)> = Vec::new();
-    let planned_tiles = |planned: &[(usize, u64, u64, bool)]| -> u64 {
-        planned.iter().map(|&(_, tiles, _, _)| tiles).sum()
-    };
-    let mut planning = order.is_some();
-    let check_at = nt + nt.saturating_sub(1);
-    // The tile row whose rows' survivors wait in their buffer.
-    let mut waiting: Option<usize> = None;
-    for (p, &(it, jt)) in pairs.iter().enumerate() {
-        let (i0, i1) = (it * t, ((it + 1) * t).min(n));
-        if let Some(w) = waiting.filter(|&w| w != it && pending_rows > 0) {
-            let (row_out, _) = filtered
-                .as_mut()
-                .expect("pending rows come from the filter");
-            merge_into(&mut lv, &mut li, w * t..((w + 1) * t).min(n), row_out)?;
-            pending_rows = 0;
+        let kp = self.lists.width;
+        (self.lists.val, self.lists.idx) =
+            loc.move_lists(gpu, (&self.lists.val, &self.lists.idx), kp, true)?;
+        self.order = Some(loc);
+        Ok(Some(set))
+    }
+
+    /// The scaled f16 copy of `data` the route asked for (its fused pairs' rows, its wide
+    /// written tiles'); where it does not fit, none, and the route without it.
+    fn copy(&mut self, data: &DeviceSet) -> Result<Option<ScaledRows>> {
+        if self.route.copy == RowCopy::None {
+            return Ok(None);
         }
-        waiting = Some(it);
-        if p == check_at && planning {
-            if let Some(loc) = &order {
-                let ran = loc.tiles_run(gpu, 0..p)?;
-                let tiles = planned_tiles(&planned);
-                planning = ran * 10 < tiles * 9;
-                phases.note(format_args!(
-                    "graph: locality order, {ran} of {} kernel tiles run in the first {p} pairs{}",
-                    tiles,
-                    if planning { "" } else { "; planning stops" }
-                ));
-            }
+        let copy = ScaledRows::new(self.gpu, self.plan, data, self.route.copy.split())?;
+        if copy.is_none() {
+            self.route = self.route.without_copy(self.plan);
         }
-        let bi = data.block(i0, i1);
-        {
-            let (j0, j1) = (jt * t, ((jt + 1) * t).min(n));
-            let bj = data.block(j0, j1);
-            let (ni, nj) = (i1 - i0, j1 - j0);
-            if queued.len() >= IN_FLIGHT {
-                let e = queued.pop_front().expect("non-empty");
-                e.synchronize().map_err(dev("waiting for a tile"))?;
-            }
-            queued.push_back(
-                stream
-                    .record_event(None)
-                    .map_err(dev("recording an event"))?,
-            );
-            let mut since = std::time::Instant::now();
-            mark(it, 3, &mut since)?;
-            // A pair offers a row about kp·t/f survivors once its list has seen f items: rows
-            // that have seen under two tiles merge after every pair, so that a young list's
-            // buffer (`survivors::filter_cap`) does not overflow over ROW_MERGE_EVERY pairs.
-            let young = fed[it] < 2 * t;
-            let filter = filtered
-                .as_mut()
-                .filter(|_| warm(fed[it]) && (jt == it || warm(fed[jt])));
-            fed[it] += nj - usize::from(jt == it);
-            if jt != it {
-                fed[jt] += ni;
-            }
-            let fuse = fused.as_ref().filter(|_| filter.is_some());
-            if fuse.is_none() {
-                let (ti, tj) = (tile_block(i0, i1), tile_block(j0, j1));
-                tile::compute(gpu, plan, &ti, &tj, &mut tile_buf.slice_mut(..), nj)?;
-                mark(it, 0, &mut since)?;
-            }
-            let rows_at = TileAt {
-                rows: ni,
-                cols: nj,
-                ld: nj,
-                key: plan.key,
-                row_off: i0 as u32,
-                col_off: j0 as u32,
-                exclude_self: true,
-            };
-            let view: CudaView<'_, f32> = tile_buf.slice(..);
-            let rows_in = TileIn {
-                values: &view,
-                at: rows_at,
-                rn: &bi.sqnorm,
-                cn: &bj.sqnorm,
-            };
-            if let Some((row_out, col_out)) = filter {
-                filtered_pairs += 1;
-                // In locality order a diagonal pair runs in bands of block distance, nearest
-                // first, its rows merged after each (locality::DIAGONAL_BANDS).
-                let banded = order.is_some() && jt == it && fuse.is_some();
-                let bands = if banded {
-                    locality::DIAGONAL_BANDS.len()
-                } else {
-                    1
-                };
-                for band in 0..bands {
-                    if band > 0 {
-                        merge_into(&mut lv, &mut li, i0..i1, row_out)?;
-                    }
-                    let (row_list, col_list) =
-                        (lv.slice(i0 * kp..i1 * kp), lv.slice(j0 * kp..j1 * kp));
-                    let into = survivors::FilterInto {
-                        rows: &row_list,
-                        row_out: &mut *row_out,
-                        cols: (jt != it).then_some((&col_list, &mut *col_out)),
-                        width: kp,
-                    };
-                    match fuse {
-                        Some(ops) => {
-                            let at = pair::PairAt {
-                                row_off: i0 as u32,
-                                col_off: j0 as u32,
-                                exclude_self: true,
-                            };
-                            let work = match order.as_mut().filter(|_| planning || banded) {
-                                Some(loc) => {
-                                    if band == 0 {
-                                        let tiles =
-                                            ni.div_ceil(abi::PF_BM) * nj.div_ceil(abi::PF_BN);
-                                        let values = ni * nj;
-                                        planned.push((p, tiles as u64, values as u64, jt == it));
-                                    }
-                                    let lists = (&row_list, &col_list);
-                                    let both = jt != it;
-                                    let (a, b) = ((i0, ni), (j0, nj));
-                                    let which = (p, banded.then_some(band));
-                                    Some(loc.plan_pair(gpu, which, a, b, lists, kp, both)?)
-                                }
-                                None => None,
-                            };
-                            let (rows, cols) = ((ops, i0..i1), (ops, j0..j1));
-                            pair::filter(gpu, plan, rows, cols, at, into, work.as_ref())?;
-                            mark(it, 6, &mut since)?;
-                        }
-                        None => {
-                            survivors::tile_filter(gpu, rows_in, into)?;
-                            mark(it, 4, &mut since)?;
-                        }
-                    }
-                }
-                // The columns' survivors merge at once (the next pair's columns are another
-                // tile); the rows' wait in their buffer for ROW_MERGE_EVERY pairs or the end of
-                // the tile row.
-                if jt != it {
-                    merge_into(&mut lv, &mut li, j0..j1, col_out)?;
-                }
-                pending_rows += 1;
-                if pending_rows >= ROW_MERGE_EVERY || young {
-                    merge_into(&mut lv, &mut li, i0..i1, row_out)?;
-                    pending_rows = 0;
-                }
-                mark(it, 5, &mut since)?;
-                continue;
-            }
-            select::block(
-                gpu,
-                rows_in,
-                ListsOut {
-                    val: &mut lv.slice_mut(i0 * kp..i1 * kp),
-                    idx: &mut li.slice_mut(i0 * kp..i1 * kp),
-                    width: kp,
-                },
-            )?;
-            mark(it, 1, &mut since)?;
-            if jt != it && kp == select::COLS_KP {
-                let cols_at = TileAt {
-                    exclude_self: true,
-                    ..rows_at
-                };
-                select::cols(
-                    gpu,
-                    TileIn {
-                        at: cols_at,
-                        ..rows_in
-                    },
-                    &mut lv.slice_mut(j0 * kp..j1 * kp),
-                    &mut li.slice_mut(j0 * kp..j1 * kp),
-                )?;
-                mark(it, 1, &mut since)?;
-            } else if jt != it {
-                select::transpose(gpu, &view, ni, nj, nj, &mut trans.slice_mut(..), ni)?;
-                mark(it, 2, &mut since)?;
-                let cols_at = TileAt {
-                    rows: nj,
-                    cols: ni,
-                    ld: ni,
-                    key: plan.key,
-                    row_off: j0 as u32,
-                    col_off: i0 as u32,
-                    exclude_self: true,
-                };
-                let trans_view = trans.slice(..);
-                select::block(
-                    gpu,
-                    TileIn {
-                        values: &trans_view,
-                        at: cols_at,
-                        rn: &bj.sqnorm,
-                        cn: &bi.sqnorm,
-                    },
-                    ListsOut {
-                        val: &mut lv.slice_mut(j0 * kp..j1 * kp),
-                        idx: &mut li.slice_mut(j0 * kp..j1 * kp),
-                        width: kp,
-                    },
-                )?;
-                mark(it, 1, &mut since)?;
-            }
+        Ok(copy)
+    }
+
+    /// The route's seed, where it has one and it has not run yet (in locality order it ran
+    /// first), on the written tiles' rows.
+    fn seed(&mut self, set: Operand<'_, '_>) -> Result<()> {
+        if !matches!(self.route.warm, Warm::Seed { .. }) || self.seeded {
+            return Ok(());
+        }
+        let rows = Operand {
+            copy: set
+                .copy
+                .filter(|_| self.route.written == Product::ScaledF16),
+            ..set
+        };
+        let route = self.route;
+        let t = self.t;
+        let size = seed(
+            self.gpu,
+            self.plan,
+            &route,
+            rows,
+            (&mut self.lists, t, &mut self.tile),
+            false,
+        )?
+        .size;
+        self.warmed(size);
+        Ok(())
+    }
+
+    /// Every list has seen the sample's `size` items.
+    fn warmed(&mut self, size: usize) {
+        self.fed.fill(size);
+        self.warm_at = size;
+        self.seeded = true;
+    }
+
+    /// The runner of the share's cold pairs.
+    fn written_runner(&mut self) -> Written<'g> {
+        Written {
+            plan: self.plan,
+            product: self.route.written,
+            on_copy: self.route.written == Product::ScaledF16,
+            mode: Select::Block,
+            trans: self.trans.take(),
         }
     }
-    if let Some(w) = waiting.filter(|_| pending_rows > 0) {
-        let (row_out, _) = filtered
-            .as_mut()
-            .expect("pending rows come from the filter");
-        merge_into(&mut lv, &mut li, w * t..((w + 1) * t).min(n), row_out)?;
+
+    /// The runner of the share's warm pairs, where the route has a warm method.
+    fn warm_runner(&mut self) -> Option<Box<dyn PairRunner + 'g>> {
+        let (plan, route) = (self.plan, self.route);
+        let merges = self.merges.take()?;
+        let on_copy = route.written == Product::ScaledF16;
+        let warmed = match route.method {
+            Method::Pair { kind, .. } => Warmed::Fused(Fused {
+                plan,
+                kind,
+                out: FusedOut::Both(merges),
+            }),
+            _ => Warmed::Filtered(Filtered {
+                plan,
+                product: route.written,
+                on_copy,
+                merges,
+            }),
+        };
+        let nt = self.fed.len();
+        Some(match (self.order.take(), warmed) {
+            (Some(order), warm) => Box::new(LocalityFused {
+                order,
+                warm,
+                planned: Vec::new(),
+                planning: true,
+                check_at: nt + nt.saturating_sub(1),
+                pairs: nt * (nt + 1) / 2,
+            }),
+            (None, Warmed::Fused(f)) => Box::new(f),
+            (None, Warmed::Filtered(f)) => Box::new(f),
+        })
     }
-    // The values of the tiles left out were never computed: they leave the evaluations' count
-    // (halved on diagonal pairs, as the count halves those).
-    let mut skipped = 0u64;
-    if let Some(loc) = &order {
-        let ran = loc.tiles_run(gpu, 0..pairs.len())?;
-        let values = loc.values_run(gpu, pairs.len())?;
-        skipped = planned
-            .iter()
-            .map(|&(p, _, all, diagonal)| {
-                all.saturating_sub(values[p]) / if diagonal { 2 } else { 1 }
-            })
-            .sum();
-        phases.note(format_args!(
-            "graph: locality order, {ran} of {} kernel tiles run in {} planned pairs \
-             ({skipped} pairs of items left out)",
-            planned_tiles(&planned),
-            planned.len()
+
+    /// The probe's note of how the share's pairs ran.
+    fn note(&self, filtered: usize, copied: bool) {
+        let how = match self.route.method {
+            Method::Pair { kind, .. } => format!("fused on tensor cores ({kind:?})"),
+            _ => "in one read of the tile".into(),
+        };
+        let written = if copied && self.route.written == Product::ScaledF16 {
+            "; written tiles on scaled f16"
+        } else {
+            ""
+        };
+        self.gpu.phases().note(format_args!(
+            "graph: {filtered} tile pairs filtered {how} ({} buffer slots per item){written}",
+            self.route.cap()
         ));
-        (lv, li) = loc.move_lists(gpu, (&lv, &li), kp, false)?;
     }
-    let how = match &fused {
-        Some(ops) => format!("fused on tensor cores ({:?})", ops.kind()),
-        None => "in one read of the tile".into(),
-    };
-    let written = if tile_rows.is_some() {
-        "; written tiles on scaled f16"
-    } else {
-        ""
-    };
-    phases.note(format_args!(
-        "graph: {filtered_pairs} tile pairs filtered {how} ({} buffer slots per item){written}",
-        cap.unwrap_or(0)
-    ));
-    if probe {
-        for (row, spent) in spent.iter().enumerate().take(nt) {
-            let steps: Vec<String> = STEPS
-                .iter()
-                .zip(spent)
-                .filter(|(_, &s)| s > 0.0)
-                .map(|(name, s)| format!("{name} {:.1} ms", s * 1e3))
-                .collect();
-            phases.note(format_args!(
-                "graph tile row {row} ({} tiles of {t}): {}",
-                nt - row,
-                steps.join(", ")
-            ));
+
+    /// The share's lists, which have met (per tile row) every other item of the pairs `owns`
+    /// accepts; `skipped` pairs of items were never computed.
+    fn into_lists(self, n: usize, owns: &TileOwner<'_>, skipped: u64) -> DeviceLists {
+        let t = self.t;
+        let nt = n.div_ceil(t);
+        let size = |it: usize| ((it + 1) * t).min(n) - it * t;
+        // How many other items each tile row's lists see, for completeness.
+        let seen: Vec<usize> = (0..nt)
+            .map(|it| {
+                (0..nt)
+                    .filter(|&jt| owns(it.min(jt), it.max(jt)))
+                    .map(|jt| size(jt) - usize::from(jt == it))
+                    .sum()
+            })
+            .collect();
+        DeviceLists {
+            n,
+            width: self.lists.width,
+            val: self.lists.val,
+            idx: self.lists.idx,
+            tile: t,
+            seen,
+            room: None,
+            skipped,
         }
     }
-    Ok(DeviceLists {
-        n,
-        width: kp,
-        val: lv,
-        idx: li,
-        tile: t,
-        seen,
-        room: None,
-        skipped,
-    })
 }
 
 /// Warms the lists of every item of `data` (`kp` slots each, filled) on items spread over the
@@ -942,27 +827,33 @@ pub(crate) fn symmetric_candidates(
 /// selected in place; longer lists take the set's items as rows, through block select.
 ///
 /// A spread sample stands for the set whatever its order: the first items of a sorted set do
-/// not, and their thresholds let hundreds of items a pair through (graph-tile-filter.md,
-/// "Session 20"). The self pair of a sampled item stays among its sample keys: any threshold
+/// not, and their thresholds let hundreds of items a pair through
+/// (docs/design/graph-tile-filter.md). The self pair of a sampled item stays among its sample keys: any threshold
 /// keeps the lists' contract (what a list leaves out has a key above a threshold that is at
 /// least the list's final largest key), so the answers stay exact, and one item in kp barely
 /// moves it.
 fn seed(
     gpu: &Gpu,
-    plan: &Plan,
-    (data, scaled): (&DeviceSet, Option<&ScaledRows>),
-    (lv, li, kp): (&mut CudaSlice<f32>, &mut CudaSlice<u32>, usize),
-    t: usize,
-    tile_buf: &mut CudaSlice<f32>,
+    plan: &Numerics,
+    route: &Route,
+    set: Operand<'_, '_>,
+    (lists, t, tile): (&mut Running, usize, &mut CudaSlice<f32>),
     heads: bool,
 ) -> Result<Seeded> {
+    let Warm::Seed { size } = route.warm else {
+        unreachable!("a seeded route")
+    };
+    let (data, kp) = (set.data, lists.width);
     let n = data.n;
-    let cap = survivors::filter_cap(kp).unwrap_or(4 * kp);
-    let sample = data.spread(gpu, plan, (t / 4).max(2 * kp * t / cap).min(t / 2))?;
+    let sample = data.spread(gpu, plan, size)?;
     let s = sample.n;
-    let copies = match scaled {
-        Some(d) => ScaledRows::new(gpu, plan, &sample)?.map(|m| (d, m)),
+    let copies = match set.copy {
+        Some(d) => ScaledRows::new(gpu, plan, &sample, false)?.map(|m| (d, m)),
         None => None,
+    };
+    let product = match copies {
+        Some(_) => route.written,
+        None => route.without_copy(plan).written,
     };
     let in_place = kp == select::COLS_KP;
     for i0 in (0..n).step_by(t) {
@@ -977,8 +868,8 @@ fn seed(
         } else {
             (&items, &smp)
         };
-        tile::compute(gpu, plan, a, b, &mut tile_buf.slice_mut(..), b.n)?;
-        let view: CudaView<'_, f32> = tile_buf.slice(..);
+        tile::compute(gpu, product, plan, a, b, &mut tile.slice_mut(..), b.n)?;
+        let view: CudaView<'_, f32> = tile.slice(..);
         // Ids are the tile's positions: the seed drops them.
         let at = TileAt {
             rows: a.n,
@@ -996,8 +887,8 @@ fn seed(
             cn: &b.sqnorm,
         };
         let (val, idx) = (
-            &mut lv.slice_mut(i0 * kp..i1 * kp),
-            &mut li.slice_mut(i0 * kp..i1 * kp),
+            &mut lists.val.slice_mut(i0 * kp..i1 * kp),
+            &mut lists.idx.slice_mut(i0 * kp..i1 * kp),
         );
         if in_place {
             select::cols(gpu, tile, val, idx)?;
@@ -1015,15 +906,15 @@ fn seed(
     }
     // Each list's first entry, before the seed drops them: the item's nearest sample item.
     let heads = if heads && n > 0 {
-        let lists = (&lv.slice(..n * kp), &li.slice(..n * kp));
-        Some(select::prefixes(gpu, lists, kp, 1, None)?.1)
+        let held = (&lists.val.slice(..n * kp), &lists.idx.slice(..n * kp));
+        Some(select::prefixes(gpu, held, kp, 1, None)?.1)
     } else {
         None
     };
     select::seed_lists(
         gpu,
-        &mut lv.slice_mut(..n * kp),
-        &mut li.slice_mut(..n * kp),
+        &mut lists.val.slice_mut(..n * kp),
+        &mut lists.idx.slice_mut(..n * kp),
         kp,
         select::SeedFrom::Own { rank: kp },
     )?;
@@ -1116,7 +1007,7 @@ impl Held {
         }
     }
 
-    /// Items.
+    /// RowItems.
     pub fn len(&self) -> usize {
         match self {
             Held::Host(l) => l.complete.len(),
@@ -1230,7 +1121,7 @@ impl Lists {
 /// complete), so a share travels between processes as plain numbers
 /// ([`PartialGraph::to_bytes`]).
 pub struct PartialGraph {
-    /// Items of the set.
+    /// RowItems of the set.
     pub n: usize,
     /// Neighbours asked for.
     pub k: usize,

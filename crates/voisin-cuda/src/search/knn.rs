@@ -13,27 +13,23 @@ use cudarc::driver::{CudaSlice, CudaView};
 use rayon::prelude::*;
 use voisin::{KnnResult, Result, Stats};
 
-use crate::numerics::plan::{BoundParts, Plan};
+use std::ops::Range;
+
+use crate::numerics::plan::BoundParts;
 use crate::ops::device_set::DeviceSet;
-use crate::ops::fused::{FusedKernel, FusedPlan};
-use crate::ops::pair;
 use crate::ops::scaled::ScaledRows;
-use crate::ops::select::{self, list_size, ListsOut, Select, TileAt, TileIn};
-use crate::ops::survivors::{self, Survivors};
-use crate::ops::{exact, fused, tile, Budget};
-use crate::options::{Precision, BLOCK_MAX_K};
+use crate::ops::select::{self, Select};
+use crate::ops::survivors::Survivors;
+use crate::ops::{exact, Budget};
+use crate::options::BLOCK_MAX_K;
 use crate::runtime::context::{dev, Gpu, Room};
 use crate::runtime::probe::Phases;
-use crate::search::finish::{finish, CandidateSource};
-use crate::search::Ctx;
-
-/// What the device selected for one query.
-pub(crate) struct Raw {
-    /// (approximate key, index), any order; no empty slots.
-    pub cands: Vec<(f32, u32)>,
-    /// Every eligible item is among `cands`: nothing to prove.
-    pub complete: bool,
-}
+use crate::search::finish::{finish, CandidateSource, Raw};
+use crate::search::pairs::{
+    Fused, FusedFilter, FusedOut, Lists, Operand, Pair, PairRunner, Part, Written,
+};
+use crate::search::route::{self, Method, Route, RowCopy, Shape, Warm};
+use crate::search::SearchCtx;
 
 /// The finished lists of one block of queries, still on the device.
 pub(crate) struct BlockLists<'a> {
@@ -53,7 +49,7 @@ pub(crate) struct BlockLists<'a> {
 /// Candidates for every row of `queries` against the whole base (self pairs not excluded), as
 /// per-query host lists.
 pub(crate) fn candidates(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     base: &DeviceSet,
     qdev: &DeviceSet,
     kp: usize,
@@ -67,22 +63,6 @@ pub(crate) fn candidates(
         Ok(())
     })?;
     Ok(out)
-}
-
-/// The list a pass keeps for a wanted list of `kp`.
-///
-/// TF32's bound is ~200× wider than fp32's: with list_size's margin of k/8 the k-th and the
-/// last key of lists of 64–256 are often closer than the bound, and two thirds of the queries
-/// were widened at k=100 (bench/NOTES.md, "Fused"). Twice the list costs little at that size.
-/// Not beyond what the selection `sel` keeps (heap selection: 256 entries): there the list
-/// stays `kp`, and more queries go to the widening path.
-pub(crate) fn pass_list(plan: &Plan, kp: usize, sel: Select) -> usize {
-    let fits = |l: usize| sel.max_list().is_none_or(|max| sel.width(l) <= max);
-    if plan.precision == Precision::Tf32 && (64..=256).contains(&kp) && fits(2 * kp) {
-        2 * kp
-    } else {
-        kp
-    }
 }
 
 /// Downloads a block's lists, all of them or only those of its rows `rows` (in that order),
@@ -115,26 +95,26 @@ pub(crate) fn raws_of(hv: &[f32], hi: &[u32], keep: usize, whole: usize) -> Vec<
         .collect()
 }
 
-/// Runs the candidate passes of every block of queries and hands each block's lists to `each`.
+/// Runs the candidate passes of every block of queries and hands each block's lists to `each`:
+/// the route's method (search/route.rs `choose`) on each block of its size, after the pass's
+/// buffers and the scaled copies it asked for ([`KnnPass::new`]).
 ///
-/// Lists up to k = 1000's may take the fused pass (fused.rs): ordinary tiles over a sample of
-/// the base, spread evenly over it ([`DeviceSet::spread`]), set each query's threshold (its key
-/// at the plan's rank among the sample: the kp-th, or a lower one for long lists, fused.rs
-/// `seed_rank`), the lists start from that threshold alone (`select::seed_lists`: no
-/// entries, so that the sample's items are not listed twice), and a fused kernel filters the
-/// whole base against it without writing tiles; the survivors are merged into the lists.
-/// fused_filter takes the base in one launch, and queries whose survivors overflow their buffer
-/// are redone here with ordinary tiles; the fused tile pair takes it in chunks, each merged
+/// A fused method warms each block's lists on a sample spread evenly over the base
+/// ([`DeviceSet::spread`]) through written tiles, keeps them as thresholds alone
+/// (`select::seed_lists`: no entries, so that the sample's items are not listed twice), and
+/// filters the whole base against them without writing tiles; the survivors are merged into the
+/// lists. fused_filter takes the base in one launch, and queries whose survivors overflow their
+/// buffer are redone with ordinary tiles; the fused tile pair takes it in chunks, each merged
 /// before the next, and an overflowed list is cut to its floor.
 ///
 /// The sample is spread rather than the base's first items because a sorted base (a word list's
 /// embeddings) has first items that are all alike: their thresholds let hundreds of items
 /// through per query, the buffers overflow and the cut lists do not prove
-/// (docs/design/device-finish.md, "Session 21"). Any threshold keeps the answers exact: what a
-/// list leaves out has a key above a threshold at least its final largest key, and a list left
-/// with empty slots behind its entries proves against its last entry, which is more cautious.
+/// (docs/design/device-finish.md). Any threshold keeps the answers exact: what a list leaves
+/// out has a key above a threshold at least its final largest key, and a list left with empty
+/// slots behind its entries proves against its last entry, which is more cautious.
 fn passes(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     base: &DeviceSet,
     qdev: &DeviceSet,
     kp: usize,
@@ -142,319 +122,333 @@ fn passes(
     budget: &Budget,
     mut each: impl FnMut(BlockLists<'_>) -> Result<()>,
 ) -> Result<()> {
-    let (gpu, plan) = (ctx.gpu, ctx.plan);
-    let (nb, nq) = (base.n, qdev.n);
+    let (gpu, nq) = (ctx.gpu, qdev.n);
     if nq == 0 {
         return base.complete(gpu);
     }
-    let kp = pass_list(plan, kp, sel);
-    let want = kp;
-    let mode = sel.resolve(kp)?;
-    let kp = mode.width(kp);
-    let kc = kp.min(nb);
-    let mut fusing = None;
-    let (q_tile, b_tile) = match mode {
-        _ if mode.whole_rows() => {
-            let per_query = nb * 4 + kc * 8;
-            ((budget.bytes / per_query).clamp(1, nq), nb)
-        }
-        _ => {
-            // 8192 queries × 16384 base items (512 MiB): shapes from 2048×131072 to
-            // 16384×8192 measured within noise of each other (bench/NOTES.md).
-            let (qmax, bmax) = (8192usize, 16384usize);
-            let b_tile = nb.min(bmax);
-            // The fused merge keeps block-select lists (sorted, threshold at the end).
-            if mode == Select::Block {
-                fusing = fused::plan_for(plan, ctx.opts.fusion, kp, (nq, nb));
-            }
-            // A fused tile pair writes tiles over the first items only: its blocks may hold
-            // twice the queries, so that 10k queries go in one block and all their chunks
-            // follow the base's upload (a second block of 1,808 waited behind it, 3.7 ms of a
-            // 35 ms k-NN; H200, session 17).
-            let qmax = match fusing {
-                Some(FusedPlan {
-                    kernel: FusedKernel::Pair(_),
-                    ..
-                }) => 2 * qmax,
-                _ => qmax,
-            };
-            // Slots, a counter and (pairs) a floor per query.
-            let buffers = fusing.map_or(0, |f| f.cap * 8 + 8);
-            let per_query = b_tile * 4 + kp * 8 + buffers;
-            ((budget.bytes / per_query).clamp(1, nq.min(qmax)), b_tile)
-        }
+    let (nb, budget) = (base.n, budget.bytes);
+    let shape = Shape::Knn {
+        kp,
+        sel,
+        nq,
+        nb,
+        budget,
     };
-    let mut ta = gpu.phases();
-    let stream = &gpu.stream;
-    let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
-    let alloc_u32 = |n: usize| unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(dev("allocating"));
-    let mut tile_buf = alloc(q_tile * b_tile)?;
-    let width = if mode.whole_rows() { kc } else { kp };
-    let mut lv = alloc(q_tile * width)?;
-    let mut li = alloc_u32(q_tile * width)?;
-    // Fused pairs on scaled f16 rows (or split ones): the queries' copy whole, the base's made
-    // as its rows come up (`scaled_upto`). Where a copy does not fit, TF32 pairs on the
-    // prepared rows, or no fusion where those rows do not suit the kernel (or the plan is split).
-    let (mut q_scaled, mut b_scaled, mut scaled_upto) = (None, None, 0);
-    let mut q_ops = None;
-    if let Some(
-        f @ FusedPlan {
-            kernel: FusedKernel::Pair(kind),
-            ..
-        },
-    ) = fusing
-    {
-        if kind.scaled() {
-            b_scaled = ScaledRows::room(gpu, plan, nb);
-            if b_scaled.is_some() {
-                q_scaled = ScaledRows::new(gpu, plan, qdev)?;
-            }
-            if q_scaled.is_none() {
-                b_scaled = None;
-            }
-        }
-        // The plan keeps the kind that runs (TF32 where the copies did not fit), or no fusion;
-        // the queries' operands serve every chunk of every block.
-        q_ops = pair::Operands::new(plan, qdev, kind, q_scaled.as_ref());
-        fusing = q_ops.as_ref().map(|o| FusedPlan {
-            kernel: FusedKernel::Pair(o.kind()),
-            ..f
-        });
-    }
-    let fused_cap = fusing.map_or(0, |f| f.cap);
-    let floors = matches!(fusing, Some(f) if f.kernel != FusedKernel::Filter);
-    let mut survivors = Survivors::new(
-        gpu,
-        if fusing.is_some() { q_tile } else { 0 },
-        fused_cap,
-        floors,
-    )?;
-    ta.mark("candidates: buffers");
-    // The sample that warms the fused pass's lists, shared by every block of queries.
-    let sample = match fusing {
-        Some(f) => Some(base.spread(gpu, plan, f.first)?),
-        None => None,
-    };
-    ta.mark("candidates: sample");
-    // Lists of `width` (or, for a seed, `w`) per query of `rows` from `items` of `set`.
-    let pass = |set: &DeviceSet<'_>,
-                tile_buf: &mut CudaSlice<f32>,
-                lv: &mut CudaSlice<f32>,
-                li: &mut CudaSlice<u32>,
-                rows: std::ops::Range<usize>,
-                items: std::ops::Range<usize>,
-                (list_at, width): (usize, usize)|
-     -> Result<()> {
-        let qb = qdev.block(rows.start, rows.end);
-        let len = qb.n * width;
-        let (mut v, mut i) = (
-            lv.slice_mut(list_at..list_at + len),
-            li.slice_mut(list_at..list_at + len),
-        );
-        if !mode.whole_rows() && items.start == 0 {
-            select::fill_lists(gpu, &mut v, &mut i)?;
-        }
-        for b0 in items.clone().step_by(b_tile) {
-            let b1 = (b0 + b_tile).min(items.end);
-            // A base uploaded behind the first tiles: its next rows go up while the GPU works
-            // on the ones queued before (device_set.rs).
-            set.ensure(gpu, b1)?;
-            let bb = set.block(b0, b1);
-            tile::compute(gpu, plan, &qb, &bb, &mut tile_buf.slice_mut(..), b1 - b0)?;
-            let at = TileAt {
-                rows: qb.n,
-                cols: b1 - b0,
-                ld: b1 - b0,
-                key: plan.key,
-                row_off: rows.start as u32,
-                col_off: b0 as u32,
-                exclude_self: false,
-            };
-            let t: CudaView<'_, f32> = tile_buf.slice(..);
-            let tile = TileIn {
-                values: &t,
-                at,
-                rn: &qb.sqnorm,
-                cn: &bb.sqnorm,
-            };
-            let out = ListsOut {
-                val: &mut v,
-                idx: &mut i,
-                width,
-            };
-            select::run(gpu, mode, tile, out)?;
-        }
-        Ok(())
-    };
-
-    // The rank whose key seeds the fused pass's lists, and where it is short of the list (long
-    // lists: ops/fused.rs `seed_rank`) the sample's own lists of that rank's width.
-    let rank = fusing.map_or(kp, |f| f.rank);
-    let mut short = match fusing.filter(|f| f.rank < kp) {
-        Some(f) => {
-            let w = Select::Block.width(f.rank);
-            Some((w, alloc(q_tile * w)?, alloc_u32(q_tile * w)?))
-        }
-        None => None,
-    };
-    // A fused pass's lists warmed on the sample, then kept as thresholds alone; returns how
-    // many items they have seen.
-    let mut seed = |tile_buf: &mut CudaSlice<f32>,
-                    lv: &mut CudaSlice<f32>,
-                    li: &mut CudaSlice<u32>,
-                    rows: std::ops::Range<usize>|
-     -> Result<usize> {
-        let Some(set) = sample.as_ref() else {
-            unreachable!("a fused pass has its sample")
-        };
-        let len = rows.len() * kp;
-        // The sample's pass fills the short lists, or the lists themselves; one seed from it.
-        let short_val;
-        let from = if let Some((w, sv, si)) = &mut short {
-            pass(set, tile_buf, sv, si, rows.clone(), 0..set.n, (0, *w))?;
-            short_val = sv.slice(..rows.len() * *w);
-            select::SeedFrom::Lists {
-                val: &short_val,
-                width: *w,
-                rank,
-            }
-        } else {
-            pass(set, tile_buf, lv, li, rows, 0..set.n, (0, kp))?;
-            select::SeedFrom::Own { rank }
-        };
-        let (mut v, mut i) = (lv.slice_mut(..len), li.slice_mut(..len));
-        select::seed_lists(gpu, &mut v, &mut i, kp, from)?;
-        Ok(set.n)
-    };
-
+    let mut pass = KnnPass::new(ctx, base, qdev, route::choose(ctx.plan, shape, ctx.opts)?)?;
+    let (q_tile, list) = (pass.route.tiles.0, pass.route.list);
     for q0 in (0..nq).step_by(q_tile) {
         let q1 = (q0 + q_tile).min(nq);
-        let qn = q1 - q0;
         let mut tr = gpu.phases();
-        match fusing {
-            None => pass(
-                base,
-                &mut tile_buf,
-                &mut lv,
-                &mut li,
-                q0..q1,
-                0..nb,
-                (0, width),
-            )?,
-            Some(
-                f @ FusedPlan {
-                    kernel: FusedKernel::Pair(kind),
-                    ..
-                },
-            ) => {
-                let warm = seed(&mut tile_buf, &mut lv, &mut li, q0..q1)?;
-                // The base in chunks that grow with what the lists have seen (the sample, then
-                // the chunks), each merged before the next reads the thresholds; an overflowed
-                // list is cut to its floor (survivors.cu) and proved or widened as any other.
-                let (mut seen, mut chunks) = (0, 0);
-                while seen < nb {
-                    let c = f.chunk(kp, warm + seen, kind.row_bytes(plan));
-                    let b1 = (seen + c).min(nb);
-                    base.ensure(gpu, b1)?;
-                    if let Some(s) = b_scaled.as_mut().filter(|_| scaled_upto < b1) {
-                        s.fill(gpu, plan, base, scaled_upto..b1)?;
-                        scaled_upto = b1;
-                    }
-                    let (Some(qops), Some(bops)) = (
-                        q_ops.as_ref(),
-                        pair::Operands::new(plan, base, kind, b_scaled.as_ref()),
-                    ) else {
-                        unreachable!("the operands were checked before the first block")
-                    };
-                    let list = lv.slice(..qn * kp);
-                    let into = survivors::FilterInto {
-                        rows: &list,
-                        row_out: &mut survivors,
-                        cols: None,
-                        width: kp,
-                    };
-                    let at = pair::PairAt {
-                        row_off: q0 as u32,
-                        col_off: seen as u32,
-                        exclude_self: false,
-                    };
-                    pair::filter(gpu, plan, (qops, q0..q1), (&bops, seen..b1), at, into, None)?;
-                    let lists = ListsOut {
-                        val: &mut lv.slice_mut(..qn * kp),
-                        idx: &mut li.slice_mut(..qn * kp),
-                        width: kp,
-                    };
-                    survivors::merge(gpu, qn, lists, &mut survivors)?;
-                    (seen, chunks) = (b1, chunks + 1);
-                }
-                ctx.counters
-                    .pair_chunks
-                    .fetch_add(chunks, std::sync::atomic::Ordering::Relaxed);
-                tr.note(format_args!(
-                    "fused pairs ({kind:?}): {chunks} chunks after a sample of {warm}, \
-                     seeded at its rank {}",
-                    f.rank
-                ));
-            }
-            Some(f) => {
-                seed(&mut tile_buf, &mut lv, &mut li, q0..q1)?;
-                stream
-                    .memset_zeros(&mut survivors.count.slice_mut(..qn))
-                    .map_err(dev("clearing counters"))?;
-                let qb = qdev.block(q0, q1);
-                base.ensure(gpu, nb)?;
-                let all = base.block(0, nb);
-                let last = lv.slice(kp - 1..);
-                let thr = fused::Thresholds {
-                    values: &last,
-                    stride: kp,
-                };
-                fused::filter(gpu, plan, &qb, &all, 0, thr, &mut survivors)?;
-                let lists = ListsOut {
-                    val: &mut lv.slice_mut(..qn * kp),
-                    idx: &mut li.slice_mut(..qn * kp),
-                    width: kp,
-                };
-                survivors::merge(gpu, qn, lists, &mut survivors)?;
-                let counts = gpu.download(&survivors.count.slice(..qn))?;
-                let over: Vec<usize> = (0..qn).filter(|&r| counts[r] as usize > f.cap).collect();
-                if let (Some(&lo), Some(&hi)) = (over.first(), over.last()) {
-                    // Rare (a sample's threshold far above the query's final one): the span of
-                    // the overflowing queries is redone with ordinary tiles.
-                    pass(
-                        base,
-                        &mut tile_buf,
-                        &mut lv,
-                        &mut li,
-                        q0 + lo..q0 + hi + 1,
-                        0..nb,
-                        (lo * kp, width),
-                    )?;
-                }
-                let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / qn as f64;
-                tr.note(format_args!(
-                    "fused: {mean:.0} survivors per query (cap {}), {} overflowing",
-                    f.cap,
-                    over.len()
-                ));
-            }
-        }
-        let len = qn * width;
+        pass.block(q0..q1)?;
+        let len = (q1 - q0) * list.width;
         // Every row is up after the first block: the norms the proofs need come back here.
         base.complete(gpu)?;
         gpu.stream.synchronize().map_err(dev("selecting"))?;
         tr.mark("candidates: device work of a query block");
         each(BlockLists {
             q0,
-            qn,
-            val: lv.slice(..len),
-            idx: li.slice(..len),
-            mode,
-            width,
-            want,
+            qn: q1 - q0,
+            val: pass.lists.val.slice(..len),
+            idx: pass.lists.idx.slice(..len),
+            mode: list.mode,
+            width: list.width,
+            want: list.want,
         })?;
     }
     Ok(())
+}
+
+/// One k-NN candidate pass on the device: its route, the block's lists and tile buffer, the
+/// scaled copies of both sides its fused pairs read, the sample that warms a fused method's
+/// lists (and the short lists it fills first, for long lists), and the runners.
+struct KnnPass<'c, 'd> {
+    ctx: &'c SearchCtx<'c>,
+    route: Route,
+    base: &'d DeviceSet<'d>,
+    qdev: &'d DeviceSet<'d>,
+    tile: CudaSlice<f32>,
+    lists: Lists,
+    /// The base's scaled copy, made as its rows come up, up to `copied`; the queries' whole.
+    copies: Option<(ScaledRows, ScaledRows)>,
+    copied: usize,
+    sample: Option<DeviceSet<'static>>,
+    short: Option<Lists>,
+    written: Written<'c>,
+    method: KnnMethod<'c>,
+}
+
+/// The runner of a k-NN pass's method.
+enum KnnMethod<'c> {
+    Written,
+    Filter(FusedFilter<'c>),
+    Pair(Fused<'c>),
+}
+
+impl<'c, 'd> KnnPass<'c, 'd> {
+    /// The pass's buffers under `route`: the tile and the lists of a block, the scaled copies
+    /// (where they do not fit, the route without them: it keeps the blocks it sized), the
+    /// fused method's survivor buffers and sample.
+    fn new(
+        ctx: &'c SearchCtx<'c>,
+        base: &'d DeviceSet<'d>,
+        qdev: &'d DeviceSet<'d>,
+        mut route: Route,
+    ) -> Result<Self> {
+        let (gpu, plan) = (ctx.gpu, ctx.plan);
+        let ((q_tile, b_tile), width) = (route.tiles, route.list.width);
+        let mut ta = gpu.phases();
+        let stream = &gpu.stream;
+        let alloc = |n: usize| unsafe { stream.alloc::<f32>(n.max(1)) }.map_err(dev("allocating"));
+        let alloc_u32 =
+            |n: usize| unsafe { stream.alloc::<u32>(n.max(1)) }.map_err(dev("allocating"));
+        let tile = alloc(q_tile * b_tile)?;
+        let lists = Lists {
+            val: alloc(q_tile * width)?,
+            idx: alloc_u32(q_tile * width)?,
+            width,
+        };
+        // Fused pairs on scaled f16 rows (or split ones): the queries' copy whole, the base's
+        // made as its rows come up.
+        let mut copies = None;
+        if route.copy != RowCopy::None {
+            let split = route.copy.split();
+            if let Some(b) = ScaledRows::room(gpu, plan, base.n, split) {
+                copies = ScaledRows::new(gpu, plan, qdev, split)?.map(|q| (b, q));
+            }
+            if copies.is_none() {
+                route = route.without_copy(plan);
+            }
+        }
+        let fused = route.method != Method::Written;
+        let floors = matches!(route.method, Method::Pair { .. });
+        let rows = if fused { q_tile } else { 0 };
+        let out = Survivors::new(gpu, rows, route.cap(), floors)?;
+        ta.mark("candidates: buffers");
+        // The sample that warms the fused pass's lists, shared by every block of queries.
+        let (sample, short) = match route.warm {
+            Warm::Sample { first, short, .. } => {
+                let sample = Some(base.spread(gpu, plan, first)?);
+                ta.mark("candidates: sample");
+                let short = match short {
+                    Some(w) => Some(Lists {
+                        val: alloc(q_tile * w)?,
+                        idx: alloc_u32(q_tile * w)?,
+                        width: w,
+                    }),
+                    None => None,
+                };
+                (sample, short)
+            }
+            _ => {
+                ta.mark("candidates: sample");
+                (None, None)
+            }
+        };
+        let written = |plan| Written {
+            plan,
+            product: route.written,
+            on_copy: false,
+            mode: route.list.mode,
+            trans: None,
+        };
+        let method = match route.method {
+            Method::FusedFilter { kernel, .. } => KnnMethod::Filter(FusedFilter {
+                plan,
+                kernel,
+                out,
+                redo: written(plan),
+                b_tile,
+            }),
+            Method::Pair { kind, .. } => KnnMethod::Pair(Fused {
+                plan,
+                kind,
+                out: FusedOut::Rows(out),
+            }),
+            _ => KnnMethod::Written,
+        };
+        Ok(KnnPass {
+            ctx,
+            route,
+            base,
+            qdev,
+            tile,
+            lists,
+            copies,
+            copied: 0,
+            sample,
+            short,
+            written: written(plan),
+            method,
+        })
+    }
+
+    /// The candidates of queries `rows` (a block) into the block's lists.
+    fn block(&mut self, rows: Range<usize>) -> Result<()> {
+        let gpu = self.ctx.gpu;
+        let nb = self.base.n;
+        let b_tile = self.route.tiles.1;
+        match self.method {
+            KnnMethod::Written => {
+                let (q, base) = sides(self.qdev, self.base, &self.copies);
+                let part = Part {
+                    set: q,
+                    items: rows,
+                    list: 0,
+                };
+                let (tile, lists) = (&mut self.tile, &mut self.lists);
+                self.written.pass(gpu, b_tile, tile, lists, part, base)
+            }
+            KnnMethod::Filter(_) => {
+                self.seed(rows.clone())?;
+                let (q, base) = sides(self.qdev, self.base, &self.copies);
+                let pair = knn_pair((q, rows), (base, 0..nb));
+                let KnnMethod::Filter(f) = &mut self.method else {
+                    unreachable!("matched above")
+                };
+                f.run(gpu, &mut self.tile, &mut self.lists, &pair)
+            }
+            KnnMethod::Pair(_) => self.chunks(rows),
+        }
+    }
+
+    /// A fused-pair pass over queries `rows`: the base in chunks that grow with what the lists
+    /// have seen (the sample, then the chunks), each merged before the next reads the
+    /// thresholds; an overflowed list is cut to its floor (survivors.cu) and proved or widened
+    /// as any other.
+    fn chunks(&mut self, rows: Range<usize>) -> Result<()> {
+        let (gpu, plan) = (self.ctx.gpu, self.ctx.plan);
+        let nb = self.base.n;
+        let warm = self.seed(rows.clone())?;
+        let Method::Pair { kind, .. } = self.route.method else {
+            unreachable!("a fused-pair pass")
+        };
+        let (mut seen, mut chunks) = (0, 0);
+        while seen < nb {
+            let c = self.route.chunk(warm + seen, kind.row_bytes(plan));
+            let b1 = (seen + c).min(nb);
+            self.base.ensure(gpu, b1)?;
+            if let Some((b, _)) = self.copies.as_mut().filter(|_| self.copied < b1) {
+                b.fill(gpu, plan, self.base, self.copied..b1)?;
+                self.copied = b1;
+            }
+            let (q, base) = sides(self.qdev, self.base, &self.copies);
+            let pair = knn_pair((q, rows.clone()), (base, seen..b1));
+            let KnnMethod::Pair(f) = &mut self.method else {
+                unreachable!("a fused-pair pass")
+            };
+            f.run(gpu, &mut self.tile, &mut self.lists, &pair)?;
+            (seen, chunks) = (b1, chunks + 1);
+        }
+        self.ctx
+            .counters
+            .pair_chunks
+            .fetch_add(chunks, std::sync::atomic::Ordering::Relaxed);
+        let Warm::Sample { rank, .. } = self.route.warm else {
+            unreachable!("fused pairs start from a sample")
+        };
+        gpu.phases().note(format_args!(
+            "fused pairs ({kind:?}): {chunks} chunks after a sample of {warm}, seeded at its \
+             rank {rank}"
+        ));
+        Ok(())
+    }
+
+    /// A fused pass's lists of queries `rows` warmed on the sample, then kept as thresholds
+    /// alone (the key at the route's rank: from the sample's own short lists where the rank is
+    /// short of the list); returns how many items they have seen.
+    fn seed(&mut self, rows: Range<usize>) -> Result<usize> {
+        let gpu = self.ctx.gpu;
+        let Warm::Sample { rank, .. } = self.route.warm else {
+            unreachable!("a fused pass warms on its sample")
+        };
+        let Some(sample) = self.sample.as_ref() else {
+            unreachable!("a fused pass has its sample")
+        };
+        let (kp, n, b_tile) = (self.lists.width, rows.len(), self.route.tiles.1);
+        let q = Operand {
+            data: self.qdev,
+            copy: None,
+        };
+        let from_set = Operand {
+            data: sample,
+            copy: None,
+        };
+        let part = |rows: Range<usize>| Part {
+            set: q,
+            items: rows,
+            list: 0,
+        };
+        let (written, tile) = (&mut self.written, &mut self.tile);
+        let short_val;
+        let from = match &mut self.short {
+            Some(short) => {
+                written.pass(gpu, b_tile, tile, short, part(rows), from_set)?;
+                short_val = short.val.slice(..n * short.width);
+                select::SeedFrom::Lists {
+                    val: &short_val,
+                    width: short.width,
+                    rank,
+                }
+            }
+            None => {
+                written.pass(gpu, b_tile, tile, &mut self.lists, part(rows), from_set)?;
+                select::SeedFrom::Own { rank }
+            }
+        };
+        let len = n * kp;
+        let (mut v, mut i) = (
+            self.lists.val.slice_mut(..len),
+            self.lists.idx.slice_mut(..len),
+        );
+        select::seed_lists(gpu, &mut v, &mut i, kp, from)?;
+        Ok(sample.n)
+    }
+}
+
+/// The queries and the base of a pass as the runners read them, with the copies of both its
+/// fused pairs read (base, queries) where it made them.
+fn sides<'a, 'd>(
+    qdev: &'a DeviceSet<'d>,
+    base: &'a DeviceSet<'d>,
+    copies: &'a Option<(ScaledRows, ScaledRows)>,
+) -> (Operand<'a, 'd>, Operand<'a, 'd>) {
+    let (b, q) = match copies {
+        Some((b, q)) => (Some(b), Some(q)),
+        None => (None, None),
+    };
+    (
+        Operand {
+            data: qdev,
+            copy: q,
+        },
+        Operand {
+            data: base,
+            copy: b,
+        },
+    )
+}
+
+/// The pair of queries `rows` against base items `cols`, the block's lists from its first row.
+fn knn_pair<'d, 's>(
+    (q, rows): (Operand<'d, 's>, Range<usize>),
+    (base, cols): (Operand<'d, 's>, Range<usize>),
+) -> Pair<'d, 's> {
+    Pair {
+        rows: Part {
+            set: q,
+            items: rows,
+            list: 0,
+        },
+        cols: Part {
+            set: base,
+            items: cols,
+            list: 0,
+        },
+        both: false,
+        exclude_self: false,
+        merge_rows: true,
+        number: 0,
+    }
 }
 
 /// What the device finish left to do and what it found: `V` is the answers' distance (`f32`)
@@ -483,7 +477,7 @@ fn place<T: Copy + Send + Sync>(all: &mut [T], at: usize, got: &[T]) {
 /// cannot take (unsorted selections, metrics without exact keys on the device) and queries whose
 /// proof fails come back as host lists for [`finish`]. `sel` is the passes' selection.
 pub(crate) fn device_answers<V: exact::Answer>(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,
     k: usize,
     kp: usize,
@@ -600,9 +594,9 @@ pub(crate) fn widest(nb: usize) -> usize {
 ///
 /// The host's path brought back 2048-wide lists of every open query, sorted and proved them
 /// there: 63,790 rows of a 1M-item graph with many duplicates took it to 1.6–1.7× the graph
-/// of normal data (session 18); on the device the same rows took 176 ms (session 20).
+/// of normal data; on the device the same rows took 176 ms (docs/design/device-finish.md).
 pub(crate) fn widen_on_device<V: exact::Answer>(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     sides: &exact::Sides<'_>,
     k: usize,
     mut kp: usize,
@@ -664,7 +658,7 @@ pub(crate) struct Widened {
 /// the device finish where it applies, the host's prove-widen-re-rank for the rest, assembled
 /// into the flat result. `kp` is the first list size (the pilot's).
 pub(crate) fn search(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     metric: &voisin::Metric,
     sides: &exact::Sides<'_>,
     k: usize,
@@ -738,7 +732,7 @@ pub(crate) fn search(
 /// The queries of a resident search that the device did not finish (`open`, numbered 0.. in the
 /// finish): wider lists from the resident base, exact keys on this GPU.
 struct Resident<'a> {
-    ctx: &'a Ctx<'a>,
+    ctx: &'a SearchCtx<'a>,
     metric: &'a voisin::Metric,
     sides: &'a exact::Sides<'a>,
     open: &'a [usize],
@@ -776,14 +770,10 @@ impl CandidateSource for Resident<'_> {
     }
 }
 
-/// The first list size to try for k.
-pub(crate) fn first_list(k: usize) -> usize {
-    list_size(k)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::numerics::plan::{Arithmetic, Numerics};
     use proptest::prelude::*;
     use voisin::{Metric, VectorSet};
 
@@ -813,33 +803,18 @@ mod tests {
         )
     }
 
-    fn plans() -> Vec<Plan> {
+    fn plans() -> Vec<Numerics> {
         let set = VectorSet::from_f32(3, 127, (0..381).map(|i| i as f32 * 0.25).collect()).unwrap();
         let mut out = Vec::new();
         for m in Metric::builtins() {
             if matches!(m, Metric::Levenshtein | Metric::Custom(_)) {
                 continue;
             }
-            for p in [Precision::Fp32, Precision::Tf32] {
-                out.push(Plan::new(&m, &set).with_precision(p));
+            for p in [Arithmetic::Fp32, Arithmetic::Tf32] {
+                out.push(Numerics::new(&m, &set).in_arithmetic(p));
             }
         }
         out
-    }
-
-    #[test]
-    fn tf32_pass_lists_double_only_where_the_selection_keeps_them() {
-        let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
-        let fp32 = Plan::new(&Metric::Euclidean, &set);
-        let tf32 = fp32.clone().with_precision(Precision::Tf32);
-        // k = 200: a list of 225, 450 under TF32 where the selection keeps it.
-        assert_eq!(pass_list(&tf32, 225, Select::Auto), 450);
-        assert_eq!(pass_list(&tf32, 225, Select::Block), 450);
-        assert_eq!(pass_list(&fp32, 225, Select::Auto), 225);
-        // Heap lists hold 256: doubling would make the selection refuse the search.
-        assert_eq!(pass_list(&tf32, 225, Select::Heap), 225);
-        assert_eq!(pass_list(&tf32, 72, Select::Heap), 144);
-        assert_eq!(pass_list(&tf32, 1125, Select::Auto), 1125);
     }
 
     #[test]

@@ -1,16 +1,20 @@
-//! Searches over data on the device: k-NN of a resident base (`knn`), the graph's triangle
-//! schedule and shares (`graph`), bases streamed in shards (`stream`), the merge of shards'
-//! candidate lists (`shard`), the one range tail (`range`), and the one prove-widen-re-rank step
-//! over a [`finish::CandidateSource`] (`finish`) that every k-NN search ends with.
+//! Searches over data on the device: how a candidate pass runs, decided once (`route`), and
+//! one runner per pair method behind one trait (`pairs`); k-NN of a resident base (`knn`), the
+//! graph's triangle schedule and shares (`graph`), the pilots that shape both (`pilot`), bases
+//! streamed in shards (`stream`), the merge of shards' candidate lists (`shard`), the one range
+//! tail (`range`), and the one prove-widen-re-rank step over a [`finish::CandidateSource`]
+//! (`finish`) that every k-NN search ends with.
 //!
-//! A search runs in a [`Ctx`]: one GPU, the plan of the metric, the engine's options and its
+//! A search runs in a [`SearchCtx`]: one GPU, the plan of the metric, the engine's options and its
 //! counters. Reads `ops`, `numerics`, `runtime`; never the engine (`engine`) above it.
 
 pub(crate) mod finish;
 pub(crate) mod graph;
 pub(crate) mod knn;
+pub(crate) mod pairs;
 pub(crate) mod pilot;
 pub(crate) mod range;
+pub(crate) mod route;
 pub(crate) mod shard;
 pub(crate) mod stream;
 
@@ -18,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use voisin::Result;
 
-use crate::numerics::plan::Plan;
+use crate::numerics::plan::Numerics;
 use crate::ops::{Budget, MIN_BUDGET};
 use crate::options::{CudaOptions, Select};
 use crate::runtime::context::{is_oom, Gpu};
@@ -53,14 +57,14 @@ impl Counters {
 /// options (selection, fusion, working-set size, cancellation) and counters. Phase timings go to
 /// the GPU's probe (`Gpu::phases`).
 #[derive(Clone, Copy)]
-pub(crate) struct Ctx<'a> {
+pub(crate) struct SearchCtx<'a> {
     pub gpu: &'a Gpu,
-    pub plan: &'a Plan,
+    pub plan: &'a Numerics,
     pub opts: &'a CudaOptions,
     pub counters: &'a Counters,
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> SearchCtx<'a> {
     /// The working-set budget now: the option's bytes, at most a quarter of the free memory
     /// (measuring it synchronises the context).
     pub fn budget(&self) -> Result<Budget> {

@@ -13,40 +13,39 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 use voisin::Result;
 
-use crate::numerics::plan::{
-    tensor_list, tf32_list, PilotNeed, Plan, FUSED_LIST_ENTRY_NS, LIST_ENTRY_NS, SPLIT_SAVING_SHARE,
-};
+use crate::numerics::plan::{Arithmetic, Numerics};
 use crate::ops::device_set::DeviceSet;
-use crate::ops::fused::{self, FusedKernel, FusedPlan};
-use crate::ops::pair::{self, PairKind};
-use crate::ops::select::{self, Select};
+use crate::ops::select::Select;
 use crate::ops::Budget;
-use crate::options::{Fusion, Precision};
-use crate::search::knn::{candidates, first_list, pass_list};
-use crate::search::Ctx;
-
-/// Whether a k-NN pass of list `kp` under `sel` keeps sorted lists whose whole width (what the
-/// device proof reads) holds half the list again or more (k = 1000: 2048 entries for 1125
-/// wanted): the room the TF32 pilot would look for, so the pilot (~5 ms at 1M × 128, k = 1000,
-/// a list pass over the whole base for 32 queries) is skipped there.
-fn proof_has_room(plan: &Plan, kp: usize, sel: Select) -> bool {
-    let kp = pass_list(plan, kp, sel);
-    matches!(
-        sel.resolve(kp),
-        Ok(m @ (Select::Block | Select::Heap)) if 2 * m.width(kp) >= 3 * kp
-    )
-}
+use crate::search::knn::candidates;
+use crate::search::route::{self, AutoMeasured, AutoShape, AutoTaken, PilotNeed};
+use crate::search::SearchCtx;
 
 /// Queries a pilot looks at.
 const PILOT_QUERIES: usize = 32;
-/// Dimension from which the fp32 bound (which grows with it) gets a pilot.
-const PILOT_DIM: usize = 1024;
-/// Longest list the pilot looks along.
-const PILOT_MAX: usize = 16384;
 
-/// The list a pilot first looks along for a first list of `kp`.
-fn pilot_probe(kp: usize) -> usize {
-    (4 * kp).max(256)
+/// What a pilot is asked about a search: its queries, the neighbours each wants, and whether
+/// the queries are the base (a graph: each row's own item sits among its lists).
+#[derive(Clone, Copy)]
+pub(crate) struct Asked<'a> {
+    pub queries: &'a voisin::VectorSet,
+    pub k: usize,
+    pub self_pairs: bool,
+}
+
+/// The base a pilot measures against: its host rows and the device set they are (or are going
+/// up) in.
+#[derive(Clone, Copy)]
+pub(crate) struct Base<'a, 'd> {
+    pub rows: &'a voisin::VectorSet,
+    pub dev: &'a DeviceSet<'d>,
+}
+
+/// The plan a search runs under after `--precision auto`'s pilot, and the wider first list
+/// TF32 starts from where the pilot sized one ([`AutoChoice::plan`]).
+pub(crate) struct Piloted {
+    pub plan: Numerics,
+    pub first_list: Option<usize>,
 }
 
 /// The queries of a pilot on the device: up to [`PILOT_QUERIES`] evenly spaced rows of a
@@ -58,18 +57,14 @@ struct Pilot {
 }
 
 impl Pilot {
-    fn new(
-        ctx: &Ctx<'_>,
-        queries: &voisin::VectorSet,
-        k: usize,
-        self_pairs: bool,
-    ) -> Result<Pilot> {
+    fn new(ctx: &SearchCtx<'_>, asked: Asked<'_>) -> Result<Pilot> {
         let mut tr = ctx.gpu.phases();
+        let queries = asked.queries;
         let sub = DeviceSet::gather(ctx.gpu, ctx.plan, queries, &pilot_ids(queries.len()))?;
         tr.mark("pilot: gather");
         Ok(Pilot {
             sub,
-            kk: k + usize::from(self_pairs),
+            kk: asked.k + usize::from(asked.self_pairs),
         })
     }
 
@@ -78,7 +73,7 @@ impl Pilot {
     /// the base.
     fn lists(
         &self,
-        ctx: &Ctx<'_>,
+        ctx: &SearchCtx<'_>,
         base: &DeviceSet,
         seen: usize,
         budget: &Budget,
@@ -100,25 +95,24 @@ impl Pilot {
     }
 
     /// How long a list proves pilot query `j`, whose list holds `keys` (sorted), under `plan`
-    /// against a base of largest norm `base_norm` ([`Plan::proof_length`]).
-    fn need(&self, plan: &Plan, j: usize, keys: &[f32], base_norm: f64) -> Option<usize> {
+    /// against a base of largest norm `base_norm` ([`Numerics::proof_length`]).
+    fn need(&self, plan: &Numerics, j: usize, keys: &[f32], base_norm: f64) -> Option<usize> {
         let abs = plan.abs_bound(self.sub.norm()[j], base_norm);
         plan.proof_length(keys, self.kk, abs)
     }
 }
 
 /// Which arithmetic the searches of one base run where `--precision auto` left fp32 GEMM tiles
-/// on f32 rows ([`Plan::auto_tf32`]): fp32, TF32, or for a graph fp16x3: decided by a pilot at
+/// on f32 rows ([`route::auto_tf32`]): fp32, TF32, or for a graph fp16x3: decided by a pilot at
 /// the first search that asks ([`AutoChoice::plan`]) and kept for the later ones (a prepared
 /// base decides once).
 #[derive(Default)]
-pub(crate) struct AutoChoice(OnceLock<Precision>);
+pub(crate) struct AutoChoice(OnceLock<Arithmetic>);
 
 impl AutoChoice {
     /// The plan a search of `base` (its host rows, and the device set they are or are going up
-    /// to) for `queries` runs under: `ctx`'s own, or its TF32 form where auto may take TF32 and
-    /// the pilot (now, or at this base's first search) took it. `self_pairs`: the queries are
-    /// the base (a graph).
+    /// to) for what is `asked` runs under: `ctx`'s own, or its TF32 (or, for a graph, fp16x3)
+    /// form where auto may take it and the pilot (now, or at this base's first search) took it.
     ///
     /// The pilot: up to 32 evenly spaced queries, their lists of the usual pilot length
     /// (4 × `first_list(k)`, at least 256), and for each the length of list that proves it
@@ -131,30 +125,31 @@ impl AutoChoice {
     /// whole base up before the search anyway).
     pub fn plan(
         &self,
-        ctx: &Ctx<'_>,
-        (bset, base): (&voisin::VectorSet, &DeviceSet),
-        queries: &voisin::VectorSet,
-        k: usize,
-        self_pairs: bool,
+        ctx: &SearchCtx<'_>,
+        base: Base<'_, '_>,
+        asked: Asked<'_>,
         budget: &Budget,
-    ) -> Result<(Plan, Option<usize>)> {
-        let Some(tf32) = ctx.plan.auto_tf32(ctx.opts.precision) else {
-            return Ok((ctx.plan.clone(), None));
+    ) -> Result<Piloted> {
+        let Some(tf32) = route::auto_tf32(ctx.plan, ctx.opts.precision) else {
+            return Ok(Piloted {
+                plan: ctx.plan.clone(),
+                first_list: None,
+            });
         };
         let (take, list) = match self.0.get() {
             Some(&take) => (take, None),
             None => {
-                let asked = (queries, k, self_pairs);
-                let (take, list) = arithmetic_pilot(ctx, &tf32, (bset, base), asked, budget)?;
-                let _ = self.0.set(take);
-                (take, list)
+                let taken = arithmetic_pilot(ctx, &tf32, base, asked, budget)?;
+                let _ = self.0.set(taken.arithmetic);
+                (taken.arithmetic, taken.list)
             }
         };
-        Ok(match take {
-            Precision::Tf32 => (tf32, list),
-            Precision::Fp16x3 => (ctx.plan.clone().with_precision(take), None),
+        let (plan, first_list) = match take {
+            Arithmetic::Tf32 => (tf32, list),
+            Arithmetic::Fp16x3 => (ctx.plan.clone().in_arithmetic(take), None),
             _ => (ctx.plan.clone(), None),
-        })
+        };
+        Ok(Piloted { plan, first_list })
     }
 }
 
@@ -165,37 +160,42 @@ impl AutoChoice {
 /// lists and its own saving ([`SPLIT_SAVING_SHARE`] times TF32's price). Returns the
 /// precision taken (`Fp32`, `Tf32` or `Fp16x3`).
 fn arithmetic_pilot(
-    ctx: &Ctx<'_>,
-    tf32: &Plan,
-    (bset, base): (&voisin::VectorSet, &DeviceSet),
-    (queries, k, self_pairs): (&voisin::VectorSet, usize, bool),
+    ctx: &SearchCtx<'_>,
+    tf32: &Numerics,
+    on: Base<'_, '_>,
+    asked: Asked<'_>,
     budget: &Budget,
-) -> Result<(Precision, Option<usize>)> {
-    let first = first_list(k);
-    let seen = pilot_probe(first).min(base.n);
-    if queries.is_empty() || seen <= first {
-        return Ok((Precision::Fp32, None));
-    }
-    // fp16x3 for a graph whose warm pairs are fused on split rows.
-    let split = (self_pairs && ctx.opts.fusion != Fusion::Off)
-        .then(|| ctx.plan.auto_form(ctx.opts.precision, Precision::Fp16x3))
-        .flatten()
-        .filter(|p| pair::kind_for(p) == Some(PairKind::F16Split));
+) -> Result<AutoTaken> {
+    let (bset, base, queries) = (on.rows, on.dev, asked.queries);
+    let shape = AutoShape {
+        k: asked.k,
+        self_pairs: asked.self_pairs,
+        nq: queries.len(),
+        n: base.n,
+        up: base.is_up(),
+    };
+    let Some(pilot) = route::auto_pilot(ctx.plan, shape, ctx.opts) else {
+        return Ok(AutoTaken {
+            arithmetic: Arithmetic::Fp32,
+            list: None,
+            options: Vec::new(),
+            entry_ns: 0.0,
+        });
+    };
+    let (first, seen, kk) = (pilot.first, pilot.seen, pilot.kk);
     let mut split_needs = Vec::new();
-    let kk = k + usize::from(self_pairs);
     // The lists hold what the TF32 pass keeps for `seen` (`pass_list` may double it).
-    let on_host = !self_pairs && ctx.plan.dim < PILOT_DIM && !base.is_up();
-    let (needs, listed, whence) = if on_host {
+    let (needs, listed, whence) = if pilot.on_host {
         let mut tr = ctx.gpu.phases();
         let sample = Sample::new(ctx.plan, bset);
-        let listed = pass_list(tf32, seen, Select::Auto).min(base.n);
+        let listed = route::pass_list(tf32, seen, Select::Auto).min(base.n);
         let needs = sample.needs((ctx.plan, tf32), queries, (kk, listed), &mut |w| tr.mark(w));
         let whence = format!("on the host, 1 base row in {}", sample.step);
         (needs, listed, whence)
     } else {
-        let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
-        let on_tf32 = Ctx { plan: tf32, ..*ctx };
-        let lists = pilot.lists(&on_tf32, base, seen, budget)?;
+        let on_device = Pilot::new(ctx, asked)?;
+        let on_tf32 = SearchCtx { plan: tf32, ..*ctx };
+        let lists = on_device.lists(&on_tf32, base, seen, budget)?;
         // The candidate pass brought every base row up; its largest norm is known now.
         base.complete(ctx.gpu)?;
         let base_norm = base.max_norm();
@@ -204,91 +204,28 @@ fn arithmetic_pilot(
             .enumerate()
             .filter_map(|(j, keys)| {
                 let keys = keys.as_ref()?;
-                let fp32 = pilot.need(ctx.plan, j, keys, base_norm);
-                if let Some(split) = &split {
+                let fp32 = on_device.need(ctx.plan, j, keys, base_norm);
+                if let Some(split) = &pilot.split {
                     // Its proof on TF32's keys, as fp32's: an estimate.
-                    let tf32 = pilot.need(split, j, keys, base_norm);
+                    let tf32 = on_device.need(split, j, keys, base_norm);
                     split_needs.push(PilotNeed { fp32, tf32 });
                 }
                 Some(PilotNeed {
                     fp32,
-                    tf32: pilot.need(tf32, j, keys, base_norm),
+                    tf32: on_device.need(tf32, j, keys, base_norm),
                 })
             })
             .collect();
         let listed = lists.iter().flatten().map(Vec::len).min().unwrap_or(seen);
         (needs, listed, "on the device".to_string())
     };
-    // Tile pairs per query: the base, or half the set for a graph's symmetric tiles.
-    let pairs = if self_pairs { base.n / 2 } else { base.n };
-    // The list the search keeps (the device re-ranks inside it): the selection's width of
-    // TF32's pass list, small graph lists padded to the column kernel's; wide data gets a list
-    // pilot that sizes its lists to the proofs.
-    let kept = if ctx.plan.dim >= PILOT_DIM {
-        listed
-    } else {
-        let kp = pass_list(tf32, first, ctx.select());
-        let width = ctx.select().resolve(kp).map_or(kp, |m| m.width(kp));
-        if self_pairs {
-            width.max(select::COLS_KP)
-        } else {
-            width
-        }
+    let measured = AutoMeasured {
+        needs: &needs,
+        split_needs: &split_needs,
+        listed,
     };
-    // Wider first lists a k-NN search may keep instead under TF32: sorted (the device proves
-    // them), within what the pilot's lists show, one list per width.
-    let sel = ctx.select();
-    let width = |l: usize| {
-        let kp = pass_list(tf32, l, sel);
-        match sel.resolve(kp) {
-            Ok(m @ (Select::Block | Select::Heap)) => Some(m.width(kp)),
-            _ => None,
-        }
-    };
-    let mut options = vec![(first, kept)];
-    if !self_pairs && ctx.plan.dim < PILOT_DIM {
-        for l in WIDER_LISTS.into_iter().filter(|&l| l > first) {
-            match width(l) {
-                Some(w) if w > options[options.len() - 1].1 && w <= listed => options.push((l, w)),
-                _ => {}
-            }
-        }
-    }
-    let shape = (pairs, ctx.plan.dim);
-    let kept_widths: Vec<usize> = options.iter().map(|o| o.1).collect();
-    // A wider list costs more where the search's passes are fused tile pairs (every chunk's
-    // survivors appended and merged) than where they select from written tiles.
-    let fused_pairs = !self_pairs
-        && matches!(
-            fused::plan_for(tf32, ctx.opts.fusion, kept, (queries.len(), base.n)),
-            Some(FusedPlan {
-                kernel: FusedKernel::Pair(_),
-                ..
-            })
-        );
-    let entry_ns = if fused_pairs {
-        FUSED_LIST_ENTRY_NS
-    } else {
-        LIST_ENTRY_NS
-    };
-    let pick = tf32_list(&needs, (first, listed), &kept_widths, shape, entry_ns);
-    let list = pick.filter(|&i| i > 0).map(|i| options[i].0);
-    // The graph's lists keep their usual width under fp16x3.
-    let split_takes = pick.is_none()
-        && !split_needs.is_empty()
-        && tensor_list(
-            &split_needs,
-            (first, listed),
-            &kept_widths[..1],
-            shape,
-            (entry_ns, SPLIT_SAVING_SHARE),
-        )
-        .is_some();
-    let take = match (pick, split_takes) {
-        (Some(_), _) => Precision::Tf32,
-        (None, true) => Precision::Fp16x3,
-        (None, false) => Precision::Fp32,
-    };
+    let taken = route::auto_arithmetic(tf32, shape, ctx.opts, &pilot, &measured);
+    let (take, list) = (taken.arithmetic, taken.list);
     let sum = |needs: &[PilotNeed], f: fn(&PilotNeed) -> Option<usize>| -> String {
         let known: Vec<usize> = needs.iter().filter_map(f).collect();
         format!(
@@ -310,21 +247,18 @@ fn arithmetic_pilot(
         sum(&needs, |n| n.fp32),
         sum(&needs, |n| n.tf32),
     ));
-    Ok((take, list))
+    Ok(taken)
 }
-
-/// First lists a k-NN search may widen to under TF32 ([`tf32_list`]).
-const WIDER_LISTS: [usize; 6] = [64, 128, 256, 512, 1024, 2048];
 
 /// Base values the host pilot reads at most: 2²² (16 MB of f32), 32,768 rows at d = 128 (a
 /// thirty-second of 1M rows, which took the whole base's decision on every data kind of the
-/// host experiment; an eighth took 5–9 ms of the H100 machine's 16 cores, run f1).
+/// host experiment; an eighth took 5–9 ms of the H100 machine's 16 cores; docs/design/tensor-core-inputs.md).
 const SAMPLE_VALUES: usize = 1 << 22;
 
 /// Rows drawn evenly over a base (at most [`SAMPLE_VALUES`] values), for the arithmetic pilot
 /// of a base that is not on the device yet: the pilot queries' keys against
 /// the sample are computed on the host (rows prepared as the device prepares them, the keys
-/// from one GEMM per block of rows, [`Plan::gemm_key`]), in f32 and without the tiles'
+/// from one GEMM per block of rows, [`Numerics::gemm_key`]), in f32 and without the tiles'
 /// conversion (the pilot's TF32 keys differ from them by far less than TF32's bound).
 ///
 /// A sample of a fraction f of the base stands for it as follows: the `kk` nearest of the
@@ -335,7 +269,7 @@ const SAMPLE_VALUES: usize = 1 << 22;
 /// the base. Every row is in the sample with the same chance f, so the counts scale without
 /// bias. Scaling the whole length instead counts the nearest alone as 1/f entries: on 400k
 /// normal rows (a seventh sampled) k = 1 then looked longer than its kept list of 16 under TF32
-/// and kept fp32 (tensor_cores, run f2). On the host, for
+/// and kept fp32 (the GPU test tensor_cores). On the host, for
 /// 200k-row bases of normal, far, clustered and duplicated data (the rule priced for 1M rows of
 /// the same density), a quarter, an eighth, a sixteenth and a thirty-second of the base took
 /// the whole base's decision at k = 1, 10, 100 and 1000, with mean proof lengths near the whole
@@ -357,12 +291,12 @@ pub(crate) struct Sample<'a> {
 }
 
 impl<'a> Sample<'a> {
-    pub fn new(plan: &Plan, set: &'a voisin::VectorSet) -> Self {
+    pub fn new(plan: &Numerics, set: &'a voisin::VectorSet) -> Self {
         Self::of_values(plan, set, SAMPLE_VALUES)
     }
 
     /// A sample of at most about `values` values (at least one row in every `step`).
-    fn of_values(plan: &Plan, set: &'a voisin::VectorSet, values: usize) -> Self {
+    fn of_values(plan: &Numerics, set: &'a voisin::VectorSet, values: usize) -> Self {
         let all = set.len() * plan.dim.max(1);
         Sample {
             set,
@@ -386,7 +320,7 @@ impl<'a> Sample<'a> {
     /// `None` where that is beyond `listed` entries (the device pilot's lists).
     pub fn needs(
         &self,
-        (fp32, tf32): (&Plan, &Plan),
+        (fp32, tf32): (&Numerics, &Numerics),
         queries: &voisin::VectorSet,
         (kk, listed): (usize, usize),
         mark: &mut dyn FnMut(&str),
@@ -476,7 +410,7 @@ impl<'a> Sample<'a> {
                     mine.truncate(look);
                 }
                 mine.sort_unstable_by(f32::total_cmp);
-                let need = |p: &Plan| {
+                let need = |p: &Numerics| {
                     let abs = p.abs_bound(qsq[j].sqrt(), base_norm);
                     scaled(p.proof_length(&mine, ks, abs))
                 };
@@ -546,28 +480,23 @@ fn pilot_ids(n: usize) -> Vec<usize> {
 /// list would have proved each; the pass then starts with that length plus a quarter. It only
 /// ever raises the list, and never past what the forced selection `sel` keeps.
 pub(crate) fn pilot_list(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     base: &DeviceSet,
-    queries: &voisin::VectorSet,
-    k: usize,
-    self_pairs: bool,
+    asked: Asked<'_>,
     budget: &Budget,
 ) -> Result<usize> {
     let (gpu, plan, sel) = (ctx.gpu, ctx.plan, ctx.select());
-    let kp = first_list(k);
-    let wanted = plan.dim >= PILOT_DIM
-        || (plan.precision == Precision::Tf32
-            && k >= 64
-            && (self_pairs || !proof_has_room(plan, kp, sel)));
-    if !wanted || queries.is_empty() {
+    let (queries, k, self_pairs) = (asked.queries, asked.k, asked.self_pairs);
+    let kp = route::first_list(k);
+    if !route::list_pilot(plan, k, self_pairs, sel) || queries.is_empty() {
         return Ok(kp);
     }
     // The pilot reads the whole base and its largest norm at once.
     base.complete(gpu)?;
-    let pilot = Pilot::new(ctx, queries, k, self_pairs)?;
+    let pilot = Pilot::new(ctx, asked)?;
     // A scan of every base norm: once, not per pilot query (32 scans of 1M norms were 28 ms).
     let base_norm = base.max_norm();
-    let mut probe = pilot_probe(kp);
+    let mut probe = route::pilot_probe(kp);
     let need = loop {
         let seen = probe.min(base.n);
         if seen <= kp {
@@ -582,41 +511,21 @@ pub(crate) fn pilot_list(
             .try_fold(kp, |n, r| Some(n.max(r?)));
         match need {
             Some(n) => break n,
-            None if seen >= base.n || probe >= PILOT_MAX => break 2 * seen,
+            None if seen >= base.n || probe >= route::PILOT_MAX => break 2 * seen,
             None => probe *= 4,
         }
     };
-    let cap = sel
-        .max_list()
-        .unwrap_or(usize::MAX)
-        .min(base.n.next_power_of_two());
-    Ok(if need > kp {
-        (need + need / 4).min(cap).max(kp)
-    } else {
-        kp
-    })
+    Ok(route::piloted_list(kp, need, sel, base.n))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::numerics::plan::subspaces;
+    use crate::search::route::{first_list, pass_list, pilot_probe, tf32_list, LIST_ENTRY_NS};
     use rand::prelude::*;
     use voisin::data::ElemType;
     use voisin::{Metric, VectorSet};
-
-    #[test]
-    fn tf32_pilot_is_skipped_only_where_sorted_lists_leave_room() {
-        let set = VectorSet::from_f32(2, 4, vec![0.5; 8]).unwrap();
-        let plan = Plan::new(&Metric::Euclidean, &set).with_precision(Precision::Tf32);
-        let room = |k: usize, sel| proof_has_room(&plan, first_list(k), sel);
-        // 1125 → 2048, 562 → 1024: room; 1012 → 1024, 2 × 112 → 256: none.
-        assert!(room(1000, Select::Auto) && room(500, Select::Block));
-        assert!(!room(900, Select::Auto) && !room(100, Select::Auto));
-        // Unsorted lists are proved on the host over what it downloads: the pilot stays.
-        assert!(!room(1000, Select::Quick) && !room(1000, Select::Radix));
-        assert!(!room(3000, Select::Auto));
-    }
 
     #[test]
     fn the_sample_takes_one_row_from_every_step() {
@@ -630,7 +539,7 @@ mod tests {
             (5000, 3, 1 << 24),
         ] {
             let base = VectorSet::from_f32(n, d, vec![0.0; n * d]).unwrap();
-            let plan = Plan::new(&Metric::Euclidean, &base);
+            let plan = Numerics::new(&Metric::Euclidean, &base);
             let s = Sample::of_values(&plan, &base, values);
             let rows = s.rows();
             assert_eq!(s.step, (n * d).div_ceil(values).max(1), "n {n} d {d}");
@@ -647,7 +556,7 @@ mod tests {
         // Not a stride: data dealt to 8 clusters in turn is sampled in all of them.
         let (n, d) = (80_000, 128);
         let base = VectorSet::from_f32(n, d, vec![0.0; n * d]).unwrap();
-        let plan = Plan::new(&Metric::Euclidean, &base);
+        let plan = Numerics::new(&Metric::Euclidean, &base);
         let s = Sample::of_values(&plan, &base, n * d / 16);
         assert_eq!(s.step % 8, 0, "a step the clusters' period divides");
         let mut seen = [0usize; 8];
@@ -655,12 +564,11 @@ mod tests {
         assert!(seen.iter().all(|&c| c > 400), "{seen:?}");
     }
 
-    /// The fp32 plan `auto` resolves to for `set`, and its TF32 form.
-    fn auto_plans(m: &Metric, set: &VectorSet) -> (Plan, Plan) {
-        let fp32 = Plan::new(m, set)
-            .with_arithmetic(Precision::Auto, ElemType::F32, ElemType::F32)
-            .unwrap();
-        let tf32 = fp32.auto_tf32(Precision::Auto).unwrap();
+    /// The fp32 plan `auto` resolves to for `set` (f32 rows), and its TF32 form.
+    fn auto_plans(m: &Metric, set: &VectorSet) -> (Numerics, Numerics) {
+        let fp32 = Numerics::new(m, set).on_storage(ElemType::F32, ElemType::F32);
+        assert!(fp32.fp32_gemm());
+        let tf32 = fp32.clone().in_arithmetic(Arithmetic::Tf32);
         (fp32, tf32)
     }
 

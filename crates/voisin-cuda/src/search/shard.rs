@@ -11,7 +11,7 @@
 
 use rayon::prelude::*;
 
-use crate::search::knn::Raw;
+use crate::search::finish::Raw;
 
 impl Raw {
     /// The list of a query or item whose shard holds none of the items it is compared with.

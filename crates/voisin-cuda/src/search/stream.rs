@@ -21,16 +21,16 @@ use rayon::prelude::*;
 use voisin::data::VectorSet;
 use voisin::{Error, Metric, RangeResult, Result, Stats};
 
-use crate::numerics::plan::{Plan, TileRows};
+use crate::numerics::plan::{Numerics, TileRows};
 use crate::ops::device_set::{pitch, DeviceRows, DeviceSet, HostRows};
 use crate::ops::{exact, range, Budget};
 use crate::options::Select;
 use crate::runtime::context::{dev, Gpu};
 use crate::runtime::probe::Phases;
 use crate::runtime::staging::Staging;
-use crate::search::finish::{finish, CandidateSource};
-use crate::search::knn::{self, Raw};
-use crate::search::{shard, Ctx};
+use crate::search::finish::{finish, CandidateSource, Raw};
+use crate::search::knn;
+use crate::search::{route, shard, SearchCtx};
 
 /// Values per staging chunk (16 MiB): small enough to pin quickly, large enough for full DMA
 /// speed.
@@ -40,7 +40,7 @@ const CHUNK: usize = 4 << 20;
 /// stored rows (dense ones padded as `Gpu::upload` pads them, f16/bf16 rows to their stride),
 /// the prepared tile rows (f32 or int8; none where the tiles read the stored rows) and the
 /// norms.
-pub(crate) fn resident_bytes(n: usize, dim: usize, plan: &Plan) -> usize {
+pub(crate) fn resident_bytes(n: usize, dim: usize, plan: &Numerics) -> usize {
     let ld = plan.storage.row_stride(dim);
     let values = n * ld;
     let raw = if values < (1 << 20) || ld != dim {
@@ -80,7 +80,7 @@ type Loaded = (DeviceRows, CudaEvent, Range<usize>);
 /// Runs `work(shard, rows)` on each shard of `rows` rows of `set`, in order.
 pub(crate) fn for_each_shard(
     gpu: &Gpu,
-    plan: &Plan,
+    plan: &Numerics,
     set: &VectorSet,
     rows: usize,
     mut work: impl FnMut(&DeviceSet, Range<usize>) -> Result<()>,
@@ -148,7 +148,7 @@ pub(crate) fn fits(
     b: &VectorSet,
     q: &VectorSet,
     kp: usize,
-    plan: &Plan,
+    plan: &Numerics,
 ) -> Result<bool> {
     let rows = resident_bytes(b.len(), b.dim(), plan) + resident_bytes(q.len(), q.dim(), plan);
     fits_beside(gpu, rows, q.len(), kp)
@@ -161,8 +161,8 @@ pub(crate) fn fits_beside(gpu: &Gpu, rows: usize, queries: usize, kp: usize) -> 
 }
 
 /// A graph's set must fit (its tiles pair every item with every other; not streamed yet).
-pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, plan: &Plan) -> Result<()> {
-    let kp = knn::first_list(k).max(crate::ops::select::COLS_KP);
+pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, plan: &Numerics) -> Result<()> {
+    let kp = route::first_list(k).max(crate::ops::select::COLS_KP);
     let need = resident_bytes(set.len(), set.dim(), plan) + working_bytes(set.len(), kp);
     let free = gpu.free_memory()?;
     if need > free {
@@ -177,7 +177,7 @@ pub(crate) fn graph_fits(gpu: &Gpu, set: &VectorSet, k: usize, plan: &Plan) -> R
 }
 
 /// Rows per shard once the queries (already uploaded) leave what they leave.
-fn rows_per_shard(ctx: &Ctx<'_>, queries: usize, kp: usize) -> Result<usize> {
+fn rows_per_shard(ctx: &SearchCtx<'_>, queries: usize, kp: usize) -> Result<usize> {
     let free = ctx.gpu.free_memory()?;
     shard_rows(
         free.saturating_sub(working_bytes(queries, kp)),
@@ -188,7 +188,7 @@ fn rows_per_shard(ctx: &Ctx<'_>, queries: usize, kp: usize) -> Result<usize> {
 /// One pass of k-NN candidates over the streamed base for the queries on the device;
 /// raises `max_norm` to the largest prepared base norm seen.
 fn streamed_candidates(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     bset: &VectorSet,
     qdev: &DeviceSet,
     kp: usize,
@@ -216,7 +216,7 @@ fn streamed_candidates(
 
 /// k-NN search over a base streamed in shards; exact keys on the host.
 pub(crate) fn knn(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     metric: &Metric,
     bset: &VectorSet,
     qset: &VectorSet,
@@ -225,7 +225,7 @@ pub(crate) fn knn(
 ) -> Result<Vec<Vec<(f64, u32)>>> {
     let t = Instant::now();
     let qdev = DeviceSet::new(ctx.gpu, ctx.plan, qset)?;
-    let kp = knn::first_list(k);
+    let kp = route::first_list(k);
     let mut max_norm = 0.0;
     let raws = streamed_candidates(ctx, bset, &qdev, kp, ctx.select(), &mut max_norm)?;
     // Transfers overlap the work: all of it counts as compute.
@@ -245,7 +245,7 @@ pub(crate) fn knn(
 /// The queries of a streamed search: wider lists from the base streamed again, exact keys on
 /// the host (a streamed base keeps no raw rows on the device).
 struct Streamed<'a> {
-    ctx: &'a Ctx<'a>,
+    ctx: &'a SearchCtx<'a>,
     metric: &'a Metric,
     bset: &'a VectorSet,
     qset: &'a VectorSet,
@@ -297,7 +297,7 @@ impl CandidateSource for Streamed<'_> {
 /// Range search over a base streamed in shards; each shard is filtered with its own norm
 /// bound, exact keys on the host.
 pub(crate) fn range(
-    ctx: &Ctx<'_>,
+    ctx: &SearchCtx<'_>,
     metric: &Metric,
     bset: &VectorSet,
     qset: &VectorSet,
@@ -314,7 +314,7 @@ pub(crate) fn range(
         ctx.check_cancel()?;
         let thr = range::thresholds(plan, metric, radius, qdev.norm(), base.max_norm());
         let (offsets, ids) = ctx.shrinking(Budget { bytes }, |b| {
-            range::candidates(gpu, plan, base, &qdev, &thr, b)
+            range::candidates(gpu, route::product(plan, false), plan, base, &qdev, &thr, b)
         })?;
         let start = r.start as u32;
         lists.par_iter_mut().enumerate().for_each(|(q, l)| {
@@ -337,26 +337,29 @@ mod tests {
 
     #[test]
     fn resident_sizes_follow_the_upload_padding() {
-        use crate::options::Precision;
         use voisin::data::ElemType;
         let e = ElemType::F32;
-        let plan = |elem: ElemType, d: usize, p: Precision| {
+        // The plan on the storage's own cores (what `auto` takes for f16 and u8 rows), or in
+        // fp32.
+        let plan = |elem: ElemType, d: usize, own: bool| {
             let set = VectorSet::from_f32(1, d, vec![0.0; d]).unwrap();
-            Plan::new(&Metric::Euclidean, &set)
-                .with_arithmetic(p, elem, elem)
-                .unwrap()
+            let plan = Numerics::new(&Metric::Euclidean, &set).on_storage(elem, elem);
+            match own {
+                true => plan.on_own_cores(),
+                false => plan,
+            }
         };
-        let f32_plan = plan(e, 4, Precision::Fp32);
+        let f32_plan = plan(e, 4, false);
         assert_eq!(resident_bytes(10, 4, &f32_plan), (40 + 40) * 4 + 160);
-        let big = resident_bytes(1 << 20, 20, &plan(e, 20, Precision::Fp32));
+        let big = resident_bytes(1 << 20, 20, &plan(e, 20, false));
         assert_eq!(big, ((32 << 20) + (20 << 20)) * 4 + (16 << 20));
         // f16 rows to a 16-byte stride, no prepared rows; u8 rows dense and int8 rows padded
         // to 16; u8 rows under fp32 with f32 tile rows.
-        let f16 = plan(ElemType::F16, 5, Precision::Auto);
+        let f16 = plan(ElemType::F16, 5, true);
         assert_eq!(resident_bytes(10, 5, &f16), 10 * 8 * 2 + 160);
-        let u8_int8 = plan(ElemType::U8, 5, Precision::Auto);
+        let u8_int8 = plan(ElemType::U8, 5, true);
         assert_eq!(resident_bytes(10, 5, &u8_int8), 50 + 10 * 16 + 160);
-        let u8_fp32 = plan(ElemType::U8, 5, Precision::Fp32);
+        let u8_fp32 = plan(ElemType::U8, 5, false);
         assert_eq!(resident_bytes(10, 5, &u8_fp32), 50 + 200 + 160);
     }
 

@@ -36,8 +36,9 @@ use super::search::{admits, candidate_bytes, rerank, scan_row, scan_tile, SCAN_C
 use super::tiles::{Bound, Cutoff, TileSource};
 use crate::error::{Error, Result};
 use crate::graph::backend::EXACT_LISTS;
-use crate::graph::driver::Backend;
-use crate::graph::{triangle, CpuShare, List, PassRows, RangeLists, TileLists, TileOwner};
+use crate::graph::{
+    triangle, CpuShare, GraphJob, List, PassRows, RangeLists, TileGraph, TileLists, TileOwner,
+};
 use crate::select::Candidates;
 
 /// Most row blocks one pass may hold: their candidates must fit in half the memory budget.
@@ -56,17 +57,23 @@ pub struct CpuBuild<'a, S> {
     pub k: usize,
 }
 
-impl<S: TileSource> Backend for CpuBuild<'_, S> {
+impl<S: TileSource> TileGraph for CpuBuild<'_, S> {
     type Share = CpuShare;
 
-    fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<CpuShare> {
+    /// The engine's tile.
+    fn tile_edge(&self, _: &GraphJob<'_>) -> Result<usize> {
+        Ok(GRAPH_TILE)
+    }
+
+    fn share(&self, job: &GraphJob<'_>, edge: usize, owns: &TileOwner<'_>) -> Result<CpuShare> {
         let mut share = None;
-        self.extend(&mut share, edge, owns, &|_| true)?;
+        self.extend(job, &mut share, edge, owns, &|_| true)?;
         share.ok_or_else(|| Error::device("graph share without lists (bug)"))
     }
 
     fn extend(
         &self,
+        _: &GraphJob<'_>,
         running: &mut Option<CpuShare>,
         edge: usize,
         owns: &TileOwner<'_>,
@@ -89,13 +96,13 @@ impl<S: TileSource> Backend for CpuBuild<'_, S> {
         self.ctx.check_cancel()
     }
 
-    fn finish(&self, share: &CpuShare, rows: Range<usize>) -> Result<PassRows> {
+    fn finish(&self, _: &GraphJob<'_>, share: &CpuShare, rows: Range<usize>) -> Result<PassRows> {
         let done = &share.lists[rows];
         full_rows(done, self.k)?;
         Ok(done.to_vec())
     }
 
-    fn finish_all(&self, share: CpuShare, _: usize) -> Result<PassRows> {
+    fn finish_all(&self, _: &GraphJob<'_>, share: CpuShare) -> Result<PassRows> {
         full_rows(&share.lists, self.k)?;
         Ok(share.lists)
     }
@@ -108,15 +115,20 @@ impl<S: TileSource> Backend for CpuBuild<'_, S> {
         self.ctx.check_cancel()
     }
 
-    fn partial_kind(&self) -> String {
-        EXACT_LISTS.into()
+    fn partial_kind(&self, _: &GraphJob<'_>) -> Result<Option<String>> {
+        Ok(Some(EXACT_LISTS.into()))
     }
 
     fn partial_bytes(&self, share: &CpuShare, rows: &[Range<usize>]) -> Vec<u8> {
         share.rows_to_bytes(rows)
     }
 
-    fn partial_share(&self, rows: &[Range<usize>], bytes: &[u8]) -> Result<CpuShare> {
+    fn partial_share(
+        &self,
+        _: &GraphJob<'_>,
+        rows: &[Range<usize>],
+        bytes: &[u8],
+    ) -> Result<CpuShare> {
         CpuShare::rows_from_bytes(self.n, self.k, rows, bytes)
     }
 }
@@ -885,33 +897,51 @@ mod tests {
         use crate::cpu::tiles::{TileMaker, TileSource};
         use crate::error::{Error, Result};
         use crate::graph::checkpoint::CheckpointOptions;
-        use crate::graph::driver::{build, Backend, Build};
-        use crate::graph::{CpuShare, PassRows, TileOwner};
+        use crate::graph::driver::{build, Build};
+        use crate::graph::{CpuShare, GraphJob, PassRows, TileGraph, TileOwner};
 
         /// Out of memory above an edge of 256.
         struct Picky<'a, S>(CpuBuild<'a, S>);
-        impl<S: TileSource> Backend for Picky<'_, S> {
+        impl<S: TileSource> TileGraph for Picky<'_, S> {
             type Share = CpuShare;
-            fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<CpuShare> {
+            fn tile_edge(&self, job: &GraphJob<'_>) -> Result<usize> {
+                self.0.tile_edge(job)
+            }
+            fn share(
+                &self,
+                job: &GraphJob<'_>,
+                edge: usize,
+                owns: &TileOwner<'_>,
+            ) -> Result<CpuShare> {
                 match edge > 256 {
                     true => Err(Error::OutOfMemory(format!("edge {edge}"))),
-                    false => self.0.share(edge, owns),
+                    false => self.0.share(job, edge, owns),
                 }
             }
-            fn finish(&self, share: &CpuShare, rows: Range<usize>) -> Result<PassRows> {
-                self.0.finish(share, rows)
+            fn finish(
+                &self,
+                job: &GraphJob<'_>,
+                share: &CpuShare,
+                rows: Range<usize>,
+            ) -> Result<PassRows> {
+                self.0.finish(job, share, rows)
             }
             fn retry_smaller(&self, e: &Error) -> bool {
                 matches!(e, Error::OutOfMemory(_))
             }
-            fn partial_kind(&self) -> String {
-                self.0.partial_kind()
+            fn partial_kind(&self, job: &GraphJob<'_>) -> Result<Option<String>> {
+                self.0.partial_kind(job)
             }
             fn partial_bytes(&self, share: &CpuShare, rows: &[Range<usize>]) -> Vec<u8> {
                 self.0.partial_bytes(share, rows)
             }
-            fn partial_share(&self, rows: &[Range<usize>], bytes: &[u8]) -> Result<CpuShare> {
-                self.0.partial_share(rows, bytes)
+            fn partial_share(
+                &self,
+                job: &GraphJob<'_>,
+                rows: &[Range<usize>],
+                bytes: &[u8],
+            ) -> Result<CpuShare> {
+                self.0.partial_share(job, rows, bytes)
             }
         }
 

@@ -1,5 +1,6 @@
-//! The CPU engine's side of the [`TileGraph`] seam (distributed drivers such as voisin-mpi's
-//! ranks measure their tiles through it): a share is the exact lists of every item from the
+//! The CPU engine's side of the [`TileGraph`] seam for any build (distributed drivers such as
+//! voisin-mpi's ranks measure their tiles through it; the in-process driver takes the engine's
+//! threads, `graph.rs`): a share is the exact lists of every item from the
 //! tile pairs it owns, measured one tile row at a time by the engine's batch scan; `extend`
 //! measures all the pairs of a call in one batch scan, straight into the running lists (the
 //! caller bounds its items: voisin-mpi's CPU ranks hand it their tiles in batches).
@@ -12,7 +13,7 @@ use crate::engine::{check_k, check_metric};
 use crate::error::{Error, Result};
 use crate::graph::backend::EXACT_LISTS;
 use crate::graph::{
-    merge_lists, triangle, CpuShare, List, PassRows, TileGraph, TileOwner, BLOCK_ROWS,
+    merge_lists, triangle, CpuShare, GraphJob, List, PassRows, TileGraph, TileOwner, BLOCK_ROWS,
 };
 use crate::metric::Metric;
 
@@ -61,21 +62,15 @@ impl TileGraph for CpuEngine {
     type Share = CpuShare;
 
     /// The single-process graph's block.
-    fn tile_edge(&self, _: &Dataset, _: usize, _: &Metric) -> Result<usize> {
+    fn tile_edge(&self, _: &GraphJob<'_>) -> Result<usize> {
         Ok(BLOCK_ROWS)
     }
 
     /// One batch scan per tile row: an item's candidates from all its pairs of that row are
     /// re-ranked together.
-    fn share(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        edge: usize,
-        owns: &TileOwner<'_>,
-    ) -> Result<CpuShare> {
-        let k = self.share_k(data, k, metric, edge)?;
+    fn share(&self, job: &GraphJob<'_>, edge: usize, owns: &TileOwner<'_>) -> Result<CpuShare> {
+        let (data, metric) = (job.data, job.metric);
+        let k = self.share_k(data, job.k, metric, edge)?;
         let mut lists = vec![List::new(); data.len()];
         let nt = data.len().div_ceil(edge);
         for i in 0..nt {
@@ -86,17 +81,17 @@ impl TileGraph for CpuEngine {
     }
 
     /// One batch scan for every pair of the call (the caller bounds its items), merged into
-    /// the running lists in place.
+    /// the running lists in place; every tile's lists are kept, open or not.
     fn extend(
         &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         running: &mut Option<CpuShare>,
         edge: usize,
         owns: &TileOwner<'_>,
+        _: &(dyn Fn(usize) -> bool + Sync),
     ) -> Result<()> {
-        let k = self.share_k(data, k, metric, edge)?;
+        let (data, metric) = (job.data, job.metric);
+        let k = self.share_k(data, job.k, metric, edge)?;
         let pairs = triangle(data.len().div_ceil(edge)).filter(|&(i, j)| owns(i, j));
         match running {
             Some(r) if r.k != k || r.lists.len() != data.len() => {
@@ -112,7 +107,7 @@ impl TileGraph for CpuEngine {
         }
     }
 
-    fn partial_kind(&self, _: &Dataset, _: &Metric) -> Result<Option<String>> {
+    fn partial_kind(&self, _: &GraphJob<'_>) -> Result<Option<String>> {
         Ok(Some(EXACT_LISTS.into()))
     }
 
@@ -122,23 +117,16 @@ impl TileGraph for CpuEngine {
 
     fn partial_share(
         &self,
-        data: &Dataset,
-        k: usize,
+        job: &GraphJob<'_>,
         rows: &[Range<usize>],
         bytes: &[u8],
     ) -> Result<CpuShare> {
-        let n = data.len();
-        CpuShare::rows_from_bytes(n, k.min(n.saturating_sub(1)), rows, bytes)
+        let n = job.n();
+        CpuShare::rows_from_bytes(n, job.k.min(n.saturating_sub(1)), rows, bytes)
     }
 
-    fn finish(
-        &self,
-        data: &Dataset,
-        _: &Metric,
-        share: &CpuShare,
-        rows: Range<usize>,
-    ) -> Result<PassRows> {
-        if share.lists.len() != data.len() || rows.end > data.len() {
+    fn finish(&self, job: &GraphJob<'_>, share: &CpuShare, rows: Range<usize>) -> Result<PassRows> {
+        if share.lists.len() != job.n() || rows.end > job.n() {
             return Err(Error::invalid("graph share does not match the data"));
         }
         let done = share.lists[rows].to_vec();
@@ -172,22 +160,26 @@ mod tests {
         let m = Metric::Cityblock;
         for (k, edge, parts) in [(4, 32, 3), (1, 100, 2), (256, 64, 4)] {
             let nt = n.div_ceil(edge);
+            let job = GraphJob {
+                data: &data,
+                k,
+                metric: &m,
+            };
             let mut running = None;
             for p in 0..parts {
                 e.extend(
-                    &data,
-                    k,
-                    &m,
+                    &job,
                     &mut running,
                     edge,
                     &cyclic_share(nt, parts, p),
+                    &|_| true,
                 )
                 .unwrap();
             }
             let running = running.unwrap();
-            let whole = e.share(&data, k, &m, edge, &|_, _| true).unwrap();
+            let whole = e.share(&job, edge, &|_, _| true).unwrap();
             assert_eq!(running, whole, "k {k} edge {edge}");
-            let rows = e.finish(&data, &m, &whole, 0..n).unwrap();
+            let rows = e.finish(&job, &whole, 0..n).unwrap();
             let got = crate::KnnResult::from_rows(rows, whole.k, &m);
             let want = reference::graph(&data, k, &m).unwrap();
             assert_eq!(got.indices, want.indices, "k {k} edge {edge}");
@@ -196,8 +188,13 @@ mod tests {
             k: 4,
             lists: vec![List::new(); n - 1],
         });
+        let job = GraphJob {
+            data: &data,
+            k: 4,
+            metric: &m,
+        };
         assert!(e
-            .extend(&data, 4, &m, &mut other, 32, &|_, _| true)
+            .extend(&job, &mut other, 32, &|_, _| true, &|_| true)
             .is_err());
     }
 }

@@ -1,76 +1,117 @@
-//! The seam between a graph driver and the engine that measures tiles: [`TileGraph`]. A driver
-//! (voisin-mpi's ranks, gathered or owner-exchanging, or any other that deals tile pairs)
-//! picks one tile edge for every backend, deals the pairs of the triangle
-//! ([`super::schedule`]), has each backend compute its pairs into a [`Share`], merges the
-//! shares, and asks one backend for the final rows (or, exchanging by owner, sends each row's
-//! exact list to the rank that owns it). The CPU engine implements it in `cpu/tile_graph.rs` with [`CpuShare`] (exact lists,
-//! defined here for every driver that merges them); the CUDA engine in voisin-cuda (approximate
-//! lists with a proof contract, finished on the device).
+//! The one seam between a graph driver and the engine that measures tiles: [`TileGraph`]. A
+//! driver (the core's in-process driver over the CPU engine's threads or one GPU or several,
+//! voisin-mpi's ranks, gathered or owner-exchanging) picks one tile edge for every backend,
+//! deals the pairs of the triangle ([`super::schedule`]), has each backend compute its pairs
+//! into a [`Share`], merges the shares, and asks one backend for the final rows (or,
+//! exchanging by owner, sends each row's exact list to the rank that owns it). A backend is an
+//! engine for any build of a [`GraphJob`] (the CPU engine, `cpu/tile_graph.rs`, for ranks that
+//! deal tiles among them) or one build's object (the CPU engine's threads in process,
+//! `cpu/graph.rs`; one GPU with the set on its device, in voisin-cuda). The CPU's shares are
+//! [`CpuShare`] (exact lists, defined here for every driver that merges them); a GPU's are
+//! approximate lists with a proof contract, finished on the device.
 
 use std::ops::Range;
 
 use super::lists::{merge_lists, List, PassRows, Share};
 use super::schedule::TileOwner;
 use crate::data::Dataset;
-use crate::engine::{Engine, KnnResult};
 use crate::error::{Error, Result};
 use crate::metric::Metric;
 
-/// An engine that computes dealt tile pairs of the k-NN graph and finishes rows from merged
-/// shares. Every backend of one build must use the same `edge` (the smallest of their
-/// [`TileGraph::tile_edge`]s); tile I covers items `I·edge .. min((I+1)·edge, n)`.
-pub trait TileGraph: Engine {
-    /// What one backend's tile pairs yield; shares of disjoint pairs merge.
+/// A graph build: the data, the neighbours per row and the metric. The in-process driver
+/// caps `k` at n − 1; a backend caps what a distributed driver hands it itself.
+#[derive(Clone, Copy)]
+pub struct GraphJob<'a> {
+    pub data: &'a Dataset,
+    pub k: usize,
+    pub metric: &'a Metric,
+}
+
+impl GraphJob<'_> {
+    /// Items of the set.
+    pub fn n(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// One engine's side of a graph build: measures dealt tile pairs into shares and finishes rows
+/// from merged shares. Every backend of one build uses the same edge (the smallest of their
+/// [`TileGraph::tile_edge`]s); tile I covers items `I·edge .. min((I+1)·edge, n)`. A backend
+/// made for one build answers for that build's job only.
+pub trait TileGraph: Sync {
+    /// What the tile pairs of a share yield; shares of disjoint pairs merge.
     type Share: Share;
 
-    /// The largest tile edge this backend takes for the graph of `data` with lists of `k`.
-    fn tile_edge(&self, data: &Dataset, k: usize, metric: &Metric) -> Result<usize>;
+    /// The largest tile edge this backend takes for the graph of `job`.
+    fn tile_edge(&self, job: &GraphJob<'_>) -> Result<usize>;
 
-    /// The lists of the tile pairs (I, J), I ≤ J, of edge `edge` that `owns` accepts, for
-    /// neighbour lists of `k` (capped at n − 1).
-    fn share(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        edge: usize,
-        owns: &TileOwner<'_>,
-    ) -> Result<Self::Share>;
+    /// The lists of the tile pairs (I, J), I ≤ J, of edge `edge` that `owns` accepts.
+    fn share(&self, job: &GraphJob<'_>, edge: usize, owns: &TileOwner<'_>) -> Result<Self::Share>;
 
-    /// Adds the lists of the tile pairs `owns` accepts to `running` (none yet: `None`), as
-    /// [`TileGraph::share`] then [`TileGraph::absorb`] do (the default). An engine may measure
-    /// them straight into the running lists: the CPU engine does, with one batch scan for all
-    /// the pairs of a call, so a caller bounds the items one call touches (voisin-mpi's CPU
-    /// ranks, in batches). After an error the caller abandons the build (`running` may have
-    /// lost its lists).
+    /// Adds the pairs `owns` accepts to `running` (none yet: `None`). Only the lists of tiles
+    /// that `open` accepts are read later; a backend may leave the others as they are. By
+    /// default: a share, merged in ([`TileGraph::absorb`]); a backend may measure them
+    /// straight into the running lists (the CPU engine's threads seed their candidate buffers
+    /// with them; the CPU engine for ranks takes all the pairs of a call in one batch scan, so
+    /// a caller bounds the items one call touches). After an error the caller abandons the
+    /// build (`running` may have lost its lists); only out-of-memory errors are retried, see
+    /// [`TileGraph::retry_smaller`].
     fn extend(
         &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         running: &mut Option<Self::Share>,
         edge: usize,
         owns: &TileOwner<'_>,
+        open: &(dyn Fn(usize) -> bool + Sync),
     ) -> Result<()> {
-        let mine = self.share(data, k, metric, edge, owns)?;
+        let _ = open;
+        let mine = self.share(job, edge, owns)?;
         self.absorb(running, mine)
+    }
+
+    /// Merges a share into the running lists (none yet: `None`). By default [`Share::merge`];
+    /// a backend whose running lists may have come from a checkpoint in another shape (a GPU's
+    /// list width) makes them fit first.
+    fn absorb(&self, running: &mut Option<Self::Share>, mine: Self::Share) -> Result<()> {
+        merge_into(running, mine)
     }
 
     /// The final rows `rows` (exact keys, sorted by (key, index), k each) from a merged share
     /// in which those rows have met every other item.
     fn finish(
         &self,
-        data: &Dataset,
-        metric: &Metric,
+        job: &GraphJob<'_>,
         share: &Self::Share,
         rows: Range<usize>,
     ) -> Result<PassRows>;
 
-    /// What this engine's running lists mean when a checkpoint keeps them
-    /// ([`crate::graph::driver::Backend::partial_kind`]) for the graph of `data` under
-    /// `metric`; `None` when it keeps none (a resumed build then does the catch-up).
-    fn partial_kind(&self, data: &Dataset, metric: &Metric) -> Result<Option<String>> {
-        let _ = (data, metric);
+    /// Every row, from a merged share of the whole triangle (a build of one pass); a backend
+    /// may finish the lists in place.
+    fn finish_all(&self, job: &GraphJob<'_>, share: Self::Share) -> Result<PassRows> {
+        self.finish(job, &share, 0..job.n())
+    }
+
+    /// Whether `e` is worth a retry with half the tile edge (a device out of memory).
+    fn retry_smaller(&self, e: &Error) -> bool {
+        let _ = e;
+        false
+    }
+
+    /// Told once how many tile pairs the build will measure, for progress reports.
+    fn expect_tiles(&self, tiles: u64) {
+        let _ = tiles;
+    }
+
+    /// `Err(Error::Cancelled)` once the caller cancelled: nothing after it is kept or saved.
+    fn check_cancel(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// What this backend's running lists mean when a checkpoint keeps them beside its passes:
+    /// a resumed build takes saved lists only from a backend whose kind is the same. `None`
+    /// when it keeps none (a resumed build then does the catch-up).
+    fn partial_kind(&self, job: &GraphJob<'_>) -> Result<Option<String>> {
+        let _ = job;
         Ok(None)
     }
 
@@ -80,34 +121,17 @@ pub trait TileGraph: Engine {
         Vec::new()
     }
 
-    /// A share of the graph of `data` with lists of `k` (capped at n − 1) whose items of `rows`
-    /// hold what [`TileGraph::partial_bytes`] wrote and whose other items hold nothing.
+    /// A share of the graph of `job` whose items of `rows` hold what
+    /// [`TileGraph::partial_bytes`] wrote and whose other items hold nothing; a clear error on
+    /// bytes that do not read back as valid lists.
     fn partial_share(
         &self,
-        data: &Dataset,
-        k: usize,
+        job: &GraphJob<'_>,
         rows: &[Range<usize>],
         bytes: &[u8],
     ) -> Result<Self::Share> {
-        let _ = (data, k, rows, bytes);
-        Err(Error::invalid(format!(
-            "partial lists: engine {} keeps none",
-            self.name()
-        )))
-    }
-
-    /// Merges a share into the running lists, as
-    /// [`crate::graph::driver::Backend::absorb`] does.
-    fn absorb(&self, running: &mut Option<Self::Share>, mine: Self::Share) -> Result<()> {
-        merge_into(running, mine)
-    }
-
-    /// The whole graph from a merged share that covers the whole triangle: by default every
-    /// row through [`TileGraph::finish`]; an engine may finish in place and report its stats.
-    fn finish_all(&self, data: &Dataset, metric: &Metric, share: Self::Share) -> Result<KnnResult> {
-        let rows = self.finish(data, metric, &share, 0..data.len())?;
-        let k = rows.first().map_or(0, Vec::len);
-        Ok(KnnResult::from_rows(rows, k, metric))
+        let _ = (job, rows, bytes);
+        Err(Error::invalid("partial lists: this backend keeps none"))
     }
 }
 
@@ -290,15 +314,20 @@ mod tests {
         let m = Metric::Euclidean;
         for (k, edge, parts) in [(5, 64, 3), (1, 300, 1), (299, 50, 4), (7, 1, 2)] {
             let nt = n.div_ceil(edge);
+            let job = GraphJob {
+                data: &data,
+                k,
+                metric: &m,
+            };
             let shares = (0..parts)
                 .map(|p| {
-                    let s = e.share(&data, k, &m, edge, &cyclic_share(nt, parts, p))?;
+                    let s = e.share(&job, edge, &cyclic_share(nt, parts, p))?;
                     CpuShare::from_bytes(&s.to_bytes())
                 })
                 .collect::<Result<Vec<_>>>()
                 .unwrap();
             let merged = CpuShare::merge(shares).unwrap();
-            let rows = e.finish(&data, &m, &merged, 0..n).unwrap();
+            let rows = e.finish(&job, &merged, 0..n).unwrap();
             let want = reference::graph(&data, k, &m).unwrap();
             let got = crate::KnnResult::from_rows(rows, merged.k, &m);
             assert_eq!(got.indices, want.indices, "k {k} edge {edge}");

@@ -418,7 +418,7 @@ impl PassStore for Checkpoint {
 }
 
 /// What a partial file holds beside its lists: the passes whose pairs with every open row
-/// are in them (one flag per pass), and the kind of lists (`driver::Backend::partial_kind`).
+/// are in them (one flag per pass), and the kind of lists (`TileGraph::partial_kind`).
 pub type PartialLists<'a> = (&'a [bool], &'a str, &'a [u8]);
 
 impl Checkpoint {

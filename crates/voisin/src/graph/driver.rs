@@ -17,10 +17,11 @@
 //!   the rows still open;
 //! - retries a share with half the tile edge, on every backend, when one runs out of memory.
 //!
-//! A backend ([`Backend`]) is one engine's side of one build (for a GPU: the set already on
-//! the device); it measures dealt tile pairs and finishes rows, and says what its shares hold
-//! when they are saved as partial lists ([`Backend::partial_kind`]): exact k-lists for the CPU,
-//! approximate lists under a proof contract for a GPU. A resumed build takes saved partial
+//! A backend (the one graph seam, [`TileGraph`]) is one engine's side of one build (for a GPU:
+//! the set already on the device); it measures dealt tile pairs and finishes rows, and says what
+//! its shares hold when they are saved as partial lists ([`TileGraph::partial_kind`]): exact
+//! k-lists for the CPU, approximate lists under a proof contract (and the numerics that made
+//! them) for a GPU. A resumed build takes saved partial
 //! lists only from a backend of the same kind; otherwise, or when there are none (checkpoints
 //! of older versions), it does the catch-up, so every checkpoint resumes on every engine.
 //!
@@ -29,11 +30,11 @@
 
 use std::ops::Range;
 
-use super::backend::merge_into;
+use super::backend::{GraphJob, TileGraph};
 use super::checkpoint::{Checkpoint, CheckpointOptions, Job, Layout};
 use super::lists::{PassRows, Share};
 use super::schedule::{
-    cyclic_share, pass_alignment, pass_steps_after, pass_tile_edge, PassStep, TileOwner, BLOCK_ROWS,
+    cyclic_share, pass_alignment, pass_steps_after, pass_tile_edge, PassStep, BLOCK_ROWS,
 };
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -41,75 +42,6 @@ use crate::metric::Metric;
 
 /// Smallest tile edge a backend that ran out of memory is retried with.
 const MIN_RETRY_EDGE: usize = 64;
-
-/// One engine's side of one graph build: measures dealt tile pairs into shares and finishes
-/// rows from merged shares. Tile I covers items `I·edge .. min((I+1)·edge, n)`.
-pub trait Backend: Sync {
-    /// What the tile pairs of a share yield; shares of disjoint pairs merge.
-    type Share: Share;
-
-    /// The lists of the tile pairs (I, J), I ≤ J, of edge `edge` that `owns` accepts.
-    fn share(&self, edge: usize, owns: &TileOwner<'_>) -> Result<Self::Share>;
-
-    /// Adds the pairs `owns` accepts to `running` (none yet: `None`). Only the lists of tiles
-    /// that `open` accepts are read later; a backend may leave the others as they are. On an
-    /// error `running` must be unchanged or the build is abandoned (only out-of-memory errors
-    /// are retried, see [`Backend::retry_smaller`]). By default: a share, merged in.
-    fn extend(
-        &self,
-        running: &mut Option<Self::Share>,
-        edge: usize,
-        owns: &TileOwner<'_>,
-        open: &(dyn Fn(usize) -> bool + Sync),
-    ) -> Result<()> {
-        let _ = open;
-        let mine = self.share(edge, owns)?;
-        self.absorb(running, mine)
-    }
-
-    /// Merges a share into the running lists (none yet: `None`). By default [`Share::merge`];
-    /// a backend whose running lists may have come from a checkpoint in another shape (a GPU's
-    /// list width) makes them fit first.
-    fn absorb(&self, running: &mut Option<Self::Share>, mine: Self::Share) -> Result<()> {
-        merge_into(running, mine)
-    }
-
-    /// The final rows `rows` (exact keys, sorted by (key, index), k each) from a merged share
-    /// in which those rows have met every other item.
-    fn finish(&self, share: &Self::Share, rows: Range<usize>) -> Result<PassRows>;
-
-    /// Every row, from a merged share of the whole triangle (a build of one pass).
-    fn finish_all(&self, share: Self::Share, n: usize) -> Result<PassRows> {
-        self.finish(&share, 0..n)
-    }
-
-    /// Whether `e` is worth a retry with half the tile edge (a device out of memory).
-    fn retry_smaller(&self, e: &Error) -> bool {
-        let _ = e;
-        false
-    }
-
-    /// Told once how many tile pairs the build will measure, for progress reports.
-    fn expect_tiles(&self, tiles: u64) {
-        let _ = tiles;
-    }
-
-    /// `Err(Error::Cancelled)` once the caller cancelled: nothing after it is kept or saved.
-    fn check_cancel(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// What this backend's running lists mean when saved, for partial lists in checkpoints:
-    /// a resumed build takes saved lists only from a backend whose kind is the same.
-    fn partial_kind(&self) -> String;
-
-    /// The lists of the items of `rows` in `share`, as bytes for a checkpoint's partial file.
-    fn partial_bytes(&self, share: &Self::Share, rows: &[Range<usize>]) -> Vec<u8>;
-
-    /// A share whose items of `rows` hold what [`Backend::partial_bytes`] wrote and whose
-    /// other items hold nothing; a clear error on bytes that do not read back as valid lists.
-    fn partial_share(&self, rows: &[Range<usize>], bytes: &[u8]) -> Result<Self::Share>;
-}
 
 /// A graph build for [`build`].
 pub struct Build<'a> {
@@ -128,8 +60,16 @@ pub struct Build<'a> {
 /// Every row of the graph of `b.data` (exact keys, sorted by (key, index)), computed on the
 /// backends that `open` returns (called only when there is work left; the first one finishes
 /// rows), with finished passes and partial lists kept in `b.checkpoint` when given.
-pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -> Result<PassRows> {
+pub fn build<B: TileGraph>(
+    b: &Build<'_>,
+    open: impl FnOnce() -> Result<Vec<B>>,
+) -> Result<PassRows> {
     let n = b.data.len();
+    let job = GraphJob {
+        data: b.data,
+        k: b.k,
+        metric: b.metric,
+    };
     let mut passes = Passes::open(b.data, b.metric, b.k, b.edge, b.max_pass_rows, b.checkpoint)?;
     if b.k == 0 || passes.all_done() {
         return Ok(passes.into_rows());
@@ -140,8 +80,13 @@ pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -
             "a graph build needs at least one backend (bug)",
         ));
     }
-    let kind = backends[0].partial_kind();
-    let mut running = passes.resume(&kind, |rows, bytes| backends[0].partial_share(rows, bytes))?;
+    let kind = backends[0].partial_kind(&job)?;
+    let mut running = match &kind {
+        Some(kind) => passes.resume(kind, |rows, bytes| {
+            backends[0].partial_share(&job, rows, bytes)
+        })?,
+        None => None,
+    };
     let mut t = passes.tile_edge(b.edge);
     let steps = passes.steps();
     let rpp = passes.rows_per_pass();
@@ -158,7 +103,7 @@ pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -
     backends[0].expect_tiles(tiles);
     for (s, &step) in steps.iter().enumerate() {
         extend(
-            &backends,
+            (&backends, &job),
             &mut running,
             &mut t,
             n,
@@ -178,12 +123,16 @@ pub fn build<B: Backend>(b: &Build<'_>, open: impl FnOnce() -> Result<Vec<B>>) -
         first.check_cancel()?;
         let missing = || Error::device("graph pass without lists (bug)");
         let finished = if range == (0..n) {
-            first.finish_all(running.take().ok_or_else(missing)?, n)?
+            first.finish_all(&job, running.take().ok_or_else(missing)?)?
         } else {
-            first.finish(running.as_ref().ok_or_else(missing)?, range)?
+            first.finish(&job, running.as_ref().ok_or_else(missing)?, range)?
         };
         first.check_cancel()?;
-        passes.finished(p, finished, running.as_ref(), &kind, |share, rows| {
+        let (kind, kept) = match &kind {
+            Some(kind) => (kind.as_str(), running.as_ref()),
+            None => ("", None),
+        };
+        passes.finished(p, finished, kept, kind, |share, rows| {
             first.partial_bytes(share, rows)
         })?;
     }
@@ -425,8 +374,8 @@ impl Passes {
 /// extends it itself; several compute shares of the tile pairs dealt cyclically over them, in
 /// parallel, merged and then merged in. Every backend uses one edge: when one runs out of
 /// memory, all retry with half of it, which still divides the pass size.
-fn extend<B: Backend>(
-    backends: &[B],
+fn extend<B: TileGraph>(
+    (backends, job): (&[B], &GraphJob<'_>),
     running: &mut Option<B::Share>,
     t: &mut usize,
     n: usize,
@@ -438,7 +387,7 @@ fn extend<B: Backend>(
         let open_tile = |tile: usize| open(tile * edge);
         let got = if let [one] = backends {
             let owns = |i: usize, j: usize| pairs(i * edge, j * edge);
-            one.extend(running, edge, &owns, &open_tile)
+            one.extend(job, running, edge, &owns, &open_tile)
         } else {
             let (parts, nt) = (backends.len(), n.div_ceil(edge));
             let shares = std::thread::scope(|s| {
@@ -450,7 +399,7 @@ fn extend<B: Backend>(
                             let dealt = cyclic_share(nt, parts, g);
                             let owns =
                                 |i: usize, j: usize| pairs(i * edge, j * edge) && dealt(i, j);
-                            be.share(edge, &owns)
+                            be.share(job, edge, &owns)
                         })
                     })
                     .collect();

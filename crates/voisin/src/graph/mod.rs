@@ -5,12 +5,12 @@
 //!   shares of a build in passes.
 //! - [`lists`]: exact neighbour lists, their merge, pass stores, and the [`Share`] a backend's
 //!   part of a build merges and travels as.
-//! - [`backend`]: the [`TileGraph`] seam between a driver and the engine that measures tiles,
-//!   and [`CpuShare`], the exact lists a CPU share merges as (the CPU engine implements the
-//!   seam in `cpu/`; nothing here imports an engine).
+//! - [`backend`]: the one [`TileGraph`] seam between a driver and the engine that measures
+//!   tiles (for a [`GraphJob`]), and [`CpuShare`], the exact lists a CPU share merges as (the
+//!   CPU engine implements the seam in `cpu/`; nothing here imports an engine).
 //! - [`checkpoint`]: finished passes kept on disk (the `VOISINCP` format), and the open rows'
 //!   running lists beside them (`VOISINPL`), for resumable builds.
-//! - [`driver`]: the one in-process driver of a build over N [`driver::Backend`]s (the CPU
+//! - [`driver`]: the one in-process driver of a build over N [`TileGraph`] backends (the CPU
 //!   engine's threads, one GPU or several): passes, catch-up, dealing, merging, finishing,
 //!   checkpoints, cancellation.
 //!
@@ -23,7 +23,7 @@ pub mod driver;
 pub mod lists;
 pub mod schedule;
 
-pub use backend::{CpuShare, TileGraph};
+pub use backend::{CpuShare, GraphJob, TileGraph};
 pub use lists::{merge_lists, List, NoStore, PassRows, PassStore, RangeLists, Share, TileLists};
 pub use schedule::{
     cyclic_share, deal, pass_alignment, pass_steps, pass_steps_after, pass_tile_edge, split,
