@@ -109,7 +109,9 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 /// has ended; elsewhere returns at once.
 pub fn wait_until_mapped(child: &mut std::process::Child, file: &Path) {
     let maps = format!("/proc/{}/maps", child.id());
-    let Ok(file) = file.canonicalize() else { return };
+    let Ok(file) = file.canonicalize() else {
+        return;
+    };
     let file = file.to_string_lossy().into_owned();
     let start = std::time::Instant::now();
     while start.elapsed() < Duration::from_secs(60) {
