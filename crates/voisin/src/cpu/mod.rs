@@ -138,28 +138,45 @@ impl CpuEngine {
         metric: &Metric,
         f: impl FnOnce(&dyn Driver) -> R + Send,
     ) -> R {
-        self.with_planned_source((base, None), queries, metric, f)
+        self.with_planned_source((base, BaseTiles::Unknown), queries, metric, f)
     }
 
-    /// [`CpuEngine::with_source`] with the base's tile plan when it was made before (a prepared
-    /// base), or made here.
+    /// [`CpuEngine::with_source`] for a base whose tiles were decided before (a prepared
+    /// base), or are decided here.
     fn with_planned_source<R: Send>(
         &self,
-        (base, plan): (&Dataset, Option<&tiles::BasePlan>),
+        (base, tiles): (&Dataset, BaseTiles<'_>),
         queries: &Dataset,
         metric: &Metric,
         f: impl FnOnce(&dyn Driver) -> R + Send,
     ) -> R {
-        self.pool.install(|| match (base, queries, metric) {
-            (Dataset::Vectors(b), Dataset::Vectors(q), m)
-                if tiles_apply(b, m) && q.is_f32_normal() =>
-            {
-                let plan = plan.cloned().unwrap_or_else(|| tiles::BasePlan::new(m, b));
-                f(&Source(tiles::TileMaker::with_plan(m, b, q, plan)))
+        self.pool.install(|| match (base, queries) {
+            (Dataset::Vectors(b), Dataset::Vectors(q)) if q.is_f32_normal() => {
+                let plan = match tiles {
+                    BaseTiles::Unknown => {
+                        tiles_apply(b, metric).then(|| tiles::BasePlan::new(metric, b))
+                    }
+                    BaseTiles::Prepared(plan) => plan.cloned(),
+                };
+                match plan {
+                    Some(plan) => f(&Source(tiles::TileMaker::with_plan(metric, b, q, plan))),
+                    None => f(&Source(items::ItemTiles::new(metric, base, queries))),
+                }
             }
             _ => f(&Source(items::ItemTiles::new(metric, base, queries))),
         })
     }
+}
+
+/// What a call knows of its base's tiles.
+#[derive(Clone, Copy)]
+enum BaseTiles<'a> {
+    /// Nothing: the call decides whether f32 tiles apply (a pass over f64 storage) and makes
+    /// the plan.
+    Unknown,
+    /// Decided when the base was prepared: f32 tiles under this plan, or with `None` exact
+    /// keys throughout.
+    Prepared(Option<&'a tiles::BasePlan>),
 }
 
 /// Whether f32 tiles answer `base` under `metric` (else exact keys throughout).
@@ -277,11 +294,11 @@ impl Engine for CpuEngine {
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
-        self.knn_planned(req, None)
+        self.knn_planned(req, BaseTiles::Unknown)
     }
 
     fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
-        self.range_planned(req, None)
+        self.range_planned(req, BaseTiles::Unknown)
     }
 
     /// The base's tile plan made once ([`CpuPrepared`]): each search then skips the pass over
@@ -310,15 +327,11 @@ impl Engine for CpuEngine {
 }
 
 impl CpuEngine {
-    /// A k-NN request, under the base's tile plan when one was made before.
-    fn knn_planned(
-        &self,
-        req: &KnnRequest<'_>,
-        plan: Option<&tiles::BasePlan>,
-    ) -> Result<KnnResult> {
+    /// A k-NN request, under the base's tiles when they were decided before.
+    fn knn_planned(&self, req: &KnnRequest<'_>, tiles: BaseTiles<'_>) -> Result<KnnResult> {
         let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
         let (ctx, t) = (self.ctx(), Instant::now());
-        let mut res = self.with_planned_source((base, plan), queries, metric, |d| {
+        let mut res = self.with_planned_source((base, tiles), queries, metric, |d| {
             d.knn(metric, base.len(), queries.len(), k, &ctx)
         });
         ctx.check_cancel()?;
@@ -326,16 +339,12 @@ impl CpuEngine {
         Ok(res)
     }
 
-    /// A range request, under the base's tile plan when one was made before.
-    fn range_planned(
-        &self,
-        req: &RangeRequest<'_>,
-        plan: Option<&tiles::BasePlan>,
-    ) -> Result<RangeResult> {
+    /// A range request, under the base's tiles when they were decided before.
+    fn range_planned(&self, req: &RangeRequest<'_>, tiles: BaseTiles<'_>) -> Result<RangeResult> {
         let (base, queries, radius, metric) =
             (req.base(), req.queries(), req.radius(), req.metric());
         let (ctx, t) = (self.ctx(), Instant::now());
-        let mut res = self.with_planned_source((base, plan), queries, metric, |d| {
+        let mut res = self.with_planned_source((base, tiles), queries, metric, |d| {
             d.range(metric, base.len(), queries.len(), radius, &ctx)
         });
         ctx.check_cancel()?;

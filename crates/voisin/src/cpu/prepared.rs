@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{tiles, tiles_apply, CpuEngine};
+use super::{tiles, tiles_apply, BaseTiles, CpuEngine};
 use crate::data::Dataset;
 use crate::engine::{check_metric, KnnRequest, KnnResult, Prepared, RangeRequest, RangeResult};
 use crate::error::Result;
@@ -17,7 +17,8 @@ pub struct CpuPrepared {
     engine: Arc<CpuEngine>,
     base: Arc<Dataset>,
     metric: Metric,
-    /// None when the base is not searched by f32 tiles (exact keys throughout).
+    /// None when the base is not searched by f32 tiles (exact keys throughout), decided here
+    /// once: a search does not look at the base's values again.
     plan: Option<tiles::BasePlan>,
 }
 
@@ -40,12 +41,14 @@ impl CpuPrepared {
 impl Prepared for CpuPrepared {
     fn knn(&self, queries: &Dataset, k: usize) -> Result<KnnResult> {
         let req = KnnRequest::new(&self.base, queries, k, &self.metric)?;
-        self.engine.knn_planned(&req, self.plan.as_ref())
+        self.engine
+            .knn_planned(&req, BaseTiles::Prepared(self.plan.as_ref()))
     }
 
     fn range(&self, queries: &Dataset, radius: f64) -> Result<RangeResult> {
         let req = RangeRequest::new(&self.base, queries, radius, &self.metric)?;
-        self.engine.range_planned(&req, self.plan.as_ref())
+        self.engine
+            .range_planned(&req, BaseTiles::Prepared(self.plan.as_ref()))
     }
 
     fn len(&self) -> usize {
