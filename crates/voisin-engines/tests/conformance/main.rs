@@ -156,6 +156,12 @@ macro_rules! suite {
 
             $(#[$attr])*
             #[test]
+            fn prepared_bases_of_several_tiles() {
+                crate::seam::prepared_tiles(&$subjects());
+            }
+
+            $(#[$attr])*
+            #[test]
             fn cancel() {
                 crate::seam::cancel(&$subjects());
             }

@@ -42,6 +42,10 @@
 //! sets with exact keys only (see `CpuEngine::with_source`). A block without rounding has all
 //! errors zero and its bound is unchanged.
 
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
 use crate::data::{ElemType, VectorSet};
 use crate::metric::rounding::{self, Rounding};
 use crate::metric::{exact, simd, Metric};
@@ -173,6 +177,17 @@ pub trait TileSource: Sync {
     type Rows: Default + Send;
     fn prepare_base(&self, start: usize, end: usize, out: &mut Self::Rows);
     fn prepare_query(&self, start: usize, end: usize, out: &mut Self::Rows);
+    /// Base rows `start..end` prepared: the ones a prepared base kept, when it kept this tile,
+    /// else prepared into `scratch` (the same rows either way).
+    fn base_rows<'s>(
+        &'s self,
+        start: usize,
+        end: usize,
+        scratch: &'s mut Self::Rows,
+    ) -> &'s Self::Rows {
+        self.prepare_base(start, end, scratch);
+        scratch
+    }
     /// Approximate keys of the tile, row-major (query rows × base rows), and their bound.
     /// Entries above their `cutoff` may be reported as +inf.
     fn keys(&self, q: &Self::Rows, b: &Self::Rows, cutoff: Cutoff, keys: &mut Vec<f32>) -> Bound;
@@ -197,6 +212,7 @@ pub struct TileMaker<'a> {
     queries: &'a VectorSet,
     dim: usize,
     plan: Plan,
+    kept: Option<Arc<KeptTiles>>,
 }
 
 /// Rows of one side of a tile, prepared for the plan, with their norms.
@@ -214,13 +230,35 @@ pub struct PreparedRows {
 }
 
 /// What a base set's tiles keep between searches: the plan, whose euclidean centre is a pass
-/// over the whole base (a prepared base computes it once; see `cpu/prepared.rs`).
-#[derive(Clone, Debug)]
-pub struct BasePlan(Plan);
+/// over the whole base, and optionally every base tile prepared (a prepared base makes them
+/// once; see `cpu/prepared.rs`).
+#[derive(Clone)]
+pub struct BasePlan {
+    plan: Plan,
+    kept: Option<Arc<KeptTiles>>,
+}
+
+/// Every tile of a base prepared once: tile `t` holds rows `t·edge .. min((t+1)·edge, n)`,
+/// the tiles the search drivers walk.
+struct KeptTiles {
+    edge: usize,
+    tiles: Vec<PreparedRows>,
+}
+
+impl KeptTiles {
+    /// The kept tile of rows `start..end`, if it is one.
+    fn tile(&self, start: usize, end: usize) -> Option<&PreparedRows> {
+        if !start.is_multiple_of(self.edge) {
+            return None;
+        }
+        let t = self.tiles.get(start / self.edge)?;
+        (t.count == end - start).then_some(t)
+    }
+}
 
 impl BasePlan {
     pub fn new(metric: &Metric, base: &VectorSet) -> Self {
-        BasePlan(match metric {
+        let plan = match metric {
             Metric::Euclidean | Metric::SqEuclidean => Plan::SqL2 {
                 center: column_mean(base),
             },
@@ -228,7 +266,38 @@ impl BasePlan {
             Metric::Correlation => Plan::Cosine { centred: true },
             Metric::InnerProduct => Plan::Dot,
             _ => Plan::Direct,
-        })
+        };
+        BasePlan { plan, kept: None }
+    }
+
+    /// Whether this plan holds its base's tiles.
+    #[cfg(test)]
+    pub fn keeps_tiles(&self) -> bool {
+        self.kept.is_some()
+    }
+
+    /// Bytes [`BasePlan::keeping_tiles`] holds for `base`: its rows as f32 and one norm a row.
+    pub fn kept_bytes(base: &VectorSet) -> usize {
+        base.len() * (base.dim() + 1) * std::mem::size_of::<f32>()
+    }
+
+    /// This plan with every `edge`-row tile of `base` prepared once, in parallel on the
+    /// current thread pool; searches under it read them instead of preparing them again.
+    pub fn keeping_tiles(self, metric: &Metric, base: &VectorSet, edge: usize) -> Self {
+        let maker = TileMaker::with_plan(metric, base, base, self.clone());
+        let n = base.len();
+        let tiles = (0..n.div_ceil(edge))
+            .into_par_iter()
+            .map(|t| {
+                let mut rows = PreparedRows::default();
+                maker.prepare_base(t * edge, ((t + 1) * edge).min(n), &mut rows);
+                rows
+            })
+            .collect();
+        BasePlan {
+            kept: Some(Arc::new(KeptTiles { edge, tiles })),
+            ..self
+        }
     }
 }
 
@@ -251,7 +320,8 @@ impl<'a> TileMaker<'a> {
             base,
             queries,
             dim: base.dim(),
-            plan: plan.0,
+            plan: plan.plan,
+            kept: plan.kept,
         }
     }
 
@@ -432,6 +502,21 @@ impl TileSource for TileMaker<'_> {
 
     fn prepare_query(&self, start: usize, end: usize, out: &mut PreparedRows) {
         self.prepare(self.queries, start, end, out)
+    }
+
+    fn base_rows<'s>(
+        &'s self,
+        start: usize,
+        end: usize,
+        scratch: &'s mut PreparedRows,
+    ) -> &'s PreparedRows {
+        match self.kept.as_deref().and_then(|k| k.tile(start, end)) {
+            Some(kept) => kept,
+            None => {
+                self.prepare_base(start, end, scratch);
+                scratch
+            }
+        }
     }
 
     fn keys(&self, q: &PreparedRows, b: &PreparedRows, _: Cutoff, keys: &mut Vec<f32>) -> Bound {
