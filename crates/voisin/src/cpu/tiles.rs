@@ -227,6 +227,25 @@ pub struct PreparedRows {
     pub count: usize,
     /// Largest errors of rounding these rows from f64 to f32; zero for other storage.
     pub rounding: Rounding,
+    /// `rows` holds the rows coordinate by coordinate (value c of row j at `c·count + j`)
+    /// instead of row by row: the layout of a prepared base's kept tiles under the
+    /// matrix-product plans, which the product reads without packing them first.
+    pub column_major: bool,
+}
+
+impl PreparedRows {
+    /// These rows laid out coordinate by coordinate ([`PreparedRows::column_major`]).
+    fn into_column_major(mut self, dim: usize) -> Self {
+        let mut cols = vec![0.0f32; self.rows.len()];
+        for (j, row) in self.rows.chunks_exact(dim).enumerate() {
+            for (c, &x) in row.iter().enumerate() {
+                cols[c * self.count + j] = x;
+            }
+        }
+        self.rows = cols;
+        self.column_major = true;
+        self
+    }
 }
 
 /// What a base set's tiles keep between searches: the plan, whose euclidean centre is a pass
@@ -283,15 +302,22 @@ impl BasePlan {
 
     /// This plan with every `edge`-row tile of `base` prepared once, in parallel on the
     /// current thread pool; searches under it read them instead of preparing them again.
+    /// Tiles of the matrix-product plans are kept coordinate by coordinate, which the product
+    /// reads without packing them (a small batch's product is otherwise mostly packing).
     pub fn keeping_tiles(self, metric: &Metric, base: &VectorSet, edge: usize) -> Self {
         let maker = TileMaker::with_plan(metric, base, base, self.clone());
-        let n = base.len();
+        let (n, dim) = (base.len(), base.dim());
+        let by_columns = !matches!(self.plan, Plan::Direct);
         let tiles = (0..n.div_ceil(edge))
             .into_par_iter()
             .map(|t| {
                 let mut rows = PreparedRows::default();
                 maker.prepare_base(t * edge, ((t + 1) * edge).min(n), &mut rows);
-                rows
+                if by_columns {
+                    rows.into_column_major(dim)
+                } else {
+                    rows
+                }
             })
             .collect();
         BasePlan {
@@ -434,7 +460,7 @@ impl<'a> TileMaker<'a> {
                         *v = nq + nb;
                     }
                 }
-                product(&q.rows, &b.rows, (m, n, d), keys, -2.0, true);
+                product(&q.rows, b, (m, n, d), keys, -2.0, true);
                 let s = q.max_norm + b.max_norm;
                 Bound {
                     rel: 0.0,
@@ -443,7 +469,7 @@ impl<'a> TileMaker<'a> {
             }
             Plan::Cosine { .. } => {
                 keys.fill(1.0);
-                product(&q.rows, &b.rows, (m, n, d), keys, -1.0, true);
+                product(&q.rows, b, (m, n, d), keys, -1.0, true);
                 // Each normalised row is off by about 2u·r (r = max_norm, the centring factor)
                 // and the dot adds γ; γ ≥ 2u·d covers the first two generously.
                 let r = q.max_norm + b.max_norm;
@@ -453,7 +479,7 @@ impl<'a> TileMaker<'a> {
                 }
             }
             Plan::Dot => {
-                product(&q.rows, &b.rows, (m, n, d), keys, -1.0, false);
+                product(&q.rows, b, (m, n, d), keys, -1.0, false);
                 Bound {
                     rel: 0.0,
                     abs: gamma * q.max_norm * b.max_norm + tiny(),
@@ -464,6 +490,8 @@ impl<'a> TileMaker<'a> {
     }
 
     fn direct_keys(&self, q: &PreparedRows, b: &PreparedRows, keys: &mut [f32]) -> Bound {
+        // Only the matrix-product plans keep tiles by coordinates.
+        debug_assert!(!b.column_major);
         let d = self.dim;
         let kernel = match self.metric {
             Metric::Cityblock => simd::Kernel::L1,
@@ -540,32 +568,42 @@ fn tiny() -> f64 {
 }
 
 /// `out[i][j] = scale · a_i · b_j`, plus the old `out[i][j]` when `accumulate`, for row-major
-/// `a` (m×d) and `b` (n×d); single-threaded, callers parallelise over tiles.
+/// `a` (m×d) and the n rows of `b` in either layout; single-threaded, callers parallelise over
+/// tiles. Rows of `b` laid out by coordinates make the product `out` transposed = `b · aᵀ`, whose
+/// left operand is then already in the layout the kernel reads.
 fn product(
     a: &[f32],
-    b: &[f32],
+    b: &PreparedRows,
     (m, n, d): (usize, usize, usize),
     out: &mut [f32],
     scale: f32,
     accumulate: bool,
 ) {
-    assert!(a.len() >= m * d && b.len() >= n * d && out.len() >= m * n);
+    assert!(a.len() >= m * d && b.rows.len() >= n * d && out.len() >= m * n);
+    let (ni, di) = (n as isize, d as isize);
+    // out's (rows, columns, column stride, row stride); each operand's (start, column stride,
+    // row stride).
+    let (dst, lhs, rhs) = if b.column_major {
+        ((n, m, ni, 1), (b.rows.as_ptr(), ni, 1), (a.as_ptr(), di, 1))
+    } else {
+        ((m, n, 1, ni), (a.as_ptr(), 1, di), (b.rows.as_ptr(), di, 1))
+    };
     // SAFETY: the asserted lengths cover the m×d, n×d and m×n extents at these strides.
     unsafe {
         gemm::gemm(
-            m,
-            n,
+            dst.0,
+            dst.1,
             d,
             out.as_mut_ptr(),
-            1,
-            n as isize,
+            dst.2,
+            dst.3,
             accumulate,
-            a.as_ptr(),
-            1,
-            d as isize,
-            b.as_ptr(),
-            d as isize,
-            1,
+            lhs.0,
+            lhs.1,
+            lhs.2,
+            rhs.0,
+            rhs.1,
+            rhs.2,
             if accumulate { 1.0f32 } else { 0.0 },
             scale,
             false,
