@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A fitted base's latency on the CPU per batch size, against faiss-cpu in the same run.
 
-Usage:  python3 bench/cpu_latency.py [--n 399000] [--d 50] [--reps 25] [--quick]
+Usage:  python3 bench/cpu_latency.py [--n 399000] [--d 50] [--reps 25] [--quick] [--engine]
 Needs:  the voisin package (built into the environment: maturin develop --release),
-        numpy, scikit-learn, faiss-cpu (pip install faiss-cpu; not a test dependency)
+        numpy, scikit-learn, faiss-cpu (pip install faiss-cpu; not a test dependency);
+        with --engine, cargo build --release --example bench_engine -p voisin
 
 A fitted ``voisin.NearestNeighbors(metric="cosine", device="cpu")`` answers batches of 1, 10,
 100, 1,000 and 10,000 queries (k = 10) through ``kneighbors``, the estimator's whole path
@@ -20,17 +21,23 @@ spread of each tool's times (interquartile range over median) as the noise of th
 shows the engine's own time (``last_call_seconds``) and how often the two tools' neighbour lists
 agree (faiss ranks by f32 dot products, voisin exactly, so near ties may differ).
 
+With --engine it instead times the engine call alone (examples/bench_engine.rs ``fitted``: the
+base prepared once, then one ``Prepared::knn`` per run on a fresh batch) on the same data,
+written to .fbin files in a temporary folder, and prints the median and quartiles per batch.
+
 faiss-cpu's wheel bundles an OpenBLAS that picks its kernels by CPU model; as bench/cpu_bench.py
 does, the script re-runs itself with OPENBLAS_CORETYPE set to the best family the CPU supports.
 """
 import argparse
 import os
 import statistics
+import subprocess
+import tempfile
 import time
 
 import numpy as np
 
-from cpu_bench import use_best_openblas
+from cpu_bench import ENGINE, use_best_openblas
 
 BATCHES = (1, 10, 100, 1000, 10_000)
 K = 10
@@ -65,6 +72,33 @@ def iqr_share(times):
     return (q[2] - q[0]) / statistics.median(times)
 
 
+def write_fbin(path, rows):
+    with open(path, "wb") as f:
+        np.array(rows.shape, dtype=np.uint32).tofile(f)
+        rows.tofile(f)
+
+
+def engine_alone(base, queries, reps):
+    """The engine call's time per batch size, from examples/bench_engine.rs's fitted job."""
+    if not os.path.exists(ENGINE):
+        raise SystemExit(f"{ENGINE} is missing: cargo build --release --example bench_engine -p voisin")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, "base.fbin"), os.path.join(tmp, "queries.fbin")]
+        write_fbin(paths[0], base)
+        write_fbin(paths[1], queries)
+        print("| queries | runs | engine median | quartiles |")
+        print("|---|---|---|---|")
+        for b in BATCHES:
+            runs = reps if b <= 100 else max(5, reps // (3 if b <= 1000 else 5))
+            out = subprocess.run([ENGINE, "fitted", *paths, str(K), str(b), str(runs)],
+                                 env=dict(os.environ, METRIC="cosine"), check=True,
+                                 capture_output=True, text=True).stdout
+            times = [float(line.split()[0]) for line in out.splitlines()]
+            q = statistics.quantiles(times, n=4)
+            print(f"| {b} | {runs} | {statistics.median(times) * 1e3:.2f} ms "
+                  f"| {q[0] * 1e3:.2f}–{q[2] * 1e3:.2f} ms |", flush=True)
+
+
 def main():
     use_best_openblas()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -72,16 +106,19 @@ def main():
     ap.add_argument("--d", type=int, default=50)
     ap.add_argument("--reps", type=int, default=25, help="repetitions for batches up to 100")
     ap.add_argument("--quick", action="store_true", help="a small base and few repetitions")
+    ap.add_argument("--engine", action="store_true", help="time the engine call alone")
     a = ap.parse_args()
     if a.quick:
         a.n, a.reps = 40_000, 5
+    base, queries = make_data(a.n, a.d, 2 * BATCHES[-1], seed=43)
+    if a.engine:
+        return engine_alone(base, queries, a.reps)
 
     import faiss
     import voisin
 
     threads = os.cpu_count()
     faiss.omp_set_num_threads(threads)
-    base, queries = make_data(a.n, a.d, 2 * BATCHES[-1], seed=43)
 
     t = time.perf_counter()
     nn = voisin.NearestNeighbors(n_neighbors=K, metric="cosine", device="cpu").fit(base)
