@@ -102,7 +102,8 @@ def main():
         for name in a.cases.split(","):
             args, base, queries, k = made[name]
             # Left out: the k-d tree on strings (it takes vectors only); the cover tree on the
-            # whole word list (its build alone took 608 s, bench/RESULTS.md); metric indexes on
+            # whole word list (its build with full separation took 608 s, bench/NOTES.md "Cover
+            # tree with full separation"); metric indexes on
             # 128-d vectors (intrinsic dimension about 68: they would scan everything).
             engines = [e for e in a.engines.split(",")
                        if not (e == "kd" and name.startswith("words"))

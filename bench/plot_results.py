@@ -4,7 +4,9 @@
 Every Markdown table whose cells hold timings ("0.100 s") or rates ("353k queries/s") becomes
 one chart: one group of bars per row (its leading text columns name it), one bar per measured column
 (ratio, target and other columns are left out), on a log scale so that tools an order of
-magnitude apart stay readable. The chart title is the section heading above the table.
+magnitude apart stay readable. A cell of several runs ("0.833, 0.827 s") or a range
+("0.128–0.134 s") is drawn at its median, labelled as written. The chart title is the section
+heading above the table.
 
 Usage: python3 bench/plot_results.py [RESULTS.md] [OUT_DIR]   (needs matplotlib)
 """
@@ -19,17 +21,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-VALUE = re.compile(r"^\**([0-9][0-9.,]*)\s*([kM]?)\s*(s|queries/s)\**$")
+NUMBER = r"[0-9][0-9.,]*"
+# One number, or several runs ("0.833, 0.827 s") or a range ("0.128–0.134 s"), then one unit.
+VALUE = re.compile(rf"^\**({NUMBER}(?:(?:, |–){NUMBER})*)\s*([kM]?)\s*(s|queries/s)\**$")
 SCALE = {"": 1.0, "k": 1e3, "M": 1e6}
 
 
 def cell_value(text):
-    """(number, unit, text) of a timing or rate cell, else None."""
+    """(number, unit, text) of a timing or rate cell, else None; several values give their median."""
     m = VALUE.match(text.strip())
     if not m:
         return None
-    value = float(m.group(1).replace(",", "")) * SCALE[m.group(2)]
-    return value, m.group(3), text.strip().strip("*")
+    values = sorted(float(v.replace(",", "")) for v in re.split(r", |–", m.group(1)))
+    mid = len(values) // 2
+    median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    return median * SCALE[m.group(2)], m.group(3), text.strip().strip("*")
 
 
 def tables(markdown):

@@ -1,4 +1,4 @@
-// Staging probe (bench/RESULTS.md, run e5): pageable host rows -> two pinned buffers filled by
+// Staging probe (docs/design/streaming.md): pageable host rows -> two pinned buffers filled by
 // every core -> device, double-buffered as crates/voisin-cuda/src/runtime/staging.rs does.
 // Variants: plain vs write-combined pinned pages, task and buffer sizes; fill-only and DMA-only
 // rates. On the GPU machine: nvcc -O2 -std=c++17 -o /tmp/st bench/gpu/staging_probe.cu && /tmp/st

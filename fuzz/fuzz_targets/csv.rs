@@ -1,11 +1,18 @@
-//! Numeric CSV and TSV parser (header detection, field counts, number syntax).
+//! Numeric CSV and TSV parser (the header rule under each `--header`, empty fields, field
+//! counts, number syntax, values beyond f32 read as f64).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use voisin_io::{parse_bytes, Format, Role};
+use voisin_io::{parse_bytes_with, Format, Header, ReadOptions};
 
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    common::touch(parse_bytes(Format::Csv, data, Role::Base));
-    common::touch(parse_bytes(Format::Tsv, data, Role::Base));
+    for header in [Header::Auto, Header::Yes, Header::No] {
+        let opts = ReadOptions {
+            header,
+            ..ReadOptions::default()
+        };
+        common::touch(parse_bytes_with(Format::Csv, data, &opts));
+        common::touch(parse_bytes_with(Format::Tsv, data, &opts));
+    }
 });

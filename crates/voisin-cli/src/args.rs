@@ -3,8 +3,10 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use voisin::Metric;
+use voisin_engines::Device;
 use voisin_index::auto::EngineChoice;
 
 use crate::size::parse_size;
@@ -45,6 +47,10 @@ pub enum Command {
     /// Builds the k-NN graph of a small real data set shipped with voisin and summarises it.
     #[command(after_help = "Example:\n  voisin demo --stats")]
     Demo,
+    /// Says what voisin finds of CUDA here: the driver, cuBLAS and NVRTC (which file, which
+    /// version, from where), the GPUs, the kernels built in, and why a GPU is not used.
+    #[command(after_help = DOCTOR_HELP)]
+    Doctor,
     /// Metric-space indexes (List of Clusters, SSS pivots, cover tree): build one into a file,
     /// then answer range or k-NN queries from it.
     #[command(subcommand)]
@@ -55,18 +61,26 @@ const KNN_EXAMPLES: &str = "Examples:
   voisin knn --base base.fvecs --query queries.fvecs -k 10 --out res.npz
   voisin knn --base emb.npz:train --query emb.npz:test -k 5 --metric cosine
   voisin knn --base glove-100-angular.hdf5 --query glove-100-angular.hdf5 -k 10 --stats
+  voisin knn --base codes.u8bin --query q.u8bin -k 10 --ties all --out nn.npz   # offsets too
   cat q.npy | voisin knn --base base.npy --query - --format npy -k 3";
 
 const GRAPH_EXAMPLES: &str = "Examples:
   voisin graph --input X.npz --out g.npz --include-self -k 15      # UMAP precomputed_knn
   voisin graph --input X.npy -k 10 --out g.csr.npz                  # scipy.sparse.load_npz
   voisin graph --input X.csv -k 5 --pairs --out edges.tsv           # each edge once
+  voisin graph --input X.npy -k 10 --ties all --out g.csr.npz        # every tie at the 10th
   voisin graph --input big.fbin -k 100 --checkpoint ckpt/ --out g.npz";
 
 const RANGE_EXAMPLES: &str = "Examples:
   voisin range --base base.fvecs --query queries.fvecs --radius 0.5 --out hits.npz
   voisin range --base X.npy --query X.npy --radius 0.01 --pairs    # near-duplicate pairs
   voisin range --base words.txt --query typos.txt --radius 2 --distances f64";
+
+const DOCTOR_HELP: &str = "cuBLAS and NVRTC are searched in VOISIN_CUDA_LIBS (folders, when set, \
+  the only place), else the nvidia-* wheels of the Python environment ($VIRTUAL_ENV, \
+  $CONDA_PREFIX), then the system (the loader's path, $CUDA_HOME/lib64, /usr/local/cuda/lib64); \
+  the driver (libcuda.so.1) comes from the system. Kernels compiled at run time are kept in \
+  VOISIN_CACHE_DIR (default ~/.cache/voisin/kernels; off: none).";
 
 const INDEX_BUILD_EXAMPLES: &str = "Examples:
   voisin index build --input words.txt --kind lc --out words.vidx
@@ -136,8 +150,8 @@ pub struct IndexBuildArgs {
     /// vectors (euclidean, cityblock, chebyshev, minkowski:P) or strings (levenshtein); auto:
     /// cuda for List of Clusters and SSS over vectors, List of Clusters over strings and cover
     /// trees when the CPU build would take more than about a second, else cpu.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
 }
 
 #[derive(Debug, Args)]
@@ -162,8 +176,8 @@ pub struct IndexQueryArgs {
     pub radius: Option<f64>,
     /// Where the search runs: cpu; cuda for List of Clusters and SSS indexes over vectors
     /// (euclidean, cityblock, chebyshev); auto: cuda where it can answer, else cpu.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
     /// GPUs to search on: all, a count N (the first N), or ordinals such as 0,2 (default: GPU
     /// 0). A List of Clusters is cut into one run of clusters per GPU listed (1-Stage); SSS
     /// runs on the first.
@@ -186,7 +200,8 @@ pub struct GlobalOpts {
     #[arg(long, global = true, value_name = "N", value_parser = parse_threads)]
     pub threads: Option<usize>,
 
-    /// Memory budget for working buffers, e.g. 512M or 2G (default 1G).
+    /// Memory budget for working buffers, e.g. 512M or 2G (default 1G); a compressed .npz
+    /// member, inflated into memory to be read, may not be larger.
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
     pub memory: Option<usize>,
 
@@ -202,10 +217,39 @@ pub struct GlobalOpts {
     #[arg(long, global = true)]
     pub no_mmap: bool,
 
-    /// Format of an input given as - (standard input): fvecs, ivecs, bvecs, fbin, u8bin, npy,
-    /// npz, hdf5, txt, csv, tsv or parquet.
+    /// Format of an input given as - (standard input, which stands for one input only): fvecs,
+    /// ivecs, bvecs, fbin, u8bin, npy, npz, hdf5, txt, csv, tsv or parquet.
     #[arg(long, global = true, value_name = "FMT", value_parser = parse_format)]
     pub format: Option<voisin_io::Format>,
+
+    /// Whether the first line of a .csv or .tsv input is a header. auto: when a field of it is
+    /// not a number, or when it is the column numbers 0,1,...,d-1 (as pandas writes) above
+    /// values written with a decimal point or an exponent (above whole numbers only it is
+    /// refused as ambiguous); otherwise it is data.
+    #[arg(long, global = true, value_name = "H", value_enum, default_value_t = HeaderChoice::Auto)]
+    pub header: HeaderChoice,
+}
+
+/// `--header`: how the first line of delimited text is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum HeaderChoice {
+    /// A header when it is not numbers (or is pandas' column numbers above decimal data).
+    #[default]
+    Auto,
+    /// Always a header.
+    Yes,
+    /// Always data.
+    No,
+}
+
+impl From<HeaderChoice> for voisin_io::Header {
+    fn from(h: HeaderChoice) -> Self {
+        match h {
+            HeaderChoice::Auto => voisin_io::Header::Auto,
+            HeaderChoice::Yes => voisin_io::Header::Yes,
+            HeaderChoice::No => voisin_io::Header::No,
+        }
+    }
 }
 
 /// How distances are written.
@@ -218,6 +262,18 @@ pub enum DistanceType {
     F64,
 }
 
+/// Which items at the k-th distance a row holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Ties {
+    /// Exactly k per row: of the items tied at the k-th distance, those of smaller index.
+    #[default]
+    First,
+    /// Every item at the k-th distance as well: rows of their own length (at least k), written
+    /// as a range result is (.npz and .npy with offsets, .csr.npz, .tsv, .ivecs rows of their
+    /// own length).
+    All,
+}
+
 /// What `--allow-nan` does with NaN and infinite values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum NanPolicy {
@@ -225,27 +281,28 @@ pub enum NanPolicy {
     Zero,
 }
 
-/// Where the work runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum DeviceChoice {
-    /// A GPU when one is usable, else the CPU.
-    #[default]
-    Auto,
-    Cpu,
-    Cuda,
+/// `--device`: auto, cpu or cuda, parsed into the engine factory's one device type.
+fn device_arg() -> impl TypedValueParser<Value = Device> {
+    PossibleValuesParser::new([
+        PossibleValue::new("auto").help("A GPU when one is usable, else the CPU"),
+        PossibleValue::new("cpu"),
+        PossibleValue::new("cuda"),
+    ])
+    .map(|text| text.parse::<Device>().unwrap_or_default())
 }
 
 /// Options shared by knn, graph and range.
 #[derive(Debug, Args)]
 pub struct RunOpts {
     /// Distance: euclidean, sqeuclidean, cosine, correlation, inner_product, cityblock,
-    /// chebyshev, minkowski:P, levenshtein (default: levenshtein for .txt, else euclidean).
+    /// chebyshev, minkowski:P, levenshtein (default: what an HDF5 input declares in its
+    /// 'distance' attribute, else levenshtein for .txt, else euclidean).
     #[arg(long, value_name = "M", value_parser = parse_metric)]
     pub metric: Option<Metric>,
 
     /// Where the work runs.
-    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
-    pub device: DeviceChoice,
+    #[arg(long, default_value = "auto", value_parser = device_arg())]
+    pub device: Device,
 
     /// GPU selection kernel: auto, block or radix (heap and quick: benchmark builds only; the CPU
     /// ignores it).
@@ -307,6 +364,9 @@ pub struct KnnArgs {
     /// Neighbours per query.
     #[arg(short = 'k', value_name = "K", allow_negative_numbers = true)]
     pub k: usize,
+    /// Items tied at the k-th distance: first (exactly k, the smaller indices) or all.
+    #[arg(long, value_enum, value_name = "T", default_value_t = Ties::First)]
+    pub ties: Ties,
     #[command(flatten)]
     pub run: RunOpts,
 }
@@ -326,6 +386,9 @@ pub struct GraphArgs {
     /// Each unordered pair {i, j} of the graph once (row min(i, j)), as a range-style result.
     #[arg(long)]
     pub pairs: bool,
+    /// Items tied at the k-th distance: first (exactly k, the smaller indices) or all.
+    #[arg(long, value_enum, value_name = "T", default_value_t = Ties::First)]
+    pub ties: Ties,
     #[command(flatten)]
     pub run: RunOpts,
     /// Keep finished rows in DIR as the build goes (CPU or GPU engine), so that a killed build
@@ -351,7 +414,8 @@ pub struct RangeArgs {
     /// Radius, in the metric's own unit (a minimum dot product for inner_product).
     #[arg(long, value_name = "R", allow_negative_numbers = true)]
     pub radius: f64,
-    /// Self-join (--query the same file as --base): each unordered pair {i, j}, i != j, once.
+    /// Self-join (--query the same set as --base: the same file and array; the train and test
+    /// of one .hdf5 or .npz file are two sets): each unordered pair {i, j}, i != j, once.
     #[arg(long)]
     pub pairs: bool,
     #[command(flatten)]

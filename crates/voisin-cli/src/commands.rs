@@ -1,7 +1,8 @@
 //! knn, graph and range: the common flow from arguments to written results. Each step that can
 //! fail on user input runs before the expensive ones: parameters, output path, device, inputs,
 //! then the engine, then the write. The engine is brute force through the `Engine` trait or, by
-//! `--engine` (voisin-index's `auto` decides for `auto`), a metric index built for the run.
+//! `--engine` (the engine factory decides for `auto`), a metric index built for the run through
+//! the index face (`IndexEngine`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,18 +11,17 @@ use std::time::{Duration, Instant};
 use voisin::cpu::checkpoint::CheckpointOptions;
 use voisin::engine::check_k;
 use voisin::{Dataset, Engine, Metric};
-use voisin_index::auto::{self, Decision, EngineChoice, Workload};
-use voisin_index::{DatasetIndex, Params};
-use voisin_io::Role;
+use voisin_engines::RunShape;
+use voisin_index::auto::{self, Decision};
+use voisin_index::Params;
+use voisin_io::{Given, Input, Role, RunFiles};
 
-use crate::args::{DeviceChoice, DistanceType, GlobalOpts, GraphArgs, KnnArgs, RangeArgs, RunOpts};
+use crate::args::{DistanceType, GlobalOpts, GraphArgs, KnnArgs, RangeArgs, RunOpts, Ties};
 use crate::device::{self, EngineConfig};
 use crate::error::CliError;
 use crate::load;
-use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
-use crate::shape;
 use crate::stats::{secs, RunStats, Times};
 
 /// `voisin knn`.
@@ -30,6 +30,7 @@ pub fn knn(a: KnnArgs, global: &GlobalOpts) -> Result<(), CliError> {
         base: a.sets.base,
         query: a.sets.query,
         k: a.k,
+        ties: a.ties == Ties::All,
     };
     execute(task, &a.run, global)
 }
@@ -41,6 +42,7 @@ pub fn graph(a: GraphArgs, global: &GlobalOpts) -> Result<(), CliError> {
         k: a.k,
         include_self: a.include_self,
         pairs: a.pairs,
+        ties: a.ties == Ties::All,
         checkpoint: a.checkpoint.map(|dir| CheckpointOptions {
             dir,
             resume: a.resume,
@@ -62,11 +64,21 @@ pub fn range(a: RangeArgs, global: &GlobalOpts) -> Result<(), CliError> {
     execute(task, &a.run, global)
 }
 
+/// What answers a task over its base: k-NN lists for any queries, the base's own graph, and
+/// the range search of the task's queries.
+struct Source<'a> {
+    knn: &'a voisin::ties::KnnLists<'a>,
+    graph: &'a voisin::ties::GraphLists<'a>,
+    range: &'a dyn Fn(f64) -> voisin::Result<voisin::RangeResult>,
+}
+
 enum Task {
     Knn {
         base: PathBuf,
         query: PathBuf,
         k: usize,
+        /// Every item at the k-th distance too (`--ties all`): a range-style answer.
+        ties: bool,
     },
     Graph {
         input: PathBuf,
@@ -74,6 +86,7 @@ enum Task {
         k: usize,
         include_self: bool,
         pairs: bool,
+        ties: bool,
         checkpoint: Option<CheckpointOptions>,
     },
     Range {
@@ -134,16 +147,32 @@ impl Task {
             ..
         } = self
         {
-            let same = base == query
-                || matches!((base.canonicalize(), query.canonicalize()), (Ok(a), Ok(b)) if a == b);
-            if !same {
-                return Err(CliError::file(
-                    query,
-                    "--pairs is for self-joins: give the same file as --base and --query",
-                ));
-            }
+            voisin_io::check_one_set(base, query)?;
         }
         Ok(())
+    }
+
+    /// The inputs as the user named them, with the option that named each.
+    fn named_inputs(&self) -> Vec<(&'static str, &Path)> {
+        match self {
+            Task::Knn { base, query, .. } | Task::Range { base, query, .. } => {
+                vec![("--base", base), ("--query", query)]
+            }
+            Task::Graph { input, .. } => vec![("--input", input)],
+        }
+    }
+
+    /// Every file of the run, for the checks before any work.
+    fn files<'a>(&'a self, run: &'a RunOpts) -> RunFiles<'a> {
+        RunFiles {
+            inputs: self.named_inputs(),
+            output: Target::written(
+                run.out.as_deref(),
+                self.range_style(),
+                run.distances == DistanceType::F64,
+            ),
+            checkpoint: self.checkpoint().map(|c| c.dir.as_path()),
+        }
     }
 
     /// The k the engine is asked for.
@@ -156,6 +185,38 @@ impl Task {
             } => k - 1,
             Task::Knn { k, .. } | Task::Graph { k, .. } => *k,
             Task::Range { .. } => 0,
+        }
+    }
+
+    /// Whether the answer is range-style: a range search, or k-NN lists with every tie.
+    fn range_style(&self) -> bool {
+        matches!(
+            self,
+            Task::Range { .. } | Task::Knn { ties: true, .. } | Task::Graph { ties: true, .. }
+        )
+    }
+
+    /// The task's answer from `source`, the engine's or an index's answers over the base:
+    /// k-NN lists of exactly k, or with `--ties all` every item tied at the k-th distance too
+    /// (`voisin::ties`, from the same source's lists).
+    fn answer(
+        &self,
+        base: &Dataset,
+        queries: &Dataset,
+        metric: &Metric,
+        source: Source<'_>,
+    ) -> voisin::Result<Answer> {
+        match self {
+            Task::Knn { k, ties: true, .. } => {
+                voisin::ties::knn(base, queries, *k, metric, source.knn).map(Answer::Range)
+            }
+            Task::Knn { k, .. } => (source.knn)(queries, *k).map(Answer::Knn),
+            Task::Graph { ties: true, .. } => {
+                let k = self.engine_k();
+                voisin::ties::graph(base, k, metric, source.graph, source.knn).map(Answer::Range)
+            }
+            Task::Graph { .. } => (source.graph)(self.engine_k()).map(Answer::Knn),
+            Task::Range { radius, .. } => (source.range)(*radius).map(Answer::Range),
         }
     }
 
@@ -187,14 +248,30 @@ fn lock_checkpoint(dir: &Path) -> Result<std::fs::File, CliError> {
     Ok(lock)
 }
 
+/// The inputs (standard input named at most once, and read now) and the metric they and
+/// `--metric` give.
+fn open_inputs(
+    task: &Task,
+    run: &RunOpts,
+    global: &GlobalOpts,
+) -> Result<(Input, Option<Input>, Metric), CliError> {
+    voisin_io::stdin_once(&task.named_inputs())?;
+    let base = Input::open(task.base(), global.format)?;
+    let query = match task.query() {
+        Some(q) => Some(Input::open(q, global.format)?),
+        None => None,
+    };
+    let inputs: Vec<&Input> = std::iter::once(&base).chain(query.as_ref()).collect();
+    let metric = voisin_io::choose_metric(run.metric.as_ref().map(Given::Flag), &inputs)?;
+    Ok((base, query, metric))
+}
+
 fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
-    let metric = choose_metric(run.metric.as_ref(), task.base(), global.format)?;
+    let (base_input, query_input, metric) = open_inputs(&task, run, global)?;
     task.check(&metric)?;
     check_engine(run, &task, &metric)?;
-    let inputs: Vec<&Path> = std::iter::once(task.base()).chain(task.query()).collect();
-    let range = matches!(task, Task::Range { .. });
-    let target = Target::prepare(run.out.as_deref(), &inputs, range)?;
+    let target = Target::prepare(&task.files(run))?;
     let _checkpoint_lock = match task.checkpoint() {
         Some(c) => Some(lock_checkpoint(&c.dir)?),
         None => None,
@@ -208,17 +285,14 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
         select: run.select,
         precision: run.precision,
         gpus: run.gpus.clone(),
+        ..EngineConfig::default()
     };
     let engine = device::select(run.device, &config)?;
     let engine: &dyn Engine = engine.as_ref();
 
-    let base = load::load(task.base(), Role::Base, &metric, global)?;
-    let queries = match task.query() {
-        Some(path) => {
-            let q = load::load(path, Role::Query, &metric, global)?;
-            load::check_pair(&base, task.base(), &q, path)?;
-            Some(q)
-        }
+    let base = load::load(&base_input, Role::Base, &metric, global)?;
+    let queries = match &query_input {
+        Some(input) => Some(load::queries(input, &base, task.base(), &metric, global)?),
         None => None,
     };
     let queries: &Dataset = queries.as_ref().unwrap_or(&base);
@@ -227,58 +301,47 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
 
     let t = Instant::now();
     let mut build_time = None;
+    let inputs = Run {
+        task: &task,
+        base: &base,
+        queries,
+        metric: &metric,
+    };
     let answer = match decision.engine {
-        auto::Engine::Index(kind) => {
-            let pool = device::thread_pool(global.threads)?;
-            pool.install(|| {
-                let tb = Instant::now();
-                let index = DatasetIndex::build(&base, metric.clone(), kind, &Params::default())?;
-                build_time = Some((tb.elapsed(), index.build_evals()));
-                match &task {
-                    Task::Knn { k, .. } => index.knn(queries, *k).map(Answer::Knn),
-                    Task::Graph { .. } => index.graph(&base, task.engine_k()).map(Answer::Knn),
-                    Task::Range { radius, .. } => index.range(queries, *radius).map(Answer::Range),
-                }
-            })
-        }
-        auto::Engine::Brute => match &task {
-            Task::Knn { k, .. } => engine.knn(&base, queries, *k, &metric).map(Answer::Knn),
-            Task::Graph {
-                checkpoint: Some(c),
-                ..
-            } => engine
-                .graph_checkpointed(&base, task.engine_k(), &metric, c)
-                .map(Answer::Knn),
-            Task::Graph { .. } => engine
-                .graph(&base, task.engine_k(), &metric)
-                .map(Answer::Knn),
-            Task::Range { radius, .. } => engine
-                .range(&base, queries, *radius, &metric)
-                .map(Answer::Range),
-        },
+        auto::Engine::Index(kind) => inputs.indexed(kind, &config).map(|(answer, built)| {
+            build_time = Some(built);
+            answer
+        }),
+        auto::Engine::Brute => inputs.brute(engine),
     };
     progress.finish();
     let answer = answer.map_err(|e| CliError::core(e, None))?;
     let answer = match answer {
-        Answer::Knn(g)
-            if matches!(
-                task,
-                Task::Graph {
-                    include_self: true,
-                    ..
-                }
-            ) =>
+        a if matches!(
+            task,
+            Task::Graph {
+                include_self: true,
+                ..
+            }
+        ) =>
         {
-            Answer::Knn(shape::include_self(g))
+            a.include_self(&base, &metric)
         }
-        a if task.pairs() => Answer::Range(shape::pairs(a)),
+        a if task.pairs() => Answer::Range(a.pairs()),
         a => a,
     };
     let engine_time = t.elapsed();
 
     let t = Instant::now();
+    let with_self = matches!(
+        task,
+        Task::Graph {
+            include_self: true,
+            ..
+        }
+    );
     let exact = (run.distances == DistanceType::F64)
-        .then(|| shape::exact_distances(&answer, &base, queries, &metric));
+        .then(|| answer.exact((&base, queries), &metric, with_self));
     let opts = voisin_io::WriteOptions {
         exact_distances: exact.as_deref(),
         columns: Some(base.len()),
@@ -344,33 +407,66 @@ fn execute(task: Task, run: &RunOpts, global: &GlobalOpts) -> Result<(), CliErro
     Ok(())
 }
 
-/// A fixed index runs on the CPU, without checkpoints, under a true metric: checked before any
-/// input is read.
-fn check_engine(run: &RunOpts, task: &Task, metric: &Metric) -> Result<(), CliError> {
-    let EngineChoice::Fixed(auto::Engine::Index(kind)) = run.engine else {
-        return Ok(());
-    };
-    let clash = if run.device == DeviceChoice::Cuda {
-        Some("--device cuda")
-    } else if task.checkpoint().is_some() {
-        Some("--checkpoint")
-    } else {
-        None
-    };
-    let e = match clash {
-        Some(flag) => voisin::Error::invalid(format!(
-            "--engine {kind} runs on the CPU without checkpoints and cannot go with {flag} \
-             (use --engine brute or auto)"
-        )),
-        None => match voisin_index::space::check_metric(metric) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        },
-    };
-    Err(CliError::core(e, None))
+/// One run's task and inputs, as the engines take them.
+struct Run<'a> {
+    task: &'a Task,
+    base: &'a Dataset,
+    queries: &'a Dataset,
+    metric: &'a Metric,
 }
 
-/// Brute force or an index (`--engine`); checkpointed graphs are brute force.
+impl Run<'_> {
+    /// The answer of brute force on `engine`.
+    fn brute(&self, engine: &dyn Engine) -> voisin::Result<Answer> {
+        let (base, queries, metric) = (self.base, self.queries, self.metric);
+        let source = Source {
+            knn: &|q, k| engine.knn(base, q, k, metric),
+            graph: &|k| match self.task.checkpoint() {
+                Some(c) => engine.graph_checkpointed(base, k, metric, c),
+                None => engine.graph(base, k, metric),
+            },
+            range: &|r| engine.range(base, queries, r, metric),
+        };
+        self.task.answer(base, queries, metric, source)
+    }
+
+    /// The answer of a metric index of `kind` built for this run through the factory's index
+    /// engine ([`voisin_engines::run_indexes`]), with the build's time and distance evaluations.
+    fn indexed(
+        &self,
+        kind: voisin_index::Kind,
+        config: &EngineConfig,
+    ) -> voisin::Result<(Answer, (Duration, u64))> {
+        let indexes = voisin_engines::run_indexes(config)?;
+        let t = Instant::now();
+        let index = indexes.build(
+            self.base,
+            self.metric.clone(),
+            kind,
+            &Params::default(),
+            &|_| {},
+        )?;
+        let built = (t.elapsed(), index.build_evals());
+        let source = Source {
+            knn: &|q, k| indexes.knn(&index, q, k).map(|s| s.result),
+            graph: &|k| indexes.graph(&index, self.base, k),
+            range: &|r| indexes.range(&index, self.queries, r).map(|s| s.result),
+        };
+        let answer = self
+            .task
+            .answer(self.base, self.queries, self.metric, source)?;
+        Ok((answer, built))
+    }
+}
+
+/// A fixed index runs on the CPU, without checkpoints, under a true metric: checked (by the
+/// engine factory) before any input is read.
+fn check_engine(run: &RunOpts, task: &Task, metric: &Metric) -> Result<(), CliError> {
+    voisin_engines::check_engine(run.device, run.engine, metric, task.checkpoint().is_some())
+        .map_err(|e| CliError::core(e, None))
+}
+
+/// Brute force or an index (`--engine`), as the engine factory decides for the device.
 fn choose_engine(
     run: &RunOpts,
     task: &Task,
@@ -378,23 +474,11 @@ fn choose_engine(
     queries: &Dataset,
     metric: &Metric,
 ) -> Result<Decision, CliError> {
-    if task.checkpoint().is_some() {
-        return Ok(Decision {
-            engine: auto::Engine::Brute,
-            reason: "checkpointed graphs run brute force".into(),
-            intrinsic_dim: None,
-        });
-    }
-    let gpu = match run.device {
-        DeviceChoice::Cuda => true,
-        DeviceChoice::Auto => voisin_cuda::gpu_available(),
-        DeviceChoice::Cpu => false,
-    };
-    let work = Workload {
+    let shape = RunShape {
         queries: queries.len(),
-        gpu,
         range: matches!(task, Task::Range { .. }),
+        checkpointed: task.checkpoint().is_some(),
     };
-    auto::decide(run.engine, base, metric, work, &Params::default())
+    voisin_engines::choose_engine(run.device, run.engine, base, metric, shape)
         .map_err(|e| CliError::core(e, None))
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use voisin::{Dataset, KnnResult, Metric, VectorSet};
 
-use crate::args::{DeviceChoice, GlobalOpts};
+use crate::args::GlobalOpts;
 use crate::device::{self, EngineConfig};
 use crate::error::CliError;
 
@@ -27,7 +27,7 @@ pub fn run(global: &GlobalOpts) -> Result<(), CliError> {
         .map_err(|e| CliError::core(e, None))?
         .into();
     let engine = device::select(
-        DeviceChoice::Auto,
+        voisin_engines::Device::Auto,
         &EngineConfig {
             threads: global.threads,
             memory_budget: global.memory,

@@ -1,31 +1,19 @@
-//! Where the work runs: `--device` and the engine options go to the engine factory
-//! (`voisin-engines`), whose errors become the CLI's one-line errors with their exit codes;
-//! `--threads` also sizes the worker pool of the CPU work the engines do not run themselves
-//! (the metric indexes).
+//! Where the work runs: `--device` (the factory's one [`Device`] type) and the engine options go
+//! to the engine factory (`voisin-engines`), whose errors become the CLI's one-line errors with
+//! their exit codes; `--threads` also sizes the worker pool of the index commands.
 
 use voisin::{Engine, Error};
-pub use voisin_engines::EngineConfig;
+pub use voisin_engines::{Device, EngineConfig};
 
-use crate::args::DeviceChoice;
 use crate::error::CliError;
 
-impl From<DeviceChoice> for voisin_engines::Device {
-    fn from(choice: DeviceChoice) -> Self {
-        match choice {
-            DeviceChoice::Auto => voisin_engines::Device::Auto,
-            DeviceChoice::Cpu => voisin_engines::Device::Cpu,
-            DeviceChoice::Cuda => voisin_engines::Device::Cuda,
-        }
-    }
-}
-
 /// The engine for a `--device` choice.
-pub fn select(choice: DeviceChoice, config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
-    voisin_engines::open(choice.into(), config).map_err(|e| CliError::core(e, None))
+pub fn select(choice: Device, config: &EngineConfig) -> Result<Box<dyn Engine>, CliError> {
+    voisin_engines::open(choice, config).map_err(|e| CliError::core(e, None))
 }
 
-/// The worker threads of CPU work the engines do not run themselves (the metric indexes):
-/// `--threads`, every core by default; zero is a user error.
+/// The worker threads of the index commands (reading inputs included; the index engines keep
+/// pools of the same size): `--threads`, every core by default; zero is a user error.
 pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool, CliError> {
     if threads == Some(0) {
         return Err(CliError::core(
@@ -49,17 +37,17 @@ mod tests {
             threads: Some(1),
             ..Default::default()
         };
-        let choices: &[DeviceChoice] = if voisin_cuda::gpu_available() {
-            &[DeviceChoice::Cpu]
+        let choices: &[Device] = if voisin_cuda::gpu_available() {
+            &[Device::Cpu]
         } else {
-            &[DeviceChoice::Cpu, DeviceChoice::Auto]
+            &[Device::Cpu, Device::Auto]
         };
         for &choice in choices {
             let engine = select(choice, &config).unwrap();
             assert!(engine.name().starts_with("cpu"), "{}", engine.name());
         }
         if !voisin_cuda::gpu_available() {
-            let err = select(DeviceChoice::Cuda, &config).err().unwrap();
+            let err = select(Device::Cuda, &config).err().unwrap();
             assert_eq!(err.exit_code(), 1);
             assert!(err.to_string().starts_with("cuda: "), "{err}");
         }
@@ -71,12 +59,6 @@ mod tests {
             threads: Some(0),
             ..Default::default()
         };
-        assert_eq!(
-            select(DeviceChoice::Cpu, &config)
-                .err()
-                .unwrap()
-                .exit_code(),
-            2
-        );
+        assert_eq!(select(Device::Cpu, &config).err().unwrap().exit_code(), 2);
     }
 }

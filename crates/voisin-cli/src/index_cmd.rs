@@ -1,28 +1,26 @@
 //! `voisin index build` and `voisin index query`: metric-space indexes kept in files.
 //!
 //! This module owns the command flow only: checks first (parameters, output path, inputs), then
-//! the build or the search, then the write. Structures, search and the file layout belong to the
-//! voisin-index crate; reading data and writing results to voisin-io (through `load` and
-//! `output`). Errors follow the CLI's rule: one line naming the file, exit 2 for bad input.
+//! the build or the search, then the write. The build and the search go through the index face
+//! (`voisin_index::IndexEngine`) that the engine factory opens for `--device` (and routes under
+//! auto); structures and the file layout belong to the voisin-index crate; reading data and
+//! writing results to voisin-io (through `load` and `output`). Errors follow the CLI's rule: one
+//! line naming the file, exit 2 for bad input.
 
 use std::io::Write;
-use std::path::Path;
 use std::time::Instant;
 
 use serde_json::json;
 use voisin::engine::check_k;
 use voisin::Error;
 use voisin_engines::EngineConfig;
-use voisin_index::{file, DatasetIndex, Kind, Params};
-use voisin_io::Role;
+use voisin_index::{file, IndexOp, Kind, Params};
+use voisin_io::{Given, Input, Role, RunFiles, Written};
 
-use crate::args::{
-    DeviceChoice, GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs,
-};
+use crate::args::{GlobalOpts, IndexBuildArgs, IndexCommand, IndexKindArg, IndexQueryArgs};
 use crate::device::thread_pool;
 use crate::error::CliError;
 use crate::load;
-use crate::metric_choice::choose_metric;
 use crate::output::{Answer, Target};
 use crate::progress::Progress;
 use crate::stats::{secs, RunStats, Times};
@@ -46,7 +44,8 @@ fn kind(arg: IndexKindArg) -> Kind {
 
 fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
-    let metric = choose_metric(a.metric.as_ref(), &a.input, global.format)?;
+    let input = Input::open(&a.input, global.format)?;
+    let metric = voisin_io::choose_metric(a.metric.as_ref().map(Given::Flag), &[&input])?;
     voisin_index::space::check_metric(&metric).map_err(|e| CliError::core(e, None))?;
     let params = Params {
         cluster_size: a.cluster_size,
@@ -55,8 +54,13 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
         base: a.radius_base,
     };
     params.check().map_err(|e| CliError::core(e, None))?;
-    check_index_out(&a.out, &a.input)?;
-    let data = load::load(&a.input, Role::Base, &metric, global)?;
+    RunFiles {
+        inputs: vec![("--input", &a.input)],
+        output: Some(Written::File(&a.out)),
+        checkpoint: None,
+    }
+    .check()?;
+    let data = load::load(&input, Role::Base, &metric, global)?;
     let load_time = start.elapsed();
 
     let t = Instant::now();
@@ -69,27 +73,21 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
             bar(done as u64, n)
         }
     };
-    let on_cpu = || {
-        DatasetIndex::build_with_progress(&data, metric.clone(), kind, &params, &placed)
-            .map(|i| (i, "cpu".to_string()))
+    let config = EngineConfig {
+        threads: global.threads,
+        memory_budget: global.memory,
+        ..EngineConfig::default()
     };
-    let on_gpu = |engines: &[voisin_cuda::CudaEngine]| {
-        let engine = &engines[0];
-        voisin_cuda::index::build_with_progress(
-            engine,
-            &data,
-            metric.clone(),
+    let built = voisin_engines::open_indexes(a.device, &config).and_then(|indexes| {
+        let index = indexes.build(&data, metric.clone(), kind, &params, &placed)?;
+        let op = IndexOp::Build {
+            data: &data,
+            metric: &metric,
             kind,
-            &params,
-            &placed,
-        )
-        .map(|i| (i, engine.device_name()))
-    };
-    // Under auto, what the GPU does not build (k-d trees, SSS over strings, other metrics) or
-    // would build no sooner than the CPU goes to the CPU.
-    let gpu_builds = || voisin_cuda::index::builds(&data, &metric, kind, &params);
-    let one_gpu = Gpus::default();
-    let built = on_device(a.device, global, &one_gpu, gpu_builds, on_cpu, on_gpu);
+            params: &params,
+        };
+        Ok((index, indexes.answering(&op)))
+    });
     progress.finish();
     let (index, device) = built.map_err(|e| CliError::core(e, Some(&a.input)))?;
     let build_time = t.elapsed();
@@ -121,20 +119,6 @@ fn build(a: &IndexBuildArgs, global: &GlobalOpts) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The index file must pass voisin's commit checks (writable folder, a regular file or nothing)
-/// and must not replace the input it is built from.
-fn check_index_out(out: &Path, input: &Path) -> Result<(), CliError> {
-    let same = matches!((out.canonicalize(), input.canonicalize()), (Ok(a), Ok(b)) if a == b);
-    if same {
-        return Err(CliError::file(
-            out,
-            "is the input of this command; the index would overwrite it",
-        ));
-    }
-    voisin_io::check_outputs(&[out.to_path_buf()])?;
-    Ok(())
-}
-
 fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
     let start = Instant::now();
     if let Some(k) = a.k {
@@ -144,7 +128,12 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         let e = Error::invalid(format!("radius {r} must be a finite number >= 0"));
         return Err(CliError::core(e, None));
     }
-    let target = Target::prepare(a.out.as_deref(), &[&a.index, &a.query], a.radius.is_some())?;
+    voisin_io::stdin_once(&[("--index", &a.index), ("--query", &a.query)])?;
+    let target = Target::prepare(&RunFiles {
+        inputs: vec![("--index", &a.index), ("--query", &a.query)],
+        output: Target::written(a.out.as_deref(), a.radius.is_some(), false),
+        checkpoint: None,
+    })?;
     let index = file::load(&a.index).map_err(|e| {
         let msg = match e {
             Error::Io(io) => format!("cannot read the index: {io}"),
@@ -152,37 +141,32 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         };
         CliError::file(&a.index, msg)
     })?;
-    let queries = load::load(&a.query, Role::Query, index.metric(), global)?;
+    let input = Input::open(&a.query, global.format)?;
+    voisin_io::choose_metric(Some(Given::Index(&a.index, index.metric())), &[&input])?;
+    let queries = load::load(&input, Role::Query, index.metric(), global)?;
     let load_time = start.elapsed();
 
     let t = Instant::now();
-    let on_cpu = || match (a.k, a.radius) {
-        (Some(k), _) => index.knn(&queries, k).map(Answer::Knn),
-        (None, Some(r)) => index.range(&queries, r).map(Answer::Range),
-        (None, None) => unreachable!("clap requires -k or --radius"),
-    };
-    let on_gpu = |engines: &[voisin_cuda::CudaEngine]| match (a.k, a.radius) {
-        (Some(k), _) => voisin_cuda::index::knn_on(engines, &index, &queries, k)
-            .map(|(r, s)| (Answer::Knn(r), Some(s))),
-        (None, Some(r)) => voisin_cuda::index::range_on(engines, &index, &queries, r)
-            .map(|(r, s)| (Answer::Range(r), Some(s))),
-        (None, None) => unreachable!("clap requires -k or --radius"),
-    };
     // Under auto, what the GPU does not search (cover trees, strings, other metrics, sizes past
     // its limits) goes to the CPU. One engine per GPU listed in --gpus (1-Stage).
-    let gpu_searches = || voisin_cuda::index::supports(&index, &queries);
-    let gpus = Gpus {
-        list: a.gpus.clone(),
-        memory: a.gpu_memory,
+    let config = EngineConfig {
+        threads: global.threads,
+        memory_budget: global.memory,
+        gpus: a.gpus.clone(),
+        device_memory: a.gpu_memory,
+        ..EngineConfig::default()
     };
-    let (answer, streamed) = on_device(
-        a.device,
-        global,
-        &gpus,
-        gpu_searches,
-        || on_cpu().map(|r| (r, None)),
-        on_gpu,
-    )
+    let indexes =
+        voisin_engines::open_indexes(a.device, &config).map_err(|e| CliError::core(e, None))?;
+    let (answer, streamed) = match (a.k, a.radius) {
+        (Some(k), _) => indexes
+            .knn(&index, &queries, k)
+            .map(|s| (Answer::Knn(s.result), s.streamed)),
+        (None, Some(r)) => indexes
+            .range(&index, &queries, r)
+            .map(|s| (Answer::Range(s.result), s.streamed)),
+        (None, None) => unreachable!("clap requires -k or --radius"),
+    }
     .map_err(|e| CliError::core(e, Some(&a.query)))?;
     let search_time = t.elapsed();
 
@@ -224,7 +208,8 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         line["evals_per_query"] = per_query.into();
         line["brute_force_evals_per_query"] = index.len().into();
         line["evals_fraction_of_brute_force"] = (per_query / index.len().max(1) as f64).into();
-        if let Some(s) = streamed.filter(|s| s.superclusters > 0) {
+        if streamed.superclusters > 0 {
+            let s = streamed;
             line["superclusters"] = s.superclusters.into();
             line["superclusters_copied"] = s.copied.into();
             line["copy_s"] = s.copy_s.into();
@@ -236,56 +221,6 @@ fn query(a: &IndexQueryArgs, global: &GlobalOpts) -> Result<(), CliError> {
         stats_line(line);
     }
     Ok(())
-}
-
-/// Runs the work where `--device` says, on the factory's GPU engine (so that --memory reaches
-/// it). Under auto a GPU that does not start is no error and work the GPU does not take
-/// (`gpu_takes`) runs on the CPU; errors of work the GPU takes are real and reported.
-fn on_device<T>(
-    device: DeviceChoice,
-    global: &GlobalOpts,
-    gpus: &Gpus,
-    gpu_takes: impl FnOnce() -> bool,
-    on_cpu: impl FnOnce() -> voisin::Result<T>,
-    on_gpu: impl FnOnce(&[voisin_cuda::CudaEngine]) -> voisin::Result<T>,
-) -> voisin::Result<T> {
-    // The factory's GPU options, so that --memory reaches them.
-    let config = EngineConfig {
-        threads: global.threads,
-        memory_budget: global.memory,
-        gpus: gpus.list.clone(),
-        ..EngineConfig::default()
-    };
-    let open_gpus = || -> voisin::Result<Vec<voisin_cuda::CudaEngine>> {
-        let opts = voisin_cuda::CudaOptions {
-            device_memory: gpus.memory,
-            ..voisin_engines::cuda_options(&config)
-        };
-        voisin_engines::gpu_ordinals(config.gpus.as_ref())?
-            .into_iter()
-            .map(|o| voisin_cuda::CudaEngine::with_options(o, opts.clone()))
-            .collect()
-    };
-    match device {
-        DeviceChoice::Cpu => on_cpu(),
-        DeviceChoice::Cuda => open_gpus().and_then(|e| on_gpu(&e)),
-        // Under auto a GPU that does not start is no error; errors of work the GPU takes are
-        // real and reported.
-        DeviceChoice::Auto => match (voisin_cuda::gpu_available() && gpu_takes())
-            .then(|| open_gpus().ok())
-            .flatten()
-        {
-            Some(engines) => on_gpu(&engines),
-            None => on_cpu(),
-        },
-    }
-}
-
-/// The GPUs a command uses: `--gpus` (none: GPU 0) and the device memory cap `--gpu-memory`.
-#[derive(Default)]
-struct Gpus {
-    list: Option<voisin_engines::Gpus>,
-    memory: Option<usize>,
 }
 
 /// One JSON line on standard error; a closed standard error must not fail a finished run.

@@ -7,16 +7,17 @@
 use std::path::Path;
 
 use half::{bf16, f16};
+use voisin::cpu::DEFAULT_MEMORY_BUDGET;
 use voisin::data::{Buffer, VectorData};
 use voisin::{Dataset, Metric, VectorSet};
-use voisin_io::{ReadOptions, Role};
+use voisin_io::{Input, ReadOptions, Role};
 
 use crate::args::{GlobalOpts, NanPolicy};
 use crate::error::CliError;
 
 /// Reads one input and checks it on its own.
 pub fn load(
-    path: &Path,
+    input: &Input,
     role: Role,
     metric: &Metric,
     opts: &GlobalOpts,
@@ -24,23 +25,29 @@ pub fn load(
     let read = ReadOptions {
         role,
         mmap: !opts.no_mmap,
+        header: opts.header.into(),
+        memory: Some(opts.memory.unwrap_or(DEFAULT_MEMORY_BUDGET)),
     };
-    let data = if path == Path::new("-") {
-        let Some(format) = opts.format else {
-            return Err(CliError::file(
-                path,
-                "standard input has no extension to tell its format; give --format (e.g. --format npy)",
-            ));
-        };
-        let data = voisin_io::read_stdin(format, role)?;
-        voisin_io::check_loaded(path, data, metric)?
-    } else {
-        if read.mmap {
-            name_mapped_input(path);
-        }
-        voisin_io::read_checked(path, &read, metric)?
-    };
+    let path = input.path();
+    if read.mmap && !input.is_stdin() {
+        name_mapped_input(path);
+    }
+    let data = voisin_io::check_loaded(path, input.read(&read)?, metric)?;
     non_finite(data, opts.allow_nan, path)
+}
+
+/// Reads the queries and checks them on their own and against the base set read from
+/// `base_path`.
+pub fn queries(
+    input: &Input,
+    base: &Dataset,
+    base_path: &Path,
+    metric: &Metric,
+    opts: &GlobalOpts,
+) -> Result<Dataset, CliError> {
+    let q = load(input, Role::Query, metric, opts)?;
+    check_pair(base, base_path, &q, input.path())?;
+    Ok(q)
 }
 
 /// A mapped input that shrinks during the run raises SIGBUS; voisin::commit's handler then prints

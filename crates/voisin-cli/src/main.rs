@@ -1,4 +1,4 @@
-//! The `voisin` command line: knn, graph, range, demo and index.
+//! The `voisin` command line: knn, graph, range, demo, doctor and index.
 //!
 //! This binary owns argument parsing, device choice, input checks, output targets, `--stats` and
 //! the progress bar. Reading and writing files is voisin-io's job; brute-force search is done by
@@ -7,9 +7,9 @@
 //!
 //! Modules: `args` (the command line), this file (dispatch of every subcommand, error lines),
 //! `error` (the error and its exit code), `commands` (knn, graph and range), `index_cmd` (index
-//! build and query), `demo`, `device` (engines and worker threads), `metric_choice`, `load`
-//! (inputs and their checks), `output` (where results go), `shape` (what a result becomes
-//! before it is written), `progress`, `stats` (`--stats`) and `size` (`--memory`).
+//! build and query), `demo`, `doctor` (what `voisin_cuda::cuda_info` found), `device`
+//! (engines and worker threads), `load` (inputs, their checks and the metric), `output`
+//! (where results go), `progress`, `stats` (`--stats`) and `size` (`--memory`).
 //!
 //! Exit codes: 0 success, 2 bad input or usage, 1 internal or device failure. Every error is one
 //! line on standard error, `voisin: error: <file>: <problem>`.
@@ -21,10 +21,8 @@ mod device;
 mod error;
 mod index_cmd;
 mod load;
-mod metric_choice;
 mod output;
 mod progress;
-mod shape;
 mod size;
 mod stats;
 
@@ -34,9 +32,8 @@ use clap::Parser;
 
 /// mimalloc instead of glibc's malloc: the engines' host phases allocate per row (a million
 /// candidate lists and result rows in a 1M-item graph) from every thread at once, and glibc's
-/// arenas made that the slowest host step. H200 machine, 16 cores, a 1M × 128 graph (k = 10) in
-/// a fresh process: its prove / re-rank phase took 423 and 470 ms under glibc, 145 and 139 ms
-/// under mimalloc; the whole graph 1.91 s against 1.58 s (bench/RESULTS.md, session 12).
+/// arenas made that the slowest host step: a 1M × 128 graph's prove and re-rank phase took about
+/// three times as long under glibc (docs/design/device-finish.md).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -66,6 +63,10 @@ fn run(cli: args::Cli) -> Result<(), error::CliError> {
         args::Command::Graph(a) => commands::graph(a, global),
         args::Command::Range(a) => commands::range(a, global),
         args::Command::Demo => demo::run(global),
+        args::Command::Doctor => {
+            print!("{}", voisin_cuda::cuda_info());
+            Ok(())
+        }
         args::Command::Index(c) => index_cmd::run(c, global),
     }
 }

@@ -7,32 +7,12 @@
 use std::io::{BufWriter, ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-use voisin::{KnnResult, RangeResult, Stats};
+use voisin_io::{RunFiles, Written};
 
 use crate::error::CliError;
 
-/// What a command computed.
-pub enum Answer {
-    Knn(KnnResult),
-    Range(RangeResult),
-}
-
-impl Answer {
-    pub fn stats(&self) -> &Stats {
-        match self {
-            Answer::Knn(r) => &r.stats,
-            Answer::Range(r) => &r.stats,
-        }
-    }
-
-    /// Number of (query, neighbour) pairs returned.
-    pub fn len(&self) -> usize {
-        match self {
-            Answer::Knn(r) => r.indices.len(),
-            Answer::Range(r) => r.indices.len(),
-        }
-    }
-}
+/// What a command computed (the core's, shaped there for `--pairs` and `--distances f64`).
+pub use voisin::shape::Answer;
 
 pub enum Target {
     Stdout,
@@ -40,32 +20,20 @@ pub enum Target {
 }
 
 impl Target {
-    /// Checks `--out` (if given) against the inputs of the command: every file the result
-    /// will consist of (`range` results in `.npy` have offsets too) passes voisin's commit
-    /// checks (`voisin::commit`) and none of them is an input.
-    pub fn prepare(out: Option<&Path>, inputs: &[&Path], range: bool) -> Result<Target, CliError> {
-        let path = match out {
-            Some(p) if p != Path::new("-") => p,
-            _ => return Ok(Target::Stdout),
-        };
-        let files = voisin_io::result_files(path, range)?;
-        for written in &files {
-            for input in inputs {
-                if same_file(written, input) {
-                    let problem = if written == path {
-                        "is an input of this command; results would overwrite it".to_string()
-                    } else {
-                        format!(
-                            "results would also go to {}, which is an input of this command",
-                            written.display()
-                        )
-                    };
-                    return Err(CliError::file(path, problem));
-                }
-            }
-        }
-        voisin_io::check_outputs(&files)?;
-        Ok(Target::File(path.to_path_buf()))
+    /// What `--out` (if given) writes: a result, with `range` offsets and `exact` distances.
+    pub fn written(out: Option<&Path>, range: bool, exact: bool) -> Option<Written<'_>> {
+        out.filter(|p| *p != Path::new("-"))
+            .map(|path| Written::Result { path, range, exact })
+    }
+
+    /// Checks every file of the run together (voisin-io's `RunFiles`: no output is an input
+    /// or lies in the checkpoint folder, then voisin's commit checks) and says where results go.
+    pub fn prepare(files: &RunFiles) -> Result<Target, CliError> {
+        files.check()?;
+        Ok(match files.output {
+            Some(Written::Result { path, .. }) => Target::File(path.to_path_buf()),
+            _ => Target::Stdout,
+        })
     }
 
     pub fn write(&self, answer: &Answer, opts: &voisin_io::WriteOptions) -> Result<(), CliError> {
@@ -95,12 +63,5 @@ fn write_stdout(answer: &Answer, opts: &voisin_io::WriteOptions) -> Result<(), C
             "cannot write to standard output: {e}"
         ))),
         Ok(()) => Ok(()),
-    }
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
     }
 }

@@ -238,8 +238,17 @@ fn npz_csv_and_piped_inputs_match_fvecs() {
 fn hdf5_distance_attribute_sets_the_metric() {
     let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../voisin-io/tests/data/angular.hdf5");
     let path = f.to_str().unwrap();
-    let read =
-        |role| voisin_io::read_dataset(&f, &voisin_io::ReadOptions { role, mmap: false }).unwrap();
+    let read = |role| {
+        voisin_io::read_dataset(
+            &f,
+            &voisin_io::ReadOptions {
+                role,
+                mmap: false,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
     let (train, test) = (read(voisin_io::Role::Base), read(voisin_io::Role::Query));
     let r = reference::knn(&train, &test, 4, &Metric::Cosine).unwrap();
     let want = expected_lines((0..r.n_queries).map(|q| {
@@ -449,5 +458,223 @@ fn parquet_input_matches_npy() {
         "two_lists.parquet:vec",
     ] {
         assert_eq!(run(name), want, "{name}");
+    }
+}
+
+/// TSV lines of `n` result rows (`row(q)`: ids and distances of query `q`).
+fn lines_of<'a>(n: usize, row: impl Fn(usize) -> (&'a [u32], &'a [f32])) -> Vec<Line> {
+    expected_lines((0..n).map(|q| {
+        let (ids, ds) = row(q);
+        (q, ids.iter().copied().zip(ds.iter().copied()).collect())
+    }))
+}
+
+/// TSV lines of a range-style result.
+fn rows_lines(r: &voisin::RangeResult) -> Vec<Line> {
+    lines_of(r.n_queries(), |q| r.row(q))
+}
+
+#[test]
+fn ties_all_returns_every_item_at_the_kth_distance() {
+    let s = Scratch::new();
+    let rows = tied();
+    let queries = int_rows(15, 4, 152, 3);
+    s.raw("x.fvecs", &fvecs(&rows));
+    s.raw("q.fvecs", &fvecs(&queries));
+    let (data, q) = (vectors(&rows), vectors(&queries));
+    let run = |cmd: &[&str], metric: &str, engine: &str, k: &str, ties: &str| {
+        let common = [
+            "--metric", metric, "--engine", engine, "-k", k, "--ties", ties,
+        ];
+        ok(&s, &[cmd, &common[..]].concat())
+    };
+    let knn = ["knn", "--base", "x.fvecs", "--query", "q.fvecs"];
+    let graph = ["graph", "--input", "x.fvecs"];
+    for (metric, engines) in [
+        ("euclidean", &["brute", "lc", "kd", "cover"][..]),
+        ("cityblock", &["brute", "sss"]),
+        ("inner_product", &["brute"]),
+        ("cosine", &["brute"]),
+    ] {
+        let m: Metric = metric.parse().unwrap();
+        for k in [1usize, 5] {
+            let want_knn = reference::knn_ties(&data, &q, k, &m).unwrap();
+            let want_graph = reference::graph_ties(&data, k, &m).unwrap();
+            assert!(want_graph.indices.len() > rows.len() * k, "ties at k={k}");
+            for engine in engines {
+                let (ks, what) = (k.to_string(), format!("{metric} {engine} k={k}"));
+                let got = run(&knn, metric, engine, &ks, "all");
+                assert_same_lines(&parse_tsv(&got), &rows_lines(&want_knn));
+                let got = run(&graph, metric, engine, &ks, "all");
+                assert_same_lines(&parse_tsv(&got), &rows_lines(&want_graph));
+                // --ties first is the default: exactly k.
+                let plain = run(&graph, metric, engine, &ks, "first");
+                let default = ok(&s, &[&graph[..], &["--metric", metric, "-k", &ks]].concat());
+                let want = reference::graph(&data, k, &m).unwrap();
+                assert_eq!(parse_tsv(&plain).len(), rows.len() * k, "{what}");
+                assert_same_lines(&parse_tsv(&plain), &knn_rows(&want));
+                assert_same_lines(&parse_tsv(&default), &knn_rows(&want));
+            }
+        }
+    }
+    // Strings: edit distances are integers, ties everywhere (auto takes an index for them).
+    let words = ["ab", "ba", "abc", "b", "a", "", "abc", "cab", "bb", "aa"];
+    s.raw("w.txt", words.join("\n").as_bytes());
+    let set: Dataset = voisin::StringSet::from_strings(words).unwrap().into();
+    let want = reference::graph_ties(&set, 2, &Metric::Levenshtein).unwrap();
+    for engine in ["auto", "brute", "lc"] {
+        let got = ok(
+            &s,
+            &[
+                "graph", "--input", "w.txt", "-k", "2", "--ties", "all", "--engine", engine,
+            ],
+        );
+        assert_same_lines(&parse_tsv(&got), &rows_lines(&want));
+    }
+}
+
+/// k-NN rows as TSV lines.
+fn knn_rows(r: &voisin::KnnResult) -> Vec<Line> {
+    lines_of(r.n_queries, |q| r.row(q))
+}
+
+#[test]
+fn ties_all_goes_with_include_self_pairs_and_checkpoints() {
+    let s = Scratch::new();
+    let rows = tied();
+    s.raw("x.fvecs", &fvecs(&rows));
+    let data = vectors(&rows);
+    let others = reference::graph_ties(&data, 3, &Metric::Euclidean).unwrap();
+    let graph = |extra: &[&'static str]| -> Vec<&'static str> {
+        [&["graph", "--input", "x.fvecs", "--ties", "all"][..], extra].concat()
+    };
+    // --include-self -k 4: the item, then its 3 nearest others and their ties.
+    let want = expected_lines((0..rows.len()).map(|q| {
+        let (ids, ds) = others.row(q);
+        let mut row = vec![(q as u32, 0.0)];
+        row.extend(ids.iter().copied().zip(ds.iter().copied()));
+        (q, row)
+    }));
+    let got = ok(&s, &graph(&["-k", "4", "--include-self"]));
+    assert_same_lines(&parse_tsv(&got), &want);
+    // --pairs: each edge of the tied graph once.
+    let mut edges = BTreeSet::new();
+    for q in 0..rows.len() {
+        let (ids, ds) = others.row(q);
+        for (&j, &d) in ids.iter().zip(ds) {
+            edges.insert(((q as u32).min(j) as usize, (q as u32).max(j), d.to_bits()));
+        }
+    }
+    let got = ok(&s, &graph(&["-k", "3", "--pairs"]));
+    assert_eq!(
+        pair_set(&parse_tsv(&got)),
+        edges.into_iter().collect::<Vec<_>>()
+    );
+    // A checkpointed build gives the same rows.
+    let printed = ok(&s, &graph(&["-k", "3"]));
+    let dir = s.path("ckpt");
+    let checkpointed = ok(
+        &s,
+        &[
+            &graph(&["-k", "3"])[..],
+            &["--checkpoint", dir.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(checkpointed, printed);
+    // --distances f64: the same rows with their exact distances.
+    let exact = ok(&s, &graph(&["-k", "3", "--distances", "f64"]));
+    let wide: Vec<(usize, u32, f64)> = exact
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    let lines = parse_tsv(&printed);
+    assert_eq!(wide.len(), lines.len());
+    let m = Metric::Euclidean;
+    for ((q, i, d), l) in wide.into_iter().zip(&lines) {
+        assert_eq!((q, i), (l.query, l.neighbor));
+        let key = item_key(&m, &data, i as usize, &data, q);
+        assert_eq!(d, m.key_to_distance(key));
+    }
+}
+
+/// The little-endian values after an `.npy` header.
+fn npy_values<const N: usize>(bytes: &[u8]) -> Vec<[u8; N]> {
+    let start = 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    bytes[start..]
+        .chunks(N)
+        .map(|c| c.try_into().unwrap())
+        .collect()
+}
+
+#[test]
+fn ties_all_writes_range_style_files() {
+    let s = Scratch::new();
+    let rows = tied();
+    s.raw("x.fvecs", &fvecs(&rows));
+    let want = reference::graph_ties(&vectors(&rows), 2, &Metric::Euclidean).unwrap();
+    let graph = |out: &'static str| {
+        [
+            "graph", "--input", "x.fvecs", "-k", "2", "--ties", "all", "--out", out,
+        ]
+    };
+    for out in ["g.npz", "g.csr.npz", "g.npy", "g.ivecs", "g.tsv"] {
+        ok(&s, &graph(out));
+    }
+    let tsv = std::fs::read_to_string(s.path("g.tsv")).unwrap();
+    assert_same_lines(&parse_tsv(&tsv), &rows_lines(&want));
+    // .npy: indices, distances and the CSR offsets beside them.
+    let offsets: Vec<i64> = npy_values::<8>(&std::fs::read(s.path("g.offsets.npy")).unwrap())
+        .into_iter()
+        .map(i64::from_le_bytes)
+        .collect();
+    let want_offsets: Vec<i64> = want.offsets.iter().map(|&o| o as i64).collect();
+    assert_eq!(offsets, want_offsets);
+    let ids: Vec<i64> = npy_values::<8>(&std::fs::read(s.path("g.indices.npy")).unwrap())
+        .into_iter()
+        .map(i64::from_le_bytes)
+        .collect();
+    assert_eq!(
+        ids,
+        want.indices
+            .iter()
+            .map(|&i| i64::from(i))
+            .collect::<Vec<_>>()
+    );
+    // .ivecs: rows of their own length.
+    let ivecs = std::fs::read(s.path("g.ivecs")).unwrap();
+    let mut at = 0;
+    for q in 0..rows.len() {
+        let len = i32::from_le_bytes(ivecs[at..at + 4].try_into().unwrap()) as usize;
+        let row: Vec<u32> = (0..len)
+            .map(|j| {
+                i32::from_le_bytes(ivecs[at + 4 + 4 * j..at + 8 + 4 * j].try_into().unwrap()) as u32
+            })
+            .collect();
+        assert_eq!(row, want.row(q).0, "row {q}");
+        at += 4 + 4 * len;
+    }
+    assert_eq!(at, ivecs.len());
+    // .npz and .csr.npz hold the same values.
+    let read = |p: &str| voisin_io::read_dataset(&s.path(p), &Default::default()).unwrap();
+    for member in ["g.npz:distances", "g.csr.npz:data"] {
+        let d = read(member);
+        let v = d.as_vectors().unwrap();
+        assert_eq!(v.rows_f32(0, v.len()), want.distances, "{member}");
+    }
+    if let Some(py) = python_with("numpy, scipy") {
+        let check = "import numpy as np, scipy.sparse as sp; g = np.load('g.npz'); \
+            o = g['offsets']; m = sp.load_npz('g.csr.npz'); \
+            assert (m.indptr == o).all() and (m.indices == g['indices']).all(); \
+            assert m.shape == (60, 60) and (np.diff(o) >= 2).all(); print(int(o[-1]))";
+        let total = python(&py, s.dir.path(), check);
+        assert_eq!(total, want.indices.len().to_string());
     }
 }

@@ -315,7 +315,15 @@ fn strings_default_to_levenshtein() {
 fn hdf5_reads_train_as_base_and_test_as_queries() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../voisin-io/tests/data/ann.hdf5");
     let read = |role| {
-        voisin_io::read_dataset(&fixture, &voisin_io::ReadOptions { role, mmap: false }).unwrap()
+        voisin_io::read_dataset(
+            &fixture,
+            &voisin_io::ReadOptions {
+                role,
+                mmap: false,
+                ..Default::default()
+            },
+        )
+        .unwrap()
     };
     let (train, test) = (read(voisin_io::Role::Base), read(voisin_io::Role::Query));
     assert_ne!(train.len(), test.len());
@@ -536,6 +544,32 @@ fn demo_runs_from_any_folder() {
         .expect("an agreement percentage");
     // Nearest neighbours of handwritten digits mostly show the same digit; chance is 10 %.
     assert!(share > 90.0 && share <= 100.0, "{share}");
+}
+
+/// `voisin doctor` names each CUDA library, where it was searched, and says whether a GPU is
+/// used; on a machine without a driver it says that is why not.
+#[test]
+fn doctor_reports_what_it_found_of_cuda() {
+    let s = Scratch::new();
+    let text = ok(&s, &["doctor"]);
+    for needle in [
+        "driver",
+        "cuBLAS",
+        "NVRTC",
+        "kernels",
+        "searched, in order:",
+        "GPU: ",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    let used = text.contains("GPU: used under device auto");
+    assert_eq!(used, voisin_cuda::gpu_available(), "{text}");
+    if voisin_cuda::cuda_info().driver.is_none() {
+        assert!(
+            text.contains("GPU: not used: the CUDA driver (libcuda) cannot be loaded"),
+            "{text}"
+        );
+    }
 }
 
 #[test]

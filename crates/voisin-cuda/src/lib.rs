@@ -2,8 +2,8 @@
 //!
 //! Distances come from cuBLAS sgemm tiles (euclidean, sqeuclidean, cosine, correlation,
 //! inner_product; strict fp32, or TF32 tensor cores under `Precision::Tf32`) or a SIMT tile
-//! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in
-//! NVRTC-compiled kernels; each query's candidates are proved with an error bound, widened where
+//! kernel (cityblock, chebyshev, minkowski); selection and range filtering run in kernels
+//! compiled ahead of time by the build (or by NVRTC at run time, cached on disk); each query's candidates are proved with an error bound, widened where
 //! the proof fails, and re-ranked on exact f64 keys (k-NN over sorted lists: on the device, the
 //! rest on the host), so results equal the CPU engine's.
 //!
@@ -12,7 +12,8 @@
 //! - `options`: [`CudaOptions`] and its knobs ([`Select`], [`Precision`], [`Fusion`]); a leaf.
 //! - `runtime/`: the device as a resource: `context` (loading CUDA, the GPU's context, streams,
 //!   cuBLAS, uploads and downloads, the typed out-of-memory error), `staging` (the one pinned
-//!   staging), `kernels` (the one registry, NVRTC),
+//!   staging), `kernels` (the one registry; `modules`, `nvrtc`, `cache`: its images),
+//!   `libs`/`loaded` (finding the CUDA libraries; [`cuda_info`]),
 //!   `abi` (the one host↔kernel table of codes and sizes), [`probe`] (phase timings).
 //! - `numerics/`: `plan`, the per-metric plan that owns every device-facing fact about a metric
 //!   (key mode, tile kind, row transforms, the error bound and its parts).
@@ -25,7 +26,8 @@
 //! - `engine/`: [`CudaEngine`] and the `Engine` seam; `passes` (checkpointed graphs, graphs
 //!   on several GPUs).
 //! - `multi`: [`MultiGpu`], several GPUs composed from engines.
-//! - `strings` (levenshtein) and [`index`] (List of Clusters and SSS searched on the GPU).
+//! - `strings` (levenshtein) and [`index`] (the metric indexes on the GPU behind the index face:
+//!   [`index::GpuIndexes`]).
 //!
 //! CUDA is loaded at run time: the crate builds and links without it, and [`gpu_available`]
 //! says whether it can run.
@@ -72,6 +74,7 @@ pub use ops::select;
 pub use options::{CudaOptions, Fusion, Precision, Select};
 pub use runtime::context::{device_count, gpu_available};
 pub use runtime::probe;
+pub use runtime::{cuda_info, set_python_path, CudaInfo, DeviceInfo, LibraryInfo};
 pub use search::graph::PartialGraph;
 // The graph schedule lives in the core; re-exported at the paths callers used before.
 pub use voisin::graph::{

@@ -59,7 +59,7 @@ pub enum Precision {
     /// bound adds on 32 pilot queries cost less than the tile time it saves (TF32 was about 2×
     /// faster on normal data), fp32 where they do not (TF32 lost 5.8× to fp32 on a clustered
     /// graph); for a graph where TF32 loses, `Fp16x3` by the same rule with its own bound (the
-    /// clustered graph 2.5× faster than fp32 on the H200). The pilot runs for the
+    /// clustered graph about 8× faster than fp32). The pilot runs for the
     /// k-NN search of a resident base (a prepared base decides at its first search and keeps
     /// the choice) and for graphs built by one process; streamed bases, k-NN over several GPUs,
     /// range searches and the graphs of MPI ranks keep fp32. SIMT metrics run fp32.
@@ -135,9 +135,10 @@ impl std::str::FromStr for Precision {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fusion {
     /// Fused where it is measured faster than tiles through memory: k-NN passes of at most
-    /// 512 queries (small batches against a large base; docs/design/fused-selection.md; larger
-    /// passes lost to cuBLAS + block select on the H100), and the k-NN graph's warm tile pairs
-    /// on tensor cores (TF32, f16, bf16, int8; docs/design/graph-tile-filter.md).
+    /// 512 queries on fused_filter (small batches against a large base; larger ones lost to
+    /// cuBLAS + block select there), larger k-NN passes on tensor cores on the graph's fused
+    /// tile pair, rows only (docs/design/fused-selection.md), and the k-NN graph's warm tile
+    /// pairs on tensor cores (TF32, f16, bf16, int8, fp16x3; docs/design/graph-tile-filter.md).
     #[default]
     Auto,
     /// Never: every tile goes through device memory.

@@ -30,7 +30,7 @@ const THREADS: u32 = 256;
 
 /// The `lev_range` kernel loaded into `gpu`'s context.
 pub(crate) fn kernel(gpu: &Gpu) -> Result<CudaFunction> {
-    Ok(gpu.k.lev_range.clone())
+    Ok(gpu.k.lev_range()?.clone())
 }
 
 /// The base, sorted by length and packed as code points.

@@ -1,4 +1,4 @@
-//! The cover tree built on the GPU (`voisin_cuda::index::build_cover`) against the CPU build:
+//! The cover tree built on the GPU (`voisin_cuda::index::GpuIndexes`) against the CPU build:
 //! the same tree byte for byte in the index file, every invariant of the CPU build
 //! (check_invariants, check_distances, check_separation), range and k-NN answers equal to brute
 //! force (ids and distances), and a file round trip answered on the CPU.
@@ -11,14 +11,28 @@ use std::time::Instant;
 use rand::prelude::*;
 use voisin::reference::{self, compare_knn, compare_range};
 use voisin::{Dataset, Metric, StringSet, VectorSet};
-use voisin_cuda::index::build_cover;
+use voisin_cuda::index::GpuIndexes;
 use voisin_cuda::CudaEngine;
-use voisin_index::{file, DatasetIndex, Index, Kind, Params};
+use voisin_index::{file, DatasetIndex, Index, IndexEngine, Kind, Params};
 
 use common::{hard_words, word_list};
 
 fn engine() -> CudaEngine {
     CudaEngine::new(0).expect("a CUDA GPU")
+}
+
+/// The cover tree of base `base` built on `e`'s GPU through the index face.
+fn build_cover(
+    e: &CudaEngine,
+    data: &Dataset,
+    metric: Metric,
+    base: f64,
+) -> voisin::Result<DatasetIndex> {
+    let params = Params {
+        base,
+        ..Params::default()
+    };
+    GpuIndexes::one(e).build(data, metric, Kind::Cover, &params, &|_| {})
 }
 
 fn metrics() -> [Metric; 4] {

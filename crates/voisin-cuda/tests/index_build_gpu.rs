@@ -1,4 +1,4 @@
-//! List of Clusters and SSS indexes built on the GPU (`voisin_cuda::index::build`): they pass the
+//! List of Clusters and SSS indexes built on the GPU (`voisin_cuda::index::GpuIndexes`): they pass the
 //! CPU build's invariant checks (`from_parts` runs them), equal the CPU build part for part under
 //! the metrics with exact device keys, and answer range, k-NN and graph queries equal to the
 //! brute-force reference (ids and distances), on the CPU and on the GPU, also after a save and
@@ -13,11 +13,23 @@ use common::{adversarial, hard_words, identical_knn, identical_range, seed, word
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::{reference, Dataset, Metric, StringSet, VectorSet};
+use voisin_cuda::index::GpuIndexes;
 use voisin_cuda::CudaEngine;
-use voisin_index::{DatasetIndex, Index, Kind, Params};
+use voisin_index::{DatasetIndex, Index, IndexEngine, IndexOp, Kind, Params};
 
 fn engine() -> CudaEngine {
     CudaEngine::new(0).expect("a CUDA GPU")
+}
+
+/// The index built on `e`'s GPU through the index face.
+fn gpu_build(
+    e: &CudaEngine,
+    data: &Dataset,
+    metric: Metric,
+    kind: Kind,
+    params: &Params,
+) -> voisin::Result<DatasetIndex> {
+    GpuIndexes::one(e).build(data, metric, kind, params, &|_| {})
 }
 
 /// Gaussian clusters around a few random centers.
@@ -57,7 +69,7 @@ fn check(e: &CudaEngine, base: &VectorSet, metric: &Metric, kind: Kind, params: 
         base.dim()
     );
     let data: Dataset = base.clone().into();
-    let gpu = voisin_cuda::index::build(e, &data, metric.clone(), kind, params)
+    let gpu = gpu_build(e, &data, metric.clone(), kind, params)
         .unwrap_or_else(|err| panic!("{what}: {err}"));
     let cpu = DatasetIndex::build(&data, metric.clone(), kind, params).unwrap();
     let (DatasetIndex::Vectors(g), DatasetIndex::Vectors(c)) = (&gpu, &cpu) else {
@@ -108,14 +120,19 @@ fn check(e: &CudaEngine, base: &VectorSet, metric: &Metric, kind: Kind, params: 
             &format!("{what} {how} graph"),
         );
     }
-    if voisin_cuda::index::supports(&gpu, &data) {
+    let gpus = GpuIndexes::one(e);
+    let search = IndexOp::Search {
+        index: &gpu,
+        queries: &data,
+    };
+    if gpus.supports(&search) {
         identical_knn(
-            &voisin_cuda::index::knn(e, &gpu, &data, k).unwrap(),
+            &gpus.knn(&gpu, &data, k).unwrap().result,
             &want_knn,
             &format!("{what} GPU knn"),
         );
         identical_range(
-            &voisin_cuda::index::range(e, &gpu, &data, r).unwrap(),
+            &gpus.range(&gpu, &data, r).unwrap().result,
             &want_range,
             &format!("{what} GPU range"),
         );
@@ -192,7 +209,7 @@ fn lc_built_on_gpu_at_scale() {
         let base = clustered(&mut rng, n, 3);
         let data: Dataset = base.clone().into();
         for metric in [Metric::Euclidean, Metric::Minkowski(3.0)] {
-            let gpu = voisin_cuda::index::build(&e, &data, metric.clone(), Kind::Lc, &lc(m))
+            let gpu = gpu_build(&e, &data, metric.clone(), Kind::Lc, &lc(m))
                 .unwrap_or_else(|err| panic!("{n} {m} {metric}: {err}"));
             if metric == Metric::Euclidean {
                 let cpu = DatasetIndex::build(&data, metric.clone(), Kind::Lc, &lc(m)).unwrap();
@@ -240,8 +257,7 @@ fn sss_built_on_gpu_is_the_cpu_build_and_answers_exactly() {
     // runs through the whole set).
     let data: Dataset = clustered(&mut rng, 150_000, 3).into();
     for params in [sss(0.9, 64), sss(0.3, 64)] {
-        let gpu =
-            voisin_cuda::index::build(&e, &data, Metric::Euclidean, Kind::Sss, &params).unwrap();
+        let gpu = gpu_build(&e, &data, Metric::Euclidean, Kind::Sss, &params).unwrap();
         let cpu = DatasetIndex::build(&data, Metric::Euclidean, Kind::Sss, &params).unwrap();
         let (DatasetIndex::Vectors(Index::Sss(g)), DatasetIndex::Vectors(Index::Sss(c))) =
             (&gpu, &cpu)
@@ -302,7 +318,7 @@ fn lc_and_sss_over_words_built_on_gpu_are_the_cpu_builds() {
             (Kind::Sss, sss(0.2, 8)),
         ] {
             let what = format!("{what}: {kind} {params:?}");
-            let gpu = voisin_cuda::index::build(&e, &data, metric.clone(), kind, &params)
+            let gpu = gpu_build(&e, &data, metric.clone(), kind, &params)
                 .unwrap_or_else(|err| panic!("{what}: {err}"));
             let cpu = DatasetIndex::build(&data, metric.clone(), kind, &params).unwrap();
             assert!(
@@ -344,10 +360,10 @@ fn words_txt_built_on_gpu_equals_the_cpu_build() {
     let data: Dataset = StringSet::from_strings(word_list(1)).unwrap().into();
     // One small build first, so that the kernels' compilation is not timed.
     let warm: Dataset = StringSet::from_strings(["ab", "b"]).unwrap().into();
-    voisin_cuda::index::build(&e, &warm, Metric::Levenshtein, Kind::Lc, &lc(2)).unwrap();
+    gpu_build(&e, &warm, Metric::Levenshtein, Kind::Lc, &lc(2)).unwrap();
     for (kind, params) in [(Kind::Lc, lc(32)), (Kind::Sss, Params::default())] {
         let t = std::time::Instant::now();
-        let gpu = voisin_cuda::index::build(&e, &data, Metric::Levenshtein, kind, &params).unwrap();
+        let gpu = gpu_build(&e, &data, Metric::Levenshtein, kind, &params).unwrap();
         let tg = t.elapsed();
         let t = std::time::Instant::now();
         let cpu = DatasetIndex::build(&data, Metric::Levenshtein, kind, &params).unwrap();
@@ -372,19 +388,27 @@ fn gpu_build_refuses_what_it_does_not_build() {
     let v: Dataset = VectorSet::from_f32(4, 2, vec![0.0; 8]).unwrap().into();
     // The cover tree builds on the GPU (index/cover_build.rs), the k-d tree does not; auto
     // leaves a cover tree over four items to the CPU (the GPU's setup would cost more).
-    let err = voisin_cuda::index::build(&e, &v, Metric::Euclidean, Kind::Kd, &Params::default())
+    let err = gpu_build(&e, &v, Metric::Euclidean, Kind::Kd, &Params::default())
         .err()
         .expect("kd is not built on the GPU");
     assert!(err.to_string().contains("not build kd"), "{err}");
-    assert!(!voisin_cuda::index::builds(
+    let cover = IndexOp::Build {
+        data: &v,
+        metric: &Metric::Euclidean,
+        kind: Kind::Cover,
+        params: &Params::default(),
+    };
+    let pays = voisin_index::auto::gpu_build_pays(
         &v,
         &Metric::Euclidean,
         Kind::Cover,
-        &Params::default()
-    ));
-    let err = voisin_cuda::index::build(&e, &v, Metric::Cosine, Kind::Lc, &Params::default())
+        &Params::default(),
+        rayon::current_num_threads(),
+    );
+    assert!(!(GpuIndexes::one(&e).supports(&cover) && pays));
+    let err = gpu_build(&e, &v, Metric::Cosine, Kind::Lc, &Params::default())
         .err()
         .expect("cosine is not a true metric");
     assert!(err.to_string().contains("cosine"), "{err}");
-    assert!(voisin_cuda::index::build(&e, &v, Metric::Euclidean, Kind::Lc, &lc(2000)).is_err());
+    assert!(gpu_build(&e, &v, Metric::Euclidean, Kind::Lc, &lc(2000)).is_err());
 }

@@ -321,26 +321,28 @@ fn refuses_what_it_cannot_answer_exactly() {
     assert!(g.range(&normal(&mut rng, 2, 4), -1.0).is_err());
 }
 
-/// The entry the CLI uses: an index as loaded from a file, answered on the GPU.
+/// The entry the CLI uses (the index face): an index as loaded from a file, answered on the GPU.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn dataset_index_entry() {
-    use voisin_index::{DatasetIndex, Kind as IndexKind, Params};
+    use voisin_cuda::index::GpuIndexes;
+    use voisin_index::{DatasetIndex, IndexEngine, Kind as IndexKind, Params};
     let mut rng = StdRng::seed_from_u64(seed());
     let e = engine();
+    let gpus = GpuIndexes::one(&e);
     let base: Dataset = normal(&mut rng, 800, 5).into();
     let q: Dataset = normal(&mut rng, 17, 5).into();
     let m = Metric::Cityblock;
     for kind in [IndexKind::Lc, IndexKind::Sss] {
         let index = DatasetIndex::build(&base, m.clone(), kind, &Params::default()).unwrap();
         let want = reference::range(&base, &q, 2.0, &m).unwrap();
-        let got = voisin_cuda::index::range(&e, &index, &q, 2.0).unwrap();
+        let got = gpus.range(&index, &q, 2.0).unwrap().result;
         same_range(&got, &want, &format!("{kind} entry range"));
         let want = reference::knn(&base, &q, 7, &m).unwrap();
-        let got = voisin_cuda::index::knn(&e, &index, &q, 7).unwrap();
+        let got = gpus.knn(&index, &q, 7).unwrap().result;
         same_knn(&got, &want, &format!("{kind} entry knn"));
     }
     let cover = DatasetIndex::build(&base, m.clone(), IndexKind::Cover, &Params::default());
-    let err = voisin_cuda::index::range(&e, &cover.unwrap(), &q, 1.0).unwrap_err();
+    let err = gpus.range(&cover.unwrap(), &q, 1.0).err().unwrap();
     assert!(err.to_string().contains("--device cpu"), "{err}");
 }

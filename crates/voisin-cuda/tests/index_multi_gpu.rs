@@ -11,11 +11,9 @@ use common::{adversarial, identical_knn, identical_range, seed};
 use rand::prelude::*;
 use rand_distr::StandardNormal;
 use voisin::{reference, Dataset, Engine, KnnResult, Metric, RangeResult, VectorSet};
-use voisin_cuda::index::{
-    knn_on, lc_device_bytes, range_on, GpuLc, GpuLcSpread, GpuLsc, StreamStats,
-};
+use voisin_cuda::index::{lc_device_bytes, GpuIndexes, GpuLc, GpuLcSpread, GpuLsc, StreamStats};
 use voisin_cuda::{CudaEngine, CudaOptions};
-use voisin_index::{DatasetIndex, Index, Kind, ListOfClusters, Params, VectorSpace};
+use voisin_index::{DatasetIndex, Index, IndexEngine, Kind, ListOfClusters, Params, VectorSpace};
 
 /// Gaussian blobs around 40 random centres (what the List of Clusters prunes well).
 fn clustered(rng: &mut StdRng, n: usize, d: usize) -> VectorSet {
@@ -246,8 +244,8 @@ fn superclusters_of_a_sixteenth_and_of_one_cluster_equal_the_resident_list() {
     }
 }
 
-/// The engine option: a device-memory cap of a quarter of the index makes `range_on` and
-/// `knn_on` (what `voisin index query --gpu-memory` runs) stream the list; answers unchanged.
+/// The engine option: a device-memory cap of a quarter of the index makes the GPUs' index engine
+/// (what `voisin index query --gpu-memory` runs) stream the list; answers unchanged.
 /// A million rows (the List built on the GPU), so that a quarter of the index (~19 MB) is a
 /// real working space.
 #[test]
@@ -263,14 +261,15 @@ fn a_device_memory_cap_of_a_quarter_of_the_index_streams_it_with_the_same_answer
         cluster_size: 64,
         ..Default::default()
     };
-    let built = voisin_cuda::index::build(
-        &free,
-        &base.clone().into(),
-        metric.clone(),
-        Kind::Lc,
-        &params,
-    )
-    .unwrap();
+    let built = GpuIndexes::one(&free)
+        .build(
+            &base.clone().into(),
+            metric.clone(),
+            Kind::Lc,
+            &params,
+            &|_| {},
+        )
+        .unwrap();
     let DatasetIndex::Vectors(Index::Lc(lc)) = built else {
         panic!("the GPU build of a List of Clusters of vectors gave another index");
     };
@@ -294,11 +293,12 @@ fn a_device_memory_cap_of_a_quarter_of_the_index_streams_it_with_the_same_answer
         },
     )
     .unwrap()];
+    let gpus = GpuIndexes::on(&engines);
     let st = check(
         &w,
         &q,
-        |_, r| range_on(&engines, &index, &qs, r),
-        |_, k| knn_on(&engines, &index, &qs, k),
+        |_, r| gpus.range(&index, &qs, r).map(|s| (s.result, s.streamed)),
+        |_, k| gpus.knn(&index, &qs, k).map(|s| (s.result, s.streamed)),
         &format!("capped at {} bytes", bytes / 4),
     );
     assert!(st.superclusters > 1 && st.copied > 0, "{st:?}");

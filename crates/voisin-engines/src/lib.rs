@@ -1,12 +1,15 @@
-//! The one engine factory: a device choice and the engine options in, a `Box<dyn Engine>` out.
+//! The one engine factory: a device choice and the engine options in, a `Box<dyn Engine>` (brute
+//! force) or a `Box<dyn IndexEngine>` (the metric indexes) out, and the one place that decides
+//! the device and the engine.
 //!
-//! Every front end (the `voisin` CLI for knn, graph, range and index query, the `voisin-mpi`
-//! ranks, the Python bindings) opens its engines here, so `--memory`, the GPU choice, progress
-//! and cancellation reach every engine the same way. The rest of a front end talks to the
-//! [`Engine`] trait only.
+//! Every front end (the `voisin` CLI for knn, graph, range and index build and query, the
+//! `voisin-mpi` ranks, the Python bindings) opens its engines here, so `--memory`, the GPU
+//! choice, progress and cancellation reach every engine the same way. The rest of a front end
+//! talks to the [`Engine`] and `voisin_index::IndexEngine` traits only.
 //!
 //! - [`Device::Cuda`] is the CUDA engine on the GPUs of [`EngineConfig::gpus`] (GPU 0 by
-//!   default; several make a [`MultiGpu`]) or a device error.
+//!   default; several make a [`MultiGpu`]) or a device error; [`Device::CudaAt`] (`cuda:N`) the
+//!   one on GPU N.
 //! - [`Device::Auto`] is the CUDA engine when the driver, NVRTC and cuBLAS load and a device
 //!   exists, with every request it does not [`Engine::supports`] (user metrics, f64 values
 //!   beyond f32's range, checkpointed graphs of strings) routed to the CPU engine, checkpointed
@@ -17,100 +20,42 @@
 //! Errors are [`voisin::Error`]: invalid input (exit 2 in the CLI) for bad options such as zero
 //! threads, device errors (exit 1) for a missing GPU or driver.
 //!
-//! Where each part of the engine seam lives:
+//! Where each part lives:
 //!
 //! | what | where |
 //! |---|---|
 //! | the trait, requests and their checks, results, `supports`, `Prepared`, `Cancel` | `voisin::engine` |
 //! | the CPU engine | `voisin::cpu` |
 //! | the engines on one GPU and on several | `voisin_cuda::{CudaEngine, MultiGpu}` |
-//! | what each engine supports | its own `Engine::supports` |
+//! | what each engine supports | its own `Engine::supports` / `IndexEngine::supports` |
+//! | the device type and its parser, GPU lists, the GPU pre-check, an MPI rank's device | `device.rs` ([`Device`], [`Gpus`], [`gpu_answers`], [`rank_device`]) |
 //! | device choice, options, the auto engine's routing | here ([`open`]) |
+//! | the metric indexes' face, its CPU and GPU engines | `voisin_index::face`, `voisin_cuda::index::GpuIndexes` |
+//! | the index engine for a device, auto's routing of builds and searches | `indexes.rs` ([`open_indexes`], [`run_indexes`]) |
+//! | brute force or which index for a run | `choice.rs` ([`choose_engine`], [`check_engine`]; the measures in `voisin_index::auto`) |
 //! | checkpoint format and the graph's schedule | `voisin::graph` |
 //! | one engine per MPI rank | here ([`cpu`], [`cuda_on`]), driven by `voisin-mpi` |
 //! | every engine held to the reference | `tests/conformance` of this crate |
 //!
 //! The front ends call [`open`] (the CLI), [`open_shared`] (the Python bindings, which keep
-//! prepared bases) or [`cpu`] / [`cuda_on`] (the MPI ranks).
+//! prepared bases), [`open_indexes`] (index build and query, Python's metric indexes) or
+//! [`cpu`] / [`cuda_on`] (the MPI ranks).
 
-use std::fmt;
-use std::str::FromStr;
+mod choice;
+mod device;
+mod indexes;
+
+pub use choice::{check_engine, choose_engine, RunShape};
+pub use device::{gpu_answers, gpu_ordinals, rank_device, Device, Gpus};
+pub use indexes::{open_indexes, run_indexes};
+
 use std::sync::Arc;
 
 use voisin::cpu::{CpuEngine, CpuOptions, DEFAULT_MEMORY_BUDGET};
 use voisin::engine::{Cancel, GraphRequest, KnnRequest, Op, Prepared, ProgressFn, RangeRequest};
 use voisin::graph::checkpoint::CheckpointOptions;
-use voisin::{Dataset, Engine, Error, KnnResult, Metric, RangeResult, Result};
+use voisin::{Dataset, Engine, KnnResult, Metric, RangeResult, Result};
 use voisin_cuda::{CudaEngine, CudaOptions, MultiGpu, Precision, Select};
-
-/// Where the work runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Device {
-    /// A GPU when one is usable, else the CPU.
-    #[default]
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl FromStr for Device {
-    type Err = String;
-
-    /// `auto`, `cpu` or `cuda` (any case).
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(Device::Auto),
-            "cpu" => Ok(Device::Cpu),
-            "cuda" => Ok(Device::Cuda),
-            _ => Err(format!("'{text}' is not a device (use auto, cpu or cuda)")),
-        }
-    }
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Device::Auto => "auto",
-            Device::Cpu => "cpu",
-            Device::Cuda => "cuda",
-        })
-    }
-}
-
-/// The GPUs of the CUDA engine (`--gpus`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Gpus {
-    /// Every GPU the driver sees.
-    All,
-    /// The first N.
-    Count(usize),
-    /// These ordinals, in this order (repeats allowed: two engines share that GPU).
-    Ordinals(Vec<usize>),
-}
-
-impl FromStr for Gpus {
-    type Err = String;
-
-    /// `all`, a count such as `2`, or a list of ordinals such as `0,2`.
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
-        let t = text.trim();
-        let bad = || format!("'{text}' is not all, a GPU count or a list of GPU ordinals like 0,2");
-        if t.eq_ignore_ascii_case("all") {
-            return Ok(Gpus::All);
-        }
-        if !t.contains(',') {
-            return match t.parse::<usize>() {
-                Ok(0) => Err("a GPU count must be at least 1".into()),
-                Ok(n) => Ok(Gpus::Count(n)),
-                Err(_) => Err(bad()),
-            };
-        }
-        t.split(',')
-            .map(|p| p.trim().parse::<usize>().map_err(|_| bad()))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map(Gpus::Ordinals)
-    }
-}
 
 /// What every engine is built from; each engine takes the fields that concern it.
 #[derive(Clone, Default)]
@@ -130,13 +75,16 @@ pub struct EngineConfig {
     pub select: Select,
     /// GPUs of the CUDA engine (default GPU 0); the CPU engine ignores it.
     pub gpus: Option<Gpus>,
+    /// Device memory each CUDA engine may use (`--gpu-memory`; default: what is free).
+    pub device_memory: Option<usize>,
 }
 
 /// The engine for a device choice.
 pub fn open(device: Device, config: &EngineConfig) -> Result<Box<dyn Engine>> {
+    let config = &on_gpus(device, config);
     match device {
         Device::Cpu => Ok(Box::new(cpu(config)?)),
-        Device::Cuda => Ok(cuda(config)?),
+        Device::Cuda | Device::CudaAt(_) => Ok(cuda(config)?),
         Device::Auto if voisin_cuda::gpu_available() => match cuda(config) {
             Ok(gpu) => Ok(Box::new(Routed {
                 gpu: Arc::from(gpu),
@@ -145,6 +93,14 @@ pub fn open(device: Device, config: &EngineConfig) -> Result<Box<dyn Engine>> {
             Err(_) => Ok(Box::new(cpu(config)?)),
         },
         Device::Auto => Ok(Box::new(cpu(config)?)),
+    }
+}
+
+/// `config` with the GPUs `device` names (`cuda:N`: GPU N alone).
+fn on_gpus(device: Device, config: &EngineConfig) -> EngineConfig {
+    EngineConfig {
+        gpus: device.gpus(config.gpus.as_ref()),
+        ..config.clone()
     }
 }
 
@@ -170,6 +126,7 @@ pub fn cuda_options(config: &EngineConfig) -> CudaOptions {
         select: config.select,
         precision: config.precision,
         cancel: config.cancel.clone(),
+        device_memory: config.device_memory,
         ..CudaOptions::default()
     };
     if let Some(bytes) = config.memory_budget {
@@ -178,37 +135,9 @@ pub fn cuda_options(config: &EngineConfig) -> CudaOptions {
     opts
 }
 
-/// The CUDA engine of `config` on the first GPU it names (GPU 0 by default), for work that
-/// runs on one GPU (index search).
-pub fn cuda_one(config: &EngineConfig) -> Result<CudaEngine> {
-    cuda_on(gpu_ordinals(config.gpus.as_ref())?[0], config)
-}
-
 /// The CUDA engine of `config` on GPU `ordinal` alone (an MPI rank's GPU).
 pub fn cuda_on(ordinal: usize, config: &EngineConfig) -> Result<CudaEngine> {
     CudaEngine::with_options(ordinal, cuda_options(config))
-}
-
-/// The GPU ordinals `gpus` names (GPU 0 when `None`), never empty; more than the machine has
-/// is a device error.
-pub fn gpu_ordinals(gpus: Option<&Gpus>) -> Result<Vec<usize>> {
-    let found = voisin_cuda::device_count();
-    let list = match gpus {
-        None => vec![0],
-        Some(Gpus::All) => (0..found.max(1)).collect(),
-        Some(Gpus::Count(n)) if *n > found => {
-            return Err(Error::device(format!(
-                "cuda: --gpus {n} asks for more GPUs than the {found} found"
-            )));
-        }
-        Some(Gpus::Count(0)) => return Err(Error::invalid("a GPU count must be at least 1")),
-        Some(Gpus::Count(n)) => (0..*n).collect(),
-        Some(Gpus::Ordinals(v)) if v.is_empty() => {
-            return Err(Error::invalid("the list of GPU ordinals is empty"))
-        }
-        Some(Gpus::Ordinals(v)) => v.clone(),
-    };
-    Ok(list)
 }
 
 /// The CUDA engine on the GPUs of `config` (GPU 0 by default); a missing driver or device is
@@ -345,6 +274,7 @@ impl Prepared for RoutedPrepared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use voisin::Error;
 
     #[test]
     fn devices_parse_and_print_as_the_cli_spells_them() {

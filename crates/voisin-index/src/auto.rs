@@ -32,6 +32,11 @@
 //! for vectors of at most [`KD_MAX_DIM`] coordinates under a coordinate-wise metric (its build
 //! measures no distance: about n·log₂n/4 evaluations' worth of coordinate comparisons), and the
 //! cover tree for other vectors (logarithmic search in low intrinsic dimension).
+//!
+//! It also prices where an index is built under `--device auto` ([`gpu_build_pays`]): a GPU that
+//! builds the structure (its index engine's `supports`) takes the build when the CPU's threads
+//! would take longer than a process's GPU setup (docs/design/gpu-index-build.md, "auto").
+//! Every cost constant of these choices lives in this module.
 
 use std::fmt;
 use std::str::FromStr;
@@ -59,6 +64,60 @@ pub const SAMPLE_PAIRS: usize = 2000;
 /// Cover-tree build evaluations per item are estimated as this times e^(ρ/4) (fitted to the
 /// measurements in the module doc).
 pub const COVER_BUILD_PER_ITEM: f64 = 7.0;
+
+/// Distance evaluations a CPU thread makes per second in an index build (measured on 16 threads:
+/// the List of Clusters over `data/words.txt`, 139.8M in 4.0–4.1 s, about 2.1M a thread; over
+/// 100k clustered 20-d vectors, 78M in 1.4 s, about 3.5M; docs/design/gpu-index-build.md).
+pub const CPU_EVALS_PER_THREAD_S: f64 = 2.5e6;
+
+/// What a process's GPU index build costs beyond its distances: the context, NVRTC and the
+/// uploads, about 1 s once the driver has cached the module (`voisin index build` over
+/// words.txt: 1.17 s against 0.13 s in a process that already holds the GPU;
+/// docs/design/gpu-index-build.md).
+pub const GPU_SETUP_S: f64 = 1.0;
+
+/// Whether a GPU that builds `kind` over `data` should (`--device auto`): when the CPU build,
+/// on `threads` worker threads, would take longer than the GPU's setup alone (the GPU's own
+/// time is a small part of it at these sizes).
+pub fn gpu_build_pays(
+    data: &Dataset,
+    metric: &Metric,
+    kind: Kind,
+    params: &Params,
+    threads: usize,
+) -> bool {
+    gpu_pays(cpu_build_evals(data, metric, kind, params), threads)
+}
+
+/// Whether a build of `evals` distance evaluations would take the CPU's `threads` longer than
+/// the GPU's setup alone.
+fn gpu_pays(evals: f64, threads: usize) -> bool {
+    evals / (CPU_EVALS_PER_THREAD_S * threads.max(1) as f64) > GPU_SETUP_S
+}
+
+/// The distance evaluations of the CPU build of `kind` over `data`: the List of Clusters one
+/// per item left per cluster (exact); the cover tree [`cover_build_evals`] from a sample's
+/// intrinsic dimension; the SSS and the k-d tree their n × pivots table at most.
+pub fn cpu_build_evals(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> f64 {
+    let n = data.len();
+    match kind {
+        Kind::Lc => {
+            let mut left = n;
+            let mut evals = 0f64;
+            for cut in crate::lc::cluster_cuts(n, params.cluster_size) {
+                left -= 1;
+                evals += left as f64;
+                left -= cut;
+            }
+            evals
+        }
+        Kind::Cover => {
+            let rho = intrinsic_dimension(data, metric, SAMPLE_PAIRS);
+            cover_build_evals(n, if rho.is_nan() { 0.0 } else { rho })
+        }
+        _ => n as f64 * params.max_pivots as f64,
+    }
+}
 
 /// What runs the search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -480,5 +539,75 @@ mod tests {
         let brute = EngineChoice::Fixed(Engine::Brute);
         let d = decide(brute, &data, &Metric::Cosine, work(1), &p).unwrap();
         assert_eq!(d.engine, Engine::Brute);
+    }
+
+    fn words(list: &[String]) -> Dataset {
+        StringSet::from_strings(list).unwrap().into()
+    }
+
+    /// `n` empty strings: a set of that size (the List of Clusters' and SSS's counts depend on
+    /// nothing else).
+    fn sized(n: usize) -> Dataset {
+        words(&vec![String::new(); n])
+    }
+
+    /// Auto takes the GPU only where the CPU build would outlast the GPU's setup: the word
+    /// list's lc:32 (139.8M evaluations; 4.1 s on 16 threads), not lc:128 (35M; 1.2 s, as
+    /// fast as the GPU's process) nor small sets; the cover tree over 1M clustered 20-d vectors
+    /// (4.76 s on 16 threads, 1.08 s on the GPU), not over the word list (0.59 s on 16 threads).
+    #[test]
+    fn auto_takes_the_gpu_when_the_cpu_build_would_outlast_its_setup() {
+        let lc = |m| Params {
+            cluster_size: m,
+            ..Params::default()
+        };
+        let lev = Metric::Levenshtein;
+        let evals = |n, kind, p: &Params| cpu_build_evals(&sized(n), &lev, kind, p);
+        let lc32 = evals(94_577, Kind::Lc, &lc(32));
+        assert!((lc32 - 139_806_976.0).abs() < 1.0, "{lc32}");
+        assert!(gpu_pays(lc32, 16));
+        assert!(!gpu_pays(evals(94_577, Kind::Lc, &lc(128)), 16));
+        assert!(!gpu_pays(evals(5_000, Kind::Lc, &lc(32)), 2));
+        assert!(gpu_pays(evals(1_000_000, Kind::Lc, &lc(64)), 16));
+        assert_eq!(evals(0, Kind::Lc, &lc(32)), 0.0);
+        assert_eq!(evals(5, Kind::Lc, &lc(1)), 10.0);
+        assert_eq!(evals(10, Kind::Sss, &Params::default()), 640.0);
+        let tiny: Dataset = VectorSet::from_f32(3, 2, vec![0.0; 6]).unwrap().into();
+        let builds = |d: &Dataset, m: &Metric, kind, p: &Params| {
+            gpu_build_pays(d, m, kind, p, rayon::current_num_threads())
+        };
+        assert!(!builds(&tiny, &Metric::Euclidean, Kind::Lc, &lc(2)));
+
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt");
+        let text = std::fs::read_to_string(path).expect("data/words.txt is shipped");
+        let list = words(&text.lines().map(String::from).collect::<Vec<_>>());
+        let cover = Params::default();
+        assert!(!gpu_pays(
+            cpu_build_evals(&list, &lev, Kind::Cover, &cover),
+            16
+        ));
+        // lc_bench's clustered set: 1,000 centres in the unit cube, spreads 0.025 to 0.075.
+        let (n, d) = (1_000_000, 20);
+        let mut state = 7u64;
+        let mut unit = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let centres: Vec<f64> = (0..1000 * d).map(|_| unit()).collect();
+        let mut rows = Vec::with_capacity(n * d);
+        for _ in 0..n {
+            let c = (unit() * 1000.0) as usize;
+            let spread = 0.05 * (0.5 + unit());
+            // A sum of uniforms for a normal-like offset.
+            rows.extend((0..d).map(|k| {
+                let z = (0..4).map(|_| unit()).sum::<f64>() - 2.0;
+                (centres[c * d + k] + spread * z * 1.7) as f32
+            }));
+        }
+        let clustered: Dataset = VectorSet::from_f32(n, d, rows).unwrap().into();
+        let euclid = cpu_build_evals(&clustered, &Metric::Euclidean, Kind::Cover, &cover);
+        assert!(gpu_pays(euclid, 16), "{euclid}");
     }
 }

@@ -20,9 +20,9 @@ pub mod nets;
 
 use rayon::prelude::*;
 
+use crate::file::ItemTally;
 use crate::search::{Collector, Dist, MetricIndex, Probe};
 use crate::space::Space;
-use crate::ItemTally;
 pub use nets::{CpuNets, NetBatch, NetOracle, Nets};
 
 /// One node: an item at its top level.

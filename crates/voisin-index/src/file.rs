@@ -370,3 +370,28 @@ impl<'a> Reader<'a> {
         (0..n).map(|_| self.f64()).collect()
     }
 }
+/// Tallies item ids while a structure read from a file is checked: each must appear exactly once.
+pub(crate) struct ItemTally(Vec<bool>);
+
+impl ItemTally {
+    pub(crate) fn new(n: usize) -> Self {
+        ItemTally(vec![false; n])
+    }
+
+    pub(crate) fn mark(&mut self, x: u32) -> std::result::Result<(), String> {
+        let n = self.0.len();
+        match self.0.get_mut(x as usize) {
+            Some(seen) if !*seen => {
+                *seen = true;
+                Ok(())
+            }
+            Some(_) => Err(format!("item {x} appears twice")),
+            None => Err(format!("item {x} is out of range (set of {n})")),
+        }
+    }
+
+    /// Whether every item was marked.
+    pub(crate) fn complete(&self) -> bool {
+        self.0.iter().all(|&s| s)
+    }
+}

@@ -11,10 +11,10 @@
 
 use rayon::prelude::*;
 
+use crate::file::ItemTally;
 use crate::pairs::{one_to_many, PairOracle};
 use crate::search::{Collector, MetricIndex, Probe};
 use crate::space::Space;
-use crate::ItemTally;
 
 /// One cluster: `members[start..end]` of the index, with their distances to `center`.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,6 +62,23 @@ impl Anchors {
             members: members.iter().map(|&x| of(x)).collect::<Option<_>>()?,
         })
     }
+}
+
+/// The members after its center of each cluster that a List of Clusters over `n` items with
+/// clusters of `cluster_size` items (center included) holds, in build order: every cluster takes
+/// `cluster_size - 1` members but the last, which takes what is left. Known before any distance
+/// is measured (the GPU build sizes its steps by it; auto prices the build by it).
+pub fn cluster_cuts(n: usize, cluster_size: usize) -> Vec<usize> {
+    let take = cluster_size.max(1) - 1;
+    let mut cuts = Vec::with_capacity(n.div_ceil(take + 1));
+    let mut left = n;
+    while left > 0 {
+        left -= 1;
+        let cut = take.min(left);
+        left -= cut;
+        cuts.push(cut);
+    }
+    cuts
 }
 
 impl<S: Space> ListOfClusters<S> {

@@ -9,6 +9,7 @@
 use std::marker::PhantomData;
 
 use voisin::metric::levenshtein::{self, Pattern};
+use voisin::metric::scale::KeyScale;
 use voisin::metric::{exact, Distance};
 use voisin::{Error, Metric, Result, StringSet, VectorSet};
 
@@ -128,12 +129,16 @@ pub fn box_order(metric: &Metric) -> Option<f64> {
     }
 }
 
-/// Dense vectors (held as f32) under a true vector metric or a user vector metric.
+/// Dense vectors (held as f32) under a true vector metric or a user vector metric. Keys are at
+/// the items' key scale (`voisin::metric::scale::KeyScale`: 1 but for minkowski power sums of
+/// large orders over extreme values), so a query should lie within the items' magnitudes for
+/// such orders to keep every key in range.
 #[derive(Clone, Debug)]
 pub struct VectorSpace {
     values: Vec<f32>,
     dim: usize,
     metric: Metric,
+    scale: KeyScale,
 }
 
 impl VectorSpace {
@@ -162,10 +167,15 @@ impl VectorSpace {
                 values.len()
             )));
         }
+        let scale = match &metric {
+            Metric::Custom(_) => KeyScale::ONE,
+            m => KeyScale::of_f32(m, dim, &values),
+        };
         Ok(VectorSpace {
             values,
             dim,
             metric,
+            scale,
         })
     }
 
@@ -199,12 +209,12 @@ impl Space for VectorSpace {
     fn key(&self, a: &[f32], b: &[f32]) -> f64 {
         match &self.metric {
             Metric::Custom(c) => c.vectors.as_ref().expect("checked").distance(a, b),
-            m => exact::vector_key(m, a, b),
+            m => self.scale.vector_key(m, a, b),
         }
     }
 
     fn to_distance(&self, key: f64) -> f64 {
-        self.metric.key_to_distance(key)
+        self.scale.distance(&self.metric, key)
     }
 
     fn box_order(&self) -> Option<f64> {

@@ -10,10 +10,10 @@
 
 use rayon::prelude::*;
 
+use crate::file::ItemTally;
 use crate::pairs::{answers, one_to_many, PairBatch, PairOracle};
 use crate::search::{Collector, Dist, MetricIndex, Probe};
 use crate::space::Space;
-use crate::ItemTally;
 
 /// Candidates per batch of the pivot scan with an oracle.
 const PIVOT_BATCH: usize = 1 << 16;

@@ -47,6 +47,7 @@ fn main() {
                 &ReadOptions {
                     role: Role::Base,
                     mmap,
+                    ..ReadOptions::default()
                 },
             )
             .unwrap();

@@ -80,32 +80,59 @@ impl From<voisin::commit::CommitError> for IoError {
     }
 }
 
-/// A parser's complaint about a file's contents, before the path is known. Always a user error.
+/// A parser's complaint about a file, before the path is known: a user error (the file's
+/// contents), or with `machine` set a failure of the machine while reading it (memory).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Problem(pub String);
+pub(crate) struct Problem {
+    pub message: String,
+    pub machine: bool,
+}
 
 impl Problem {
     pub fn at(self, path: &Path) -> IoError {
-        IoError::user(path, self.0)
+        if self.machine {
+            IoError::internal(path, self.message)
+        } else {
+            IoError::user(path, self.message)
+        }
+    }
+
+    /// The machine failed (an allocation), not the file.
+    pub fn machine(message: String) -> Self {
+        Problem {
+            message,
+            machine: true,
+        }
+    }
+
+    /// The same problem with `context` before its message (`array 'train': ...`).
+    pub fn within(self, context: &str) -> Self {
+        Problem {
+            message: format!("{context}: {}", self.message),
+            ..self
+        }
     }
 }
 
 impl From<String> for Problem {
-    fn from(s: String) -> Self {
-        Problem(s)
+    fn from(message: String) -> Self {
+        Problem {
+            message,
+            machine: false,
+        }
     }
 }
 
 impl From<&str> for Problem {
     fn from(s: &str) -> Self {
-        Problem(s.to_string())
+        Problem::from(s.to_string())
     }
 }
 
 /// Early return with a formatted [`Problem`].
 macro_rules! bail {
     ($($arg:tt)*) => {
-        return Err($crate::error::Problem(format!($($arg)*)))
+        return Err($crate::error::Problem::from(format!($($arg)*)))
     };
 }
 pub(crate) use bail;

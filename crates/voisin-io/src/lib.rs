@@ -3,7 +3,8 @@
 //! Inputs, chosen by extension (any case): `.fvecs` `.ivecs` `.bvecs` (TEXMEX), `.fbin`
 //! `.u8bin` (big-ann), `.npy`, `.npz` (one array: `data.npz:name`), `.hdf5`/`.h5`
 //! (ann-benchmarks `train`/`test`), `.txt` (strings) and numeric `.csv`/`.tsv`; standard input
-//! through [`read_stdin`]. Each returns a core [`Dataset`]; big-ann files and C-order `.npy`
+//! and pipes through [`Input`], which also tells the metric an input declares
+//! ([`choose_metric`]). Each returns a core [`Dataset`]; big-ann files and C-order `.npy`
 //! files are memory-mapped and searched in place when [`ReadOptions::mmap`] is set. Outputs:
 //! k-NN and range results as `.tsv`, `.npz`, `.csr.npz` (scipy sparse), `.ivecs` (+ `.fvecs`)
 //! or `.npy`, optionally with exact f64 distances ([`WriteOptions`]); vector sets and string
@@ -18,7 +19,9 @@
 //! Every failure is an [`IoError`]: one line naming the file and the problem. Declared sizes
 //! are checked against the file length before anything is allocated or mapped, and no input
 //! makes a parser panic (each parser has a fuzz target in `fuzz/`). Every output is written to
-//! a temporary file in the same folder and renamed into place only when complete.
+//! a temporary file in the same folder and renamed into place only when complete; before any
+//! work, [`RunFiles`] checks every file a run reads or writes together (no output is an input or
+//! lies in the checkpoint folder; files compared by identity).
 //!
 //! This crate owns file formats only: it must not choose devices, compute distances, or decide
 //! how the CLI reports errors.
@@ -42,6 +45,8 @@
 mod checks;
 mod error;
 mod formats;
+mod identity;
+mod input;
 mod outputs;
 mod write;
 mod zip;
@@ -53,8 +58,11 @@ use std::sync::Arc;
 use memmap2::Mmap;
 use voisin::Dataset;
 
-pub use checks::{check_loaded, default_metric, read_checked};
+pub use checks::{check_loaded, choose_metric, default_metric, read_checked, Declared, Given};
 pub use error::IoError;
+pub use formats::csv::Header;
+pub use identity::{check_one_set, stdin_once, RunFiles, Written};
+pub use input::Input;
 pub use outputs::{
     is_sparse_name, write_knn_tsv_with, write_knn_with, write_range_tsv_with, write_range_with,
     WriteOptions,
@@ -81,8 +89,13 @@ pub enum Role {
 pub struct ReadOptions {
     pub role: Role,
     /// Memory-map the file and keep vectors in the map where the layout allows (big-ann files,
-    /// C-order `.npy`). Off: everything is read into owned memory.
+    /// C-order `.npy`, stored `.npz` members). Off: everything is read into owned memory.
     pub mmap: bool,
+    /// Whether the first line of a `.csv`/`.tsv` file is a header.
+    pub header: Header,
+    /// The most bytes a compressed `.npz` member may inflate to (the CLI's `--memory`); `None`
+    /// bounds it by its compressed size alone.
+    pub memory: Option<usize>,
 }
 
 impl Default for ReadOptions {
@@ -90,6 +103,8 @@ impl Default for ReadOptions {
         ReadOptions {
             role: Role::Base,
             mmap: true,
+            header: Header::Auto,
+            memory: None,
         }
     }
 }
@@ -119,18 +134,26 @@ const INPUT_EXTENSIONS: &str =
     ".fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 .h5 .txt .csv .tsv .parquet";
 
 /// Splits `data.npz:name` (an archive member) or `data.parquet:name` (a column) into the file
-/// and the name; any other path, or one that exists as given, is returned whole.
+/// and the name; any other path, or one that exists as given, is returned whole. The file part
+/// keeps the path's bytes as they are (names need not be UTF-8).
 pub fn split_member(path: &Path) -> (std::path::PathBuf, Option<String>) {
-    let text = path.to_string_lossy();
-    let lower = text.to_ascii_lowercase();
-    let split = [".npz:", ".parquet:"]
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let lower = bytes.to_ascii_lowercase();
+    let split = [&b".npz:"[..], b".parquet:"]
         .iter()
-        .filter_map(|ext| lower.rfind(ext).map(|at| at + ext.len() - 1))
+        .filter_map(|ext| {
+            lower
+                .windows(ext.len())
+                .rposition(|w| w == *ext)
+                .map(|at| at + ext.len() - 1)
+        })
         .max();
     match split {
         Some(colon) if !path.exists() => (
-            std::path::PathBuf::from(&text[..colon]),
-            Some(text[colon + 1..].to_string()),
+            std::path::PathBuf::from(OsStr::from_bytes(&bytes[..colon])),
+            Some(String::from_utf8_lossy(&bytes[colon + 1..]).into_owned()),
         ),
         _ => (path.to_path_buf(), None),
     }
@@ -194,13 +217,13 @@ pub(crate) fn extension(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+pub(crate) type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
-/// The one dispatch both entry points go through, so the fuzzed path is the real one.
+/// The one dispatch every entry point goes through, so the fuzzed path is the real one.
 fn parse(
     format: Format,
     src: Source<'_>,
-    role: Role,
+    opts: &ReadOptions,
     member: Option<&str>,
     shared: impl FnOnce() -> SharedBytes,
 ) -> Parsed<Dataset> {
@@ -211,11 +234,11 @@ fn parse(
         Format::Fbin => formats::bin::parse(src, BigAnn::Fbin),
         Format::U8bin => formats::bin::parse(src, BigAnn::U8bin),
         Format::Npy => formats::npy::parse(src),
-        Format::Hdf5 => formats::hdf5::parse(shared(), role),
+        Format::Hdf5 => formats::hdf5::parse(shared(), opts.role),
         Format::Txt => formats::txt::parse(src.bytes),
-        Format::Npz => formats::npz::parse(src.bytes, member, role),
-        Format::Csv => formats::csv::parse(src.bytes, b','),
-        Format::Tsv => formats::csv::parse(src.bytes, b'\t'),
+        Format::Npz => formats::npz::parse(src, member, opts.role, opts.memory),
+        Format::Csv => formats::csv::parse(src.bytes, b',', opts.header),
+        Format::Tsv => formats::csv::parse(src.bytes, b'\t', opts.header),
         Format::Parquet => formats::parquet::parse(src.bytes, member),
     }
 }
@@ -223,42 +246,79 @@ fn parse(
 /// Parses a whole file held in memory. This is the entry point of the fuzz targets; it runs the
 /// same checks as [`read_dataset`], and errors name the file `<bytes>`.
 pub fn parse_bytes(format: Format, bytes: &[u8], role: Role) -> Result<Dataset, IoError> {
-    parse(format, Source::unmapped(bytes), role, None, || {
+    let opts = ReadOptions {
+        role,
+        ..ReadOptions::default()
+    };
+    parse_bytes_with(format, bytes, &opts)
+}
+
+/// [`parse_bytes`] with every read option.
+pub fn parse_bytes_with(
+    format: Format,
+    bytes: &[u8],
+    opts: &ReadOptions,
+) -> Result<Dataset, IoError> {
+    parse(format, Source::unmapped(bytes), opts, None, || {
         Arc::new(bytes.to_vec()) as SharedBytes
     })
     .map_err(|p| p.at(Path::new("<bytes>")))
 }
 
-/// Reads a data set of the given format from standard input (`--input -`); errors name the
-/// file `<stdin>`. An `.npz` read this way takes its only array or the role's (`train`/`test`).
-pub fn read_stdin(format: Format, role: Role) -> Result<Dataset, IoError> {
-    use std::io::Read;
-    let name = Path::new("<stdin>");
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .lock()
-        .read_to_end(&mut bytes)
-        .map_err(|e| IoError::from_io(name, "cannot read", &e))?;
-    if bytes.is_empty() {
-        return Err(IoError::user(name, "standard input is empty"));
-    }
-    let bytes = Arc::new(bytes);
-    parse(format, Source::unmapped(&bytes), role, None, || {
-        Arc::clone(&bytes) as SharedBytes
+/// Parses bytes read from a pipe or standard input, naming `name` in errors.
+pub(crate) fn parse_held(
+    format: Format,
+    bytes: &Arc<Vec<u8>>,
+    opts: &ReadOptions,
+    member: Option<&str>,
+    name: &Path,
+) -> Result<Dataset, IoError> {
+    parse(format, Source::unmapped(bytes), opts, member, || {
+        Arc::clone(bytes) as SharedBytes
     })
     .map_err(|p| p.at(name))
 }
 
 /// The metric an ann-benchmarks HDF5 file declares in its root attribute `distance`, as a
 /// voisin metric name ("angular" is cosine; "euclidean", "hamming", "jaccard" keep their
-/// names); `None` for other formats or when the attribute is absent.
+/// names); `None` for other formats or when the attribute is absent. An attribute that is not
+/// a string is an error here; [`Input::declared`] tells it apart instead.
 pub fn declared_metric(path: &Path) -> Result<Option<String>, IoError> {
-    if Format::from_path(path)? != Format::Hdf5 {
+    match Input::open(path, None)?.declared()? {
+        Declared::Nothing => Ok(None),
+        Declared::Name(name) => Ok(Some(name)),
+        Declared::Unusable(what) => Err(IoError::user(
+            path,
+            format!("the file's 'distance' attribute is {what}, not a metric name"),
+        )),
+    }
+}
+
+/// The array of the archive `file` that `member`, or else `role`, picks, as reading it would;
+/// `None` for a file that cannot be looked at without consuming it (a pipe).
+pub(crate) fn npz_member(
+    file: &Path,
+    member: Option<&str>,
+    role: Role,
+) -> Result<Option<String>, IoError> {
+    let f = open_input(file, "cannot open")?;
+    let meta = f
+        .metadata()
+        .map_err(|e| IoError::from_io(file, "cannot read", &e))?;
+    if !meta.is_file() || meta.len() == 0 {
         return Ok(None);
     }
-    let file = open_input(path, "cannot read")?;
-    let bytes = read_all(file, 0, path)?;
-    formats::hdf5::distance_attribute(Arc::new(bytes)).map_err(|p| p.at(path))
+    // SAFETY: as in `read_dataset`.
+    let map =
+        unsafe { Mmap::map(&f) }.map_err(|e| IoError::from_io(file, "cannot memory-map", &e))?;
+    formats::npz::chosen(&map, member, role)
+        .map(Some)
+        .map_err(|p| p.at(file))
+}
+
+/// The root attribute `distance` of the HDF5 bytes.
+pub(crate) fn distance_attribute(bytes: SharedBytes, name: &Path) -> Result<Declared, IoError> {
+    formats::hdf5::distance_attribute(bytes).map_err(|p| p.at(name))
 }
 
 /// Reads a data set, choosing the format by the file extension.
@@ -288,22 +348,18 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset, IoError>
         let map = unsafe { Mmap::map(&file) }
             .map_err(|e| IoError::from_io(path, "cannot memory-map", &e))?;
         let map = Arc::new(map);
-        return parse(format, Source::mapped(&map), opts.role, member, || {
+        return parse(format, Source::mapped(&map), opts, member, || {
             Arc::clone(&map) as SharedBytes
         })
         .map_err(|p| p.at(path));
     }
-    let bytes = read_all(file, if regular { meta.len() } else { 0 }, path)?;
-    let bytes = Arc::new(bytes);
-    parse(format, Source::unmapped(&bytes), opts.role, member, || {
-        Arc::clone(&bytes) as SharedBytes
-    })
-    .map_err(|p| p.at(path))
+    let bytes = Arc::new(read_all(file, if regular { meta.len() } else { 0 }, path)?);
+    parse_held(format, &bytes, opts, member, path)
 }
 
 /// Opens an input by voisin's rule for non-regular files (`voisin::commit::unreadable_kind`):
 /// devices and sockets refused, pipes read. `what` leads the message of a failure to open.
-fn open_input(path: &Path, what: &str) -> Result<File, IoError> {
+pub(crate) fn open_input(path: &Path, what: &str) -> Result<File, IoError> {
     if let Some(why) = voisin::commit::unreadable_kind(path) {
         return Err(IoError::user(path, why));
     }
@@ -311,7 +367,7 @@ fn open_input(path: &Path, what: &str) -> Result<File, IoError> {
 }
 
 /// The whole file; `len` is the expected size (0 when unknown), reserved up front.
-fn read_all(mut file: File, len: u64, path: &Path) -> Result<Vec<u8>, IoError> {
+pub(crate) fn read_all(mut file: File, len: u64, path: &Path) -> Result<Vec<u8>, IoError> {
     use std::io::Read;
     let cap = usize::try_from(len)
         .map_err(|_| IoError::user(path, "file is too large for this machine"))?;

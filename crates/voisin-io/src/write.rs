@@ -190,56 +190,64 @@ pub fn check_outputs(files: &[PathBuf]) -> Result<(), IoError> {
         .map_err(IoError::from)
 }
 
+/// Refuses exact (f64) distances for an output that cannot hold them (`.ivecs`, whose
+/// distances go to an f32 `.fvecs`).
+pub(crate) fn check_exact(path: &Path) -> Result<(), IoError> {
+    if extension(path) != "ivecs" {
+        return Ok(());
+    }
+    Err(IoError::user(
+        path,
+        "f64 distances cannot go in the .fvecs beside an .ivecs; use .npz, .npy or .tsv",
+    ))
+}
+
 pub(crate) fn write_result(path: &Path, rows: &Rows<'_>) -> Result<(), IoError> {
     let names = result_files(path, rows.shape.is_err())?;
-    let bodies: Vec<Body> =
-        match extension(path).as_str() {
-            "npz" => return write_files(crate::outputs::result_files(path, rows)?),
-            "tsv" => vec![Box::new(|w: &mut dyn Write| tsv(w, Ok(*rows)))],
-            "ivecs" if rows.exact.is_some() => return Err(IoError::user(
-                path,
-                "f64 distances cannot go in the .fvecs beside an .ivecs; use .npz, .npy or .tsv",
-            )),
-            "ivecs" => {
-                check_i32(path, rows)?;
-                vec![
-                    Box::new(|w| texmex_rows(w, rows, |ids, _| to_i32(ids))),
-                    Box::new(|w| texmex_rows(w, rows, |_, ds| ds.to_vec())),
-                ]
+    let bodies: Vec<Body> = match extension(path).as_str() {
+        "npz" => return write_files(crate::outputs::result_files(path, rows)?),
+        "tsv" => vec![Box::new(|w: &mut dyn Write| tsv(w, Ok(*rows)))],
+        "ivecs" if rows.exact.is_some() => return check_exact(path),
+        "ivecs" => {
+            check_i32(path, rows)?;
+            vec![
+                Box::new(|w| texmex_rows(w, rows, |ids, _| to_i32(ids))),
+                Box::new(|w| texmex_rows(w, rows, |_, ds| ds.to_vec())),
+            ]
+        }
+        _ => {
+            let shape: Vec<usize> = match rows.shape {
+                Ok(k) => vec![rows.n, k],
+                Err(_) => vec![rows.indices.len()],
+            };
+            let shape2 = shape.clone();
+            let mut bodies: Vec<Body> = vec![
+                Box::new(move |w| {
+                    w.write_all(&encode_header("<i8", &shape))?;
+                    let wide: Vec<i64> = rows.indices.iter().map(|&i| i64::from(i)).collect();
+                    write_le(w, &wide)
+                }),
+                Box::new(move |w| match rows.exact {
+                    Some(e) => {
+                        w.write_all(&encode_header("<f8", &shape2))?;
+                        write_le(w, e)
+                    }
+                    None => {
+                        w.write_all(&encode_header("<f4", &shape2))?;
+                        write_le(w, rows.distances)
+                    }
+                }),
+            ];
+            if let Err(offsets) = rows.shape {
+                bodies.push(Box::new(move |w| {
+                    w.write_all(&encode_header("<i8", &[offsets.len()]))?;
+                    let wide: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
+                    write_le(w, &wide)
+                }));
             }
-            _ => {
-                let shape: Vec<usize> = match rows.shape {
-                    Ok(k) => vec![rows.n, k],
-                    Err(_) => vec![rows.indices.len()],
-                };
-                let shape2 = shape.clone();
-                let mut bodies: Vec<Body> = vec![
-                    Box::new(move |w| {
-                        w.write_all(&encode_header("<i8", &shape))?;
-                        let wide: Vec<i64> = rows.indices.iter().map(|&i| i64::from(i)).collect();
-                        write_le(w, &wide)
-                    }),
-                    Box::new(move |w| match rows.exact {
-                        Some(e) => {
-                            w.write_all(&encode_header("<f8", &shape2))?;
-                            write_le(w, e)
-                        }
-                        None => {
-                            w.write_all(&encode_header("<f4", &shape2))?;
-                            write_le(w, rows.distances)
-                        }
-                    }),
-                ];
-                if let Err(offsets) = rows.shape {
-                    bodies.push(Box::new(move |w| {
-                        w.write_all(&encode_header("<i8", &[offsets.len()]))?;
-                        let wide: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
-                        write_le(w, &wide)
-                    }));
-                }
-                bodies
-            }
-        };
+            bodies
+        }
+    };
     write_files(names.into_iter().zip(bodies).collect())
 }
 

@@ -12,8 +12,11 @@
 //! encrypted, multi-disk or otherwise compressed members are refused with a clear message.
 
 use std::io::{self, Write};
+use std::ops::Range;
+use std::sync::Arc;
 
 use crate::error::{bail, Parsed, Problem};
+use crate::formats::Inflated;
 
 /// A member's contents, written on demand (twice: see the module documentation).
 pub(crate) type Fill<'a> = Box<dyn Fn(&mut dyn Write) -> io::Result<()> + 'a>;
@@ -301,8 +304,16 @@ pub(crate) fn entries(bytes: &[u8]) -> Parsed<Vec<Entry>> {
     Ok(out)
 }
 
-/// The uncompressed bytes of `entry`.
-pub(crate) fn contents(bytes: &[u8], entry: &Entry) -> Parsed<Vec<u8>> {
+/// Where a member's bytes are: a window of the archive (stored), or inflated into memory.
+pub(crate) enum Member {
+    Stored(Range<usize>),
+    Inflated(Arc<Inflated>),
+}
+
+/// The bytes of `entry`: a stored member in place, a deflated one inflated into exactly the
+/// size its directory entry declares, which may not exceed `budget` bytes (a bound the caller
+/// names in the message; `None`: no bound). Its CRC-32 is checked either way.
+pub(crate) fn member(bytes: &[u8], entry: &Entry, budget: Option<usize>) -> Parsed<Member> {
     if entry.flags & 1 != 0 {
         bail!("member {} is encrypted", entry.name);
     }
@@ -311,12 +322,13 @@ pub(crate) fn contents(bytes: &[u8], entry: &Entry) -> Parsed<Vec<u8>> {
         bail!("member {}: damaged local header", entry.name);
     }
     let start = at + 30 + u64::from(u16_at(bytes, at + 26)?) + u64::from(u16_at(bytes, at + 28)?);
-    let data = usize::try_from(start)
+    let range = usize::try_from(start)
         .ok()
         .zip(usize::try_from(entry.compressed).ok())
-        .and_then(|(s, n)| bytes.get(s..s.checked_add(n)?))
+        .and_then(|(s, n)| Some(s..s.checked_add(n)?))
+        .filter(|r| r.end <= bytes.len())
         .ok_or_else(|| {
-            Problem(format!(
+            Problem::from(format!(
                 "member {} runs past the end of the file",
                 entry.name
             ))
@@ -326,41 +338,92 @@ pub(crate) fn contents(bytes: &[u8], entry: &Entry) -> Parsed<Vec<u8>> {
             if entry.size != entry.compressed {
                 bail!("member {}: stored sizes disagree", entry.name);
             }
-            data.to_vec()
+            Member::Stored(range)
         }
-        8 => {
-            // Deflate expands at most about 1032:1; a larger declared size is a lie.
-            if entry.size / 1100 > entry.compressed {
-                bail!(
-                    "member {}: declared size {} is impossible for {} compressed bytes",
-                    entry.name,
-                    entry.size,
-                    entry.compressed
-                );
-            }
-            miniz_oxide::inflate::decompress_to_vec_with_limit(data, entry.size as usize)
-                .map_err(|e| Problem(format!("member {}: bad deflate data ({e})", entry.name)))?
-        }
+        8 => Member::Inflated(Arc::new(inflate(&bytes[range], entry, budget)?)),
         m => bail!(
             "member {} uses ZIP compression method {m}; only stored and deflated members are \
              supported",
             entry.name
         ),
     };
-    if out.len() as u64 != entry.size {
-        bail!(
-            "member {}: holds {} bytes, its directory entry says {}",
-            entry.name,
-            out.len(),
-            entry.size
-        );
-    }
     let mut crc = crc32fast::Hasher::new();
-    crc.update(&out);
+    crc.update(match &out {
+        Member::Stored(r) => &bytes[r.clone()],
+        Member::Inflated(b) => b.bytes(),
+    });
     if crc.finalize() != entry.crc {
         bail!("member {}: CRC-32 mismatch (damaged file)", entry.name);
     }
     Ok(out)
+}
+
+/// Inflates a deflated member into one buffer of its declared size, allocated once: the
+/// declared size must be possible for the compressed size (deflate expands at most about
+/// 1032:1) and within `budget`, and the data must fill it exactly.
+fn inflate(data: &[u8], entry: &Entry, budget: Option<usize>) -> Parsed<Inflated> {
+    use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
+    use miniz_oxide::inflate::TINFLStatus;
+    let name = &entry.name;
+    if entry.size / 1100 > entry.compressed {
+        bail!(
+            "member {name}: declared size {} is impossible for {} compressed bytes",
+            entry.size,
+            entry.compressed
+        );
+    }
+    if let Some(limit) = budget.filter(|&b| entry.size > b as u64) {
+        bail!(
+            "member {name} inflates to {}, more than the memory budget of {} (--memory), \
+             which bounds what an archive's compressed members take in memory; give a larger \
+             --memory, or save the archive with numpy.savez (stored members are read in place)",
+            bytes_text(entry.size),
+            bytes_text(limit as u64)
+        );
+    }
+    let size = usize::try_from(entry.size)
+        .map_err(|_| Problem::from(format!("member {name} is too large for this machine")))?;
+    let mut out = Inflated::zeroed(size).ok_or_else(|| {
+        Problem::machine(format!(
+            "cannot allocate {} to inflate member {name}",
+            bytes_text(entry.size)
+        ))
+    })?;
+    let mut state = DecompressorOxide::new();
+    let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
+    let (status, _, written) = decompress(&mut state, data, out.bytes_mut(), 0, flags);
+    match status {
+        TINFLStatus::Done if written == size => Ok(out),
+        TINFLStatus::Done => {
+            bail!("member {name}: holds {written} bytes, its directory entry says {size}")
+        }
+        TINFLStatus::HasMoreOutput => {
+            bail!("member {name}: holds more than the {size} bytes its directory entry says")
+        }
+        e => bail!("member {name}: bad deflate data ({e:?})"),
+    }
+}
+
+/// A size for messages: `1.5 GiB`, `4 MiB`, `512 bytes`.
+fn bytes_text(n: u64) -> String {
+    const UNITS: [(&str, u32); 3] = [("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    match UNITS.iter().find(|(_, shift)| n >= 1 << shift) {
+        Some((unit, shift)) => {
+            let v = n as f64 / (1u64 << shift) as f64;
+            let text = format!("{v:.1}");
+            format!("{} {unit}", text.trim_end_matches(".0"))
+        }
+        None => format!("{n} bytes"),
+    }
+}
+
+/// The uncompressed bytes of `entry`, copied (for tests).
+#[cfg(test)]
+pub(crate) fn contents(bytes: &[u8], entry: &Entry) -> Parsed<Vec<u8>> {
+    Ok(match member(bytes, entry, None)? {
+        Member::Stored(r) => bytes[r].to_vec(),
+        Member::Inflated(b) => b.bytes().to_vec(),
+    })
 }
 
 #[cfg(test)]

@@ -32,16 +32,21 @@ pub fn local_rank(world_rank: usize) -> usize {
         .unwrap_or(world_rank)
 }
 
-/// The CUDA engine of rank `world_rank` with the options of `config` (from the engine
-/// factory): GPU (local rank mod GPUs of the node).
-pub fn open(world_rank: usize, config: &voisin_engines::EngineConfig) -> Result<CudaEngine> {
+/// The GPU of rank `world_rank`: local rank mod GPUs of the node; none found is a device error.
+pub fn ordinal(world_rank: usize) -> Result<usize> {
     let count = voisin_cuda::device_count();
     if count == 0 {
         return Err(Error::device(
             "cuda: no GPU found (is the driver installed and a GPU visible to this rank?)",
         ));
     }
-    voisin_engines::cuda_on(local_rank(world_rank) % count, config)
+    Ok(local_rank(world_rank) % count)
+}
+
+/// The CUDA engine of rank `world_rank` with the options of `config` (from the engine
+/// factory), on its GPU ([`ordinal`]).
+pub fn open(world_rank: usize, config: &voisin_engines::EngineConfig) -> Result<CudaEngine> {
+    voisin_engines::cuda_on(ordinal(world_rank)?, config)
 }
 
 /// The whole k-NN graph over `comm`'s ranks, one GPU each: the gathered-shares driver

@@ -53,6 +53,7 @@ use std::ops::Range;
 use voisin::graph::checkpoint::{CheckpointOptions, Layout};
 use voisin::graph::driver::Passes;
 use voisin::graph::{deal, merge_lists, pass_steps, triangle, CpuShare, TileGraph};
+use voisin::metric::scale::KeyScale;
 use voisin::{Dataset, Error, KnnResult, Metric, Result};
 
 use crate::comm::{agree, Comm, Failed};
@@ -352,6 +353,8 @@ pub fn run<E: TileGraph<Share = CpuShare>>(
 ) -> std::result::Result<Option<KnnResult>, Failed> {
     let (rank, size, n) = (comm.rank(), comm.size(), data.len());
     let kk = row_len(n, k);
+    // The scale of the CPU engine's keys in every rank's lists (one for the whole data).
+    let keyed = (metric, KeyScale::of_sets(metric, data, data));
     if kk == 0 {
         let empty = KnnResult {
             n_queries: n,
@@ -426,7 +429,7 @@ pub fn run<E: TileGraph<Share = CpuShare>>(
                     passes.save(b, &rows)?;
                 }
                 for (q, row) in range.zip(&rows) {
-                    rekey::push_row(&mut finished_rows, metric, q, row, kk);
+                    rekey::push_row(&mut finished_rows, keyed, q, row, kk);
                 }
                 Ok(())
             });
@@ -440,7 +443,7 @@ pub fn run<E: TileGraph<Share = CpuShare>>(
         let rows = p.into_rows();
         for range in loaded {
             for q in range {
-                rekey::push_row(&mut finished_rows, metric, q, &rows[q], kk);
+                rekey::push_row(&mut finished_rows, keyed, q, &rows[q], kk);
             }
         }
     }

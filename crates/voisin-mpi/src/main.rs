@@ -9,16 +9,23 @@
 //!
 //! Built without the `mpi` feature the command runs as a single process (rank 0 of 1).
 //! `--device cuda` (feature `cuda`) gives each rank one GPU: rank r of a node takes GPU
-//! r mod (GPUs of the node).
+//! r mod (GPUs of the node). `knn --engine lc|sss|cover|kd|auto` searches each rank's shard
+//! through a metric index built over it by the engine factory's index engine (the seed's
+//! 1-Stage scheme; on GPU ranks, the rank's GPU); `brute` (the default) is brute force.
 
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand};
 use voisin::cpu::checkpoint::CheckpointOptions;
 use voisin::cpu::CpuEngine;
 use voisin::{Dataset, Engine, KnnResult, Metric};
-use voisin_io::{ReadOptions, Role};
+use voisin_engines::Device;
+use voisin_index::auto::{self, EngineChoice};
+use voisin_index::IndexEngine;
+use voisin_io::{Input, ReadOptions, Role};
 use voisin_mpi::comm::{Comm, Failed};
+use voisin_mpi::knn::Searcher;
 
 #[derive(Parser)]
 #[command(
@@ -63,6 +70,11 @@ enum Command {
         /// Query set, read by every rank from this path.
         #[arg(long, value_name = "FILE")]
         query: PathBuf,
+        /// Engine of each rank's shard: brute force, or a metric index built over the shard
+        /// (lc, sss, cover, or kd for vectors under euclidean/cityblock/chebyshev/minkowski);
+        /// auto decides per shard.
+        #[arg(long, value_name = "E", default_value = "brute", value_parser = parse_engine)]
+        engine: EngineChoice,
         #[command(flatten)]
         run: RunOpts,
     },
@@ -83,14 +95,18 @@ struct RunOpts {
     #[arg(long)]
     threads: Option<usize>,
     /// What each rank computes on: its cores, or one GPU (needs the `cuda` feature).
-    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    #[arg(long, default_value = "cpu", value_parser = device_arg())]
     device: Device,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Device {
-    Cpu,
-    Cuda,
+/// `--device`: cpu or cuda, parsed into the engine factory's one device type.
+fn device_arg() -> impl TypedValueParser<Value = Device> {
+    PossibleValuesParser::new(["cpu", "cuda"])
+        .map(|text| text.parse::<Device>().unwrap_or_default())
+}
+
+fn parse_engine(text: &str) -> Result<EngineChoice, String> {
+    text.parse::<EngineChoice>().map_err(|e| e.to_string())
 }
 
 /// The engine of this rank.
@@ -165,22 +181,43 @@ fn run(comm: &dyn Comm) -> i32 {
 }
 
 fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
-    let (run, inputs) = match &cli.command {
-        Command::Graph { input, run, .. } => (run, vec![input.as_path()]),
-        Command::Knn { base, query, run } => (run, vec![base.as_path(), query.as_path()]),
+    let (run, named, checkpoint) = match &cli.command {
+        Command::Graph {
+            input,
+            run,
+            checkpoint,
+            ..
+        } => (
+            run,
+            vec![("--input", input.as_path())],
+            checkpoint.as_deref(),
+        ),
+        Command::Knn {
+            base, query, run, ..
+        } => (
+            run,
+            vec![("--base", base.as_path()), ("--query", query.as_path())],
+            None,
+        ),
     };
-    let metric = run
-        .metric
-        .clone()
-        .unwrap_or_else(|| voisin_io::default_metric(inputs[0]));
     voisin::engine::check_k(run.k).map_err(|e| bad(e.to_string()))?;
     check_out(&run.out)?;
-    if run.device == Device::Cuda && metric == Metric::Levenshtein {
-        return Err(bad(
-            "--device cuda takes vectors; use --device cpu for strings",
-        ));
+    // Every rank looks at the files for itself and all agree, as for reading the inputs below.
+    let prelude = files_and_metric(run, &named, checkpoint);
+    let ok = comm.all_ok(prelude.is_ok());
+    let (inputs, metric) = match prelude {
+        Ok(p) if ok => p,
+        Ok(_) => return Err(bad("another rank could not use the files of this run")),
+        Err(f) => return Err(f),
+    };
+    let device =
+        voisin_engines::rank_device(run.device, &metric).map_err(|e| bad(e.to_string()))?;
+    if let Command::Knn { engine, .. } = &cli.command {
+        // A fixed index takes a true metric (GPU ranks build theirs on their GPU).
+        voisin_engines::check_engine(Device::Cpu, *engine, &metric, false)
+            .map_err(|e| bad(e.to_string()))?;
     }
-    let engine = open_engine(comm, run)?;
+    let engine = open_engine(comm, run, device)?;
     // Every rank reads for itself; agreeing afterwards keeps a rank that failed (say, a path
     // missing on its node) from leaving the others waiting.
     let loaded = load_all(&inputs, &metric);
@@ -213,8 +250,8 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
                 }
             }
         }
-        Command::Knn { .. } => {
-            voisin_mpi::knn::run(comm, engine.as_engine(), &sets[0], &sets[1], run.k, &metric)
+        Command::Knn { engine: choice, .. } => {
+            knn(comm, &engine, *choice, device, run, &sets, &metric)
         }
     }
     .map_err(|f| failed(comm, f))?;
@@ -224,15 +261,69 @@ fn execute(comm: &dyn Comm, cli: Cli) -> Result<(), Failure> {
     }
 }
 
+/// The distributed k-NN search: brute force on this rank's `engine`, or the metric index the
+/// factory chooses for `choice` (auto: from the whole base, the same on every rank) built over
+/// each rank's shard by the rank's index engine on `device`.
+fn knn(
+    comm: &dyn Comm,
+    engine: &RankEngine,
+    choice: EngineChoice,
+    device: Device,
+    run: &RunOpts,
+    sets: &[Dataset],
+    metric: &Metric,
+) -> Result<Option<KnnResult>, Failed> {
+    let (base, queries) = (&sets[0], &sets[1]);
+    let shape = voisin_engines::RunShape {
+        queries: queries.len(),
+        range: false,
+        checkpointed: false,
+    };
+    let indexes =
+        voisin_engines::choose_engine(device, choice, base, metric, shape).and_then(|decision| {
+            match decision.engine {
+                auto::Engine::Index(kind) => {
+                    rank_indexes(comm, run, device).map(|i| Some((i, kind)))
+                }
+                auto::Engine::Brute => Ok(None),
+            }
+        });
+    let indexes = voisin_mpi::comm::agree(comm, indexes)?;
+    let searcher = match &indexes {
+        Some((i, kind)) => Searcher::Index(i.as_ref(), *kind),
+        None => Searcher::Brute(engine.as_engine()),
+    };
+    voisin_mpi::knn::run(comm, searcher, base, queries, run.k, metric)
+}
+
+/// This rank's index engine: its cores, or its GPU (which opens at the first build).
+fn rank_indexes(
+    comm: &dyn Comm,
+    run: &RunOpts,
+    device: Device,
+) -> voisin::Result<Box<dyn IndexEngine>> {
+    let config = voisin_engines::EngineConfig {
+        threads: run.threads,
+        ..Default::default()
+    };
+    #[cfg(feature = "cuda")]
+    let device = match device {
+        Device::Cuda => Device::CudaAt(voisin_mpi::gpu::ordinal(comm.rank())?),
+        other => other,
+    };
+    #[cfg(not(feature = "cuda"))]
+    let _ = comm;
+    voisin_engines::open_indexes(device, &config)
+}
+
 /// This rank's engine; every rank agrees, so a rank whose GPU does not open fails them all.
-fn open_engine(comm: &dyn Comm, run: &RunOpts) -> Result<RankEngine, Failure> {
+fn open_engine(comm: &dyn Comm, run: &RunOpts, device: Device) -> Result<RankEngine, Failure> {
     // The factory's engines, each rank's own: its cores, or one GPU.
     let config = voisin_engines::EngineConfig {
         threads: run.threads,
         ..Default::default()
     };
-    let opened = match run.device {
-        Device::Cpu => voisin_engines::cpu(&config).map(RankEngine::Cpu),
+    let opened = match device {
         #[cfg(feature = "cuda")]
         Device::Cuda => {
             voisin_mpi::gpu::open(comm.rank(), &config).map(|e| RankEngine::Gpu(Box::new(e)))
@@ -241,6 +332,7 @@ fn open_engine(comm: &dyn Comm, run: &RunOpts) -> Result<RankEngine, Failure> {
         Device::Cuda => Err(voisin::Error::device(
             "--device cuda: this voisin-mpi was built without the `cuda` feature",
         )),
+        _ => voisin_engines::cpu(&config).map(RankEngine::Cpu),
     };
     voisin_mpi::comm::agree(comm, opened).map_err(|f| failed(comm, f))
 }
@@ -263,10 +355,7 @@ fn failed(comm: &dyn Comm, f: Failed) -> Failure {
 }
 
 fn write(out: &Path, res: &KnnResult) -> Result<(), Failure> {
-    voisin_io::write_knn(out, res).map_err(|e| {
-        let code = if e.is_user_error() { 2 } else { 1 };
-        Failure(e.to_string(), code)
-    })
+    voisin_io::write_knn(out, res).map_err(io_failure)
 }
 
 /// Refuses an output name whose layout is unknown before any work is done.
@@ -283,26 +372,66 @@ fn check_out(out: &Path) -> Result<(), Failure> {
     }
 }
 
+/// The same checks as `voisin`'s, before any work: no output is an input or lies in the
+/// checkpoint folder, the output can be written, standard input is read once; then the inputs
+/// opened and the metric they and `--metric` give.
+fn files_and_metric(
+    run: &RunOpts,
+    named: &[(&str, &Path)],
+    checkpoint: Option<&Path>,
+) -> Result<(Vec<Input>, Metric), Failure> {
+    voisin_io::RunFiles {
+        inputs: named.to_vec(),
+        output: Some(voisin_io::Written::Result {
+            path: &run.out,
+            range: false,
+            exact: false,
+        }),
+        checkpoint,
+    }
+    .check()
+    .map_err(io_failure)?;
+    let inputs = named
+        .iter()
+        .map(|&(_, p)| Input::open(p, None))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io_failure)?;
+    let given = run.metric.as_ref().map(voisin_io::Given::Flag);
+    let metric =
+        voisin_io::choose_metric(given, &inputs.iter().collect::<Vec<_>>()).map_err(io_failure)?;
+    Ok((inputs, metric))
+}
+
+/// A failure of voisin-io: its line, exit code 2 for the user's fault, 1 for the machine's.
+fn io_failure(e: voisin_io::IoError) -> Failure {
+    let code = if e.is_user_error() { 2 } else { 1 };
+    Failure(e.to_string(), code)
+}
+
 /// Reads and checks the inputs: first the base (or graph input), then the queries.
-fn load_all(paths: &[&Path], metric: &Metric) -> Result<Vec<Dataset>, Failure> {
+fn load_all(inputs: &[Input], metric: &Metric) -> Result<Vec<Dataset>, Failure> {
     let mut sets = Vec::new();
-    for (n, &path) in paths.iter().enumerate() {
+    for (n, input) in inputs.iter().enumerate() {
         let role = if n == 0 { Role::Base } else { Role::Query };
-        sets.push(load(path, role, metric)?);
+        sets.push(load(input, role, metric)?);
     }
     if let [base, queries] = &sets[..] {
         voisin::engine::check_pair(base, queries, metric)
-            .map_err(|e| bad(format!("{}: {e}", paths[1].display())))?;
+            .map_err(|e| bad(format!("{}: {e}", inputs[1].path().display())))?;
     }
     Ok(sets)
 }
 
-fn load(path: &Path, role: Role, metric: &Metric) -> Result<Dataset, Failure> {
-    let opts = ReadOptions { role, mmap: true };
-    let data = voisin_io::read_checked(path, &opts, metric).map_err(|e| {
-        let code = if e.is_user_error() { 2 } else { 1 };
-        Failure(e.to_string(), code)
-    })?;
+fn load(input: &Input, role: Role, metric: &Metric) -> Result<Dataset, Failure> {
+    let opts = ReadOptions {
+        role,
+        ..ReadOptions::default()
+    };
+    let path = input.path();
+    let data = input
+        .read(&opts)
+        .and_then(|d| voisin_io::check_loaded(path, d, metric))
+        .map_err(io_failure)?;
     if let Some(v) = data.as_vectors() {
         if let Some((row, col)) = v.find_non_finite() {
             return Err(bad(format!(

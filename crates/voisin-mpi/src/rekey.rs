@@ -2,15 +2,16 @@
 //! by (key, index), and the wire form of finished rows.
 //!
 //! Candidates arrive as indices only; their f64 keys are recomputed here with the reference's
-//! key function rather than shipped, which keeps messages small and makes the final order the
+//! key function (at the problem's key scale, as every engine's) rather than shipped, which keeps messages small and makes the final order the
 //! reference's order exactly (f32 distances alone cannot separate keys that round together).
 
-use voisin::metric::exact::item_key;
+use voisin::metric::scale::{f32_value, KeyScale};
 use voisin::{Dataset, KnnResult, Metric};
 
-/// The `k` best of `candidates` (distinct base indices) for query `q`, sorted by (key, index).
+/// The `k` best of `candidates` (distinct base indices) for query `q`, sorted by (key, index),
+/// keys at the problem's `scale` (`KeyScale::of_sets` of base and queries).
 pub fn best(
-    metric: &Metric,
+    (metric, scale): (&Metric, KeyScale),
     base: &Dataset,
     queries: &Dataset,
     q: usize,
@@ -19,22 +20,28 @@ pub fn best(
 ) -> Vec<(f64, u32)> {
     let mut keyed: Vec<(f64, u32)> = candidates
         .iter()
-        .map(|&i| (item_key(metric, base, i as usize, queries, q), i))
+        .map(|&i| (scale.item_key(metric, base, i as usize, queries, q), i))
         .collect();
     keyed.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     keyed.truncate(k);
     keyed
 }
 
-/// Appends a finished row as `[q, k indices, k distance bit patterns]`. The row must hold
-/// exactly `k` entries: every merge sees at least k candidates by construction.
-pub fn push_row(out: &mut Vec<u32>, metric: &Metric, q: usize, row: &[(f64, u32)], k: usize) {
+/// Appends a finished row as `[q, k indices, k distance bit patterns]`, keys at `scale`. The
+/// row must hold exactly `k` entries: every merge sees at least k candidates by construction.
+pub fn push_row(
+    out: &mut Vec<u32>,
+    (metric, scale): (&Metric, KeyScale),
+    q: usize,
+    row: &[(f64, u32)],
+    k: usize,
+) {
     assert_eq!(row.len(), k, "row {q} has {} of {k} neighbours", row.len());
     out.push(q as u32);
     out.extend(row.iter().map(|&(_, i)| i));
     out.extend(
         row.iter()
-            .map(|&(key, _)| (metric.key_to_distance(key) as f32).to_bits()),
+            .map(|&(key, _)| f32_value(scale.distance(metric, key)).to_bits()),
     );
 }
 

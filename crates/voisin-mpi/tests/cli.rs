@@ -146,6 +146,90 @@ fn graph_and_knn_match_the_reference_byte_for_byte() {
     }
 }
 
+/// `knn --engine`: a metric index built over each rank's shard (through the engine factory's
+/// index engine) answers byte for byte as the reference, for every index, auto and brute force,
+/// over tied vectors (duplicates, k = n - 1) and words; a non-metric refuses a fixed index.
+#[test]
+fn knn_with_an_index_over_each_shard_matches_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 60;
+    let data: Dataset = tied(n, 2, 9).into();
+    let queries: Dataset = tied(7, 2, 10).into();
+    let input = dir.path().join("base.fbin");
+    let qpath = dir.path().join("q.fbin");
+    voisin_io::write_vectors(&input, data.as_vectors().unwrap()).unwrap();
+    voisin_io::write_vectors(&qpath, queries.as_vectors().unwrap()).unwrap();
+    let words = [
+        "cat", "cart", "dog", "cot", "cat", "coat", "dig", "dot", "a", "at",
+    ];
+    let wpath = dir.path().join("w.txt");
+    std::fs::write(&wpath, words.join("\n") + "\n").unwrap();
+    let wdata: Dataset = voisin::StringSet::from_strings(words).unwrap().into();
+    let sets = [
+        (&input, &qpath, &data, &queries, Metric::Euclidean),
+        (&input, &qpath, &data, &queries, Metric::Cityblock),
+        (&wpath, &wpath, &wdata, &wdata, Metric::Levenshtein),
+    ];
+    for ranks in launchers() {
+        for (base, q, bdata, qdata, metric) in &sets {
+            for engine in ["lc", "sss", "cover", "kd", "auto", "brute"] {
+                if engine == "kd" && *metric == Metric::Levenshtein {
+                    continue;
+                }
+                for k in [1, 5, bdata.len() - 1] {
+                    let what = format!("{engine} {metric} k {k} ranks {ranks:?}");
+                    let out = dir.path().join("knn.tsv");
+                    let (ks, m) = (k.to_string(), metric.to_string());
+                    let o = launch(
+                        ranks,
+                        &[
+                            "knn",
+                            "--base",
+                            base.to_str().unwrap(),
+                            "--query",
+                            q.to_str().unwrap(),
+                            "-k",
+                            &ks,
+                            "--metric",
+                            &m,
+                            "--engine",
+                            engine,
+                            "--out",
+                            out.to_str().unwrap(),
+                        ],
+                    );
+                    check_ok(&o, &what);
+                    let expected = reference::knn(bdata, qdata, k, metric).unwrap();
+                    assert_same_files(&expected, &out, dir.path(), &what);
+                }
+            }
+        }
+        let out = dir.path().join("bad.tsv");
+        let o = launch(
+            ranks,
+            &[
+                "knn",
+                "--base",
+                input.to_str().unwrap(),
+                "--query",
+                qpath.to_str().unwrap(),
+                "-k",
+                "2",
+                "--metric",
+                "cosine",
+                "--engine",
+                "lc",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("triangle inequality"), "{err}");
+        assert!(!out.exists());
+    }
+}
+
 #[test]
 fn bad_input_is_one_line_from_rank_zero_and_exit_2_everywhere() {
     let dir = tempfile::tempdir().unwrap();
@@ -467,4 +551,81 @@ fn killed_mpi_builds_resume_to_the_same_bytes() {
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
     }
     assert!(!out.exists());
+}
+
+/// Issue 40 on MPI: the files of a run are checked as `voisin` checks them, before any work (an
+/// output that is an input, or that lies in the checkpoint folder, is refused: exit 2, the
+/// input byte-identical), and a metric declared by an HDF5 input is the run's.
+#[test]
+fn outputs_over_inputs_are_refused_and_declared_metrics_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    std::fs::write(at("data.tsv"), "0.5\t1\n2\t3\n4.5\t5\n6\t7.25\n").unwrap();
+    voisin_io::write_vectors(Path::new(&at("d.fbin")), &tied(30, 3, 5)).unwrap();
+    std::fs::create_dir(at("ck")).unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../voisin-io/tests/data/angular.hdf5");
+    let angular = fixture.to_str().unwrap();
+    let refused: [(Vec<String>, &str); 2] = [
+        (
+            [
+                "graph",
+                "--input",
+                &at("data.tsv"),
+                "-k",
+                "2",
+                "--out",
+                &at("data.tsv"),
+            ]
+            .map(String::from)
+            .to_vec(),
+            "is an input",
+        ),
+        (
+            [
+                "graph",
+                "--input",
+                &at("d.fbin"),
+                "-k",
+                "2",
+                "--checkpoint",
+                &at("ck"),
+                "--out",
+                &at("ck/g.ivecs"),
+            ]
+            .map(String::from)
+            .to_vec(),
+            "inside the checkpoint folder",
+        ),
+    ];
+    let before = std::fs::read(at("data.tsv")).unwrap();
+    for ranks in launchers() {
+        for (args, words) in &refused {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let o = launch(ranks, &args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?} ranks {ranks:?}: {err}");
+            assert!(err.contains(words), "{args:?} ranks {ranks:?}: {err}");
+            assert_eq!(std::fs::read(at("data.tsv")).unwrap(), before);
+            assert_eq!(std::fs::read_dir(at("ck")).unwrap().count(), 0);
+        }
+        let out = at("nn.tsv");
+        let o = launch(
+            ranks,
+            &[
+                "knn", "--base", angular, "--query", angular, "-k", "3", "--out", &out,
+            ],
+        );
+        check_ok(&o, "knn over an angular HDF5 file");
+        let read = |role| {
+            let opts = voisin_io::ReadOptions {
+                role,
+                ..Default::default()
+            };
+            voisin_io::read_dataset(&fixture, &opts).unwrap()
+        };
+        let (train, test) = (read(voisin_io::Role::Base), read(voisin_io::Role::Query));
+        let expected = reference::knn(&train, &test, 3, &Metric::Cosine).unwrap();
+        assert_same_files(&expected, Path::new(&out), dir.path(), "angular knn");
+    }
 }

@@ -327,6 +327,50 @@ fn knn_matches_reference_for_any_rank_count() {
     }
 }
 
+/// Every index over each rank's shard (the 1-Stage scheme, through the CPU's index engine)
+/// merges to the reference's k-NN, for any rank count: tied vectors (k past a shard's size,
+/// k > n) and words.
+#[test]
+fn knn_through_an_index_over_each_shard_matches_reference() {
+    use voisin_index::{CpuIndexes, Kind};
+    let indexes = CpuIndexes::new(Some(1)).unwrap();
+    let words = [
+        "kitten", "sitting", "kitten", "mitten", "", "sit", "bitten", "kit", "a",
+    ];
+    let strings: Dataset = StringSet::from_strings(words).unwrap().into();
+    let cases = [
+        (tied(33, 3, 7), tied(9, 3, 8), Metric::Euclidean),
+        (tied(19, 2, 5), tied(6, 2, 6), Metric::Chebyshev),
+        (strings.clone(), strings, Metric::Levenshtein),
+    ];
+    for (base, q, metric) in &cases {
+        let kinds: &[Kind] = if base.as_vectors().is_some() {
+            &Kind::EVERY
+        } else {
+            &Kind::ALL
+        };
+        for &kind in kinds {
+            for k in [1, 4, base.len() + 2] {
+                let expected = reference::knn(base, q, k, metric).unwrap();
+                for size in 1..=4 {
+                    let all: Vec<u32> = (0..size)
+                        .flat_map(|r| {
+                            let by = knn::Searcher::Index(&indexes, kind);
+                            knn::local_by(by, base, q, k, metric, r, size).unwrap()
+                        })
+                        .collect();
+                    let got = knn::merge(base, q, k, metric, size, &all);
+                    same(
+                        &expected,
+                        &got,
+                        &format!("{kind} {metric} k {k} ranks {size}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
 fn ckpt(dir: &Path, resume: bool) -> CheckpointOptions {
     CheckpointOptions {
         dir: dir.to_path_buf(),

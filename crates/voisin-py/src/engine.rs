@@ -3,14 +3,18 @@
 //!
 //! `device="cpu"` is the CPU engine; `"cuda"` / `"cuda:N"` the CUDA engine on GPU 0 / N or an
 //! error; `"auto"` the factory's auto engine: a GPU for what it supports when the driver, NVRTC
-//! and cuBLAS load and a GPU exists, the CPU for the rest. The CUDA engine is loaded at run
-//! time, so one wheel serves machines with and without a GPU.
+//! and cuBLAS load and a GPU exists, the CPU for the rest. The strings are the factory's
+//! `Device` spellings, parsed there. The CUDA engine is loaded at run time, so one wheel serves
+//! machines with and without a GPU. The metric indexes (`indexes.rs`) open their index engine
+//! through the same factory.
 
 use std::sync::Arc;
 
+use voisin::cpu::CpuEngine;
 use voisin::engine::{Cancel, Op, ProgressFn};
 use voisin::{Dataset, Engine, Error, Metric, Result};
-use voisin_engines::{Device, Gpus};
+use voisin_cuda::CudaEngine;
+use voisin_engines::Device;
 
 /// What an engine is built from.
 pub struct EngineConfig {
@@ -28,45 +32,64 @@ pub fn cuda_available() -> bool {
     voisin_cuda::gpu_available()
 }
 
+/// The device a Python `device=` string names, parsed by the factory's one [`Device`] type
+/// (`auto`, `cpu`, `cuda`, `cuda:N`); anything else is invalid input naming it.
+pub fn device(text: &str) -> Result<Device> {
+    text.parse::<Device>().map_err(Error::invalid)
+}
+
 /// The engine answering requests over `data` under `metric`.
 pub fn open(config: &EngineConfig, data: &Dataset, metric: &Metric) -> Result<Arc<dyn Engine>> {
     // Parsed whatever the device, so a typo is an error on every machine.
     let precision = config.precision.parse()?;
-    let spec = config.device.trim().to_ascii_lowercase();
-    let (device, gpus) = match spec.as_str() {
-        "cpu" => (Device::Cpu, None),
-        "auto" => (Device::Auto, None),
-        "cuda" => (Device::Cuda, None),
-        other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
-            Some(Ok(n)) => (Device::Cuda, Some(Gpus::Ordinals(vec![n]))),
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown device '{}' (known: auto, cpu, cuda, cuda:N)",
-                    config.device
-                )))
-            }
-        },
-    };
+    let device = device(&config.device)?;
     // What the CUDA engine cannot answer (a user metric, a closure of this process, among
-    // them) is refused before any GPU opens, with the same line on every machine. f64 values
-    // beyond f32's range get the CUDA engine's own refusal, which names them.
-    let held = data.as_vectors().is_none_or(voisin_cuda::tiles_hold);
-    if device == Device::Cuda && held && !voisin_cuda::supports(data, metric, Op::Knn) {
+    // them) is refused before any GPU opens, with the same line on every machine (the
+    // factory's pre-check, `voisin_engines::gpu_answers`).
+    if device.is_cuda() && !voisin_engines::gpu_answers(data, metric, Op::Knn) {
         return Err(cpu_only(metric, data));
     }
-    let factory = voisin_engines::EngineConfig {
+    voisin_engines::open_shared(device, &factory(config, precision))
+}
+
+/// The engines of a distributed worker (`voisin.dask`): the CPU engine, and the CUDA engine
+/// on one GPU (the one `device` names, GPU 0 for `cuda`) for `cuda`, `cuda:N`, and `auto` when
+/// a GPU is usable. The device choice, parsed as [`open`] parses it.
+pub fn open_parts(config: &EngineConfig) -> Result<(Device, CpuEngine, Option<CudaEngine>)> {
+    let precision = config.precision.parse()?;
+    let device = device(&config.device)?;
+    let factory = factory(config, precision);
+    let cpu = voisin_engines::cpu(&factory)?;
+    let ordinal = match device {
+        Device::CudaAt(n) => n,
+        _ => 0,
+    };
+    let cuda = match device {
+        Device::Cpu => None,
+        Device::Auto if !voisin_cuda::gpu_available() => None,
+        Device::Auto => voisin_engines::cuda_on(ordinal, &factory).ok(),
+        Device::Cuda | Device::CudaAt(_) => Some(voisin_engines::cuda_on(ordinal, &factory)?),
+    };
+    Ok((device, cpu, cuda))
+}
+
+/// The factory's configuration of `config`.
+pub fn factory(
+    config: &EngineConfig,
+    precision: voisin_cuda::Precision,
+) -> voisin_engines::EngineConfig {
+    voisin_engines::EngineConfig {
         threads: config.threads,
         memory_budget: config.memory_budget,
         progress: config.progress.clone(),
         cancel: Some(config.cancel.clone()),
         precision,
-        gpus,
         ..Default::default()
-    };
-    voisin_engines::open_shared(device, &factory)
+    }
 }
 
-fn cpu_only(metric: &Metric, data: &Dataset) -> Error {
+/// The refusal of a request the CUDA engine cannot answer under `device="cuda"`.
+pub fn cpu_only(metric: &Metric, data: &Dataset) -> Error {
     Error::invalid(format!(
         "metric {metric} over {} runs on the CPU only (device='cpu' or 'auto')",
         data.describe()

@@ -1,8 +1,10 @@
 //! `voisin._voisin`: the native half of the Python package.
 //!
-//! One class, [`Index`]: a base data set (vectors read in place from a NumPy array, or strings),
-//! a metric and the engine that answers over it. The Python half (`python/voisin`) checks and
-//! converts inputs, builds the public functions and the scikit-learn estimators on it.
+//! Two classes: [`Index`], a base data set (vectors read in place from a NumPy array, or
+//! strings), a metric and the brute-force engine that answers over it; and
+//! `indexes::MetricIndex`, a metric index over a set with the index engine that answers over it
+//! (index files too). The Python half (`python/voisin`) checks and converts inputs, builds the
+//! public functions, `voisin.Index` and the scikit-learn estimators on them.
 //!
 //! Every request runs on a worker thread (of rayon's global pool) while the calling thread waits
 //! with the GIL released, waking every 100 ms to look for signals (Ctrl-C raises
@@ -10,7 +12,12 @@
 //! `ValueError` (bad input) or `RuntimeError` (device failure) with the engine's one-line
 //! message; a panic becomes a `RuntimeError`, never a `PanicException`.
 
+mod blocks;
+mod cuda;
+mod dlpack;
 mod engine;
+mod indexes;
+mod results;
 
 /// The allocator of the `voisin` binary (crates/voisin-cli/src/main.rs says why). Memory the
 /// extension hands to NumPy stays Rust's: arrays made from Rust vectors free them through it.
@@ -30,7 +37,7 @@ use pyo3::exceptions::{
     PyKeyboardInterrupt, PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use voisin::data::{Buffer, SharedSlice, VectorData};
 use voisin::engine::{Cancel, Op, Prepared, ProgressFn};
@@ -38,55 +45,125 @@ use voisin::metric::CustomMetric;
 use voisin::{Dataset, Engine, Metric, StringSet, VectorSet};
 
 use engine::EngineConfig;
+use results::{Answer, Form};
 
-/// An engine error as the Python exception it stands for.
+/// An engine error as the Python exception it stands for, in Python's words
+/// ([`python_words`]).
 fn py_err(e: voisin::Error) -> PyErr {
     match e {
-        voisin::Error::InvalidInput(m) => PyValueError::new_err(m),
-        voisin::Error::Device(m) => PyRuntimeError::new_err(m),
+        voisin::Error::InvalidInput(m) => PyValueError::new_err(python_words(&m)),
+        voisin::Error::Device(m) => PyRuntimeError::new_err(python_words(&m)),
         voisin::Error::Io(e) => PyOSError::new_err(e.to_string()),
-        voisin::Error::OutOfMemory(m) => PyMemoryError::new_err(m),
+        voisin::Error::OutOfMemory(m) => PyMemoryError::new_err(python_words(&m)),
         voisin::Error::Cancelled => PyKeyboardInterrupt::new_err("cancelled"),
     }
 }
 
-/// Rows of a C-contiguous, aligned NumPy array read in place. The reference keeps the array
-/// alive; NumPy never moves an array's data while a reference to it exists.
-struct NumpyRows<T> {
+/// The command line's options in an engine message as the Python keyword arguments that set
+/// them: `--threads` is `n_jobs`, `--device cpu` is `device='cpu'`, `--precision auto` is
+/// `precision='auto'`. The engines speak the command line's language, which most of their
+/// users read; the bindings translate here, the one place that knows both.
+fn python_words(message: &str) -> String {
+    const KEYWORDS: [(&str, &str, bool); 6] = [
+        // (flag, keyword, whether a value follows)
+        ("threads", "n_jobs", false),
+        ("memory", "memory", false),
+        ("device", "device", true),
+        ("precision", "precision", true),
+        ("distances", "distances", true),
+        ("include-self", "include_self", false),
+    ];
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("--") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let flag_len = after
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+            .unwrap_or(after.len());
+        let flag = &after[..flag_len];
+        match KEYWORDS.iter().find(|(f, _, _)| *f == flag) {
+            Some((_, keyword, true)) if after[flag_len..].starts_with(' ') => {
+                let value = &after[flag_len + 1..];
+                let len = value
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == ':' || c == '_'))
+                    .unwrap_or(value.len());
+                out.push_str(&format!("{keyword}='{}'", &value[..len]));
+                rest = &value[len..];
+            }
+            Some((_, keyword, _)) => {
+                out.push_str(keyword);
+                rest = &after[flag_len..];
+            }
+            None => {
+                out.push_str("--");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Rows read in place from memory a Python object owns: a C-contiguous, aligned NumPy array
+/// (NumPy never moves an array's data while a reference to it exists) or a DLPack capsule
+/// (its tensor lives while the capsule does). The reference keeps the owner alive.
+struct PyRows<T> {
     _owner: Py<PyAny>,
     ptr: *const T,
     len: usize,
 }
 
-// SAFETY: the pointer is into memory owned by the referenced array, which outlives `self`; it
-// is only read.
-unsafe impl<T> Send for NumpyRows<T> {}
-unsafe impl<T> Sync for NumpyRows<T> {}
+impl<T> PyRows<T> {
+    /// `len` values at `ptr`, owned by `owner`: the caller checked that they are initialised
+    /// and aligned, and live as long as `owner`.
+    fn new(owner: Py<PyAny>, ptr: *const T, len: usize) -> Self {
+        PyRows {
+            _owner: owner,
+            ptr,
+            len,
+        }
+    }
+}
 
-impl<T> SharedSlice<T> for NumpyRows<T> {
+// SAFETY: the pointer is into memory owned by the referenced object, which outlives `self`;
+// it is only read.
+unsafe impl<T> Send for PyRows<T> {}
+unsafe impl<T> Sync for PyRows<T> {}
+
+impl<T> SharedSlice<T> for PyRows<T> {
     fn as_slice(&self) -> &[T] {
         // SAFETY: `ptr` points at `len` initialised, aligned values (checked when built).
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
-/// A 2-D array as vector storage: in place when C-contiguous and aligned, copied otherwise.
+/// A 2-D array as vector storage: in place when C-contiguous and aligned, copied otherwise;
+/// with the bytes copied.
 fn vector_rows<T: Element + bytemuck::Pod>(
     arr: &Bound<'_, PyArray2<T>>,
     wrap: fn(Buffer<T>) -> VectorData,
-) -> PyResult<VectorSet> {
+) -> PyResult<(VectorSet, u64)> {
     let (n, d) = (arr.shape()[0], arr.shape()[1]);
     let ptr = arr.data() as *const T;
-    let buffer = if arr.is_c_contiguous() && (ptr as usize).is_multiple_of(align_of::<T>()) {
-        Buffer::Shared(Arc::new(NumpyRows {
-            _owner: arr.clone().into_any().unbind(),
-            ptr,
-            len: n * d,
-        }))
+    let (buffer, copied) =
+        if arr.is_c_contiguous() && (ptr as usize).is_multiple_of(align_of::<T>()) {
+            let rows = PyRows::new(arr.clone().into_any().unbind(), ptr, n * d);
+            (Buffer::Shared(Arc::new(rows)), 0)
+        } else {
+            let values: Vec<T> = arr.readonly().as_array().iter().copied().collect();
+            let bytes = std::mem::size_of_val(values.as_slice()) as u64;
+            (Buffer::Owned(values), bytes)
+        };
+    let set = VectorSet::new(n, d, wrap(buffer)).map_err(py_err)?;
+    // f64 values that are all f32 numbers are stored as f32: a copy.
+    let compacted = std::mem::size_of::<T>() == 8 && set.elem_type() != voisin::data::ElemType::F64;
+    let copied = if compacted {
+        (n * d * 4) as u64
     } else {
-        Buffer::Owned(arr.readonly().as_array().iter().copied().collect())
+        copied
     };
-    VectorSet::new(n, d, wrap(buffer)).map_err(py_err)
+    Ok((set, copied))
 }
 
 /// Refuses NaN and infinite values with their position (the CLI's message, less its file name
@@ -104,9 +181,11 @@ fn check_finite(what: &str, data: &Dataset) -> voisin::Result<()> {
     }
 }
 
-/// A data set from what the Python half hands over: a 2-D float32/float16/uint8/float64 array or a
-/// list of `str`. Its values are not yet checked for NaN and infinities ([`check_finite`]).
-fn dataset(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dataset> {
+/// A data set from what the Python half hands over: a 2-D float32/float16/uint8/float64 array,
+/// a host tensor with `__dlpack__` ([`dlpack`]) or a list of `str`; with the bytes of vectors
+/// copied to read it (0 when read in place). Its values are not yet checked for NaN and
+/// infinities ([`check_finite`]).
+fn dataset(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<(Dataset, u64)> {
     if let Ok(list) = obj.cast::<PyList>() {
         let mut set = StringSet::new();
         for (i, item) in list.iter().enumerate() {
@@ -117,9 +196,9 @@ fn dataset(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dataset> {
             })?;
             set.push(&s.to_cow()?).map_err(py_err)?;
         }
-        return Ok(set.into());
+        return Ok((set.into(), 0));
     }
-    let set = if let Ok(a) = obj.cast::<PyArray2<f32>>() {
+    let (set, copied) = if let Ok(a) = obj.cast::<PyArray2<f32>>() {
         vector_rows(a, VectorData::F32)?
     } else if let Ok(a) = obj.cast::<PyArray2<f16>>() {
         vector_rows(a, VectorData::F16)?
@@ -128,12 +207,15 @@ fn dataset(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<Dataset> {
     } else if let Ok(a) = obj.cast::<PyArray2<f64>>() {
         // f32 storage when every value is an f32 number, else f64, answered exactly.
         vector_rows(a, VectorData::compact_buffer)?
+    } else if obj.hasattr("__dlpack__")? {
+        dlpack::vectors(what, obj)?
     } else {
         return Err(PyTypeError::new_err(format!(
-            "{what}: expected a 2-D float32, float16, uint8 or float64 array or a list of str"
+            "{what}: expected a 2-D float32, float16, uint8 or float64 array, a tensor with \
+             __dlpack__, or a list of str"
         )));
     };
-    Ok(set.into())
+    Ok((set.into(), copied))
 }
 
 /// Where a Python metric function's first exception waits for the end of the request.
@@ -254,6 +336,20 @@ struct Index {
     /// A fitted base (`check=True`): prepared by the engine at its first search and kept for
     /// the next ones (on a GPU, the rows stay in device memory while the index lives).
     kept: Option<Arc<Kept>>,
+    /// Bytes of the base's vectors the bindings copied to read it (0 when read in place).
+    base_copied: u64,
+    /// What the last request measured, for `Index.stats`.
+    last_stats: Arc<Mutex<CallStats>>,
+    /// The end of an interrupted request whose worker may still run.
+    stopping: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+/// What one request measured: the engine's [`voisin::Stats`] and the bytes of the queries'
+/// vectors the bindings copied.
+#[derive(Default)]
+struct CallStats {
+    engine: voisin::Stats,
+    queries_copied: u64,
 }
 
 /// The slot of a fitted base's prepared form, empty until its first search.
@@ -275,36 +371,10 @@ fn prepared(
     Ok(p)
 }
 
-/// (distances, indices) arrays handed to Python.
-type KnnOut<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<i64>>);
-/// (offsets, indices, distances) arrays handed to Python.
-type RangeOut<'py> = (
-    Bound<'py, PyArray1<i64>>,
-    Bound<'py, PyArray1<i64>>,
-    Bound<'py, PyArray1<f64>>,
-);
-
-/// Distances as float64 and indices as int64, `n × k`, converted off the GIL.
-type KnnArrays = (usize, usize, Vec<f64>, Vec<i64>);
-/// CSR offsets, indices and distances of a range search.
-type RangeArrays = (Vec<i64>, Vec<i64>, Vec<f64>);
-
-fn knn_arrays(r: voisin::KnnResult) -> KnnArrays {
-    let d = r.distances.iter().map(|&x| f64::from(x)).collect();
-    let i = r.indices.iter().map(|&x| i64::from(x)).collect();
-    (r.n_queries, r.k, d, i)
-}
-
-fn knn_out<'py>(py: Python<'py>, (n, k, d, i): KnnArrays) -> PyResult<KnnOut<'py>> {
-    Ok((
-        PyArray1::from_vec(py, d).reshape([n, k])?,
-        PyArray1::from_vec(py, i).reshape([n, k])?,
-    ))
-}
-
 impl Index {
-    /// One request: checks the queries against the base, times the engine call `ask`, and
-    /// converts its result with `convert`, all on the worker thread (see [`Index::run`]).
+    /// One request: checks the queries against the base, times the engine call `ask`, keeps
+    /// its stats and shapes its answer as `form` says, all on the worker thread (see
+    /// [`Index::run`]).
     ///
     /// NaN and infinities (in the queries, and in the base while it is not checked) are
     /// refused with their position. An engine that refuses them itself (the GPU's norms show
@@ -314,18 +384,28 @@ impl Index {
     /// base once more before the work starts; a value it finds stops the engine through the
     /// cancellation token, and its error is the answer. Queries alone are scanned before the
     /// call.
-    fn request<R, T: Send + 'static>(
+    fn request<'py>(
         &self,
-        py: Python<'_>,
-        progress: Option<&Bound<'_, PyAny>>,
-        queries: Option<Dataset>,
+        py: Python<'py>,
+        progress: Option<&Bound<'py, PyAny>>,
+        queries: Option<(Dataset, u64)>,
         op: Op,
-        ask: impl FnOnce(&Arc<dyn Engine>, &Arc<Dataset>, Option<&Dataset>, &Metric) -> voisin::Result<R>
+        form: Form,
+        ask: impl FnOnce(
+                &Arc<dyn Engine>,
+                &Arc<Dataset>,
+                Option<&Dataset>,
+                &Metric,
+            ) -> voisin::Result<Answer>
             + Send
             + 'static,
-        convert: impl FnOnce(R) -> T + Send + 'static,
-    ) -> PyResult<T> {
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let (engine, base, metric) = (self.engine.clone(), self.data.clone(), self.metric.clone());
+        let (queries, queries_copied) = match queries {
+            Some((q, copied)) => (Some(q), copied),
+            None => (None, 0),
+        };
+        let last = self.last_stats.clone();
         let (clock, checked, cancel) = (
             self.last_call.clone(),
             self.base_checked.clone(),
@@ -388,8 +468,15 @@ impl Index {
             if answer.is_ok() && scan_base {
                 checked.store(true, Ordering::Release);
             }
-            answer.map(convert)
+            let answer = answer?;
+            *last.lock().unwrap_or_else(|p| p.into_inner()) = CallStats {
+                engine: answer.stats().clone(),
+                queries_copied,
+            };
+            let queries = queries.as_ref().unwrap_or(&base);
+            Ok(results::shape_over(answer, form, (&base, queries), &metric))
         })
+        .and_then(|out| out.into_py(py))
     }
 
     /// Runs `job` on a worker thread; see the module documentation.
@@ -399,67 +486,132 @@ impl Index {
         progress: Option<&Bound<'_, PyAny>>,
         job: impl FnOnce() -> voisin::Result<T> + Send + 'static,
     ) -> PyResult<T> {
+        let worker = Worker {
+            progress: &self.progress,
+            cancel: &self.cancel,
+            metric_error: self.metric_error.as_ref(),
+            stopping: &self.stopping,
+        };
+        worker.run(py, progress, job)
+    }
+}
+
+/// What a request's worker thread reports to the waiting thread: progress, the cancellation
+/// token (set on Ctrl-C), a Python metric function's first exception, and the end of a
+/// request interrupted before its worker stopped.
+pub(crate) struct Worker<'a> {
+    pub(crate) progress: &'a Progress,
+    pub(crate) cancel: &'a Cancel,
+    pub(crate) metric_error: Option<&'a MetricError>,
+    pub(crate) stopping: &'a Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl Worker<'_> {
+    /// Runs `job` on a worker thread; see the module documentation.
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        progress: Option<&Bound<'_, PyAny>>,
+        job: impl FnOnce() -> voisin::Result<T> + Send + 'static,
+    ) -> PyResult<T> {
+        // A request interrupted before its worker stopped still holds the engine's token: it
+        // ends before this one resets it.
+        let stopping = self
+            .stopping
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(done) = stopping {
+            let (done, ended) = wait(py, done, None);
+            if let Err(e) = ended {
+                *self.stopping.lock().unwrap_or_else(|p| p.into_inner()) = Some(done);
+                return Err(e);
+            }
+        }
         self.progress.done.store(0, Ordering::Relaxed);
         self.progress.total.store(0, Ordering::Relaxed);
         self.cancel.reset();
         if let Some(slot) = &self.metric_error {
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        let (tx, mut rx) = mpsc::channel();
+        let (tx, rx) = mpsc::channel();
+        let (done_tx, done) = mpsc::channel();
         // A thread of rayon's global pool, started once: a fresh thread per request paid its
         // start, and on a GPU the driver's per-thread set-up, on every small batch.
         rayon::spawn(move || {
             let _ = tx.send(catch_unwind(AssertUnwindSafe(job)));
+            let _ = done_tx.send(());
         });
-        let mut shown = (0, 0);
-        loop {
-            let (back, got) = py.detach(move || {
-                let got = rx.recv_timeout(Duration::from_millis(100));
-                (rx, got)
-            });
-            rx = back;
+        let shown = std::cell::Cell::new((0, 0));
+        let show = || -> PyResult<()> {
             if let Some(callback) = progress {
                 let now = (
                     self.progress.done.load(Ordering::Relaxed),
                     self.progress.total.load(Ordering::Relaxed),
                 );
-                if now != shown && now.1 > 0 {
+                if now != shown.get() && now.1 > 0 {
                     callback.call1(now)?;
-                    shown = now;
+                    shown.set(now);
                 }
             }
-            match got {
-                Ok(answer) => {
-                    if let Some(slot) = &self.metric_error {
-                        if let Some(e) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                            return Err(e);
-                        }
-                    }
-                    return match answer {
-                        Ok(result) => result.map_err(py_err),
-                        Err(p) => Err(PyRuntimeError::new_err(format!(
-                            "voisin internal error: {}",
-                            panic_message(p.as_ref())
-                        ))),
-                    };
-                }
-                // Ctrl-C: the engine is told to stop (it looks at the token between tiles and
-                // query blocks), given a quarter of a second to do so, and the exception is raised.
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Err(interrupt) = py.check_signals() {
-                        self.cancel.cancel();
-                        py.detach(move || {
-                            let _ = rx.recv_timeout(Duration::from_millis(250));
-                        });
-                        return Err(interrupt);
+            Ok(())
+        };
+        match wait(py, rx, Some(&show)).1 {
+            Ok(answer) => {
+                if let Some(slot) = &self.metric_error {
+                    if let Some(e) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                        return Err(e);
                     }
                 }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(PyRuntimeError::new_err(
-                        "voisin internal error: the worker ended without an answer",
-                    ))
+                match answer {
+                    Ok(result) => result.map_err(py_err),
+                    Err(p) => Err(PyRuntimeError::new_err(format!(
+                        "voisin internal error: {}",
+                        panic_message(p.as_ref())
+                    ))),
                 }
             }
+            // Ctrl-C (or an exception from the progress callback): the engine is told to stop
+            // (it looks at the token between tiles and query blocks) and the exception raised
+            // at once; the next request waits for the worker to end.
+            Err(e) => {
+                self.cancel.cancel();
+                *self.stopping.lock().unwrap_or_else(|p| p.into_inner()) = Some(done);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// How often the calling thread looks for signals (and progress) while a worker runs: Ctrl-C
+/// raises `KeyboardInterrupt` within this time.
+const POLL: Duration = Duration::from_millis(10);
+
+/// The value `rx` receives, waited for with the GIL released, looking every [`POLL`] for
+/// signals (a raised `KeyboardInterrupt` ends the wait) and calling `tick`; with `rx` back.
+fn wait<T: Send>(
+    py: Python<'_>,
+    mut rx: mpsc::Receiver<T>,
+    tick: Option<&dyn Fn() -> PyResult<()>>,
+) -> (mpsc::Receiver<T>, PyResult<T>) {
+    loop {
+        let (back, got) = py.detach(move || {
+            let got = rx.recv_timeout(POLL);
+            (rx, got)
+        });
+        rx = back;
+        let ticked = tick.map_or(Ok(()), |tick| tick());
+        let step = match got {
+            Ok(value) => Some(Ok(value)),
+            Err(RecvTimeoutError::Timeout) => {
+                ticked.and_then(|()| py.check_signals()).err().map(Err)
+            }
+            Err(RecvTimeoutError::Disconnected) => Some(Err(PyRuntimeError::new_err(
+                "voisin internal error: the worker ended without an answer",
+            ))),
+        };
+        if let Some(step) = step {
+            return (rx, step);
         }
     }
 }
@@ -481,7 +633,7 @@ impl Index {
         memory: Option<usize>,
         check: bool,
     ) -> PyResult<Self> {
-        let data = dataset("base", data)?;
+        let (data, base_copied) = dataset("base", data)?;
         if check {
             check_finite("base", &data).map_err(py_err)?;
         }
@@ -519,6 +671,9 @@ impl Index {
             cancel: config.cancel.clone(),
             base_checked: Arc::new(AtomicBool::new(check)),
             kept: check.then(|| Arc::new(Mutex::new(None))),
+            base_copied,
+            last_stats: Arc::default(),
+            stopping: Mutex::new(None),
         })
     }
 
@@ -553,90 +708,161 @@ impl Index {
         self.metric.name()
     }
 
-    /// For each query, its k nearest base items: (distances, indices), each `n × k`.
-    #[pyo3(signature = (queries, k, progress = None))]
+    /// What the last request measured: the engine's phase times (seconds), distance and
+    /// exact evaluations, device and arithmetic, and the bytes of vectors the bindings copied
+    /// to read the base and the queries (0 when read in place).
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let last = self.last_stats.lock().unwrap_or_else(|p| p.into_inner());
+        let s = &last.engine;
+        let d = PyDict::new(py);
+        d.set_item("device", &s.device)?;
+        d.set_item("arithmetic", &s.arithmetic)?;
+        d.set_item("engine_s", self.last_call_seconds())?;
+        d.set_item("compute_s", s.compute.as_secs_f64())?;
+        d.set_item("select_s", s.select.as_secs_f64())?;
+        d.set_item("transfer_s", s.transfer.as_secs_f64())?;
+        d.set_item("distance_evals", s.distance_evals)?;
+        d.set_item("exact_evals", s.exact_evals)?;
+        d.set_item("base_copied_bytes", self.base_copied)?;
+        d.set_item("queries_copied_bytes", last.queries_copied)?;
+        Ok(d)
+    }
+
+    /// For each query, its k nearest base items: `(distances, indices)`, each `n × k`, or
+    /// with `csr` the rows `(offsets, indices, distances)`; `exact`: float64 exact distances;
+    /// `ties`: every base item at the k-th distance too (`voisin::ties`), as rows
+    /// `(offsets, indices, distances)` of their own lengths.
+    #[pyo3(signature = (queries, k, progress = None, exact = false, csr = false, ties = false))]
+    #[allow(clippy::too_many_arguments)]
     fn knn<'py>(
         &self,
         py: Python<'py>,
         queries: &Bound<'py, PyAny>,
         k: usize,
         progress: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<KnnOut<'py>> {
+        exact: bool,
+        csr: bool,
+        ties: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let queries = dataset("queries", queries)?;
         let kept = self.kept.clone();
-        let arrays = self.request(
+        let form = Form {
+            exact,
+            csr,
+            ..Form::default()
+        };
+        self.request(
             py,
             progress,
             Some(queries),
             Op::Knn,
+            form,
             move |e, base, q, m| {
                 let q = q.unwrap_or(base);
-                match &kept {
-                    Some(slot) => prepared(slot, e, base, m)?.knn(q, k),
+                let fitted = kept.as_ref().map(|s| prepared(s, e, base, m)).transpose()?;
+                let lists = |q: &Dataset, k| match &fitted {
+                    Some(p) => p.knn(q, k),
                     None => e.knn(base, q, k, m),
+                };
+                if ties {
+                    voisin::ties::knn(base, q, k, m, &lists).map(Answer::Range)
+                } else {
+                    lists(q, k).map(Answer::Knn)
                 }
             },
-            knn_arrays,
-        )?;
-        knn_out(py, arrays)
+        )
     }
 
-    /// For each base item, its k nearest other items: (distances, indices), each `n × k`.
-    #[pyo3(signature = (k, progress = None))]
+    /// For each base item, its k nearest other items, shaped as for [`Index::knn`];
+    /// `include_self` adds the item itself by its own distance (k + 1 entries a row, k may be
+    /// 0; `voisin::shape::include_self`), `pairs` gives each unordered pair once as rows
+    /// `(offsets, indices, distances)`; `ties` every other item at the k-th distance too, as
+    /// rows of their own lengths.
+    #[pyo3(signature = (k, progress = None, include_self = false, exact = false, pairs = false, csr = false, ties = false))]
+    #[allow(clippy::too_many_arguments)]
     fn graph<'py>(
         &self,
         py: Python<'py>,
         k: usize,
         progress: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<KnnOut<'py>> {
-        let arrays = self.request(
-            py,
-            progress,
-            None,
-            Op::Graph,
-            move |e, base, _, m| e.graph(base, k, m),
-            knn_arrays,
-        )?;
-        knn_out(py, arrays)
+        include_self: bool,
+        exact: bool,
+        pairs: bool,
+        csr: bool,
+        ties: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        if include_self && pairs {
+            return Err(PyValueError::new_err(
+                "include_self and pairs exclude each other (pairs never hold an item itself)",
+            ));
+        }
+        let form = Form {
+            exact,
+            include_self,
+            pairs,
+            csr,
+        };
+        self.request(py, progress, None, Op::Graph, form, move |e, base, _, m| {
+            if k == 0 {
+                // k = 0 with `include_self`: rows of the item alone (no other item to find).
+                let n = base.len();
+                Ok(match ties {
+                    true => Answer::Range(voisin::RangeResult {
+                        offsets: vec![0; n + 1],
+                        ..Default::default()
+                    }),
+                    false => Answer::Knn(voisin::KnnResult {
+                        n_queries: n,
+                        ..Default::default()
+                    }),
+                })
+            } else if ties {
+                voisin::ties::graph_on(e.as_ref(), base, k, m).map(Answer::Range)
+            } else {
+                e.graph(base, k, m).map(Answer::Knn)
+            }
+        })
     }
 
-    /// Every base item within `radius` of each query, in CSR form: (offsets, indices,
-    /// distances), rows sorted by distance then index.
-    #[pyo3(signature = (queries, radius, progress = None))]
+    /// Every base item within `radius` of each query, as rows `(offsets, indices,
+    /// distances)` sorted by distance then index; `pairs`: a self-join's unordered pairs once
+    /// (the queries are the base).
+    #[pyo3(signature = (queries, radius, progress = None, exact = false, pairs = false, csr = false))]
+    #[allow(clippy::too_many_arguments)]
     fn range<'py>(
         &self,
         py: Python<'py>,
         queries: &Bound<'py, PyAny>,
         radius: f64,
         progress: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<RangeOut<'py>> {
+        exact: bool,
+        pairs: bool,
+        csr: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let queries = dataset("queries", queries)?;
         let kept = self.kept.clone();
-        let (o, i, d): RangeArrays = self.request(
+        let form = Form {
+            exact,
+            pairs,
+            csr,
+            ..Form::default()
+        };
+        self.request(
             py,
             progress,
             Some(queries),
             Op::Range,
+            form,
             move |e, base, q, m| {
                 let q = q.unwrap_or(base);
                 match &kept {
                     Some(slot) => prepared(slot, e, base, m)?.range(q, radius),
                     None => e.range(base, q, radius, m),
                 }
+                .map(Answer::Range)
             },
-            |r| {
-                (
-                    r.offsets.iter().map(|&x| x as i64).collect(),
-                    r.indices.iter().map(|&x| i64::from(x)).collect(),
-                    r.distances.iter().map(|&x| f64::from(x)).collect(),
-                )
-            },
-        )?;
-        Ok((
-            PyArray1::from_vec(py, o),
-            PyArray1::from_vec(py, i),
-            PyArray1::from_vec(py, d),
-        ))
+        )
     }
 }
 
@@ -646,10 +872,21 @@ fn cuda_available() -> bool {
     engine::cuda_available()
 }
 
+/// An engine message in Python's words (for the tests of [`python_words`]).
+#[pyfunction]
+fn _python_words(message: &str) -> String {
+    python_words(message)
+}
+
 #[pymodule]
 fn _voisin(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
+    m.add_class::<indexes::MetricIndex>()?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
+    blocks::register(m)?;
+    m.add_function(wrap_pyfunction!(_python_words, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::cuda_info, m)?)?;
+    cuda::hand_over_python_path(m.py())?;
     // float64 arrays (and integers past 2^24) are answered for their own values (f64 storage).
     m.add("EXACT_FLOAT64", true)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -46,7 +46,7 @@ def edit_matrix(base, queries):
     return np.array([[levenshtein(q, b) for b in base] for q in queries], dtype=np.float64)
 
 
-def assert_knn(dist, ind, D, keys, k, exact_ties=False, skip_self=False):
+def assert_knn(dist, ind, D, keys, k, exact_ties=False, skip_self=False, dtype=np.float32):
     """(dist, ind) are the k nearest by `keys` with ties to the smaller index.
 
     Ids must match the reference wherever the reference keys are separated by more than the
@@ -56,7 +56,7 @@ def assert_knn(dist, ind, D, keys, k, exact_ties=False, skip_self=False):
     """
     n = keys.shape[0]
     assert dist.shape == ind.shape == (n, k)
-    assert dist.dtype == np.float64 and ind.dtype == np.int64
+    assert dist.dtype == dtype and ind.dtype == np.int64
     for q in range(n):
         row = keys[q].astype(np.float64).copy()
         if skip_self:

@@ -52,7 +52,15 @@ def test_bad_data(base, queries, exc, match):
         (lambda: voisin.range_search(X, X, -1.0), ValueError, "radius -1 is negative"),
         (lambda: voisin.range_search(X, X, float("nan")), ValueError, "is not a finite number"),
         (lambda: voisin.knn(X, X, 1, metric=42), TypeError, "metric must be a str or a callable"),
-        (lambda: voisin.knn(X, X, 1, n_jobs=0), ValueError, "threads must be at least 1"),
+        (lambda: voisin.knn(X, X, 1, n_jobs=0), ValueError, "^n_jobs == 0 has no meaning"),
+        (lambda: voisin.knn(X, X, 1, n_jobs=5000), ValueError, "^n_jobs must be at most 1024"),
+        (lambda: voisin.knn(X, X, 1, n_jobs=2.0), TypeError, "^n_jobs must be an integer"),
+        (lambda: voisin.knn(X, X, 1, distances="f16"), ValueError,
+         "^distances must be 'f32' or 'f64', got 'f16'$"),
+        (lambda: voisin.range_search(X, X[::-1], 1.0, pairs=True), ValueError,
+         "^pairs=True is for self-joins: pass the same data as base and queries$"),
+        (lambda: voisin.knn_graph(X, 2, include_self=True, pairs=True), ValueError,
+         "^include_self and pairs exclude each other"),
         (lambda: voisin.knn(X, X, 1, progress="yes"), TypeError, "progress must be"),
         (lambda: voisin.knn_graph(X, 1, output="dense"), ValueError, "output must be"),
     ],
@@ -103,3 +111,25 @@ def test_unchecked_base_keeps_being_refused():
     for _ in range(2):
         _, i = good.knn(X, 1)
         assert (i.ravel() == np.arange(10)).all()
+
+
+@pytest.mark.parametrize(
+    "engine, python",
+    [
+        # every message of the engines that names a command-line option and can reach Python
+        ("--threads must be at least 1", "n_jobs must be at least 1"),
+        ("vector 3 holds 1e39 at column 0, beyond the range of f32 (about ±3.4e38) that the "
+         "cuda engine's tiles compute in; the CPU engine answers it exactly (--device cpu)",
+         "vector 3 holds 1e39 at column 0, beyond the range of f32 (about ±3.4e38) that the "
+         "cuda engine's tiles compute in; the CPU engine answers it exactly (device='cpu')"),
+        ("--precision fp16 runs on f16 storage only and cannot take f32 rows; use --precision "
+         "auto", "precision='fp16' runs on f16 storage only and cannot take f32 rows; use "
+         "precision='auto'"),
+        ("graphs larger than the GPU are not streamed yet; use --device cpu)",
+         "graphs larger than the GPU are not streamed yet; use device='cpu')"),
+        ("cuda: --gpus 3 asks for more", "cuda: --gpus 3 asks for more"),  # not Python's
+        ("a - b -- c", "a - b -- c"),
+    ],
+)
+def test_engine_messages_in_python_words(engine, python):
+    assert voisin._voisin._python_words(engine) == python

@@ -120,7 +120,9 @@ def test_estimator_errors(rng):
         nn.kneighbors(X[:, :4])
     with pytest.raises(ValueError, match="return_distance must be True"):
         nn.radius_neighbors(X, sort_results=True, return_distance=False)
-    with pytest.raises(ValueError, match="Unsupported mode"):
+    # scikit-learn's own check and message
+    with pytest.raises(ValueError, match="The 'mode' parameter of KNeighborsTransformer must be "
+                                         "a str among"):
         voisin.KNeighborsTransformer(mode="weights").fit(X)
 
 
@@ -156,3 +158,85 @@ def float64_as_float32(monkeypatch):
 )
 def test_sklearn_estimator_checks(estimator, check, float64_as_float32):
     check(estimator)
+
+
+@pytest.mark.parametrize("cls, sk", [(voisin.NearestNeighbors, skn.NearestNeighbors),
+                                     (voisin.KNeighborsTransformer, skn.KNeighborsTransformer),
+                                     (voisin.RadiusNeighborsTransformer,
+                                      skn.RadiusNeighborsTransformer)])
+def test_scikit_learn_arguments_accepted_or_refused_as_scikit_learn_does(rng, cls, sk):
+    X = data(rng, 40)
+    ours = set(cls().get_params()) - {"device", "precision", "distances", "progress"}
+    theirs = set(sk().get_params()) - {"algorithm"}  # wired to voisin's indexes elsewhere
+    assert theirs <= ours, theirs - ours
+    # refused with scikit-learn's own error and message
+    for bad in [dict(leaf_size=0), dict(p=-1), dict(metric_params=3), dict(n_jobs=1.5)] + (
+            [dict(n_neighbors=5.0), dict(n_neighbors=0)] if "n_neighbors" in theirs else []) + (
+            [dict(radius=-1.0)] if "radius" in theirs else []):
+        with pytest.raises(ValueError) as ours_err:
+            cls(device="cpu", **bad).fit(X)
+        with pytest.raises(ValueError) as theirs_err:
+            sk(**bad).fit(X)
+        assert str(ours_err.value) == str(theirs_err.value).replace(sk.__name__, cls.__name__)
+    # accepted: leaf_size has no effect, metric_params' p wins over p (with the warning)
+    base = cls(device="cpu", metric="minkowski", p=3).fit(X)
+    same = cls(device="cpu", leaf_size=1, metric="minkowski", p=1, metric_params={"p": 3})
+    with pytest.warns(SyntaxWarning, match="Parameter p is found in metric_params"):
+        same.fit(X)
+    assert same.effective_metric_ == base.effective_metric_ == "minkowski:3"
+    assert same.effective_metric_params_ == {"p": 3, "w": None}
+    if hasattr(base, "n_neighbors"):
+        np.testing.assert_array_equal(base.kneighbors()[1], same.kneighbors()[1])
+    # other metric parameters: a line saying what voisin does instead
+    with pytest.raises(ValueError, match=r"metric_params \['w'\] are not supported: voisin's "
+                                         r"metrics take no parameters but minkowski's p .*"
+                                         r"X \* w \*\* \(1 / p\)"):
+        cls(device="cpu", metric_params={"w": np.ones(5)}).fit(X)
+
+
+def test_weighted_minkowski_is_minkowski_on_scaled_data(rng):
+    # the refusal's advice, checked against scikit-learn's weighted minkowski
+    X, w = data(rng, 60), rng.uniform(0.5, 2.0, size=5)
+    ours = voisin.NearestNeighbors(n_neighbors=4, p=3, device="cpu").fit(
+        (X * w ** (1 / 3)).astype(np.float32))
+    theirs = skn.NearestNeighbors(n_neighbors=4, p=3, metric_params={"w": w},
+                                  algorithm="brute").fit(X.astype(np.float64))
+    np.testing.assert_array_equal(ours.kneighbors()[1], theirs.kneighbors()[1])
+
+
+def test_effective_metric_params_follow_scikit_learn(rng):
+    X = data(rng, 30)
+    for p in (1, 2, 3, 1.5, np.inf):
+        ours = voisin.NearestNeighbors(p=p, device="cpu").fit(X)
+        theirs = skn.NearestNeighbors(p=p).fit(X)
+        assert ours.effective_metric_params_ == theirs.effective_metric_params_, p
+
+
+def test_n_jobs_as_joblib_reads_it(rng):
+    X = data(rng, 30)
+    for n_jobs in (None, 1, 2, -1, -2, -100):
+        d, i = voisin.NearestNeighbors(n_neighbors=3, n_jobs=n_jobs, device="cpu").fit(
+            X).kneighbors()
+        assert i.shape == (30, 3)
+    with pytest.raises(ValueError, match="n_jobs == 0 has no meaning"):
+        voisin.NearestNeighbors(n_jobs=0, device="cpu").fit(X)
+
+
+def test_fit_transform_is_one_graph_equal_to_transform(rng):
+    X = data(rng, 200)
+    for mode in ("distance", "connectivity"):
+        for k in (1, 5):
+            est = voisin.KNeighborsTransformer(mode=mode, n_neighbors=k, device="cpu")
+            a = est.fit_transform(X)
+            b = est.transform(X)
+            assert a.dtype == b.dtype == np.float64
+            assert (a.indptr == b.indptr).all() and (a.indices == b.indices).all()
+            np.testing.assert_array_equal(a.data, b.data)
+    # with duplicates, each row still holds the point itself, first
+    X[100:] = X[:100]
+    g = voisin.KNeighborsTransformer(n_neighbors=3, device="cpu").fit_transform(X)
+    assert (g.indices.reshape(200, 4)[:, 0] == np.arange(200)).all()
+    assert (g.indices.reshape(200, 4)[:, 1] == (np.arange(200) + 100) % 200).all()
+    with pytest.raises(ValueError, match="Expected n_neighbors <= n_samples_fit, but "
+                                         "n_neighbors = 6, n_samples_fit = 5, n_samples = 5"):
+        voisin.KNeighborsTransformer(n_neighbors=5, device="cpu").fit_transform(X[:5])

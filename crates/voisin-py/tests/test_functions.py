@@ -128,6 +128,18 @@ def test_include_self_graph_and_csr(rng):
     assert (g.diagonal() == 0).all()
 
 
+def test_include_self_carries_the_self_distance():
+    # The item by its own distance: its dot product under inner_product (placed by it), 1 for
+    # a zero vector under cosine; k = 1 holds the item alone.
+    X = np.array([[0, 0], [1, 0], [3, 1], [0.5, 0.5], [2, 2]], dtype=np.float32)
+    d, i = voisin.knn_graph(X, 3, include_self=True, metric="inner_product", device="cpu")
+    assert i[1].tolist() == [2, 4, 1] and d[1].tolist() == [3.0, 2.0, 1.0]
+    d, i = voisin.knn_graph(X, 3, include_self=True, metric="cosine", device="cpu")
+    assert i[0, 0] == 0 and d[0].tolist() == [1.0, 1.0, 1.0]
+    d, i = voisin.knn_graph(X, 1, include_self=True, metric="cosine", device="cpu")
+    assert i[:, 0].tolist() == list(range(5)) and d[:, 0].tolist() == [1.0, 0, 0, 0, 0]
+
+
 def test_dtypes_are_answered_for_their_values(rng):
     Xi = rng.integers(0, 255, size=(80, 6))
     ref = voisin.knn(Xi.astype(np.float32), Xi[:7].astype(np.float32), 5, device="cpu")
@@ -233,3 +245,40 @@ def test_float64_and_wide_integers_are_answered_for_their_own_values(rng):
     assert i[0, :2].tolist() == [3, 2] and d[0, 1] == 1.0
     D = _direct(wide, wide[3:8], "euclidean")
     assert_knn(d, i, D, D, 4)
+
+
+@pytest.mark.parametrize("call", ["graph", "knn", "range"])
+def test_keyboard_interrupt_stops_a_vector_call_and_the_index_answers_again(rng, call):
+    import os
+    import signal
+    import threading
+    import time
+
+    from voisin import _voisin
+
+    # seconds of work on 2 cores (the whole k-NN of 40k x 64 points)
+    X = rng.normal(size=(40_000, 64)).astype(np.float32)
+    idx = _voisin.Index(X, "euclidean", "cpu")
+    work = {"graph": lambda: idx.graph(10), "knn": lambda: idx.knn(X, 10),
+            "range": lambda: idx.range(X, 9.0)}[call]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sent = {}
+
+    def interrupt():
+        sent["at"] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.3, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            work()
+        raised = time.monotonic() - sent["at"]
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    # a loose bound (the machine is shared): the interrupt does not wait for the work
+    assert raised < 1.0, raised
+    # the interrupted worker ends before the next request resets the engine's token
+    d, i = idx.knn(X[:3], 1)
+    assert i.ravel().tolist() == [0, 1, 2]

@@ -83,3 +83,46 @@ def test_non_finite_values_named_as_on_the_cpu(rng, device):
     for _ in range(2):
         with pytest.raises(ValueError, match="base: row 1234, column 5 holds NaN"):
             idx.knn(queries, 3)
+
+
+@pytest.mark.parametrize("kind", ["lc", "sss"])
+@pytest.mark.parametrize("metric", ["euclidean", "cityblock", "chebyshev"])
+def test_metric_indexes_on_the_gpu_equal_the_cpu(rng, tmp_path, kind, metric):
+    # Built and searched on the GPU (the index face's GPU engine): the CPU build's file, byte
+    # for byte, and the CPU's answers.
+    X = rng.integers(-3, 4, size=(4000, 6)).astype(np.float32)
+    Q = rng.integers(-3, 4, size=(300, 6)).astype(np.float32)
+    gpu = voisin.Index(kind, metric=metric, device="cuda").fit(X)
+    cpu = voisin.Index(kind, metric=metric, device="cpu").fit(X)
+    assert gpu.answering != "cpu"
+    gpu.save(tmp_path / "gpu.vidx")
+    cpu.save(tmp_path / "cpu.vidx")
+    assert (tmp_path / "gpu.vidx").read_bytes() == (tmp_path / "cpu.vidx").read_bytes()
+    for k in (1, 10, 100):
+        for a, b in zip(gpu.knn(Q, k), cpu.knn(Q, k)):
+            np.testing.assert_array_equal(a, b)
+    for a, b in zip(gpu.knn_graph(5), cpu.knn_graph(5)):
+        np.testing.assert_array_equal(a, b)
+    g, c = gpu.range_search(Q, 2.0), cpu.range_search(Q, 2.0)
+    np.testing.assert_array_equal(g.indptr, c.indptr)
+    np.testing.assert_array_equal(g.indices, c.indices)
+    np.testing.assert_array_equal(g.data, c.data)
+    loaded = voisin.Index.load(tmp_path / "cpu.vidx", device="cuda")
+    for a, b in zip(loaded.knn(Q, 10), cpu.knn(Q, 10)):
+        np.testing.assert_array_equal(a, b)
+    nn = voisin.NearestNeighbors(n_neighbors=10, algorithm=kind, metric=metric,
+                                 device="cuda").fit(X)
+    for a, b in zip(nn.kneighbors(Q), cpu.knn(Q, 10)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_cover_tree_builds_on_the_gpu_and_auto_searches_it_on_the_cpu(rng):
+    X = rng.normal(size=(3000, 4)).astype(np.float32)
+    Q = rng.normal(size=(100, 4)).astype(np.float32)
+    cpu = voisin.Index("cover", device="cpu").fit(X)
+    auto = voisin.Index("cover", device="auto").fit(X)
+    for a, b in zip(auto.knn(Q, 5), cpu.knn(Q, 5)):
+        np.testing.assert_array_equal(a, b)
+    cuda = voisin.Index("cover", device="cuda").fit(X)
+    with pytest.raises(ValueError, match="--device cpu"):
+        cuda.knn(Q, 5)

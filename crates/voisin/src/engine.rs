@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::metric::scale::f32_value;
 use crate::metric::{ItemKind, Metric};
 
 /// k nearest neighbours of each query, flat row-major `n_queries × k`.
@@ -42,7 +43,8 @@ pub struct KnnResult {
 
 impl KnnResult {
     /// Assembles a result from per-query rows of (exact key, index), each already sorted and
-    /// holding `k` entries; keys become the metric's reported distances.
+    /// holding `k` entries; keys become the metric's reported distances, rounded to f32 (a
+    /// distance beyond f32's range becomes its largest finite value: `metric::scale::f32_value`).
     pub fn from_rows(rows: Vec<Vec<(f64, u32)>>, k: usize, metric: &Metric) -> Self {
         Self::from_rows_by(rows, k, |key| metric.key_to_distance(key))
     }
@@ -66,7 +68,7 @@ impl KnnResult {
                 debug_assert_eq!(row.len(), k);
                 for ((i, d), &(key, idx)) in ids.iter_mut().zip(ds.iter_mut()).zip(row) {
                     *i = idx;
-                    *d = to_distance(key) as f32;
+                    *d = f32_value(to_distance(key));
                 }
             });
         // Millions of small rows (a graph) take ~0.1 s to free one after another.
@@ -118,7 +120,7 @@ impl RangeResult {
         for row in rows {
             for (key, i) in row {
                 out.indices.push(i);
-                out.distances.push(to_distance(key) as f32);
+                out.distances.push(f32_value(to_distance(key)));
             }
             out.offsets.push(out.indices.len());
         }

@@ -4,8 +4,10 @@
 //! This crate holds everything that does not depend on a device: data sets ([`data`]), metrics
 //! ([`metric`]), k-selection ([`select`]), the engine seam ([`engine::Engine`]), the k-NN
 //! graph's engine-agnostic parts ([`mod@graph`]: schedule, exact lists and their merge,
-//! checkpoints, the [`graph::TileGraph`] seam) and the CPU engine ([`cpu::CpuEngine`]), plus an
-//! f64 brute-force [`mod@reference`] for tests. GPU and distributed engines live in their own
+//! checkpoints, the [`graph::TileGraph`] seam) and the CPU engine ([`cpu::CpuEngine`]), what a
+//! result becomes before it is handed out ([`shape`]: include-self rows, pairs, exact f64
+//! distances), every item tied at the k-th distance over any engine ([`ties`]), plus an f64
+//! brute-force [`mod@reference`] for tests. GPU and distributed engines live in their own
 //! crates and implement the same traits.
 //!
 //! ```
@@ -26,6 +28,8 @@ pub mod graph;
 pub mod metric;
 pub mod reference;
 pub mod select;
+pub mod shape;
+pub mod ties;
 
 pub use data::{Dataset, StringSet, VectorSet};
 pub use engine::{Engine, KnnResult, RangeResult, Stats};

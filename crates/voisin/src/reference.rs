@@ -1,17 +1,20 @@
 //! Plain f64 brute force for every metric: the yardstick that tests compare every engine with.
 //!
-//! Deliberately simple: every pair, exact keys, a full sort per query. Slow (O(n·m·d)) and meant
-//! for test sizes; nothing here is tuned and no engine calls it.
+//! Deliberately simple: every pair, exact keys (at the problem's [`KeyScale`], so values of any
+//! magnitude), a full sort per query. Slow (O(n·m·d)) and meant for test sizes; nothing here is
+//! tuned and no engine calls it. Its keys are f64 computations: tests hold it in turn to an
+//! exact big-integer reference (`crates/voisin/tests/support/wide.rs`).
 
 use rayon::prelude::*;
 
 use crate::data::Dataset;
 use crate::engine::{check_k, check_metric, check_pair, KnnResult, RangeResult};
 use crate::error::Result;
-use crate::metric::{exact, Metric};
+use crate::metric::scale::KeyScale;
+use crate::metric::Metric;
 
 fn sorted_row(
-    metric: &Metric,
+    (metric, scale): (&Metric, KeyScale),
     base: &Dataset,
     queries: &Dataset,
     j: usize,
@@ -19,7 +22,7 @@ fn sorted_row(
 ) -> Vec<(f64, u32)> {
     let mut row: Vec<(f64, u32)> = (0..base.len())
         .filter(|&i| Some(i) != skip)
-        .map(|i| (exact::item_key(metric, base, i, queries, j), i as u32))
+        .map(|i| (scale.item_key(metric, base, i, queries, j), i as u32))
         .collect();
     row.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     row
@@ -38,15 +41,16 @@ fn knn_rows(
         base.len()
     };
     let k = k.min(avail);
+    let scale = KeyScale::of_sets(metric, base, queries);
     let rows: Vec<Vec<(f64, u32)>> = (0..queries.len())
         .into_par_iter()
         .map(|j| {
-            let mut r = sorted_row(metric, base, queries, j, self_join.then_some(j));
+            let mut r = sorted_row((metric, scale), base, queries, j, self_join.then_some(j));
             r.truncate(k);
             r
         })
         .collect();
-    KnnResult::from_rows(rows, k, metric)
+    KnnResult::from_rows_by(rows, k, |key| scale.distance(metric, key))
 }
 
 /// k nearest base items of each query.
@@ -63,6 +67,49 @@ pub fn graph(data: &Dataset, k: usize, metric: &Metric) -> Result<KnnResult> {
     Ok(knn_rows(metric, data, data, k, true))
 }
 
+/// Rows cut after the k-th entry's key: every entry with a key at most the k-th's.
+fn tied_rows(
+    metric: &Metric,
+    base: &Dataset,
+    queries: &Dataset,
+    k: usize,
+    self_join: bool,
+) -> RangeResult {
+    let scale = KeyScale::of_sets(metric, base, queries);
+    let rows: Vec<Vec<(f64, u32)>> = (0..queries.len())
+        .into_par_iter()
+        .map(|j| {
+            let row = sorted_row((metric, scale), base, queries, j, self_join.then_some(j));
+            match k.min(row.len()).checked_sub(1).map(|last| row[last].0) {
+                Some(kth) => row.into_iter().filter(|e| e.0 <= kth).collect(),
+                None => Vec::new(),
+            }
+        })
+        .collect();
+    RangeResult::from_rows_by(rows, |key| scale.distance(metric, key))
+}
+
+/// k nearest base items of each query and every further item at the k-th key
+/// ([`crate::ties::knn`]).
+pub fn knn_ties(
+    base: &Dataset,
+    queries: &Dataset,
+    k: usize,
+    metric: &Metric,
+) -> Result<RangeResult> {
+    check_pair(base, queries, metric)?;
+    check_k(k)?;
+    Ok(tied_rows(metric, base, queries, k, false))
+}
+
+/// k nearest other items of each item and every further one at the k-th key
+/// ([`crate::ties::graph`]).
+pub fn graph_ties(data: &Dataset, k: usize, metric: &Metric) -> Result<RangeResult> {
+    check_metric(data, metric)?;
+    check_k(k)?;
+    Ok(tied_rows(metric, data, data, k, true))
+}
+
 /// Every base item within `radius` of each query.
 pub fn range(
     base: &Dataset,
@@ -72,16 +119,19 @@ pub fn range(
 ) -> Result<RangeResult> {
     check_pair(base, queries, metric)?;
     metric.check_radius(radius)?;
+    let scale = KeyScale::of_sets(metric, base, queries);
     let rows: Vec<Vec<(f64, u32)>> = (0..queries.len())
         .into_par_iter()
         .map(|j| {
-            sorted_row(metric, base, queries, j, None)
+            sorted_row((metric, scale), base, queries, j, None)
                 .into_iter()
-                .filter(|&(key, _)| metric.within(metric.key_to_distance(key), radius))
+                .filter(|&(key, _)| metric.within(scale.distance(metric, key), radius))
                 .collect()
         })
         .collect();
-    Ok(RangeResult::from_rows(rows, metric))
+    Ok(RangeResult::from_rows_by(rows, |key| {
+        scale.distance(metric, key)
+    }))
 }
 
 /// Checks an engine's k-NN result against the reference's.

@@ -586,7 +586,7 @@ fn graph_only(a: &Args) {
     }
     // Warm-up data of the same kind and storage: NVRTC compilation (the storage type's element
     // kernels too), module load and cuBLAS initialisation stay out of the numbers, as in the
-    // other cases (session 11's runs timed a second graph in the same process instead).
+    // other cases.
     let warm = make(
         &a.kind,
         &a.dir.join("warm.fbin"),

@@ -17,7 +17,7 @@
 //! 0.1007 %, 1.027 %): 100 answers lie inside a query's own cluster, 1,000 are about a whole
 //! cluster, so the 0.1 % ball already reaches past it.
 //!
-//! Builds: on the CPU (`voisin-index`) and, with a GPU, on the GPU (`voisin_cuda::index::build`,
+//! Builds: on the CPU (`voisin-index`) and, with a GPU, on the GPU (`voisin_cuda::index::GpuIndexes`,
 //! docs/design/gpu-index-build.md), each timed, the two compared part for part (`--no-cpu-build`
 //! skips the CPU build, 168 s at 1M on 16 cores; the GPU-built index is searched then). The
 //! JSON lines carry `build_gpu_s` and `end_to_end_s` (GPU build + upload + the queries) beside
@@ -31,8 +31,8 @@
 //! on the GPU for vectors: 64), `sss:P` an SSS table with α = 0.5 and at most P pivots (the
 //! seed's best on the GPU for vectors: 1).
 //!
-//! `--cover` times instead the cover tree built on the GPU (`voisin_cuda::index::build_cover`,
-//! base 2) over the base under euclidean and, with `--words PATH`, over a word list under
+//! `--cover` times instead the cover tree built on the GPU (`GpuIndexes` with `Kind::Cover`,
+//! base 2; with `VOISIN_CUDA_TRACE` set its device and host times go to stderr) over the base under euclidean and, with `--words PATH`, over a word list under
 //! levenshtein; the CPU build runs beside it on sets of at most `--cpu-max` items (default
 //! 200,000: the CPU build of 1M clustered vectors takes minutes), and both index files are
 //! compared byte for byte. One JSON line per set.
@@ -59,9 +59,9 @@ use rayon::prelude::*;
 use voisin::metric::exact::vector_key;
 use voisin::StringSet;
 use voisin::{Dataset, Engine, Metric, VectorSet};
-use voisin_cuda::index::{build_cover, lc_device_bytes, GpuLc, GpuLcSpread, GpuSss, StreamStats};
+use voisin_cuda::index::{lc_device_bytes, GpuIndexes, GpuLc, GpuLcSpread, GpuSss, StreamStats};
 use voisin_cuda::{CudaEngine, CudaOptions};
-use voisin_index::{file, DatasetIndex, Index, Kind, Params, VectorSpace};
+use voisin_index::{file, DatasetIndex, Index, IndexEngine, Kind, Params, VectorSpace};
 
 struct Args {
     base: usize,
@@ -277,7 +277,9 @@ fn main() {
         let build_cpu = cpu_index.as_ref().map_or(f64::NAN, |c| c.0);
         let gpu_index = engine.as_ref().map(|e| {
             let t = Instant::now();
-            let built = voisin_cuda::index::build(e, &bd, metric.clone(), kind, &params).unwrap();
+            let built = GpuIndexes::one(e)
+                .build(&bd, metric.clone(), kind, &params, &|_| {})
+                .unwrap();
             let secs = t.elapsed().as_secs_f64();
             let DatasetIndex::Vectors(index) = built else {
                 unreachable!("vectors in, vectors out")
@@ -522,6 +524,14 @@ impl Gpu<'_> {
 fn cover(a: &Args, base: Dataset) {
     let engine = CudaEngine::new(0).expect("a CUDA GPU");
     eprintln!("device: {}", engine.device_name());
+    // The build's device and host times, as scripts/gpu-check asks with VOISIN_CUDA_TRACE.
+    if std::env::var_os("VOISIN_CUDA_TRACE").is_some() {
+        let probe = std::sync::Arc::new(voisin_cuda::probe::StderrProbe);
+        engine.set_probe(probe).expect("the GPU");
+    }
+    let build_cover = |data: &Dataset, metric: Metric| {
+        GpuIndexes::one(&engine).build(data, metric, Kind::Cover, &Params::default(), &|_| {})
+    };
     let mut sets = vec![("clustered".to_string(), base, Metric::Euclidean)];
     if let Some(path) = &a.words {
         let text = std::fs::read_to_string(path).expect("a readable word list");
@@ -532,10 +542,10 @@ fn cover(a: &Args, base: Dataset) {
     let warm: Dataset = VectorSet::from_f32(3, 1, vec![0.0, 1.0, 2.0])
         .unwrap()
         .into();
-    build_cover(&engine, &warm, Metric::Euclidean, 2.0).expect("the GPU build");
+    build_cover(&warm, Metric::Euclidean).expect("the GPU build");
     for (name, data, metric) in sets {
         let t = Instant::now();
-        let gpu = build_cover(&engine, &data, metric.clone(), 2.0).expect("the GPU build");
+        let gpu = build_cover(&data, metric.clone()).expect("the GPU build");
         let gpu_s = t.elapsed().as_secs_f64();
         let (mut cpu_s, mut identical) = ("null".to_string(), "null".to_string());
         if data.len() <= a.cpu_max {

@@ -1,5 +1,5 @@
 // The k-NN graph's locality order and the tiles of a fused pair it lets skip (src/ops/locality.rs,
-// docs/design/graph-tile-filter.md "Session 25").
+// docs/design/graph-tile-filter.md, "Locality order").
 //
 // The graph runs on its rows reordered so that near items sit in the same blocks of PF_BM rows.
 // Each block gets a bounding sphere: a centre (the rows' mean, in f64) and a radius (the largest

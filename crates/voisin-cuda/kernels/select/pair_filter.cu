@@ -188,7 +188,7 @@ __device__ __forceinline__ float pf_key(float rf, float cf, float t, float rs, f
 // only then appends what the bits name, in one loop. Appending inside the unrolled loop over
 // the values put 128 copies of the append code in the kernel: ncu found the warps waiting on
 // instruction fetches 41 % of the time, and the epilogue alone took as long as reading the
-// whole tile from device memory (0.82 ms per 16384² pair on the H200).
+// whole tile from device memory (docs/design/graph-tile-filter.md).
 //
 // work, work_len: null, or the tiles to run (pf_tile) and on the device how many: the others
 // are left out whole (select/locality.cu pair_blocks proves they pass nothing).

@@ -44,10 +44,11 @@
 // The tile is read once, coalesced (a warp reads 512 consecutive bytes of a row), TF_CHUNK
 // float4 loads in flight per thread; thresholds and norms come from registers and shared
 // memory (reading both norms per value through L1, and each column's threshold once per 16
-// rows, held the first version at ~1.4 TB/s on the H200). The test of a chunk's 64 values is
-// branch-free: a bit per value that passes the row's or the column's threshold, then one loop
-// appends what the bits name. With the appends inside the unrolled loop (128 copies of them),
-// ncu found the warps waiting on instruction fetches 41 % of the time, at 1.32 TB/s.
+// rows, held the first version under a third of the copy rate). The test of a chunk's 64
+// values is branch-free: a bit per value that passes the row's or the column's threshold, then
+// one loop appends what the bits name. With the appends inside the unrolled loop (128 copies of
+// them), ncu found the warps waiting on instruction fetches 41 % of the time
+// (docs/design/graph-tile-filter.md).
 extern "C" __global__ void tile_filter(const float* __restrict__ tile, long long ld, int rows,
                                        int cols, int mode, const float* __restrict__ rn,
                                        const float* __restrict__ cn, unsigned row_off,
@@ -242,8 +243,8 @@ __device__ __forceinline__ int ms_below(float sorted, float key) {
 // merge_survivors for the graph (with floors), one warp per row: `rows` rows, each block's warps
 // taking consecutive ones. The graph merges every row of both
 // tiles after each filtered pair, and most rows have no pair or a few: one block of 64 threads
-// per row spent ~48 us a launch of 16384 rows on the H200, most of it starting blocks that had
-// nothing to do (95 us a pair, a sixth of the fused pair's time).
+// per row spent ~48 us a launch of 16384 rows, most of it starting blocks that had nothing to
+// do (95 us a pair, a sixth of the fused pair's time; docs/design/graph-tile-filter.md).
 //
 // A row whose pairs fit a warp (at most 32, none dropped) merges in registers: the warp sorts
 // its pairs by (key, index), each list entry moves down by the pairs below its key and each pair

@@ -21,8 +21,6 @@ use voisin_index::{
     DatasetIndex, Index, Kind, ListOfClusters, Params, Space, Sss, StringSpace, VectorSpace,
 };
 
-use voisin_index::auto;
-
 use super::oracle::DeviceOracle;
 use super::schedule::{check_dim, dimension_major, metric_code, upload};
 use crate::engine::CudaEngine;
@@ -47,24 +45,15 @@ const PIVOT_BATCH: usize = 1 << 16;
 const REFS_PER_LAUNCH: usize = 65_535;
 
 /// The index `kind` over `data` under `metric`, built on the engine's GPU: List of Clusters or
-/// SSS over vectors (see [`builds`]) or over strings under levenshtein (the List of Clusters by
+/// SSS over vectors (see [`takes`]) or over strings under levenshtein (the List of Clusters by
 /// the device steps, or like the SSS by the CPU's heuristics with every distance from the device
 /// pair oracle, `oracle.rs`: either way the CPU build, part for part), or a
-/// cover tree over vectors or strings ([`super::build_cover`]); anything else is a clear error
+/// cover tree over vectors or strings (`cover_build.rs`); anything else is a clear error
 /// naming what the GPU takes.
-pub fn build(
-    engine: &CudaEngine,
-    data: &Dataset,
-    metric: Metric,
-    kind: Kind,
-    params: &Params,
-) -> Result<DatasetIndex> {
-    build_with_progress(engine, data, metric, kind, params, &|_| {})
-}
-
-/// [`build`], calling `progress` with the number of items placed so far (clusters' items, or
-/// candidates scanned for pivots) now and then.
-pub fn build_with_progress(
+///
+/// `progress` hears the number of items placed so far (clusters' items, or candidates scanned
+/// for pivots) now and then.
+pub(crate) fn build(
     engine: &CudaEngine,
     data: &Dataset,
     metric: Metric,
@@ -76,7 +65,7 @@ pub fn build_with_progress(
     voisin_index::check_kind(data, &metric, kind)?;
     if kind == Kind::Cover {
         // Vectors and strings, every level's greedy passes on the device (index/cover_build.rs).
-        return super::build_cover(engine, data, metric, params.base);
+        return super::cover_build::build_cover(engine, data, metric, params.base);
     }
     check(data, &metric, kind, params)?;
     let v = match data {
@@ -132,28 +121,17 @@ pub fn build_with_progress(
     Ok(DatasetIndex::Vectors(index))
 }
 
-/// Whether `voisin index build --device auto` builds `kind` over `data` under `metric` with
-/// `params` on the GPU: when the device builds it ([`device_builds`]) and the CPU build would
-/// take longer than a process's GPU setup ([`gpu_pays`], with the current rayon pool's threads:
-/// the CLI asks from inside its pool).
-pub fn builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
-    device_builds(data, metric, kind, params)
-        && gpu_pays(
-            cpu_build_evals(data, metric, kind, params),
-            rayon::current_num_threads(),
-        )
-}
-
 /// Whether the GPU builds `kind` over `data` under `metric` with `params` by its own steps: List
 /// of Clusters (clusters of at most [`MAX_CLUSTER`] items) or SSS over vectors under euclidean,
 /// cityblock, chebyshev or minkowski:P, the List of Clusters over strings under levenshtein
 /// when the device steps take them (at most one string over 64 chars: 0.128 s against 4.08 s
-/// on 16 CPU threads for `data/words.txt`, H100 run h8), and the cover tree under those metrics
-/// (index/cover_build.rs: 1M clustered 20-d vectors in 1.08 s against 4.76 s on 16 CPU
-/// threads, run c1). Not the SSS or the pair-oracle List of Clusters over strings: [`build`]
+/// on 16 CPU threads for `data/words.txt`, docs/design/gpu-index-build.md), and the cover tree
+/// under those metrics (index/cover_build.rs: 1M clustered 20-d vectors in 1.08 s against
+/// 4.76 s on 16 CPU threads, docs/design/gpu-cover-tree.md). Not the SSS or the pair-oracle
+/// List of Clusters over strings: [`build`]
 /// makes them on the GPU when asked, but they build no faster than the CPU's on the measured
 /// word lists (docs/design/gpu-index-build.md), so auto leaves them to the CPU.
-pub fn device_builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
+pub(crate) fn takes(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> bool {
     if kind == Kind::Cover {
         return match data {
             Dataset::Vectors(_) => device_metric(metric).is_ok(),
@@ -165,61 +143,6 @@ pub fn device_builds(data: &Dataset, metric: &Metric, kind: Kind, params: &Param
         Dataset::Strings(s) => kind == Kind::Lc && lc_on_device(s, params),
     };
     device_steps && check(data, metric, kind, params).is_ok()
-}
-
-/// Distance evaluations a CPU thread makes per second in an index build, as measured on the
-/// H100 machine's 16 threads: the List of Clusters over `data/words.txt` 139.8M in 4.0–4.1 s
-/// (~2.1M a thread), over 100k clustered 20-d vectors 78M in 1.4 s (~3.5M).
-const CPU_EVALS_PER_THREAD_S: f64 = 2.5e6;
-
-/// What a process's GPU build costs beyond its distances: the context, NVRTC and the uploads,
-/// ~1 s once the driver has cached the module (runs h6, h8, h9: `voisin index build` over
-/// words.txt 1.17 s against 0.13 s in process).
-const GPU_SETUP_S: f64 = 1.0;
-
-/// Whether a build of `evals` distance evaluations would take the CPU's `threads` longer than
-/// the GPU's setup alone (the GPU's own time is a small part of it at these sizes).
-fn gpu_pays(evals: f64, threads: usize) -> bool {
-    evals / (CPU_EVALS_PER_THREAD_S * threads.max(1) as f64) > GPU_SETUP_S
-}
-
-/// The members after its center of each cluster of a List of Clusters over `n` items with
-/// clusters of `cluster_size` items (the last may hold fewer).
-fn cluster_cuts(n: usize, cluster_size: usize) -> Vec<usize> {
-    let take = cluster_size.max(1) - 1;
-    let mut cuts = Vec::with_capacity(n.div_ceil(take + 1));
-    let mut left = n;
-    while left > 0 {
-        left -= 1;
-        let cut = take.min(left);
-        left -= cut;
-        cuts.push(cut);
-    }
-    cuts
-}
-
-/// The distance evaluations of the CPU build of `kind` over `data`: the List of Clusters one
-/// per item left per cluster (exact); the cover tree auto's estimate from a sample's intrinsic
-/// dimension; the SSS its n × pivots table at most.
-fn cpu_build_evals(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> f64 {
-    let n = data.len();
-    match kind {
-        Kind::Lc => {
-            let mut left = n;
-            let mut evals = 0f64;
-            for cut in cluster_cuts(n, params.cluster_size) {
-                left -= 1;
-                evals += left as f64;
-                left -= cut;
-            }
-            evals
-        }
-        Kind::Cover => {
-            let rho = auto::intrinsic_dimension(data, metric, auto::SAMPLE_PAIRS);
-            auto::cover_build_evals(n, if rho.is_nan() { 0.0 } else { rho })
-        }
-        _ => n as f64 * params.max_pivots as f64,
-    }
 }
 
 fn check(data: &Dataset, metric: &Metric, kind: Kind, params: &Params) -> Result<()> {
@@ -320,7 +243,7 @@ impl Left {
             len: keep.len(),
         };
         let (stride, nstride, nkeep, di) = (self.len as i64, m as i64, keep.len() as i64, d as i32);
-        let mut l = s.launch_builder(&gpu.k.lc_build_gather);
+        let mut l = s.launch_builder(gpu.k.lc_build_gather()?);
         l.arg(&self.cv)
             .arg(&stride)
             .arg(&self.ids)
@@ -391,7 +314,7 @@ impl Steps {
 
 /// The List of Clusters of `space` with clusters of `cluster_size` items, built on the GPU: the
 /// CPU build's heuristic step by step, nothing read back per cluster.
-pub fn build_lc(
+pub(crate) fn build_lc(
     engine: &CudaEngine,
     space: VectorSpace,
     cluster_size: usize,
@@ -489,6 +412,49 @@ struct StepItems {
     table: Table,
 }
 
+/// A List of Clusters step's working state on the device (lc_build.cu): every slot's key; the
+/// histogram, the bin it picks and the blocks' counter; list A (members for sure, fewer than
+/// `take`), list B (the boundary bin: any alive slot, at worst), their lengths and counter; the
+/// blocks' best next centers. The counters and the histogram are left at zero by the kernels.
+struct StepState {
+    keys: CudaSlice<u64>,
+    hist: CudaSlice<u32>,
+    cut_bin: CudaSlice<i64>,
+    done: CudaSlice<u32>,
+    a_key: CudaSlice<u64>,
+    a_slot: CudaSlice<u32>,
+    b_key: CudaSlice<u64>,
+    b_slot: CudaSlice<u32>,
+    counts: CudaSlice<u32>,
+    best_k: CudaSlice<u64>,
+    best_s: CudaSlice<u32>,
+}
+
+impl StepState {
+    /// The state of steps over `n` slots taking `take` members per cluster, zeroed.
+    fn new(gpu: &Gpu, n: usize, take: usize) -> Result<Self> {
+        fn zeros<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+            gpu: &Gpu,
+            len: usize,
+        ) -> Result<CudaSlice<T>> {
+            gpu.stream.alloc_zeros::<T>(len).map_err(dev("allocating"))
+        }
+        Ok(StepState {
+            keys: zeros(gpu, n)?,
+            hist: zeros(gpu, BINS)?,
+            cut_bin: zeros(gpu, 1)?,
+            done: zeros(gpu, 1)?,
+            a_key: zeros(gpu, take.max(1))?,
+            a_slot: zeros(gpu, take.max(1))?,
+            b_key: zeros(gpu, n)?,
+            b_slot: zeros(gpu, n)?,
+            counts: zeros(gpu, 3)?,
+            best_k: zeros(gpu, STEP_BLOCKS)?,
+            best_s: zeros(gpu, STEP_BLOCKS)?,
+        })
+    }
+}
+
 /// The List of Clusters' steps over `items` with clusters of `cluster_size` items, all state on
 /// the device.
 fn lc_steps(
@@ -506,7 +472,7 @@ fn lc_steps(
     } = items;
     let take = cluster_size - 1;
     // Known in advance, so no step reads anything back.
-    let cuts = cluster_cuts(n, cluster_size);
+    let cuts = voisin_index::lc::cluster_cuts(n, cluster_size);
     let nc = cuts.len();
     let s = &gpu.stream;
     let all: Vec<u32> = (0..n as u32).collect();
@@ -524,29 +490,7 @@ fn lc_steps(
     let nm = n - nc;
     let mut members = s.alloc_zeros::<u32>(nm.max(1)).map_err(dev("allocating"))?;
     let mut mdist = s.alloc_zeros::<f64>(nm.max(1)).map_err(dev("allocating"))?;
-    // A step's working state (lc_build.cu): every slot's key; the histogram, the bin it picks
-    // and the blocks' counter; list A (members for sure, fewer than `take`), list B (the
-    // boundary bin: any alive slot, at worst), their lengths and counter; the blocks' best
-    // next centers. The counters and the histogram are left at zero by the kernels.
-    let mut keys = s.alloc_zeros::<u64>(n).map_err(dev("allocating"))?;
-    let mut hist = s.alloc_zeros::<u32>(BINS).map_err(dev("allocating"))?;
-    let mut cut_bin = s.alloc_zeros::<i64>(1).map_err(dev("allocating"))?;
-    let mut done = s.alloc_zeros::<u32>(1).map_err(dev("allocating"))?;
-    let mut a_key = s
-        .alloc_zeros::<u64>(take.max(1))
-        .map_err(dev("allocating"))?;
-    let mut a_slot = s
-        .alloc_zeros::<u32>(take.max(1))
-        .map_err(dev("allocating"))?;
-    let mut b_key = s.alloc_zeros::<u64>(n).map_err(dev("allocating"))?;
-    let mut b_slot = s.alloc_zeros::<u32>(n).map_err(dev("allocating"))?;
-    let mut counts = s.alloc_zeros::<u32>(3).map_err(dev("allocating"))?;
-    let mut best_k = s
-        .alloc_zeros::<u64>(STEP_BLOCKS)
-        .map_err(dev("allocating"))?;
-    let mut best_s = s
-        .alloc_zeros::<u32>(STEP_BLOCKS)
-        .map_err(dev("allocating"))?;
+    let mut w = StepState::new(gpu, n, take)?;
     let (di, zero) = (d as i32, sum_zero());
     let mut evals = 0u64;
     let mut left = n - 1; // alive items besides the current center
@@ -567,7 +511,7 @@ fn lc_steps(
             // Each kernel's own arguments first (what it measures), then the shared tail.
             let mut l = match &table {
                 Table::Vectors { code, mpow } => {
-                    let mut l = s.launch_builder(&gpu.k.lc_build_scan);
+                    let mut l = s.launch_builder(gpu.k.lc_build_scan()?);
                     l.arg(&rest.cv)
                         .arg(&len)
                         .arg(&di)
@@ -578,7 +522,7 @@ fn lc_steps(
                     l
                 }
                 Table::Strings { chars, offs } => {
-                    let mut l = s.launch_builder(&gpu.k.lc_build_scan_lev);
+                    let mut l = s.launch_builder(gpu.k.lc_build_scan_lev()?);
                     l.arg(chars).arg(offs).arg(&rest.ids).arg(&centers).arg(&at);
                     l
                 }
@@ -587,10 +531,10 @@ fn lc_steps(
                 .arg(&mut rest.sums)
                 .arg(&len)
                 .arg(&cuti)
-                .arg(&mut keys)
-                .arg(&mut hist)
-                .arg(&mut cut_bin)
-                .arg(&mut done);
+                .arg(&mut w.keys)
+                .arg(&mut w.hist)
+                .arg(&mut w.cut_bin)
+                .arg(&mut w.done);
             // SAFETY: lc_build_scan's or lc_build_scan_lev's arguments in their order. Vectors:
             // the table holds len slots of d values, cbuf the center's d values. Strings: every
             // id of a slot and of centers[step] (written by the previous step) is an item of
@@ -601,20 +545,20 @@ fn lc_steps(
                 start as i64,
                 if step + 1 < nc { step as i64 + 1 } else { -1 },
             );
-            let mut l = s.launch_builder(&gpu.k.lc_build_collect);
-            l.arg(&keys)
+            let mut l = s.launch_builder(gpu.k.lc_build_collect()?);
+            l.arg(&w.keys)
                 .arg(&mut rest.alive)
                 .arg(&rest.sums)
                 .arg(&len)
                 .arg(&cuti)
-                .arg(&cut_bin)
-                .arg(&mut a_key)
-                .arg(&mut a_slot)
-                .arg(&mut b_key)
-                .arg(&mut b_slot)
-                .arg(&mut counts)
-                .arg(&mut best_k)
-                .arg(&mut best_s)
+                .arg(&w.cut_bin)
+                .arg(&mut w.a_key)
+                .arg(&mut w.a_slot)
+                .arg(&mut w.b_key)
+                .arg(&mut w.b_slot)
+                .arg(&mut w.counts)
+                .arg(&mut w.best_k)
+                .arg(&mut w.best_s)
                 .arg(&rest.ids)
                 .arg(&mut members)
                 .arg(&mut mdist)
@@ -714,7 +658,7 @@ fn to_refs(
             .alloc_zeros::<f64>(group.len() * count)
             .map_err(dev("allocating"))?;
         let (stride, cnt, di, zero) = (stride as i64, count as i64, d as i32, sum_zero());
-        let mut l = s.launch_builder(&gpu.k.lc_build_to_refs);
+        let mut l = s.launch_builder(gpu.k.lc_build_to_refs()?);
         l.arg(x)
             .arg(&stride)
             .arg(&cnt)
@@ -740,7 +684,7 @@ fn to_refs(
 /// The SSS pivot index of `space` built on the GPU: the CPU build's pivots (distances of
 /// batches of candidates to the pivots so far on the device, each batch resolved in order on
 /// the host) and its table (n × pivots distances on the device).
-pub fn build_sss(
+pub(crate) fn build_sss(
     engine: &CudaEngine,
     space: VectorSpace,
     alpha: f64,
@@ -839,7 +783,7 @@ mod tests {
     /// only, and only when the device steps take the set (at most one string over 64 chars).
     #[test]
     fn the_device_builds_what_its_steps_take() {
-        let builds = device_builds;
+        let builds = takes;
         let lev = Metric::Levenshtein;
         let (lc, sss) = (Params::default(), Params::default());
         let short: Vec<String> = ["", "cat", "cart", "dog"].map(String::from).to_vec();
@@ -869,68 +813,5 @@ mod tests {
             ..Params::default()
         };
         assert!(!builds(&words(&short), &lev, Kind::Lc, &big));
-    }
-
-    /// `n` empty strings: a set of that size (the List of Clusters' and SSS's counts depend on
-    /// nothing else).
-    fn sized(n: usize) -> Dataset {
-        words(&vec![String::new(); n])
-    }
-
-    /// Auto takes the GPU only where the CPU build would outlast the GPU's setup: the word
-    /// list's lc:32 (139.8M evaluations; 4.1 s on 16 threads), not lc:128 (35M; 1.2 s, as
-    /// fast as the GPU's process) nor small sets; the cover tree over 1M clustered 20-d vectors
-    /// (4.76 s on 16 threads, 1.08 s on the GPU), not over the word list (0.59 s on 16 threads).
-    #[test]
-    fn auto_takes_the_gpu_when_the_cpu_build_would_outlast_its_setup() {
-        let lc = |m| Params {
-            cluster_size: m,
-            ..Params::default()
-        };
-        let lev = Metric::Levenshtein;
-        let evals = |n, kind, p: &Params| cpu_build_evals(&sized(n), &lev, kind, p);
-        let lc32 = evals(94_577, Kind::Lc, &lc(32));
-        assert!((lc32 - 139_806_976.0).abs() < 1.0, "{lc32}");
-        assert!(gpu_pays(lc32, 16));
-        assert!(!gpu_pays(evals(94_577, Kind::Lc, &lc(128)), 16));
-        assert!(!gpu_pays(evals(5_000, Kind::Lc, &lc(32)), 2));
-        assert!(gpu_pays(evals(1_000_000, Kind::Lc, &lc(64)), 16));
-        assert_eq!(evals(0, Kind::Lc, &lc(32)), 0.0);
-        assert_eq!(evals(5, Kind::Lc, &lc(1)), 10.0);
-        assert_eq!(evals(10, Kind::Sss, &Params::default()), 640.0);
-        let tiny: Dataset = VectorSet::from_f32(3, 2, vec![0.0; 6]).unwrap().into();
-        assert!(!builds(&tiny, &Metric::Euclidean, Kind::Lc, &lc(2)));
-
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/words.txt");
-        let text = std::fs::read_to_string(path).expect("data/words.txt is shipped");
-        let list = words(&text.lines().map(String::from).collect::<Vec<_>>());
-        let cover = Params::default();
-        assert!(!gpu_pays(
-            cpu_build_evals(&list, &lev, Kind::Cover, &cover),
-            16
-        ));
-        // lc_bench's clustered set: 1,000 centres in the unit cube, spreads 0.025 to 0.075.
-        let (n, d) = (1_000_000, 20);
-        let mut state = 7u64;
-        let mut unit = move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
-        let centres: Vec<f64> = (0..1000 * d).map(|_| unit()).collect();
-        let mut rows = Vec::with_capacity(n * d);
-        for _ in 0..n {
-            let c = (unit() * 1000.0) as usize;
-            let spread = 0.05 * (0.5 + unit());
-            // A sum of uniforms for a normal-like offset.
-            rows.extend((0..d).map(|k| {
-                let z = (0..4).map(|_| unit()).sum::<f64>() - 2.0;
-                (centres[c * d + k] + spread * z * 1.7) as f32
-            }));
-        }
-        let clustered: Dataset = VectorSet::from_f32(n, d, rows).unwrap().into();
-        let euclid = cpu_build_evals(&clustered, &Metric::Euclidean, Kind::Cover, &cover);
-        assert!(gpu_pays(euclid, 16), "{euclid}");
     }
 }

@@ -32,7 +32,7 @@ use crate::runtime::context::{dev, Gpu};
 /// tree and the same index file as `DatasetIndex::build(data, metric, Kind::Cover, ..)` on the
 /// CPU. Vectors take euclidean, cityblock, chebyshev or minkowski (p >= 1), strings
 /// levenshtein; user metrics are refused (they run on the CPU).
-pub fn build_cover(
+pub(crate) fn build_cover(
     engine: &CudaEngine,
     data: &Dataset,
     metric: Metric,
@@ -48,14 +48,14 @@ pub fn build_cover(
             let space = VectorSpace::new(v, metric)?;
             let nets = DeviceNets::vectors(engine, &space)?;
             let tree = CoverTree::build_with(space.clone(), base, &nets)?;
-            nets.trace();
+            nets.report();
             DatasetIndex::Vectors(Index::Cover(tree))
         }
         Dataset::Strings(s) => {
             let space = StringSpace::new(s.clone(), metric)?;
             let nets = DeviceNets::strings(engine, &space)?;
             let tree = CoverTree::build_with(space.clone(), base, &nets)?;
-            nets.trace();
+            nets.report();
             DatasetIndex::Strings(Index::Cover(tree))
         }
     })
@@ -72,7 +72,7 @@ const FREE: u32 = u32::MAX;
 const MINKOWSKI: i32 = -1;
 
 /// The items on the device.
-enum Items {
+enum DeviceItems {
     /// Row-major f32 rows; `code` an EX_* code or [`MINKOWSKI`] with order `p`.
     Vectors {
         rows: CudaSlice<f32>,
@@ -90,12 +90,25 @@ enum Items {
 pub(crate) struct DeviceNets<'a, S: Space> {
     engine: &'a CudaEngine,
     space: &'a S,
-    on: Items,
+    on: DeviceItems,
     block: CudaFunction,
     round: CudaFunction,
-    /// Levels, items sent, round launches, seconds on the device (copies included) and on the
-    /// host's redone slots: printed with `VOISIN_COVER_TRACE` set.
-    tally: std::sync::Mutex<(u32, u64, u64, f64, f64)>,
+    /// What the build did, for the GPU's probe ([`DeviceNets::report`]).
+    tally: std::sync::Mutex<CoverTally>,
+}
+
+/// What a cover tree's device passes did, reported to the GPU's probe at the end of a build.
+#[derive(Default)]
+struct CoverTally {
+    levels: u32,
+    /// Far items sent to the device.
+    items: u64,
+    /// Round launches of the big slots.
+    rounds: u64,
+    /// Seconds on the device, copies included.
+    device_s: f64,
+    /// Seconds redoing slots on the host.
+    host_s: f64,
 }
 
 impl<'a> DeviceNets<'a, VectorSpace> {
@@ -113,14 +126,14 @@ impl<'a> DeviceNets<'a, VectorSpace> {
         Ok(DeviceNets {
             engine,
             space,
-            on: Items::Vectors {
+            on: DeviceItems::Vectors {
                 rows: gpu.upload(space.values())?,
                 dim: space.dim() as i32,
                 code,
                 p,
             },
-            block: gpu.k.cover_net_block_vec.clone(),
-            round: gpu.k.cover_net_round_vec.clone(),
+            block: gpu.k.cover_net_block_vec()?.clone(),
+            round: gpu.k.cover_net_round_vec()?.clone(),
             tally: Default::default(),
         })
     }
@@ -137,12 +150,12 @@ impl<'a> DeviceNets<'a, StringSpace> {
         Ok(DeviceNets {
             engine,
             space,
-            on: Items::Strings {
+            on: DeviceItems::Strings {
                 chars: gpu.upload(&chars)?,
                 offs: gpu.upload(&offs)?,
             },
-            block: gpu.k.cover_net_block_lev.clone(),
-            round: gpu.k.cover_net_round_lev.clone(),
+            block: gpu.k.cover_net_block_lev()?.clone(),
+            round: gpu.k.cover_net_round_lev()?.clone(),
             tally: Default::default(),
         })
     }
@@ -191,25 +204,30 @@ struct Answer {
 }
 
 impl<S: Space> DeviceNets<'_, S> {
-    /// Prints the tally when `VOISIN_COVER_TRACE` is set (for tuning).
-    fn trace(&self) {
-        if std::env::var_os("VOISIN_COVER_TRACE").is_some() {
-            let (levels, items, rounds, device, host) =
-                *self.tally.lock().unwrap_or_else(|p| p.into_inner());
-            eprintln!(
-                "cover build on the GPU: {levels} levels, {items} far items, {rounds} round \
-                 launches, {device:.3} s on the device, {host:.3} s redoing slots on the host"
-            );
-        }
+    /// Reports the tally to the GPU's probe (`runtime/probe.rs`; none by default): the device's
+    /// and the host's time as phases, the counts as a note.
+    fn report(&self) {
+        let Ok(gpu) = self.engine.lock() else {
+            return;
+        };
+        let t = self.tally.lock().unwrap_or_else(|p| p.into_inner());
+        let phases = gpu.phases();
+        let secs = |s: f64| std::time::Duration::from_secs_f64(s.max(0.0));
+        phases.report("cover build: device passes", secs(t.device_s));
+        phases.report("cover build: slots redone on the host", secs(t.host_s));
+        phases.note(format_args!(
+            "cover build on the GPU: {} levels, {} far items, {} round launches",
+            t.levels, t.items, t.rounds
+        ));
     }
 
     /// The item arguments every kernel starts with.
     fn push_items<'b>(&'b self, l: &mut cudarc::driver::LaunchArgs<'b>, zero: &'b f64) {
         match &self.on {
-            Items::Vectors { rows, dim, code, p } => {
+            DeviceItems::Vectors { rows, dim, code, p } => {
                 l.arg(rows).arg(dim).arg(code).arg(p).arg(zero);
             }
-            Items::Strings { chars, offs } => {
+            DeviceItems::Strings { chars, offs } => {
                 l.arg(chars).arg(offs);
             }
         }
@@ -298,7 +316,7 @@ impl<S: Space> DeviceNets<'_, S> {
                     break r;
                 }
             };
-            self.tally.lock().unwrap_or_else(|p| p.into_inner()).2 += u64::from(rounds);
+            self.tally.lock().unwrap_or_else(|p| p.into_inner()).rounds += u64::from(rounds);
         }
         Ok(Answer {
             taken: gpu.download(&level.taken.slice(..n))?,
@@ -356,16 +374,16 @@ impl<S: Space> NetOracle for DeviceNets<'_, S> {
         }
         {
             let mut tally = self.tally.lock().unwrap_or_else(|p| p.into_inner());
-            tally.0 += 1;
-            tally.1 += n as u64;
-            tally.3 += device;
-            tally.4 += t.elapsed().as_secs_f64();
+            tally.levels += 1;
+            tally.items += n as u64;
+            tally.device_s += device;
+            tally.host_s += t.elapsed().as_secs_f64();
         }
         // Minkowski: the device decided, the host measures what is stored (the slots redone
         // above already hold the host's distances).
         if matches!(
             self.on,
-            Items::Vectors {
+            DeviceItems::Vectors {
                 code: MINKOWSKI,
                 ..
             }

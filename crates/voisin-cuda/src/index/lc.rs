@@ -13,7 +13,8 @@ use voisin::{Error, Result};
 use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
 
 use super::schedule::{
-    check_dim, dimension_major, median_positive, metric_code, upload, IndexArgs, Searcher,
+    check_dim, dimension_major, median_positive, metric_code, upload, IndexArgs, ItemShape,
+    Searcher,
 };
 use crate::engine::CudaEngine;
 use crate::runtime::context::{dev, Gpu};
@@ -312,8 +313,13 @@ impl<'e> GpuLc<'e> {
         Searcher::new(
             engine,
             gpu,
-            (space.metric(), d, n, scale),
-            |k| &k.lc_search,
+            ItemShape {
+                metric: space.metric(),
+                dim: d,
+                n,
+                scale,
+            },
+            |k| k.lc_search(),
             index,
         )
         .map(|s| {

@@ -17,60 +17,13 @@ use rayon::prelude::*;
 use voisin::engine::check_k;
 use voisin::{Error, KnnResult, RangeResult, Result, Stats, VectorSet};
 use voisin_index::space::Space;
-use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
+use voisin_index::{ListOfClusters, MetricIndex, StreamStats, VectorSpace};
 
 use super::lc::{mark, GpuLc, LcHost, STAGING_PADDING};
-use super::spread::{
-    add_knn_rows, add_range_rows, add_stats, knn_result, order_row, order_rows, range_result,
-    run_bytes, Row,
-};
+use super::spread::{add_knn_rows, add_stats, knn_result, order_row, run_bytes, Gathered, Row};
 use crate::engine::CudaEngine;
 use crate::runtime::context::{dev, is_oom, Gpu};
-
-/// What streaming superclusters did during one search (all zero when the index was resident).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct StreamStats {
-    /// Superclusters the streamed parts of the index were cut into.
-    pub superclusters: usize,
-    /// Copies made to the device (a supercluster needed by no query of the batch is not copied).
-    pub copied: usize,
-    /// Seconds the copies took on the copy stream.
-    pub copy_s: f64,
-    /// Seconds of copying during which the engine's stream was searching.
-    pub overlapped_s: f64,
-    /// Host seconds spent staging superclusters for their copies: packing them in the device
-    /// layout and filling the page-locked buffer (waiting for that buffer's last copy to end is
-    /// not counted).
-    pub stage_s: f64,
-    /// Of `stage_s`, the seconds during which a supercluster was being searched (staging that
-    /// hid behind the search).
-    pub stage_hidden_s: f64,
-    /// Times the device ran out of memory and the superclusters were cut again with half the
-    /// share (the search then started over).
-    pub shrinks: usize,
-}
-
-impl StreamStats {
-    /// Adds another part's streaming.
-    pub fn add(&mut self, o: &StreamStats) {
-        self.superclusters += o.superclusters;
-        self.copied += o.copied;
-        self.copy_s += o.copy_s;
-        self.overlapped_s += o.overlapped_s;
-        self.stage_s += o.stage_s;
-        self.stage_hidden_s += o.stage_hidden_s;
-        self.shrinks += o.shrinks;
-    }
-
-    /// The share of copy time overlapped with searching (0 without copies).
-    pub fn overlap_share(&self) -> f64 {
-        if self.copy_s > 0.0 {
-            self.overlapped_s / self.copy_s
-        } else {
-            0.0
-        }
-    }
-}
+use crate::runtime::loaded::elapsed_ms;
 
 /// A group of consecutive clusters: centre = its first cluster's centre; radius = the distance
 /// of the largest exact key from the centre to any of its items.
@@ -334,17 +287,13 @@ impl<'a> GpuLsc<'a> {
         let q = self.query_rows(queries)?;
         let nq = queries.len();
         self.shrinking(|layout| {
-            let mut rows: Vec<Row> = vec![Vec::new(); nq];
-            let mut stats = Stats::default();
+            let mut got = Gathered::new(nq);
             let streamed = self.stream(layout, &q, &mut vec![radius; nq], |lc, qids, sub, _| {
                 let r = lc.range(sub, radius)?;
-                add_range_rows(&mut rows, qids, &r);
-                add_stats(&mut stats, &r.stats);
+                got.add(qids, &r);
                 Ok(r.indices.len())
             })?;
-            order_rows(self.lc.space(), &q, &mut rows, None);
-            stats.compute = t.elapsed();
-            Ok((range_result(rows, stats), streamed))
+            Ok((got.finish(self.lc.space(), &q, t), streamed))
         })
     }
 
@@ -562,7 +511,7 @@ impl<'a> GpuLsc<'a> {
         st.copied = copies.len();
         // Intervals in seconds from `origin`.
         let at = |e: &CudaEvent| -> Result<f64> {
-            Ok(origin.elapsed_ms(e).map_err(dev("timing the streams"))? as f64 / 1e3)
+            Ok(elapsed_ms(&origin, e).map_err(dev("timing the streams"))? as f64 / 1e3)
         };
         let spans = |v: &[(CudaEvent, CudaEvent)]| -> Result<Vec<(f64, f64)>> {
             v.iter().map(|(a, b)| Ok((at(a)?, at(b)?))).collect()

@@ -163,7 +163,7 @@ impl<'a> DeviceOracle<'a, StringSpace> {
         Ok(DeviceOracle {
             engine,
             space,
-            kernel: gpu.k.cover_pairs_lev.clone(),
+            kernel: gpu.k.cover_pairs_lev()?.clone(),
             chars: up(&chars)?,
             offs: up(&offs)?,
         })

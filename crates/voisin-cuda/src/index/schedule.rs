@@ -138,6 +138,18 @@ pub(crate) trait IndexArgs {
     fn is_empty(&self) -> bool;
 }
 
+/// What a search needs to know of an index's items, whatever its structure.
+pub(crate) struct ItemShape<'m> {
+    pub(crate) metric: &'m Metric,
+    /// Coordinates per item.
+    pub(crate) dim: usize,
+    /// Items the index answers with (a run of a List of Clusters: its own).
+    pub(crate) n: usize,
+    /// A typical distance in the index: where a k-NN radius starts growing when nothing better
+    /// is known.
+    pub(crate) scale: f64,
+}
+
 /// An index on the device with its search kernel.
 pub(crate) struct Searcher<'e, A> {
     engine: &'e CudaEngine,
@@ -158,18 +170,24 @@ pub(crate) struct Searcher<'e, A> {
 }
 
 impl<'e, A: IndexArgs> Searcher<'e, A> {
-    /// `kernel` is the index's search kernel, `scale` where k-NN radii start.
+    /// `kernel` is the index's search kernel over `items`.
     pub(crate) fn new(
         engine: &'e CudaEngine,
         gpu: &Gpu,
-        (metric, dim, n, scale): (&Metric, usize, usize, f64),
-        kernel: fn(&Kernels) -> &CudaFunction,
+        items: ItemShape<'_>,
+        kernel: fn(&Kernels) -> Result<&CudaFunction>,
         index: A,
     ) -> Result<Self> {
+        let ItemShape {
+            metric,
+            dim,
+            n,
+            scale,
+        } = items;
         Ok(Searcher {
             engine,
-            search: kernel(&gpu.k).clone(),
-            sort: gpu.k.lc_sort_rows.clone(),
+            search: kernel(&gpu.k)?.clone(),
+            sort: gpu.k.lc_sort_rows()?.clone(),
             code: metric_code(metric)?,
             metric: metric.clone(),
             dim,

@@ -10,10 +10,10 @@ use rayon::prelude::*;
 use voisin::engine::check_k;
 use voisin::{Error, KnnResult, RangeResult, Result, Stats, VectorSet};
 use voisin_index::space::Space;
-use voisin_index::{ListOfClusters, MetricIndex, VectorSpace};
+use voisin_index::{ListOfClusters, MetricIndex, StreamStats, VectorSpace};
 
 use super::lc::GpuLc;
-use super::lsc::{GpuLsc, StreamStats};
+use super::lsc::GpuLsc;
 use super::schedule::median_positive;
 use crate::engine::CudaEngine;
 
@@ -93,8 +93,45 @@ pub(crate) fn order_rows(
         .for_each(|(row, q)| order_row(space, q, row, take));
 }
 
+/// Range answers gathered from the parts of a List of Clusters (runs on several GPUs, or
+/// superclusters streamed through one), each query's row and the work's stats, ordered at the
+/// end into exactly one search's answer: the one range tail of [`GpuLcSpread`] and `GpuLsc`.
+pub(crate) struct Gathered {
+    rows: Vec<Row>,
+    stats: Stats,
+}
+
+impl Gathered {
+    /// Nothing gathered yet for `queries` queries.
+    pub(crate) fn new(queries: usize) -> Self {
+        Gathered {
+            rows: vec![Vec::new(); queries],
+            stats: Stats::default(),
+        }
+    }
+
+    /// Adds a part's answers to queries `qids` (the rows of `r`, in order).
+    pub(crate) fn add(&mut self, qids: &[usize], r: &RangeResult) {
+        add_range_rows(&mut self.rows, qids, r);
+        add_stats(&mut self.stats, &r.stats);
+    }
+
+    /// The range result of `queries` (row-major f32 rows in `space`): every row ordered, the
+    /// compute time counted since `started`.
+    pub(crate) fn finish(
+        mut self,
+        space: &VectorSpace,
+        queries: &[f32],
+        started: Instant,
+    ) -> RangeResult {
+        order_rows(space, queries, &mut self.rows, None);
+        self.stats.compute = started.elapsed();
+        range_result(self.rows, self.stats)
+    }
+}
+
 /// The range result of ordered rows.
-pub(crate) fn range_result(rows: Vec<Row>, stats: Stats) -> RangeResult {
+fn range_result(rows: Vec<Row>, stats: Stats) -> RangeResult {
     RangeResult {
         stats,
         ..RangeResult::from_rows_by(rows, f64::from)
@@ -210,18 +247,14 @@ impl<'a> GpuLcSpread<'a> {
             Part::Streamed(s) => s.range(queries, radius),
         })?;
         let nq = queries.len();
-        let mut rows: Vec<Row> = vec![Vec::new(); nq];
         let all: Vec<usize> = (0..nq).collect();
-        let (mut stats, mut streamed) = (Stats::default(), StreamStats::default());
+        let (mut got, mut streamed) = (Gathered::new(nq), StreamStats::default());
         for (r, s) in &found {
-            add_range_rows(&mut rows, &all, r);
-            add_stats(&mut stats, &r.stats);
+            got.add(&all, r);
             streamed.add(s);
         }
         let q = queries.rows_f32(0, nq);
-        order_rows(self.lc.space(), &q, &mut rows, None);
-        stats.compute = t.elapsed();
-        Ok((range_result(rows, stats), streamed))
+        Ok((got.finish(self.lc.space(), &q, t), streamed))
     }
 
     /// The k nearest indexed items of each query (k capped at the number of items), ties by

@@ -7,7 +7,8 @@ use voisin::{Error, Result};
 use voisin_index::{MetricIndex, Sss, VectorSpace};
 
 use super::schedule::{
-    check_dim, dimension_major, median_positive, metric_code, upload, IndexArgs, Searcher,
+    check_dim, dimension_major, median_positive, metric_code, upload, IndexArgs, ItemShape,
+    Searcher,
 };
 use crate::engine::CudaEngine;
 use crate::runtime::abi;
@@ -114,8 +115,13 @@ impl<'e> GpuSss<'e> {
         Searcher::new(
             engine,
             &gpu,
-            (metric, d, n, scale),
-            |k| &k.sss_search,
+            ItemShape {
+                metric,
+                dim: d,
+                n,
+                scale,
+            },
+            |k| k.sss_search(),
             index,
         )
         .map(GpuSss)

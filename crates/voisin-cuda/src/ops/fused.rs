@@ -190,8 +190,8 @@ pub(crate) fn filter(
     // for fp32, two for TF32); each loops over the tile pairs.
     let (kernel, per_sm) = match plan.precision {
         // fp16x3's split rows are the fused tile pair's; fp32 is inside its bound.
-        Precision::Fp32 | Precision::Fp16x3 => (&gpu.k.fused_filter_fp32, 1),
-        Precision::Tf32 => (&gpu.k.fused_filter_tf32, 2),
+        Precision::Fp32 | Precision::Fp16x3 => (gpu.k.fused_filter_fp32()?, 1),
+        Precision::Tf32 => (gpu.k.fused_filter_tf32()?, 2),
         p => unreachable!("{p} tiles are not fused (plan_for)"),
     };
     let pairs = b.n.div_ceil(128) * q.n.div_ceil(128);

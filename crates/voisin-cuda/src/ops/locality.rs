@@ -200,7 +200,7 @@ fn gather<T: DeviceRepr>(
     }
     let cfg = select::over_slots(total);
     let (nn, ldi, null) = (n as u64, ld as i32, 0u64);
-    let mut l = gpu.stream.launch_builder(&gpu.k.gather_rows);
+    let mut l = gpu.stream.launch_builder(gpu.k.gather_rows()?);
     l.arg(src).arg(&nn).arg(&ldi).arg(from);
     match map {
         Some(m) => l.arg(m),
@@ -264,7 +264,7 @@ impl Locality {
                 shared_mem_bytes: 0,
             };
             let (nn, dd, ldl, bm) = (n as i64, d as i32, ld as i64, abi::PF_BM as i32);
-            let mut l = s.launch_builder(&gpu.k.block_spheres);
+            let mut l = s.launch_builder(gpu.k.block_spheres()?);
             l.arg(rows)
                 .arg(&nn)
                 .arg(&dd)
@@ -344,7 +344,7 @@ impl Locality {
         {
             let mut len = self.lens.slice_mut(slot..slot + 1);
             let mut values = self.values.slice_mut(slot..slot + 1);
-            let mut l = gpu.stream.launch_builder(&gpu.k.pair_blocks);
+            let mut l = gpu.stream.launch_builder(gpu.k.pair_blocks()?);
             l.arg(&self.centres)
                 .arg(&self.radii)
                 .arg(&d)

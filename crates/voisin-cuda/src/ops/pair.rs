@@ -104,22 +104,22 @@ impl PairKind {
 
     /// The kernel on `gpu`: for both sides, or (`rows_only`) the one that never tests the
     /// columns' thresholds.
-    pub fn kernel(self, gpu: &Gpu, rows_only: bool) -> &CudaFunction {
+    pub fn kernel(self, gpu: &Gpu, rows_only: bool) -> Result<&CudaFunction> {
         let k = &gpu.k;
-        match (self, rows_only) {
-            (PairKind::Tf32, false) => &k.pair_filter_tf32,
-            (PairKind::F16, false) => &k.pair_filter_f16,
-            (PairKind::F16Scaled, false) => &k.pair_filter_f16_scaled,
-            (PairKind::F16Split, false) => &k.pair_filter_f16_split,
-            (PairKind::Bf16, false) => &k.pair_filter_bf16,
-            (PairKind::S8, false) => &k.pair_filter_s8,
-            (PairKind::Tf32, true) => &k.pair_filter_tf32_rows,
-            (PairKind::F16, true) => &k.pair_filter_f16_rows,
-            (PairKind::F16Scaled, true) => &k.pair_filter_f16_scaled_rows,
-            (PairKind::F16Split, true) => &k.pair_filter_f16_split_rows,
-            (PairKind::Bf16, true) => &k.pair_filter_bf16_rows,
-            (PairKind::S8, true) => &k.pair_filter_s8_rows,
-        }
+        Ok(match (self, rows_only) {
+            (PairKind::Tf32, false) => k.pair_filter_tf32()?,
+            (PairKind::F16, false) => k.pair_filter_f16()?,
+            (PairKind::F16Scaled, false) => k.pair_filter_f16_scaled()?,
+            (PairKind::F16Split, false) => k.pair_filter_f16_split()?,
+            (PairKind::Bf16, false) => k.pair_filter_bf16()?,
+            (PairKind::S8, false) => k.pair_filter_s8()?,
+            (PairKind::Tf32, true) => k.pair_filter_tf32_rows()?,
+            (PairKind::F16, true) => k.pair_filter_f16_rows()?,
+            (PairKind::F16Scaled, true) => k.pair_filter_f16_scaled_rows()?,
+            (PairKind::F16Split, true) => k.pair_filter_f16_split_rows()?,
+            (PairKind::Bf16, true) => k.pair_filter_bf16_rows()?,
+            (PairKind::S8, true) => k.pair_filter_s8_rows()?,
+        })
     }
 }
 
@@ -234,7 +234,7 @@ pub(crate) fn filter(
     let scalars = IntoScalars::of(&into, (at.row_off, at.col_off), at.exclude_self);
     let mut l = gpu
         .stream
-        .launch_builder(kind.kernel(gpu, into.cols.is_none()));
+        .launch_builder(kind.kernel(gpu, into.cols.is_none())?);
     a.rows.arg(&mut l);
     l.arg(&na);
     b.rows.arg(&mut l);

@@ -63,7 +63,7 @@ pub(crate) fn candidates(
                 match fill.as_mut() {
                     None => {
                         let mut cnt = counts.slice_mut(q0..q1);
-                        let mut l = stream.launch_builder(&gpu.k.range_count);
+                        let mut l = stream.launch_builder(gpu.k.range_count()?);
                         l.arg(&tile_buf)
                             .arg(&ld)
                             .arg(&r)
@@ -79,7 +79,7 @@ pub(crate) fn candidates(
                     Some((cursor, out)) => {
                         let mut cur = cursor.slice_mut(q0..q1);
                         let off = b0 as u32;
-                        let mut l = stream.launch_builder(&gpu.k.range_fill);
+                        let mut l = stream.launch_builder(gpu.k.range_fill()?);
                         l.arg(&tile_buf)
                             .arg(&ld)
                             .arg(&r)

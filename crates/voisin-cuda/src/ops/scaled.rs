@@ -113,7 +113,7 @@ impl ScaledRows {
         let (nn, dd, ldl, halves) = (n as i64, d as i32, ld as i64, i32::from(split(plan)));
         let mut out = self.rows.slice_mut(range.start * ld..range.end * ld);
         let mut back = self.back.slice_mut(range.clone());
-        let mut l = gpu.stream.launch_builder(&gpu.k.scaled_half_rows);
+        let mut l = gpu.stream.launch_builder(gpu.k.scaled_half_rows()?);
         l.arg(rows_in.rows.f32())
             .arg(&nn)
             .arg(&dd)

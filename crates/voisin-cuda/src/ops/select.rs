@@ -115,7 +115,7 @@ pub(crate) fn fill_lists(
 ) -> Result<()> {
     let n = val.len() as u64;
     let cfg = over_slots(n);
-    let mut l = gpu.stream.launch_builder(&gpu.k.fill_lists);
+    let mut l = gpu.stream.launch_builder(gpu.k.fill_lists()?);
     l.arg(val).arg(idx).arg(&n);
     // SAFETY: matches fill_lists in kernels/select/block.cu; n is the views' length.
     unsafe { l.launch(cfg) }
@@ -163,7 +163,7 @@ pub(crate) fn seed_lists(
     };
     debug_assert!((1..=from_width).contains(&rank));
     let (fw, rk) = (from_width as i32, rank as i32);
-    let mut l = gpu.stream.launch_builder(&gpu.k.seed_lists);
+    let mut l = gpu.stream.launch_builder(gpu.k.seed_lists()?);
     l.arg(&src)
         .arg(&fw)
         .arg(&rk)
@@ -244,7 +244,7 @@ pub(crate) fn prefixes(
     let cfg = over_slots(n as u64);
     let (w, kept, total) = (width as i32, keep as i32, n as u64);
     let null: u64 = 0;
-    let mut l = s.launch_builder(&gpu.k.list_prefix);
+    let mut l = s.launch_builder(gpu.k.list_prefix()?);
     l.arg(val)
         .arg(idx)
         .arg(&w)
@@ -290,17 +290,17 @@ fn running(gpu: &Gpu, mode: Select, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> 
         #[cfg(not(feature = "bench-variants"))]
         Select::Heap | Select::Quick => return Err(mode.not_built()),
         #[cfg(feature = "bench-variants")]
-        Select::Heap => (&gpu.k.select_heap, 32, 33 * kp * 8, None),
+        Select::Heap => (gpu.k.select_heap()?, 32, 33 * kp * 8, None),
         #[cfg(feature = "bench-variants")]
         Select::Quick => {
             // Room for two groups of inserts above the list: one to fill, one in flight.
             let cap = kp + 2 * QS_GROUP * QUICK_THREADS as usize;
-            (&gpu.k.select_quick, QUICK_THREADS, 2 * cap * 8, Some(cap))
+            (gpu.k.select_quick()?, QUICK_THREADS, 2 * cap * 8, Some(cap))
         }
         _ => {
             // Room for one group of inserts (SB_GROUP values per thread) above the flush point.
             let nbuf = kp.max(2 * SB_GROUP * THREADS as usize);
-            (&gpu.k.select_block, THREADS, (kp + nbuf) * 8, Some(nbuf))
+            (gpu.k.select_block()?, THREADS, (kp + nbuf) * 8, Some(nbuf))
         }
     };
     if shared > 48 << 10 {
@@ -350,7 +350,7 @@ pub(crate) fn cols(
         shared_mem_bytes: 0,
     };
     let s = at.scalars();
-    let mut l = gpu.stream.launch_builder(&gpu.k.select_cols);
+    let mut l = gpu.stream.launch_builder(gpu.k.select_cols()?);
     push_tile(&mut l, &tile, &s);
     l.arg(val).arg(idx);
     // SAFETY: matches kernels/select/cols.cu; lists hold cols × COLS_KP.
@@ -369,7 +369,7 @@ pub(crate) fn radix(gpu: &Gpu, tile: TileIn<'_>, out: ListsOut<'_, '_>) -> Resul
     };
     let s = at.scalars();
     let k = k as i32;
-    let mut l = gpu.stream.launch_builder(&gpu.k.select_radix);
+    let mut l = gpu.stream.launch_builder(gpu.k.select_radix()?);
     push_tile(&mut l, &tile, &s);
     l.arg(&k).arg(out.val).arg(out.idx);
     // SAFETY: matches select_radix in kernels/select/radix.cu; out holds rows × k.
@@ -394,7 +394,7 @@ pub(crate) fn transpose(
         shared_mem_bytes: 0,
     };
     let (ld_in, rows, cols, ld_out) = (ld_in as i64, rows as i32, cols as i32, ld_out as i64);
-    let mut l = gpu.stream.launch_builder(&gpu.k.transpose);
+    let mut l = gpu.stream.launch_builder(gpu.k.transpose()?);
     l.arg(input)
         .arg(&ld_in)
         .arg(&rows)

@@ -123,9 +123,9 @@ pub(crate) fn merge(
     let mut floor = from.floor.as_mut().map(|f| f.slice_mut(..rows));
     let (buf_val, buf_idx) = (from.val.slice(..), from.idx.slice(..));
     let kernel = if warped {
-        &gpu.k.merge_survivors_warp
+        gpu.k.merge_survivors_warp()?
     } else {
-        &gpu.k.merge_survivors
+        gpu.k.merge_survivors()?
     };
     let mut l = gpu.stream.launch_builder(kernel);
     l.arg(lists.val).arg(lists.idx).arg(&kp).arg(&mut count);
@@ -174,7 +174,7 @@ pub(crate) fn tile_filter(gpu: &Gpu, tile: TileIn<'_>, into: FilterInto<'_, '_>)
     };
     let (ld, nrows, ncols, key) = (at.ld as i64, at.rows as i32, at.cols as i32, at.key as i32);
     let scalars = IntoScalars::of(&into, (at.row_off, at.col_off), at.exclude_self);
-    let mut l = gpu.stream.launch_builder(&gpu.k.tile_filter);
+    let mut l = gpu.stream.launch_builder(gpu.k.tile_filter()?);
     l.arg(tile.values)
         .arg(&ld)
         .arg(&nrows)

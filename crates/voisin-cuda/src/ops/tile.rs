@@ -124,7 +124,7 @@ pub(crate) fn compute(
                 shared_mem_bytes: 0,
             };
             let (nq, nb, dim, ld) = (q.n as i32, b.n as i32, d as i32, ld as i64);
-            let mut l = gpu.stream.launch_builder(&gpu.k.vector_tile);
+            let mut l = gpu.stream.launch_builder(gpu.k.vector_tile()?);
             l.arg(q.rows.f32())
                 .arg(&nq)
                 .arg(b.rows.f32())
@@ -160,7 +160,7 @@ fn unscale(
         shared_mem_bytes: 0,
     };
     let (ldl, nri, nci) = (ld as i64, nr as i32, nc as i32);
-    let mut l = gpu.stream.launch_builder(&gpu.k.unscale_tile);
+    let mut l = gpu.stream.launch_builder(gpu.k.unscale_tile()?);
     l.arg(out).arg(&ldl).arg(&nri).arg(&nci).arg(rf).arg(cf);
     // SAFETY: matches unscale_tile; the tile holds nr rows of ld ≥ nc values, the factors nr and
     // nc (the blocks').

@@ -1,6 +1,6 @@
 //! The host↔kernel contract: every code and size that both the Rust side and the kernels know,
 //! defined once here. The kernels see them as the `#define`s of the generated header
-//! `common/abi.cuh` ([`header`]), which the kernel registry (`kernels.rs`) hands to NVRTC; no
+//! `common/abi.cuh` ([`header`]), which the kernel modules (`modules.rs`) hand to NVRTC; no
 //! kernel source defines one of these names itself (a test checks it), so a code cannot drift
 //! between the two sides.
 
@@ -136,7 +136,7 @@ pub(crate) fn header() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::kernels::SOURCES;
+    use crate::runtime::modules::SOURCES;
 
     #[test]
     fn header_defines_every_entry_once() {

@@ -1,7 +1,7 @@
 //! The device side of the engine: driver context, stream, cuBLAS handle and the kernels.
 //!
-//! Owns loading CUDA at run time; knows nothing about metrics or selection policy. The kernels
-//! come from the registry (`kernels.rs`), loaded once per context.
+//! Opens a GPU once the CUDA libraries are loaded (`loaded.rs`); knows nothing about metrics or
+//! selection policy. The kernels come from the registry (`kernels.rs`), one per device.
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -15,36 +15,7 @@ use crate::runtime::kernels::Kernels;
 use crate::runtime::probe::{NoProbe, Phases, Probe};
 use crate::runtime::staging::{Pitch, Staging};
 
-/// Whether a CUDA driver with at least one device, NVRTC and cuBLAS can be loaded. Never panics
-/// (cudarc panics when a library is missing, so presence is checked before anything is called).
-pub fn gpu_available() -> bool {
-    missing_library().is_none() && CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
-}
-
-/// How many CUDA devices the driver sees (0 without CUDA). Never panics.
-pub fn device_count() -> usize {
-    if missing_library().is_some() {
-        return 0;
-    }
-    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
-}
-
-/// The first CUDA library that cannot be loaded, if any.
-fn missing_library() -> Option<&'static str> {
-    // SAFETY: these only try to dlopen the libraries.
-    unsafe {
-        if !cudarc::driver::sys::is_culib_present() {
-            return Some("the CUDA driver (libcuda)");
-        }
-        if !cudarc::nvrtc::sys::is_culib_present() {
-            return Some("NVRTC (libnvrtc)");
-        }
-        if !cudarc::cublas::sys::is_culib_present() {
-            return Some("cuBLAS (libcublas)");
-        }
-    }
-    None
-}
+pub use crate::runtime::loaded::{device_count, gpu_available};
 
 /// A failure reported by a CUDA library, and whether it is the device running out of memory.
 pub(crate) trait CudaFailure: std::fmt::Debug {
@@ -102,8 +73,9 @@ pub(crate) struct Gpu {
     /// or taken from `pinning` at first use.
     staging: Mutex<Option<Staging>>,
     /// The staging being page-locked on a helper thread since the engine opened, when no spare
-    /// was at hand: locking 128 MiB took ~60 ms at a graph's first upload (traced on the H200,
-    /// a cost that did not grow with the bytes), now spent while the caller prepares its data.
+    /// was at hand: locking 128 MiB took ~60 ms at a graph's first upload, a cost that did not
+    /// grow with the bytes, now spent while the caller prepares its data
+    /// (docs/design/streaming.md).
     pinning: Mutex<Option<std::thread::JoinHandle<Result<Staging>>>>,
     /// Where phase timings go (`probe.rs`); none by default.
     probe: RwLock<Arc<dyn Probe>>,
@@ -143,11 +115,8 @@ impl Drop for Gpu {
 
 impl Gpu {
     pub fn open(device: usize) -> Result<Self> {
-        if let Some(lib) = missing_library() {
-            return Err(Error::device(format!(
-                "cuda: {lib} cannot be loaded (no NVIDIA driver or CUDA 13 libraries on the \
-                 library path)"
-            )));
+        if let Some(why) = crate::runtime::loaded::loaded().problem() {
+            return Err(Error::device(format!("cuda: {why}")));
         }
         let count = CudaContext::device_count().map_err(dev("counting devices"))?;
         if device >= count.max(0) as usize {
@@ -221,8 +190,8 @@ impl Gpu {
     }
 
     /// Copies `src` to a new device buffer through two pinned staging buffers: the host fills
-    /// one (in parallel) while the other is in flight. Pageable copies ran at ~1 GB/s on the
-    /// H100 machine (500 ms for a 1M×128 base); pinned DMA runs at PCIe speed. The buffer is
+    /// one (in parallel) while the other is in flight. Pageable copies ran at ~1 GB/s (500 ms
+    /// for a 1M×128 base; docs/design/streaming.md); pinned DMA runs at PCIe speed. The buffer is
     /// padded to a whole number of stages (callers index it by explicit ranges).
     pub fn upload<T>(&self, src: &[T]) -> Result<CudaSlice<T>>
     where
@@ -310,7 +279,7 @@ impl Gpu {
     }
 
     /// Copies a device buffer back to the host through the pinned staging buffers (pageable
-    /// copies ran at ~1 GB/s on the H100 machine; candidate lists of k=1000 are 160 MB).
+    /// copies ran at ~1 GB/s, docs/design/streaming.md; candidate lists of k=1000 are 160 MB).
     pub fn download<T>(&self, src: &CudaView<'_, T>) -> Result<Vec<T>>
     where
         T: bytemuck::Pod + cudarc::driver::DeviceRepr,
@@ -415,10 +384,10 @@ impl Gpu {
     /// Half of the cap is first reserved inside the stream-ordered pool that the engine's
     /// allocations come from, and kept there (see [`Ballast`]): the pool grows by mappings of its
     /// own granularity, and under a small cap a pool that had to grow could not, so that even a
-    /// 64-byte allocation failed with 33 MB free (H100 run g1, a cap of a quarter of a 1M x 16
-    /// List of Clusters). The rest of the free memory above the other half is then held outside
-    /// the pool, in pieces of at most 1 GiB, halved when one is refused: one allocation of nearly
-    /// all the free memory can fail (H100, next to another engine's freed pool) where pieces fit.
+    /// 64-byte allocation failed with 33 MB free (docs/design/device-memory-pool.md). The rest
+    /// of the free memory above the other half is then held outside the pool, in pieces of at
+    /// most 1 GiB, halved when one is refused: one allocation of nearly all the free memory can
+    /// fail (next to another engine's freed pool) where pieces fit.
     pub fn ballast(&self, cap: usize) -> Result<Ballast> {
         const PIECE: usize = 1 << 30;
         const SMALLEST: usize = 2 << 20;
@@ -515,7 +484,7 @@ impl Ballast {
     /// An uncapped engine's: the pool keeps up to [`Ballast::cache_bytes`] of freed memory
     /// between its calls. Without it each call's first fit check released the last call's
     /// buffers (the pool's default threshold is 0) and its allocations mapped them again:
-    /// 6–8 ms of a 35 ms k-NN of 10k queries over 1M × 128 (H200, session 17).
+    /// 6–8 ms of a 35 ms k-NN of 10k queries over 1M × 128 (docs/design/device-memory-pool.md).
     pub(crate) fn cache(ctx: &Arc<CudaContext>) -> Self {
         let total = ctx.total_mem().unwrap_or(0);
         let cache = Self::cache_bytes(total);
@@ -581,7 +550,8 @@ pub(crate) const STAGED_DOWNLOAD: usize = 4 << 20;
 
 /// `n` zeroed values whose pages have all been written once, so that a later copy into them
 /// does not stop at each page's first touch: 80 MB of k = 1000 answers downloaded into fresh
-/// memory took 8–17 ms of a 95 ms k-NN (H200, session 17), where the copy itself needs ~2 ms.
+/// memory took 8–17 ms of a 95 ms k-NN, where the copy itself needs ~2 ms
+/// (docs/design/device-finish.md).
 /// Meant for a helper thread while the GPU works.
 pub(crate) fn touched<T: bytemuck::Pod>(n: usize) -> Vec<T> {
     let mut v = vec![T::zeroed(); n];

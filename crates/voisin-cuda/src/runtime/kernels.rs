@@ -1,196 +1,50 @@
-//! The kernel registry: every kernel source of the crate, compiled once per process by NVRTC into
-//! one module, and every kernel function the engine launches.
+//! The kernel registry: every kernel function the engine launches, by the module (its kernel
+//! source, `modules.rs`) that defines it, loaded into a context at its first launch.
 //!
-//! Sources live in `kernels/`, in folders by role (`select/`, `distance/`, `finish/`, `index/`,
-//! `strings/`); what several kernels share is in headers (`common/*.cuh`, `index/space.cuh`)
-//! that each source includes by name. NVRTC gets every file as a named in-memory header, plus
-//! the generated `common/abi.cuh` (src/runtime/abi.rs), so the same sources also compile from disk with
-//! a host compiler and `-I kernels` (the CPU simulation, kernel-sim/).
+//! A module's image for the GPU at hand comes from the first of these that loads:
+//! 1. the build: cubins compiled ahead of time for the targets of `modules::AOT_TARGETS`, where
+//!    the build found NVRTC (`build.rs`);
+//! 2. the disk cache of images compiled at run time (`cache.rs`; keyed by NVRTC's version, so
+//!    only where NVRTC is found);
+//! 3. the build's PTX, which the driver compiles for GPUs newer than its target (and keeps in
+//!    its own cache);
+//! 4. NVRTC at run time, for exactly this GPU; the cubin then goes to the disk cache.
+//!
+//! So a process compiles nothing on a GPU the build made cubins for, and elsewhere only the
+//! modules whose kernels it launches, once per machine. Engines on one device share its
+//! registry ([`shared`]).
 
-use std::ffi::{c_char, CString};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, DriverError};
+use cudarc::nvrtc::Ptx;
 use voisin::{Error, Result};
 
 use crate::numerics::plan::Storage;
-use crate::runtime::abi;
-use crate::runtime::context::dev;
+use crate::runtime::context::{dev, CudaFailure};
+use crate::runtime::modules::{self, Module, ELEMS};
+use crate::runtime::{cache, loaded};
 
-/// Every kernel source and header, by its path under `kernels/`.
-pub(crate) const SOURCES: &[(&str, &str)] = &[
-    (
-        "common/keys.cuh",
-        include_str!("../../kernels/common/keys.cuh"),
-    ),
-    (
-        "common/loads.cuh",
-        include_str!("../../kernels/common/loads.cuh"),
-    ),
-    (
-        "common/bitonic.cuh",
-        include_str!("../../kernels/common/bitonic.cuh"),
-    ),
-    (
-        "common/elem.cuh",
-        include_str!("../../kernels/common/elem.cuh"),
-    ),
-    (
-        "common/append.cuh",
-        include_str!("../../kernels/common/append.cuh"),
-    ),
-    (
-        "common/mma.cuh",
-        include_str!("../../kernels/common/mma.cuh"),
-    ),
-    (
-        "common/half.cuh",
-        include_str!("../../kernels/common/half.cuh"),
-    ),
-    (
-        "common/exact.cuh",
-        include_str!("../../kernels/common/exact.cuh"),
-    ),
-    (
-        "index/space.cuh",
-        include_str!("../../kernels/index/space.cuh"),
-    ),
-    (
-        "strings/myers.cuh",
-        include_str!("../../kernels/strings/myers.cuh"),
-    ),
-    (
-        "select/block.cu",
-        include_str!("../../kernels/select/block.cu"),
-    ),
-    (
-        "select/cols.cu",
-        include_str!("../../kernels/select/cols.cu"),
-    ),
-    (
-        "select/radix.cu",
-        include_str!("../../kernels/select/radix.cu"),
-    ),
-    (
-        "select/heap.cu",
-        include_str!("../../kernels/select/heap.cu"),
-    ),
-    (
-        "select/quick.cu",
-        include_str!("../../kernels/select/quick.cu"),
-    ),
-    (
-        "select/fused_filter.cu",
-        include_str!("../../kernels/select/fused_filter.cu"),
-    ),
-    (
-        "select/survivors.cu",
-        include_str!("../../kernels/select/survivors.cu"),
-    ),
-    (
-        "select/pair_filter.cu",
-        include_str!("../../kernels/select/pair_filter.cu"),
-    ),
-    (
-        "select/locality.cu",
-        include_str!("../../kernels/select/locality.cu"),
-    ),
-    (
-        "distance/vector_tile.cu",
-        include_str!("../../kernels/distance/vector_tile.cu"),
-    ),
-    (
-        "distance/transpose.cu",
-        include_str!("../../kernels/distance/transpose.cu"),
-    ),
-    (
-        "distance/prepare.cu",
-        include_str!("../../kernels/distance/prepare.cu"),
-    ),
-    (
-        "distance/scaled_half.cu",
-        include_str!("../../kernels/distance/scaled_half.cu"),
-    ),
-    (
-        "finish/range.cu",
-        include_str!("../../kernels/finish/range.cu"),
-    ),
-    (
-        "finish/exact.cu",
-        include_str!("../../kernels/finish/exact.cu"),
-    ),
-    (
-        "finish/rerank.cu",
-        include_str!("../../kernels/finish/rerank.cu"),
-    ),
-    (
-        "index/lc_search.cu",
-        include_str!("../../kernels/index/lc_search.cu"),
-    ),
-    (
-        "index/sss_search.cu",
-        include_str!("../../kernels/index/sss_search.cu"),
-    ),
-    (
-        "index/cover_pairs.cu",
-        include_str!("../../kernels/index/cover_pairs.cu"),
-    ),
-    (
-        "index/cover.cuh",
-        include_str!("../../kernels/index/cover.cuh"),
-    ),
-    (
-        "index/cover_net.cu",
-        include_str!("../../kernels/index/cover_net.cu"),
-    ),
-    (
-        "index/lc_build.cu",
-        include_str!("../../kernels/index/lc_build.cu"),
-    ),
-    (
-        "strings/levenshtein.cu",
-        include_str!("../../kernels/strings/levenshtein.cu"),
-    ),
-];
-
-/// Kernels of the benchmark-only variants (`Select::Heap`, `Select::Quick`), compiled only
-/// with the `bench-variants` feature. (The fused filter is the product's: `Fusion::Auto` fuses
-/// small batches.)
-const BENCH_ONLY: &[&str] = &["select/heap.cu", "select/quick.cu"];
-
-/// The generated header's name, as the sources include it.
-const ABI_HEADER: &str = "common/abi.cuh";
-
-/// The sources that read stored rows (common/elem.cuh): compiled once more per half storage
-/// type, with `VOISIN_ELEM` set, into a module of their own ([`ElemKernels`]).
-const ELEM_SOURCES: &[&str] = &["distance/prepare.cu", "finish/exact.cu", "finish/rerank.cu"];
-
-/// The translation unit NVRTC compiles: every kernel source (`.cu`) of this build included by
-/// name.
-pub(crate) fn root_source() -> String {
-    SOURCES
-        .iter()
-        .filter(|(name, _)| name.ends_with(".cu"))
-        .filter(|(name, _)| cfg!(feature = "bench-variants") || !BENCH_ONLY.contains(name))
-        .map(|(name, _)| format!("#include \"{name}\"\n"))
-        .collect()
+/// What the build compiled ahead of time (generated by build.rs): `NVRTC`, the compiler's
+/// version; `TARGETS`; `IMAGES`, (module file name, target, deflated image).
+mod aot {
+    include!(concat!(env!("OUT_DIR"), "/aot.rs"));
 }
 
-/// The translation unit of one storage type other than f32's [`ElemKernels`].
-fn elem_source() -> String {
-    ELEM_SOURCES
-        .iter()
-        .map(|name| format!("#include \"{name}\"\n"))
-        .collect()
-}
+/// The modules of this build.
+static MODULES: LazyLock<Vec<Module>> =
+    LazyLock::new(|| modules::modules(cfg!(feature = "bench-variants")));
 
-/// The kernels loaded on `ctx`'s device, shared by every engine of the process on it: each
-/// engine loading its own module paid the driver's (lazy) loading of every kernel again at its
-/// first launches, which a one-shot call (a fresh engine per call, as the Python functions
-/// make) saw as part of its time. Engines on one device share its primary context, so one
-/// module serves them all.
+/// The source whose kernels need more than the 48 KiB of shared memory a launch gets by
+/// default (the fused tile pair's slabs, ops/pair.rs).
+const LARGE_SHARED: &str = "select/pair_filter.cu";
+
+/// The registry of `ctx`'s device, shared by every engine of the process on it: each engine
+/// loading its own modules paid the driver's loading of every kernel again at its first
+/// launches, which a one-shot call (a fresh engine per call, as the Python functions make) saw
+/// as part of its time. Engines on one device share its primary context, so one registry serves
+/// them all.
 pub(crate) fn shared(ctx: &Arc<CudaContext>) -> Result<Arc<Kernels>> {
     static LOADED: Mutex<Vec<(usize, Arc<Kernels>)>> = Mutex::new(Vec::new());
     let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
@@ -203,178 +57,332 @@ pub(crate) fn shared(ctx: &Arc<CudaContext>) -> Result<Arc<Kernels>> {
     Ok(k)
 }
 
-/// The NVRTC output, shared by every context of the process.
-pub(crate) fn ptx() -> Result<Ptx> {
-    static PTX: OnceLock<std::result::Result<Ptx, String>> = OnceLock::new();
-    PTX.get_or_init(|| compile(&root_source(), Storage::F32))
-        .clone()
-        .map_err(Error::device)
+/// The variable that makes a process ignore the kernels built in (`off`), as on a GPU the build
+/// made none for: they are compiled at run time and cached.
+pub(crate) const PREBUILT_VAR: &str = "VOISIN_PREBUILT";
+
+/// Whether the kernels built in are used (`VOISIN_PREBUILT` is not `off`).
+pub(crate) fn use_built() -> bool {
+    static USE: LazyLock<bool> =
+        LazyLock::new(|| std::env::var_os(PREBUILT_VAR).is_none_or(|v| v != "off"));
+    *USE
 }
 
-/// The NVRTC output of the element kernels for `storage`, shared by every context of the
-/// process (f32's are in [`ptx`]).
-fn elem_ptx(storage: Storage) -> Result<Ptx> {
-    static PTX: [OnceLock<std::result::Result<Ptx, String>>; 3] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let slot = match storage {
-        Storage::F32 => return ptx(),
-        Storage::F16 => &PTX[0],
-        Storage::Bf16 => &PTX[1],
-        Storage::U8 => &PTX[2],
-    };
-    slot.get_or_init(|| compile(&elem_source(), storage))
-        .clone()
-        .map_err(Error::device)
+/// The targets the build compiled kernels for, and the NVRTC version that did.
+pub(crate) fn prebuilt() -> (&'static [&'static str], Option<(i32, i32)>) {
+    (aot::TARGETS, aot::NVRTC)
 }
 
-/// Compiles `root` with every source and the ABI header as named headers, for compute_90
-/// (Hopper), without fast math (it would change powf and division; the exactness bounds
-/// assume IEEE operations), with stored rows of type `storage` (common/elem.cuh).
-fn compile(root: &str, storage: Storage) -> std::result::Result<Ptx, String> {
-    let cstr = |s: &str| CString::new(s).map_err(|_| format!("cuda: a NUL byte in {s:.40}"));
-    let abi = abi::header();
-    let mut names = vec![cstr(ABI_HEADER)?];
-    let mut texts = vec![cstr(&abi)?];
-    for (name, text) in SOURCES {
-        names.push(cstr(name)?);
-        texts.push(cstr(text)?);
+/// The built targets this process uses.
+fn targets() -> &'static [&'static str] {
+    if use_built() {
+        aot::TARGETS
+    } else {
+        &[]
     }
-    let name_ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
-    let text_ptrs: Vec<*const c_char> = texts.iter().map(|c| c.as_ptr()).collect();
-    let root = cstr(root)?;
-    let root_name = cstr("voisin_kernels.cu")?;
-    let mut prog = std::mem::MaybeUninit::uninit();
-    // SAFETY: every pointer is a NUL-terminated string that outlives the program (the CStrings
-    // above are dropped after `destroy_program`); the two arrays have `names.len()` entries.
-    unsafe {
-        nvrtc_sys::nvrtcCreateProgram(
-            prog.as_mut_ptr(),
-            root.as_ptr(),
-            root_name.as_ptr(),
-            names.len() as i32,
-            text_ptrs.as_ptr(),
-            name_ptrs.as_ptr(),
-        )
-        .result()
-        .map_err(|e| format!("cuda: NVRTC could not create the program: {e:?}"))?;
-    }
-    // SAFETY: a program just created.
-    let prog = unsafe { prog.assume_init() };
-    let elem = format!("-DVOISIN_ELEM={}", storage.code());
-    let options = ["--gpu-architecture=compute_90", elem.as_str()];
-    // SAFETY: `prog` is live until `destroy_program` below, called once.
-    let out = unsafe {
-        match nvrtc::compile_program(prog, &options) {
-            Ok(()) => nvrtc::get_ptx(prog)
-                .map(|p| Ptx::from_src(text_of(&p)))
-                .map_err(|e| format!("cuda: NVRTC gave no PTX: {e:?}")),
-            Err(_) => Err(format!(
-                "cuda: NVRTC could not compile the kernels: {}",
-                nvrtc::get_program_log(prog)
-                    .map(|l| text_of(&l))
-                    .unwrap_or_default()
-            )),
-        }
-    };
-    // SAFETY: as above.
-    let _ = unsafe { nvrtc::destroy_program(prog) };
-    out
 }
 
-/// A NUL-terminated C string from NVRTC as Rust text.
-fn text_of(s: &[c_char]) -> String {
-    let bytes: Vec<u8> = s
+/// The number of an architecture or target: `sm_90`, `compute_90` → 90.
+fn arch_number(target: &str) -> Option<u32> {
+    target.rsplit('_').next()?.parse().ok()
+}
+
+/// Whether kernels can be had for a GPU of architecture `arch` (`sm_90`) under a driver of
+/// CUDA `driver` (13000 for 13.0): from this build's cubins for it, its PTX for an older
+/// target, or NVRTC (`nvrtc`: found).
+pub(crate) fn obtainable(arch: &str, driver: Option<i32>, nvrtc: bool) -> bool {
+    let built_runs = match (aot::NVRTC, driver) {
+        (Some((major, _)), Some(d)) => major <= d / 1000,
+        _ => false,
+    };
+    let built = targets().contains(&arch) || ptx_for(arch).is_some();
+    nvrtc || (built && built_runs)
+}
+
+/// The built PTX target the driver can compile for a GPU of architecture `arch` (a target not
+/// newer than it).
+fn ptx_for(arch: &str) -> Option<&'static str> {
+    let n = arch_number(arch)?;
+    targets()
         .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+        .copied()
+        .find(|t| !modules::is_cubin(t) && arch_number(t).is_some_and(|p| p <= n))
 }
 
-/// Declares [`Kernels`] with one field per kernel function, named as the function.
-macro_rules! registry {
-    ($($(#[$cfg:meta])* $name:ident),* $(,)?) => {
-        /// Every kernel the engine launches, loaded into one context.
-        pub(crate) struct Kernels {
-            $($(#[$cfg])* pub $name: CudaFunction,)*
-            /// The element kernels of f32 rows (from the same module).
-            f32: ElemKernels,
-            /// Those of f16, bf16 and u8 rows, loaded at their first use.
-            other: [OnceLock<ElemKernels>; 3],
-            ctx: Arc<CudaContext>,
-            /// The module they come from.
-            #[allow(dead_code)]
-            module: Arc<CudaModule>,
+/// A compiled module, ready to load.
+enum Image {
+    Cubin(Vec<u8>),
+    Ptx(String),
+}
+
+impl Image {
+    fn load(&self, ctx: &Arc<CudaContext>) -> std::result::Result<Arc<CudaModule>, DriverError> {
+        ctx.load_module(match self {
+            Image::Cubin(b) => Ptx::from_binary(b.clone()),
+            Image::Ptx(t) => Ptx::from_src(t.clone()),
+        })
+    }
+}
+
+/// Where an image comes from, in the order tried.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Origin {
+    Built,
+    Cache,
+    BuiltPtx,
+    Nvrtc,
+}
+
+const ORIGINS: [Origin; 4] = [
+    Origin::Built,
+    Origin::Cache,
+    Origin::BuiltPtx,
+    Origin::Nvrtc,
+];
+
+/// The built image of `m` for `target`, inflated.
+fn built(m: Module, target: &str) -> Result<Option<Image>, String> {
+    let name = m.file_name();
+    if !targets().contains(&target) {
+        return Ok(None);
+    }
+    let Some((_, _, bytes)) = aot::IMAGES
+        .iter()
+        .find(|(n, t, _)| *n == name && *t == target)
+    else {
+        return Ok(None);
+    };
+    let raw = miniz_oxide::inflate::decompress_to_vec(bytes)
+        .map_err(|e| format!("the built image of {name} for {target} is damaged: {e:?}"))?;
+    if modules::is_cubin(target) {
+        return Ok(Some(Image::Cubin(raw)));
+    }
+    String::from_utf8(raw)
+        .map(|t| Some(Image::Ptx(t)))
+        .map_err(|_| format!("the built PTX of {name} is not text"))
+}
+
+/// The cache file of `m` for `target` under the NVRTC found, if there is a cache and an NVRTC.
+fn cache_file(m: Module, target: &str) -> Option<std::path::PathBuf> {
+    let nv = loaded::loaded().nvrtc()?;
+    let key = m.key(target, nv.version());
+    Some(cache::file(
+        &cache::run_dir()?,
+        &m.file_name(),
+        target,
+        &key,
+    ))
+}
+
+/// The image of `m` for a GPU of architecture `arch` from `origin`, if it has one.
+fn image(origin: Origin, m: Module, arch: &str) -> Result<Option<Image>, String> {
+    match origin {
+        Origin::Built => built(m, arch),
+        Origin::Cache => Ok(cache_file(m, arch)
+            .and_then(|f| cache::read(&f))
+            .map(Image::Cubin)),
+        Origin::BuiltPtx => match ptx_for(arch) {
+            Some(t) => built(m, t),
+            None => Ok(None),
+        },
+        Origin::Nvrtc => {
+            let Some(nv) = loaded::loaded().nvrtc() else {
+                return Ok(None);
+            };
+            let headers = m.headers();
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, t)| (*n, t.as_str())).collect();
+            nv.compile(&m.root(), &headers, &m.options(arch), true)
+                .map(|b| Some(Image::Cubin(b)))
+                .map_err(|e| format!("NVRTC {}: {e}", nv.path().display()))
         }
+    }
+}
+
+/// `m` loaded into `ctx`, whose GPU is of architecture `arch`: the first image that loads, in
+/// the order of [`ORIGINS`]. An image that loaded once is loaded directly into the next
+/// context of the same architecture; one compiled at run time goes to the disk cache.
+fn load_module(ctx: &Arc<CudaContext>, m: Module, arch: &str) -> Result<Arc<CudaModule>> {
+    static GOOD: Mutex<Vec<(Module, String, Arc<Image>)>> = Mutex::new(Vec::new());
+    // Held through the search: a module is compiled at most once per architecture.
+    let mut good = GOOD.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, _, img)) = good.iter().find(|(g, a, _)| *g == m && a == arch) {
+        return img.load(ctx).map_err(dev("loading the kernels"));
+    }
+    let mut why = Vec::new();
+    for origin in ORIGINS {
+        let img = match image(origin, m, arch) {
+            Ok(Some(img)) => img,
+            Ok(None) => continue,
+            Err(e) => {
+                why.push(e);
+                continue;
+            }
+        };
+        match img.load(ctx) {
+            Ok(module) => {
+                if let (Origin::Nvrtc, Image::Cubin(bytes)) = (origin, &img) {
+                    if let Some(f) = cache_file(m, arch) {
+                        // A cache that cannot be written costs the next process a compile.
+                        let _ = cache::write(&f, bytes);
+                    }
+                }
+                good.push((m, arch.to_string(), Arc::new(img)));
+                return Ok(module);
+            }
+            Err(e) if e.out_of_memory() => return Err(dev("loading the kernels")(e)),
+            Err(e) => why.push(format!("{origin:?} image: {e:?}")),
+        }
+    }
+    if why.is_empty() {
+        why.push("the build made none for it and NVRTC was not found".into());
+    }
+    Err(Error::device(format!(
+        "cuda: no kernels of {} for this GPU ({arch}): {}",
+        m.file_name(),
+        why.join("; ")
+    )))
+}
+
+/// Declares the kernels, by source: the `Kernel` names, [`KERNELS`] (name, source), and one
+/// method of [`Kernels`] per kernel, named as the function, that loads its module at the first
+/// call.
+macro_rules! registry {
+    ($($source:literal => [$($(#[$cfg:meta])* $name:ident),* $(,)?])*) => {
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy)]
+        enum Kernel { $($($(#[$cfg])* $name,)*)* }
+
+        /// Every kernel function's name and source, in `Kernel` order.
+        const KERNELS: &[(&str, &str)] = &[$($($(#[$cfg])* (stringify!($name), $source),)*)*];
 
         impl Kernels {
-            /// Loads the module into `ctx` and finds every kernel.
-            pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
-                let module = ctx.load_module(ptx()?).map_err(dev("loading the kernels"))?;
-                let f = |name: &str| module.load_function(name).map_err(dev("finding a kernel"));
-                let k = Kernels {
-                    $($(#[$cfg])* $name: f(stringify!($name))?,)*
-                    f32: ElemKernels::find(&module)?,
-                    other: [OnceLock::new(), OnceLock::new(), OnceLock::new()],
-                    ctx: ctx.clone(),
-                    module,
-                };
-                k.opt_in()?;
-                Ok(k)
-            }
+            $($(
+                $(#[$cfg])*
+                pub fn $name(&self) -> Result<&CudaFunction> {
+                    self.function(Kernel::$name)
+                }
+            )*)*
         }
-
-        /// Every kernel function's name.
-        #[cfg(test)]
-        pub(crate) const NAMES: &[&str] = &[$($(#[$cfg])* stringify!($name)),*];
     };
 }
 
 registry! {
-    select_block, fill_lists, seed_lists, list_prefix, select_cols, select_radix,
-    #[cfg(feature = "bench-variants")] select_heap,
-    #[cfg(feature = "bench-variants")] select_quick,
-    fused_filter_fp32, fused_filter_tf32, tile_filter, merge_survivors, merge_survivors_warp,
-    pair_filter_tf32, pair_filter_f16, pair_filter_f16_scaled, pair_filter_f16_split,
-    pair_filter_bf16, pair_filter_s8,
-    pair_filter_tf32_rows, pair_filter_f16_rows, pair_filter_f16_scaled_rows,
-    pair_filter_f16_split_rows, pair_filter_bf16_rows, pair_filter_s8_rows,
-    gather_rows, block_spheres, pair_blocks,
-    vector_tile, transpose, scaled_half_rows, unscale_tile,
-    range_count, range_fill,
-    lc_search, sss_search, lc_sort_rows,
-    lc_build_scan, lc_build_scan_lev, lc_build_collect, lc_build_gather,
-    lc_build_to_refs,
-    lev_range,
-    cover_pairs_lev,
-    cover_net_block_vec, cover_net_block_lev, cover_net_round_vec, cover_net_round_lev,
+    "select/block.cu" => [select_block, fill_lists, seed_lists, list_prefix]
+    "select/cols.cu" => [select_cols]
+    "select/radix.cu" => [select_radix]
+    "select/heap.cu" => [#[cfg(feature = "bench-variants")] select_heap]
+    "select/quick.cu" => [#[cfg(feature = "bench-variants")] select_quick]
+    "select/fused_filter.cu" => [fused_filter_fp32, fused_filter_tf32]
+    "select/survivors.cu" => [tile_filter, merge_survivors, merge_survivors_warp]
+    "select/pair_filter.cu" => [
+        pair_filter_tf32, pair_filter_f16, pair_filter_f16_scaled, pair_filter_f16_split,
+        pair_filter_bf16, pair_filter_s8,
+        pair_filter_tf32_rows, pair_filter_f16_rows, pair_filter_f16_scaled_rows,
+        pair_filter_f16_split_rows, pair_filter_bf16_rows, pair_filter_s8_rows,
+    ]
+    "select/locality.cu" => [gather_rows, block_spheres, pair_blocks]
+    "distance/vector_tile.cu" => [vector_tile]
+    "distance/transpose.cu" => [transpose]
+    "distance/scaled_half.cu" => [scaled_half_rows, unscale_tile]
+    "finish/range.cu" => [range_count, range_fill]
+    "index/lc_search.cu" => [lc_search, lc_sort_rows]
+    "index/sss_search.cu" => [sss_search]
+    "index/lc_build.cu" => [
+        lc_build_scan, lc_build_scan_lev, lc_build_collect, lc_build_gather, lc_build_to_refs,
+    ]
+    "strings/levenshtein.cu" => [lev_range]
+    "index/cover_pairs.cu" => [cover_pairs_lev]
+    "index/cover_net.cu" => [
+        cover_net_block_vec, cover_net_block_lev, cover_net_round_vec, cover_net_round_lev,
+    ]
+}
+
+/// Every kernel the engine launches, loaded into one context at its first use.
+pub(crate) struct Kernels {
+    ctx: Arc<CudaContext>,
+    /// The GPU's architecture, `sm_90`.
+    arch: String,
+    /// By index in [`MODULES`].
+    modules: Vec<OnceLock<Arc<CudaModule>>>,
+    /// By `Kernel`.
+    functions: Vec<OnceLock<CudaFunction>>,
+    /// The element kernels, by index in [`ELEMS`].
+    elem: Vec<OnceLock<ElemKernels>>,
 }
 
 impl Kernels {
-    /// Lets the kernels that need more than the 48 KiB of shared memory a launch gets by
-    /// default have it (the fused tile pair's slabs, ops/pair.rs).
-    fn opt_in(&self) -> Result<()> {
-        for f in [
-            &self.pair_filter_tf32,
-            &self.pair_filter_f16,
-            &self.pair_filter_f16_scaled,
-            &self.pair_filter_f16_split,
-            &self.pair_filter_bf16,
-            &self.pair_filter_s8,
-            &self.pair_filter_tf32_rows,
-            &self.pair_filter_f16_rows,
-            &self.pair_filter_f16_scaled_rows,
-            &self.pair_filter_f16_split_rows,
-            &self.pair_filter_bf16_rows,
-            &self.pair_filter_s8_rows,
-        ] {
+    /// The registry of `ctx`'s GPU; an error where no kernels can be had for it.
+    pub fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(dev("querying the GPU's architecture"))?;
+        let arch = format!("sm_{major}{minor}");
+        let l = loaded::loaded();
+        if !obtainable(&arch, l.driver_version(), l.nvrtc().is_some()) {
+            return Err(Error::device(format!(
+                "cuda: no kernels for this GPU ({arch}): this build has kernels for [{}], and \
+                 NVRTC was not found to compile them",
+                aot::TARGETS.join(", ")
+            )));
+        }
+        Ok(Kernels {
+            ctx: ctx.clone(),
+            arch,
+            modules: MODULES.iter().map(|_| OnceLock::new()).collect(),
+            functions: KERNELS.iter().map(|_| OnceLock::new()).collect(),
+            elem: ELEMS.iter().map(|_| OnceLock::new()).collect(),
+        })
+    }
+
+    /// Module `m`, loaded at the first call (calls on one device are serialised by its
+    /// engines' GPU lock; a race would only load the module twice).
+    fn module(&self, m: Module) -> Result<&Arc<CudaModule>> {
+        let i = MODULES
+            .iter()
+            .position(|x| *x == m)
+            .expect("a module of this build");
+        if let Some(module) = self.modules[i].get() {
+            return Ok(module);
+        }
+        let module = load_module(&self.ctx, m, &self.arch)?;
+        let _ = self.modules[i].set(module);
+        Ok(self.modules[i].get().expect("set above"))
+    }
+
+    fn function(&self, k: Kernel) -> Result<&CudaFunction> {
+        let slot = &self.functions[k as usize];
+        if let Some(f) = slot.get() {
+            return Ok(f);
+        }
+        let (name, source) = KERNELS[k as usize];
+        let f = self
+            .module(Module::Source(source))?
+            .load_function(name)
+            .map_err(dev("finding a kernel"))?;
+        if source == LARGE_SHARED {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 crate::ops::pair::SHARED_BYTES as i32,
             )
             .map_err(dev("giving a kernel its shared memory"))?;
         }
-        Ok(())
+        let _ = slot.set(f);
+        Ok(slot.get().expect("set above"))
+    }
+
+    /// The element kernels of rows stored as `storage`, loaded at the first call.
+    pub fn elem(&self, storage: Storage) -> Result<&ElemKernels> {
+        let i = ELEMS
+            .iter()
+            .position(|(_, code)| *code == storage.code())
+            .expect("every storage has an element module");
+        if let Some(k) = self.elem[i].get() {
+            return Ok(k);
+        }
+        let k = ElemKernels::find(self.module(Module::Elem(i))?)?;
+        let _ = self.elem[i].set(k);
+        Ok(self.elem[i].get().expect("set above"))
     }
 }
 
@@ -384,9 +392,6 @@ pub(crate) struct ElemKernels {
     pub exact_keys: CudaFunction,
     pub exact_keys_staged: CudaFunction,
     pub rerank: CudaFunction,
-    /// The module they come from (the main one for f32).
-    #[allow(dead_code)]
-    module: Arc<CudaModule>,
 }
 
 /// The element kernels' names.
@@ -401,56 +406,44 @@ impl ElemKernels {
             exact_keys: f("exact_keys")?,
             exact_keys_staged: f("exact_keys_staged")?,
             rerank: f("rerank")?,
-            module: module.clone(),
         })
-    }
-}
-
-impl Kernels {
-    /// The element kernels of rows stored as `storage` (compiled and loaded at the first call
-    /// for a type other than f32; calls on one device are serialised by its engines' GPU lock, and a
-    /// race would only load the module twice).
-    pub fn elem(&self, storage: Storage) -> Result<&ElemKernels> {
-        let slot = match storage {
-            Storage::F32 => return Ok(&self.f32),
-            Storage::F16 => &self.other[0],
-            Storage::Bf16 => &self.other[1],
-            Storage::U8 => &self.other[2],
-        };
-        if let Some(k) = slot.get() {
-            return Ok(k);
-        }
-        let module = self
-            .ctx
-            .load_module(elem_ptx(storage)?)
-            .map_err(dev("loading the element kernels"))?;
-        let _ = slot.set(ElemKernels::find(&module)?);
-        Ok(slot.get().expect("set above"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::abi;
+    use crate::runtime::modules::{ABI_HEADER, SOURCES};
+
+    /// The kernel functions of module `m`.
+    fn kernels_of(m: Module) -> Vec<&'static str> {
+        match m {
+            Module::Source(s) => KERNELS
+                .iter()
+                .filter(|(_, src)| *src == s)
+                .map(|(n, _)| *n)
+                .collect(),
+            Module::Elem(_) => ELEM_NAMES.to_vec(),
+        }
+    }
 
     /// Every `#include "…"` of a source names a registered file or the ABI header.
     #[test]
     fn includes_resolve() {
         for (file, text) in SOURCES {
-            for line in text
-                .lines()
-                .filter(|l| l.trim_start().starts_with("#include"))
-            {
-                let name = line.split('"').nth(1).unwrap_or("");
+            for name in modules::includes(text) {
                 assert!(
                     name == ABI_HEADER || SOURCES.iter().any(|(n, _)| *n == name),
-                    "{file}: {line} names no registered source"
+                    "{file}: #include \"{name}\" names no registered source"
                 );
             }
         }
     }
 
-    /// Every kernel file on disk is registered, and every registered kernel is defined.
+    /// Every kernel file on disk is registered, every registered kernel is defined in the source
+    /// the registry names for it, and every kernel source is a module of its own or an element
+    /// source.
     #[test]
     fn registry_is_complete() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels");
@@ -466,17 +459,149 @@ mod tests {
         for f in &on_disk {
             assert!(SOURCES.iter().any(|(n, _)| n == f), "{f} is not registered");
         }
-        let all: String = SOURCES.iter().map(|(_, t)| *t).collect();
-        for name in NAMES.iter().chain(ELEM_NAMES) {
-            // Defined as a function, or by a macro given the name first (pair_filter.cu's
-            // entry points, one per MMA kind).
+        // Defined as a function, or by a macro given the name first (pair_filter.cu's entry
+        // points, one per MMA kind).
+        let defines = |text: &str, name: &str| {
+            text.contains(&format!("void {name}("))
+                || text.contains(&format!("{name}(const"))
+                || text.contains(&format!("\n    {name}("))
+                || text.contains(&format!("\nPAIR_FILTER({name}, "))
+        };
+        for (name, source) in KERNELS {
             assert!(
-                all.contains(&format!("void {name}("))
-                    || all.contains(&format!("{name}(const"))
-                    || all.contains(&format!("\n    {name}("))
-                    || all.contains(&format!("\nPAIR_FILTER({name}, ")),
-                "kernel {name} is not defined in any source"
+                defines(modules::source(source), name),
+                "kernel {name} is not defined in {source}"
             );
+            assert!(MODULES.contains(&Module::Source(source)), "{source}");
+        }
+        let elem: String = modules::ELEM_SOURCES
+            .iter()
+            .map(|s| modules::source(s))
+            .collect();
+        for name in ELEM_NAMES {
+            assert!(defines(&elem, name), "element kernel {name} is not defined");
+        }
+        for (name, _) in SOURCES.iter().filter(|(n, _)| n.ends_with(".cu")) {
+            let bench = modules::BENCH_ONLY.contains(name) && !cfg!(feature = "bench-variants");
+            let held =
+                modules::ELEM_SOURCES.contains(name) || MODULES.contains(&Module::Source(name));
+            assert!(held || bench, "{name} is in no module");
+        }
+    }
+
+    /// The element modules' codes are the storage types' (`Storage::code`).
+    #[test]
+    fn every_storage_has_its_element_module() {
+        for s in [Storage::F32, Storage::F16, Storage::Bf16, Storage::U8] {
+            assert_eq!(ELEMS.iter().filter(|(_, c)| *c == s.code()).count(), 1);
+        }
+    }
+
+    /// A module's key names everything its image depends on, and its headers are what it
+    /// includes.
+    #[test]
+    fn keys_tell_targets_compilers_and_storage_apart() {
+        let block = Module::Source("select/block.cu");
+        let k = block.key("sm_90", (12, 9));
+        assert_eq!(k.len(), 32);
+        assert_eq!(k, block.key("sm_90", (12, 9)));
+        assert_ne!(k, block.key("sm_80", (12, 9)));
+        assert_ne!(k, block.key("sm_90", (13, 0)));
+        assert_ne!(
+            Module::Elem(0).key("sm_90", (12, 9)),
+            Module::Elem(1).key("sm_90", (12, 9))
+        );
+        let names: Vec<&str> = block.headers().iter().map(|(n, _)| *n).collect();
+        assert!(names.contains(&"select/block.cu") && names.last() == Some(&ABI_HEADER));
+        assert!(!names.contains(&"strings/levenshtein.cu"), "{names:?}");
+        assert_eq!(
+            Module::Elem(2).root().lines().count(),
+            modules::ELEM_SOURCES.len()
+        );
+        assert!(Module::Elem(2)
+            .options("sm_80")
+            .contains(&"-DVOISIN_ELEM=2".to_string()));
+    }
+
+    /// Where kernels come from for a GPU: the build's cubins for its architecture (if its
+    /// NVRTC is not newer than the driver), its PTX for newer GPUs, or NVRTC.
+    #[test]
+    fn kernels_are_obtainable_from_the_build_or_nvrtc() {
+        assert!(obtainable("sm_75", Some(13000), true));
+        assert_eq!(arch_number("sm_100"), Some(100));
+        assert_eq!(arch_number("compute_90"), Some(90));
+        let Some((major, _)) = aot::NVRTC else {
+            assert!(!obtainable("sm_90", Some(13000), false));
+            return;
+        };
+        let driver = Some(major * 1000);
+        for t in aot::TARGETS.iter().filter(|t| modules::is_cubin(t)) {
+            assert!(obtainable(t, driver, false), "{t}");
+            assert!(!obtainable(t, Some((major - 1) * 1000), false), "{t}");
+        }
+        let ptx = aot::TARGETS.iter().any(|t| !modules::is_cubin(t));
+        assert_eq!(obtainable("sm_120", driver, false), ptx);
+        assert!(!obtainable("sm_50", driver, false));
+    }
+
+    /// The images the build compiled (when it found NVRTC) cover every module and target, and
+    /// inflate to cubins (ELF) holding every kernel's name, or PTX with every entry.
+    #[test]
+    fn built_images_hold_every_kernel() {
+        if aot::TARGETS.is_empty() {
+            eprintln!("this build compiled no kernels ahead of time: check skipped");
+            return;
+        }
+        for &target in aot::TARGETS {
+            for &m in MODULES.iter() {
+                let img = built(m, target)
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .unwrap_or_else(|| panic!("no image of {} for {target}", m.file_name()));
+                let names = kernels_of(m);
+                let holds = |name: &str| match &img {
+                    Image::Cubin(b) => {
+                        b.starts_with(b"\x7fELF")
+                            && b.windows(name.len() + 1)
+                                .any(|w| &w[..name.len()] == name.as_bytes() && w[name.len()] == 0)
+                    }
+                    Image::Ptx(t) => t.contains(&format!(".entry {name}(")),
+                };
+                for name in names {
+                    assert!(
+                        holds(name),
+                        "{name} missing from {} for {target}",
+                        m.file_name()
+                    );
+                }
+            }
+        }
+    }
+
+    /// With NVRTC found (no GPU needed), every module compiles, as a process compiles it where
+    /// the build made no image for its GPU, and every kernel is in the PTX. Skipped where NVRTC
+    /// cannot be found.
+    #[test]
+    fn compiles_with_nvrtc_when_present() {
+        let Some(nv) = loaded::loaded().nvrtc() else {
+            eprintln!("NVRTC not found: compile check skipped");
+            return;
+        };
+        for &m in MODULES.iter() {
+            let headers = m.headers();
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, t)| (*n, t.as_str())).collect();
+            let ptx = nv
+                .compile(&m.root(), &headers, &m.options("compute_90"), false)
+                .unwrap_or_else(|e| panic!("{}: {e}", m.file_name()));
+            let text = String::from_utf8(ptx).unwrap();
+            let names = kernels_of(m);
+            for name in names {
+                assert!(
+                    text.contains(&format!(".entry {name}(")),
+                    "{name} missing from the PTX of {}",
+                    m.file_name()
+                );
+            }
         }
     }
 
@@ -495,37 +620,6 @@ mod tests {
                     !squeezed.contains("](auto") && !squeezed.contains("](constauto"),
                     "{path}:{}: a generic lambda, which the device's NVRTC refuses: {line}",
                     i + 1
-                );
-            }
-        }
-    }
-
-    /// With NVRTC on the library path (no GPU needed), the registry compiles and every kernel is
-    /// in the PTX. Skipped where NVRTC cannot be loaded.
-    #[test]
-    fn compiles_with_nvrtc_when_present() {
-        // SAFETY: only tries to dlopen the library.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            eprintln!("NVRTC not found: compile check skipped");
-            return;
-        }
-        let ptx = ptx().unwrap_or_else(|e| panic!("{e}"));
-        let text = ptx.to_src();
-        for name in NAMES.iter().chain(ELEM_NAMES) {
-            assert!(
-                text.contains(&format!(".entry {name}(")),
-                "{name} missing from the PTX"
-            );
-        }
-        // The element kernels compile for each other storage type too.
-        for storage in [Storage::F16, Storage::Bf16, Storage::U8] {
-            let text = elem_ptx(storage)
-                .unwrap_or_else(|e| panic!("{storage:?}: {e}"))
-                .to_src();
-            for name in ELEM_NAMES {
-                assert!(
-                    text.contains(&format!(".entry {name}(")),
-                    "{name} missing from the {storage:?} PTX"
                 );
             }
         }

@@ -1,12 +1,22 @@
-//! The device as a resource, below any algorithm: loading CUDA, the context, streams and cuBLAS
-//! handle (`context`), pinned staging of uploads (`staging`), the kernel registry and its
-//! NVRTC compilation (`kernels`), the one host↔kernel table of codes and sizes (`abi`), and the
-//! probe that phase timings go to (`probe`).
+//! The device as a resource, below any algorithm: finding and loading the CUDA libraries
+//! (`libs`: where they are searched; `loaded`: what this process opened, the report
+//! [`cuda_info`] and the driver-version shims), the context, streams and cuBLAS handle
+//! (`context`), pinned staging of uploads (`staging`), the kernel registry (`kernels`) with its
+//! modules (`modules`), their compilation by NVRTC (`nvrtc`) and disk cache (`cache`), the one
+//! host↔kernel table of codes and sizes (`abi`), and the probe that phase timings go to
+//! (`probe`).
 //!
 //! Knows nothing about metrics, plans or selection policy; every other layer reads it.
 
 pub(crate) mod abi;
+pub(crate) mod cache;
 pub(crate) mod context;
 pub(crate) mod kernels;
+pub(crate) mod libs;
+pub(crate) mod loaded;
+pub(crate) mod modules;
+pub(crate) mod nvrtc;
 pub mod probe;
 pub(crate) mod staging;
+
+pub use loaded::{cuda_info, set_python_path, CudaInfo, DeviceInfo, LibraryInfo};

@@ -1,6 +1,6 @@
 //! Page-locked staging for copies to the device: two pinned host buffers used in turn, so the
 //! host fills one (in parallel) while the other is in flight. Pageable copies ran at ~1 GB/s
-//! on the H100 machine (500 ms for a 1M×128 base); pinned DMA runs at PCIe speed.
+//! (500 ms for a 1M×128 base); pinned DMA runs at PCIe speed (docs/design/streaming.md).
 //!
 //! The one implementation behind `Gpu::upload_into` (and the downloads of `Gpu::download`) and
 //! the shard loader of `search::stream`. Owns the buffers and the event that guards each one;

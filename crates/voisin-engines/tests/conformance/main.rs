@@ -10,7 +10,8 @@
 //! queries, one item); every metric on every kind of data and every operation, where an
 //! engine that does not [`voisin::Engine::supports`] a request must refuse it as invalid input;
 //! checkpointed graphs stopped and resumed, on the engine itself and across it and the CPU;
-//! prepared bases searched batch after batch; cancellation.
+//! prepared bases searched batch after batch; cancellation; every item tied at the k-th
+//! distance (`voisin::ties`) through the engine, a prepared base and a checkpointed graph.
 //!
 //! Engines: the CPU engine (1 thread with a 64 KiB budget, and 3 threads) and the factory's
 //! auto engine run in CI. The CUDA engine on GPU 0, two engines sharing GPU 0 (`MultiGpu`) and
@@ -24,6 +25,7 @@ mod data;
 mod graph;
 mod seam;
 mod search;
+mod ties;
 
 use std::sync::Arc;
 
@@ -158,6 +160,12 @@ macro_rules! suite {
             #[test]
             fn prepared_bases_of_several_tiles() {
                 crate::seam::prepared_tiles(&$subjects());
+            }
+
+            $(#[$attr])*
+            #[test]
+            fn ties_on_request() {
+                crate::ties::tie_heavy(&$subjects());
             }
 
             $(#[$attr])*

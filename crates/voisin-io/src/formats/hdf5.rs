@@ -11,14 +11,14 @@
 
 use std::sync::Arc;
 
-use hdf5_pure::{DType, FormatError, Layout};
+use hdf5_pure::{AttrValue, DType, FormatError, Layout};
 use voisin::data::{Buffer, VectorData};
 use voisin::Dataset;
 
 use super::hdf5_links::{self, Resolved};
 use super::{exact, vectors};
 use crate::error::{bail, Parsed, Problem};
-use crate::Role;
+use crate::{Declared, Role};
 use voisin::data::ExactInF64;
 
 /// A compressed dataset may legitimately expand beyond the file size, but not by more than
@@ -65,7 +65,7 @@ impl Role {
 }
 
 fn lib_err(e: hdf5_pure::Error) -> Problem {
-    Problem(format!("not a readable HDF5 file: {e}"))
+    Problem::from(format!("not a readable HDF5 file: {e}"))
 }
 
 /// Reads the dataset for `role` from an HDF5 file held in `bytes`.
@@ -146,7 +146,7 @@ fn parse_unguarded(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>, role: Role) -> Par
              u8, i8, i16, i32, i64, u16, u32, u64)"
         ),
     };
-    vectors(n, d, data).map_err(|p| Problem(format!("dataset '{name}': {}", p.0)))
+    vectors(n, d, data).map_err(|p| p.within(&format!("dataset '{name}'")))
 }
 
 /// How the dataset under the root name `name` is reached: by a path of hard links (itself, or
@@ -249,20 +249,38 @@ fn converted<T: ExactInF64>(
     exact(&read.map_err(lib_err)?, d)
 }
 
-/// The root attribute `distance` of an ann-benchmarks file, mapped to a voisin metric name.
-pub(crate) fn distance_attribute(
-    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
-) -> Parsed<Option<String>> {
-    let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
-    let attrs = file.root().attrs().map_err(lib_err)?;
-    let Some(value) = attrs.get("distance") else {
-        return Ok(None);
-    };
-    let Some(name) = value.as_str() else {
-        bail!("the file's 'distance' attribute is not a string");
-    };
-    Ok(Some(match name {
-        "angular" => "cosine".to_string(),
-        other => other.to_string(),
-    }))
+/// The root attribute `distance` of an ann-benchmarks file: a voisin metric name (`angular` is
+/// `cosine`), nothing, or a value that names no metric, described.
+pub(crate) fn distance_attribute(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>) -> Parsed<Declared> {
+    super::guarded("HDF5", "hdf5-pure", || {
+        let file = hdf5_pure::File::from_source(Shared(bytes)).map_err(lib_err)?;
+        let attrs = file.root().attrs().map_err(lib_err)?;
+        let Some(value) = attrs.get("distance") else {
+            return Ok(Declared::Nothing);
+        };
+        Ok(match value.as_str() {
+            Some("angular") => Declared::Name("cosine".to_string()),
+            Some(name) => Declared::Name(name.to_string()),
+            None => Declared::Unusable(describe(value)),
+        })
+    })
+}
+
+/// What a value that is not one string is, for messages.
+fn describe(value: &AttrValue) -> String {
+    use AttrValue as V;
+    match value {
+        V::I8(x) => format!("an integer ({x})"),
+        V::I16(x) => format!("an integer ({x})"),
+        V::I32(x) => format!("an integer ({x})"),
+        V::I64(x) => format!("an integer ({x})"),
+        V::U8(x) => format!("an integer ({x})"),
+        V::U16(x) => format!("an integer ({x})"),
+        V::U32(x) => format!("an integer ({x})"),
+        V::U64(x) => format!("an integer ({x})"),
+        V::F32(x) => format!("a number ({x})"),
+        V::F64(x) => format!("a number ({x})"),
+        _ if value.as_strings().is_some() => "a list of strings".to_string(),
+        _ => "not a string".to_string(),
+    }
 }

@@ -21,30 +21,111 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use half::f16;
 use memmap2::Mmap;
-use voisin::data::{Buffer, ExactInF64, VectorData, VectorSet, MAX_ITEMS};
+use voisin::data::{Buffer, ExactInF64, SharedSlice, VectorData, VectorSet, MAX_ITEMS};
 use voisin::Dataset;
 
 use crate::error::{bail, Parsed, Problem};
 
-/// The bytes of one input, plus the map they live in when the file was memory-mapped, so that
-/// a parser can hand out windows into it instead of copies.
+/// The bytes of one input, plus what they live in when values may be borrowed from it in place
+/// (a memory map, or a member inflated into memory of this crate) and where in it they start,
+/// so that a parser can hand out windows instead of copies.
 #[derive(Clone, Copy)]
 pub(crate) struct Source<'a> {
     pub bytes: &'a [u8],
-    pub map: Option<&'a Arc<Mmap>>,
+    backing: Option<(Backing<'a>, usize)>,
+}
+
+#[derive(Clone, Copy)]
+enum Backing<'a> {
+    Map(&'a Arc<Mmap>),
+    Inflated(&'a Arc<Inflated>),
 }
 
 impl<'a> Source<'a> {
     pub fn unmapped(bytes: &'a [u8]) -> Self {
-        Source { bytes, map: None }
+        Source {
+            bytes,
+            backing: None,
+        }
     }
 
     pub fn mapped(map: &'a Arc<Mmap>) -> Self {
         Source {
             bytes: map.as_ref(),
-            map: Some(map),
+            backing: Some((Backing::Map(map), 0)),
         }
     }
+
+    pub fn inflated(owner: &'a Arc<Inflated>) -> Self {
+        Source {
+            bytes: owner.bytes(),
+            backing: Some((Backing::Inflated(owner), 0)),
+        }
+    }
+
+    /// The bytes `range` of this source, still borrowable in place.
+    pub fn window(self, range: std::ops::Range<usize>) -> Self {
+        Source {
+            backing: self.backing.map(|(b, at)| (b, at + range.start)),
+            bytes: &self.bytes[range],
+        }
+    }
+}
+
+/// Bytes this crate inflated (an `.npz` member), held 8-byte aligned so that values of every
+/// type can be read in place.
+pub(crate) struct Inflated {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Inflated {
+    /// `len` zero bytes, or `None` when the memory cannot be had.
+    pub fn zeroed(len: usize) -> Option<Self> {
+        let mut words = Vec::new();
+        words.try_reserve_exact(len.div_ceil(8)).ok()?;
+        words.resize(len.div_ceil(8), 0);
+        Some(Inflated { words, len })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len]
+    }
+
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
+    }
+}
+
+/// `len` values at byte `offset` of inflated bytes, read in place.
+struct InflatedWindow<T> {
+    owner: Arc<Inflated>,
+    offset: usize,
+    len: usize,
+    _values: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Pod> SharedSlice<T> for InflatedWindow<T> {
+    fn as_slice(&self) -> &[T] {
+        let size = std::mem::size_of::<T>();
+        bytemuck::cast_slice(&self.owner.bytes()[self.offset..self.offset + self.len * size])
+    }
+}
+
+/// A window of `len` values of `T` at byte `offset` of `owner`, when it fits and is aligned.
+fn inflated_window<T: Pod>(owner: &Arc<Inflated>, offset: usize, len: usize) -> Option<Buffer<T>> {
+    let end = len
+        .checked_mul(std::mem::size_of::<T>())
+        .and_then(|b| offset.checked_add(b))?;
+    let aligned = offset.is_multiple_of(std::mem::align_of::<T>());
+    (end <= owner.len && aligned).then(|| {
+        Buffer::Shared(Arc::new(InflatedWindow::<T> {
+            owner: Arc::clone(owner),
+            offset,
+            len,
+            _values: std::marker::PhantomData,
+        }))
+    })
 }
 
 /// Plain values that appear in files, in either byte order.
@@ -107,10 +188,13 @@ pub(crate) fn values<T: Elem>(
         .and_then(|end| src.bytes.get(offset..end))
         .ok_or_else(|| Problem::from("data runs past the end of the file"))?;
     let host_order = big_endian == cfg!(target_endian = "big") || size == 1;
-    if let (Some(map), true) = (src.map, host_order) {
-        if let Some(buf) = Buffer::mapped(Arc::clone(map), offset, len) {
-            return Ok(buf);
-        }
+    let window = match src.backing.filter(|_| host_order) {
+        Some((Backing::Map(map), at)) => Buffer::mapped(Arc::clone(map), at + offset, len),
+        Some((Backing::Inflated(owner), at)) => inflated_window(owner, at + offset, len),
+        None => None,
+    };
+    if let Some(buf) = window {
+        return Ok(buf);
     }
     Ok(Buffer::Owned(decode_all(bytes, big_endian)))
 }
@@ -157,7 +241,7 @@ pub(crate) fn check_shape(
 /// is exactly an f32 number, f64 otherwise (answered exactly on its own values); a 64-bit
 /// integer f64 would round is refused, naming its row and column.
 pub(crate) fn exact<T: ExactInF64>(values: &[T], dim: usize) -> Parsed<VectorData> {
-    VectorData::from_exact(values, dim).map_err(|e| Problem(e.to_string()))
+    VectorData::from_exact(values, dim).map_err(|e| Problem::from(e.to_string()))
 }
 
 /// Column-major `n × d` values (Fortran order) rearranged row-major.
@@ -173,7 +257,7 @@ pub(crate) fn transpose<T: Copy>(col_major: &[T], n: usize, d: usize) -> Vec<T> 
 pub(crate) fn vectors(n: usize, d: usize, data: VectorData) -> Parsed<Dataset> {
     VectorSet::new(n, d, data)
         .map(Dataset::Vectors)
-        .map_err(|e| Problem(e.to_string()))
+        .map_err(|e| Problem::from(e.to_string()))
 }
 
 /// Reads a little-endian u32 or i32 at `at`; callers have checked the length.

@@ -179,7 +179,7 @@ impl LitParser<'_> {
                 .checked_mul(10)
                 .and_then(|v| v.checked_add(u64::from(c - b'0')))
                 .ok_or_else(|| {
-                    Problem(format!(
+                    Problem::from(format!(
                         "header holds a number too large for 64 bits at byte {start}"
                     ))
                 })?;
@@ -332,7 +332,7 @@ fn header(bytes: &[u8]) -> Parsed<Header> {
             .iter()
             .find(|(k, _)| matches!(k, Lit::Str(s) if s == key))
             .map(|(_, v)| v)
-            .ok_or_else(|| Problem(format!("malformed header: no '{key}' entry")))
+            .ok_or_else(|| Problem::from(format!("malformed header: no '{key}' entry")))
     };
     let (dtype, big_endian) = match get("descr")? {
         Lit::Str(s) => parse_descr(s)?,

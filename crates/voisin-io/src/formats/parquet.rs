@@ -19,7 +19,7 @@ use super::{exact, vectors};
 use crate::error::{bail, Parsed, Problem};
 
 fn lib_err(e: parquet::errors::ParquetError) -> Problem {
-    Problem(format!("not a readable Parquet file ({e})"))
+    Problem::from(format!("not a readable Parquet file ({e})"))
 }
 
 pub(crate) fn parse(bytes: &[u8], column: Option<&str>) -> Parsed<Dataset> {
@@ -94,7 +94,7 @@ fn parse_unguarded(bytes: &[u8], column: Option<&str>) -> Parsed<Dataset> {
             if !wanted.contains(&name.as_str()) {
                 continue;
             }
-            let bad = |why: String| Problem(format!("row {r}, column '{name}': {why}"));
+            let bad = |why: String| Problem::from(format!("row {r}, column '{name}': {why}"));
             match (field, listed) {
                 (Field::ListInternal(list), true) => {
                     for (j, f) in list.elements().iter().enumerate() {

@@ -23,14 +23,14 @@ pub(crate) fn parse(bytes: &[u8]) -> Parsed<Dataset> {
     for (i, line) in body.split(|&b| b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let text = std::str::from_utf8(line).map_err(|e| {
-            Problem(format!(
+            Problem::from(format!(
                 "line {} is not valid UTF-8 (bad byte at column {})",
                 i + 1,
                 e.valid_up_to() + 1
             ))
         })?;
         set.push(text)
-            .map_err(|e| Problem(format!("line {}: {e}", i + 1)))?;
+            .map_err(|e| Problem::from(format!("line {}: {e}", i + 1)))?;
     }
     Ok(Dataset::Strings(set))
 }

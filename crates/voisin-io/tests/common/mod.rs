@@ -37,7 +37,14 @@ pub fn read(path: &Path) -> Result<Dataset, IoError> {
 }
 
 pub fn read_with(path: &Path, role: Role, mmap: bool) -> Result<Dataset, IoError> {
-    read_dataset(path, &ReadOptions { role, mmap })
+    read_dataset(
+        path,
+        &ReadOptions {
+            role,
+            mmap,
+            ..ReadOptions::default()
+        },
+    )
 }
 
 /// (n, d, all values as f32).

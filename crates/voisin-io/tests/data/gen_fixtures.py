@@ -98,3 +98,9 @@ pq.write_table(pa.table({"emb": pa.FixedSizeListArray.from_arrays(
 pq.write_table(pa.table({"id": pa.array(range(5)), "vec": pa.array(list(v)),
                          "other": pa.array([list(r) for r in v])}), "two_lists.parquet")
 pq.write_table(pa.table({f"c{j}": pa.array(v[:, j]) for j in range(3)}), "columns.parquet")
+
+# An ann-benchmarks layout whose `distance` attribute is an integer, not a metric name.
+with h5py.File("int_distance.hdf5", "w") as f:
+    f.attrs["distance"] = 3
+    f.create_dataset("train", data=values(20, 5).astype(np.float32))
+    f.create_dataset("test", data=values(3, 5).astype(np.float32))

@@ -4,12 +4,15 @@ Functions :func:`knn`, :func:`knn_graph` and :func:`range_search` take NumPy arr
 of strings for ``levenshtein``) and return NumPy arrays or ``scipy.sparse`` matrices; the
 estimators :class:`NearestNeighbors`, :class:`KNeighborsTransformer` and
 :class:`RadiusNeighborsTransformer` follow scikit-learn's contracts, so graphs drop into
-scikit-learn, UMAP and scanpy pipelines. Every answer is exact, ties broken by the smaller
-index, identical on every device.
+scikit-learn, UMAP and scanpy pipelines. :class:`Index` is a metric index (List of Clusters,
+SSS, cover tree, k-d tree) built once, searched many times, and kept in voisin's index files;
+the estimators take one through ``algorithm``. Every answer is exact, ties broken by the
+smaller index, identical on every device.
 """
 
-from ._voisin import __version__
+from ._voisin import __version__, cuda_info
 from ._functions import cuda_available, knn, knn_graph, range_search
+from ._index import Index
 try:  # the estimators need scikit-learn (and scipy); the functions only NumPy
     from ._estimators import KNeighborsTransformer, NearestNeighbors, RadiusNeighborsTransformer
 except ImportError as _missing:  # pragma: no cover - scikit-learn is a dependency
@@ -25,6 +28,8 @@ __all__ = [
     "knn_graph",
     "range_search",
     "cuda_available",
+    "Index",
+    "cuda_info",
     "NearestNeighbors",
     "KNeighborsTransformer",
     "RadiusNeighborsTransformer",

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _voisin
-from ._inputs import items
+from ._inputs import counting, framework, items
+from ._ties import all_ties, masked
 
 MetricLike = Union[str, Callable[[Any, Any], float]]
 ProgressLike = Union[bool, Callable[[int, int], None], None]
@@ -81,9 +83,29 @@ def index(
     """The native index over ``base`` (checked and converted). ``check=False`` (one-shot calls)
     scans the base for NaN and infinities beside the first request instead of before it."""
     spec = metric_spec(metric, p)
-    threads = None if n_jobs is None or n_jobs < 0 else int(n_jobs)
-    return _voisin.Index(items(base, "base", spec), spec, device, precision, threads, memory,
-                         check)
+    return _voisin.Index(items(base, "base", spec), spec, device, precision, threads(n_jobs),
+                         memory, check)
+
+
+_MAX_THREADS = 1024
+
+
+def threads(n_jobs: Any) -> Optional[int]:
+    """CPU threads for ``n_jobs`` as joblib and scikit-learn read it: ``None`` or ``-1`` every
+    core, ``-2`` every core but one, and so on; ``0`` means nothing."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)):
+        raise TypeError(f"n_jobs must be an integer or None, got {type(n_jobs).__name__}")
+    n_jobs = int(n_jobs)
+    if n_jobs == 0:
+        raise ValueError("n_jobs == 0 has no meaning: give 1 or more threads, -1 for every core, "
+                         "or None")
+    if n_jobs > _MAX_THREADS:
+        raise ValueError(f"n_jobs must be at most {_MAX_THREADS}, got {n_jobs}")
+    if n_jobs < 0:
+        return None if n_jobs == -1 else max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+    return n_jobs
 
 
 def knn(
@@ -98,7 +120,11 @@ def knn(
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
-) -> Tuple[np.ndarray, np.ndarray]:
+    distances: str = "f32",
+    output: str = "arrays",
+    stats: bool = False,
+    ties: str = "first",
+) -> Any:
     """Exact k nearest neighbours of each query among the base items.
 
     Parameters
@@ -128,13 +154,34 @@ def knn(
         Working memory budget in bytes (default 1 GiB; inputs and outputs not counted).
     progress : bool or callable, default=False
         ``True`` shows a tqdm bar; a callable receives ``(done, total)``.
+    distances : {"f32", "f64"}, default="f32"
+        ``f32``: float32 distances, each the exact distance rounded to float32 (the command
+        line's default); ``f64``: float64, the exact values themselves (``--distances f64``).
+    output : {"arrays", "csr", "torch", "cupy", "jax", "input"}, default="arrays"
+        NumPy arrays, an ``n_queries x n_base`` ``csr_matrix`` of distances (rows in their
+        order, explicit zeros kept), or the arrays of that framework (``input``: the framework
+        and device of ``base``); on a GPU when ``base`` was a tensor on that GPU.
+    stats : bool, default=False
+        Also return a dict of what the call measured: the engine's phase times, evaluations,
+        device and arithmetic, ``host_copy_bytes`` (input vectors copied on the host to read
+        them; 0 when read in place) and ``device_to_host_bytes`` (GPU tensors brought to the
+        host).
+    ties : {"first", "all"}, default="first"
+        ``first``: exactly k per query, ties at the k-th distance broken by the smaller index.
+        ``all``: every base item at the k-th distance as well (the command line's ``--ties
+        all``), so rows have their own lengths (at least k): for ``output="arrays"`` masked
+        arrays (``numpy.ma``) padded to the longest row, the padding masked (index -1,
+        distance inf, -inf for ``inner_product``), or a ``csr_matrix``.
 
     Returns
     -------
-    distances : ndarray of shape (n_queries, k), float64
+    distances : ndarray of shape (n_queries, k), float32 (float64 for ``distances="f64"``)
         Sorted ascending (descending dot products for ``inner_product``).
     indices : ndarray of shape (n_queries, k), int64
         Base indices; ties are broken by the smaller index.
+
+    With ``ties="all"`` the two are masked arrays of shape (n_queries, longest row); with
+    ``output="csr"`` one ``csr_matrix`` takes their place.
 
     Examples
     --------
@@ -143,13 +190,27 @@ def knn(
     >>> d, i = voisin.knn(base, np.array([[0.9, 0.1]], dtype=np.float32), k=2, device="cpu")
     >>> i.tolist()
     [[1, 0]]
+    >>> d, i = voisin.knn(base, np.array([[0, 1]], dtype=np.float32), k=1, ties="all",
+    ...                   device="cpu")
+    >>> i.tolist(), d.tolist()
+    ([[0, 2]], [[1.0, 1.0]])
     """
     _check_k(k)
-    idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory, check=False)
-    spec = metric_spec(metric, p)
+    _check_output(output, ("csr",) + _FRAMEWORKS)
+    every_tie = all_ties(ties, output)
+    exact = exact_distances(distances)
+    with counting() as moved:
+        idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
+                    memory=memory, check=False)
+        q = items(queries, "queries", metric_spec(metric, p))
+    csr = output == "csr"
     with _Progress(progress, "voisin knn") as cb:
-        return idx.knn(items(queries, "queries", spec), int(k), cb)
+        got = idx.knn(q, int(k), cb, exact, csr, every_tie)
+    if csr:
+        got = csr_matrix(got, len(idx))
+    elif every_tie:
+        got = masked(got, idx.metric)
+    return _deliver(got, output, base, stats and _stats(idx, moved))
 
 
 def knn_graph(
@@ -159,13 +220,17 @@ def knn_graph(
     metric: MetricLike = "euclidean",
     p: Optional[float] = None,
     include_self: bool = False,
+    pairs: bool = False,
     output: str = "arrays",
     device: str = "auto",
     precision: str = "auto",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
-) -> Union[Tuple[np.ndarray, np.ndarray], "scipy.sparse.csr_matrix"]:
+    distances: str = "f32",
+    stats: bool = False,
+    ties: str = "first",
+) -> Any:
     """The exact k-nearest-neighbour graph of a set: each item's k nearest other items.
 
     Parameters
@@ -175,18 +240,28 @@ def knn_graph(
     k : int
         Columns per row; capped at ``n - 1`` (``n`` with ``include_self``).
     include_self : bool, default=False
-        When true, column 0 of each row is the item itself at distance 0 and the other
-        ``k - 1`` columns its nearest other items: UMAP's ``precomputed_knn`` convention, where
-        ``n_neighbors`` counts the point itself.
-    output : {"arrays", "csr"}, default="arrays"
+        When true, each row holds the item itself and its ``k - 1`` nearest other items:
+        UMAP's ``precomputed_knn`` convention, where ``n_neighbors`` counts the point itself.
+        The item carries its own distance (0, or 1 for a zero vector under cosine and a
+        constant one under correlation, its dot product with itself under inner_product) and
+        sits where that distance puts it, first among equal ones: column 0 under every metric
+        but inner_product.
+    pairs : bool, default=False
+        Each unordered pair {i, j} of the graph (an edge in either direction) once, in row
+        ``min(i, j)``, sorted by distance then index: the command line's ``--pairs``. The
+        result is ragged: ``(offsets, indices, distances)`` for ``output="arrays"``, or an
+        upper-triangular ``csr_matrix``.
+    output : {"arrays", "csr", "torch", "cupy", "jax", "input"}, default="arrays"
         ``arrays`` gives ``(distances, indices)``; ``csr`` an ``n x n`` ``csr_matrix`` of
-        distances, rows sorted by distance (explicit zeros kept).
-    metric, p, device, precision, n_jobs, memory, progress
-        As for :func:`knn`.
+        distances, rows sorted by distance (explicit zeros kept); a framework, its arrays (as
+        for :func:`knn`).
+    metric, p, device, precision, n_jobs, memory, progress, distances, stats, ties
+        As for :func:`knn` (with ``ties="all"`` and ``include_self``, the item itself, then its
+        ``k - 1`` nearest others and every other item at the distance of the last of them).
 
     Returns
     -------
-    (distances, indices) : ndarrays of shape (n, k), float64 and int64
+    (distances, indices) : ndarrays of shape (n, k), float32 (or float64) and int64
         Or a ``scipy.sparse.csr_matrix`` for ``output="csr"``. Duplicates of an item are
         other items and are kept.
 
@@ -199,23 +274,35 @@ def knn_graph(
     [1, 0, 1]
     """
     _check_k(k)
-    if output not in ("arrays", "csr"):
-        raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
-    idx = index(X, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory, check=False)
+    _check_output(output, ("csr",) + _FRAMEWORKS)
+    every_tie = all_ties(ties, output)
+    exact = exact_distances(distances)
+    if include_self and pairs:
+        raise ValueError("include_self and pairs exclude each other: pairs never hold an item "
+                         "itself")
+    with counting() as moved:
+        idx = index(X, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
+                    memory=memory, check=False)
     others = int(k) - 1 if include_self else int(k)
-    n = len(idx)
-    if others > 0 and n > 1:
+    n, csr = len(idx), output == "csr"
+    ragged = csr or pairs or every_tie
+    if (others > 0 and n > 1) or (include_self and n > 0):
+        # The item itself by its own distance (1 for a zero vector under cosine, its dot
+        # product under inner_product), placed by the core as --include-self places it; with
+        # no other item to find, rows of the item alone.
         with _Progress(progress, "voisin graph") as cb:
-            dist, ind = idx.graph(others, cb)
-    else:
-        dist, ind = np.zeros((n, 0)), np.zeros((n, 0), dtype=np.int64)
-    if include_self:
-        dist = np.hstack([np.zeros((n, 1)), dist])
-        ind = np.hstack([np.arange(n, dtype=np.int64)[:, None], ind])
-    if output == "csr":
-        return csr_rows(dist, ind, n)
-    return dist, ind
+            got = idx.graph(others if n > 1 else 0, cb, include_self, exact, pairs, csr,
+                            every_tie)
+    else:  # no other item to find: empty rows
+        dist = np.zeros((n, 0), np.float64 if exact else np.float32)
+        ind = np.zeros((n, 0), dtype=np.int64)
+        got = (np.zeros(n + 1, dtype=np.int64), ind.ravel(), dist.ravel()) \
+            if ragged else (dist, ind)
+    if csr:
+        got = csr_matrix(got, n)
+    elif every_tie and not pairs:
+        got = masked(got, idx.metric)
+    return _deliver(got, output, X, stats and _stats(idx, moved))
 
 
 def range_search(
@@ -225,13 +312,16 @@ def range_search(
     *,
     metric: MetricLike = "euclidean",
     p: Optional[float] = None,
+    pairs: bool = False,
     output: str = "csr",
     device: str = "auto",
     precision: str = "auto",
     n_jobs: Optional[int] = None,
     memory: Optional[int] = None,
     progress: ProgressLike = False,
-) -> Union["scipy.sparse.csr_matrix", Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    distances: str = "f32",
+    stats: bool = False,
+) -> Any:
     """Every base item within ``radius`` of each query.
 
     Parameters
@@ -241,11 +331,16 @@ def range_search(
     radius : float
         Inclusive: items at distance <= radius are returned. For ``inner_product`` it is the
         smallest dot product returned, and may be negative.
-    output : {"csr", "arrays"}, default="csr"
+    pairs : bool, default=False
+        For a self-join (``queries`` the same as ``base``): each unordered pair {i, j},
+        i != j, once, in row ``min(i, j)``, without the items themselves: near-duplicate
+        detection without the mirrored and self pairs (the command line's ``--pairs``).
+    output : {"csr", "arrays", "torch", "cupy", "jax", "input"}, default="csr"
         ``csr`` gives an ``n_queries x n_base`` ``csr_matrix`` of distances (explicit zeros
         kept); ``arrays`` gives ``(offsets, indices, distances)``: the results of query ``q``
-        are ``offsets[q]:offsets[q + 1]``.
-    metric, p, device, precision, n_jobs, memory, progress
+        are ``offsets[q]:offsets[q + 1]``; a framework, those arrays in it (as for
+        :func:`knn`).
+    metric, p, device, precision, n_jobs, memory, progress, distances, stats
         As for :func:`knn`.
 
     Returns
@@ -260,27 +355,108 @@ def range_search(
     >>> g.indices.tolist(), g.data.tolist()
     ([0, 1], [0.0, 1.0])
     """
-    if output not in ("arrays", "csr"):
-        raise ValueError(f"output must be 'arrays' or 'csr', got {output!r}")
-    idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
-                memory=memory, check=False)
-    spec = metric_spec(metric, p)
+    _check_output(output, ("csr",) + _FRAMEWORKS)
+    exact = exact_distances(distances)
+    if pairs and not same_items(base, queries):
+        raise ValueError("pairs=True is for self-joins: pass the same data as base and queries")
+    with counting() as moved:
+        idx = index(base, metric, p=p, device=device, precision=precision, n_jobs=n_jobs,
+                    memory=memory, check=False)
+        q = items(queries, "queries", metric_spec(metric, p))
+    csr = output == "csr"
     with _Progress(progress, "voisin range") as cb:
-        offsets, ind, dist = idx.range(items(queries, "queries", spec), float(radius), cb)
-    if output == "arrays":
-        return offsets, ind, dist
-    import scipy.sparse
-
-    return scipy.sparse.csr_matrix((dist, ind, offsets), shape=(len(offsets) - 1, len(idx)))
+        got = idx.range(q, float(radius), cb, exact, pairs, csr)
+    return _deliver(csr_matrix(got, len(idx)) if csr else got, output, base,
+                    stats and _stats(idx, moved))
 
 
 def csr_rows(dist: np.ndarray, ind: np.ndarray, n_cols: int) -> "scipy.sparse.csr_matrix":
     """Equal-length rows (in their order) as a CSR matrix, explicit zeros kept."""
-    import scipy.sparse
-
     n, k = ind.shape
     indptr = np.arange(0, n * k + 1, k) if k else np.zeros(n + 1, dtype=np.int64)
-    return scipy.sparse.csr_matrix((dist.ravel(), ind.ravel(), indptr), shape=(n, n_cols))
+    return csr_matrix((indptr, ind.ravel(), dist.ravel()), n_cols)
+
+
+def csr_matrix(rows: Tuple[np.ndarray, np.ndarray, np.ndarray],
+               n_cols: int) -> "scipy.sparse.csr_matrix":
+    """Ragged rows ``(offsets, indices, distances)`` as an ``n x n_cols`` CSR matrix, explicit
+    zeros kept; the native rows come in scipy's index type, so nothing is copied."""
+    import scipy.sparse
+
+    offsets, ind, dist = rows
+    return scipy.sparse.csr_matrix((dist, ind, offsets), shape=(len(offsets) - 1, n_cols))
+
+
+def exact_distances(distances: Any) -> bool:
+    """Whether ``distances`` asks for the exact float64 values (``"f64"``) rather than their
+    float32 roundings (``"f32"``)."""
+    if distances not in ("f32", "f64"):
+        raise ValueError(f"distances must be 'f32' or 'f64', got {distances!r}")
+    return distances == "f64"
+
+
+def same_items(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` hold the same items (a self-join): the same object, or equal
+    arrays or lists."""
+    if a is b:
+        return True
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return list(a) == list(b)
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    except (TypeError, ValueError):
+        return False
+
+
+_FRAMEWORKS = ("arrays", "numpy", "torch", "cupy", "jax", "input")
+
+
+def _check_output(output: Any, allowed: Tuple[str, ...]) -> None:
+    if output not in allowed:
+        raise ValueError(f"output must be one of {', '.join(map(repr, allowed))}, "
+                         f"got {output!r}")
+
+
+def _stats(idx: Any, moved: dict) -> dict:
+    """The native index's stats of its last request, with the copies made converting the
+    inputs (host conversions here and in the extension, GPU tensors brought to the host)."""
+    out = dict(idx.stats)
+    out["host_copy_bytes"] = (moved["host_copy_bytes"] + out.pop("base_copied_bytes")
+                              + out.pop("queries_copied_bytes"))
+    out["device_to_host_bytes"] = moved["device_to_host_bytes"]
+    return out
+
+
+def _deliver(result: Any, output: str, like: Any, stats: Any) -> Any:
+    """``result`` (a tuple of arrays, or a CSR matrix) in the framework ``output`` names
+    (``input``: ``like``'s), with the stats appended when asked."""
+    target = framework(like) if output == "input" else output
+    if target not in ("arrays", "numpy", "csr"):
+        result = tuple(to_framework(a, target, like) for a in result)
+    if stats is False:
+        return result
+    return (*result, stats) if isinstance(result, tuple) else (result, stats)
+
+
+def to_framework(a: np.ndarray, name: str, like: Any) -> Any:
+    """A NumPy result array as an array of framework ``name``: on ``like``'s device when
+    ``like`` is that framework's tensor, else on its default device."""
+    same = framework(like) == name
+    if name == "torch":
+        import torch
+
+        t = torch.from_numpy(a)
+        return t.to(like.device) if same and like.device.type != "cpu" else t
+    if name == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.device.id if same else None):
+            return cupy.asarray(a)
+    if name == "jax":
+        import jax
+
+        return jax.device_put(a, next(iter(like.devices())) if same else None)
+    raise ValueError(f"unknown output framework {name!r}")
 
 
 def _check_k(k: Any) -> None:

@@ -1,15 +1,20 @@
 """Turning what callers pass into what the native extension reads.
 
 Vectors become a 2-D NumPy array of float32, float16 or uint8 (float32 C-contiguous arrays pass
-through without a copy); strings become a list of ``str``. Other numeric types are accepted
-when every value converts exactly: integers up to 2**24 in magnitude, and float64 values that
-float32 holds exactly (once voisin stores float64, every float64 array is answered for its own
-values). The messages are the command line's, less its file name.
+through without a copy), float64 (values float32 cannot hold, answered exactly), or a host
+tensor of another framework read in place through DLPack (float32, float16, bfloat16, uint8,
+int8: ``__dlpack__``, read by the native side); strings become a list of ``str``. Other
+numeric types are accepted when every value converts exactly. A tensor in GPU memory is
+brought to the host through its framework first (the CUDA engine uploads host rows). Every
+copy made here is counted ([`counting`]) for the stats. The messages are the command line's,
+less its file name.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Union
+import contextlib
+import contextvars
+from typing import Any, Dict, Iterator, List, Union
 
 import sys
 
@@ -22,6 +27,112 @@ Items = Union[np.ndarray, List[str]]
 _NATIVE = (np.float32, np.float16, np.uint8)
 _INT_LIMIT = 1 << 24
 _F64_INT_LIMIT = 1 << 53
+
+
+# DLPack device types whose memory the host reads (kDLCPU, kDLCUDAHost), and the element types
+# the native side reads in place from a DLPack tensor.
+_HOST_DEVICES = (1, 3)
+_DLPACK_NATIVE = ("float32", "float16", "bfloat16", "uint8", "int8")
+
+_MOVED: contextvars.ContextVar = contextvars.ContextVar("voisin_moved", default=None)
+
+
+@contextlib.contextmanager
+def counting() -> Iterator[Dict[str, int]]:
+    """Counts the bytes of vectors the conversions below copy, for a call's stats:
+    ``host_copy_bytes`` (converted on the host) and ``device_to_host_bytes`` (brought from a
+    GPU to the host)."""
+    moved = {"host_copy_bytes": 0, "device_to_host_bytes": 0}
+    token = _MOVED.set(moved)
+    try:
+        yield moved
+    finally:
+        _MOVED.reset(token)
+
+
+def _count(key: str, nbytes: int) -> None:
+    moved = _MOVED.get()
+    if moved is not None:
+        moved[key] += int(nbytes)
+
+
+def _copied(original: Any, converted: np.ndarray) -> np.ndarray:
+    """``converted``, counted as a host copy unless it is ``original``'s own memory."""
+    if converted is not original and not (isinstance(original, np.ndarray)
+                                          and np.shares_memory(original, converted)):
+        _count("host_copy_bytes", converted.nbytes)
+    return converted
+
+
+def is_dlpack(X: Any) -> bool:
+    """Whether ``X`` is another framework's tensor (not NumPy's) offering DLPack."""
+    return not isinstance(X, np.ndarray) and hasattr(X, "__dlpack__") and hasattr(
+        X, "__dlpack_device__")
+
+
+def framework(X: Any) -> str:
+    """The framework of a tensor: ``torch``, ``cupy``, ``jax``, or ``numpy`` for NumPy
+    arrays and anything else."""
+    top = type(X).__module__.split(".")[0]
+    top = {"jaxlib": "jax"}.get(top, top)
+    return top if is_dlpack(X) and top in ("torch", "cupy", "jax") else "numpy"
+
+
+def _to_host(X: Any, what: str) -> Any:
+    """A GPU tensor's values in host memory, through DLPack's copy to the host where the
+    framework offers it, else through the framework's own call; counted."""
+    try:
+        host = np.from_dlpack(X, device="cpu", copy=True)
+    except (TypeError, ValueError, BufferError, NotImplementedError, AttributeError):
+        if hasattr(X, "detach") and hasattr(X, "cpu"):  # PyTorch (keeps bfloat16)
+            host = X.detach().cpu()
+        elif hasattr(X, "get"):  # CuPy
+            host = X.get()
+        else:
+            try:
+                host = np.asarray(X)  # JAX and others
+            except Exception as e:
+                raise TypeError(f"{what}: cannot bring this {type(X).__name__} from device "
+                                f"{X.__dlpack_device__()} to the host ({e})") from None
+    _count("device_to_host_bytes", _nbytes(host))
+    return host
+
+
+def _nbytes(X: Any) -> int:
+    n = getattr(X, "nbytes", None)
+    if n is None:  # PyTorch
+        n = X.numel() * X.element_size()
+    return int(n)
+
+
+def _dlpack_vectors(X: Any, what: str) -> Any:
+    """A tensor with ``__dlpack__``: itself when the native side reads it in place (host
+    memory, a stored type), else a NumPy array of its values."""
+    device = tuple(X.__dlpack_device__())
+    if device[0] not in _HOST_DEVICES:
+        X = _to_host(X, what)
+        if isinstance(X, np.ndarray):
+            return vectors(X, what)
+    shape = tuple(X.shape)
+    _check_shape(shape, what)
+    if str(X.dtype).rsplit(".", 1)[-1] in _DLPACK_NATIVE:
+        return X
+    try:
+        return vectors(np.from_dlpack(X), what)
+    except (TypeError, BufferError, RuntimeError) as e:
+        raise TypeError(f"{what}: unsupported dtype {X.dtype} ({e})") from None
+
+
+def _check_shape(shape: tuple, what: str) -> None:
+    if len(shape) != 2:
+        raise ValueError(
+            f"{what}: expected a 2-D array (items x dimension), got a {len(shape)}-D array "
+            f"of shape {shape}"
+        )
+    if shape[0] == 0:
+        raise ValueError(f"{what}: empty (0 rows of dimension {shape[1]})")
+    if shape[1] == 0:
+        raise ValueError(f"{what}: vectors have dimension 0")
 
 
 def _first_bad(bad: np.ndarray) -> tuple:
@@ -57,24 +168,24 @@ def strings(X: Any, what: str) -> List[str]:
 
 
 def vectors(X: Any, what: str) -> np.ndarray:
-    """A 2-D array of a dtype the extension reads, or a clear ``ValueError``/``TypeError``."""
+    """A 2-D array of a dtype the extension reads (or a DLPack tensor it reads in place), or a
+    clear ``ValueError``/``TypeError``."""
     sparse = sys.modules.get("scipy.sparse")  # a sparse matrix means scipy is loaded
     if sparse is not None and sparse.issparse(X):
         raise TypeError(f"{what}: sparse matrices are not supported; pass a dense array")
+    if is_dlpack(X):
+        return _dlpack_vectors(X, what)
+    original = X
+    return _copied(original, _numpy_vectors(X, what))
+
+
+def _numpy_vectors(X: Any, what: str) -> np.ndarray:
     if not isinstance(X, np.ndarray):
         try:
             X = np.asarray(X)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{what}: not a rectangular numeric array ({e})") from None
-    if X.ndim != 2:
-        raise ValueError(
-            f"{what}: expected a 2-D array (items x dimension), got a {X.ndim}-D array "
-            f"of shape {X.shape}"
-        )
-    if X.shape[0] == 0:
-        raise ValueError(f"{what}: empty (0 rows of dimension {X.shape[1]})")
-    if X.shape[1] == 0:
-        raise ValueError(f"{what}: vectors have dimension 0")
+    _check_shape(X.shape, what)
     kind = X.dtype.kind
     if kind in "cOUSVMm" or kind not in "fiub":
         raise TypeError(

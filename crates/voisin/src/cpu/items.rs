@@ -84,7 +84,7 @@ impl TileSource for ItemTiles<'_> {
                     }
                 }
                 // Edit distances are small integers: exact in f32, so the bound is zero.
-                Bound { rel: 0.0, abs: 0.0 }
+                Bound::new(0.0, 0.0)
             }
             _ => {
                 for j in q.start..q.end {
@@ -93,10 +93,7 @@ impl TileSource for ItemTiles<'_> {
                     }
                 }
                 // One rounding from f64 to f32.
-                Bound {
-                    rel: simd::U32,
-                    abs: f32::MIN_POSITIVE as f64,
-                }
+                Bound::new(simd::U32, f32::MIN_POSITIVE as f64)
             }
         }
     }

@@ -42,6 +42,7 @@ use crate::error::{Error, Result};
 pub use crate::graph::checkpoint;
 use crate::graph::checkpoint::CheckpointOptions;
 pub use crate::graph::{merge_lists, NoStore, PassRows, PassStore, RangeLists, TileLists};
+use crate::metric::scale::KeyScale;
 use crate::metric::Metric;
 
 /// Default memory budget for working buffers: 1 GiB.
@@ -128,9 +129,9 @@ impl CpuEngine {
         }
     }
 
-    /// Runs `f` on this engine's threads with the tile source that fits the data and metric.
-    /// f64 sets with values outside f32's normal range (which f32 tiles would flush to zero or
-    /// overflow) are measured with exact keys throughout, as user metrics are.
+    /// Runs `f` on this engine's threads with the tile source that fits the data and metric:
+    /// f32 tiles for the built-in vector metrics (values of any magnitude: the tiles scale
+    /// them into range), exact keys throughout for strings and user metrics.
     fn with_source<R: Send>(
         &self,
         base: &Dataset,
@@ -138,50 +139,31 @@ impl CpuEngine {
         metric: &Metric,
         f: impl FnOnce(&dyn Driver) -> R + Send,
     ) -> R {
-        self.with_planned_source((base, BaseTiles::Unknown), queries, metric, f)
+        self.with_planned_source((base, None), queries, metric, f)
     }
 
-    /// [`CpuEngine::with_source`] for a base whose tiles were decided before (a prepared
-    /// base), or are decided here.
+    /// [`CpuEngine::with_source`] with the base's tile plan when it was made before (a prepared
+    /// base), or made here.
     fn with_planned_source<R: Send>(
         &self,
-        (base, tiles): (&Dataset, BaseTiles<'_>),
+        (base, plan): (&Dataset, Option<&tiles::BasePlan>),
         queries: &Dataset,
         metric: &Metric,
         f: impl FnOnce(&dyn Driver) -> R + Send,
     ) -> R {
-        self.pool.install(|| match (base, queries) {
-            (Dataset::Vectors(b), Dataset::Vectors(q)) if q.is_f32_normal() => {
-                let plan = match tiles {
-                    BaseTiles::Unknown => {
-                        tiles_apply(b, metric).then(|| tiles::BasePlan::new(metric, b))
-                    }
-                    BaseTiles::Prepared(plan) => plan.cloned(),
-                };
-                match plan {
-                    Some(plan) => f(&Source(tiles::TileMaker::with_plan(metric, b, q, plan))),
-                    None => f(&Source(items::ItemTiles::new(metric, base, queries))),
-                }
+        self.pool.install(|| match (base, queries, metric) {
+            (Dataset::Vectors(b), Dataset::Vectors(q), m) if tiles_apply(m) => {
+                let plan = plan.cloned().unwrap_or_else(|| tiles::BasePlan::new(m, b));
+                f(&Source(tiles::TileMaker::with_plan(m, b, q, plan)))
             }
             _ => f(&Source(items::ItemTiles::new(metric, base, queries))),
         })
     }
 }
 
-/// What a call knows of its base's tiles.
-#[derive(Clone, Copy)]
-enum BaseTiles<'a> {
-    /// Nothing: the call decides whether f32 tiles apply (a pass over f64 storage) and makes
-    /// the plan.
-    Unknown,
-    /// Decided when the base was prepared: f32 tiles under this plan, or with `None` exact
-    /// keys throughout.
-    Prepared(Option<&'a tiles::BasePlan>),
-}
-
 /// Whether f32 tiles answer `base` under `metric` (else exact keys throughout).
-fn tiles_apply(base: &crate::data::VectorSet, metric: &Metric) -> bool {
-    !matches!(metric, Metric::Custom(_)) && base.is_f32_normal()
+fn tiles_apply(metric: &Metric) -> bool {
+    !matches!(metric, Metric::Custom(_))
 }
 
 /// Object-safe view of the drivers over one tile source, so dispatch happens once.
@@ -217,6 +199,8 @@ trait Driver: Sync {
         k: usize,
         ctx: &plan::Ctx,
     ) -> Result<RangeLists>;
+    /// The scale of the exact keys the results carry.
+    fn key_scale(&self) -> KeyScale;
 }
 
 struct Source<S>(S);
@@ -281,6 +265,10 @@ impl<S: tiles::TileSource> Driver for Source<S> {
     ) -> Result<RangeLists> {
         graph::tile_lists(&self.0, tiles, k, ctx)
     }
+
+    fn key_scale(&self) -> KeyScale {
+        self.0.key_scale()
+    }
 }
 
 impl Engine for CpuEngine {
@@ -294,11 +282,11 @@ impl Engine for CpuEngine {
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
-        self.knn_planned(req, BaseTiles::Unknown)
+        self.knn_planned(req, None)
     }
 
     fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
-        self.range_planned(req, BaseTiles::Unknown)
+        self.range_planned(req, None)
     }
 
     /// The base's tile plan made once ([`CpuPrepared`]): each search then skips the pass over
@@ -327,11 +315,15 @@ impl Engine for CpuEngine {
 }
 
 impl CpuEngine {
-    /// A k-NN request, under the base's tiles when they were decided before.
-    fn knn_planned(&self, req: &KnnRequest<'_>, tiles: BaseTiles<'_>) -> Result<KnnResult> {
+    /// A k-NN request, under the base's tile plan when one was made before.
+    fn knn_planned(
+        &self,
+        req: &KnnRequest<'_>,
+        plan: Option<&tiles::BasePlan>,
+    ) -> Result<KnnResult> {
         let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
         let (ctx, t) = (self.ctx(), Instant::now());
-        let mut res = self.with_planned_source((base, tiles), queries, metric, |d| {
+        let mut res = self.with_planned_source((base, plan), queries, metric, |d| {
             d.knn(metric, base.len(), queries.len(), k, &ctx)
         });
         ctx.check_cancel()?;
@@ -339,12 +331,16 @@ impl CpuEngine {
         Ok(res)
     }
 
-    /// A range request, under the base's tiles when they were decided before.
-    fn range_planned(&self, req: &RangeRequest<'_>, tiles: BaseTiles<'_>) -> Result<RangeResult> {
+    /// A range request, under the base's tile plan when one was made before.
+    fn range_planned(
+        &self,
+        req: &RangeRequest<'_>,
+        plan: Option<&tiles::BasePlan>,
+    ) -> Result<RangeResult> {
         let (base, queries, radius, metric) =
             (req.base(), req.queries(), req.radius(), req.metric());
         let (ctx, t) = (self.ctx(), Instant::now());
-        let mut res = self.with_planned_source((base, tiles), queries, metric, |d| {
+        let mut res = self.with_planned_source((base, plan), queries, metric, |d| {
             d.range(metric, base.len(), queries.len(), radius, &ctx)
         });
         ctx.check_cancel()?;
@@ -421,11 +417,15 @@ impl CpuEngine {
         let (ctx, t) = (self.ctx(), Instant::now());
         let n = data.len();
         let max_blocks = graph::max_blocks_per_pass(n, k, self.opts.memory_budget);
-        let rows = self.with_source(data, data, metric, |d| {
-            d.graph(data, metric, k, max_blocks, checkpoint, &ctx)
-        })?;
+        let (rows, scale) = self.with_source(data, data, metric, |d| {
+            (
+                d.graph(data, metric, k, max_blocks, checkpoint, &ctx),
+                d.key_scale(),
+            )
+        });
+        let rows = rows?;
         ctx.check_cancel()?;
-        let mut res = KnnResult::from_rows(rows, k, metric);
+        let mut res = KnnResult::from_rows_by(rows, k, |key| scale.distance(metric, key));
         res.stats = self.stats(&ctx, t.elapsed());
         Ok(res)
     }

@@ -192,13 +192,15 @@ where
         })
         .collect();
     let (mut scratch, mut keys, mut lims) = (S::Rows::default(), Vec::new(), Vec::new());
-    for (t0, t1) in ranges(seg.1 - seg.0, BASE_TILE) {
-        if ctx.cancelled() {
-            break;
-        }
+    'tiles: for (t0, t1) in ranges(seg.1 - seg.0, BASE_TILE) {
         let (b0, b1) = (seg.0 + t0, seg.0 + t1);
         let b = src.base_rows(b0, b1, &mut scratch);
         for (&(q0, q1), q) in blocks.iter().zip(&prepared) {
+            // Looked at per key tile (a few milliseconds of work): a base tile against many
+            // queries took up to half a second, and a cancelled call that long to end.
+            if ctx.cancelled() {
+                break 'tiles;
+            }
             let cutoff = if src.uses_cutoff() {
                 lims.clear();
                 lims.extend((q0..q1).map(|x| limit(&acc, x)));
@@ -284,7 +286,8 @@ pub fn knn<S: TileSource>(
                 .map(|(i, cand)| rerank(src, c0 + i, cand, k, ctx)),
         );
     }
-    KnnResult::from_rows(all_rows, k, metric)
+    let scale = src.key_scale();
+    KnnResult::from_rows_by(all_rows, k, |key| scale.distance(metric, key))
 }
 
 /// Every base item within `radius` of each query, sorted by (key, index).
@@ -299,7 +302,8 @@ pub fn range<S: TileSource>(
     // Widen the key threshold by a few f64 ulps so that the conversion between radius and key
     // never drops a pair that is within the radius by distance; membership is decided on the
     // exact distance below.
-    let key_r = metric.radius_to_key(radius);
+    let scale = src.key_scale();
+    let key_r = scale.radius_key(metric, radius);
     let key_r = key_r + key_r.abs() * 1e-12 + f64::MIN_POSITIVE;
     ctx.add_total((n_base * n_queries) as u64);
     let items = work_items(ctx, n_queries, n_base);
@@ -328,7 +332,7 @@ pub fn range<S: TileSource>(
                                     ctx.count_exact(1);
                                     src.exact(i, q)
                                 };
-                                if metric.within(metric.key_to_distance(key), radius) {
+                                if metric.within(scale.distance(metric, key), radius) {
                                     hits[q - g0].push((key, i as u32));
                                 }
                             }
@@ -347,5 +351,5 @@ pub fn range<S: TileSource>(
     }
     rows.par_iter_mut()
         .for_each(|row| row.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))));
-    RangeResult::from_rows(rows, metric)
+    RangeResult::from_rows_by(rows, |key| scale.distance(metric, key))
 }

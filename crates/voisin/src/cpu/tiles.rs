@@ -37,28 +37,75 @@
 //! the exact key (relative part `c − 1 + c·rel`, absolute part `c·abs`), and c tends to 1 as p
 //! grows, so the candidates are as few as chebyshev's.
 //!
-//! Norms of the f32 rows are themselves f32 results; they are enlarged by γ before use.
-//! Rows whose values leave f32's normal range are not tiled at all: the engine measures such
-//! sets with exact keys only (see `CpuEngine::with_source`). A block without rounding has all
-//! errors zero and its bound is unchanged.
+//! Norms of the f32 rows are themselves f32 results; they are enlarged by γ before use. A block
+//! without rounding has all errors zero and its bound is unchanged.
+//!
+//! # Magnitudes (docs/design/exact-scaling.md)
+//!
+//! Rows are brought into f32's safe range by exact powers of two before any square or product
+//! is formed: cosine and correlation rows each by their own when their squared norm leaves
+//! [2^-100, 2^100]; inner-product blocks each by their own when their largest norm leaves
+//! [2^-40, 2^40]; the other metrics by one power for the whole problem, from the largest
+//! magnitude of base and queries ([`tile_exponent`]). Ordinary data takes none of these paths.
+//! Scaled values that fall below f32's range are rounding errors like those of f64 rows,
+//! measured and covered the same way. A tile's keys are then those of the scaled rows, and its
+//! [`Bound`] carries the factor to the exact keys' units ([`KeyScale`]), so candidates from
+//! tiles of any scale compare with each other and with exact keys.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 
 use crate::data::{ElemType, VectorSet};
 use crate::metric::rounding::{self, Rounding};
-use crate::metric::{exact, simd, Metric};
+use crate::metric::scale::{exponent, key_degree, ldexp, row_exponent, Extent, KeyScale};
+use crate::metric::{simd, Metric};
 
 /// Error bound of a tile: the exact key of an entry with approximate key `v` lies in
-/// `[v − (rel·|v| + abs), v + (rel·|v| + abs)]`.
+/// `unit · [v − (rel·|v| + abs), v + (rel·|v| + abs)]` (`unit` 1 but for scaled rows).
 #[derive(Clone, Copy, Debug)]
 pub struct Bound {
     pub rel: f64,
     pub abs: f64,
+    /// The factor from the tile's keys to the exact keys' units (a power of two, or close to
+    /// one with `rel` and `abs` widened for its rounding: [`Bound::in_units`]).
+    pub unit: f64,
 }
 
 impl Bound {
+    /// A bound of keys in the exact keys' own units.
+    pub const fn new(rel: f64, abs: f64) -> Bound {
+        Bound {
+            rel,
+            abs,
+            unit: 1.0,
+        }
+    }
+
+    /// This bound for keys that are `factor` times the tile's (`exact`: a power of two; else a
+    /// rounded value, within 2⁻⁵⁰ of the true factor, whose error is folded into the bound).
+    pub fn in_units(self, (factor, exact): (f64, bool)) -> Bound {
+        if factor == 1.0 && exact {
+            return self;
+        }
+        let widened = match exact {
+            true => self,
+            false => {
+                // |true − factor| ≤ η/4·factor with room for the products' own rounding.
+                const ETA: f64 = 1.0 / (1u64 << 48) as f64;
+                Bound {
+                    rel: self.rel * (1.0 + ETA) + ETA,
+                    abs: self.abs * (1.0 + ETA),
+                    unit: self.unit,
+                }
+            }
+        };
+        Bound {
+            unit: widened.unit * factor,
+            ..widened
+        }
+    }
+
     /// The bound of keys whose inputs were also perturbed so that the exact key K of the
     /// unperturbed inputs and the exact key K̃ of the perturbed ones satisfy
     /// `|K − K̃| ≤ alpha·|K̃| + beta` (see the module doc). Zero `alpha` and `beta` leave the bound
@@ -71,6 +118,7 @@ impl Bound {
         Bound {
             rel: self.rel + alpha * (1.0 + self.rel),
             abs: self.abs + alpha * self.abs + beta * (1.0 + 1e-12),
+            unit: self.unit,
         }
     }
 
@@ -87,7 +135,7 @@ impl Bound {
             return f64::NEG_INFINITY;
         }
         let v = v as f64;
-        v - (self.rel * v.abs() + self.abs)
+        (v - (self.rel * v.abs() + self.abs)) * self.unit
     }
 
     #[inline]
@@ -96,7 +144,7 @@ impl Bound {
             return f64::INFINITY;
         }
         let v = v as f64;
-        v + (self.rel * v.abs() + self.abs)
+        (v + (self.rel * v.abs() + self.abs)) * self.unit
     }
 
     /// Largest approximate key whose lower bound can be ≤ `threshold`, rounded up to f32.
@@ -108,6 +156,14 @@ impl Bound {
         if threshold == f64::INFINITY || self.rel >= 1.0 {
             return f32::INFINITY;
         }
+        // In the tile's units; a factor other than 1 rounds the division, so step outward.
+        let threshold = match self.unit {
+            1.0 => threshold,
+            u => {
+                let t = threshold / u;
+                t + t.abs() * (1.0 / (1u64 << 50) as f64)
+            }
+        };
         // v - rel|v| - abs <= t  is implied for all v <= l with l solving the worst case.
         let l = if threshold + self.abs >= 0.0 {
             (threshold + self.abs) / (1.0 - self.rel)
@@ -203,6 +259,10 @@ pub trait TileSource: Sync {
     }
     /// The exact key between base item `i` and query item `j`.
     fn exact(&self, i: usize, j: usize) -> f64;
+    /// The scale exact keys are computed at (one for the problem; 1 but for extreme data).
+    fn key_scale(&self) -> KeyScale {
+        KeyScale::ONE
+    }
 }
 
 /// Key tiles for a built-in vector metric.
@@ -212,6 +272,13 @@ pub struct TileMaker<'a> {
     queries: &'a VectorSet,
     dim: usize,
     plan: Plan,
+    /// The power of two every row is scaled by before the tiles (values times 2^-exp), for the
+    /// plans that take one per problem (SqL2, Direct); 0 for the others, which scale per row or
+    /// per block as they go.
+    exp: i32,
+    /// The scale of the exact keys.
+    key: KeyScale,
+    /// The base's tiles a prepared base kept, when they were made at this problem's `exp`.
     kept: Option<Arc<KeptTiles>>,
 }
 
@@ -225,8 +292,11 @@ pub struct PreparedRows {
     /// error factor (≥ 1). Used only for error bounds.
     pub max_norm: f64,
     pub count: usize,
-    /// Largest errors of rounding these rows from f64 to f32; zero for other storage.
+    /// Largest errors of rounding these rows from f64 to f32, or of scaling them into f32's
+    /// range; zero otherwise.
     pub rounding: Rounding,
+    /// The rows are the values times 2^-exp (cosine rows: scale-free, 0).
+    pub exp: i32,
     /// `rows` holds the rows coordinate by coordinate (value c of row j at `c·count + j`)
     /// instead of row by row: the layout of a prepared base's kept tiles under the
     /// matrix-product plans, which the product reads without packing them first.
@@ -249,18 +319,21 @@ impl PreparedRows {
 }
 
 /// What a base set's tiles keep between searches: the plan, whose euclidean centre is a pass
-/// over the whole base, and optionally every base tile prepared (a prepared base makes them
-/// once; see `cpu/prepared.rs`).
+/// over the whole base, the extent of the base's values when a scale needs it, and optionally
+/// every base tile prepared (a prepared base makes them once; see `cpu/prepared.rs`).
 #[derive(Clone)]
 pub struct BasePlan {
     plan: Plan,
+    extent: OnceLock<Extent>,
     kept: Option<Arc<KeptTiles>>,
 }
 
 /// Every tile of a base prepared once: tile `t` holds rows `t·edge .. min((t+1)·edge, n)`,
-/// the tiles the search drivers walk.
+/// the tiles the search drivers walk, its rows scaled by 2^-exp (the base's own
+/// [`tile_exponent`]; a problem whose queries move it prepares its tiles as they come).
 struct KeptTiles {
     edge: usize,
+    exp: i32,
     tiles: Vec<PreparedRows>,
 }
 
@@ -277,16 +350,32 @@ impl KeptTiles {
 
 impl BasePlan {
     pub fn new(metric: &Metric, base: &VectorSet) -> Self {
+        let extent = OnceLock::new();
         let plan = match metric {
-            Metric::Euclidean | Metric::SqEuclidean => Plan::SqL2 {
-                center: column_mean(base),
-            },
+            Metric::Euclidean | Metric::SqEuclidean => {
+                let (center, ext) = column_mean(base);
+                if let Some(e) = ext {
+                    let _ = extent.set(e);
+                }
+                Plan::SqL2 { center }
+            }
             Metric::Cosine => Plan::Cosine { centred: false },
             Metric::Correlation => Plan::Cosine { centred: true },
             Metric::InnerProduct => Plan::Dot,
             _ => Plan::Direct,
         };
-        BasePlan { plan, kept: None }
+        let plan = BasePlan {
+            plan,
+            extent,
+            kept: None,
+        };
+        // Measured now when a scale will need it, so a prepared base measures it once.
+        if matches!(plan.plan, Plan::Direct | Plan::SqL2 { .. })
+            || KeyScale::needs_extent(metric, base, base)
+        {
+            plan.extent(base);
+        }
+        plan
     }
 
     /// Whether this plan holds its base's tiles.
@@ -301,9 +390,11 @@ impl BasePlan {
     }
 
     /// This plan with every `edge`-row tile of `base` prepared once, in parallel on the
-    /// current thread pool; searches under it read them instead of preparing them again.
-    /// Tiles of the matrix-product plans are kept coordinate by coordinate, which the product
-    /// reads without packing them (a small batch's product is otherwise mostly packing).
+    /// current thread pool, at the scale the base alone takes; searches under it whose
+    /// queries leave that scale unchanged (every ordinary problem) read them instead of
+    /// preparing them again. Tiles of the matrix-product plans are kept coordinate by
+    /// coordinate, which the product reads without packing them (a small batch's product is
+    /// otherwise mostly packing).
     pub fn keeping_tiles(self, metric: &Metric, base: &VectorSet, edge: usize) -> Self {
         let maker = TileMaker::with_plan(metric, base, base, self.clone());
         let (n, dim) = (base.len(), base.dim());
@@ -313,19 +404,48 @@ impl BasePlan {
             .map(|t| {
                 let mut rows = PreparedRows::default();
                 maker.prepare_base(t * edge, ((t + 1) * edge).min(n), &mut rows);
-                if by_columns {
-                    rows.into_column_major(dim)
-                } else {
-                    rows
+                match by_columns {
+                    true => rows.into_column_major(dim),
+                    false => rows,
                 }
             })
             .collect();
+        let kept = KeptTiles {
+            edge,
+            exp: maker.exp,
+            tiles,
+        };
         BasePlan {
-            kept: Some(Arc::new(KeptTiles { edge, tiles })),
+            kept: Some(Arc::new(kept)),
             ..self
         }
     }
+
+    /// The base's extent, measured on first use.
+    fn extent(&self, base: &VectorSet) -> Extent {
+        *self.extent.get_or_init(|| Extent::of(base))
+    }
 }
+
+/// The power of two a problem's rows are scaled by for f32 tiles whose keys have degree `h` in
+/// the values, over `dim` coordinates of largest magnitude `max`: 0 while the keys stay within
+/// [2^-80, 2^96] (every ordinary set), else the exponent of `max`, which brings it into [1, 2).
+pub fn tile_exponent(h: f64, dim: usize, max: f64) -> i32 {
+    if h == 0.0 || max == 0.0 || !max.is_finite() {
+        return 0;
+    }
+    let l = (dim.max(1) as f64).log2().ceil();
+    let em = exponent(max) as f64;
+    match h * (em + 2.0) + l <= 96.0 && h * em >= -80.0 {
+        true => 0,
+        false => exponent(max),
+    }
+}
+
+/// Squared norms a cosine row is normalised from without scaling (module doc).
+const UNIT_WINDOW: (f32, f32) = (1.0 / (1u128 << 100) as f32, (1u128 << 100) as f32);
+/// Largest norms an inner-product block keeps without scaling.
+const DOT_WINDOW: (f64, f64) = (1.0 / (1u64 << 40) as f64, (1u64 << 40) as f64);
 
 impl<'a> TileMaker<'a> {
     /// Tiles under the plan a search of this base makes (tests; the engine passes its plan).
@@ -334,47 +454,93 @@ impl<'a> TileMaker<'a> {
         Self::with_plan(metric, base, queries, BasePlan::new(metric, base))
     }
 
-    /// Tiles under a plan made for this base and metric ([`BasePlan::new`]).
+    /// Tiles under a plan made for this base and metric ([`BasePlan::new`]). Measures the
+    /// queries' extent when a scale needs it, and the scaled centre when the rows are scaled.
     pub fn with_plan(
         metric: &'a Metric,
         base: &'a VectorSet,
         queries: &'a VectorSet,
         plan: BasePlan,
     ) -> Self {
+        let same = std::ptr::eq(base, queries);
+        let global = matches!(plan.plan, Plan::SqL2 { .. } | Plan::Direct);
+        let keyed = KeyScale::needs_extent(metric, base, queries);
+        let extent = (global || keyed).then(|| match same {
+            true => plan.extent(base),
+            false => plan.extent(base).union(Extent::of(queries)),
+        });
+        let key = match (keyed, extent) {
+            (true, Some(e)) => KeyScale::of_extent(metric, base, queries, e),
+            _ => KeyScale::ONE,
+        };
+        let exp = match (global, extent) {
+            (true, Some(e)) => tile_exponent(tile_degree(metric), base.dim(), e.max),
+            _ => 0,
+        };
+        let kept = plan.kept.filter(|k| k.exp == exp);
+        let mut plan = plan.plan;
+        if let (Plan::SqL2 { center }, true) = (&mut plan, exp != 0) {
+            *center = scaled_mean(base, exp);
+        }
         TileMaker {
             metric,
             base,
             queries,
             dim: base.dim(),
-            plan: plan.plan,
-            kept: plan.kept,
+            plan,
+            exp,
+            key,
+            kept,
         }
+    }
+
+    /// Rows `start..end` of `set` as f32 values times 2^-exp, into `out.rows`, with the rounding
+    /// errors of each row (none when the rows hold the stored values exactly).
+    fn load(
+        &self,
+        set: &VectorSet,
+        (start, end): (usize, usize),
+        exp: i32,
+        out: &mut PreparedRows,
+    ) -> Vec<Rounding> {
+        let d = self.dim;
+        out.rows.clear();
+        out.exp = exp;
+        let errors = |exact: &[f64], rows: &[f32]| -> Vec<Rounding> {
+            let of = |(x, r): (&[f64], &[f32])| match exp {
+                0 => Rounding::of_row(x, r),
+                _ => Rounding::of_row(x, r).with_f64_underflow(d),
+            };
+            exact
+                .chunks_exact(d)
+                .zip(rows.chunks_exact(d))
+                .map(of)
+                .collect()
+        };
+        if exp == 0 {
+            out.rows.extend_from_slice(&set.rows_f32(start, end));
+            return match set.elem_type() {
+                ElemType::F64 => errors(&set.rows_f64(start, end), &out.rows),
+                _ => Vec::new(),
+            };
+        }
+        let scaled: Vec<f64> = set
+            .rows_f64(start, end)
+            .iter()
+            .map(|&x| ldexp(x, -exp))
+            .collect();
+        out.rows.extend(scaled.iter().map(|&x| x as f32));
+        errors(&scaled, &out.rows)
     }
 
     /// Converts rows `start..end` of `set` to f32 and prepares them for this plan.
     fn prepare(&self, set: &VectorSet, start: usize, end: usize, out: &mut PreparedRows) {
         let d = self.dim;
         out.count = end - start;
-        out.rows.clear();
-        out.rows.extend_from_slice(&set.rows_f32(start, end));
+        // Per-row rounding errors of f64 or scaled rows (none for other rows).
+        let mut row_errors = self.load(set, (start, end), self.exp, out);
         out.norms.clear();
         out.max_norm = 0.0;
-        // Per-row rounding errors of f64 rows (none for other storage).
-        let row_errors: Vec<Rounding> = if set.elem_type() == ElemType::F64 {
-            let exact = set.rows_f64(start, end);
-            exact
-                .chunks_exact(d)
-                .zip(out.rows.chunks_exact(d))
-                .map(|(x, r)| Rounding::of_row(x, r))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        out.rounding = row_errors
-            .iter()
-            .fold(Rounding::default(), |a, &b| a.max(b));
-        // Norms of f32 rows computed in f32 are within γ of the real ones (module doc).
-        let gamma = gamma(d);
         match &self.plan {
             Plan::SqL2 { center } => {
                 for row in out.rows.chunks_exact_mut(d) {
@@ -385,41 +551,79 @@ impl<'a> TileMaker<'a> {
                 }
             }
             Plan::Cosine { centred } => {
-                out.max_norm = 1.0;
-                for (r, row) in out.rows.chunks_exact_mut(d).enumerate() {
-                    let mut mean = 0.0f32;
-                    if *centred {
-                        mean = (row.iter().map(|&x| x as f64).sum::<f64>() / d as f64) as f32;
-                        row.iter_mut().for_each(|x| *x -= mean);
-                    }
-                    let norm = (simd::dot(row, row) as f64).sqrt();
-                    if let Some(e) = row_errors.get(r) {
-                        // A lower bound of ‖x̃‖ (centred: the computed centring may be off by
-                        // u·|mean| per value).
-                        let low = norm * (1.0 - gamma)
-                            - 2.0 * (d as f64).sqrt() * simd::U32 * mean.abs() as f64;
-                        let unit = Rounding::unit_move(e.l2, low);
-                        out.rounding.unit = out.rounding.unit.max(unit);
-                    }
-                    // A zero row stays zero: its dot with anything is 0, its key exactly 1,
-                    // which is the defined distance.
-                    if norm > 0.0 {
-                        let inv = (1.0 / norm) as f32;
-                        row.iter_mut().for_each(|x| *x *= inv);
-                        // Subtracting a large mean loses bits relative to the centred row:
-                        // the rounding error grows by |mean|·√d / ‖centred row‖.
-                        let r = 1.0 + mean.abs() as f64 * (d as f64).sqrt() / norm;
-                        out.max_norm = out.max_norm.max(r);
-                    }
-                }
+                self.unit_rows(set, start, *centred, &mut row_errors, out);
             }
             Plan::Dot => {
-                for row in out.rows.chunks_exact(d) {
-                    let n = (simd::dot(row, row) as f64).sqrt();
-                    out.max_norm = out.max_norm.max(n);
+                dot_norms(out);
+                if !(DOT_WINDOW.0..=DOT_WINDOW.1).contains(&out.max_norm) {
+                    // The block by its own power of two (module doc); a zero block stays.
+                    let exp = row_exponent(&set.rows_f64(start, end));
+                    if exp != 0 {
+                        row_errors = self.load(set, (start, end), exp, out);
+                        dot_norms(out);
+                    }
                 }
             }
             Plan::Direct => {}
+        }
+        out.rounding = row_errors
+            .iter()
+            .fold(Rounding::default(), |a, &b| a.max(b));
+    }
+
+    /// Cosine rows: each centred (correlation) and normalised, a row whose squared norm leaves
+    /// [`UNIT_WINDOW`] first scaled from its stored values by its own power of two; the largest
+    /// centring factor in `out.max_norm`, unit moves of rounded rows in `errors`.
+    fn unit_rows(
+        &self,
+        set: &VectorSet,
+        start: usize,
+        centred: bool,
+        errors: &mut Vec<Rounding>,
+        out: &mut PreparedRows,
+    ) {
+        let d = self.dim;
+        let gamma = gamma(d);
+        out.max_norm = 1.0;
+        for (r, row) in out.rows.chunks_exact_mut(d).enumerate() {
+            let (mut mean, mut sq) = centre(row, centred);
+            if !(UNIT_WINDOW.0..=UNIT_WINDOW.1).contains(&sq) {
+                let stored = set.rows_f64(start + r, start + r + 1);
+                let zero = match centred {
+                    false => stored.iter().all(|&x| x == 0.0),
+                    true => stored.iter().all(|&x| x == stored[0]),
+                };
+                if !zero {
+                    let e = row_exponent(&stored);
+                    let scaled: Vec<f64> = stored.iter().map(|&x| ldexp(x, -e)).collect();
+                    row.iter_mut()
+                        .zip(&scaled)
+                        .for_each(|(y, &x)| *y = x as f32);
+                    if errors.is_empty() {
+                        errors.resize(out.count, Rounding::default());
+                    }
+                    errors[r] = Rounding::of_row(&scaled, row).with_f64_underflow(d);
+                    (mean, sq) = centre(row, centred);
+                }
+            }
+            let norm = (sq as f64).sqrt();
+            if let Some(e) = errors.get_mut(r) {
+                // A lower bound of ‖x̃‖ (centred: the computed centring may be off by
+                // u·|mean| per value).
+                let low =
+                    norm * (1.0 - gamma) - 2.0 * (d as f64).sqrt() * simd::U32 * mean.abs() as f64;
+                e.unit = Rounding::unit_move(e.l2, low);
+            }
+            // A zero row stays zero: its dot with anything is 0, its key exactly 1, which is
+            // the defined distance.
+            if norm > 0.0 {
+                let inv = (1.0 / norm) as f32;
+                row.iter_mut().for_each(|x| *x *= inv);
+                // Subtracting a large mean loses bits relative to the centred row: the
+                // rounding error grows by |mean|·√d / ‖centred row‖.
+                let factor = 1.0 + mean.abs() as f64 * (d as f64).sqrt() / norm;
+                out.max_norm = out.max_norm.max(factor);
+            }
         }
     }
 
@@ -431,17 +635,18 @@ impl<'a> TileMaker<'a> {
         // contents), so a resize without clearing is enough.
         keys.resize(m * n, 0.0);
         if m == 0 || n == 0 {
-            return Bound { rel: 0.0, abs: 0.0 };
+            return Bound::new(0.0, 0.0);
         }
         let bound = self.f32_tile_keys(q, b, keys);
         let (eq, eb) = (q.rounding, b.rounding);
+        let units = self.key.factor_from(self.metric, (q.exp, b.exp));
         if eq == Rounding::default() && eb == Rounding::default() {
-            return bound;
+            return bound.in_units(units);
         }
         // (q.max_norm is the centring factor for cosine, which reads only `unit`.)
         let norms = (q.max_norm, b.max_norm);
         let (alpha, beta) = rounding::input_widening(self.metric, &eq, &eb, norms, 1.0 + gamma(d));
-        bound.widen(alpha, beta)
+        bound.widen(alpha, beta).in_units(units)
     }
 
     /// The keys of the f32 rows and their bound against the exact keys of those f32 rows.
@@ -462,10 +667,7 @@ impl<'a> TileMaker<'a> {
                 }
                 product(&q.rows, b, (m, n, d), keys, -2.0, true);
                 let s = q.max_norm + b.max_norm;
-                Bound {
-                    rel: 0.0,
-                    abs: gamma * s * s + tiny(),
-                }
+                Bound::new(0.0, gamma * s * s + tiny())
             }
             Plan::Cosine { .. } => {
                 keys.fill(1.0);
@@ -473,17 +675,11 @@ impl<'a> TileMaker<'a> {
                 // Each normalised row is off by about 2u·r (r = max_norm, the centring factor)
                 // and the dot adds γ; γ ≥ 2u·d covers the first two generously.
                 let r = q.max_norm + b.max_norm;
-                Bound {
-                    rel: 0.0,
-                    abs: gamma * (2.0 + 2.0 * r) + tiny(),
-                }
+                Bound::new(0.0, gamma * (2.0 + 2.0 * r) + tiny())
             }
             Plan::Dot => {
                 product(&q.rows, b, (m, n, d), keys, -1.0, false);
-                Bound {
-                    rel: 0.0,
-                    abs: gamma * q.max_norm * b.max_norm + tiny(),
-                }
+                Bound::new(0.0, gamma * q.max_norm * b.max_norm + tiny())
             }
             Plan::Direct => unreachable!(),
         }
@@ -511,12 +707,9 @@ impl<'a> TileMaker<'a> {
             Metric::Minkowski(p) if !self.metric.is_minkowski_power_sum() => {
                 let c_minus_1 = ((d as f64).ln() / p).exp_m1() * (1.0 + 1e-9);
                 let c = 1.0 + c_minus_1;
-                Bound {
-                    rel: c_minus_1 + c * rel,
-                    abs: c * abs,
-                }
+                Bound::new(c_minus_1 + c * rel, c * abs)
             }
-            _ => Bound { rel, abs },
+            _ => Bound::new(rel, abs),
         }
     }
 }
@@ -552,8 +745,38 @@ impl TileSource for TileMaker<'_> {
     }
 
     fn exact(&self, i: usize, j: usize) -> f64 {
-        exact::set_key(self.metric, self.base, i, self.queries, j)
+        self.key.set_key(self.metric, self.base, i, self.queries, j)
     }
+
+    fn key_scale(&self) -> KeyScale {
+        self.key
+    }
+}
+
+/// Centres a row by its mean (computed in f64) when `centred`; the mean and the squared norm.
+fn centre(row: &mut [f32], centred: bool) -> (f32, f32) {
+    let mut mean = 0.0f32;
+    if centred {
+        mean = (row.iter().map(|&x| x as f64).sum::<f64>() / row.len() as f64) as f32;
+        row.iter_mut().for_each(|x| *x -= mean);
+    }
+    (mean, simd::dot(row, row))
+}
+
+/// The norms of inner-product rows and the largest.
+fn dot_norms(out: &mut PreparedRows) {
+    let d = out.rows.len() / out.count.max(1);
+    out.max_norm = 0.0;
+    for row in out.rows.chunks_exact(d.max(1)) {
+        let n = (simd::dot(row, row) as f64).sqrt();
+        out.max_norm = out.max_norm.max(n);
+    }
+}
+
+/// The degree of the keys a metric's f32 tiles hold ([`key_degree`], with large minkowski
+/// orders on chebyshev tiles).
+fn tile_degree(metric: &Metric) -> f64 {
+    key_degree(metric)
 }
 
 /// γ for a length-d dot product with FMA or blocked summation, doubled for the norm terms and
@@ -614,18 +837,37 @@ fn product(
     }
 }
 
-/// Column means of a set, accumulated in f64.
-fn column_mean(set: &VectorSet) -> Vec<f32> {
+/// Column means of a set, accumulated in f64, and for storage other than f64 the set's extent
+/// read in the same pass (f64 values need their own: their f32 roundings may overflow).
+fn column_mean(set: &VectorSet) -> (Vec<f32>, Option<Extent>) {
     let d = set.dim();
     let mut acc = vec![0.0f64; d];
+    let mut extent = Extent::EMPTY;
     let chunk = 4096;
     let mut start = 0;
     while start < set.len() {
         let end = (start + chunk).min(set.len());
-        for row in set.rows_f32(start, end).chunks_exact(d) {
+        let rows = set.rows_f32(start, end);
+        for row in rows.chunks_exact(d) {
             acc.iter_mut().zip(row).for_each(|(a, &x)| *a += x as f64);
         }
+        extent = extent.union(Extent::of_f32(&rows));
         start = end;
+    }
+    let n = set.len().max(1) as f64;
+    let mean = acc.into_iter().map(|a| (a / n) as f32).collect();
+    (mean, (set.elem_type() != ElemType::F64).then_some(extent))
+}
+
+/// Column means of a set's values times 2^-exp (which cannot overflow), as f32.
+fn scaled_mean(set: &VectorSet, exp: i32) -> Vec<f32> {
+    let d = set.dim();
+    let mut acc = vec![0.0f64; d];
+    for i in 0..set.len() {
+        let row = set.row_f64(i);
+        acc.iter_mut()
+            .zip(row.iter())
+            .for_each(|(a, &x)| *a += ldexp(x, -exp));
     }
     let n = set.len().max(1) as f64;
     acc.into_iter().map(|a| (a / n) as f32).collect()

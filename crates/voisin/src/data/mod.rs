@@ -205,7 +205,8 @@ impl VectorSet {
         }
         Err(Error::invalid(format!(
             "{who} take f32 values, and these {} x {} vectors hold f64 values with no exact f32 \
-             form; the CPU engine answers them exactly (--device cpu)",
+             form; brute force answers them exactly, on any device (voisin knn, range or graph \
+             with --engine brute)",
             self.n, self.dim
         )))
     }
@@ -273,6 +274,33 @@ impl VectorSet {
     /// One row as f64.
     pub fn row_f64(&self, i: usize) -> Cow<'_, [f64]> {
         self.rows_f64(i, i + 1)
+    }
+
+    /// Rows `rows` of this set, in that order (repeats allowed), as an owned set of the same
+    /// storage type: its values, and so every exact key, are those of the rows it copies.
+    pub fn gather(&self, rows: &[usize]) -> VectorSet {
+        fn pick<T: bytemuck::Pod>(b: &Buffer<T>, dim: usize, rows: &[usize]) -> Buffer<T> {
+            let v = b.as_slice();
+            Buffer::Owned(
+                rows.iter()
+                    .flat_map(|&r| &v[r * dim..(r + 1) * dim])
+                    .copied()
+                    .collect(),
+            )
+        }
+        let d = self.dim;
+        let data = match &self.data {
+            VectorData::F32(b) => VectorData::F32(pick(b, d, rows)),
+            VectorData::F16(b) => VectorData::F16(pick(b, d, rows)),
+            VectorData::Bf16(b) => VectorData::Bf16(pick(b, d, rows)),
+            VectorData::U8(b) => VectorData::U8(pick(b, d, rows)),
+            VectorData::F64(b) => VectorData::F64(pick(b, d, rows)),
+        };
+        VectorSet {
+            n: rows.len(),
+            dim: d,
+            data,
+        }
     }
 
     /// The first NaN or infinite value, if any (row index, column index), scanning in parallel
@@ -394,6 +422,15 @@ impl Dataset {
         match self {
             Dataset::Strings(s) => Some(s),
             Dataset::Vectors(_) => None,
+        }
+    }
+
+    /// Items `rows` of this set, in that order, as a set of their own ([`VectorSet::gather`],
+    /// [`StringSet::gather`]).
+    pub fn gather(&self, rows: &[usize]) -> Dataset {
+        match self {
+            Dataset::Vectors(v) => v.gather(rows).into(),
+            Dataset::Strings(s) => s.gather(rows).into(),
         }
     }
 }

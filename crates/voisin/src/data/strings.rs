@@ -70,4 +70,14 @@ impl StringSet {
     pub fn iter(&self) -> impl Iterator<Item = &[char]> + '_ {
         (0..self.len()).map(move |i| self.get(i))
     }
+
+    /// Strings `rows` of this set, in that order (repeats allowed).
+    pub fn gather(&self, rows: &[usize]) -> StringSet {
+        let mut out = StringSet::new();
+        for &r in rows {
+            out.chars.extend_from_slice(self.get(r));
+            out.offsets.push(out.chars.len());
+        }
+        out
+    }
 }

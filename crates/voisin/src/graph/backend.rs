@@ -150,7 +150,7 @@ impl CpuShare {
 
     /// A share of `n` items whose items of `rows` hold what [`CpuShare::rows_to_bytes`] wrote,
     /// the others nothing. Every list is checked as a real one: at most `k` entries, other
-    /// items only, keys not NaN, sorted by (key, index) without repeats.
+    /// items only, each once, keys not NaN, sorted by (key, index).
     pub fn rows_from_bytes(n: usize, k: usize, rows: &[Range<usize>], b: &[u8]) -> Result<Self> {
         let bad = |what: String| Error::invalid(format!("partial lists: {what}"));
         let mut lists = vec![List::new(); n];
@@ -189,6 +189,9 @@ impl CpuShare {
                     return Err(bad(format!("row {row} is not in order")));
                 }
                 list.push((key, i));
+            }
+            if let Some(i) = super::lists::repeated(list.iter().map(|&(_, i)| i)) {
+                return Err(bad(format!("row {row} holds neighbour {i} twice")));
             }
         }
         if !rest.is_empty() {
@@ -310,6 +313,31 @@ mod tests {
         .to_bytes();
         for cut in 0..bytes.len() {
             assert!(CpuShare::from_bytes(&bytes[..cut]).is_err(), "cut {cut}");
+        }
+    }
+
+    /// Lists read back hold real lists only: each neighbour once, never the row itself.
+    #[test]
+    fn partial_lists_with_a_repeated_or_own_neighbour_are_refused() {
+        let share = |list: Vec<(f64, u32)>| CpuShare {
+            k: 3,
+            lists: vec![list, vec![], vec![], vec![]],
+        };
+        let read = |s: CpuShare| {
+            let rows = [std::ops::Range { start: 0, end: 1 }];
+            CpuShare::rows_from_bytes(4, 3, &rows, &s.rows_to_bytes(&rows))
+        };
+        assert!(read(share(vec![(1.0, 2), (2.0, 3)])).is_ok());
+        for (list, why) in [
+            (vec![(1.0, 2), (2.0, 2)], "holds neighbour 2 twice"),
+            (
+                vec![(1.0, 3), (1.5, 1), (2.0, 3)],
+                "holds neighbour 3 twice",
+            ),
+            (vec![(0.0, 0)], "holds neighbour 0"),
+        ] {
+            let e = read(share(list)).err().unwrap().to_string();
+            assert!(e.contains(why), "{e}");
         }
     }
 }

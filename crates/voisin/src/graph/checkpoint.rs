@@ -616,9 +616,15 @@ impl Checkpoint {
                         self.n
                     )));
                 }
+                if id as usize == row {
+                    return Err(corrupt(&format!("row {row} holds itself")));
+                }
                 if j > 0 && !super::lists::ordered(list[j - 1], (key, id)) {
                     return Err(corrupt(&format!("row {row} is not in order")));
                 }
+            }
+            if let Some(id) = super::lists::repeated(list.iter().map(|&(_, i)| i)) {
+                return Err(corrupt(&format!("row {row} holds neighbour {id} twice")));
             }
         }
         Ok(Some(flat.chunks(k.max(1)).map(<[_]>::to_vec).collect()))
@@ -730,7 +736,13 @@ mod tests {
         assert_eq!(passes, [0..512, 512..1024, 1024..1300]);
         let rows = |r: &std::ops::Range<usize>| -> PassRows {
             r.clone()
-                .map(|i| vec![(i as f64, i as u32), (i as f64 + 0.5, 0)])
+                // Real rows: two other items, each once (a loaded pass is checked so).
+                .map(|i| {
+                    vec![
+                        (i as f64, (i as u32 + 1) % 1300),
+                        (i as f64 + 0.5, (i as u32 + 2) % 1300),
+                    ]
+                })
                 .collect()
         };
         cp.save(0, (0, 512), &rows(&passes[0])).unwrap();

@@ -42,6 +42,14 @@ pub fn ordered(a: (f64, u32), b: (f64, u32)) -> bool {
     a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).is_lt()
 }
 
+/// A neighbour that appears twice in a list read back from a file (a real list holds each item
+/// once), if any.
+pub fn repeated(ids: impl IntoIterator<Item = u32>) -> Option<u32> {
+    let mut sorted: Vec<u32> = ids.into_iter().collect();
+    sorted.sort_unstable();
+    sorted.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+}
+
 /// Keeps finished passes between runs. Pass `p` covers rows `rows.0..rows.1`.
 pub trait PassStore {
     /// Row blocks per pass this store's files were laid out with, if it is bound to one.

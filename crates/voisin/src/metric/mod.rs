@@ -11,10 +11,13 @@
 //!   produce candidates.
 //! - [`levenshtein`]: bit-parallel edit distance over Unicode scalar values.
 //! - [`rounding`]: how far keys move when f64 rows are rounded to f32 for an f32 pass.
+//! - [`scale`]: exact power-of-two scaling, so that keys of values of any finite magnitude stay
+//!   in range ([`scale::KeyScale`]), and how reported values beyond an output type are written.
 
 pub mod exact;
 pub mod levenshtein;
 pub mod rounding;
+pub mod scale;
 pub mod simd;
 
 use std::fmt;

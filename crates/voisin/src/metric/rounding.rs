@@ -47,6 +47,19 @@ impl Rounding {
         }
     }
 
+    /// The errors of a row whose f64 values were themselves a power-of-two scaling of the stored
+    /// ones, rounded once ([`super::scale::ldexp`]): each may have lost up to half of f64's
+    /// smallest subnormal where it underflowed, so every norm grows by that much per value.
+    pub fn with_f64_underflow(self, d: usize) -> Rounding {
+        let t = f64::from_bits(1);
+        Rounding {
+            l2: self.l2 + (d as f64).sqrt() * t * 2.0,
+            l1: self.l1 + d as f64 * t * 2.0,
+            linf: self.linf + t,
+            unit: self.unit,
+        }
+    }
+
     /// The larger of each error.
     pub fn max(self, o: Rounding) -> Rounding {
         Rounding {
