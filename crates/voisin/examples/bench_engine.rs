@@ -30,7 +30,10 @@ fn read_fbin_values(path: &str) -> (usize, usize, Vec<f32>) {
 /// The queries file cut into consecutive batches of `batch` rows (at least one batch).
 fn batches_of(path: &str, batch: usize) -> Vec<Dataset> {
     let (n, d, values) = read_fbin_values(path);
-    assert!(batch <= n, "{path} holds {n} queries, fewer than a batch of {batch}");
+    assert!(
+        batch <= n,
+        "{path} holds {n} queries, fewer than a batch of {batch}"
+    );
     values
         .chunks_exact(batch * d)
         .map(|rows| VectorSet::from_f32(batch, d, rows.to_vec()).unwrap().into())
@@ -86,6 +89,6 @@ fn main() {
     for _ in 0..runs {
         let t = Instant::now();
         let n = job();
-        println!("{:.4} {}", t.elapsed().as_secs_f64(), n);
+        println!("{:.6} {}", t.elapsed().as_secs_f64(), n);
     }
 }
