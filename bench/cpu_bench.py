@@ -68,12 +68,17 @@ def best_coretype():
     return "SkylakeX" if "avx512f" in flags else "Haswell"
 
 
-def main():
+def use_best_openblas():
+    """Re-runs this script with OPENBLAS_CORETYPE set to the CPU's best kernel family."""
     want = best_coretype()
     if os.environ.get("OPENBLAS_CORETYPE") != want:
         env = dict(os.environ, OPENBLAS_CORETYPE=want)
         env.pop("OPENBLAS_L2_SIZE", None)
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def main():
+    use_best_openblas()
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")

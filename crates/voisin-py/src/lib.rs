@@ -379,10 +379,11 @@ impl Index {
     /// NaN and infinities (in the queries, and in the base while it is not checked) are
     /// refused with their position. An engine that refuses them itself (the GPU's norms show
     /// them at no cost) is trusted with that, and the values are scanned only after such a
-    /// refusal, to name the first one. Otherwise the scan runs on its own thread beside the
-    /// engine's call, so that a one-shot call does not read a large base once more before the
-    /// work starts; a value it finds stops the engine through the cancellation token, and its
-    /// error is the answer.
+    /// refusal, to name the first one. Otherwise, while the base is not checked, the scan runs
+    /// on its own thread beside the engine's call, so that a one-shot call does not read a large
+    /// base once more before the work starts; a value it finds stops the engine through the
+    /// cancellation token, and its error is the answer. Queries alone are scanned before the
+    /// call.
     fn request<'py>(
         &self,
         py: Python<'py>,
@@ -445,6 +446,10 @@ impl Index {
                     scan()?;
                 }
                 answer
+            } else if !scan_base {
+                // Queries alone cost less to scan than to search: scanned first, here, a small
+                // batch pays no thread for it.
+                scan().and_then(|()| call())
             } else {
                 std::thread::scope(|s| {
                     let side = s.spawn(|| {

@@ -162,7 +162,10 @@ def test_float32_base_is_read_in_place(rng):
     from voisin import _voisin
 
     X = rng.normal(size=(10, 3)).astype(np.float32)
-    idx = _voisin.Index(X, "euclidean", "cpu")
+    # A one-shot index (check=False, as voisin.knn builds): a fitted one (check=True) keeps the
+    # base as its first search prepared it (on the CPU its prepared tiles, on a GPU its rows in
+    # device memory), so later changes to the array are not its to see.
+    idx = _voisin.Index(X, "euclidean", "cpu", check=False)
     q = X[:1].copy()
     assert idx.knn(q, 1)[1].item() == 0
     X[0] += 100.0  # the index reads the caller's array: no copy was made

@@ -158,6 +158,12 @@ macro_rules! suite {
 
             $(#[$attr])*
             #[test]
+            fn prepared_bases_of_several_tiles() {
+                crate::seam::prepared_tiles(&$subjects());
+            }
+
+            $(#[$attr])*
+            #[test]
             fn ties_on_request() {
                 crate::ties::tie_heavy(&$subjects());
             }

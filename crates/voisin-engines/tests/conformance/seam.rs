@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use rand::rngs::StdRng;
+
 use voisin::engine::{Cancel, Op};
-use voisin::{reference, Dataset, Error, Metric};
+use voisin::{reference, Dataset, Error, KnnResult, Metric, RangeResult};
 use voisin_engines::EngineConfig;
 
 use crate::check::{open_all, open_default, radius, Answer, Opened};
@@ -71,15 +73,86 @@ pub fn prepared(subjects: &[Subject]) {
     for (base, batches, metrics) in cases {
         let shared = Arc::new(base.clone());
         for metric in metrics {
+            let want = wanted(base, batches, &metric, &[1, 7, base.len() + 3]);
             for o in &engines {
-                prepared_one(o, &shared, batches, &metric);
+                prepared_one(o, &shared, batches, &metric, &want, &base.describe());
             }
         }
     }
 }
 
-fn prepared_one(o: &Opened, base: &Arc<Dataset>, batches: &[Dataset], metric: &Metric) {
-    let what = format!("{}: prepared {metric}", o.name);
+/// A base of two tiles (the CPU engine's search tiles are 1024 rows; the last one partial) in
+/// each element type and far from the origin, prepared once and searched by one query, a few,
+/// and more than one query block (256 rows), under each way the CPU engine prepares rows: byte
+/// for byte as the engine answers afresh, and as the reference does, whether the engine keeps
+/// the prepared tiles (the default budget) or prepares them at every search (the 64 KiB
+/// subject: the tiles' 34 KB exceed half its budget).
+pub fn prepared_tiles(subjects: &[Subject]) {
+    let engines = open_default(subjects);
+    let mut rng = data::rng(29);
+    let d = 7;
+    // f32, f16, u8, f64 f32 cannot hold, and data far from the origin.
+    let kinds = |rng: &mut StdRng, m: usize| {
+        let mut all = data::element_types(rng, m, d);
+        all.push(("offset", data::vectors(m, d, data::offset(rng, m, d))));
+        [0, 1, 3, 5, 8].map(|i| all[i].clone())
+    };
+    let bases = kinds(&mut rng, 1024 + 37);
+    let batches = [1, 3, 257].map(|m| kinds(&mut rng, m));
+    // Each way of preparing rows: centred, normalised, centred and normalised, as they are
+    // (matrix products), and the direct kernels'.
+    let metrics = [
+        Metric::Euclidean,
+        Metric::Cosine,
+        Metric::Correlation,
+        Metric::InnerProduct,
+        Metric::Cityblock,
+    ];
+    for (i, (kind, base)) in bases.into_iter().enumerate() {
+        let base = Arc::new(base);
+        let queries: Vec<Dataset> = batches.iter().map(|b| b[i].1.clone()).collect();
+        for metric in &metrics {
+            let want = wanted(&base, &queries, metric, &[1, 10]);
+            for o in &engines {
+                prepared_one(o, &base, &queries, metric, &want, kind);
+            }
+        }
+    }
+}
+
+/// The reference's answers to one batch of queries: k-NN for each k, and range at a radius
+/// (the same for every batch of a base).
+struct Wanted {
+    knn: Vec<(usize, voisin::Result<KnnResult>)>,
+    radius: f64,
+    range: voisin::Result<RangeResult>,
+}
+
+/// The reference's answers to each batch, worked out once for every engine.
+fn wanted(base: &Dataset, batches: &[Dataset], metric: &Metric, ks: &[usize]) -> Vec<Wanted> {
+    let r = radius(base, &batches[batches.len() - 1], metric);
+    batches
+        .iter()
+        .map(|queries| Wanted {
+            knn: ks
+                .iter()
+                .map(|&k| (k, reference::knn(base, queries, k, metric)))
+                .collect(),
+            radius: r,
+            range: reference::range(base, queries, r, metric),
+        })
+        .collect()
+}
+
+fn prepared_one(
+    o: &Opened,
+    base: &Arc<Dataset>,
+    batches: &[Dataset],
+    metric: &Metric,
+    wanted: &[Wanted],
+    kind: &str,
+) {
+    let what = format!("{}: prepared {metric} on {kind}", o.name);
     let prepared = Arc::clone(&o.engine).prepare(Arc::clone(base), metric);
     if !o.supports(&[base], metric, Op::Knn) {
         let refusal = prepared.and_then(|p| p.knn(&batches[0], 1));
@@ -90,22 +163,22 @@ fn prepared_one(o: &Opened, base: &Arc<Dataset>, batches: &[Dataset], metric: &M
     assert_eq!(prepared.len(), base.len(), "{what}");
     assert_eq!(prepared.metric(), metric, "{what}");
     let tol = |op| o.tolerance(base, metric, op);
-    for queries in batches {
+    for (queries, want) in batches.iter().zip(wanted) {
         let what = format!("{what}, {} queries", queries.len());
-        for k in [1, 7, base.len() + 3] {
+        for (k, knn) in &want.knn {
             alike(
-                prepared.knn(queries, k),
-                o.engine.knn(base, queries, k, metric),
-                reference::knn(base, queries, k, metric),
+                prepared.knn(queries, *k),
+                o.engine.knn(base, queries, *k, metric),
+                knn,
                 tol(Op::Knn),
                 &format!("{what} k={k}"),
             );
         }
-        let r = radius(base, &batches[batches.len() - 1], metric);
+        let r = want.radius;
         alike(
             prepared.range(queries, r),
             o.engine.range(base, queries, r, metric),
-            reference::range(base, queries, r, metric),
+            &want.range,
             tol(Op::Range),
             &format!("{what} r={r}"),
         );
@@ -116,13 +189,13 @@ fn prepared_one(o: &Opened, base: &Arc<Dataset>, batches: &[Dataset], metric: &M
 fn alike<T: Answer>(
     got: voisin::Result<T>,
     fresh: voisin::Result<T>,
-    want: voisin::Result<T>,
+    want: &voisin::Result<T>,
     tol: f32,
     what: &str,
 ) {
     let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
     got.same(&fresh.unwrap(), 0.0, &format!("{what} against the engine"));
-    got.same(&want.unwrap(), tol, what);
+    got.same(want.as_ref().unwrap(), tol, what);
 }
 
 /// A cancelled token ends every call, on vectors and on strings, with `Error::Cancelled`;

@@ -191,6 +191,12 @@ class _Neighbors(BaseEstimator):
     def _queries(self, X: Any) -> Any:
         if isinstance(self._fit_X, list):
             return strings(X, "X")
+        if (type(X) is np.ndarray and X.dtype == np.float32 and X.ndim == 2 and len(X)
+                and X.shape[1] == self.n_features_in_
+                and not hasattr(self, "feature_names_in_")):
+            # What scikit-learn's checks would pass through unchanged, without their cost
+            # (about 80 us, a fair share of a single query's time).
+            return X
         X = _validate_data(self, X, accept_sparse=False, ensure_all_finite=False, reset=False,
                            dtype=None if _is_numeric(X) else "numeric")
         return vectors(X, "X")

@@ -191,10 +191,10 @@ where
             rows
         })
         .collect();
-    let (mut b, mut keys, mut lims) = (S::Rows::default(), Vec::new(), Vec::new());
+    let (mut scratch, mut keys, mut lims) = (S::Rows::default(), Vec::new(), Vec::new());
     'tiles: for (t0, t1) in ranges(seg.1 - seg.0, BASE_TILE) {
         let (b0, b1) = (seg.0 + t0, seg.0 + t1);
-        src.prepare_base(b0, b1, &mut b);
+        let b = src.base_rows(b0, b1, &mut scratch);
         for (&(q0, q1), q) in blocks.iter().zip(&prepared) {
             // Looked at per key tile (a few milliseconds of work): a base tile against many
             // queries took up to half a second, and a cancelled call that long to end.
@@ -211,7 +211,7 @@ where
             } else {
                 Cutoff::NONE
             };
-            let bound = src.keys(q, &b, cutoff, &mut keys);
+            let bound = src.keys(q, b, cutoff, &mut keys);
             visit(&mut acc, &keys, (q0, b0, b1 - b0), bound);
         }
         let pairs = ((queries.1 - queries.0) * (b1 - b0)) as u64;

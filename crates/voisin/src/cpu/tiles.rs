@@ -52,7 +52,9 @@
 //! [`Bound`] carries the factor to the exact keys' units ([`KeyScale`]), so candidates from
 //! tiles of any scale compare with each other and with exact keys.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use rayon::prelude::*;
 
 use crate::data::{ElemType, VectorSet};
 use crate::metric::rounding::{self, Rounding};
@@ -231,6 +233,17 @@ pub trait TileSource: Sync {
     type Rows: Default + Send;
     fn prepare_base(&self, start: usize, end: usize, out: &mut Self::Rows);
     fn prepare_query(&self, start: usize, end: usize, out: &mut Self::Rows);
+    /// Base rows `start..end` prepared: the ones a prepared base kept, when it kept this tile,
+    /// else prepared into `scratch` (the same rows either way).
+    fn base_rows<'s>(
+        &'s self,
+        start: usize,
+        end: usize,
+        scratch: &'s mut Self::Rows,
+    ) -> &'s Self::Rows {
+        self.prepare_base(start, end, scratch);
+        scratch
+    }
     /// Approximate keys of the tile, row-major (query rows × base rows), and their bound.
     /// Entries above their `cutoff` may be reported as +inf.
     fn keys(&self, q: &Self::Rows, b: &Self::Rows, cutoff: Cutoff, keys: &mut Vec<f32>) -> Bound;
@@ -265,6 +278,8 @@ pub struct TileMaker<'a> {
     exp: i32,
     /// The scale of the exact keys.
     key: KeyScale,
+    /// The base's tiles a prepared base kept, when they were made at this problem's `exp`.
+    kept: Option<Arc<KeptTiles>>,
 }
 
 /// Rows of one side of a tile, prepared for the plan, with their norms.
@@ -282,15 +297,55 @@ pub struct PreparedRows {
     pub rounding: Rounding,
     /// The rows are the values times 2^-exp (cosine rows: scale-free, 0).
     pub exp: i32,
+    /// `rows` holds the rows coordinate by coordinate (value c of row j at `c·count + j`)
+    /// instead of row by row: the layout of a prepared base's kept tiles under the
+    /// matrix-product plans, which the product reads without packing them first.
+    pub column_major: bool,
+}
+
+impl PreparedRows {
+    /// These rows laid out coordinate by coordinate ([`PreparedRows::column_major`]).
+    fn into_column_major(mut self, dim: usize) -> Self {
+        let mut cols = vec![0.0f32; self.rows.len()];
+        for (j, row) in self.rows.chunks_exact(dim).enumerate() {
+            for (c, &x) in row.iter().enumerate() {
+                cols[c * self.count + j] = x;
+            }
+        }
+        self.rows = cols;
+        self.column_major = true;
+        self
+    }
 }
 
 /// What a base set's tiles keep between searches: the plan, whose euclidean centre is a pass
-/// over the whole base, and the extent of the base's values when a scale needs it (a prepared
-/// base computes both once; see `cpu/prepared.rs`).
-#[derive(Clone, Debug)]
+/// over the whole base, the extent of the base's values when a scale needs it, and optionally
+/// every base tile prepared (a prepared base makes them once; see `cpu/prepared.rs`).
+#[derive(Clone)]
 pub struct BasePlan {
     plan: Plan,
     extent: OnceLock<Extent>,
+    kept: Option<Arc<KeptTiles>>,
+}
+
+/// Every tile of a base prepared once: tile `t` holds rows `t·edge .. min((t+1)·edge, n)`,
+/// the tiles the search drivers walk, its rows scaled by 2^-exp (the base's own
+/// [`tile_exponent`]; a problem whose queries move it prepares its tiles as they come).
+struct KeptTiles {
+    edge: usize,
+    exp: i32,
+    tiles: Vec<PreparedRows>,
+}
+
+impl KeptTiles {
+    /// The kept tile of rows `start..end`, if it is one.
+    fn tile(&self, start: usize, end: usize) -> Option<&PreparedRows> {
+        if !start.is_multiple_of(self.edge) {
+            return None;
+        }
+        let t = self.tiles.get(start / self.edge)?;
+        (t.count == end - start).then_some(t)
+    }
 }
 
 impl BasePlan {
@@ -309,7 +364,11 @@ impl BasePlan {
             Metric::InnerProduct => Plan::Dot,
             _ => Plan::Direct,
         };
-        let plan = BasePlan { plan, extent };
+        let plan = BasePlan {
+            plan,
+            extent,
+            kept: None,
+        };
         // Measured now when a scale will need it, so a prepared base measures it once.
         if matches!(plan.plan, Plan::Direct | Plan::SqL2 { .. })
             || KeyScale::needs_extent(metric, base, base)
@@ -317,6 +376,49 @@ impl BasePlan {
             plan.extent(base);
         }
         plan
+    }
+
+    /// Whether this plan holds its base's tiles.
+    #[cfg(test)]
+    pub fn keeps_tiles(&self) -> bool {
+        self.kept.is_some()
+    }
+
+    /// Bytes [`BasePlan::keeping_tiles`] holds for `base`: its rows as f32 and one norm a row.
+    pub fn kept_bytes(base: &VectorSet) -> usize {
+        base.len() * (base.dim() + 1) * std::mem::size_of::<f32>()
+    }
+
+    /// This plan with every `edge`-row tile of `base` prepared once, in parallel on the
+    /// current thread pool, at the scale the base alone takes; searches under it whose
+    /// queries leave that scale unchanged (every ordinary problem) read them instead of
+    /// preparing them again. Tiles of the matrix-product plans are kept coordinate by
+    /// coordinate, which the product reads without packing them (a small batch's product is
+    /// otherwise mostly packing).
+    pub fn keeping_tiles(self, metric: &Metric, base: &VectorSet, edge: usize) -> Self {
+        let maker = TileMaker::with_plan(metric, base, base, self.clone());
+        let (n, dim) = (base.len(), base.dim());
+        let by_columns = !matches!(self.plan, Plan::Direct);
+        let tiles = (0..n.div_ceil(edge))
+            .into_par_iter()
+            .map(|t| {
+                let mut rows = PreparedRows::default();
+                maker.prepare_base(t * edge, ((t + 1) * edge).min(n), &mut rows);
+                match by_columns {
+                    true => rows.into_column_major(dim),
+                    false => rows,
+                }
+            })
+            .collect();
+        let kept = KeptTiles {
+            edge,
+            exp: maker.exp,
+            tiles,
+        };
+        BasePlan {
+            kept: Some(Arc::new(kept)),
+            ..self
+        }
     }
 
     /// The base's extent, measured on first use.
@@ -375,6 +477,7 @@ impl<'a> TileMaker<'a> {
             (true, Some(e)) => tile_exponent(tile_degree(metric), base.dim(), e.max),
             _ => 0,
         };
+        let kept = plan.kept.filter(|k| k.exp == exp);
         let mut plan = plan.plan;
         if let (Plan::SqL2 { center }, true) = (&mut plan, exp != 0) {
             *center = scaled_mean(base, exp);
@@ -387,6 +490,7 @@ impl<'a> TileMaker<'a> {
             plan,
             exp,
             key,
+            kept,
         }
     }
 
@@ -561,20 +665,20 @@ impl<'a> TileMaker<'a> {
                         *v = nq + nb;
                     }
                 }
-                product(&q.rows, &b.rows, (m, n, d), keys, -2.0, true);
+                product(&q.rows, b, (m, n, d), keys, -2.0, true);
                 let s = q.max_norm + b.max_norm;
                 Bound::new(0.0, gamma * s * s + tiny())
             }
             Plan::Cosine { .. } => {
                 keys.fill(1.0);
-                product(&q.rows, &b.rows, (m, n, d), keys, -1.0, true);
+                product(&q.rows, b, (m, n, d), keys, -1.0, true);
                 // Each normalised row is off by about 2u·r (r = max_norm, the centring factor)
                 // and the dot adds γ; γ ≥ 2u·d covers the first two generously.
                 let r = q.max_norm + b.max_norm;
                 Bound::new(0.0, gamma * (2.0 + 2.0 * r) + tiny())
             }
             Plan::Dot => {
-                product(&q.rows, &b.rows, (m, n, d), keys, -1.0, false);
+                product(&q.rows, b, (m, n, d), keys, -1.0, false);
                 Bound::new(0.0, gamma * q.max_norm * b.max_norm + tiny())
             }
             Plan::Direct => unreachable!(),
@@ -582,6 +686,8 @@ impl<'a> TileMaker<'a> {
     }
 
     fn direct_keys(&self, q: &PreparedRows, b: &PreparedRows, keys: &mut [f32]) -> Bound {
+        // Only the matrix-product plans keep tiles by coordinates.
+        debug_assert!(!b.column_major);
         let d = self.dim;
         let kernel = match self.metric {
             Metric::Cityblock => simd::Kernel::L1,
@@ -617,6 +723,21 @@ impl TileSource for TileMaker<'_> {
 
     fn prepare_query(&self, start: usize, end: usize, out: &mut PreparedRows) {
         self.prepare(self.queries, start, end, out)
+    }
+
+    fn base_rows<'s>(
+        &'s self,
+        start: usize,
+        end: usize,
+        scratch: &'s mut PreparedRows,
+    ) -> &'s PreparedRows {
+        match self.kept.as_deref().and_then(|k| k.tile(start, end)) {
+            Some(kept) => kept,
+            None => {
+                self.prepare_base(start, end, scratch);
+                scratch
+            }
+        }
     }
 
     fn keys(&self, q: &PreparedRows, b: &PreparedRows, _: Cutoff, keys: &mut Vec<f32>) -> Bound {
@@ -670,32 +791,42 @@ fn tiny() -> f64 {
 }
 
 /// `out[i][j] = scale · a_i · b_j`, plus the old `out[i][j]` when `accumulate`, for row-major
-/// `a` (m×d) and `b` (n×d); single-threaded, callers parallelise over tiles.
+/// `a` (m×d) and the n rows of `b` in either layout; single-threaded, callers parallelise over
+/// tiles. Rows of `b` laid out by coordinates make the product `out` transposed = `b · aᵀ`, whose
+/// left operand is then already in the layout the kernel reads.
 fn product(
     a: &[f32],
-    b: &[f32],
+    b: &PreparedRows,
     (m, n, d): (usize, usize, usize),
     out: &mut [f32],
     scale: f32,
     accumulate: bool,
 ) {
-    assert!(a.len() >= m * d && b.len() >= n * d && out.len() >= m * n);
+    assert!(a.len() >= m * d && b.rows.len() >= n * d && out.len() >= m * n);
+    let (ni, di) = (n as isize, d as isize);
+    // out's (rows, columns, column stride, row stride); each operand's (start, column stride,
+    // row stride).
+    let (dst, lhs, rhs) = if b.column_major {
+        ((n, m, ni, 1), (b.rows.as_ptr(), ni, 1), (a.as_ptr(), di, 1))
+    } else {
+        ((m, n, 1, ni), (a.as_ptr(), 1, di), (b.rows.as_ptr(), di, 1))
+    };
     // SAFETY: the asserted lengths cover the m×d, n×d and m×n extents at these strides.
     unsafe {
         gemm::gemm(
-            m,
-            n,
+            dst.0,
+            dst.1,
             d,
             out.as_mut_ptr(),
-            1,
-            n as isize,
+            dst.2,
+            dst.3,
             accumulate,
-            a.as_ptr(),
-            1,
-            d as isize,
-            b.as_ptr(),
-            d as isize,
-            1,
+            lhs.0,
+            lhs.1,
+            lhs.2,
+            rhs.0,
+            rhs.1,
+            rhs.2,
             if accumulate { 1.0f32 } else { 0.0 },
             scale,
             false,
