@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use voisin::engine::Cancel;
@@ -268,17 +268,7 @@ impl MetricIndex {
         pairs: bool,
         csr: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        if include_self && pairs {
-            return Err(PyValueError::new_err(
-                "include_self and pairs exclude each other (pairs never hold an item itself)",
-            ));
-        }
-        let form = Form {
-            exact,
-            include_self,
-            pairs,
-            csr,
-        };
+        let form = Form::of_graph(exact, include_self, pairs, csr)?;
         self.shaped(py, progress, None, form, move |e, index, items| {
             e.graph(index, items, k).map(Answer::Knn)
         })

@@ -792,17 +792,7 @@ impl Index {
         csr: bool,
         ties: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        if include_self && pairs {
-            return Err(PyValueError::new_err(
-                "include_self and pairs exclude each other (pairs never hold an item itself)",
-            ));
-        }
-        let form = Form {
-            exact,
-            include_self,
-            pairs,
-            csr,
-        };
+        let form = Form::of_graph(exact, include_self, pairs, csr)?;
         self.request(py, progress, None, Op::Graph, form, move |e, base, _, m| {
             if k == 0 {
                 // k = 0 with `include_self`: rows of the item alone (no other item to find).

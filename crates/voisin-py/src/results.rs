@@ -33,6 +33,24 @@ pub struct Form {
     pub csr: bool,
 }
 
+impl Form {
+    /// The form of a graph request (`Index.graph`, `MetricIndex.graph`): `include_self` and
+    /// `pairs` exclude each other.
+    pub fn of_graph(exact: bool, include_self: bool, pairs: bool, csr: bool) -> PyResult<Form> {
+        if include_self && pairs {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "include_self and pairs exclude each other (pairs never hold an item itself)",
+            ));
+        }
+        Ok(Form {
+            exact,
+            include_self,
+            pairs,
+            csr,
+        })
+    }
+}
+
 pub enum Dist {
     F32(Vec<f32>),
     F64(Vec<f64>),
