@@ -166,6 +166,7 @@ mod mpi_comm {
 
     /// The world communicator of an MPI job.
     pub struct Mpi {
+        /// Every rank of the job, as `mpi::initialize` gave it.
         pub world: SimpleCommunicator,
     }
 
