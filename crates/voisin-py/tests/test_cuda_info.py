@@ -145,3 +145,31 @@ def test_kernels_compiled_at_run_time_are_cached_and_reused(tmp_path):
     # A second process loads them: the same files, none written again, the same answer.
     assert run() == first
     assert files() == cached
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("override", [False, True])
+def test_the_cublas_that_runs_is_the_one_reported(override):
+    # Every cuBLAS file mapped after a GPU search is the one cuda_info() names, also where the
+    # system's loader path holds another (the device's LD_LIBRARY_PATH lists a toolkit).
+    env = {}
+    if override:
+        found = wheel_libs("libcublas.so.1[23]")
+        if not found:
+            pytest.skip("no nvidia-cublas wheel to name in VOISIN_CUDA_LIBS")
+        env["VOISIN_CUDA_LIBS"] = os.pathsep.join(
+            sorted({os.path.dirname(f) for f in found + wheel_libs("libnvrtc.so.1[23]")}))
+    code = (
+        "import json, numpy as np, voisin\n"
+        "x = np.random.default_rng(0).normal(size=(3000, 64)).astype(np.float32)\n"
+        "voisin.knn_graph(x, 10, device='cuda')\n"
+        "maps = {l.split()[5] for l in open('/proc/self/maps')\n"
+        "        if len(l.split()) > 5 and '/libcublas.so' in l}\n"
+        "print(json.dumps([voisin.cuda_info()['cublas'], sorted(maps)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                         capture_output=True, text=True, check=True).stdout
+    reported, mapped = json.loads(out)
+    assert mapped == [os.path.realpath(reported["path"])], (reported, mapped)
+    if override:
+        assert reported["source"] == "override"

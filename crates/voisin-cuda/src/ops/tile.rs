@@ -9,14 +9,16 @@
 //! Owns the cuBLAS call and its column-major bookkeeping; which product a tile computes is the
 //! route's (search/route.rs). Knows nothing about selection.
 
-use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
-use cudarc::cublas::{result as blas, Gemm, GemmConfig};
+use std::ffi::c_void;
+
+use cudarc::cublas::sys::{cublasComputeType_t, cublasOperation_t, cudaDataType};
 use cudarc::driver::{CudaStream, DeviceRepr};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::numerics::plan::{Numerics, K_CHUNK};
 use crate::ops::device_set::RowsView;
+use crate::runtime::blas::Gemm;
 use crate::runtime::context::{dev, Gpu};
 
 /// The product a written tile computes (the route's, search/route.rs `product`).
@@ -71,7 +73,7 @@ pub(crate) fn compute(
             // Row-major Q (q.n × d, rows q.ld apart) and B (b.n × d) are column-major
             // ld × n matrices. The row-major tile D = Q Bᵀ is the column-major (b.n × q.n)
             // matrix Bᵀ Q.
-            let shape = |k0: usize, len: usize, beta: f32| GemmConfig {
+            let shape = |k0: usize, len: usize, beta: f32| Gemm {
                 transa: cublasOperation_t::CUBLAS_OP_T,
                 transb: cublasOperation_t::CUBLAS_OP_N,
                 m: b.n as i32,
@@ -115,7 +117,7 @@ pub(crate) fn compute(
                 // output q.n × ld (asserted above).
                 match (product, &bv, &qv) {
                     (Product::Sgemm, RowsView::F32(bv), RowsView::F32(qv)) => {
-                        unsafe { gpu.blas.gemm(cfg, bv, qv, out) }.map_err(dev("sgemm"))?
+                        sgemm(gpu, &cfg, (bv, qv), out)?
                     }
                     (Product::Tf32, RowsView::F32(bv), RowsView::F32(qv)) => {
                         let tf32 =
@@ -209,13 +211,29 @@ enum Accumulate {
     Int,
 }
 
+/// The product of `compute`'s f32 rows by sgemm (strict fp32 on the SIMT cores).
+fn sgemm(
+    gpu: &Gpu,
+    cfg: &Gemm,
+    (a, b): (&CudaView<'_, f32>, &CudaView<'_, f32>),
+    c: &mut CudaViewMut<'_, f32>,
+) -> Result<()> {
+    let stream: &CudaStream = &gpu.stream;
+    let (pa, _ra) = a.device_ptr(stream);
+    let (pb, _rb) = b.device_ptr(stream);
+    let (pc, _rc) = c.device_ptr_mut(stream);
+    // SAFETY: the shapes are checked in `compute`; the handle is bound to `stream`, and the
+    // pointers' guards live until the call is queued.
+    unsafe { gpu.blas.sgemm(cfg, pa, pb, pc) }.map_err(dev("sgemm"))
+}
+
 /// The product of `compute`'s sgemm call through GemmEx: inputs of type `ab.2` (f32 for TF32,
 /// f16/bf16 for the stored half rows, int8 rows), `acc` accumulation into 32-bit words (f32, or
 /// int32 for int8). The errors are in the plan's bound (numerics/plan.rs
 /// `Numerics::in_arithmetic`, `Numerics::on_own_cores`).
 fn gemm_ex<T: DeviceRepr>(
     gpu: &Gpu,
-    cfg: &GemmConfig<f32>,
+    cfg: &Gemm,
     ab: (&CudaView<'_, T>, &CudaView<'_, T>, cudaDataType),
     acc: Accumulate,
     c: &mut CudaViewMut<'_, f32>,
@@ -227,11 +245,14 @@ fn gemm_ex<T: DeviceRepr>(
     let (pc, _rc) = c.device_ptr_mut(stream);
     // The scalars in the accumulation's type.
     let (alpha, beta) = (cfg.alpha as i32, cfg.beta as i32);
-    let (scale_a, scale_b, ct, compute): (*const f32, *const f32, _, _) = match acc {
-        Accumulate::Float(compute) => (&cfg.alpha, &cfg.beta, cudaDataType::CUDA_R_32F, compute),
+    let (scales, ct, compute): ((*const c_void, *const c_void), _, _) = match acc {
+        Accumulate::Float(compute) => (
+            (ptr(&cfg.alpha), ptr(&cfg.beta)),
+            cudaDataType::CUDA_R_32F,
+            compute,
+        ),
         Accumulate::Int => (
-            (&alpha) as *const i32 as *const f32,
-            (&beta) as *const i32 as *const f32,
+            (ptr(&alpha), ptr(&beta)),
             cudaDataType::CUDA_R_32I,
             cublasComputeType_t::CUBLAS_COMPUTE_32I,
         ),
@@ -240,27 +261,13 @@ fn gemm_ex<T: DeviceRepr>(
     // bound to `stream`, the scalars live until the call returns (host pointer mode), and the
     // pointers' guards live until the call is queued.
     unsafe {
-        blas::gemm_ex(
-            *gpu.blas.handle(),
-            cfg.transa,
-            cfg.transb,
-            cfg.m,
-            cfg.n,
-            cfg.k,
-            scale_a as *const _,
-            pa as *const _,
-            t,
-            cfg.lda,
-            pb as *const _,
-            t,
-            cfg.ldb,
-            scale_b as *const _,
-            pc as *mut _,
-            ct,
-            cfg.ldc,
-            compute,
-            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-        )
+        gpu.blas
+            .gemm_ex(cfg, (pa, pb, t), (pc, ct), scales, compute)
     }
     .map_err(dev("GemmEx"))
+}
+
+/// A host scalar as GemmEx takes it.
+fn ptr<T>(x: &T) -> *const c_void {
+    (x as *const T).cast()
 }

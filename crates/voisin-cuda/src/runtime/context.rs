@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use rayon::prelude::*;
 
-use cudarc::cublas::{sys as blas_sys, CudaBlas};
 use cudarc::driver::{sys, CudaContext, CudaSlice, CudaStream, CudaView, DevicePtr};
 use voisin::{Error, Result};
 
+use crate::runtime::blas::Blas;
 use crate::runtime::kernels::Kernels;
 use crate::runtime::probe::{NoProbe, Phases, Probe};
 use crate::runtime::staging::{Pitch, Staging};
@@ -27,12 +27,6 @@ pub(crate) trait CudaFailure: std::fmt::Debug {
 impl CudaFailure for cudarc::driver::DriverError {
     fn out_of_memory(&self) -> bool {
         self.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
-    }
-}
-
-impl CudaFailure for cudarc::cublas::result::CublasError {
-    fn out_of_memory(&self) -> bool {
-        self.0 == blas_sys::cublasStatus_t::CUBLAS_STATUS_ALLOC_FAILED
     }
 }
 
@@ -64,7 +58,7 @@ pub(crate) struct Gpu {
     pub stream: Arc<CudaStream>,
     /// Uploads behind the work on `stream` (see `upload_into`).
     copy: Arc<CudaStream>,
-    pub blas: CudaBlas,
+    pub blas: Blas,
     pub k: Arc<Kernels>,
     pub name: String,
     /// Multiprocessors on the device: the persistent kernels launch so many blocks per one.
@@ -133,21 +127,10 @@ impl Gpu {
         // copy before the work that reads it; slices are freed on the engine's stream only.
         unsafe { ctx.disable_event_tracking() };
         let copy = ctx.new_stream().map_err(dev("creating the copy stream"))?;
-        let blas = CudaBlas::new(stream.clone()).map_err(dev("creating the cuBLAS handle"))?;
-        // Strict fp32: the error bounds of src/numerics/plan.rs assume IEEE single products. The default
-        // math mode never uses TF32 for sgemm (only CUBLAS_TF32_TENSOR_OP_MATH would), and the
-        // NVIDIA_TF32_OVERRIDE variable can only disable TF32; set it explicitly so a changed
-        // library default cannot slip tensor-core rounding in. (Pedantic mode was avoided: it
-        // may pick slower kernels for no gain in fp32.)
-        // SAFETY: a valid handle and a valid enum value.
-        unsafe {
-            blas_sys::cublasSetMathMode(
-                *blas.handle(),
-                blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
-            )
-            .result()
-            .map_err(dev("setting cuBLAS math mode"))?;
-        }
+        let calls = crate::runtime::loaded::loaded()
+            .blas()
+            .ok_or_else(|| Error::device("cuda: cuBLAS is not loaded"))?;
+        let blas = Blas::new(calls, &stream).map_err(dev("creating the cuBLAS handle"))?;
         let k = crate::runtime::kernels::shared(&ctx)?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let sms = ctx

@@ -3,15 +3,15 @@
 //! The driver (`libcuda.so.1`, from the system) is opened first and says which CUDA it runs
 //! (`cuDriverGetVersion`). NVRTC and cuBLAS are then searched as `libs.rs` says, taking the
 //! newest major the driver runs (13, then 12) from the first place that holds it, and opened
-//! by full path: the CUDA bindings (cudarc, `dynamic-loading`) open their libraries by file
-//! name (`libcublas.so.13`, …), and the dynamic loader answers a name with a library already
-//! loaded under it, so they use these. The bindings are CUDA 13.0's; every symbol is looked up
-//! by name at its first call, and the calls the engine makes exist in CUDA 12 drivers and
-//! libraries too, but one: the event timer of 13.0 (`cuEventElapsedTime_v2`, from 12.8), for
-//! which [`elapsed_ms`] falls back to the older one.
+//! by full path; voisin's own bindings call them from that file (`blas.rs`, `nvrtc.rs`), so
+//! the library reported is the one that runs. The driver is called through the CUDA bindings
+//! (cudarc, `dynamic-loading`, CUDA 13.0's), which look every symbol up by name at its first
+//! call; the calls the engine makes exist in CUDA 12 drivers too, but one: the event timer of
+//! 13.0 (`cuEventElapsedTime_v2`, from 12.8), for which [`elapsed_ms`] falls back to the older
+//! one.
 //!
 //! NVRTC is only needed for kernels the build did not compile ahead of time for the GPU at hand
-//! (`kernels.rs`); it is opened by voisin's own binding (`nvrtc.rs`).
+//! (`kernels.rs`).
 
 use std::ffi::c_int;
 use std::path::PathBuf;
@@ -19,6 +19,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::{result as cu, sys, CudaEvent, DriverError};
 
+use crate::runtime::blas::BlasCalls;
 use crate::runtime::kernels;
 use crate::runtime::libs::{self, Found, Place};
 use crate::runtime::nvrtc::Nvrtc;
@@ -46,9 +47,6 @@ pub(crate) struct Driver {
 pub(crate) struct Opened {
     found: Found,
     version: String,
-    /// Where the CUDA bindings resolve another file than the one chosen (a toolkit's
-    /// unversioned `libcublas.so`, which they try first): what happened, for the report.
-    note: Option<String>,
 }
 
 /// What the process found, once.
@@ -56,7 +54,7 @@ pub(crate) struct Loaded {
     places: Vec<Place>,
     driver: Result<Driver, String>,
     nvrtc: Result<(Opened, Nvrtc), String>,
-    cublas: Result<Opened, String>,
+    cublas: Result<(Opened, BlasCalls), String>,
 }
 
 /// The process's CUDA libraries, searched and opened at the first call.
@@ -112,19 +110,18 @@ fn open_nvrtc(places: &[Place], max: Option<i32>) -> Result<(Opened, Nvrtc), Str
     let opened = Opened {
         found,
         version: format!("{major}.{minor}"),
-        note: None,
     };
     Ok((opened, nv))
 }
 
-fn open_cublas(places: &[Place], max: Option<i32>) -> Result<Opened, String> {
+fn open_cublas(places: &[Place], max: Option<i32>) -> Result<(Opened, BlasCalls), String> {
     let found =
         libs::find(&libs::CUBLAS, places, max).ok_or_else(|| missing(&libs::CUBLAS, max))?;
-    // cuBLAS needs cuBLASLt of its major: from its own folder where it came from one.
+    // cuBLAS needs cuBLASLt of its major: from its own folder where it came from one (the
+    // loader then answers cuBLAS's need of it by its name).
     let lt = format!("libcublasLt.so.{}", found.major);
     let open = |p: &std::path::Path| {
-        // SAFETY: loading a CUDA library runs no initialisation with preconditions of ours; it
-        // stays loaded for the bindings to find.
+        // SAFETY: loading a CUDA library runs no initialisation with preconditions of ours.
         unsafe { libloading::Library::new(p) }.map_err(|e| format!("{}: {e}", p.display()))
     };
     if let Some(dir) = found.path.parent().filter(|d| d.join(&lt).is_file()) {
@@ -132,56 +129,9 @@ fn open_cublas(places: &[Place], max: Option<i32>) -> Result<Opened, String> {
     }
     let lib = open(&found.path)?;
     let version = cublas_version(&lib).unwrap_or_else(|| found.major.to_string());
-    let instead = resolved_elsewhere(&lib, "cublas", b"cublasCreate_v2\0");
-    std::mem::forget(lib);
-    let Some(other) = instead else {
-        return Ok(Opened {
-            found,
-            version,
-            note: None,
-        });
-    };
-    // The bindings take the other one: it is the one in use, if the driver runs it.
-    let lib = open(&other)?;
-    let version = cublas_version(&lib).unwrap_or_default();
-    std::mem::forget(lib);
-    let major = version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    let note = format!(
-        "cuBLAS: the CUDA bindings open {} (a name they try first) rather than {}",
-        other.display(),
-        found.path.display()
-    );
-    if max.is_some_and(|m| major > m) || major < 12 {
-        return Err(format!("{note}, a cuBLAS {version} this driver cannot run"));
-    }
-    Ok(Opened {
-        found: Found {
-            path: other,
-            place: Place::Loader,
-            major,
-        },
-        version,
-        note: Some(note),
-    })
+    let calls = BlasCalls::of(lib).map_err(|e| format!("{}: {e}", found.path.display()))?;
+    Ok((Opened { found, version }, calls))
 }
-
-/// The cuBLAS functions the engine calls (through cudarc's `CudaBlas`, its `Gemm` and
-/// `gemm_ex`, and `context.rs`), each of which CUDA 12's and 13's cuBLAS export: a test opens
-/// every cuBLAS it finds and looks them up.
-#[cfg(test)]
-const CUBLAS_CALLS: &[&str] = &[
-    "cublasCreate_v2",
-    "cublasDestroy_v2",
-    "cublasSetStream_v2",
-    "cublasSetMathMode",
-    "cublasSgemm_v2",
-    "cublasGemmEx",
-    "cublasGetProperty",
-];
 
 /// Why a library of `kind` was not found.
 fn missing(kind: &libs::Kind, max: Option<i32>) -> String {
@@ -211,41 +161,6 @@ fn cublas_version(lib: &libloading::Library) -> Option<String> {
     }
 }
 
-/// The file the bindings' own loading (the first of cudarc's candidate names that opens) gives
-/// for `name`, where it is not `ours` (compared by the address of `symbol`).
-fn resolved_elsewhere(ours: &libloading::Library, name: &str, symbol: &[u8]) -> Option<PathBuf> {
-    let addr = |lib: &libloading::Library| {
-        // SAFETY: only the symbol's address is read.
-        unsafe { lib.get::<*const ()>(symbol) }
-            .ok()
-            .map(|s| *s as usize)
-    };
-    let mine = addr(ours)?;
-    for candidate in cudarc::get_lib_name_candidates(name) {
-        // SAFETY: as in `open_cublas`; a library that opens is the one the bindings take.
-        if let Ok(lib) = unsafe { libloading::Library::new(&candidate) } {
-            let theirs = addr(&lib)?;
-            return (theirs != mine).then(|| file_at(theirs).unwrap_or(candidate.into()));
-        }
-    }
-    None
-}
-
-/// The file mapped at address `at` (`/proc/self/maps`).
-fn file_at(at: usize) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|l| {
-        let mut words = l.split_whitespace();
-        let (lo, hi) = words.next()?.split_once('-')?;
-        let (lo, hi) = (
-            usize::from_str_radix(lo, 16).ok()?,
-            usize::from_str_radix(hi, 16).ok()?,
-        );
-        let path = words.nth(4)?;
-        (lo <= at && at < hi).then(|| PathBuf::from(path))
-    })
-}
-
 /// `13000` → `13.0`.
 fn dotted(version: i32) -> String {
     format!("{}.{}", version / 1000, version % 1000 / 10)
@@ -255,6 +170,11 @@ impl Loaded {
     /// NVRTC, where one was found.
     pub fn nvrtc(&self) -> Option<&Nvrtc> {
         self.nvrtc.as_ref().ok().map(|(_, nv)| nv)
+    }
+
+    /// cuBLAS's calls, where one was found.
+    pub fn blas(&self) -> Option<&BlasCalls> {
+        self.cublas.as_ref().ok().map(|(_, calls)| calls)
     }
 
     /// Why the engine cannot load CUDA here (devices aside), if it cannot.
@@ -369,7 +289,6 @@ pub fn cuda_info() -> CudaInfo {
     .flatten()
     .cloned()
     .collect();
-    notes.extend(l.cublas.as_ref().ok().and_then(|o| o.note.clone()));
     if !kernels::use_built() {
         notes.push(format!(
             "{}=off: the kernels built in are not used",
@@ -381,7 +300,7 @@ pub fn cuda_info() -> CudaInfo {
     CudaInfo {
         driver,
         nvrtc: l.nvrtc.as_ref().ok().map(|(o, _)| lib(o)),
-        cublas: l.cublas.as_ref().ok().map(lib),
+        cublas: l.cublas.as_ref().ok().map(|(o, _)| lib(o)),
         gpu_unused_because: unused_because(l, &devices),
         devices,
         prebuilt_kernels: targets.iter().map(|t| t.to_string()).collect(),
@@ -538,7 +457,7 @@ mod tests {
         ];
         let mut checked = 0;
         for (kind, calls) in [
-            (&libs::CUBLAS, CUBLAS_CALLS),
+            (&libs::CUBLAS, crate::runtime::blas::CALLS),
             (&libs::NVRTC, &nvrtc_calls[..]),
         ] {
             for file in kind.files {
