@@ -13,6 +13,8 @@ use cudarc::cublas::sys::{
     cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasMath_t, cublasOperation_t,
     cublasStatus_t, cudaDataType,
 };
+use std::sync::Arc;
+
 use cudarc::driver::CudaStream;
 
 use crate::runtime::context::CudaFailure;
@@ -147,6 +149,8 @@ pub(crate) struct Gemm {
 pub(crate) struct Blas {
     handle: cublasHandle_t,
     calls: &'static BlasCalls,
+    /// Kept alive while the handle is bound to it.
+    _stream: Arc<CudaStream>,
 }
 
 // SAFETY: a cuBLAS handle may be used from any thread, one call at a time; the engine makes its
@@ -161,11 +165,20 @@ impl Blas {
     /// CUBLAS_TF32_TENSOR_OP_MATH would), and the NVIDIA_TF32_OVERRIDE variable can only disable
     /// TF32; it is set explicitly so that a changed library default cannot slip tensor-core
     /// rounding in. (Pedantic mode may pick slower kernels for no gain in fp32.)
-    pub fn new(calls: &'static BlasCalls, stream: &CudaStream) -> Result<Blas, BlasError> {
+    pub fn new(calls: &'static BlasCalls, stream: &Arc<CudaStream>) -> Result<Blas, BlasError> {
+        // The handle belongs to the context current on this thread.
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|_| BlasError(cublasStatus_t::CUBLAS_STATUS_NOT_INITIALIZED))?;
         let mut handle: cublasHandle_t = std::ptr::null_mut();
         // SAFETY: cublasCreate_v2 writes a handle; a failed one leaves nothing to destroy.
         check(unsafe { (calls.create)(&mut handle) })?;
-        let blas = Blas { handle, calls };
+        let blas = Blas {
+            handle,
+            calls,
+            _stream: Arc::clone(stream),
+        };
         // SAFETY: a live handle, a live stream of the same context, a valid enum value.
         unsafe {
             check((calls.set_stream)(
