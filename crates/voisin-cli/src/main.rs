@@ -5,10 +5,10 @@
 //! the engines the factory (`voisin-engines`: CPU, CUDA, several GPUs, auto) opens, through the
 //! `Engine` trait, and index search by voisin-index.
 //!
-//! Modules: `args` (the command line), this file (dispatch of every subcommand, error lines),
-//! `error` (the error and its exit code), `commands` (knn, graph and range), `index_cmd` (index
-//! build and query), `demo`, `doctor` (what `voisin_cuda::cuda_info` found), `device`
-//! (engines and worker threads), `load` (inputs, their checks and the metric), `output`
+//! Modules: `args` (the command line), this file (dispatch of every subcommand, `doctor`'s
+//! report of what `voisin_cuda::cuda_info` found, error lines), `error` (the error and its exit
+//! code), `commands` (knn, graph and range), `index_cmd` (index build and query), `demo`,
+//! `device` (engines and worker threads), `load` (inputs, their checks and the metric), `output`
 //! (where results go), `progress`, `stats` (`--stats`) and `size` (`--memory`).
 //!
 //! Exit codes: 0 success, 2 bad input or usage, 1 internal or device failure. Every error is one

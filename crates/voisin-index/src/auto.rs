@@ -1,5 +1,6 @@
-//! Brute force or a metric index for one knn, range or graph run (`--engine auto|brute|lc|sss|cover`):
-//! the choice, the reason given for it, and the intrinsic-dimension estimate it rests on.
+//! Brute force or a metric index for one knn, range or graph run
+//! (`--engine auto|brute|lc|sss|cover|kd`): the choice, the reason given for it, and the
+//! intrinsic-dimension estimate it rests on.
 //!
 //! This module only decides; it builds nothing and runs no search. It measures distances through
 //! the core crate's public metric functions, as [`crate::space`] does.
