@@ -8,13 +8,12 @@
 //! bindings still give the C types and enum values, from CUDA's headers.
 
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 
 use cudarc::cublas::sys::{
     cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasMath_t, cublasOperation_t,
     cublasStatus_t, cudaDataType,
 };
-use std::sync::Arc;
-
 use cudarc::driver::CudaStream;
 
 use crate::runtime::context::CudaFailure;
