@@ -12,13 +12,13 @@
 use std::ffi::c_void;
 
 use cudarc::cublas::sys::{cublasComputeType_t, cublasOperation_t, cudaDataType};
+use cudarc::cublas::GemmConfig;
 use cudarc::driver::{CudaStream, DeviceRepr};
 use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use voisin::Result;
 
 use crate::numerics::plan::{Numerics, K_CHUNK};
 use crate::ops::device_set::RowsView;
-use crate::runtime::blas::Gemm;
 use crate::runtime::context::{dev, Gpu};
 
 /// The product a written tile computes (the route's, search/route.rs `product`).
@@ -73,7 +73,7 @@ pub(crate) fn compute(
             // Row-major Q (q.n × d, rows q.ld apart) and B (b.n × d) are column-major
             // ld × n matrices. The row-major tile D = Q Bᵀ is the column-major (b.n × q.n)
             // matrix Bᵀ Q.
-            let shape = |k0: usize, len: usize, beta: f32| Gemm {
+            let shape = |k0: usize, len: usize, beta: f32| GemmConfig {
                 transa: cublasOperation_t::CUBLAS_OP_T,
                 transb: cublasOperation_t::CUBLAS_OP_N,
                 m: b.n as i32,
@@ -214,7 +214,7 @@ enum Accumulate {
 /// The product of `compute`'s f32 rows by sgemm (strict fp32 on the SIMT cores).
 fn sgemm(
     gpu: &Gpu,
-    cfg: &Gemm,
+    cfg: &GemmConfig<f32>,
     (a, b): (&CudaView<'_, f32>, &CudaView<'_, f32>),
     c: &mut CudaViewMut<'_, f32>,
 ) -> Result<()> {
@@ -233,7 +233,7 @@ fn sgemm(
 /// `Numerics::in_arithmetic`, `Numerics::on_own_cores`).
 fn gemm_ex<T: DeviceRepr>(
     gpu: &Gpu,
-    cfg: &Gemm,
+    cfg: &GemmConfig<f32>,
     ab: (&CudaView<'_, T>, &CudaView<'_, T>, cudaDataType),
     acc: Accumulate,
     c: &mut CudaViewMut<'_, f32>,

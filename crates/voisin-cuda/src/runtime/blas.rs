@@ -14,9 +14,12 @@ use cudarc::cublas::sys::{
     cublasComputeType_t, cublasGemmAlgo_t, cublasHandle_t, cublasMath_t, cublasOperation_t,
     cublasStatus_t, cudaDataType,
 };
+use cudarc::cublas::GemmConfig;
 use cudarc::driver::CudaStream;
+use voisin::{Error, Result};
 
-use crate::runtime::context::CudaFailure;
+use crate::runtime::context::{dev, CudaFailure};
+use crate::runtime::loaded::loaded;
 
 /// A cuBLAS call's failure status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +31,7 @@ impl CudaFailure for BlasError {
     }
 }
 
-fn check(status: cublasStatus_t) -> Result<(), BlasError> {
+fn check(status: cublasStatus_t) -> std::result::Result<(), BlasError> {
     match status {
         cublasStatus_t::CUBLAS_STATUS_SUCCESS => Ok(()),
         e => Err(BlasError(e)),
@@ -87,25 +90,15 @@ pub(crate) struct BlasCalls {
     gemm_ex: GemmEx,
 }
 
-/// The names `BlasCalls::of` looks up, which CUDA 12's and 13's cuBLAS both export (a test
-/// opens every cuBLAS found and looks each up, with `cublasGetProperty` for the version).
-#[cfg(test)]
-pub(crate) const CALLS: &[&str] = &[
-    "cublasCreate_v2",
-    "cublasDestroy_v2",
-    "cublasSetStream_v2",
-    "cublasSetMathMode",
-    "cublasSgemm_v2",
-    "cublasGemmEx",
-    "cublasGetProperty",
-];
-
 impl BlasCalls {
-    /// The calls of `lib`, a cuBLAS library (CUDA 12 or 13).
-    pub fn of(lib: libloading::Library) -> Result<BlasCalls, String> {
+    /// The calls of `lib`, a cuBLAS library (CUDA 12 or 13, which both export them).
+    pub fn of(lib: libloading::Library) -> std::result::Result<BlasCalls, String> {
         /// # Safety
         /// `T` is the C signature of the cuBLAS function `name`.
-        unsafe fn get<T: Copy>(lib: &libloading::Library, name: &str) -> Result<T, String> {
+        unsafe fn get<T: Copy>(
+            lib: &libloading::Library,
+            name: &str,
+        ) -> std::result::Result<T, String> {
             let c = format!("{name}\0");
             // SAFETY: the caller's promise on `T`.
             unsafe { lib.get::<T>(c.as_bytes()) }
@@ -128,22 +121,6 @@ impl BlasCalls {
     }
 }
 
-/// One product's shape, column-major as cuBLAS takes it: C (m × n) = α·op(A)·op(B) + β·C,
-/// op(A) m × k.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Gemm {
-    pub transa: Op,
-    pub transb: Op,
-    pub m: i32,
-    pub n: i32,
-    pub k: i32,
-    pub alpha: f32,
-    pub lda: i32,
-    pub ldb: i32,
-    pub beta: f32,
-    pub ldc: i32,
-}
-
 /// A cuBLAS handle whose work goes on one stream, in strict fp32 math mode.
 pub(crate) struct Blas {
     handle: cublasHandle_t,
@@ -164,15 +141,18 @@ impl Blas {
     /// CUBLAS_TF32_TENSOR_OP_MATH would), and the NVIDIA_TF32_OVERRIDE variable can only disable
     /// TF32; it is set explicitly so that a changed library default cannot slip tensor-core
     /// rounding in. (Pedantic mode may pick slower kernels for no gain in fp32.)
-    pub fn new(calls: &'static BlasCalls, stream: &Arc<CudaStream>) -> Result<Blas, BlasError> {
+    pub fn new(stream: &Arc<CudaStream>) -> Result<Blas> {
+        let calls = loaded()
+            .blas()
+            .ok_or_else(|| Error::device("cuda: cuBLAS is not loaded"))?;
         // The handle belongs to the context current on this thread.
         stream
             .context()
             .bind_to_thread()
-            .map_err(|_| BlasError(cublasStatus_t::CUBLAS_STATUS_NOT_INITIALIZED))?;
+            .map_err(dev("binding the context for cuBLAS"))?;
         let mut handle: cublasHandle_t = std::ptr::null_mut();
         // SAFETY: cublasCreate_v2 writes a handle; a failed one leaves nothing to destroy.
-        check(unsafe { (calls.create)(&mut handle) })?;
+        check(unsafe { (calls.create)(&mut handle) }).map_err(dev("creating the cuBLAS handle"))?;
         let blas = Blas {
             handle,
             calls,
@@ -183,11 +163,13 @@ impl Blas {
             check((calls.set_stream)(
                 handle,
                 stream.cu_stream() as *mut c_void,
-            ))?;
+            ))
+            .map_err(dev("binding cuBLAS to the stream"))?;
             check((calls.set_math_mode)(
                 handle,
                 cublasMath_t::CUBLAS_DEFAULT_MATH,
-            ))?;
+            ))
+            .map_err(dev("setting cuBLAS math mode"))?;
         }
         Ok(blas)
     }
@@ -197,7 +179,13 @@ impl Blas {
     /// # Safety
     /// `a`, `b` and `c` hold the values `g` reads and writes, on the handle's stream's device,
     /// and stay alive until the stream has run the call.
-    pub unsafe fn sgemm(&self, g: &Gemm, a: u64, b: u64, c: u64) -> Result<(), BlasError> {
+    pub unsafe fn sgemm(
+        &self,
+        g: &GemmConfig<f32>,
+        a: u64,
+        b: u64,
+        c: u64,
+    ) -> std::result::Result<(), BlasError> {
         // SAFETY: the caller's promise; the scalars are host values read during the call.
         check(unsafe {
             (self.calls.sgemm)(
@@ -228,12 +216,12 @@ impl Blas {
     /// `compute`'s scalar type.
     pub unsafe fn gemm_ex(
         &self,
-        g: &Gemm,
+        g: &GemmConfig<f32>,
         (a, b, t): (u64, u64, cudaDataType),
         (c, ct): (u64, cudaDataType),
         (alpha, beta): (*const c_void, *const c_void),
         compute: cublasComputeType_t,
-    ) -> Result<(), BlasError> {
+    ) -> std::result::Result<(), BlasError> {
         // SAFETY: the caller's promise.
         check(unsafe {
             (self.calls.gemm_ex)(

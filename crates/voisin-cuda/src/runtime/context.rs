@@ -127,10 +127,7 @@ impl Gpu {
         // copy before the work that reads it; slices are freed on the engine's stream only.
         unsafe { ctx.disable_event_tracking() };
         let copy = ctx.new_stream().map_err(dev("creating the copy stream"))?;
-        let calls = crate::runtime::loaded::loaded()
-            .blas()
-            .ok_or_else(|| Error::device("cuda: cuBLAS is not loaded"))?;
-        let blas = Blas::new(calls, &stream).map_err(dev("creating the cuBLAS handle"))?;
+        let blas = Blas::new(&stream)?;
         let k = crate::runtime::kernels::shared(&ctx)?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         let sms = ctx

@@ -455,11 +455,28 @@ mod tests {
             "nvrtcGetProgramLog",
             "nvrtcDestroyProgram",
         ];
+        let nvrtc = |lib: libloading::Library, path: &std::path::Path| {
+            for call in nvrtc_calls {
+                let name = format!("{call}\0");
+                // SAFETY: only the symbol is looked up.
+                let found = unsafe { lib.get::<*const ()>(name.as_bytes()) }.is_ok();
+                assert!(found, "{} lacks {call}", path.display());
+            }
+        };
+        // cuBLAS: the version call and every call the engine looks up (`BlasCalls::of`).
+        let cublas = |lib: libloading::Library, path: &std::path::Path| {
+            assert!(
+                cublas_version(&lib).is_some(),
+                "{}: no version",
+                path.display()
+            );
+            if let Err(e) = BlasCalls::of(lib) {
+                panic!("{}: {e}", path.display());
+            }
+        };
+        type Check<'a> = &'a dyn Fn(libloading::Library, &std::path::Path);
         let mut checked = 0;
-        for (kind, calls) in [
-            (&libs::CUBLAS, crate::runtime::blas::CALLS),
-            (&libs::NVRTC, &nvrtc_calls[..]),
-        ] {
+        for (kind, check) in [(&libs::CUBLAS, &cublas as Check), (&libs::NVRTC, &nvrtc)] {
             for file in kind.files {
                 for place in &places {
                     let Some(path) = libs::locate(place, file) else {
@@ -467,12 +484,7 @@ mod tests {
                     };
                     // SAFETY: only symbols are looked up.
                     let lib = unsafe { libloading::Library::new(&path) }.unwrap();
-                    for call in calls {
-                        let name = format!("{call}\0");
-                        // SAFETY: as above.
-                        let found = unsafe { lib.get::<*const ()>(name.as_bytes()) }.is_ok();
-                        assert!(found, "{} lacks {call}", path.display());
-                    }
+                    check(lib, &path);
                     checked += 1;
                 }
             }
