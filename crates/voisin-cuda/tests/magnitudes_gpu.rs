@@ -76,26 +76,6 @@ fn exponents(elem: ElemType) -> Vec<i32> {
     }
 }
 
-/// The arithmetics `elem` data can take under `metric`.
-fn precisions(elem: ElemType, metric: &Metric) -> Vec<Precision> {
-    let mut p = vec![
-        Precision::Auto,
-        Precision::Fp32,
-        Precision::Tf32,
-        Precision::Fp16x3,
-    ];
-    let half_metric = matches!(
-        metric,
-        Metric::Euclidean | Metric::SqEuclidean | Metric::InnerProduct
-    );
-    match elem {
-        ElemType::F16 if half_metric => p.push(Precision::Fp16),
-        ElemType::Bf16 if half_metric => p.push(Precision::Bf16),
-        _ => {}
-    }
-    p
-}
-
 fn metrics() -> Vec<Metric> {
     let mut m = common::metrics();
     m.push(Metric::SqEuclidean);
@@ -221,7 +201,10 @@ fn every_magnitude_of_every_input_type_matches_the_cpu() {
             for (label, b, q) in sets {
                 let base = Arc::new(b);
                 for m in metrics() {
-                    for p in precisions(elem, &m) {
+                    for p in common::precisions(elem)
+                        .into_iter()
+                        .filter(|&p| common::takes(p, elem, &m))
+                    {
                         let gpu = &engines.iter().find(|(e, _)| *e == p).unwrap().1;
                         let what = format!("{elem:?} d={d} {label} {m} {p:?}");
                         let case = Case {

@@ -8,7 +8,7 @@
 //! `cargo test -p voisin-cuda --test tensor_cores -- --ignored --test-threads 1`.
 
 mod common;
-use common::{graph_rows, seed, subspaces};
+use common::{graph_rows, precisions, seed, subspaces, takes};
 
 use std::sync::Arc;
 
@@ -94,23 +94,6 @@ fn small_tiles(precision: Precision, fusion: voisin_cuda::Fusion) -> CudaEngine 
     CudaEngine::with_options(0, opts).expect("a CUDA GPU")
 }
 
-/// The arithmetics `elem` data can take: auto, fp32, tf32, fp16x3, and its own tensor cores'.
-fn precisions(elem: ElemType) -> Vec<Precision> {
-    let mut p = vec![
-        Precision::Auto,
-        Precision::Fp32,
-        Precision::Tf32,
-        Precision::Fp16x3,
-    ];
-    match elem {
-        ElemType::F16 => p.push(Precision::Fp16),
-        ElemType::Bf16 => p.push(Precision::Bf16),
-        ElemType::U8 => p.push(Precision::Int8),
-        _ => {}
-    }
-    p
-}
-
 fn same(got: &KnnResult, want: &KnnResult, what: &str) {
     common::identical(got, want, what);
 }
@@ -119,19 +102,6 @@ fn same_range(got: &RangeResult, want: &RangeResult, what: &str) {
     assert_eq!(got.offsets, want.offsets, "{what}: offsets");
     assert_eq!(got.indices, want.indices, "{what}: indices");
     assert_eq!(got.distances, want.distances, "{what}: distances");
-}
-
-/// Whether `p` may run `metric` on `elem` data (explicit half precisions take their own type
-/// and the metrics without unit rows, int8 takes u8 under the squared-distance metrics).
-fn takes(p: Precision, elem: ElemType, metric: &Metric) -> bool {
-    let l2 = matches!(metric, Metric::Euclidean | Metric::SqEuclidean);
-    let half_metric = l2 || *metric == Metric::InnerProduct;
-    match p {
-        Precision::Fp16 => elem == ElemType::F16 && half_metric,
-        Precision::Bf16 => elem == ElemType::Bf16 && half_metric,
-        Precision::Int8 => elem == ElemType::U8 && l2,
-        _ => true,
-    }
 }
 
 #[test]

@@ -8,8 +8,9 @@ pub mod subspaces;
 
 use rand::prelude::*;
 use rand_distr::StandardNormal;
+use voisin::data::ElemType;
 use voisin::{Dataset, KnnResult, Metric, RangeResult, VectorSet};
-use voisin_cuda::{CudaEngine, CudaOptions, Select};
+use voisin_cuda::{CudaEngine, CudaOptions, Precision, Select};
 
 /// A fresh seed, printed so that a failure can be replayed.
 pub fn seed() -> u64 {
@@ -159,4 +160,34 @@ pub fn hard_words(step: usize, random: usize, rng: &mut StdRng) -> Vec<String> {
             .collect::<String>()
     }));
     list
+}
+
+/// The arithmetics `elem` data can take: auto, fp32, tf32, fp16x3, and its own tensor cores'.
+pub fn precisions(elem: ElemType) -> Vec<Precision> {
+    let mut p = vec![
+        Precision::Auto,
+        Precision::Fp32,
+        Precision::Tf32,
+        Precision::Fp16x3,
+    ];
+    match elem {
+        ElemType::F16 => p.push(Precision::Fp16),
+        ElemType::Bf16 => p.push(Precision::Bf16),
+        ElemType::U8 => p.push(Precision::Int8),
+        _ => {}
+    }
+    p
+}
+
+/// Whether `p` may run `metric` on `elem` data (explicit half precisions take their own type
+/// and the metrics without unit rows, int8 takes u8 under the squared-distance metrics).
+pub fn takes(p: Precision, elem: ElemType, metric: &Metric) -> bool {
+    let l2 = matches!(metric, Metric::Euclidean | Metric::SqEuclidean);
+    let half_metric = l2 || *metric == Metric::InnerProduct;
+    match p {
+        Precision::Fp16 => elem == ElemType::F16 && half_metric,
+        Precision::Bf16 => elem == ElemType::Bf16 && half_metric,
+        Precision::Int8 => elem == ElemType::U8 && l2,
+        _ => true,
+    }
 }
