@@ -128,10 +128,14 @@ pub fn gpu_ordinals(gpus: Option<&Gpus>) -> Result<Vec<usize>> {
 }
 
 /// Whether the CUDA engine answers `op` over `data` under `metric`, known before any GPU opens
-/// (the Python bindings refuse the rest under `cuda` with the same line on every machine). f64
-/// values beyond f32's range count as answered: the CUDA engine's own refusal names them.
+/// (the Python bindings refuse the rest under `cuda` with the same line on every machine).
+/// Values the tiles cannot hold (f64 values beyond f32's range, keys beyond f32's or f64's
+/// range: [`voisin_cuda::tiles_hold`]) count as answered: the CUDA engine's own refusal names
+/// them.
 pub fn gpu_answers(data: &Dataset, metric: &Metric, op: Op) -> bool {
-    let held = data.as_vectors().is_none_or(voisin_cuda::tiles_hold);
+    let held = data
+        .as_vectors()
+        .is_none_or(|v| voisin_cuda::tiles_hold(v, metric));
     !held || voisin_cuda::supports(data, metric, op)
 }
 
@@ -200,5 +204,9 @@ mod tests {
         assert!(!gpu_answers(&v, &user, Op::Knn));
         let far = Dataset::Vectors(voisin::VectorSet::from_f64(2, 1, vec![1e39, 0.0]).unwrap());
         assert!(gpu_answers(&far, &user, Op::Knn));
+        // Keys beyond f32's range: answered by the engine's own refusal, which names them.
+        let big = Dataset::Vectors(voisin::VectorSet::from_f32(2, 1, vec![3e38, 0.0]).unwrap());
+        assert!(!voisin_cuda::supports(&big, &Metric::Euclidean, Op::Knn));
+        assert!(gpu_answers(&big, &Metric::Euclidean, Op::Knn));
     }
 }

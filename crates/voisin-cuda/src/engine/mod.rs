@@ -281,8 +281,10 @@ impl Engine for CudaEngine {
 
     /// Vectors under the built-in vector metrics (f64 values too: tiled rounded to f32 under a
     /// widened bound, re-ranked on their f64 values; unless one of them rounds beyond f32's
-    /// range), and strings under levenshtein except checkpointed graphs (the GPU passes take
-    /// vectors); user metrics run on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
+    /// range), while their keys lie inside f32's range and their exact keys inside f64's
+    /// (`KeyScale::fits_f32`: where the CPU engine scales keys, it answers), and strings under
+    /// levenshtein except checkpointed graphs (the GPU passes take vectors); user metrics run
+    /// on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
     /// the fp32 power tiles here cannot bound: the CPU answers them.
     fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
         supports(data, metric, op)

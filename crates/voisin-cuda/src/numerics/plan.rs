@@ -13,6 +13,7 @@
 use rayon::prelude::*;
 use voisin::data::{Dataset, ElemType, VectorData, VectorSet};
 use voisin::metric::rounding::{input_widening, Rounding};
+use voisin::metric::scale::{Extent, KeyScale};
 use voisin::metric::simd::U32;
 use voisin::{Error, Metric, Result};
 
@@ -294,24 +295,40 @@ pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a Vect
         (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => Err(Error::invalid(
             format!("{metric} (an order above 8) runs on the CPU engine only"),
         )),
-        // f64 values are tiled rounded to f32 (the plan widens its bound for that), which
-        // needs their rounding to be finite.
-        (Dataset::Vectors(v), _) => match beyond_f32(v) {
-            None => Ok(v),
-            Some((r, c, x)) => Err(Error::invalid(format!(
-                "vector {r} holds {x:e} at column {c}, beyond the range of f32 (about \
-                 ±3.4e38) that the cuda engine's tiles compute in; the CPU engine answers it \
-                 exactly (--device cpu)"
-            ))),
-        },
+        (Dataset::Vectors(v), _) => tiles_take(v, metric).map(|()| v),
     }
 }
 
-/// Whether the cuda engine's tiles hold every value of `set`: true unless it is stored as f64
-/// and some finite value rounds to an infinite f32 (NaN and infinities are refused later, with
-/// their own message).
-pub fn tiles_hold(set: &VectorSet) -> bool {
-    beyond_f32(set).is_none()
+/// Whether the cuda engine's f32 tiles can bound the keys of `set` under `metric`: the error
+/// for a set they cannot, which the CPU engine answers exactly (it scales such keys by a power
+/// of two, [`KeyScale`]). f64 values are tiled rounded to f32 (the plan widens its bound for
+/// that, a value that rounds to zero included), which needs each rounding finite; and the keys
+/// must lie inside f32's range, their exact f64 keys inside f64's ([`KeyScale::fits_f32`]: a
+/// pass over the values where their storage type can hold magnitudes whose keys leave them).
+fn tiles_take(set: &VectorSet, metric: &Metric) -> Result<()> {
+    let cpu = "the CPU engine answers it exactly (--device cpu)";
+    if let Some((r, c, x)) = beyond_f32(set) {
+        return Err(Error::invalid(format!(
+            "vector {r} holds {x:e} at column {c}, beyond the range of f32 (about ±3.4e38) \
+             that the cuda engine's tiles compute in; {cpu}"
+        )));
+    }
+    if !KeyScale::fits_f32(metric, set) {
+        let e = Extent::of(set);
+        return Err(Error::invalid(format!(
+            "values from {:e} to {:e} give {metric} keys beyond the range the cuda engine's \
+             tiles compute in (f32 approximate keys, f64 exact ones); {cpu}",
+            e.min, e.max
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the cuda engine's tiles hold every value of `set` and its keys under `metric`: false
+/// where [`vectors`] refuses the set for its values, with a line that names them (NaN and
+/// infinities pass here and are refused later, with their own message).
+pub fn tiles_hold(set: &VectorSet, metric: &Metric) -> bool {
+    tiles_take(set, metric).is_ok()
 }
 
 /// The first finite f64 value (row, column, value) whose f32 rounding overflows; `None` for
@@ -835,6 +852,65 @@ impl Numerics {
         // a superset.
         (t + t.abs() * 1e-6 + 1e-30) as f32
     }
+
+    /// Whether a pair's bound can be taken at its own base row's norm rather than the base's
+    /// largest, and an item left out of a list bounded by how far its norm is from the
+    /// query's ([`Numerics::left_out_lower`]): squared euclidean keys, whose bound grows with
+    /// the square of the norms. On data with a heavy tail of norms (t-distributed or lognormal
+    /// values: the largest norm 10²–10³ times the median) the bound at the largest norm covers
+    /// the gap between neighbours of nearly every query, and lists would widen to the whole base.
+    pub fn norm_aware(&self) -> bool {
+        matches!(self.key, TileKey::L2 | TileKey::L2Int)
+    }
+
+    /// The lowest exact key an item left out of a list can have, when the list's largest
+    /// approximate key is `v` (every left-out item's key is at least `v`), the query's prepared
+    /// norm `qn` and the base's prepared norms at most `bmax`. An item of prepared norm r has
+    /// an exact key of at least both `lower(v, abs_bound(qn, r))`, which falls as r grows, and
+    /// [`Numerics::separation`]`(qn, r)`, which grows with r from r = qn on (for r ≤ qn the
+    /// first alone is at least its value at qn). So over every r the key is at least the
+    /// smaller of the first at the top and the second at the bottom of any bracket of their
+    /// crossing; bisection narrows it. Only for [`Numerics::norm_aware`] plans.
+    pub fn left_out_lower(&self, v: f32, qn: f64, bmax: f64) -> f64 {
+        let a = |r: f64| self.lower(v, self.abs_bound(qn, r));
+        let s = |r: f64| self.separation(qn, r);
+        let (mut lo, mut hi) = (qn.min(bmax), bmax);
+        if a(hi) >= s(hi) {
+            return a(hi);
+        }
+        if a(lo) <= s(lo) {
+            return a(lo);
+        }
+        for _ in 0..48 {
+            let m = 0.5 * (lo + hi);
+            if a(m) >= s(m) {
+                lo = m;
+            } else {
+                hi = m;
+            }
+        }
+        a(hi).min(s(lo))
+    }
+
+    /// A lower bound of the exact squared euclidean distance between two rows whose prepared
+    /// rows have norms `qn` and `r`: (|qn − r| − slack)², the triangle inequality on the rows
+    /// the norms are of, less how far preparing moved them. Each prepared value is one f32
+    /// rounding of the translated value (at most 2⁻²⁴ of it, or 2⁻¹⁵⁰ below f32's normal
+    /// range) of a value that was itself f32 or was first rounded from f64 (at most the
+    /// widening's `l2` per row); the norms are sums in f64. The slack doubles the first two.
+    fn separation(&self, qn: f64, r: f64) -> f64 {
+        let moved = self
+            .widen
+            .as_ref()
+            .map_or(0.0, |w| w.queries.l2 + w.base.l2);
+        let under = 2f64.powi(-148) * (self.dim as f64).sqrt();
+        let gap = (qn - r).abs() - 2f64.powi(-23) * (qn + r) - moved - under;
+        if gap > 0.0 {
+            gap * gap * (1.0 - 1e-9)
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Column mean of up to 16384 evenly spaced rows, rounded to f32. Only a translation: its
@@ -984,6 +1060,8 @@ pub(crate) struct HostTiles {
     pub keys: Vec<Vec<f32>>,
     /// Norms of the prepared query rows.
     pub qnorm: Vec<f64>,
+    /// Norms of the prepared base rows.
+    pub bnorm: Vec<f64>,
     /// The base's largest prepared norm.
     pub bmax: f64,
 }
@@ -1006,7 +1084,8 @@ impl HostTiles {
         let norm = |x: &[f32]| x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>();
         let bp: Vec<Vec<f32>> = (0..b.len()).map(|i| prep(&b.row_f32(i))).collect();
         let qp: Vec<Vec<f32>> = (0..q.len()).map(|j| prep(&q.row_f32(j))).collect();
-        let bmax = bp.iter().map(|r| norm(r).sqrt()).fold(0.0, f64::max);
+        let bnorm: Vec<f64> = bp.iter().map(|r| norm(r).sqrt()).collect();
+        let bmax = bnorm.iter().cloned().fold(0.0, f64::max);
         let key = |qr: &[f32], br: &[f32]| -> f32 {
             let dot = || -> f32 {
                 let ((qc, qs), (bc, bs)) = (conv.row(qr), conv.row(br));
@@ -1035,6 +1114,7 @@ impl HostTiles {
                 .map(|qr| bp.iter().map(|br| key(qr, br)).collect())
                 .collect(),
             qnorm: qp.iter().map(|r| norm(r).sqrt()).collect(),
+            bnorm,
             bmax,
         }
     }
@@ -1606,31 +1686,65 @@ pub(crate) mod tests {
     }
 
     /// f64 values whose f32 rounding overflows are refused in one line that names them; every
-    /// other f64 value is taken.
+    /// other f64 value is taken, those that round to zero included.
     #[test]
     fn values_beyond_f32_are_refused_by_name() {
-        let ok: Dataset = VectorSet::from_f64(2, 2, vec![0.1, 1e300 * 0.0, 3e38, -1e-300])
+        let ok: Dataset = VectorSet::from_f64(2, 2, vec![0.1, 1e300 * 0.0, 3e15, -1e-50])
             .unwrap()
             .into();
         assert!(vectors(&ok, &Metric::Euclidean).is_ok());
-        assert!(tiles_hold(ok.as_vectors().unwrap()));
+        assert!(tiles_hold(ok.as_vectors().unwrap(), &Metric::Euclidean));
         let big: Dataset = VectorSet::from_f64(2, 2, vec![0.1, 2.0, 3.0, -1e39])
             .unwrap()
             .into();
-        assert!(!tiles_hold(big.as_vectors().unwrap()));
+        assert!(!tiles_hold(big.as_vectors().unwrap(), &Metric::Cosine));
         let err = vectors(&big, &Metric::Cosine).unwrap_err().to_string();
         assert!(
-            err.contains("vector 1") && err.contains("column 1"),
+            err.contains("vector 1") && err.contains("column 1") && err.contains("-1e39"),
             "{err}"
         );
-        assert!(
-            err.contains("-1e39") && err.contains("--device cpu"),
-            "{err}"
-        );
+        assert!(err.contains("--device cpu"), "{err}");
         // NaN and infinities pass here and are refused with their own message later.
         let nan: Dataset = VectorSet::from_f64(1, 2, vec![f64::NAN, f64::INFINITY])
             .unwrap()
             .into();
-        assert!(tiles_hold(nan.as_vectors().unwrap()));
+        assert!(tiles_hold(nan.as_vectors().unwrap(), &Metric::Euclidean));
+    }
+
+    /// Values whose keys leave f32's range (where the CPU engine scales its keys) are refused
+    /// under the metrics whose keys grow with them, whatever the storage; scale-free metrics
+    /// take them, and values just inside are taken.
+    #[test]
+    fn keys_beyond_f32_are_refused() {
+        let at = |x: f32| -> Dataset {
+            VectorSet::from_f32(2, 3, vec![x, 1.0, -x, 0.5, 2.0, 3.0])
+                .unwrap()
+                .into()
+        };
+        for m in [
+            Metric::Euclidean,
+            Metric::SqEuclidean,
+            Metric::InnerProduct,
+            Metric::Cityblock,
+            Metric::Minkowski(3.0),
+        ] {
+            assert!(vectors(&at(1e6), &m).is_ok(), "{m}");
+            assert!(vectors(&at(2f32.powi(-140)), &m).is_ok(), "{m}");
+            let err = vectors(&at(2f32.powi(125)), &m).unwrap_err().to_string();
+            assert!(
+                err.contains("keys beyond the range") && err.contains("--device cpu"),
+                "{m}: {err}"
+            );
+        }
+        for m in [Metric::Cosine, Metric::Correlation] {
+            assert!(vectors(&at(2f32.powi(125)), &m).is_ok(), "{m}");
+        }
+        // f64 values whose exact squares underflow f64.
+        let tiny: Dataset = VectorSet::from_f64(1, 2, vec![1e-180, 0.0]).unwrap().into();
+        let err = vectors(&tiny, &Metric::SqEuclidean)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("from 1e-180 to 1e-180"), "{err}");
+        assert!(vectors(&tiny, &Metric::Chebyshev).is_ok());
     }
 }

@@ -235,6 +235,41 @@ fn widest(t: ElemType) -> Option<Extent> {
     Some(Extent { max, min })
 }
 
+/// How far one problem's keys reach, in binary exponents: a key of degree `h` over values of
+/// at most 2^`top` in `dim` dimensions (2^`l` terms) is below 2^(h·top + l), and each term of
+/// a key of degree above 1 is at least 2^(h·`bottom`), `bottom` the lowest bit of the smallest
+/// value. `top_at(e)`/`f64_fits(e)`: the same for the values times 2^-e.
+struct Reach {
+    h: f64,
+    l: f64,
+    top: f64,
+    bottom: f64,
+}
+
+impl Reach {
+    /// `None` where nothing can leave a range: scale-free metrics, all-zero or non-finite sets.
+    fn of(metric: &Metric, dim: usize, grid_bits: f64, extent: Extent) -> Option<Reach> {
+        let h = key_degree(metric);
+        if h == 0.0 || extent.max == 0.0 || !extent.max.is_finite() {
+            return None;
+        }
+        Some(Reach {
+            h,
+            l: (dim.max(1) as f64).log2().ceil(),
+            top: exponent(extent.max) as f64 + 2.0,
+            bottom: exponent(extent.min) as f64 - grid_bits,
+        })
+    }
+
+    fn top_at(&self, e: f64) -> f64 {
+        self.h * (self.top - e) + self.l
+    }
+
+    fn f64_fits(&self, e: f64) -> bool {
+        self.top_at(e) <= KEY_LIMIT && (self.h <= 1.0 || self.h * (self.bottom - e) >= -KEY_LIMIT)
+    }
+}
+
 /// The power of two the exact keys of one problem are computed at: keys are those of the
 /// values times 2^-exp. `exp` is 0 (keys exactly as unscaled) whenever the unscaled f64 keys
 /// neither overflow nor lose precision to underflow; otherwise it puts the largest value as
@@ -270,29 +305,41 @@ impl KeyScale {
     /// no distance: the keys are the unscaled ones times a power of two, bit for bit, wherever
     /// the unscaled ones were in range.
     pub fn choose(metric: &Metric, dim: usize, grid_bits: f64, extent: Extent) -> KeyScale {
-        let h = key_degree(metric);
-        if h == 0.0 || extent.max == 0.0 || !extent.max.is_finite() {
+        let Some(r) = Reach::of(metric, dim, grid_bits, extent) else {
+            return KeyScale::ONE;
+        };
+        let f32_fits = |e: f64| r.top_at(e) <= F32_KEY_TOP && r.top_at(e) >= -F32_KEY_TOP;
+        if r.f64_fits(0.0) && (!scales_exactly(metric) || f32_fits(0.0)) {
             return KeyScale::ONE;
         }
-        let l = (dim.max(1) as f64).log2().ceil();
-        let top = exponent(extent.max) as f64 + 2.0;
-        let bottom = exponent(extent.min) as f64 - grid_bits;
-        let key_top = |e: f64| h * (top - e) + l;
-        let f64_fits =
-            |e: f64| key_top(e) <= KEY_LIMIT && (h <= 1.0 || h * (bottom - e) >= -KEY_LIMIT);
-        let f32_fits = |e: f64| key_top(e) <= F32_KEY_TOP && key_top(e) >= -F32_KEY_TOP;
-        if f64_fits(0.0) && (!scales_exactly(metric) || f32_fits(0.0)) {
-            return KeyScale::ONE;
-        }
-        let for_f32 = (top + (l - F32_KEY_TOP) / h).ceil();
-        let no_overflow = (top + (l - KEY_LIMIT) / h).ceil();
+        let (h, l) = (r.h, r.l);
+        let for_f32 = (r.top + (l - F32_KEY_TOP) / h).ceil();
+        let no_overflow = (r.top + (l - KEY_LIMIT) / h).ceil();
         let no_underflow = match h <= 1.0 {
             true => f64::INFINITY,
-            false => (bottom + KEY_LIMIT / h).floor(),
+            false => (r.bottom + KEY_LIMIT / h).floor(),
         };
         KeyScale {
             exp: for_f32.min(no_underflow).max(no_overflow) as i32,
         }
+    }
+
+    /// Whether `metric`'s keys between values of `set` (and of any set this holds for too) can
+    /// be computed unscaled, with f32 approximate keys beside them, as by an engine whose tiles
+    /// compute keys in f32 and whose exact keys are f64 without a scale (the cuda engine's):
+    /// the f64 keys neither overflow nor lose precision to underflow (for cosine and
+    /// correlation: the rows' norms), and the largest key is at most 2^120. Unlike [`KeyScale::choose`]'s rule, keys far below f32's normal range are
+    /// taken (such tiles bound their underflow), and minkowski's power sums must fit f32 too.
+    /// A pass over the set only where its storage type can hold values that fail.
+    pub fn fits_f32(metric: &Metric, set: &VectorSet) -> bool {
+        let grid = grid_bits(set.elem_type());
+        let norms = matches!(metric, Metric::Cosine | Metric::Correlation);
+        let fits = |e: Extent| match Reach::of(metric, set.dim(), grid, e) {
+            Some(r) => r.f64_fits(0.0) && r.top_at(0.0) <= F32_KEY_TOP,
+            // Cosine and correlation: the rows' f64 norms hold the squares of their lowest bits.
+            None => !norms || e.max == 0.0 || 2.0 * (exponent(e.min) as f64 - grid) >= -KEY_LIMIT,
+        };
+        widest(set.elem_type()).is_some_and(fits) || fits(Extent::of(set))
     }
 
     /// The scale of the keys between `base` and `queries` under `metric`: a pass over each set
@@ -560,5 +607,51 @@ mod tests {
         assert_eq!(f32_value(-1e300), -f32::MAX);
         assert_eq!(f64_value(f64::INFINITY), f64::MAX);
         assert!(f32_value(f64::NAN).is_nan());
+    }
+
+    /// Keys inside f32's range unscaled: every metric of a positive degree at ordinary values,
+    /// not past 2^120 for minkowski's power sums too (which keep scale 1 for f64), and every
+    /// value for the scale-free metrics; f16 sets need no pass.
+    #[test]
+    fn keys_fit_f32_where_the_values_let_them() {
+        let at = |x: f32, d: usize| VectorSet::from_f32(2, d, vec![x; 2 * d]).unwrap();
+        let cube = Metric::Minkowski(3.0);
+        assert!(KeyScale::fits_f32(&cube, &at(2f32.powi(30), 130)));
+        assert!(
+            KeyScale::of(&cube, &at(2f32.powi(40), 130), &at(2f32.powi(40), 130)) == KeyScale::ONE
+        );
+        assert!(!KeyScale::fits_f32(&cube, &at(2f32.powi(40), 130)));
+        for m in [Metric::Euclidean, Metric::InnerProduct, Metric::Cityblock] {
+            assert!(KeyScale::fits_f32(&m, &at(1e6, 17)), "{m}");
+            assert!(!KeyScale::fits_f32(&m, &at(2f32.powi(126), 17)), "{m}");
+        }
+        for m in [Metric::Cosine, Metric::Correlation] {
+            assert!(KeyScale::fits_f32(&m, &at(2f32.powi(126), 17)), "{m}");
+        }
+        // Far below f32's normal range: f64 keys hold them (the CPU's rule scales them).
+        let tiny = at(2f32.powi(-140), 17);
+        assert!(KeyScale::of(&Metric::Euclidean, &tiny, &tiny) != KeyScale::ONE);
+        for m in Metric::builtins()
+            .iter()
+            .filter(|m| !matches!(m, Metric::Custom(_)))
+        {
+            assert!(KeyScale::fits_f32(m, &tiny), "{m}");
+        }
+        // f64 values whose keys underflow f64 are not.
+        let f64s = |x: f64| VectorSet::from_f64(2, 3, vec![x; 6]).unwrap();
+        assert!(KeyScale::fits_f32(
+            &Metric::Euclidean,
+            &f64s(2f64.powi(-200))
+        ));
+        assert!(!KeyScale::fits_f32(
+            &Metric::Euclidean,
+            &f64s(2f64.powi(-600))
+        ));
+        assert!(KeyScale::fits_f32(
+            &Metric::Cityblock,
+            &f64s(2f64.powi(-600))
+        ));
+        let h = VectorSet::new(1, 2, VectorData::F16(vec![half::f16::MAX; 2].into())).unwrap();
+        assert!(KeyScale::fits_f32(&Metric::Euclidean, &h));
     }
 }
