@@ -374,8 +374,9 @@ pub(crate) struct DeviceSet<'s> {
 }
 
 struct Norms {
-    /// Norms of `rows` on the host, for the bounds.
-    norm: Vec<f64>,
+    /// Norms of `rows` on the host, for the bounds (shared with the finishes that bound each
+    /// pair by its own base row, [`DeviceSet::shared_norm`]).
+    norm: Arc<[f64]>,
     /// Rows whose norm is not finite: a NaN or infinite value, or (rarely) a finite row whose
     /// translation overflowed f32. [`DeviceSet::check`] tells them apart.
     suspect: Vec<usize>,
@@ -568,6 +569,7 @@ impl<'s> DeviceSet<'s> {
         // values cannot overflow an f64 sum of squares).
         let suspect = (0..self.n).filter(|&r| !norm[r].is_finite()).collect();
         let max = norm.iter().cloned().fold(0.0, f64::max);
+        let norm = norm.into();
         let _ = self.norms.set(Norms { norm, suspect, max });
         Ok(())
     }
@@ -637,6 +639,11 @@ impl<'s> DeviceSet<'s> {
     /// Norms of the prepared rows, for the bounds (after [`DeviceSet::complete`]).
     pub fn norm(&self) -> &[f64] {
         &self.norms().norm
+    }
+
+    /// [`DeviceSet::norm`] as a handle a finish can hold while it widens lists on this set.
+    pub fn shared_norm(&self) -> Arc<[f64]> {
+        Arc::clone(&self.norms().norm)
     }
 
     /// The largest of [`DeviceSet::norm`] (NaN ignored), found once when the norms came back:

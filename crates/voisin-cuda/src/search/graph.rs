@@ -414,6 +414,10 @@ impl CandidateSource for RowsOfGraph<'_> {
         (&self.qnorm, self.sides.bdev.max_norm())
     }
 
+    fn base_norms(&self) -> Option<std::sync::Arc<[f64]>> {
+        Some(self.sides.bdev.shared_norm())
+    }
+
     fn self_items(&self) -> Option<RowItems> {
         Some(self.items.clone())
     }

@@ -748,6 +748,10 @@ impl CandidateSource for Resident<'_> {
         (&self.qnorm, self.sides.bdev.max_norm())
     }
 
+    fn base_norms(&self) -> Option<std::sync::Arc<[f64]>> {
+        Some(self.sides.bdev.shared_norm())
+    }
+
     fn redo(&mut self, ids: &[usize], kp: usize) -> Result<Vec<Raw>> {
         let ctx = self.ctx;
         let ids: Vec<usize> = ids.iter().map(|&i| self.open[i]).collect();
