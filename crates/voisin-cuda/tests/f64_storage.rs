@@ -265,7 +265,11 @@ fn f64_values_on_several_gpus_and_in_checkpointed_passes() {
         ),
     ] {
         check_all(&pair, &base, &queries, &format!("multi {kind}"));
-        for m in metrics() {
+        // What the engines refuse, check_all has seen refused by name.
+        for m in metrics()
+            .into_iter()
+            .filter(|m| one.supports(&base, m, Op::Graph))
+        {
             for k in [1, 10, base.len() - 1] {
                 let want = cpu.graph(&base, k, &m).unwrap();
                 let engines: [(&str, &dyn GraphCheckpoints); 2] = [("one", &one), ("two", &pair)];
