@@ -133,10 +133,11 @@ pub fn gpu_ordinals(gpus: Option<&Gpus>) -> Result<Vec<usize>> {
 /// range: [`voisin_cuda::tiles_hold`]) count as answered: the CUDA engine's own refusal names
 /// them.
 pub fn gpu_answers(data: &Dataset, metric: &Metric, op: Op) -> bool {
-    let held = data
-        .as_vectors()
-        .is_none_or(|v| voisin_cuda::tiles_hold(v, metric));
-    !held || voisin_cuda::supports(data, metric, op)
+    // `supports` first: the values are scanned a second time only for a set it refuses.
+    voisin_cuda::supports(data, metric, op)
+        || data
+            .as_vectors()
+            .is_some_and(|v| !voisin_cuda::tiles_hold(v, metric))
 }
 
 /// What an MPI rank computes on for `device` (`cpu` or `cuda`: the rank's own GPU) under

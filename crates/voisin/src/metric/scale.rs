@@ -328,8 +328,9 @@ impl KeyScale {
     /// be computed unscaled, with f32 approximate keys beside them, as by an engine whose tiles
     /// compute keys in f32 and whose exact keys are f64 without a scale (the cuda engine's):
     /// the f64 keys neither overflow nor lose precision to underflow (for cosine and
-    /// correlation: the rows' norms), and the largest key is at most 2^120. Unlike [`KeyScale::choose`]'s rule, keys far below f32's normal range are
-    /// taken (such tiles bound their underflow), and minkowski's power sums must fit f32 too.
+    /// correlation: the rows' norms), and the largest key is at most 2^120. Unlike
+    /// [`KeyScale::choose`]'s rule, keys far below f32's normal range are taken (such tiles
+    /// bound their underflow), and minkowski's power sums must fit f32 too.
     /// A pass over the set only where its storage type can hold values that fail.
     pub fn fits_f32(metric: &Metric, set: &VectorSet) -> bool {
         let grid = grid_bits(set.elem_type());
@@ -631,11 +632,8 @@ mod tests {
         // Far below f32's normal range: f64 keys hold them (the CPU's rule scales them).
         let tiny = at(2f32.powi(-140), 17);
         assert!(KeyScale::of(&Metric::Euclidean, &tiny, &tiny) != KeyScale::ONE);
-        for m in Metric::builtins()
-            .iter()
-            .filter(|m| !matches!(m, Metric::Custom(_)))
-        {
-            assert!(KeyScale::fits_f32(m, &tiny), "{m}");
+        for m in Metric::builtins() {
+            assert!(KeyScale::fits_f32(&m, &tiny), "{m}");
         }
         // f64 values whose keys underflow f64 are not.
         let f64s = |x: f64| VectorSet::from_f64(2, 3, vec![x; 6]).unwrap();
@@ -651,6 +649,11 @@ mod tests {
             &Metric::Cityblock,
             &f64s(2f64.powi(-600))
         ));
+        // Cosine and correlation: rows whose f64 norms underflow are not either.
+        for m in [Metric::Cosine, Metric::Correlation] {
+            assert!(!KeyScale::fits_f32(&m, &f64s(2f64.powi(-600))), "{m}");
+            assert!(KeyScale::fits_f32(&m, &f64s(2f64.powi(-200))), "{m}");
+        }
         let h = VectorSet::new(1, 2, VectorData::F16(vec![half::f16::MAX; 2].into())).unwrap();
         assert!(KeyScale::fits_f32(&Metric::Euclidean, &h));
     }
