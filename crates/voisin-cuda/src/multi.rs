@@ -20,7 +20,7 @@ use voisin::engine::{Engine, GraphRequest, KnnRequest, KnnResult, Op, RangeReque
 use voisin::graph::checkpoint::CheckpointOptions;
 use voisin::{Dataset, Error, Metric, Result, Stats, VectorSet};
 
-use crate::engine::{on_each, passes, to_result, CudaEngine};
+use crate::engine::{on_each, passes, scaled, to_result, CudaEngine};
 use crate::numerics::plan::{vectors, Numerics};
 use crate::ops::device_set::DeviceSet;
 use crate::ops::exact::{self, Sides};
@@ -264,6 +264,38 @@ impl Engine for MultiGpu {
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        let keep_type = self.engines[0].keeps_type();
+        scaled::knn(req, keep_type, |r| self.knn_unscaled(r))
+    }
+
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        let keep_type = self.engines[0].keeps_type();
+        scaled::range(req, keep_type, |r| self.range_unscaled(r))
+    }
+
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        passes::build(&self.engines, req, None)
+    }
+
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &CheckpointOptions,
+    ) -> Result<KnnResult> {
+        passes::build(
+            &self.engines,
+            &GraphRequest::new(data, k, metric)?,
+            Some(checkpoint),
+        )
+    }
+}
+
+impl MultiGpu {
+    /// A k-NN search of the values as stored (`scaled` brings refused magnitudes here on
+    /// copies).
+    fn knn_unscaled(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
         let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
         // The engines share the configuration's token; the first looks at it for all.
         self.engines[0].check_cancel()?;
@@ -314,7 +346,8 @@ impl Engine for MultiGpu {
         Ok(r)
     }
 
-    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+    /// A range search of the values as stored.
+    fn range_unscaled(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
         let (base, queries, radius, metric) =
             (req.base(), req.queries(), req.radius(), req.metric());
         self.engines[0].check_cancel()?;
@@ -362,23 +395,5 @@ impl Engine for MultiGpu {
         let (offsets, ids) = crate::search::range::csr(&lists);
         let keys = |pairs: &[[u32; 2]]| self.exact(metric, bset, qset, &shards, pairs);
         crate::search::range::finish(metric, radius, &offsets, &ids, keys, t, stats)
-    }
-
-    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
-        passes::build(&self.engines, req, None)
-    }
-
-    fn graph_checkpointed(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        checkpoint: &CheckpointOptions,
-    ) -> Result<KnnResult> {
-        passes::build(
-            &self.engines,
-            &GraphRequest::new(data, k, metric)?,
-            Some(checkpoint),
-        )
     }
 }

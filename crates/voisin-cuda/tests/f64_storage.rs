@@ -368,11 +368,12 @@ fn prepared_f64_base_equals_the_cpu_engine() {
     }
 }
 
-/// Values whose f32 rounding overflows are the one f64 input the GPU refuses: one line naming
-/// the value, and the CPU engine answers them.
+/// Values whose f32 rounding overflows: answered on a copy scaled by a power of two where the
+/// metric's keys allow it (equal to the CPU engine byte for byte), else refused in one line
+/// naming the value and the CPU engine, which answers them.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn f64_values_beyond_f32_are_refused_and_the_cpu_answers_them() {
+fn f64_values_beyond_f32_are_scaled_or_refused_and_the_cpu_answers_them() {
     let mut rng = StdRng::seed_from_u64(seed());
     let e = engine(Select::Auto);
     let (n, d) = (300, 5);
@@ -381,23 +382,43 @@ fn f64_values_beyond_f32_are_refused_and_the_cpu_answers_them() {
         .collect();
     vals[7 * d + 2] = 5e40;
     let data: Dataset = VectorSet::from_f64(n, d, vals).unwrap().into();
+    let knn_op = Op::Knn;
+    assert!(voisin_cuda::supports(&data, &Metric::Euclidean, knn_op));
+    assert!(voisin_cuda::supports(&data, &Metric::Cosine, knn_op));
     assert!(!voisin_cuda::supports(
         &data,
-        &Metric::Euclidean,
-        voisin::engine::Op::Knn
+        &Metric::Minkowski(3.0),
+        knn_op
     ));
+    let cpu_engine = CpuEngine::default();
     for m in metrics() {
+        let cpu = cpu_engine.graph(&data, 5, &m).unwrap();
+        same_knn(
+            &cpu,
+            &reference::graph(&data, 5, &m).unwrap(),
+            &format!("cpu {m}"),
+        );
+        if e.supports(&data, &m, knn_op) {
+            same_knn(&e.graph(&data, 5, &m).unwrap(), &cpu, &format!("graph {m}"));
+            let want = cpu_engine.knn(&data, &data, 5, &m).unwrap();
+            same_knn(
+                &e.knn(&data, &data, 5, &m).unwrap(),
+                &want,
+                &format!("knn {m}"),
+            );
+            let r = f64::from(want.row(1).1[3]);
+            same_range_bytes(
+                &e.range(&data, &data, r, &m).unwrap(),
+                &cpu_engine.range(&data, &data, r, &m).unwrap(),
+                &format!("range {m}"),
+            );
+            continue;
+        }
         let err = e.graph(&data, 5, &m).unwrap_err();
         assert!(err.is_user_error(), "{m}: {err}");
         assert!(err.to_string().contains("vector 7"), "{m}: {err}");
         assert!(err.to_string().contains("--device cpu"), "{m}: {err}");
         assert!(e.knn(&data, &data, 5, &m).is_err());
         assert!(e.range(&data, &data, 0.5, &m).is_err());
-        let cpu = CpuEngine::default().graph(&data, 5, &m).unwrap();
-        same_knn(
-            &cpu,
-            &reference::graph(&data, 5, &m).unwrap(),
-            &format!("cpu {m}"),
-        );
     }
 }

@@ -205,9 +205,12 @@ mod tests {
         assert!(!gpu_answers(&v, &user, Op::Knn));
         let far = Dataset::Vectors(voisin::VectorSet::from_f64(2, 1, vec![1e39, 0.0]).unwrap());
         assert!(gpu_answers(&far, &user, Op::Knn));
-        // Keys beyond f32's range: answered by the engine's own refusal, which names them.
+        // Keys beyond f32's range: answered on a copy at a power of two where the metric's
+        // keys scale exactly, else by the engine's own refusal, which names them.
         let big = Dataset::Vectors(voisin::VectorSet::from_f32(2, 1, vec![3e38, 0.0]).unwrap());
-        assert!(!voisin_cuda::supports(&big, &Metric::Euclidean, Op::Knn));
-        assert!(gpu_answers(&big, &Metric::Euclidean, Op::Knn));
+        assert!(voisin_cuda::supports(&big, &Metric::Euclidean, Op::Knn));
+        let cube = Metric::Minkowski(3.0);
+        assert!(!voisin_cuda::supports(&big, &cube, Op::Knn));
+        assert!(gpu_answers(&big, &cube, Op::Knn));
     }
 }

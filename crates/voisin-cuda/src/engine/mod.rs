@@ -10,6 +10,7 @@
 
 pub(crate) mod passes;
 mod prepared;
+pub(crate) mod scaled;
 
 pub use passes::GpuBuild;
 pub use prepared::CudaPrepared;
@@ -267,9 +268,18 @@ pub(crate) fn on_each<T: Send>(
 /// What the CUDA engines answer ([`Engine::supports`] of [`CudaEngine`] and `MultiGpu`), asked
 /// without opening a GPU (front ends that refuse a request before any device starts).
 /// Vectors: whatever [`vectors`] (the tiles' own check, which says why not) lets through.
+/// Sets the tiles refuse for their magnitudes are answered on copies at an exact power of two
+/// (`scaled`), where the copies fit; under an explicit half precision only where a copy keeps
+/// the stored type ([`CudaEngine::supports`]; here, without the engine's options, any type).
 pub fn supports(data: &Dataset, metric: &Metric, op: Op) -> bool {
+    supports_keeping(data, metric, op, false)
+}
+
+fn supports_keeping(data: &Dataset, metric: &Metric, op: Op, keep_type: bool) -> bool {
     match data {
-        Dataset::Vectors(_) => vectors(data, metric).is_ok(),
+        Dataset::Vectors(_) => {
+            vectors(data, metric).is_ok() || scaled::takes(data, metric, keep_type)
+        }
         Dataset::Strings(_) => *metric == Metric::Levenshtein && op != Op::GraphCheckpointed,
     }
 }
@@ -280,14 +290,15 @@ impl Engine for CudaEngine {
     }
 
     /// Vectors under the built-in vector metrics (f64 values too: tiled rounded to f32 under a
-    /// widened bound, re-ranked on their f64 values; unless one of them rounds beyond f32's
-    /// range), while their keys lie inside f32's range and their exact keys inside f64's
-    /// (`KeyScale::fits_f32`: where the CPU engine scales keys, it answers), and strings under
-    /// levenshtein except checkpointed graphs (the GPU passes take vectors); user metrics run
-    /// on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
-    /// the fp32 power tiles here cannot bound: the CPU answers them.
+    /// widened bound, re-ranked on their f64 values), where their keys lie inside f32's range
+    /// and their exact keys inside f64's (`KeyScale::fits_f32`) as stored or on a copy scaled
+    /// by an exact power of two (`scaled`: not for minkowski's power sums, nor for sets whose
+    /// values span more than one scale can bring into range); and strings under levenshtein
+    /// except checkpointed graphs (the GPU passes take vectors); user metrics run on the CPU.
+    /// Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which the fp32
+    /// power tiles here cannot bound: the CPU answers them.
     fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
-        supports(data, metric, op)
+        supports_keeping(data, metric, op, self.keeps_type())
     }
 
     /// Vectors' norms show NaN and infinities as the tiles are prepared, and the paths that
@@ -297,6 +308,58 @@ impl Engine for CudaEngine {
     }
 
     fn knn_request(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
+        scaled::knn(req, self.keeps_type(), |r| self.knn_unscaled(r))
+    }
+
+    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+        scaled::range(req, self.keeps_type(), |r| self.range_unscaled(r))
+    }
+
+    /// Strings on their own kernel; vectors through the GPU graph driver (`passes`) on this
+    /// one GPU, without a checkpoint: one pass of every row.
+    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
+        self.check_cancel()?;
+        passes::build(std::slice::from_ref(self), req, None)
+    }
+
+    /// The base uploaded once with its norms and plan, kept in device memory while the
+    /// prepared base lives ([`CudaPrepared`]).
+    fn prepare(
+        self: std::sync::Arc<Self>,
+        base: std::sync::Arc<Dataset>,
+        metric: &Metric,
+    ) -> Result<Box<dyn voisin::engine::Prepared>> {
+        Ok(Box::new(CudaPrepared::new(self, base, metric)?))
+    }
+
+    fn graph_checkpointed(
+        &self,
+        data: &Dataset,
+        k: usize,
+        metric: &Metric,
+        checkpoint: &voisin::graph::checkpoint::CheckpointOptions,
+    ) -> Result<KnnResult> {
+        passes::build(
+            std::slice::from_ref(self),
+            &GraphRequest::new(data, k, metric)?,
+            Some(checkpoint),
+        )
+    }
+}
+
+impl CudaEngine {
+    /// Whether a scaled copy must keep the stored type: an explicit half or int8 precision
+    /// runs on its own storage only.
+    pub(crate) fn keeps_type(&self) -> bool {
+        matches!(
+            self.opts.precision,
+            crate::Precision::Fp16 | crate::Precision::Bf16 | crate::Precision::Int8
+        )
+    }
+
+    /// A k-NN search of the values as stored (`scaled` brings refused magnitudes here on
+    /// copies).
+    fn knn_unscaled(&self, req: &KnnRequest<'_>) -> Result<KnnResult> {
         let (base, queries, k, metric) = (req.base(), req.queries(), req.k(), req.metric());
         self.check_cancel()?;
         if let (Dataset::Strings(b), Dataset::Strings(q), Metric::Levenshtein) =
@@ -351,7 +414,8 @@ impl Engine for CudaEngine {
         res
     }
 
-    fn range_request(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
+    /// A range search of the values as stored (see [`CudaEngine::knn_unscaled`]).
+    fn range_unscaled(&self, req: &RangeRequest<'_>) -> Result<RangeResult> {
         let (base, queries, radius, metric) =
             (req.base(), req.queries(), req.radius(), req.metric());
         self.check_cancel()?;
@@ -381,37 +445,6 @@ impl Engine for CudaEngine {
             radius,
         };
         self.range_on(gpu, &plan, metric, on, asked, Started { stats, at: t })
-    }
-
-    /// Strings on their own kernel; vectors through the GPU graph driver (`passes`) on this
-    /// one GPU, without a checkpoint: one pass of every row.
-    fn graph_request(&self, req: &GraphRequest<'_>) -> Result<KnnResult> {
-        self.check_cancel()?;
-        passes::build(std::slice::from_ref(self), req, None)
-    }
-
-    /// The base uploaded once with its norms and plan, kept in device memory while the
-    /// prepared base lives ([`CudaPrepared`]).
-    fn prepare(
-        self: std::sync::Arc<Self>,
-        base: std::sync::Arc<Dataset>,
-        metric: &Metric,
-    ) -> Result<Box<dyn voisin::engine::Prepared>> {
-        Ok(Box::new(CudaPrepared::new(self, base, metric)?))
-    }
-
-    fn graph_checkpointed(
-        &self,
-        data: &Dataset,
-        k: usize,
-        metric: &Metric,
-        checkpoint: &voisin::graph::checkpoint::CheckpointOptions,
-    ) -> Result<KnnResult> {
-        passes::build(
-            std::slice::from_ref(self),
-            &GraphRequest::new(data, k, metric)?,
-            Some(checkpoint),
-        )
     }
 }
 

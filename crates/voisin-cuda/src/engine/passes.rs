@@ -68,8 +68,18 @@ use crate::search::stream;
 
 /// The graph of `data` on `engines` (one or more GPUs holding the whole set), with finished
 /// passes kept in `checkpoint` when given (a checkpointed build takes vectors only); without
-/// one, a single pass at the GPUs' common tile edge.
+/// one, a single pass at the GPUs' common tile edge. Values the tiles refuse for their
+/// magnitudes are built on a scaled copy (`super::scaled`).
 pub(crate) fn build(
+    engines: &[CudaEngine],
+    req: &GraphRequest<'_>,
+    checkpoint: Option<&CheckpointOptions>,
+) -> Result<KnnResult> {
+    let keep_type = engines[0].keeps_type();
+    super::scaled::graph(req, keep_type, |r| build_unscaled(engines, r, checkpoint))
+}
+
+fn build_unscaled(
     engines: &[CudaEngine],
     req: &GraphRequest<'_>,
     checkpoint: Option<&CheckpointOptions>,

@@ -268,7 +268,10 @@ impl Prepared for CudaPrepared {
         let (engine, metric, k) = (&*self.engine, &self.metric, req.k());
         engine.check_cancel()?;
         let started = Instant::now();
-        let qset = vectors(queries, metric)?;
+        // Queries the tiles refuse for their magnitudes: the engine's road scales both sets.
+        let Ok(qset) = vectors(queries, metric) else {
+            return engine.knn_request(&req);
+        };
         let gpu = engine.lock()?;
         let stats = engine.stats(&gpu);
         if k == 0 || qset.is_empty() {
@@ -304,7 +307,9 @@ impl Prepared for CudaPrepared {
         };
         let (engine, metric) = (&*self.engine, &self.metric);
         engine.check_cancel()?;
-        let qset = vectors(queries, metric)?;
+        let Ok(qset) = vectors(queries, metric) else {
+            return engine.range_request(&req);
+        };
         let gpu = engine.lock()?;
         let stats = engine.stats(&gpu);
         let bytes = stream::resident_bytes(qset.len(), qset.dim(), &res.plan);

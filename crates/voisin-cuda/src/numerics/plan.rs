@@ -283,6 +283,13 @@ pub(crate) fn int8_exact(d: usize) -> bool {
 /// it (a host scan of a 4M×128 base costs more than its upload). Paths that do not prepare the
 /// whole set on the device first call [`check_finite`].
 pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a VectorSet> {
+    let set = vector_metric(data, metric)?;
+    tiles_take(set, metric).map(|()| set)
+}
+
+/// The vectors of a data set under a metric this engine computes, or why not; their values are
+/// not looked at (see [`vectors`]).
+pub(crate) fn vector_metric<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a VectorSet> {
     match (data, metric) {
         (_, Metric::Levenshtein) | (Dataset::Strings(_), _) => Err(Error::invalid(
             "on cuda, strings take levenshtein only and vectors take the vector metrics",
@@ -295,7 +302,7 @@ pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a Vect
         (_, Metric::Minkowski(_)) if !metric.is_minkowski_power_sum() => Err(Error::invalid(
             format!("{metric} (an order above 8) runs on the CPU engine only"),
         )),
-        (Dataset::Vectors(v), _) => tiles_take(v, metric).map(|()| v),
+        (Dataset::Vectors(v), _) => Ok(v),
     }
 }
 
@@ -305,7 +312,7 @@ pub(crate) fn vectors<'a>(data: &'a Dataset, metric: &Metric) -> Result<&'a Vect
 /// that, a value that rounds to zero included), which needs each rounding finite; and the keys
 /// must lie inside f32's range, their exact f64 keys inside f64's ([`KeyScale::fits_f32`]: a
 /// pass over the values where their storage type can hold magnitudes whose keys leave them).
-fn tiles_take(set: &VectorSet, metric: &Metric) -> Result<()> {
+pub(crate) fn tiles_take(set: &VectorSet, metric: &Metric) -> Result<()> {
     let cpu = "the CPU engine answers it exactly (--device cpu)";
     if let Some((r, c, x)) = beyond_f32(set) {
         return Err(Error::invalid(format!(

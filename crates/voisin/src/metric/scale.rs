@@ -333,14 +333,23 @@ impl KeyScale {
     /// bound their underflow), and minkowski's power sums must fit f32 too.
     /// A pass over the set only where its storage type can hold values that fail.
     pub fn fits_f32(metric: &Metric, set: &VectorSet) -> bool {
-        let grid = grid_bits(set.elem_type());
-        let norms = matches!(metric, Metric::Cosine | Metric::Correlation);
-        let fits = |e: Extent| match Reach::of(metric, set.dim(), grid, e) {
+        let fits = |e: Extent| KeyScale::fits_f32_at(metric, set.dim(), set.elem_type(), e);
+        widest(set.elem_type()).is_some_and(fits) || fits(Extent::of(set))
+    }
+
+    /// [`KeyScale::fits_f32`] for a set of `dim` values per row stored as `elem` whose values
+    /// span `extent` (an engine asking it of a copy it has not made yet).
+    pub fn fits_f32_at(metric: &Metric, dim: usize, elem: ElemType, extent: Extent) -> bool {
+        let grid = grid_bits(elem);
+        match Reach::of(metric, dim, grid, extent) {
             Some(r) => r.f64_fits(0.0) && r.top_at(0.0) <= F32_KEY_TOP,
             // Cosine and correlation: the rows' f64 norms hold the squares of their lowest bits.
-            None => !norms || e.max == 0.0 || 2.0 * (exponent(e.min) as f64 - grid) >= -KEY_LIMIT,
-        };
-        widest(set.elem_type()).is_some_and(fits) || fits(Extent::of(set))
+            None => {
+                !matches!(metric, Metric::Cosine | Metric::Correlation)
+                    || extent.max == 0.0
+                    || 2.0 * (exponent(extent.min) as f64 - grid) >= -KEY_LIMIT
+            }
+        }
     }
 
     /// The scale of the keys between `base` and `queries` under `metric`: a pass over each set
