@@ -31,6 +31,10 @@ pub const GENERATED: &[(&str, &str)] = &[
     ("normal", "N(0, 1) in every coordinate"),
     ("far", "normal + 100 in every coordinate: far from the origin"),
     (
+        "huge",
+        "normal times 2^70: squared distances beyond f32's range (the GPU scales a copy)",
+    ),
+    (
         "clustered",
         "points on 1,000 random 8-d affine subspaces (low intrinsic dimension, flat)",
     ),
@@ -212,6 +216,10 @@ fn generated(kind: &str, n: usize, d: usize, seed: u64) -> Result<VectorSet, Str
                 StdRng::seed_from_u64(seed.wrapping_mul(7919).wrapping_add((i / 10) as u64));
             normal(&mut r, out);
         }
+        "huge" => {
+            normal(rng, out);
+            out.iter_mut().for_each(|x| *x *= 2f32.powi(70));
+        }
         "heavy" => out.iter_mut().for_each(|x| *x = rng.sample(t2)),
         "lognormal" => {
             normal(rng, out);
@@ -332,6 +340,9 @@ mod tests {
         let vals = |kind: &str| set(kind, n, d, 1).unwrap().rows_f32(0, n).into_owned();
         let mean = |v: &[f32]| v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
         assert!((mean(&vals("far")) - 100.0).abs() < 0.1);
+        // huge: the normal kind's values times 2^70, each exactly (rows drawn alike).
+        let (huge, normal) = (vals("huge"), vals("normal"));
+        assert!(huge.iter().zip(&normal).all(|(h, x)| *h == x * 2f32.powi(70)));
         // dups: rows 10 apart in one group of ten are equal, groups differ.
         let dups = vals("dups");
         assert_eq!(dups[..d], dups[9 * d..10 * d]);

@@ -268,7 +268,7 @@ fn f64_values_on_several_gpus_and_in_checkpointed_passes() {
         // What the engines refuse, check_all has seen refused by name.
         for m in metrics()
             .into_iter()
-            .filter(|m| one.supports(&base, m, Op::Graph))
+            .filter(|m| one.supports(&base, m, Op::GraphCheckpointed))
         {
             for k in [1, 10, base.len() - 1] {
                 let want = cpu.graph(&base, k, &m).unwrap();

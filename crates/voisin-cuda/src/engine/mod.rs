@@ -269,8 +269,9 @@ pub(crate) fn on_each<T: Send>(
 /// without opening a GPU (front ends that refuse a request before any device starts).
 /// Vectors: whatever [`vectors`] (the tiles' own check, which says why not) lets through.
 /// Sets the tiles refuse for their magnitudes are answered on copies at an exact power of two
-/// (`scaled`), where the copies fit; under an explicit half precision only where a copy keeps
-/// the stored type ([`CudaEngine::supports`]; here, without the engine's options, any type).
+/// (`scaled`), where the copies fit, except in checkpointed graphs (`passes::build`); under an
+/// explicit half precision only where a copy keeps the stored type ([`CudaEngine::supports`];
+/// here, without the engine's options, any type).
 pub fn supports(data: &Dataset, metric: &Metric, op: Op) -> bool {
     supports_keeping(data, metric, op, false)
 }
@@ -278,7 +279,8 @@ pub fn supports(data: &Dataset, metric: &Metric, op: Op) -> bool {
 fn supports_keeping(data: &Dataset, metric: &Metric, op: Op, keep_type: bool) -> bool {
     match data {
         Dataset::Vectors(_) => {
-            vectors(data, metric).is_ok() || scaled::takes(data, metric, keep_type)
+            vectors(data, metric).is_ok()
+                || (op != Op::GraphCheckpointed && scaled::takes(data, metric, keep_type))
         }
         Dataset::Strings(_) => *metric == Metric::Levenshtein && op != Op::GraphCheckpointed,
     }
@@ -292,11 +294,11 @@ impl Engine for CudaEngine {
     /// Vectors under the built-in vector metrics (f64 values too: tiled rounded to f32 under a
     /// widened bound, re-ranked on their f64 values), where their keys lie inside f32's range
     /// and their exact keys inside f64's (`KeyScale::fits_f32`) as stored or on a copy scaled
-    /// by an exact power of two (`scaled`: not for minkowski's power sums, nor for sets whose
-    /// values span more than one scale can bring into range); and strings under levenshtein
-    /// except checkpointed graphs (the GPU passes take vectors); user metrics run on the CPU.
-    /// Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which the fp32
-    /// power tiles here cannot bound: the CPU answers them.
+    /// by an exact power of two (`scaled`: not for checkpointed graphs, minkowski's power sums,
+    /// nor sets whose values span more than one scale can bring into range); and strings under
+    /// levenshtein except checkpointed graphs (the GPU passes take vectors); user metrics run
+    /// on the CPU. Minkowski orders above `MINKOWSKI_POWER_KEY_MAX` rank by the distance, which
+    /// the fp32 power tiles here cannot bound: the CPU answers them.
     fn supports(&self, data: &Dataset, metric: &Metric, op: Op) -> bool {
         supports_keeping(data, metric, op, self.keeps_type())
     }

@@ -69,14 +69,19 @@ use crate::search::stream;
 /// The graph of `data` on `engines` (one or more GPUs holding the whole set), with finished
 /// passes kept in `checkpoint` when given (a checkpointed build takes vectors only); without
 /// one, a single pass at the GPUs' common tile edge. Values the tiles refuse for their
-/// magnitudes are built on a scaled copy (`super::scaled`).
+/// magnitudes are built on a scaled copy (`super::scaled`), except in checkpointed builds: a
+/// checkpoint names its data by its bytes, and the copy's are not the input's, which another
+/// engine resuming the folder reads.
 pub(crate) fn build(
     engines: &[CudaEngine],
     req: &GraphRequest<'_>,
     checkpoint: Option<&CheckpointOptions>,
 ) -> Result<KnnResult> {
+    if checkpoint.is_some() {
+        return build_unscaled(engines, req, checkpoint);
+    }
     let keep_type = engines[0].keeps_type();
-    super::scaled::graph(req, keep_type, |r| build_unscaled(engines, r, checkpoint))
+    super::scaled::graph(req, keep_type, |r| build_unscaled(engines, r, None))
 }
 
 fn build_unscaled(

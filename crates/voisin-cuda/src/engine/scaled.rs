@@ -340,7 +340,7 @@ pub(crate) fn range(
     })
 }
 
-/// [`knn`] for graphs (checkpointed ones too: a resumed build scales its data the same way).
+/// [`knn`] for graphs (not checkpointed ones: `passes::build`).
 pub(crate) fn graph(
     req: &GraphRequest<'_>,
     keep_type: bool,
@@ -359,7 +359,7 @@ mod tests {
     use crate::numerics::plan::vectors;
     use rand::prelude::*;
     use voisin::cpu::CpuEngine;
-    use voisin::engine::Engine;
+    use voisin::engine::{Engine, Op};
 
     /// `n` rows of `d` values uniform in (−1, 1) times 2^e(row), every fifth row a copy of the
     /// one before and every seventh zero, stored as `elem` (f32, bf16 or f64).
@@ -506,6 +506,10 @@ mod tests {
             takes(&far, &Metric::Euclidean, true),
             "f32 at 2^100 keeps f32"
         );
+        // The engine answers it, but not in a checkpointed graph (the folder names the input).
+        let ops = [Op::Knn, Op::Graph, Op::GraphCheckpointed];
+        let answered = ops.map(|op| super::super::supports(&far, &Metric::Euclidean, op));
+        assert_eq!(answered, [true, true, false]);
         // Minkowski's power sums go through powf: no scale for them.
         assert!(!takes(&far, &Metric::Minkowski(3.0), false));
         // bf16 rows from 2^-130 to 2^126: the copy is f64, which bf16 tiles cannot take.
