@@ -342,7 +342,10 @@ mod tests {
         assert!((mean(&vals("far")) - 100.0).abs() < 0.1);
         // huge: the normal kind's values times 2^70, each exactly (rows drawn alike).
         let (huge, normal) = (vals("huge"), vals("normal"));
-        assert!(huge.iter().zip(&normal).all(|(h, x)| *h == x * 2f32.powi(70)));
+        assert!(huge
+            .iter()
+            .zip(&normal)
+            .all(|(h, x)| *h == x * 2f32.powi(70)));
         // dups: rows 10 apart in one group of ten are equal, groups differ.
         let dups = vals("dups");
         assert_eq!(dups[..d], dups[9 * d..10 * d]);
