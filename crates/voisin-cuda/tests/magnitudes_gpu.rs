@@ -15,7 +15,6 @@ mod common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use half::{bf16, f16};
 use rand::prelude::*;
 use voisin::cpu::CpuEngine;
 use voisin::data::{ElemType, VectorData};
@@ -43,21 +42,8 @@ fn scaled(
         }
     }
     let data = match elem {
-        ElemType::F64 => VectorData::F64(v.into()),
-        ElemType::F32 => VectorData::F32(v.iter().map(|&x| x as f32).collect::<Vec<_>>().into()),
-        ElemType::F16 => VectorData::F16(
-            v.iter()
-                .map(|&x| f16::from_f64(x))
-                .collect::<Vec<_>>()
-                .into(),
-        ),
-        ElemType::Bf16 => VectorData::Bf16(
-            v.iter()
-                .map(|&x| bf16::from_f64(x))
-                .collect::<Vec<_>>()
-                .into(),
-        ),
         ElemType::U8 => unreachable!("u8 has one magnitude"),
+        t => VectorData::rounded(v, t),
     };
     VectorSet::new(n, d, data).unwrap().into()
 }

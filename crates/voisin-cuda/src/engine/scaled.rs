@@ -1,5 +1,5 @@
 //! Sets whose keys leave the range the tiles compute in, answered on copies brought into it by
-//! exact powers of two (docs/design/exact-scaling.md, "What the CUDA engine does").
+//! exact powers of two (docs/design/exact-scaling.md, "The CUDA engine: scaled copies").
 //!
 //! A request goes to the unscaled road first; only where that refuses the values for their
 //! magnitudes ([`tiles_take`]) is a copy made, so ordinary data is read as before. Two rules,
@@ -40,15 +40,18 @@ enum Scale {
 }
 
 impl Scale {
-    /// The scale of `metric`'s problem over `sets` (base and queries), `None` where scaling
-    /// does not apply (the metric's keys do not scale exactly, or they need no scale).
-    fn of(metric: &Metric, base: &VectorSet, queries: &VectorSet) -> Option<Scale> {
+    /// The scale of `metric`'s problem over `base` and `queries`, whose values together span
+    /// `raw` ([`raw_extent`]): `None` where scaling does not apply (the metric's keys do not
+    /// scale exactly, or they need no scale). [`KeyScale::of`], from extents already taken.
+    fn of(metric: &Metric, base: &VectorSet, queries: &VectorSet, raw: Extent) -> Option<Scale> {
         match metric {
             Metric::Cosine | Metric::Correlation => Some(Scale::Rows),
-            m if scales_exactly(m) => match KeyScale::of(m, base, queries) {
-                KeyScale::ONE => None,
-                s => Some(Scale::Problem(s)),
-            },
+            m if scales_exactly(m) && KeyScale::needs_extent(m, base, queries) => {
+                match KeyScale::of_extent(m, base, queries, raw) {
+                    KeyScale::ONE => None,
+                    s => Some(Scale::Problem(s)),
+                }
+            }
             _ => None,
         }
     }
@@ -67,14 +70,15 @@ impl Scale {
         }
     }
 
-    /// The extent of `set`'s values once scaled: one pass, per row for [`Scale::Rows`].
-    fn extent(self, set: &VectorSet) -> Extent {
+    /// The extent of `set`'s values once scaled, from their extent `raw` (a pass per row for
+    /// [`Scale::Rows`], which `raw` does not hold).
+    fn extent(self, set: &VectorSet, raw: Extent) -> Extent {
         let scaled = |e: Extent, exp: i32| Extent {
             max: ldexp(e.max, -exp),
             min: ldexp(e.min, -exp),
         };
         match self {
-            Scale::Problem(s) => scaled(Extent::of(set), s.exp()),
+            Scale::Problem(s) => scaled(raw, s.exp()),
             Scale::Rows => (0..set.len())
                 .into_par_iter()
                 .map(|i| {
@@ -109,9 +113,24 @@ fn copy_type(elem: ElemType, scaled: Extent) -> ElemType {
     }
 }
 
-/// One set's copy as it will be made: its storage type, and whether the tiles take it.
-fn plan_copy(set: &VectorSet, metric: &Metric, scale: Scale, keep_type: bool) -> Option<ElemType> {
-    let e = scale.extent(set);
+/// The extent of `set`'s values where `metric`'s scale is one per problem (one pass), else
+/// [`Extent::EMPTY`] (scale-free metrics scale rows alone).
+fn raw_extent(metric: &Metric, set: &VectorSet) -> Extent {
+    match scales_exactly(metric) {
+        true => Extent::of(set),
+        false => Extent::EMPTY,
+    }
+}
+
+/// One set's copy as it will be made, from its values' extent `raw`: its storage type, and
+/// whether the tiles take it.
+fn plan_copy(
+    (set, raw): (&VectorSet, Extent),
+    metric: &Metric,
+    scale: Scale,
+    keep_type: bool,
+) -> Option<ElemType> {
+    let e = scale.extent(set, raw);
     let elem = copy_type(set.elem_type(), e);
     let takes = KeyScale::fits_f32_at(metric, set.dim(), elem, e)
         && (elem != ElemType::F64 || (e.max as f32).is_finite());
@@ -124,7 +143,9 @@ pub(crate) fn takes(data: &Dataset, metric: &Metric, keep_type: bool) -> bool {
     let Ok(set) = vector_metric(data, metric) else {
         return false;
     };
-    Scale::of(metric, set, set).is_some_and(|s| plan_copy(set, metric, s, keep_type).is_some())
+    let raw = raw_extent(metric, set);
+    Scale::of(metric, set, set, raw)
+        .is_some_and(|s| plan_copy((set, raw), metric, s, keep_type).is_some())
 }
 
 /// The copy of `set` at `scale`, stored as `elem`.
@@ -138,22 +159,7 @@ fn copy(set: &VectorSet, scale: Scale, elem: ElemType) -> Result<VectorSet> {
             .zip(row.iter())
             .for_each(|(o, &x)| *o = ldexp(x, -exp));
     });
-    let data = match elem {
-        ElemType::F32 => VectorData::F32(v.iter().map(|&x| x as f32).collect::<Vec<_>>().into()),
-        ElemType::Bf16 => VectorData::Bf16(
-            v.iter()
-                .map(|&x| half::bf16::from_f64(x))
-                .collect::<Vec<_>>()
-                .into(),
-        ),
-        ElemType::F16 => VectorData::F16(
-            v.iter()
-                .map(|&x| half::f16::from_f64(x))
-                .collect::<Vec<_>>()
-                .into(),
-        ),
-        _ => VectorData::F64(v.into()),
-    };
+    let data = VectorData::rounded(v, elem);
     VectorSet::new(set.len(), set.dim(), data)
 }
 
@@ -180,17 +186,21 @@ impl Scaled {
         if tiles_take(b, metric).is_ok() && (same || tiles_take(q, metric).is_ok()) {
             return Ok(None);
         }
-        let Some(scale) = Scale::of(metric, b, q) else {
+        let rb = raw_extent(metric, b);
+        let rq = if same { rb } else { raw_extent(metric, q) };
+        let Some(scale) = Scale::of(metric, b, q, rb.union(rq)) else {
             return Ok(None);
         };
-        let plan = |s: &VectorSet| plan_copy(s, metric, scale, keep_type);
-        let Some(be) = plan(b) else {
+        let plan = |side| plan_copy(side, metric, scale, keep_type);
+        let Some(be) = plan((b, rb)) else {
             return Ok(None);
         };
-        let queries = match (same, plan(q)) {
-            (true, _) => None,
-            (false, Some(qe)) => Some(Dataset::Vectors(copy(q, scale, qe)?)),
-            (false, None) => return Ok(None),
+        let queries = match same {
+            true => None,
+            false => match plan((q, rq)) {
+                Some(qe) => Some(Dataset::Vectors(copy(q, scale, qe)?)),
+                None => return Ok(None),
+            },
         };
         Ok(Some(Scaled {
             scale,
@@ -362,7 +372,7 @@ mod tests {
     use voisin::engine::{Engine, Op};
 
     /// `n` rows of `d` values uniform in (−1, 1) times 2^e(row), every fifth row a copy of the
-    /// one before and every seventh zero, stored as `elem` (f32, bf16 or f64).
+    /// one before and every seventh zero, stored as `elem`.
     fn set(seed: u64, elem: ElemType, n: usize, d: usize, e: impl Fn(usize) -> i32) -> Dataset {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut v: Vec<f64> = (0..n * d)
@@ -375,18 +385,7 @@ mod tests {
                 _ => {}
             }
         }
-        let data = match elem {
-            ElemType::F32 => {
-                VectorData::F32(v.iter().map(|&x| x as f32).collect::<Vec<_>>().into())
-            }
-            ElemType::Bf16 => VectorData::Bf16(
-                v.iter()
-                    .map(|&x| half::bf16::from_f64(x))
-                    .collect::<Vec<_>>()
-                    .into(),
-            ),
-            _ => VectorData::F64(v.into()),
-        };
+        let data = VectorData::rounded(v, elem);
         Dataset::Vectors(VectorSet::new(n, d, data).unwrap())
     }
 

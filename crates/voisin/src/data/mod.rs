@@ -67,6 +67,22 @@ impl VectorData {
         Self::compact_buffer(Buffer::Owned(values))
     }
 
+    /// f64 values stored as `elem`, each rounded to nearest in it (u8: to the nearest integer,
+    /// clamped to 0..=255): for values already exact in `elem` (a copy kept in its own type) or
+    /// for test data of a given type.
+    pub fn rounded(values: Vec<f64>, elem: ElemType) -> VectorData {
+        fn to<T: bytemuck::Pod>(values: &[f64], f: impl Fn(f64) -> T) -> Buffer<T> {
+            Buffer::Owned(values.iter().map(|&x| f(x)).collect())
+        }
+        match elem {
+            ElemType::F64 => VectorData::F64(Buffer::Owned(values)),
+            ElemType::F32 => VectorData::F32(to(&values, |x| x as f32)),
+            ElemType::F16 => VectorData::F16(to(&values, f16::from_f64)),
+            ElemType::Bf16 => VectorData::Bf16(to(&values, bf16::from_f64)),
+            ElemType::U8 => VectorData::U8(to(&values, |x| x.round().clamp(0.0, 255.0) as u8)),
+        }
+    }
+
     /// [`VectorData::compact`] for owned or memory-mapped f64 values: f64 storage keeps the
     /// buffer (a mapped file stays mapped).
     pub fn compact_buffer(values: Buffer<f64>) -> VectorData {
@@ -453,6 +469,24 @@ mod tests {
 
     /// The parallel scan finds the first bad value, across chunk boundaries and in every
     /// storage type, and the front ends' line names it.
+    #[test]
+    fn rounded_values_take_each_storage_type() {
+        let v = vec![-3.0, 0.4, 1.5, 254.6, 300.0];
+        let u8s = |d: VectorData| match d {
+            VectorData::U8(b) => b.as_slice().to_vec(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            u8s(VectorData::rounded(v.clone(), ElemType::U8)),
+            [0, 0, 2, 255, 255]
+        );
+        for t in [ElemType::F64, ElemType::F32, ElemType::F16, ElemType::Bf16] {
+            let set = VectorSet::new(5, 1, VectorData::rounded(v.clone(), t)).unwrap();
+            assert_eq!(set.elem_type(), t);
+            assert_eq!(set.row_f64(2)[0], 1.5, "{t:?}");
+        }
+    }
+
     #[test]
     fn the_first_non_finite_value_and_its_line() {
         let (n, d) = (70_000, 3);
