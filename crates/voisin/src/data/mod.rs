@@ -22,8 +22,10 @@ pub use strings::StringSet;
 
 use half::{bf16, f16};
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
+use crate::metric::scale::Extent;
 
 /// Largest number of items a set may hold: indices are stored as `u32` in results.
 pub const MAX_ITEMS: usize = u32::MAX as usize;
@@ -124,6 +126,11 @@ pub struct VectorSet {
     n: usize,
     dim: usize,
     data: VectorData,
+    /// The range of the stored magnitudes, measured once ([`Extent::of`]): the engines' checks
+    /// and key scales of one call, and every later call on the same set, share one pass. The
+    /// values never change after construction (mapped inputs included: a file that changes
+    /// under a run is an error, `voisin::commit`).
+    extent: OnceLock<Extent>,
 }
 
 impl VectorSet {
@@ -149,7 +156,12 @@ impl VectorSet {
                 "storage holds {len} values, expected {n} x {dim}"
             )));
         }
-        Ok(VectorSet { n, dim, data })
+        Ok(VectorSet {
+            n,
+            dim,
+            data,
+            extent: OnceLock::new(),
+        })
     }
 
     /// Convenience constructor for owned f32 rows.
@@ -191,6 +203,11 @@ impl VectorSet {
 
     pub fn data(&self) -> &VectorData {
         &self.data
+    }
+
+    /// Where [`Extent::of`] keeps this set's extent once measured.
+    pub(crate) fn extent_cell(&self) -> &OnceLock<Extent> {
+        &self.extent
     }
 
     pub fn elem_type(&self) -> ElemType {
@@ -316,6 +333,7 @@ impl VectorSet {
             n: rows.len(),
             dim: d,
             data,
+            extent: OnceLock::new(),
         }
     }
 

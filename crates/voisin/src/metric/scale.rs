@@ -139,8 +139,12 @@ impl Extent {
         })
     }
 
-    /// The extent of a set's stored values, in parallel.
+    /// The extent of a set's stored values: one parallel pass, the first time a set is asked.
     pub fn of(set: &VectorSet) -> Extent {
+        *set.extent_cell().get_or_init(|| Extent::scan(set))
+    }
+
+    fn scan(set: &VectorSet) -> Extent {
         const CHUNK: usize = 1 << 16;
         let reduce = |a: Extent, b: Extent| a.union(b);
         match set.data() {
@@ -547,6 +551,31 @@ mod tests {
         let e = Extent::of_f32(&[0.0, -3.0, 1e-40, 2.5]);
         assert_eq!((e.max, e.min), (3.0, 1e-40f32 as f64));
         assert_eq!(Extent::of_f32(&[0.0, -0.0]), Extent::EMPTY);
+    }
+
+    /// A set is measured once: every ask and every clone give its extent, a gathered subset
+    /// measures its own rows.
+    #[test]
+    fn a_set_is_measured_once_and_its_subsets_apart() {
+        use crate::data::{Buffer, VectorData};
+        let values = vec![0.5f32, -3.0, 1e-30, 0.0, 2.0, 7.0];
+        let set = VectorSet::new(3, 2, VectorData::F32(Buffer::Owned(values))).unwrap();
+        let whole = Extent {
+            max: 7.0,
+            min: 1e-30f32 as f64,
+        };
+        assert_eq!(Extent::of(&set), whole);
+        assert_eq!(Extent::of(&set), whole);
+        assert_eq!(Extent::of(&set.clone()), whole);
+        assert_eq!(Extent::of(&set.gather(&[0])), Extent { max: 3.0, min: 0.5 });
+        assert_eq!(
+            Extent::of(&set.gather(&[2, 1])),
+            Extent {
+                max: 7.0,
+                min: 1e-30f32 as f64
+            }
+        );
+        assert_eq!(Extent::of(&set.gather(&[2])), Extent { max: 7.0, min: 2.0 });
     }
 
     /// Ordinary data keeps scale 1; f64 extremes and large minkowski power sums do not.
