@@ -341,6 +341,16 @@ impl VectorSet {
     /// (a sequential scan of a 1M × 128 set cost more than the whole GPU search of it).
     pub fn find_non_finite(&self) -> Option<(usize, usize)> {
         let pos = match &self.data {
+            // The pass that finds none also measures the extent (the engines' magnitude check).
+            VectorData::F32(v) if self.extent.get().is_none() => {
+                match Extent::of_finite_f32(v.as_slice()) {
+                    Some(e) => {
+                        let _ = self.extent.set(e);
+                        None
+                    }
+                    None => first(v.as_slice(), |x| !x.is_finite()),
+                }
+            }
             VectorData::F32(v) => first(v.as_slice(), |x| !x.is_finite()),
             VectorData::F16(v) => first(v.as_slice(), |x| !x.is_finite()),
             VectorData::Bf16(v) => first(v.as_slice(), |x| !x.is_finite()),

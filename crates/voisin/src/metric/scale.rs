@@ -113,13 +113,24 @@ impl Extent {
     /// The extent of f32 values, read as bit patterns (one vectorisable pass; NaN counts as
     /// a magnitude beyond every finite one).
     pub fn of_f32(values: &[f32]) -> Extent {
-        let (mut hi, mut lo) = (0u32, u32::MAX);
-        for &x in values {
-            let b = x.to_bits() & 0x7fff_ffff;
-            hi = hi.max(b);
-            // Zero wraps to the largest value and never wins the minimum.
-            lo = lo.min(b.wrapping_sub(1));
-        }
+        Extent::of_bits(f32_bits(values))
+    }
+
+    /// The extent of f32 values when every one is finite, `None` otherwise: one parallel pass
+    /// that serves both the check for NaN and infinities and [`Extent::of`] (whose union of
+    /// chunks keeps no NaN, so it cannot tell).
+    pub fn of_finite_f32(values: &[f32]) -> Option<Extent> {
+        const CHUNK: usize = 1 << 16;
+        let (hi, lo) = values
+            .par_chunks(CHUNK)
+            .map(f32_bits)
+            .reduce(|| (0, u32::MAX), |a, b| (a.0.max(b.0), a.1.min(b.1)));
+        // Infinities and NaN have every exponent bit set: above every finite magnitude.
+        (hi < 0x7f80_0000).then(|| Extent::of_bits((hi, lo)))
+    }
+
+    /// The extent of [`f32_bits`]'s largest and (less one) smallest non-zero magnitudes.
+    fn of_bits((hi, lo): (u32, u32)) -> Extent {
         Extent {
             max: f32::from_bits(hi) as f64,
             min: match lo {
@@ -170,6 +181,19 @@ impl Extent {
             }
         }
     }
+}
+
+/// The largest magnitude of `values` and the smallest non-zero one less one, as f32 bit
+/// patterns (`u32::MAX` for the second when every value is zero).
+fn f32_bits(values: &[f32]) -> (u32, u32) {
+    let (mut hi, mut lo) = (0u32, u32::MAX);
+    for &x in values {
+        let b = x.to_bits() & 0x7fff_ffff;
+        hi = hi.max(b);
+        // Zero wraps to the largest value and never wins the minimum.
+        lo = lo.min(b.wrapping_sub(1));
+    }
+    (hi, lo)
 }
 
 /// The degree h of a metric's key in the values, key(s·a, s·b) = s^h·key(a, b); 0 for
@@ -576,6 +600,40 @@ mod tests {
             }
         );
         assert_eq!(Extent::of(&set.gather(&[2])), Extent { max: 7.0, min: 2.0 });
+    }
+
+    /// The NaN check of f32 sets measures their extent in the same pass, the one `Extent::of`
+    /// would make, and still finds every NaN and infinity wherever its chunk lies.
+    #[test]
+    fn the_nan_check_measures_the_extent_it_passes() {
+        use crate::data::{Buffer, VectorData};
+        let (n, d) = (3000, 70);
+        let values: Vec<f32> = (0..n * d)
+            .map(|i| ((i % 997) as f32 - 498.0) * 2f32.powi((i % 61) as i32 - 30))
+            .collect();
+        let set = |v: Vec<f32>| VectorSet::new(n, d, VectorData::F32(Buffer::Owned(v))).unwrap();
+        let fresh = set(values.clone());
+        assert_eq!(fresh.find_non_finite(), None);
+        assert_eq!(
+            fresh.extent_cell().get(),
+            Some(&Extent::scan(&set(values.clone())))
+        );
+        for (at, bad) in [
+            (0, f32::NAN),
+            (n * d - 1, f32::INFINITY),
+            (150_001, -f32::INFINITY),
+        ] {
+            for measured_first in [false, true] {
+                let mut v = values.clone();
+                v[at] = bad;
+                let s = set(v);
+                if measured_first {
+                    Extent::of(&s);
+                }
+                assert_eq!(s.find_non_finite(), Some((at / d, at % d)), "{bad} at {at}");
+                assert_eq!(s.find_non_finite(), Some((at / d, at % d)), "asked again");
+            }
+        }
     }
 
     /// Ordinary data keeps scale 1; f64 extremes and large minkowski power sums do not.
