@@ -104,6 +104,12 @@ impl Precision {
             Precision::Int8 => "int8",
         }
     }
+
+    /// Whether this arithmetic runs on its own storage type only (an explicit half or int8
+    /// precision), so a scaled copy of a set must keep the stored type.
+    pub fn needs_stored_type(self) -> bool {
+        matches!(self, Precision::Fp16 | Precision::Bf16 | Precision::Int8)
+    }
 }
 
 impl std::fmt::Display for Precision {

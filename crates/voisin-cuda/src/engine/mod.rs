@@ -353,10 +353,7 @@ impl CudaEngine {
     /// Whether a scaled copy must keep the stored type: an explicit half or int8 precision
     /// runs on its own storage only.
     pub(crate) fn keeps_type(&self) -> bool {
-        matches!(
-            self.opts.precision,
-            crate::Precision::Fp16 | crate::Precision::Bf16 | crate::Precision::Int8
-        )
+        self.opts.precision.needs_stored_type()
     }
 
     /// A k-NN search of the values as stored (`scaled` brings refused magnitudes here on
