@@ -46,10 +46,13 @@ impl IoError {
         }
     }
 
+    /// The file the error is about, without any `:member` part; `<bytes>` for
+    /// [`parse_bytes`](crate::parse_bytes), `<stdin>` or `-` for standard input.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// What went wrong, on one line and without the path (line breaks become spaces).
     pub fn message(&self) -> &str {
         &self.message
     }

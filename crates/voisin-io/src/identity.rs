@@ -32,8 +32,13 @@ pub enum Written<'a> {
     /// files); `range` results in `.npy` have offsets too, and `exact` distances (f64) cannot
     /// go into `.ivecs`.
     Result {
+        /// The output as the user named it (`--out`); its companions are derived from it.
         path: &'a Path,
+        /// Whether rows vary in length (a range result, or k-NN with ties kept), so that `.npy`
+        /// output adds the `<stem>.offsets.npy` file.
         range: bool,
+        /// Whether exact f64 distances are written; `.ivecs` output cannot hold them and is
+        /// refused.
         exact: bool,
     },
     /// One file of voisin's own (an index).
@@ -45,8 +50,12 @@ pub enum Written<'a> {
 /// checkpoint folder.
 #[derive(Clone, Debug, Default)]
 pub struct RunFiles<'a> {
+    /// Each input with the option that named it, e.g. `("--base", "data.npz:train")`; `-` is
+    /// standard input.
     pub inputs: Vec<(&'a str, &'a Path)>,
+    /// What the run writes; `None` when it writes no file (results to standard output).
     pub output: Option<Written<'a>>,
+    /// The build's checkpoint folder, which no output may lie in; `None` without checkpoints.
     pub checkpoint: Option<&'a Path>,
 }
 

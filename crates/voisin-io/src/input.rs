@@ -73,6 +73,8 @@ impl Input {
         }
     }
 
+    /// The input's format: for standard input the one given to [`Input::open`], for a file or
+    /// a pipe the one its extension names (an error when that is missing or unknown).
     pub fn format(&self) -> Result<Format, IoError> {
         match &self.held {
             Some((f, _)) => Ok(*f),

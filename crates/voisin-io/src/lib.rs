@@ -41,6 +41,7 @@
 //! Memory maps: a mapped file must not be truncated or rewritten by another process while the
 //! data set is alive; this is the usual contract of memory-mapped I/O and the reason
 //! [`ReadOptions::mmap`] can be turned off.
+#![warn(missing_docs)]
 
 mod checks;
 mod error;
@@ -79,14 +80,19 @@ use formats::{bin::BigAnn, fvecs::Texmex, Source};
 /// `test`. Other formats hold one set per file and ignore it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
+    /// The base set, the one searched (the default): the dataset `train` of an HDF5 file, or
+    /// the array `train` of an `.npz` archive that holds several and is named without a member.
     #[default]
     Base,
+    /// The query set, whose neighbours are sought: the dataset or array `test` instead.
     Query,
 }
 
 /// How to read an input file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadOptions {
+    /// Which set to read from a file that holds both (HDF5, or an `.npz` archive named without
+    /// a member); [`Role::Base`] by default.
     pub role: Role,
     /// Memory-map the file and keep vectors in the map where the layout allows (big-ann files,
     /// C-order `.npy`, stored `.npz` members). Off: everything is read into owned memory.
@@ -112,13 +118,22 @@ impl Default for ReadOptions {
 /// The input formats, as recognised by file extension (case-insensitive).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// TEXMEX `.fvecs`: rows of a little-endian i32 dimension followed by that many f32 values.
     Fvecs,
+    /// TEXMEX `.ivecs`: rows of i32 values, read as f32 when every value is exactly an f32
+    /// number (as every integer up to 2^24 in magnitude is), else as f64.
     Ivecs,
+    /// TEXMEX `.bvecs`: rows of u8 values, each after its i32 dimension.
     Bvecs,
+    /// big-ann `.fbin`: a header of two u32 (`n`, then `d`) and `n × d` f32 values, row-major.
     Fbin,
+    /// big-ann `.u8bin`: the `.fbin` layout with u8 values.
     U8bin,
+    /// A NumPy `.npy` array, 2-D `(n, d)` or 1-D `(n,)` (n vectors of dimension 1).
     Npy,
+    /// An ann-benchmarks HDF5 file (`.hdf5` or `.h5`): the dataset `train` or `test` by [`Role`].
     Hdf5,
+    /// Plain text (`.txt`): one UTF-8 string per line, for edit-distance search.
     Txt,
     /// A NumPy archive; one array of it is read (see [`split_member`]).
     Npz,

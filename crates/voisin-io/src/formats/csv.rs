@@ -33,9 +33,13 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// Whether the first line of delimited text is a header (see the module documentation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Header {
+    /// Decide from the first line (the default): a header when a field is not a number, or when
+    /// it holds the column numbers pandas writes above data that is not whole numbers only.
     #[default]
     Auto,
+    /// The first line is a header, whatever it holds, and is skipped.
     Yes,
+    /// Every line is data, the first included.
     No,
 }
 
