@@ -123,7 +123,9 @@ pub fn cpu_build_evals(data: &Dataset, metric: &Metric, kind: Kind, params: &Par
 /// What runs the search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
+    /// Brute force: every query measured against every item.
     Brute,
+    /// A metric index of this kind, built for the run and then searched.
     Index(Kind),
 }
 
@@ -139,8 +141,10 @@ impl fmt::Display for Engine {
 /// The `--engine` value: a fixed engine or `auto`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EngineChoice {
+    /// Let [`decide`] pick brute force or an index from the data, metric and workload.
     #[default]
     Auto,
+    /// Use this engine as asked; an index still needs a metric with the triangle inequality.
     Fixed(Engine),
 }
 
@@ -166,7 +170,9 @@ impl FromStr for EngineChoice {
 /// The engine for one run and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
+    /// The engine chosen for the run.
     pub engine: Engine,
+    /// A one-line, human-readable explanation of the choice ("asked for" for a fixed engine).
     pub reason: String,
     /// ρ when it was estimated.
     pub intrinsic_dim: Option<f64>,

@@ -28,7 +28,10 @@ pub use nets::{CpuNets, NetBatch, NetOracle, Nets};
 /// One node: an item at its top level.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
+    /// The item's position in the space (the root, node 0, holds item 0 after a build).
     pub item: u32,
+    /// The node's top level j: it lies within bʲ⁺¹ of its parent, and its children sit at
+    /// lower levels.
     pub level: i32,
     /// Parent node id (the root is its own parent).
     pub parent: u32,
@@ -38,9 +41,11 @@ pub struct Node {
     pub reach: f64,
     /// Children node ids: `children[c0..c1]` of the tree.
     pub c0: usize,
+    /// End (exclusive) of this node's children in the tree's child list; `c0 <= c1`.
     pub c1: usize,
     /// Duplicate items: `dups[d0..d1]` of the tree.
     pub d0: usize,
+    /// End (exclusive) of this node's duplicates in the tree's duplicate list; `d0 <= d1`.
     pub d1: usize,
 }
 
@@ -121,14 +126,18 @@ impl<S: Space> CoverTree<S> {
         (self.base, &self.nodes, &self.children, &self.dups)
     }
 
+    /// The base b (> 1) of the level radii bʲ.
     pub fn base(&self) -> f64 {
         self.base
     }
 
+    /// Every node, the root first; a node's children and duplicates are ranges of the tree's
+    /// own lists ([`Node::c0`], [`Node::d0`]).
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
 
+    /// Distance evaluations the construction made (0 for a tree read from a file).
     pub fn build_evals(&self) -> u64 {
         self.build_evals
     }

@@ -12,9 +12,13 @@ use crate::{CoverTree, KdTree, ListOfClusters, Sss};
 
 /// Any of the structures over one space.
 pub enum Index<S: Space> {
+    /// A List of Clusters ([`Kind::Lc`]).
     Lc(ListOfClusters<S>),
+    /// SSS pivots with their distance table ([`Kind::Sss`]).
     Sss(Sss<S>),
+    /// A cover tree ([`Kind::Cover`]).
     Cover(CoverTree<S>),
+    /// A k-d tree, for vectors under a coordinate-wise metric ([`Kind::Kd`]).
     Kd(KdTree<S>),
 }
 
@@ -49,6 +53,7 @@ impl<S: Space> Index<S> {
         }
     }
 
+    /// Which structure this is.
     pub fn kind(&self) -> Kind {
         match self {
             Index::Lc(_) => Kind::Lc,
@@ -93,7 +98,9 @@ impl<S: Space> MetricIndex for Index<S> {
 /// An index over one of voisin's data sets under a built-in or user metric: what the CLI builds,
 /// saves and queries.
 pub enum DatasetIndex {
+    /// An index over a vector set (its values kept as f32).
     Vectors(Index<VectorSpace>),
+    /// An index over a string set.
     Strings(Index<StringSpace>),
 }
 
@@ -129,6 +136,7 @@ impl DatasetIndex {
         })
     }
 
+    /// Which structure the index is.
     pub fn kind(&self) -> Kind {
         match self {
             DatasetIndex::Vectors(i) => i.kind(),
@@ -136,6 +144,7 @@ impl DatasetIndex {
         }
     }
 
+    /// The metric the index was built under, which its searches measure with.
     pub fn metric(&self) -> &Metric {
         match self {
             DatasetIndex::Vectors(i) => i.space().metric(),
@@ -143,6 +152,7 @@ impl DatasetIndex {
         }
     }
 
+    /// Number of indexed items.
     pub fn len(&self) -> usize {
         match self {
             DatasetIndex::Vectors(i) => i.space().len(),
@@ -150,10 +160,13 @@ impl DatasetIndex {
         }
     }
 
+    /// Whether the index holds no items.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Distance evaluations the construction made (0 for an index read from a file or a k-d
+    /// tree, whose build measures no distance).
     pub fn build_evals(&self) -> u64 {
         match self {
             DatasetIndex::Vectors(i) => i.build_evals(),

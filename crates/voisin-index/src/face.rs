@@ -21,14 +21,20 @@ use crate::kind::{Kind, Params};
 pub enum IndexOp<'a> {
     /// Building `kind` over `data` under `metric` with `params`.
     Build {
+        /// The items to index.
         data: &'a Dataset,
+        /// The metric the index is built under.
         metric: &'a Metric,
+        /// Which structure to build.
         kind: Kind,
+        /// The structure's parameters.
         params: &'a Params,
     },
     /// Searching `index` for `queries` (k-NN, range or graph).
     Search {
+        /// The built (or read) index to search.
         index: &'a DatasetIndex,
+        /// The queries, of the same kind of data as the indexed items.
         queries: &'a Dataset,
     },
 }
@@ -82,7 +88,9 @@ impl StreamStats {
 /// A search's answer and what streaming did to find it.
 #[derive(Clone, Debug)]
 pub struct Searched<R> {
+    /// The answer itself, as brute force would give it.
     pub result: R,
+    /// What streaming superclusters through a GPU did (all zero when none was streamed).
     pub streamed: StreamStats,
 }
 

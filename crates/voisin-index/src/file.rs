@@ -21,7 +21,9 @@ use crate::space::{Space, StringSpace, VectorSpace};
 use crate::sss::Sss;
 use crate::{DatasetIndex, Index, Kind, MetricIndex};
 
+/// The eight bytes every index file starts with.
 pub const MAGIC: &[u8; 8] = b"VOISINIX";
+/// The layout version written after the magic; reading refuses any other.
 pub const VERSION: u32 = 1;
 
 /// The index as bytes.

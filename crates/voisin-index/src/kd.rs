@@ -43,6 +43,9 @@ pub struct KdTree<S: Space> {
 }
 
 impl<S: Space> KdTree<S> {
+    /// Builds the tree over `space` without measuring a distance: nodes split at the median of
+    /// their widest coordinate until a leaf holds at most [`LEAF_SIZE`] items (or one point). A
+    /// space without coordinates or a box order gets one leaf, searched by a full scan.
     pub fn build(space: S) -> Self {
         let n = space.len();
         let mut order: Vec<u32> = (0..n as u32).collect();

@@ -12,8 +12,11 @@ use crate::space;
 /// Which structure to build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// The List of Clusters: centers with the items nearest them, searched in build order.
     Lc,
+    /// Sparse Spatial Selection: pivots far apart and every item's distances to them.
     Sss,
+    /// The cover tree: nested levels of radii bʲ, searched best first.
     Cover,
     /// The k-d tree: vectors under cityblock, euclidean, chebyshev or minkowski:P only.
     Kd,
@@ -25,6 +28,8 @@ impl Kind {
     /// Every structure.
     pub const EVERY: [Kind; 4] = [Kind::Lc, Kind::Sss, Kind::Cover, Kind::Kd];
 
+    /// The structure's name on the command line and in messages: lc, sss, cover or kd (what
+    /// [`Kind`]'s `FromStr` reads back).
     pub fn name(self) -> &'static str {
         match self {
             Kind::Lc => "lc",

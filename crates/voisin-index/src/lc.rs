@@ -19,10 +19,15 @@ use crate::space::Space;
 /// One cluster: `members[start..end]` of the index, with their distances to `center`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cluster {
+    /// The center's item (a position in the space); it is in no cluster's member list.
     pub center: u32,
     /// Largest distance from the center to a member (0 for a lone center).
     pub radius: f64,
+    /// Where the cluster's members begin in the index's member list (the previous cluster's
+    /// `end`).
     pub start: usize,
+    /// Where they end (exclusive): `end - start` members, the cluster size less one in every
+    /// cluster but the last, which may hold fewer.
     pub end: usize,
 }
 
@@ -221,6 +226,7 @@ impl<S: Space> ListOfClusters<S> {
         Ok(lc)
     }
 
+    /// The clusters in construction order, the order a search visits them in.
     pub fn clusters(&self) -> &[Cluster] {
         &self.clusters
     }

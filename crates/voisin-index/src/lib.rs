@@ -34,6 +34,7 @@
 //! let res = voisin_index::search::range(&index, &[q.as_slice()], 1.0).unwrap();
 //! assert_eq!(res.indices, vec![0, 1, 3]);
 //! ```
+#![warn(missing_docs)]
 
 pub mod auto;
 pub mod cover;

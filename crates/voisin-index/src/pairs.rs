@@ -33,10 +33,13 @@ impl Default for PairBatch {
 }
 
 impl PairBatch {
+    /// Each query's item (a position in the space), one per query.
     pub fn items(&self) -> &[u32] {
         &self.items
     }
 
+    /// Each query's radius: the oracle answers NaN for candidates farther than it (infinite:
+    /// every distance is answered).
     pub fn radii(&self) -> &[f64] {
         &self.radii
     }
@@ -46,6 +49,7 @@ impl PairBatch {
         &self.starts
     }
 
+    /// Every query's candidates (positions in the space), query after query.
     pub fn cands(&self) -> &[u32] {
         &self.cands
     }
@@ -55,6 +59,7 @@ impl PairBatch {
         self.items.len()
     }
 
+    /// Whether the batch holds no query.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

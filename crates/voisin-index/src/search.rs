@@ -22,7 +22,11 @@ use crate::space::Space;
 /// A measured distance: the key results are ranked by and the distance pruning works with.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Dist {
+    /// The exact key ([`Space::key`]: e.g. the squared distance under euclidean); results are
+    /// ranked by it and it is what answers carry until they are packed.
     pub key: f64,
+    /// The metric's distance for that key ([`Space::to_distance`]), which radii and the
+    /// triangle-inequality bounds compare with.
     pub dist: f64,
 }
 
@@ -38,6 +42,8 @@ pub struct Probe<'a, S: Space + ?Sized> {
 }
 
 impl<'a, S: Space + ?Sized> Probe<'a, S> {
+    /// A probe of `query` against `space`'s items, with the query prepared and no evaluation
+    /// counted yet.
     pub fn new(space: &'a S, query: &'a S::Item) -> Self {
         Probe {
             space,
@@ -57,6 +63,7 @@ impl<'a, S: Space + ?Sized> Probe<'a, S> {
         self.evals.get()
     }
 
+    /// The space whose items the query is measured against.
     pub fn space(&self) -> &'a S {
         self.space
     }
@@ -159,6 +166,7 @@ pub struct KnnHeap {
 }
 
 impl KnnHeap {
+    /// An empty heap keeping at most `k` items; its radius is infinite until `k` are kept.
     pub fn new(k: usize) -> Self {
         KnnHeap {
             k,
@@ -198,10 +206,14 @@ impl Collector for KnnHeap {
 /// What every index implements: a walk over its structure for one query that offers every item
 /// the collector could want and skips only regions the triangle inequality rules out.
 pub trait MetricIndex: Sync {
+    /// The space the index was built over.
     type Space: Space;
 
+    /// The indexed items and their metric.
     fn space(&self) -> &Self::Space;
 
+    /// Walks the structure for `probe`'s query, offering `out` every item that may lie within
+    /// its current radius (re-read as it shrinks); the collector decides what it keeps.
     fn search(&self, probe: &Probe<'_, Self::Space>, out: &mut dyn Collector);
 }
 

@@ -26,8 +26,10 @@ pub trait Space: Send + Sync {
     /// One item; queries are items of the same type.
     type Item: ?Sized + Sync;
 
+    /// Number of items; they are numbered `0..len()`.
     fn len(&self) -> usize;
 
+    /// Whether the set holds no items.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -59,6 +61,7 @@ pub trait Space: Send + Sync {
     /// pair (levenshtein: the query's match masks). `()` where nothing is worth preparing.
     type Prepared;
 
+    /// Prepares `query` once for [`Space::key_within_prepared`] against many items.
     fn prepare(&self, query: &Self::Item) -> Self::Prepared;
 
     /// [`Space::key_within`] from the query `a` prepared as `prepared`; the same answer.
@@ -142,13 +145,16 @@ pub struct VectorSpace {
 }
 
 impl VectorSpace {
+    /// Copies `set`'s rows as f32 under `metric`. Errors when it holds f64 values with no exact
+    /// f32 form, or as [`VectorSpace::from_f32`] does.
     pub fn new(set: &VectorSet, metric: Metric) -> Result<Self> {
         set.require_f32_exact("metric indexes")?;
         let values = set.rows_f32(0, set.len()).into_owned();
         Self::from_f32(values, set.dim(), metric)
     }
 
-    /// From row-major values; `values.len()` must be a multiple of `dim`.
+    /// From row-major values; `values.len()` must be a multiple of `dim`. Errors when it is not,
+    /// when `dim` is 0, or when `metric` lacks the triangle inequality or is not a vector metric.
     pub fn from_f32(values: Vec<f32>, dim: usize, metric: Metric) -> Result<Self> {
         check_metric(&metric)?;
         let fits = match &metric {
@@ -179,14 +185,17 @@ impl VectorSpace {
         })
     }
 
+    /// Number of coordinates of each vector (at least 1).
     pub fn dim(&self) -> usize {
         self.dim
     }
 
+    /// The metric the space measures with.
     pub fn metric(&self) -> &Metric {
         &self.metric
     }
 
+    /// Every item's coordinates, row after row (`len() * dim()` values).
     pub fn values(&self) -> &[f32] {
         &self.values
     }
@@ -234,6 +243,8 @@ pub struct StringSpace {
 }
 
 impl StringSpace {
+    /// Strings of `set` under `metric`. Errors unless `metric` is levenshtein or a user metric
+    /// with a string distance.
     pub fn new(set: StringSet, metric: Metric) -> Result<Self> {
         check_metric(&metric)?;
         let fits = match &metric {
@@ -248,6 +259,7 @@ impl StringSpace {
         Ok(StringSpace { set, metric })
     }
 
+    /// The string set the space holds.
     pub fn strings(&self) -> &StringSet {
         &self.set
     }
@@ -283,6 +295,7 @@ impl StringSpace {
         .map(|d| d as f64)
     }
 
+    /// The metric the space measures with: levenshtein or a user string metric.
     pub fn metric(&self) -> &Metric {
         &self.metric
     }
@@ -369,6 +382,7 @@ pub struct UserSpace<T, D> {
 }
 
 impl<T, D: Distance<T>> UserSpace<T, D> {
+    /// `items` under `distance`, taken on trust to be a metric (nothing is checked).
     pub fn new(items: Vec<T>, distance: D) -> Self {
         UserSpace {
             items,

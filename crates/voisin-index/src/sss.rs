@@ -222,6 +222,7 @@ impl<S: Space> Sss<S> {
         }
     }
 
+    /// The pivots' items (positions in the space), in increasing order; item 0 is the first.
     pub fn pivots(&self) -> &[u32] {
         &self.pivots
     }
@@ -232,6 +233,7 @@ impl<S: Space> Sss<S> {
         (&self.pivots, &self.order, &self.table)
     }
 
+    /// Distance evaluations the construction made (0 for an index read from a file).
     pub fn build_evals(&self) -> u64 {
         self.build_evals
     }

@@ -22,8 +22,11 @@ use crate::space::Space;
 pub struct NetBatch<'a> {
     /// The new level's radius bʲ.
     pub sep: f64,
+    /// Slot boundaries into `items` and `dists`: one more entry than slots, from 0 to their length.
     pub starts: &'a [usize],
+    /// The far items (positions in the space), slot after slot.
     pub items: &'a [u32],
+    /// Each far item's distance to its slot's node, parallel to `items`.
     pub dists: &'a [f64],
 }
 
