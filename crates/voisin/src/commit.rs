@@ -54,8 +54,13 @@ const NAME_MAX: usize = 255;
 /// user's path is at fault (exit code 2) or the machine (exit code 1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitError {
+    /// The file or folder at fault: one of the output's targets, or the folder that holds one.
     pub path: PathBuf,
+    /// What went wrong, one line without the path (the `Display` form is `path: message`); the
+    /// operating system's `(os error N)` suffix is cut off.
     pub message: String,
+    /// True when the user's path is at fault (bad input, exit code 2), false for a failure of the
+    /// machine (exit code 1); it picks the [`crate::Error`] variant the error converts to.
     pub user: bool,
 }
 
@@ -114,6 +119,8 @@ impl OutputSet {
         Ok(set)
     }
 
+    /// The targets as declared, the named one first and then its companions; [`OutputSet::write`]
+    /// takes its `i` as an index into them.
     pub fn targets(&self) -> &[PathBuf] {
         &self.targets
     }
@@ -530,6 +537,7 @@ impl TempFile {
         }
     }
 
+    /// Where the temporary file lives: `.voisin-<pid>-<n>.<suffix>` in the folder it was made in.
     pub fn path(&self) -> &Path {
         &self.path
     }

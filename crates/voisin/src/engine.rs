@@ -34,10 +34,17 @@ use crate::metric::{ItemKind, Metric};
 /// (distance, index); for `inner_product` by decreasing dot product, then index.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KnnResult {
+    /// Rows of the result: one per query (one per item for a graph).
     pub n_queries: usize,
+    /// Neighbours in every row, after capping (see above); 0 when no item is available.
     pub k: usize,
+    /// Indices of the neighbours in the base, `n_queries × k` row-major: row `q` is
+    /// `indices[q * k..(q + 1) * k]`.
     pub indices: Vec<u32>,
+    /// The metric's reported value for each entry of `indices` (the dot product for
+    /// `inner_product`), rounded to f32: beyond f32's range, the largest finite f32 of its sign.
     pub distances: Vec<f32>,
+    /// What the engine measured while answering (default when not measured).
     pub stats: Stats,
 }
 
@@ -82,6 +89,8 @@ impl KnnResult {
         }
     }
 
+    /// The indices and distances of row `q`, `k` each. Panics when `k` > 0 and `q` is not below
+    /// `n_queries`.
     pub fn row(&self, q: usize) -> (&[u32], &[f32]) {
         let r = q * self.k..(q + 1) * self.k;
         (&self.indices[r.clone()], &self.distances[r])
@@ -93,9 +102,15 @@ impl KnnResult {
 /// `inner_product`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RangeResult {
+    /// Where each query's results start in `indices` and `distances`: `n_queries + 1` ascending
+    /// offsets, the first 0 and the last the total count.
     pub offsets: Vec<usize>,
+    /// Indices of the results in the base, query after query.
     pub indices: Vec<u32>,
+    /// The metric's reported value for each entry of `indices` (the dot product for
+    /// `inner_product`), rounded to f32: beyond f32's range, the largest finite f32 of its sign.
     pub distances: Vec<f32>,
+    /// What the engine measured while answering (default when not measured).
     pub stats: Stats,
 }
 
@@ -127,10 +142,13 @@ impl RangeResult {
         out
     }
 
+    /// Number of queries: one less than the number of offsets (0 for an empty default result).
     pub fn n_queries(&self) -> usize {
         self.offsets.len().saturating_sub(1)
     }
 
+    /// The indices and distances of query `q`'s results. Panics when `q` is not below
+    /// [`RangeResult::n_queries`].
     pub fn row(&self, q: usize) -> (&[u32], &[f32]) {
         let r = self.offsets[q]..self.offsets[q + 1];
         (&self.indices[r.clone()], &self.distances[r])
@@ -167,6 +185,7 @@ pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
 pub struct Cancel(Arc<AtomicBool>);
 
 impl Cancel {
+    /// A token that is not set (the same as `Cancel::default()`).
     pub fn new() -> Self {
         Self::default()
     }
@@ -176,6 +195,7 @@ impl Cancel {
         self.0.store(true, Ordering::Relaxed);
     }
 
+    /// Whether [`Cancel::cancel`] was called on any clone since the token was made or last reset.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
@@ -211,6 +231,8 @@ pub struct KnnRequest<'a> {
 }
 
 impl<'a> KnnRequest<'a> {
+    /// Checks and builds a request. Errors with [`Error::InvalidInput`] when the metric does not
+    /// apply to base or queries, their kinds or dimensions differ, or `k` is 0.
     pub fn new(
         base: &'a Dataset,
         queries: &'a Dataset,
@@ -227,10 +249,12 @@ impl<'a> KnnRequest<'a> {
         })
     }
 
+    /// The set searched for neighbours; result indices point into it.
     pub fn base(&self) -> &'a Dataset {
         self.base
     }
 
+    /// The queries, one result row each.
     pub fn queries(&self) -> &'a Dataset {
         self.queries
     }
@@ -240,6 +264,7 @@ impl<'a> KnnRequest<'a> {
         self.k
     }
 
+    /// The metric distances are measured and reported in.
     pub fn metric(&self) -> &'a Metric {
         self.metric
     }
@@ -256,6 +281,9 @@ pub struct RangeRequest<'a> {
 }
 
 impl<'a> RangeRequest<'a> {
+    /// Checks and builds a request. Errors with [`Error::InvalidInput`] when the metric does not
+    /// apply to base or queries, their kinds or dimensions differ, or the metric refuses the
+    /// radius ([`Metric::check_radius`]: not finite, or negative but for `inner_product`).
     pub fn new(
         base: &'a Dataset,
         queries: &'a Dataset,
@@ -272,18 +300,23 @@ impl<'a> RangeRequest<'a> {
         })
     }
 
+    /// The set searched; result indices point into it.
     pub fn base(&self) -> &'a Dataset {
         self.base
     }
 
+    /// The queries, one result row each.
     pub fn queries(&self) -> &'a Dataset {
         self.queries
     }
 
+    /// The radius as given, in the metric's reported units, inclusive ([`Metric::within`]); for
+    /// `inner_product` the smallest dot product kept.
     pub fn radius(&self) -> f64 {
         self.radius
     }
 
+    /// The metric distances are measured and reported in.
     pub fn metric(&self) -> &'a Metric {
         self.metric
     }
@@ -299,6 +332,8 @@ pub struct GraphRequest<'a> {
 }
 
 impl<'a> GraphRequest<'a> {
+    /// Checks and builds a request. Errors with [`Error::InvalidInput`] when the metric does not
+    /// apply to `data` or `k` is 0.
     pub fn new(data: &'a Dataset, k: usize, metric: &'a Metric) -> Result<Self> {
         check_metric(data, metric)?;
         check_k(k)?;
@@ -309,6 +344,7 @@ impl<'a> GraphRequest<'a> {
         })
     }
 
+    /// The set whose graph is built: every item is both a query and a base item.
     pub fn data(&self) -> &'a Dataset {
         self.data
     }
@@ -318,6 +354,7 @@ impl<'a> GraphRequest<'a> {
         self.k
     }
 
+    /// The metric distances are measured and reported in.
     pub fn metric(&self) -> &'a Metric {
         self.metric
     }
@@ -337,6 +374,7 @@ pub trait Prepared: Send + Sync + 'static {
     /// Items of the base.
     fn len(&self) -> usize;
 
+    /// Whether the base has no items.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -373,8 +411,11 @@ impl<E: Engine + ?Sized + 'static> Prepared for Kept<E> {
 /// What a request asks for, for [`Engine::supports`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// k nearest base items of each query ([`Engine::knn`]).
     Knn,
+    /// Every base item within a radius of each query ([`Engine::range`]).
     Range,
+    /// The k-NN graph of one set, without checkpoints ([`Engine::graph`]).
     Graph,
     /// A graph with checkpoints ([`Engine::graph_checkpointed`]).
     GraphCheckpointed,

@@ -4,8 +4,11 @@
 
 use thiserror::Error;
 
+/// The crate's result type: `E` defaults to [`enum@Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Everything a voisin call can fail with; [`Error::is_user_error`] sorts the caller's mistakes
+/// (CLI exit code 2) from failures of the machine or device (exit code 1).
 #[derive(Debug, Error)]
 pub enum Error {
     /// The request or the data is not valid: wrong k, radius, metric for the data, shapes.
@@ -27,10 +30,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// An [`Error::InvalidInput`] carrying `msg`, the one-line message shown to the user.
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidInput(msg.into())
     }
 
+    /// An [`Error::Device`] carrying `msg`: a device, thread pool or other resource failed.
     pub fn device(msg: impl Into<String>) -> Self {
         Error::Device(msg.into())
     }

@@ -18,6 +18,7 @@
 //! let res = engine.knn(&base.into(), &query.into(), 2, &Metric::Euclidean).unwrap();
 //! assert_eq!(res.indices, vec![1, 0]);
 //! ```
+#![warn(missing_docs)]
 
 pub mod commit;
 pub mod cpu;

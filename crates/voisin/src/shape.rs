@@ -30,11 +30,14 @@ use crate::{Dataset, KnnResult, Metric, RangeResult, Stats};
 /// What an engine answered, before it is shaped: k-NN rows (k-NN search, graphs) or ragged
 /// rows (range search, pairs).
 pub enum Answer {
+    /// k-NN rows: a search or a graph, `k` entries a row.
     Knn(KnnResult),
+    /// Rows of their own lengths in CSR form: a range search or a `--ties all` result.
     Range(RangeResult),
 }
 
 impl Answer {
+    /// What the engine measured while answering.
     pub fn stats(&self) -> &Stats {
         match self {
             Answer::Knn(r) => &r.stats,
@@ -50,6 +53,7 @@ impl Answer {
         }
     }
 
+    /// Whether the answer holds no (query, neighbour) pair.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

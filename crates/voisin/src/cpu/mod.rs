@@ -85,6 +85,8 @@ impl Default for CpuEngine {
 }
 
 impl CpuEngine {
+    /// An engine with its own rayon pool of `opts.threads` workers (every core when `None`). Errors
+    /// with [`Error::InvalidInput`] for 0 threads, [`Error::Device`] when the pool cannot start.
     pub fn new(opts: CpuOptions) -> Result<Self> {
         let mut b = rayon::ThreadPoolBuilder::new();
         if let Some(t) = opts.threads {
@@ -99,10 +101,13 @@ impl CpuEngine {
         Ok(CpuEngine { opts, pool })
     }
 
+    /// Worker threads in the engine's pool: [`CpuOptions::threads`], or rayon's default when unset
+    /// (every logical core unless `RAYON_NUM_THREADS` says otherwise).
     pub fn threads(&self) -> usize {
         self.pool.current_num_threads()
     }
 
+    /// The options the engine was built with.
     pub fn options(&self) -> &CpuOptions {
         &self.opts
     }

@@ -27,6 +27,9 @@ pub struct CpuPrepared {
 }
 
 impl CpuPrepared {
+    /// Prepares `base` for searches under `metric` on `engine`: plans its vector tiles and keeps
+    /// them prepared when they fit in half the memory budget. Errors with
+    /// [`crate::Error::InvalidInput`] when the metric does not apply to the base.
     pub fn new(engine: Arc<CpuEngine>, base: Arc<Dataset>, metric: &Metric) -> Result<Self> {
         check_metric(&base, metric)?;
         let plan = match &*base {

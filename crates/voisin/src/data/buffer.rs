@@ -10,6 +10,7 @@ use std::sync::Arc;
 /// Values that live in memory another owner keeps alive and unchanged for as long as this
 /// handle exists (e.g. a NumPy array held by a reference).
 pub trait SharedSlice<T>: Send + Sync {
+    /// The values, at one address and unchanged for as long as the handle lives.
     fn as_slice(&self) -> &[T];
 }
 
@@ -22,8 +23,13 @@ impl<T> fmt::Debug for dyn SharedSlice<T> {
 /// Owned values, a typed window into a shared memory map, or values owned elsewhere.
 #[derive(Clone, Debug)]
 pub enum Buffer<T: Pod> {
+    /// Values in a `Vec` the buffer owns.
     Owned(Vec<T>),
+    /// A window of `len` values into a memory-mapped file, read in place; built by
+    /// [`Buffer::mapped`], which checks its bounds and alignment.
     Mapped {
+        /// The map the values are read from, shared by every buffer over the same file and kept
+        /// alive by them.
         map: Arc<Mmap>,
         /// Byte offset of the first value; a multiple of `align_of::<T>()`.
         offset: usize,
@@ -50,6 +56,7 @@ impl<T: Pod> Buffer<T> {
         Some(Buffer::Mapped { map, offset, len })
     }
 
+    /// The values as one slice, wherever they live (never a copy).
     pub fn as_slice(&self) -> &[T] {
         match self {
             Buffer::Owned(v) => v,
@@ -61,6 +68,7 @@ impl<T: Pod> Buffer<T> {
         }
     }
 
+    /// Number of values (not bytes).
     pub fn len(&self) -> usize {
         match self {
             Buffer::Owned(v) => v.len(),
@@ -69,10 +77,12 @@ impl<T: Pod> Buffer<T> {
         }
     }
 
+    /// Whether the buffer holds no value.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Whether the values are read in place from a memory-mapped file ([`Buffer::Mapped`]).
     pub fn is_mapped(&self) -> bool {
         matches!(self, Buffer::Mapped { .. })
     }

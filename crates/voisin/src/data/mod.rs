@@ -34,14 +34,22 @@ pub const MAX_ITEMS: usize = u32::MAX as usize;
 /// distances in f64 whatever the storage type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ElemType {
+    /// IEEE single precision, 4 bytes a value; engines read it without a conversion.
     F32,
+    /// IEEE half precision (`half::f16`), 2 bytes a value; widens to f32 exactly.
     F16,
+    /// bfloat16 (`half::bf16`), 2 bytes a value; widens to f32 exactly.
     Bf16,
+    /// Unsigned bytes, the integers 0 to 255; widen to f32 exactly.
     U8,
+    /// IEEE double precision, 8 bytes a value: the one type f32 tiles may round
+    /// ([`VectorSet::is_f32_exact`]).
     F64,
 }
 
 impl ElemType {
+    /// The lower-case name used in messages and checkpoint manifests: `f32`, `f16`, `bf16`,
+    /// `u8` or `f64`.
     pub fn name(self) -> &'static str {
         match self {
             ElemType::F32 => "f32",
@@ -56,10 +64,15 @@ impl ElemType {
 /// Row-major storage of a vector set, one variant per element type.
 #[derive(Clone, Debug)]
 pub enum VectorData {
+    /// f32 values ([`ElemType::F32`]): the storage [`VectorSet::as_f32`] borrows.
     F32(Buffer<f32>),
+    /// f16 values ([`ElemType::F16`]), converted when rows are read.
     F16(Buffer<f16>),
+    /// bf16 values ([`ElemType::Bf16`]), converted when rows are read.
     Bf16(Buffer<bf16>),
+    /// u8 values ([`ElemType::U8`]), converted when rows are read.
     U8(Buffer<u8>),
+    /// f64 values ([`ElemType::F64`]): exact keys borrow them, f32 rows round them.
     F64(Buffer<f64>),
 }
 
@@ -189,18 +202,22 @@ impl VectorSet {
         Self::new(n, dim, VectorData::from_exact(values, dim)?)
     }
 
+    /// Number of vectors (n).
     pub fn len(&self) -> usize {
         self.n
     }
 
+    /// Whether the set holds no vector.
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }
 
+    /// Values per vector; at least 1 (a set of dimension 0 is refused when built).
     pub fn dim(&self) -> usize {
         self.dim
     }
 
+    /// The row-major storage: `len() * dim()` values of [`VectorSet::elem_type`].
     pub fn data(&self) -> &VectorData {
         &self.data
     }
@@ -210,6 +227,7 @@ impl VectorSet {
         &self.extent
     }
 
+    /// The element type the values are stored in.
     pub fn elem_type(&self) -> ElemType {
         match &self.data {
             VectorData::F32(_) => ElemType::F32,
@@ -429,11 +447,14 @@ impl ExactInF64 for bool {
 /// A data set of any kind an engine can search.
 #[derive(Clone, Debug)]
 pub enum Dataset {
+    /// Dense vectors of one dimension, for the vector metrics and user vector metrics.
     Vectors(VectorSet),
+    /// Strings, for levenshtein and user string metrics.
     Strings(StringSet),
 }
 
 impl Dataset {
+    /// Number of items: vectors or strings.
     pub fn len(&self) -> usize {
         match self {
             Dataset::Vectors(v) => v.len(),
@@ -441,6 +462,7 @@ impl Dataset {
         }
     }
 
+    /// Whether the set holds no item.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -455,6 +477,7 @@ impl Dataset {
         }
     }
 
+    /// The vector set, or `None` for strings.
     pub fn as_vectors(&self) -> Option<&VectorSet> {
         match self {
             Dataset::Vectors(v) => Some(v),
@@ -462,6 +485,7 @@ impl Dataset {
         }
     }
 
+    /// The string set, or `None` for vectors.
     pub fn as_strings(&self) -> Option<&StringSet> {
         match self {
             Dataset::Strings(s) => Some(s),

@@ -12,6 +12,7 @@ pub struct StringSet {
 }
 
 impl StringSet {
+    /// An empty set (its offsets hold the leading 0).
     pub fn new() -> Self {
         StringSet {
             chars: Vec::new(),
@@ -19,6 +20,8 @@ impl StringSet {
         }
     }
 
+    /// A set of `items`, in order. Errors with [`Error::InvalidInput`] when there are more than
+    /// [`super::MAX_ITEMS`] of them.
     pub fn from_strings<I, S>(items: I) -> Result<Self>
     where
         I: IntoIterator<Item = S>,
@@ -31,6 +34,8 @@ impl StringSet {
         Ok(set)
     }
 
+    /// Appends `s` as string `len()`. Errors with [`Error::InvalidInput`] when the set already
+    /// holds [`super::MAX_ITEMS`] strings (indices must fit in `u32`).
     pub fn push(&mut self, s: &str) -> Result<()> {
         if self.len() >= super::MAX_ITEMS {
             return Err(Error::invalid("too many strings"));
@@ -40,10 +45,12 @@ impl StringSet {
         Ok(())
     }
 
+    /// Number of strings.
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }
 
+    /// Whether the set holds no string.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -67,6 +74,7 @@ impl StringSet {
             .unwrap_or(0)
     }
 
+    /// The strings in order, each as its Unicode scalar values.
     pub fn iter(&self) -> impl Iterator<Item = &[char]> + '_ {
         (0..self.len()).map(move |i| self.get(i))
     }

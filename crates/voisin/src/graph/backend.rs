@@ -22,8 +22,11 @@ use crate::metric::Metric;
 /// caps `k` at n − 1; a backend caps what a distributed driver hands it itself.
 #[derive(Clone, Copy)]
 pub struct GraphJob<'a> {
+    /// The set whose graph is built: every item is both a query and a base item.
     pub data: &'a Dataset,
+    /// Neighbours per row (see above for who caps it).
     pub k: usize,
+    /// The metric neighbours are ranked by.
     pub metric: &'a Metric,
 }
 

@@ -163,11 +163,15 @@ fn data_crc(data: &Dataset) -> u32 {
 /// `p·rows_per_pass() .. min((p+1)·rows_per_pass(), n)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// Rows per block: 512 in the single-process and GPU layouts, the ranks' own block size in
+    /// voisin-mpi's. Always positive.
     pub block_rows: usize,
+    /// Blocks in each pass (the last pass may hold fewer rows); always positive.
     pub blocks_per_pass: usize,
 }
 
 impl Layout {
+    /// Rows in every pass but possibly the last: `block_rows × blocks_per_pass`.
     pub fn rows_per_pass(&self) -> usize {
         self.block_rows * self.blocks_per_pass
     }

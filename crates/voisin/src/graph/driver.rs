@@ -45,7 +45,9 @@ const MIN_RETRY_EDGE: usize = 64;
 
 /// A graph build for [`build`].
 pub struct Build<'a> {
+    /// The set whose graph is built: every item is both a query and a base item.
     pub data: &'a Dataset,
+    /// The metric neighbours are ranked by.
     pub metric: &'a Metric,
     /// Neighbours per row, already capped at n − 1.
     pub k: usize,
@@ -54,6 +56,8 @@ pub struct Build<'a> {
     /// The most rows a pass may hold (the backends' running lists of a pass must fit); n or
     /// more for one pass.
     pub max_pass_rows: usize,
+    /// Where finished passes and partial lists are kept and resumed from; `None` builds in
+    /// memory only, in passes of at most `max_pass_rows`.
     pub checkpoint: Option<&'a CheckpointOptions>,
 }
 

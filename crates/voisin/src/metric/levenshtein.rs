@@ -42,6 +42,7 @@ pub struct Pattern {
 }
 
 impl Pattern {
+    /// Builds the match masks of `pattern`, once for all the texts it is compared with.
     pub fn new(pattern: &[char]) -> Pattern {
         let blocks = pattern.len().div_ceil(W);
         let mut ascii = vec![0u64; 128 * blocks];
@@ -103,6 +104,7 @@ impl Pattern {
         self.len
     }
 
+    /// Whether the pattern has no chars.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -37,6 +37,8 @@ pub const MINKOWSKI_POWER_KEY_MAX: f64 = 8.0;
 /// A distance function over items of type `T`, for metrics the library does not know.
 /// Closures `Fn(&T, &T) -> f64` implement it. Only the CPU engine and the metric indexes use it.
 pub trait Distance<T: ?Sized>: Send + Sync {
+    /// The distance between `a` and `b`, which is also the key items are ranked by (smaller is
+    /// closer) and the value reported.
     fn distance(&self, a: &T, b: &T) -> f64;
 }
 
@@ -52,15 +54,21 @@ where
 /// A user-defined metric: a name and a distance over vectors, strings, or both.
 #[derive(Clone)]
 pub struct CustomMetric {
+    /// The name the metric is shown with (`Display`, messages, checkpoint manifests) and
+    /// compared by: two user metrics with one name are equal.
     pub name: String,
+    /// A distance over f32 vectors. Without `vectors_f64` it takes only sets whose values f32
+    /// holds exactly; others are refused ([`crate::engine::check_metric`]).
     pub vectors: Option<Arc<dyn Distance<[f32]>>>,
     /// A distance over f64 vectors: called with the stored values of every vector set (f32
     /// storage widened), so f64 data is measured exactly. Takes precedence over `vectors`.
     pub vectors_f64: Option<Arc<dyn Distance<[f64]>>>,
+    /// A distance over strings, each handed over as its Unicode scalar values.
     pub strings: Option<Arc<dyn Distance<[char]>>>,
 }
 
 impl CustomMetric {
+    /// A metric named `name` over f32 vectors only (see [`CustomMetric::vectors`]).
     pub fn for_vectors(name: impl Into<String>, f: impl Distance<[f32]> + 'static) -> Self {
         CustomMetric {
             name: name.into(),
@@ -80,6 +88,7 @@ impl CustomMetric {
         }
     }
 
+    /// A metric named `name` over strings only, each handed over as its chars.
     pub fn for_strings(name: impl Into<String>, f: impl Distance<[char]> + 'static) -> Self {
         CustomMetric {
             name: name.into(),
@@ -99,7 +108,9 @@ impl fmt::Debug for CustomMetric {
 /// The metrics voisin knows, plus user metrics.
 #[derive(Clone, Debug)]
 pub enum Metric {
+    /// √Σ(a−b)²; ranked by its square, the key of [`Metric::SqEuclidean`].
     Euclidean,
+    /// Σ(a−b)², the squared euclidean distance.
     SqEuclidean,
     /// 1 − cos(a, b). A zero vector is at distance 1 from every vector (scikit-learn's rule).
     Cosine,
@@ -107,18 +118,25 @@ pub enum Metric {
     Correlation,
     /// Ranks by the largest dot product and reports the dot product.
     InnerProduct,
+    /// Σ|a−b|, the L1 or manhattan distance.
     Cityblock,
+    /// max|a−b|, the L∞ distance.
     Chebyshev,
     /// (Σ|a−b|^p)^(1/p), p ≥ 1.
     Minkowski(f64),
+    /// Edit distance between strings: insertions, deletions and substitutions of Unicode scalar
+    /// values, each of cost 1 ([`levenshtein`]).
     Levenshtein,
+    /// A user metric ([`CustomMetric`]): its distance is its key and its reported value.
     Custom(CustomMetric),
 }
 
 /// What kind of items a metric applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ItemKind {
+    /// Dense numeric vectors ([`crate::data::VectorSet`]).
     Vectors,
+    /// Strings ([`crate::data::StringSet`]).
     Strings,
 }
 

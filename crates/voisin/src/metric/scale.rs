@@ -85,7 +85,9 @@ pub fn exponent(x: f64) -> i32 {
 /// +∞ when every value is zero).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Extent {
+    /// The largest magnitude |x| among the values; 0 when no value is non-zero.
     pub max: f64,
+    /// The smallest non-zero magnitude |x| among the values; +∞ when no value is non-zero.
     pub min: f64,
 }
 
@@ -318,6 +320,7 @@ impl KeyScale {
         KeyScale { exp }
     }
 
+    /// The power of two: keys are those of the values times 2^-exp (0 for [`KeyScale::ONE`]).
     pub fn exp(self) -> i32 {
         self.exp
     }

@@ -200,6 +200,7 @@ impl Isa {
         })
     }
 
+    /// The set's name as `VOISIN_SIMD` spells it: `portable`, `sse2` or `avx2+fma`.
     pub fn name(self) -> &'static str {
         match self.0 {
             IsaKind::Portable => "portable",

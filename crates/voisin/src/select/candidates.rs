@@ -67,6 +67,7 @@ fn up(x: f64) -> f32 {
 }
 
 impl Candidates {
+    /// An empty buffer for the `k` nearest of one query; with `k` = 0 it keeps nothing.
     pub fn new(k: usize) -> Self {
         Candidates {
             k,
@@ -134,10 +135,12 @@ impl Candidates {
         self.items
     }
 
+    /// Candidates held now; some may be dropped by the next [`Candidates::compact`].
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether no candidate is held.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

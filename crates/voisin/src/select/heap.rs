@@ -11,6 +11,7 @@ pub struct TopK {
 }
 
 impl TopK {
+    /// An empty heap that keeps at most `k` pairs (none for `k` = 0).
     pub fn new(k: usize) -> Self {
         TopK {
             k,
@@ -18,14 +19,18 @@ impl TopK {
         }
     }
 
+    /// Pairs kept so far, at most `k`.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether no pair is kept yet.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
+    /// Whether `k` pairs are held, so that a new pair is kept only if it beats the worst (always
+    /// true for `k` = 0).
     pub fn is_full(&self) -> bool {
         self.items.len() >= self.k
     }
