@@ -2,7 +2,8 @@
 //!
 //! Inputs, chosen by extension (any case): `.fvecs` `.ivecs` `.bvecs` (TEXMEX), `.fbin`
 //! `.u8bin` (big-ann), `.npy`, `.npz` (one array: `data.npz:name`), `.hdf5`/`.h5`
-//! (ann-benchmarks `train`/`test`), `.txt` (strings) and numeric `.csv`/`.tsv`; standard input
+//! (ann-benchmarks `train`/`test`), `.txt` (strings), numeric `.csv`/`.tsv` and `.parquet`
+//! (`data.parquet:column`); standard input
 //! and pipes through [`Input`], which also tells the metric an input declares
 //! ([`choose_metric`]). Each returns a core [`Dataset`]; big-ann files and C-order `.npy`
 //! files are memory-mapped and searched in place when [`ReadOptions::mmap`] is set. Outputs:
@@ -11,8 +12,8 @@
 //! lists for tests and generators. See [`write_knn`] and the `outputs` module for the layouts.
 //!
 //! Decisions worth knowing: a 1-D `.npy` (or HDF5) array of n values is n vectors of dimension
-//! 1; f64 and i8/i16/i32 inputs become f32 only when every value converts exactly; `.ivecs`
-//! inputs are refused past 2^24 in magnitude; `--out res.npy` writes `res.indices.npy` and
+//! 1; f64 and i8/i16/i32 inputs (`.ivecs` too) become f32 only when every value converts
+//! exactly, else they are kept as exact f64; `--out res.npy` writes `res.indices.npy` and
 //! `res.distances.npy` (plus `res.offsets.npy` for range results); range results in `.ivecs`
 //! are ragged rows. The format modules and `write.rs` document each in full.
 //!

@@ -3,9 +3,9 @@
 //! dimension.
 //!
 //! Because the row headers are interleaved with the values, these files are always copied into
-//! owned storage (never mapped). `.ivecs` inputs become f32 vectors, refused when a value exceeds
-//! 2^24 in magnitude (f32 could not hold it exactly). This module only parses; writing lives in
-//! `write.rs`.
+//! owned storage (never mapped). `.ivecs` inputs become f32 vectors when every value is exactly
+//! an f32 (as every integer up to 2^24 in magnitude is), else exact f64 vectors. This module
+//! only parses; writing lives in `write.rs`.
 
 use voisin::data::{Buffer, VectorData};
 use voisin::Dataset;
