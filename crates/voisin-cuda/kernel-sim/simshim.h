@@ -1,10 +1,13 @@
-// Shim that lets the CUDA C kernels compile as C++ and run on CPU threads (see run.sh).
+// Shim that lets the CUDA C kernels compile as C++ and run on the CPU (see run.sh): each CUDA
+// thread of a block is a fiber (ucontext) on one OS thread, switched only where it waits at a
+// barrier, so the threads between two barriers run one after another in index order.
+#include <ucontext.h>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <atomic>
-#include <barrier>
-#include <thread>
 #include <vector>
 #include <functional>
 #include <memory>
@@ -18,15 +21,37 @@
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
 struct D3 { unsigned x = 0, y = 0, z = 0; };
-thread_local D3 threadIdx;
+// The running fiber's index: the scheduler sets it before it resumes a fiber.
+D3 threadIdx;
 D3 blockIdx, blockDim, gridDim;
-std::barrier<>* bar;
-std::barrier<>* warp_bars[64];
+// The fibers of the block being run, and the scheduler's context they return to.
+struct SimFiber { ucontext_t ctx; D3 idx; bool done = false; };
+inline ucontext_t sim_scheduler;
+inline SimFiber* sim_fibers;
+inline unsigned sim_current;
+inline std::function<void()> sim_body;
+// Arrivals at barriers and fibers ended: a round of the scheduler without either is a deadlock.
+inline unsigned long long sim_progress = 0;
+inline void sim_yield() { swapcontext(&sim_fibers[sim_current].ctx, &sim_scheduler); }
+// A barrier of `expected` fibers (std::barrier's arrive_and_wait): the last to arrive goes on, the
+// others wait, yielding, until the generation it opened has passed.
+struct SimBarrier {
+  unsigned expected, count = 0, gen = 0;
+  explicit SimBarrier(unsigned n) : expected(n) {}
+  void arrive_and_wait() {
+    unsigned g = gen;
+    ++sim_progress;
+    if (++count == expected) { count = 0; ++gen; return; }
+    while (gen == g) sim_yield();
+  }
+};
+SimBarrier* bar;
+SimBarrier* warp_bars[64];
 alignas(16) float sim_smem[1 << 16];
 // A kernel's dynamic shared memory (common/keys.cuh): a pointer into sim_smem.
 #define DYNAMIC_SHARED(T, name) T* name = (T*)sim_smem
 inline void __syncthreads() { bar->arrive_and_wait(); }
-// Blocks run one after another here, so a fence orders nothing more than program order.
+// Blocks and threads run one at a time here, so a fence orders nothing more than program order.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
@@ -52,22 +77,59 @@ inline float fabsf(float x) { return std::fabs(x); }
 // Not std::fmax: its float overload calls ::fmaxf, this very function.
 inline float fmaxf(float a, float b) { return std::isnan(a) ? b : std::isnan(b) ? a : a > b ? a : b; }
 inline float powf(float a, float b) { return std::pow(a, b); }
+inline void sim_entry() {
+  sim_body();
+  sim_fibers[sim_current].done = true;
+  ++sim_progress;
+}
+// Runs the block's fibers round by round until every one has ended (each round resumes every
+// live fiber once, in index order).
+inline void sim_run_block(unsigned nt) {
+  static std::vector<std::unique_ptr<char[]>> stacks;
+  const size_t stack = 256 << 10;
+  while (stacks.size() < nt) stacks.emplace_back(new char[stack]);
+  std::vector<SimFiber> fs(nt);
+  sim_fibers = fs.data();
+  for (unsigned t = 0; t < nt; ++t) {
+    getcontext(&fs[t].ctx);
+    fs[t].ctx.uc_stack.ss_sp = stacks[t].get();
+    fs[t].ctx.uc_stack.ss_size = stack;
+    fs[t].ctx.uc_link = &sim_scheduler;
+    makecontext(&fs[t].ctx, sim_entry, 0);
+    fs[t].idx = {t % blockDim.x, t / blockDim.x, 0};
+  }
+  for (unsigned live = nt; live > 0;) {
+    unsigned long long before = sim_progress;
+    for (unsigned t = 0; t < nt; ++t) {
+      if (fs[t].done) continue;
+      sim_current = t; threadIdx = fs[t].idx;
+      swapcontext(&sim_scheduler, &fs[t].ctx);
+      if (fs[t].done) --live;
+    }
+    if (live > 0 && sim_progress == before) {
+      printf("FAIL: block (%u, %u): every live thread waits at a barrier the others never reach\n",
+             blockIdx.x, blockIdx.y);
+      fflush(stdout);
+      std::abort();
+    }
+  }
+}
 template <class F> void launch(D3 grid, D3 block, F f) {
   gridDim = grid; blockDim = block;
   unsigned nt = block.x * block.y;
+  sim_body = [&] { f(); };
   for (unsigned by = 0; by < grid.y; ++by)
   for (unsigned bx = 0; bx < grid.x; ++bx) {
     blockIdx = {bx, by, 0};
-    std::barrier<> b(nt); bar = &b;
-    std::vector<std::unique_ptr<std::barrier<>>> wb;
+    SimBarrier b(nt); bar = &b;
+    std::vector<std::unique_ptr<SimBarrier>> wb;
     for (unsigned w = 0; w < (nt + 31) / 32; ++w) {
-      wb.emplace_back(new std::barrier<>(std::min(32u, nt - 32 * w)));
+      wb.emplace_back(new SimBarrier(std::min(32u, nt - 32 * w)));
       warp_bars[w] = wb.back().get();
     }
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < nt; ++t) ts.emplace_back([=] { threadIdx = {t % block.x, t / block.x, 0}; f(); });
-    for (auto& t : ts) t.join();
+    sim_run_block(nt);
   }
+  sim_body = nullptr;
 }
 // __syncthreads_count: a barrier that also counts the threads whose predicate was true.
 inline int sim_count_slots[2];

@@ -643,19 +643,29 @@ mod tests {
         std::fs::create_dir_all(dir.join("common")).unwrap();
         std::fs::write(dir.join(ABI_HEADER), abi::header()).unwrap();
         let sim = concat!(env!("CARGO_MANIFEST_DIR"), "/kernel-sim");
-        for script in [
+        let scripts = [
             "run.sh",
             "select_variants.sh",
             "rerank.sh",
             "cover_pairs.sh",
             "cover_net.sh",
             "lc_build.sh",
-        ] {
-            let out = std::process::Command::new("bash")
-                .arg(format!("{sim}/{script}"))
-                .env("VOISIN_ABI_DIR", &dir)
-                .output()
-                .unwrap();
+        ];
+        // Each simulator runs on one OS thread: all of them at once keep every core busy.
+        let runs: Vec<_> = scripts
+            .iter()
+            .map(|script| {
+                std::process::Command::new("bash")
+                    .arg(format!("{sim}/{script}"))
+                    .env("VOISIN_ABI_DIR", &dir)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for (script, run) in scripts.iter().zip(runs) {
+            let out = run.wait_with_output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(
                 out.status.success() && !text.contains("FAIL"),
