@@ -77,7 +77,8 @@ pub use write::{
 use error::Parsed;
 use formats::{bin::BigAnn, fvecs::Texmex, Source};
 
-/// Which of the two ann-benchmarks HDF5 datasets to read: `Base` reads `train`, `Query` reads
+/// Which of a file's two sets to read, where it holds both: an ann-benchmarks HDF5 file, or an
+/// `.npz` archive of several arrays named without a member. `Base` reads `train`, `Query` reads
 /// `test`. Other formats hold one set per file and ignore it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Role {
@@ -147,9 +148,9 @@ pub enum Format {
 }
 
 const INPUT_EXTENSIONS: &str =
-    ".fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 .h5 .txt .csv .tsv .parquet";
+    ".fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 .h5 .txt .csv .tsv .parquet .pq";
 
-/// Splits `data.npz:name` (an archive member) or `data.parquet:name` (a column) into the file
+/// Splits `data.npz:name` (an archive member) or `data.parquet:name` / `data.pq:name` (a column) into the file
 /// and the name; any other path, or one that exists as given, is returned whole. The file part
 /// keeps the path's bytes as they are (names need not be UTF-8).
 pub fn split_member(path: &Path) -> (std::path::PathBuf, Option<String>) {
@@ -157,7 +158,7 @@ pub fn split_member(path: &Path) -> (std::path::PathBuf, Option<String>) {
     use std::os::unix::ffi::OsStrExt;
     let bytes = path.as_os_str().as_bytes();
     let lower = bytes.to_ascii_lowercase();
-    let split = [&b".npz:"[..], b".parquet:"]
+    let split = [&b".npz:"[..], b".parquet:", b".pq:"]
         .iter()
         .filter_map(|ext| {
             lower
@@ -199,30 +200,14 @@ impl Format {
     pub fn from_path(path: &Path) -> Result<Format, IoError> {
         let (file, _) = split_member(path);
         let ext = extension(&file);
-        if let Some(f) = Format::from_name(&ext).filter(|_| !ext.is_empty()) {
-            return Ok(f);
-        }
-        Ok(match ext.as_str() {
-            "ivecs" => Format::Ivecs,
-            "bvecs" => Format::Bvecs,
-            "fbin" => Format::Fbin,
-            "u8bin" => Format::U8bin,
-            "npy" => Format::Npy,
-            "hdf5" | "h5" => Format::Hdf5,
-            "txt" => Format::Txt,
-            "" => {
-                return Err(IoError::user(
-                    path,
-                    format!("no file extension to tell the format (one of {INPUT_EXTENSIONS})"),
-                ))
-            }
-            _ => {
-                return Err(IoError::user(
-                    path,
-                    format!("unknown input format '.{ext}' (known: {INPUT_EXTENSIONS})"),
-                ))
-            }
-        })
+        let why = match ext.as_str() {
+            "" => format!("no file extension to tell the format (one of {INPUT_EXTENSIONS})"),
+            _ => match Format::from_name(&ext) {
+                Some(f) => return Ok(f),
+                None => format!("unknown input format '.{ext}' (known: {INPUT_EXTENSIONS})"),
+            },
+        };
+        Err(IoError::user(path, why))
     }
 }
 

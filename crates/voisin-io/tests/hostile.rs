@@ -33,6 +33,23 @@ fn member_syntax_keeps_the_bytes_of_the_name() {
         (file.to_str(), member.as_deref()),
         (Some("t.parquet:a.npz"), Some("b"))
     );
+    // `.pq` is a Parquet extension for columns too, as it is for the format.
+    let (file, member) = split_member(Path::new("t.pq:emb"));
+    assert_eq!(
+        (file.to_str(), member.as_deref()),
+        (Some("t.pq"), Some("emb"))
+    );
+    assert_eq!(
+        voisin_io::Format::from_path(Path::new("t.PQ:emb")).unwrap(),
+        voisin_io::Format::Parquet
+    );
+    let e = voisin_io::Format::from_path(Path::new("t.xyz"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown input format '.xyz'") && e.contains(".pq"),
+        "{e}"
+    );
 }
 
 #[test]

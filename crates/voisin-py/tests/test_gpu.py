@@ -38,8 +38,15 @@ def test_float64_and_int64_on_the_gpu_equal_the_cpu(rng, metric):
     for base, queries in sets:
         for f in (lambda dev: voisin.knn(base, queries, 10, metric=metric, device=dev),
                   lambda dev: voisin.knn_graph(base[:1500], 10, metric=metric, device=dev)):
-            gd, gi = f("cuda")
             cd, ci = f("cpu")
+            if metric.startswith("minkowski") and base.dtype.kind == "i":
+                # Minkowski's power sums are not answered on scaled copies: the GPU refuses the
+                # values about 1e12 in the CLI's words, and auto answers them on the CPU.
+                with pytest.raises(ValueError, match="the CPU engine answers it exactly"):
+                    f("cuda")
+                gd, gi = f("auto")
+            else:
+                gd, gi = f("cuda")
             np.testing.assert_array_equal(gi, ci)
             np.testing.assert_array_equal(gd, cd)
 

@@ -526,8 +526,16 @@ pub trait Engine: Send + Sync {
     }
 }
 
-/// Checks that a metric applies to a data set.
+/// Checks that a metric applies to a data set (and that a minkowski order built in code, not
+/// parsed, is one the parser takes).
 pub fn check_metric(data: &Dataset, metric: &Metric) -> Result<()> {
+    if let Metric::Minkowski(p) = metric {
+        if !(p.is_finite() && *p >= 1.0) {
+            return Err(Error::invalid(format!(
+                "minkowski order {p} must be a finite number >= 1"
+            )));
+        }
+    }
     let kind = match data {
         Dataset::Vectors(_) => ItemKind::Vectors,
         Dataset::Strings(_) => ItemKind::Strings,

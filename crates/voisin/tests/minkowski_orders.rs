@@ -97,3 +97,23 @@ fn the_key_changes_form_continuously_at_the_threshold() {
     assert_eq!(above.radius_to_key(2.5), 2.5);
     assert_eq!(above.key_to_distance(2.5), 2.5);
 }
+
+#[test]
+fn orders_the_parser_refuses_are_refused_when_built_in_code() {
+    let e = engine();
+    let x = uniform(3, 20, 4, 1.0);
+    for p in [0.5, 0.0, -2.0, f64::NAN, f64::INFINITY] {
+        let m = Metric::Minkowski(p);
+        for r in [
+            e.knn(&x, &x, 3, &m).map(|_| ()),
+            e.graph(&x, 3, &m).map(|_| ()),
+            e.range(&x, &x, 1.0, &m).map(|_| ()),
+        ] {
+            let msg = r.unwrap_err().to_string();
+            assert!(
+                msg.contains("must be a finite number >= 1"),
+                "p = {p}: {msg}"
+            );
+        }
+    }
+}

@@ -4,11 +4,18 @@
 use crate::error::{Error, Result};
 
 /// A list of strings, stored as chars in one flat array.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct StringSet {
     chars: Vec<char>,
     /// `offsets[i]..offsets[i + 1]` are the chars of string `i`; `offsets.len() == len + 1`.
     offsets: Vec<usize>,
+}
+
+impl Default for StringSet {
+    /// An empty set, as [`StringSet::new`] (a derived default would lack the leading offset).
+    fn default() -> Self {
+        StringSet::new()
+    }
 }
 
 impl StringSet {
@@ -87,5 +94,19 @@ impl StringSet {
             out.offsets.push(out.chars.len());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StringSet;
+
+    #[test]
+    fn the_default_set_is_empty_and_grows() {
+        let mut set = StringSet::default();
+        assert_eq!(set.len(), 0);
+        assert!(set.is_empty());
+        set.push("ab").unwrap();
+        assert_eq!((set.len(), set.get(0)), (1, &['a', 'b'][..]));
     }
 }
