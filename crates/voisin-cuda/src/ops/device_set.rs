@@ -373,10 +373,14 @@ pub(crate) struct DeviceSet<'s> {
     norms: OnceLock<Norms>,
 }
 
+/// A set's prepared norms, held by the finishes that bound pairs by their base rows while the
+/// set lives (the download's own vector, not a copy of it).
+pub(crate) type SharedNorms = Arc<Vec<f64>>;
+
 struct Norms {
     /// Norms of `rows` on the host, for the bounds (shared with the finishes that bound each
     /// pair by its own base row, [`DeviceSet::shared_norm`]).
-    norm: Arc<[f64]>,
+    norm: SharedNorms,
     /// Rows whose norm is not finite: a NaN or infinite value, or (rarely) a finite row whose
     /// translation overflowed f32. [`DeviceSet::check`] tells them apart.
     suspect: Vec<usize>,
@@ -569,7 +573,7 @@ impl<'s> DeviceSet<'s> {
         // values cannot overflow an f64 sum of squares).
         let suspect = (0..self.n).filter(|&r| !norm[r].is_finite()).collect();
         let max = norm.iter().cloned().fold(0.0, f64::max);
-        let norm = norm.into();
+        let norm = Arc::new(norm);
         let _ = self.norms.set(Norms { norm, suspect, max });
         Ok(())
     }
@@ -642,7 +646,7 @@ impl<'s> DeviceSet<'s> {
     }
 
     /// [`DeviceSet::norm`] as a handle a finish can hold while it widens lists on this set.
-    pub fn shared_norm(&self) -> Arc<[f64]> {
+    pub fn shared_norm(&self) -> SharedNorms {
         Arc::clone(&self.norms().norm)
     }
 

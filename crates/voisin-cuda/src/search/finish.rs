@@ -11,13 +11,13 @@
 //! GPUs (`multi::Sharded`) and the rows of a graph (`graph::RowsOfGraph`) each implement
 //! [`CandidateSource`].
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
 use voisin::{Result, Stats};
 
 use crate::numerics::plan::Numerics;
+use crate::ops::device_set::SharedNorms;
 use crate::options::BLOCK_MAX_K;
 use crate::runtime::probe::Phases;
 
@@ -42,7 +42,7 @@ pub(crate) trait CandidateSource {
     /// The prepared norm of every base item, where the host holds them: lets a query the bound
     /// at the base's largest norm leaves unproved be proved on each pair's own bound
     /// ([`Numerics::norm_aware`]). `None` (a streamed base) keeps the bound at the largest.
-    fn base_norms(&self) -> Option<Arc<[f64]>> {
+    fn base_norms(&self) -> Option<SharedNorms> {
         None
     }
 
@@ -100,7 +100,7 @@ struct Bounds<'p> {
     abs: Vec<f64>,
     bmax: f64,
     /// The queries' and the base items' prepared norms, for the pairs' own bounds.
-    aware: Option<(Vec<f64>, Arc<[f64]>)>,
+    aware: Option<(Vec<f64>, SharedNorms)>,
 }
 
 impl<'p> Bounds<'p> {
@@ -120,7 +120,7 @@ impl<'p> Bounds<'p> {
     }
 
     /// The bound of query `q` against base item `b`, at `b`'s own norm.
-    fn pair_abs(&self, (qnorm, bnorm): &(Vec<f64>, Arc<[f64]>), q: usize, b: u32) -> f64 {
+    fn pair_abs(&self, (qnorm, bnorm): &(Vec<f64>, SharedNorms), q: usize, b: u32) -> f64 {
         self.plan.abs_bound(qnorm[q], bnorm[b as usize])
     }
 
@@ -157,7 +157,7 @@ impl<'p> Bounds<'p> {
     /// The `k`-th smallest (or, for fewer candidates, the largest) upper bound of the pairs.
     fn kth_upper(
         &self,
-        a: &(Vec<f64>, Arc<[f64]>),
+        a: &(Vec<f64>, SharedNorms),
         q: usize,
         cands: &[(f32, u32)],
         k: usize,
@@ -409,8 +409,8 @@ mod tests {
             }
         }
 
-        fn base_norms(&self) -> Option<Arc<[f64]>> {
-            self.aware.then(|| self.tiles.bnorm.clone().into())
+        fn base_norms(&self) -> Option<SharedNorms> {
+            self.aware.then(|| Arc::new(self.tiles.bnorm.clone()))
         }
 
         fn self_items(&self) -> Option<RowItems> {

@@ -12,7 +12,7 @@ use voisin::graph::{Share, TileOwner};
 use voisin::{Error, Metric, Result, Stats, VectorSet};
 
 use crate::numerics::plan::{BoundParts, Numerics};
-use crate::ops::device_set::DeviceSet;
+use crate::ops::device_set::{DeviceSet, SharedNorms};
 use crate::ops::exact;
 use crate::ops::locality::Locality;
 use crate::ops::scaled::ScaledRows;
@@ -414,7 +414,7 @@ impl CandidateSource for RowsOfGraph<'_> {
         (&self.qnorm, self.sides.bdev.max_norm())
     }
 
-    fn base_norms(&self) -> Option<std::sync::Arc<[f64]>> {
+    fn base_norms(&self) -> Option<SharedNorms> {
         Some(self.sides.bdev.shared_norm())
     }
 

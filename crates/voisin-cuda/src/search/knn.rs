@@ -16,7 +16,7 @@ use voisin::{KnnResult, Result, Stats};
 use std::ops::Range;
 
 use crate::numerics::plan::BoundParts;
-use crate::ops::device_set::DeviceSet;
+use crate::ops::device_set::{DeviceSet, SharedNorms};
 use crate::ops::scaled::ScaledRows;
 use crate::ops::select::{self, Select};
 use crate::ops::survivors::Survivors;
@@ -748,7 +748,7 @@ impl CandidateSource for Resident<'_> {
         (&self.qnorm, self.sides.bdev.max_norm())
     }
 
-    fn base_norms(&self) -> Option<std::sync::Arc<[f64]>> {
+    fn base_norms(&self) -> Option<SharedNorms> {
         Some(self.sides.bdev.shared_norm())
     }
 
