@@ -41,12 +41,12 @@ fn file_level_problems() {
     assert_eq!(
         read_err(&dir.path().join("x.xls")).message(),
         "unknown input format '.xls' (known: .fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 \
-         .h5 .txt .csv .tsv .parquet)"
+         .h5 .txt .csv .tsv .parquet .pq)"
     );
     assert_eq!(
         read_err(&dir.path().join("noext")).message(),
         "no file extension to tell the format (one of .fvecs .ivecs .bvecs .fbin .u8bin .npy \
-         .npz .hdf5 .h5 .txt .csv .tsv .parquet)"
+         .npz .hdf5 .h5 .txt .csv .tsv .parquet .pq)"
     );
 }
 
