@@ -150,9 +150,9 @@ pub enum Format {
 const INPUT_EXTENSIONS: &str =
     ".fvecs .ivecs .bvecs .fbin .u8bin .npy .npz .hdf5 .h5 .txt .csv .tsv .parquet .pq";
 
-/// Splits `data.npz:name` (an archive member) or `data.parquet:name` / `data.pq:name` (a column) into the file
-/// and the name; any other path, or one that exists as given, is returned whole. The file part
-/// keeps the path's bytes as they are (names need not be UTF-8).
+/// Splits `data.npz:name` (an archive member) or `data.parquet:name` / `data.pq:name` (a column)
+/// into the file and the name; any other path, or one that exists as given, is returned whole.
+/// The file part keeps the path's bytes as they are (names need not be UTF-8).
 pub fn split_member(path: &Path) -> (std::path::PathBuf, Option<String>) {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
