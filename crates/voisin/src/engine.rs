@@ -530,11 +530,7 @@ pub trait Engine: Send + Sync {
 /// parsed, is one the parser takes).
 pub fn check_metric(data: &Dataset, metric: &Metric) -> Result<()> {
     if let Metric::Minkowski(p) = metric {
-        if !(p.is_finite() && *p >= 1.0) {
-            return Err(Error::invalid(format!(
-                "minkowski order {p} must be a finite number >= 1"
-            )));
-        }
+        crate::metric::check_minkowski_order(*p, p)?;
     }
     let kind = match data {
         Dataset::Vectors(_) => ItemKind::Vectors,

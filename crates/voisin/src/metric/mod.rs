@@ -304,11 +304,7 @@ impl FromStr for Metric {
                     ),
                 };
                 // The order as written: `1e-300` printed as an f64 spells out 300 zeros.
-                if !(p.is_finite() && p >= 1.0) {
-                    return Err(Error::invalid(format!(
-                        "minkowski order {text} must be a finite number >= 1"
-                    )));
-                }
+                check_minkowski_order(p, text)?;
                 return Ok(Metric::Minkowski(p));
             }
             "levenshtein" | "edit" => Metric::Levenshtein,
@@ -326,6 +322,17 @@ impl FromStr for Metric {
         }
         Ok(metric)
     }
+}
+
+/// Refuses a minkowski order that is not a finite number >= 1, naming it as `shown` (the parser
+/// shows it as written; [`crate::engine::check_metric`], for a metric built in code, as the f64).
+pub(crate) fn check_minkowski_order(p: f64, shown: impl fmt::Display) -> Result<()> {
+    if p.is_finite() && p >= 1.0 {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "minkowski order {shown} must be a finite number >= 1"
+    )))
 }
 
 #[cfg(test)]
