@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 
-def peak_mb():
+def peak_mib():
     """This process's peak resident memory in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -52,8 +52,9 @@ def main():
 
     limit = parse_bytes(args.limit)
     base_bytes = args.rows * args.dim * 4
-    spill = tempfile.mkdtemp(prefix="voisin-dask-scale-")
-    dask.config.set({"temporary-directory": spill})
+    # The workers' spilled blocks go to a folder removed at the end (gigabytes, with the defaults).
+    spill = tempfile.TemporaryDirectory(prefix="voisin-dask-scale-")
+    dask.config.set({"temporary-directory": spill.name})
     cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, memory_limit=limit,
                            processes=True, dashboard_address=None)
     client = Client(cluster)
@@ -69,13 +70,17 @@ def main():
                        block_rows=args.chunk_rows)
     took = time.perf_counter() - t
     after = set(client.scheduler_info()["workers"])
-    peaks = client.run(peak_mb)
+    peaks = client.run(peak_mib)
+    # A worker the nanny restarts comes back at a new address: how many of the first are gone
+    # (the workers' log counts each restart).
     restarted = len(before - after)
-    print(f"voisin.dask.knn: {took:.1f} s; workers restarted: {restarted}")
+    print(f"voisin.dask.knn: {took:.1f} s; of the first {len(before)} workers, {restarted} were "
+          f"restarted")
     for w, p in sorted(peaks.items()):
         print(f"  {w}: peak resident {p:.0f} MiB of {limit / 2**20:.0f} MiB")
     client.close()
     cluster.close()
+    spill.cleanup()
 
     # The same rows in this process, for the check (this process may hold the whole base).
     rows = np.random.default_rng(9).choice(args.queries, size=min(args.sample, args.queries),
